@@ -1,0 +1,335 @@
+// fiber/codec.hpp - how values travel between processes.
+//
+// `fiber::codec<T>` is the customization point: specialize it with
+//   static void encode(fiber::writer&, const T&);
+//   static T decode(fiber::reader&);
+// The defaults cover arithmetic and enum types, strings, the standard containers, pair, tuple,
+// optional, variant and plain aggregates (through Boost.PFR). Large contiguous ranges of
+// trivially copyable values travel as frames of their own, not copied into the header frame.
+#pragma once
+#include <array>
+#include <boost/pfr.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "fiber/error.hpp"
+
+namespace fiber {
+
+template <class T, class Enable = void>
+struct codec;
+
+namespace detail {
+/// A frame of an encoded message: bytes plus, optionally, what keeps them alive (zero-copy).
+struct blob {
+  const std::byte* data = nullptr;
+  std::size_t size = 0;
+  std::shared_ptr<const void> keep;  // when null the bytes are copied before sending
+};
+/// Contiguous ranges at least this large go as their own frame.
+inline constexpr std::size_t blob_threshold = 8 * 1024;
+[[noreturn]] void throw_malformed(const char* what, std::size_t need, std::size_t have);
+}  // namespace detail
+
+/// Appends an encoded value: small data inline, large contiguous data as separate frames.
+class writer {
+ public:
+  writer() = default;
+  /// Large ranges reference memory owned by `keep` instead of being copied.
+  explicit writer(std::shared_ptr<const void> keep) : keep_(std::move(keep)) {}
+
+  void bytes(const void* p, std::size_t n) {
+    auto* b = static_cast<const char*>(p);
+    head_.append(b, n);
+  }
+  template <class T>
+  void pod(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    bytes(&v, sizeof v);
+  }
+  void size(std::size_t n) { pod(static_cast<std::uint64_t>(n)); }
+  /// A contiguous range: inline when small, its own frame when large.
+  void range(const void* p, std::size_t n) {
+    size(n);
+    if (n < detail::blob_threshold) {
+      bytes(p, n);
+      return;
+    }
+    blobs_.push_back({static_cast<const std::byte*>(p), n, keep_});
+  }
+  template <class T>
+  void value(const T& v) {
+    codec<std::remove_cvref_t<T>>::encode(*this, v);
+  }
+
+  std::string& head() noexcept { return head_; }
+  std::vector<detail::blob>& blobs() noexcept { return blobs_; }
+  std::size_t total_size() const noexcept {
+    std::size_t n = head_.size();
+    for (auto& b : blobs_) n += b.size;
+    return n;
+  }
+
+ private:
+  std::string head_;
+  std::vector<detail::blob> blobs_;
+  std::shared_ptr<const void> keep_;
+};
+
+/// Reads an encoded value back; every read is bounds-checked and throws
+/// `fiber::error(errc::malformed_message)` on truncated or inconsistent input.
+class reader {
+ public:
+  reader(std::span<const std::byte> head, std::span<const std::span<const std::byte>> blobs)
+      : head_(head), blobs_(blobs) {}
+
+  void bytes(void* out, std::size_t n) {
+    if (n > head_.size() - pos_) detail::throw_malformed("inline data", n, head_.size() - pos_);
+    if (n) std::memcpy(out, head_.data() + pos_, n);
+    pos_ += n;
+  }
+  template <class T>
+  T pod() {
+    T v;
+    bytes(&v, sizeof v);
+    return v;
+  }
+  /// A count of elements that each take at least `min_element_bytes` of input.
+  std::size_t size(std::size_t min_element_bytes = 1) {
+    auto n = pod<std::uint64_t>();
+    // Reject counts the remaining input cannot hold before allocating anything.
+    std::size_t left = remaining();
+    if (min_element_bytes && n > left / min_element_bytes)
+      detail::throw_malformed("element count", static_cast<std::size_t>(n), left);
+    return static_cast<std::size_t>(n);
+  }
+  /// A contiguous range written by writer::range.
+  std::span<const std::byte> range() {
+    auto n = static_cast<std::size_t>(pod<std::uint64_t>());
+    if (n < detail::blob_threshold) {
+      if (n > head_.size() - pos_) detail::throw_malformed("inline range", n, head_.size() - pos_);
+      std::span<const std::byte> s{head_.data() + pos_, n};
+      pos_ += n;
+      return s;
+    }
+    if (next_blob_ >= blobs_.size()) detail::throw_malformed("large-data frame", 1, 0);
+    auto s = blobs_[next_blob_++];
+    if (s.size() != n) detail::throw_malformed("large-data frame size", n, s.size());
+    return s;
+  }
+  template <class T>
+  T value() {
+    return codec<std::remove_cvref_t<T>>::decode(*this);
+  }
+  /// Bytes left inline plus in unread frames.
+  std::size_t remaining() const noexcept {
+    std::size_t n = head_.size() - pos_;
+    for (std::size_t i = next_blob_; i < blobs_.size(); ++i) n += blobs_[i].size();
+    return n;
+  }
+  bool at_end() const noexcept { return pos_ == head_.size() && next_blob_ == blobs_.size(); }
+
+ private:
+  std::span<const std::byte> head_;
+  std::span<const std::span<const std::byte>> blobs_;
+  std::size_t pos_ = 0;
+  std::size_t next_blob_ = 0;
+};
+
+// ---- defaults -------------------------------------------------------------------------------
+
+template <class T>
+struct codec<T, std::enable_if_t<std::is_arithmetic_v<T> || std::is_enum_v<T>>> {
+  static void encode(writer& w, const T& v) { w.pod(v); }
+  static T decode(reader& r) { return r.pod<T>(); }
+};
+
+template <>
+struct codec<std::string> {
+  static void encode(writer& w, const std::string& s) { w.range(s.data(), s.size()); }
+  static std::string decode(reader& r) {
+    auto s = r.range();
+    return {reinterpret_cast<const char*>(s.data()), s.size()};
+  }
+};
+
+template <>
+struct codec<std::monostate> {
+  static void encode(writer&, const std::monostate&) {}
+  static std::monostate decode(reader&) { return {}; }
+};
+
+template <class T, class A>
+struct codec<std::vector<T, A>> {
+  static void encode(writer& w, const std::vector<T, A>& v) {
+    if constexpr (std::is_trivially_copyable_v<T> && !std::is_same_v<T, bool>) {
+      w.range(v.data(), v.size() * sizeof(T));
+    } else {
+      w.size(v.size());
+      for (auto& e : v) w.value(static_cast<const T&>(e));
+    }
+  }
+  static std::vector<T, A> decode(reader& r) {
+    std::vector<T, A> v;
+    if constexpr (std::is_trivially_copyable_v<T> && !std::is_same_v<T, bool>) {
+      auto s = r.range();
+      if (s.size() % sizeof(T)) detail::throw_malformed("vector element alignment", sizeof(T), s.size());
+      v.resize(s.size() / sizeof(T));
+      if (!s.empty()) std::memcpy(v.data(), s.data(), s.size());
+    } else {
+      auto n = r.size(1);
+      v.reserve(n);
+      for (std::size_t i = 0; i < n; ++i) v.push_back(r.value<T>());
+    }
+    return v;
+  }
+};
+
+template <class T, std::size_t N>
+struct codec<std::array<T, N>> {
+  static void encode(writer& w, const std::array<T, N>& a) {
+    for (auto& e : a) w.value(e);
+  }
+  static std::array<T, N> decode(reader& r) {
+    std::array<T, N> a;
+    for (auto& e : a) e = r.value<T>();
+    return a;
+  }
+};
+
+namespace detail {
+template <class M>
+struct map_codec {
+  static void encode(writer& w, const M& m) {
+    w.size(m.size());
+    for (auto& [k, v] : m) {
+      w.value(k);
+      w.value(v);
+    }
+  }
+  static M decode(reader& r) {
+    M m;
+    auto n = r.size(1);
+    for (std::size_t i = 0; i < n; ++i) {
+      auto k = r.value<typename M::key_type>();
+      m.emplace(std::move(k), r.value<typename M::mapped_type>());
+    }
+    return m;
+  }
+};
+}  // namespace detail
+
+template <class K, class V, class C, class A>
+struct codec<std::map<K, V, C, A>> : detail::map_codec<std::map<K, V, C, A>> {};
+template <class K, class V, class H, class E, class A>
+struct codec<std::unordered_map<K, V, H, E, A>> : detail::map_codec<std::unordered_map<K, V, H, E, A>> {};
+
+template <class K, class C, class A>
+struct codec<std::set<K, C, A>> {
+  static void encode(writer& w, const std::set<K, C, A>& s) {
+    w.size(s.size());
+    for (auto& k : s) w.value(k);
+  }
+  static std::set<K, C, A> decode(reader& r) {
+    std::set<K, C, A> s;
+    auto n = r.size(1);
+    for (std::size_t i = 0; i < n; ++i) s.insert(r.value<K>());
+    return s;
+  }
+};
+
+template <class A, class B>
+struct codec<std::pair<A, B>> {
+  static void encode(writer& w, const std::pair<A, B>& p) {
+    w.value(p.first);
+    w.value(p.second);
+  }
+  static std::pair<A, B> decode(reader& r) {
+    auto a = r.value<A>();
+    return {std::move(a), r.value<B>()};
+  }
+};
+
+template <class... Ts>
+struct codec<std::tuple<Ts...>> {
+  static void encode(writer& w, const std::tuple<Ts...>& t) {
+    std::apply([&](const auto&... e) { (w.value(e), ...); }, t);
+  }
+  static std::tuple<Ts...> decode(reader& r) {
+    // Braced initialization evaluates left to right.
+    return std::tuple<Ts...>{r.value<Ts>()...};
+  }
+};
+
+template <class T>
+struct codec<std::optional<T>> {
+  static void encode(writer& w, const std::optional<T>& o) {
+    w.pod(static_cast<std::uint8_t>(o.has_value()));
+    if (o) w.value(*o);
+  }
+  static std::optional<T> decode(reader& r) {
+    auto has = r.pod<std::uint8_t>();
+    if (has > 1) detail::throw_malformed("optional flag", 1, has);
+    if (!has) return std::nullopt;
+    return r.value<T>();
+  }
+};
+
+template <class... Ts>
+struct codec<std::variant<Ts...>> {
+  static void encode(writer& w, const std::variant<Ts...>& v) {
+    w.pod(static_cast<std::uint32_t>(v.index()));
+    std::visit([&](const auto& e) { w.value(e); }, v);
+  }
+  static std::variant<Ts...> decode(reader& r) {
+    auto i = r.pod<std::uint32_t>();
+    if (i >= sizeof...(Ts)) detail::throw_malformed("variant index", sizeof...(Ts), i);
+    return decode_at(r, i, std::index_sequence_for<Ts...>{});
+  }
+
+ private:
+  template <std::size_t... I>
+  static std::variant<Ts...> decode_at(reader& r, std::uint32_t i, std::index_sequence<I...>) {
+    std::variant<Ts...> out;
+    ((i == I ? (out.template emplace<I>(r.value<std::variant_alternative_t<I, std::variant<Ts...>>>()), 0) : 0), ...);
+    return out;
+  }
+};
+
+namespace detail {
+template <class T>
+struct is_std_array : std::false_type {};
+template <class T, std::size_t N>
+struct is_std_array<std::array<T, N>> : std::true_type {};
+template <class T>
+inline constexpr bool is_plain_aggregate_v = std::is_aggregate_v<T> && std::is_class_v<T> && !std::is_union_v<T> &&
+                                             std::is_default_constructible_v<T> && !is_std_array<T>::value;
+}
+
+/// Plain aggregates: field by field.
+template <class T>
+struct codec<T, std::enable_if_t<detail::is_plain_aggregate_v<T> && !std::is_same_v<T, std::monostate>>> {
+  static void encode(writer& w, const T& v) {
+    boost::pfr::for_each_field(v, [&](const auto& f) { w.value(f); });
+  }
+  static T decode(reader& r) {
+    T v{};
+    boost::pfr::for_each_field(v, [&](auto& f) { f = r.value<std::remove_cvref_t<decltype(f)>>(); });
+    return v;
+  }
+};
+
+}  // namespace fiber

@@ -1,0 +1,48 @@
+// fiber/config.hpp - typed settings. Precedence: code > FIBER_* environment > .fiberconfig file.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace fiber {
+
+enum class log_level { trace, debug, info, warn, error, off };
+
+using config_overrides = std::initializer_list<std::pair<std::string_view, std::string_view>>;
+
+struct config {
+  std::string backend = "local";            // local | docker | kubernetes | slurm
+  std::string image;                        // container image for docker/kubernetes
+  fiber::log_level log_level = log_level::warn;
+  std::string log_file;                     // prefix: each process logs to <prefix>.<name>.log; empty: stderr
+  int cpu_per_job = 1;                      // default cpus of a child
+  int mem_per_job = 0;                      // default MiB of a child, 0: no limit
+  std::string kubernetes_namespace = "default";
+  int heartbeat_interval_ms = 1000;         // ZeroMQ heartbeat period
+  int heartbeat_timeout_ms = 10000;         // a silent peer is dropped after this
+  std::string executable;                   // program a child runs; empty: this program
+  std::uint64_t max_message_bytes = std::uint64_t{1} << 30;  // larger payloads are refused
+  int start_timeout_ms = 60000;             // a child must complete the handshake in this time
+  int terminate_grace_ms = 2000;            // SIGTERM, then SIGKILL after this
+
+  /// Sets a key from text; throws fiber::error(errc::config_error) naming the key on an unknown
+  /// key or a bad value.
+  void set(std::string_view key, std::string_view value);
+  /// The value of a key as text.
+  std::string get(std::string_view key) const;
+  /// Every key with its value as text (what travels to children).
+  std::vector<std::pair<std::string, std::string>> items() const;
+  static const std::vector<std::string_view>& keys();
+
+  /// Defaults, then `.fiberconfig` in the working directory (or the file named by
+  /// FIBER_CONFIG_FILE), then FIBER_<KEY> environment variables, then `overrides`.
+  static config load(config_overrides overrides = {});
+  static config load(const std::vector<std::pair<std::string, std::string>>& overrides);
+
+  friend bool operator==(const config&, const config&) = default;
+};
+
+}  // namespace fiber

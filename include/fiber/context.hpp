@@ -1,0 +1,56 @@
+// fiber/context.hpp - the runtime: event loop, configuration, job identity, backend.
+#pragma once
+#include <asio/any_io_executor.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fiber/config.hpp"
+
+namespace asio {
+class io_context;
+}
+
+namespace fiber {
+namespace detail {
+class runtime;
+}
+
+/// Runs fiber on an event loop. Either owns an io_context and a thread that runs it (plain
+/// programs), or runs on the caller's io_context (services with their own event loop: the
+/// caller keeps it running, and must not block its thread with `.get()`).
+class context {
+ public:
+  explicit context(fiber::config cfg = config::load());
+  explicit context(asio::io_context& io, fiber::config cfg = config::load());
+  ~context();
+  context(const context&) = delete;
+  context& operator=(const context&) = delete;
+
+  const fiber::config& config() const noexcept;
+  asio::any_io_executor get_executor() const noexcept;
+  /// The endpoints this process listens on for its children (empty before the first child).
+  std::vector<std::string> endpoints() const;
+  /// Identity of this job; children share it.
+  const std::string& job_id() const noexcept;
+
+  /// The context of this process: in a worker, the one its master configured; otherwise one
+  /// made on first use from fiber::init's overrides, the environment and .fiberconfig.
+  static context& default_context();
+
+  std::shared_ptr<detail::runtime> runtime() const noexcept { return rt_; }
+
+ private:
+  explicit context(std::shared_ptr<detail::runtime> rt) noexcept;
+  std::shared_ptr<detail::runtime> rt_;
+};
+
+/// First line of main(). In a process started as a worker it runs the worker and exits: it
+/// never returns into main. Otherwise it records `overrides` (highest precedence) for the
+/// default context.
+void init(int argc, char** argv, config_overrides overrides = {});
+
+/// True in a process started by fiber as a child.
+bool is_worker() noexcept;
+
+}  // namespace fiber

@@ -1,0 +1,63 @@
+// fiber/error.hpp - error codes, the error category and the exceptions fiber throws.
+#pragma once
+#include <string>
+#include <system_error>
+
+namespace fiber {
+
+enum class errc {
+  not_registered = 1,   // a function/class was used without FIBER_REMOTE
+  binary_mismatch,      // a worker runs a different executable than the master
+  protocol_error,       // a peer spoke a different protocol version or sent the wrong message
+  malformed_message,    // a message could not be decoded
+  message_too_large,    // a payload exceeds max_message_bytes
+  config_error,         // unknown key or bad value in the configuration
+  spawn_failed,         // the backend could not start a child
+  worker_lost,          // a child died before it finished what it was asked to do
+  remote_error,         // an exception was thrown in another process
+  timeout,              // a wait with a deadline expired
+  not_started,          // an operation needs a started process
+  already_started,      // start() called twice
+  closed,               // the object was closed
+  wrong_direction,      // send on a receive-only pipe end, or the reverse
+  would_deadlock,       // a blocking call was made from the thread that runs fiber's event loop
+  backend_unavailable,  // the configured backend/engine cannot be reached
+};
+
+}  // namespace fiber
+
+template <>
+struct std::is_error_code_enum<fiber::errc> : std::true_type {};
+
+namespace fiber {
+
+const std::error_category& fiber_category() noexcept;
+
+inline std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), fiber_category()};
+}
+
+/// Thrown by blocking calls and by `co_await` on failed operations.
+class error : public std::system_error {
+ public:
+  error(errc code, const std::string& what) : std::system_error(make_error_code(code), what) {}
+  error(std::error_code code, const std::string& what) : std::system_error(code, what) {}
+};
+
+/// An exception thrown by user code in another process: its type and message travel back.
+class remote_error : public error {
+ public:
+  remote_error(std::string type, std::string message, std::string where)
+      : error(errc::remote_error, type + ": " + message + " (raised in " + where + ")"),
+        type_(std::move(type)), message_(std::move(message)), where_(std::move(where)) {}
+  const std::string& type() const noexcept { return type_; }
+  const std::string& message() const noexcept { return message_; }
+  /// Name of the process the exception was raised in.
+  const std::string& where() const noexcept { return where_; }
+
+ private:
+  std::string type_, message_, where_;
+};
+
+}  // namespace fiber
+

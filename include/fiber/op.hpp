@@ -1,0 +1,70 @@
+// fiber/op.hpp - what fiber's operations return: awaitable, or `.get()` to block.
+//
+//   co_await p.start();     // inside an asio::awaitable coroutine
+//   p.start().get();        // plain program: blocks the calling thread
+#pragma once
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/use_awaitable.hpp>
+#include <exception>
+#include <future>
+#include <memory>
+#include <optional>
+
+#include "fiber/error.hpp"
+
+namespace fiber {
+namespace detail {
+class runtime;
+asio::any_io_executor executor_of(runtime&) noexcept;
+bool in_loop_thread(runtime&) noexcept;
+[[noreturn]] void throw_would_deadlock();
+
+/// Runs `a` on `ex`, resuming the caller on its own executor when they differ.
+template <class T>
+asio::awaitable<T> on_executor(asio::any_io_executor ex, asio::awaitable<T> a) {
+  auto mine = co_await asio::this_coro::executor;
+  if (mine == ex) co_return co_await std::move(a);
+  co_return co_await asio::co_spawn(ex, std::move(a), asio::use_awaitable);
+}
+template <>
+inline asio::awaitable<void> on_executor(asio::any_io_executor ex, asio::awaitable<void> a) {
+  auto mine = co_await asio::this_coro::executor;
+  if (mine == ex)
+    co_await std::move(a);
+  else
+    co_await asio::co_spawn(ex, std::move(a), asio::use_awaitable);
+}
+}  // namespace detail
+
+/// An operation of fiber: `co_await` it in a coroutine, or call `get()` to wait for it.
+template <class T>
+class [[nodiscard]] op : public asio::awaitable<T> {
+ public:
+  op(std::shared_ptr<detail::runtime> rt, asio::awaitable<T> body)
+      : asio::awaitable<T>(detail::on_executor(detail::executor_of(*rt), std::move(body))), rt_(std::move(rt)) {}
+
+  /// Blocks until the operation completes; throws what `co_await` would throw.
+  T get() && {
+    if (detail::in_loop_thread(*rt_)) detail::throw_would_deadlock();
+    std::promise<T> done;
+    auto result = done.get_future();
+    auto ex = detail::executor_of(*rt_);
+    if constexpr (std::is_void_v<T>) {
+      asio::co_spawn(ex, std::move(static_cast<asio::awaitable<T>&>(*this)), [&done](std::exception_ptr e) {
+        if (e) done.set_exception(e); else done.set_value();
+      });
+    } else {
+      asio::co_spawn(ex, std::move(static_cast<asio::awaitable<T>&>(*this)), [&done](std::exception_ptr e, T v) {
+        if (e) done.set_exception(e); else done.set_value(std::move(v));
+      });
+    }
+    return result.get();
+  }
+
+ private:
+  std::shared_ptr<detail::runtime> rt_;
+};
+
+}  // namespace fiber

@@ -1,0 +1,92 @@
+// fiber/pipe.hpp - two connected ends, duplex or one-way, like multiprocessing.Pipe.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "fiber/codec.hpp"
+#include "fiber/context.hpp"
+#include "fiber/detail/channel.hpp"
+#include "fiber/op.hpp"
+
+namespace fiber {
+
+template <class T>
+class connection;
+template <class T>
+std::pair<connection<T>, connection<T>> pipe(bool duplex = true);
+template <class T>
+std::pair<connection<T>, connection<T>> pipe(context& ctx, bool duplex = true);
+
+/// One end of a pipe. Ends may be passed to children as arguments.
+template <class T>
+class connection {
+ public:
+  op<void> send(T value) const {
+    if (!send_) throw error(errc::wrong_direction, "send on the receiving end of a one-way pipe; use the second end of pipe(false) to send");
+    return {rt_, detail::channel_put(rt_, send_, detail::encode_owned(std::move(value)))};
+  }
+  op<T> recv() const {
+    check_recv();
+    return {rt_, recv_impl(rt_, recv_)};
+  }
+  op<std::optional<T>> recv(std::chrono::milliseconds timeout) const {
+    check_recv();
+    return {rt_, recv_for_impl(rt_, recv_, timeout)};
+  }
+  bool can_send() const noexcept { return send_ != 0; }
+  bool can_recv() const noexcept { return recv_ != 0; }
+
+ private:
+  friend std::pair<connection, connection> pipe<T>(context&, bool);
+  friend struct codec<connection<T>>;
+  connection(std::shared_ptr<detail::runtime> rt, std::uint64_t send, std::uint64_t recv)
+      : rt_(std::move(rt)), send_(send), recv_(recv) {}
+  void check_recv() const {
+    if (!recv_) throw error(errc::wrong_direction, "recv on the sending end of a one-way pipe; use the first end of pipe(false) to receive");
+  }
+  static asio::awaitable<T> recv_impl(std::shared_ptr<detail::runtime> rt, std::uint64_t id) {
+    auto m = co_await detail::channel_get(rt, id, std::nullopt);
+    co_return detail::decode_message<T>(*m);
+  }
+  static asio::awaitable<std::optional<T>> recv_for_impl(std::shared_ptr<detail::runtime> rt, std::uint64_t id,
+                                                         std::chrono::milliseconds timeout) {
+    auto m = co_await detail::channel_get(rt, id, timeout);
+    if (!m) co_return std::nullopt;
+    co_return detail::decode_message<T>(*m);
+  }
+
+  std::shared_ptr<detail::runtime> rt_;
+  std::uint64_t send_ = 0, recv_ = 0;
+};
+
+/// duplex: both ends send and receive. One-way: the first end receives, the second sends.
+template <class T>
+std::pair<connection<T>, connection<T>> pipe(context& ctx, bool duplex) {
+  auto rt = ctx.runtime();
+  auto a_to_b = detail::new_channel_id(*rt);
+  if (!duplex) return {connection<T>(rt, 0, a_to_b), connection<T>(rt, a_to_b, 0)};
+  auto b_to_a = detail::new_channel_id(*rt);
+  return {connection<T>(rt, a_to_b, b_to_a), connection<T>(rt, b_to_a, a_to_b)};
+}
+template <class T>
+std::pair<connection<T>, connection<T>> pipe(bool duplex) {
+  return pipe<T>(context::default_context(), duplex);
+}
+
+template <class T>
+struct codec<connection<T>> {
+  static void encode(writer& w, const connection<T>& c) {
+    w.pod(c.send_);
+    w.pod(c.recv_);
+  }
+  static connection<T> decode(reader& r) {
+    auto s = r.pod<std::uint64_t>();
+    auto v = r.pod<std::uint64_t>();
+    return connection<T>(context::default_context().runtime(), s, v);
+  }
+};
+
+}  // namespace fiber

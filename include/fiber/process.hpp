@@ -1,0 +1,92 @@
+// fiber/process.hpp - run a registered function in a child process.
+//
+//   void greet(std::string who);  FIBER_REMOTE(greet);
+//   fiber::process p(&greet, "world");
+//   p.start().get();  p.join().get();        // or co_await p.start(); co_await p.join();
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "fiber/context.hpp"
+#include "fiber/op.hpp"
+#include "fiber/registry.hpp"
+
+namespace fiber {
+
+namespace detail {
+struct process_state;
+struct encoded_call {
+  std::uint64_t function_id = 0;
+  std::string function_name;
+  writer args;
+};
+}  // namespace detail
+
+class process {
+ public:
+  /// A child that will run `f(args...)`. Fails here, before anything starts, if `f` is not
+  /// registered with FIBER_REMOTE.
+  template <class R, class... P, class... A>
+  explicit process(R (*f)(P...), A&&... args) : process(context::default_context(), f, std::forward<A>(args)...) {}
+
+  template <class R, class... P, class... A>
+  process(context& ctx, R (*f)(P...), A&&... args) : process(ctx, encode_call(f, std::forward<A>(args)...)) {}
+
+  process(process&&) noexcept;
+  process& operator=(process&&) noexcept;
+  /// A child still running when its process object goes is terminated and reaped.
+  ~process();
+
+  /// Starts the child; completes once it has passed the handshake (binary, registry, keys).
+  op<void> start();
+  /// Waits for the child to end.
+  op<void> join();
+  /// Waits at most `timeout`; true when the child has ended.
+  op<bool> join(std::chrono::milliseconds timeout);
+  /// SIGTERM, then SIGKILL after terminate_grace_ms; completes when the child is gone.
+  op<void> terminate();
+
+  bool is_alive() const noexcept;
+  /// nullopt while not ended; the exit code, or -N when killed by signal N.
+  std::optional<int> exitcode() const noexcept;
+  /// 0 before start.
+  int pid() const noexcept;
+  const std::string& name() const noexcept;
+  /// Before start only.
+  void set_name(std::string name);
+
+ private:
+  template <class R, class... P, class... A>
+  static detail::encoded_call encode_call(R (*f)(P...), A&&... args) {
+    static_assert(sizeof...(P) == sizeof...(A), "fiber::process: wrong number of arguments for the function");
+    static_assert((std::is_constructible_v<std::decay_t<P>, A&&> && ...),
+                  "fiber::process: an argument cannot be converted to the function's parameter type");
+    const auto& entry = detail::require_registered(f);
+    detail::encoded_call call{entry.id, entry.name, {}};
+    call.args.value(std::tuple<std::decay_t<P>...>(std::forward<A>(args)...));
+    return call;
+  }
+  process(context& ctx, detail::encoded_call call);
+
+  std::shared_ptr<detail::process_state> state_;
+};
+
+struct process_info {
+  std::string name;
+  int pid = 0;
+  bool is_worker = false;
+};
+
+/// This process: its name ("MainProcess" in the master) and pid.
+process_info current_process();
+/// Pids of the children of the default context that are still running.
+std::vector<int> active_children();
+/// Cpus this process may run on.
+int cpu_count() noexcept;
+
+}  // namespace fiber

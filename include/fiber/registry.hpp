@@ -1,0 +1,86 @@
+// fiber/registry.hpp - functions that may run in another process are registered by name.
+//
+//   int square(int x) { return x * x; }
+//   FIBER_REMOTE(square);            // at namespace scope, once per program
+//
+// Callers then pass plain function pointers (`fiber::process p(&square, 3)`); only the stable id
+// of the function travels, never a code address.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+
+#include "fiber/codec.hpp"
+
+namespace fiber::detail {
+
+using invoker_fn = void (*)(reader& args, writer& result);
+
+struct function_entry {
+  std::uint64_t id = 0;
+  std::string name;  // fully qualified, with signature
+  invoker_fn invoke = nullptr;
+};
+
+void register_function(const void* address, std::uint64_t id, std::string_view name, invoker_fn invoke);
+const function_entry* find_function(const void* address) noexcept;
+const function_entry* find_function(std::uint64_t id) noexcept;
+/// Digest of every registered id: a worker whose registry differs runs other code.
+std::uint64_t registry_digest() noexcept;
+[[noreturn]] void throw_not_registered(const void* address);
+std::uint64_t stable_hash(std::string_view s) noexcept;
+
+template <class F>
+struct fn_traits;
+template <class R, class... P>
+struct fn_traits<R (*)(P...)> {
+  using result = R;
+  using args = std::tuple<std::decay_t<P>...>;
+};
+template <class R, class... P>
+struct fn_traits<R (*)(P...) noexcept> : fn_traits<R (*)(P...)> {};
+
+template <auto F>
+constexpr std::string_view qualified_name() {
+  // GCC/Clang spell the template argument, fully qualified, inside the function's name.
+  return __PRETTY_FUNCTION__;
+}
+
+template <auto F>
+void invoke(reader& in, writer& out) {
+  using traits = fn_traits<decltype(F)>;
+  auto args = in.value<typename traits::args>();
+  if (!in.at_end()) throw error(errc::malformed_message, "arguments carry trailing bytes");
+  if constexpr (std::is_void_v<typename traits::result>) {
+    std::apply(F, args);
+  } else {
+    out.value(std::apply(F, args));
+  }
+}
+
+template <auto F>
+struct function_registrar {
+  function_registrar() {
+    auto name = qualified_name<F>();
+    register_function(reinterpret_cast<const void*>(F), stable_hash(name), name, &invoke<F>);
+  }
+};
+
+/// The entry of a registered function, or an error naming the function and the macro to add.
+template <class R, class... P>
+const function_entry& require_registered(R (*f)(P...)) {
+  const void* address = reinterpret_cast<const void*>(f);
+  if (auto* e = find_function(address)) return *e;
+  throw_not_registered(address);
+}
+
+}  // namespace fiber::detail
+
+#define FIBER_DETAIL_CAT2(a, b) a##b
+#define FIBER_DETAIL_CAT(a, b) FIBER_DETAIL_CAT2(a, b)
+
+/// Registers a function so that it can run in another process. Use at namespace scope.
+#define FIBER_REMOTE(fn) \
+  [[maybe_unused]] static const ::fiber::detail::function_registrar<&fn> FIBER_DETAIL_CAT(fiber_remote_, __COUNTER__) {}

@@ -1,0 +1,76 @@
+// fiber/simple_queue.hpp - a queue shared by processes: many writers, many readers.
+//
+// Each message goes to a reader that is waiting for one, in the order readers asked; a busy
+// reader never has messages piled onto it. Handles are cheap to copy and may be passed to
+// children as arguments.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "fiber/codec.hpp"
+#include "fiber/context.hpp"
+#include "fiber/detail/channel.hpp"
+#include "fiber/op.hpp"
+
+namespace fiber {
+
+template <class T>
+class simple_queue {
+ public:
+  simple_queue() : simple_queue(context::default_context()) {}
+  explicit simple_queue(context& ctx)
+      : rt_(ctx.runtime()), id_(std::make_shared<owned_id>(rt_, detail::new_channel_id(*rt_))) {}
+
+  /// Puts a value; completes when it is on its way (the queue is unbounded).
+  op<void> put(T value) const { return {rt_, detail::channel_put(rt_, id_->id, detail::encode_owned(std::move(value)))}; }
+  /// Waits for the next value.
+  op<T> get() const { return {rt_, get_impl(rt_, id_->id)}; }
+  /// Waits at most `timeout`; nullopt when nothing came.
+  op<std::optional<T>> get(std::chrono::milliseconds timeout) const {
+    return {rt_, get_for_impl(rt_, id_->id, timeout)};
+  }
+
+  std::uint64_t id() const noexcept { return id_->id; }
+
+ private:
+  struct owned_id {
+    std::shared_ptr<detail::runtime> rt;
+    std::uint64_t id;
+    bool owner = true;
+    owned_id(std::shared_ptr<detail::runtime> r, std::uint64_t i, bool own = true) : rt(std::move(r)), id(i), owner(own) {}
+    ~owned_id() {
+      if (owner) detail::channel_release(*rt, id);
+    }
+  };
+  friend struct codec<simple_queue<T>>;
+  simple_queue(std::shared_ptr<detail::runtime> rt, std::uint64_t id)
+      : rt_(std::move(rt)), id_(std::make_shared<owned_id>(rt_, id, false)) {}
+
+  static asio::awaitable<T> get_impl(std::shared_ptr<detail::runtime> rt, std::uint64_t id) {
+    auto m = co_await detail::channel_get(rt, id, std::nullopt);
+    co_return detail::decode_message<T>(*m);
+  }
+  static asio::awaitable<std::optional<T>> get_for_impl(std::shared_ptr<detail::runtime> rt, std::uint64_t id,
+                                                        std::chrono::milliseconds timeout) {
+    auto m = co_await detail::channel_get(rt, id, timeout);
+    if (!m) co_return std::nullopt;
+    co_return detail::decode_message<T>(*m);
+  }
+
+  std::shared_ptr<detail::runtime> rt_;
+  std::shared_ptr<owned_id> id_;
+};
+
+/// A queue handle travels as its id; the receiving process reaches it through its master.
+template <class T>
+struct codec<simple_queue<T>> {
+  static void encode(writer& w, const simple_queue<T>& q) { w.pod(q.id()); }
+  static simple_queue<T> decode(reader& r) {
+    auto id = r.pod<std::uint64_t>();
+    return simple_queue<T>(context::default_context().runtime(), id);
+  }
+};
+
+}  // namespace fiber

@@ -1,0 +1,2 @@
+// Asio's implementation, compiled once (ASIO_SEPARATE_COMPILATION).
+#include <asio/impl/src.hpp>

@@ -1,0 +1,13 @@
+#include "backend/backend.hpp"
+
+#include "fiber/config.hpp"
+#include "fiber/error.hpp"
+
+namespace fiber::detail {
+std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config& cfg) {
+  if (cfg.backend == "local") return make_local_backend(io);
+  throw error(errc::backend_unavailable, "backend '" + cfg.backend +
+                                             "' is not available in this build of fiber yet; use backend=local "
+                                             "(FIBER_BACKEND=local)");
+}
+}  // namespace fiber::detail

@@ -1,0 +1,57 @@
+// One interface for every place a child can run: local processes, Docker, Kubernetes, Slurm.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/unique_function.hpp"
+
+namespace asio {
+class io_context;
+}
+
+namespace fiber {
+struct config;
+}
+
+namespace fiber::detail {
+
+struct spawn_spec {
+  std::string name;                                        // process name, for logs and labels
+  std::string executable;                                  // program to run
+  std::vector<std::string> args;                           // argv[1..]
+  std::vector<std::pair<std::string, std::string>> env;    // added to the inherited environment
+  int cpu = 1;
+  int memory_mb = 0;
+  int gpu = 0;
+};
+
+/// A started child.
+class job {
+ public:
+  virtual ~job() = default;
+  virtual int pid() const noexcept = 0;
+  /// Calls `on_exit(code)` on the io_context once the child has ended: code >= 0 is its exit
+  /// code, -N means killed by signal N.
+  virtual void on_exit(unique_function<void(int)> on_exit) = 0;
+  virtual void signal(int sig) noexcept = 0;
+  /// Kills and reaps right now (used when the master goes away).
+  virtual void kill_and_reap() noexcept = 0;
+};
+
+class backend {
+ public:
+  virtual ~backend() = default;
+  virtual std::string name() const = 0;
+  /// Where the master should listen so these children can reach it.
+  virtual std::string listen_endpoint(const std::string& job_id) const = 0;
+  /// Starts a child; throws fiber::error(errc::spawn_failed) with the reason.
+  virtual std::unique_ptr<job> spawn(const spawn_spec& spec) = 0;
+};
+
+/// The backend named by config.backend; an error naming what to do when it cannot be had.
+std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config& cfg);
+std::unique_ptr<backend> make_local_backend(asio::io_context& io);
+
+}  // namespace fiber::detail

@@ -1,0 +1,160 @@
+// Local backend: posix_spawn of the executable, exit detected through a pidfd on the io_context.
+#include <asio/io_context.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "fiber/error.hpp"
+#include "io/log.hpp"
+
+extern char** environ;
+
+namespace fiber::detail {
+namespace {
+
+int decode_status(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return -WTERMSIG(status);
+  return -1;
+}
+
+class local_job final : public job {
+ public:
+  local_job(asio::io_context& io, pid_t pid, int pidfd) : pid_(pid), fd_(io, pidfd) {}
+  ~local_job() override { kill_and_reap(); }
+
+  int pid() const noexcept override { return pid_; }
+
+  void on_exit(unique_function<void(int)> cb) override {
+    if (reaped_) {
+      cb(code_);
+      return;
+    }
+    callback_ = std::move(cb);
+    fd_.async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
+      if (ec) return;  // cancelled: the job is going away
+      if (try_reap() && callback_) {
+        auto cb = std::move(callback_);
+        callback_ = nullptr;
+        cb(code_);
+      }
+    });
+  }
+
+  void signal(int sig) noexcept override {
+    if (!reaped_) ::syscall(SYS_pidfd_send_signal, fd_.native_handle(), sig, nullptr, 0);
+  }
+
+  void kill_and_reap() noexcept override {
+    if (reaped_) return;
+    signal(SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    code_ = decode_status(status);
+    std::error_code ignored;
+    fd_.cancel(ignored);
+  }
+
+ private:
+  bool try_reap() {
+    int status = 0;
+    pid_t r;
+    while ((r = ::waitpid(pid_, &status, WNOHANG)) < 0 && errno == EINTR) {
+    }
+    if (r != pid_) return false;
+    reaped_ = true;
+    code_ = decode_status(status);
+    return true;
+  }
+
+  pid_t pid_;
+  asio::posix::stream_descriptor fd_;
+  unique_function<void(int)> callback_;
+  bool reaped_ = false;
+  int code_ = 0;
+};
+
+class local_backend final : public backend {
+ public:
+  explicit local_backend(asio::io_context& io) : io_(io) {}
+  std::string name() const override { return "local"; }
+  std::string listen_endpoint(const std::string& job_id) const override {
+    // Abstract unix socket: nothing on disk to clean up.
+    return "ipc://@fiber-" + job_id + "-" + std::to_string(::getpid());
+  }
+
+  std::unique_ptr<job> spawn(const spawn_spec& spec) override {
+    std::vector<std::string> env_storage;
+    for (char** e = environ; e && *e; ++e) {
+      std::string_view kv(*e);
+      bool replaced = false;
+      for (auto& [k, v] : spec.env)
+        if (kv.size() > k.size() && kv.compare(0, k.size(), k) == 0 && kv[k.size()] == '=') replaced = true;
+      if (!replaced) env_storage.emplace_back(kv);
+    }
+    for (auto& [k, v] : spec.env) env_storage.push_back(k + "=" + v);
+    env_storage.push_back("FIBER_WORKER_PARENT_PID=" + std::to_string(::getpid()));
+    if (spec.gpu > 0) {
+      // Children see only their share of devices; a real scheduler of devices comes with `meta`.
+      std::string devices;
+      for (int i = 0; i < spec.gpu; ++i) devices += (i ? "," : "") + std::to_string(i);
+      env_storage.push_back("CUDA_VISIBLE_DEVICES=" + devices);
+    }
+    std::vector<char*> envp;
+    for (auto& s : env_storage) envp.push_back(s.data());
+    envp.push_back(nullptr);
+
+    std::vector<std::string> arg_storage{spec.executable};
+    arg_storage.insert(arg_storage.end(), spec.args.begin(), spec.args.end());
+    std::vector<char*> argv;
+    for (auto& s : arg_storage) argv.push_back(s.data());
+    argv.push_back(nullptr);
+
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, all_default;
+    sigemptyset(&none);
+    sigemptyset(&all_default);
+    sigaddset(&all_default, SIGTERM);
+    sigaddset(&all_default, SIGINT);
+    sigaddset(&all_default, SIGPIPE);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all_default);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = 0;
+    int rc = ::posix_spawn(&pid, spec.executable.c_str(), nullptr, &attr, argv.data(), envp.data());
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0)
+      throw error(errc::spawn_failed, "cannot start '" + spec.executable + "' for " + spec.name + ": " +
+                                          std::strerror(rc) + " (check the config key 'executable')");
+    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd < 0) {
+      int err = errno;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      throw error(errc::spawn_failed, std::string("pidfd_open failed: ") + std::strerror(err) +
+                                          " (the local backend needs Linux 5.3 or newer)");
+    }
+    logf(log_level::debug, "started ", spec.name, " as pid ", pid);
+    return std::make_unique<local_job>(io_, pid, pidfd);
+  }
+
+ private:
+  asio::io_context& io_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_local_backend(asio::io_context& io) { return std::make_unique<local_backend>(io); }
+
+}  // namespace fiber::detail

@@ -1,0 +1,48 @@
+#include "fiber/error.hpp"
+
+#include <string>
+
+#include "fiber/op.hpp"
+
+namespace fiber {
+namespace {
+class category : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "fiber"; }
+  std::string message(int c) const override {
+    switch (static_cast<errc>(c)) {
+      case errc::not_registered: return "function or class not registered";
+      case errc::binary_mismatch: return "worker runs a different binary than the master";
+      case errc::protocol_error: return "protocol error";
+      case errc::malformed_message: return "malformed message";
+      case errc::message_too_large: return "message too large";
+      case errc::config_error: return "configuration error";
+      case errc::spawn_failed: return "could not start a child";
+      case errc::worker_lost: return "worker lost";
+      case errc::remote_error: return "exception in another process";
+      case errc::timeout: return "timed out";
+      case errc::not_started: return "process not started";
+      case errc::already_started: return "process already started";
+      case errc::closed: return "closed";
+      case errc::wrong_direction: return "wrong direction for this pipe end";
+      case errc::would_deadlock: return "blocking call on fiber's event-loop thread";
+      case errc::backend_unavailable: return "backend unavailable";
+    }
+    return "unknown fiber error";
+  }
+};
+}  // namespace
+
+const std::error_category& fiber_category() noexcept {
+  static const category c;
+  return c;
+}
+
+namespace detail {
+void throw_would_deadlock() {
+  throw error(errc::would_deadlock,
+              "a blocking .get() was called on the thread that runs fiber's io_context; it would wait for "
+              "itself: co_await the operation instead");
+}
+}  // namespace detail
+}  // namespace fiber

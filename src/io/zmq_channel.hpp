@@ -1,0 +1,84 @@
+// A ZeroMQ socket driven by an asio::io_context (architecture decision 5).
+//
+// Operations are tried with ZMQ_DONTWAIT first; only on EAGAIN do we wait for ZMQ_FD, which is
+// edge-triggered and also signals for sends: after every send we re-check for input, because
+// the send may have consumed the edge a parked receive was waiting for.
+#pragma once
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/post.hpp>
+#include <deque>
+#include <memory>
+#include <system_error>
+#include <vector>
+#include <zmq.hpp>
+
+#include "io/unique_function.hpp"
+
+namespace fiber::detail {
+
+using multipart = std::vector<zmq::message_t>;
+
+class zmq_channel : public std::enable_shared_from_this<zmq_channel> {
+ public:
+  using receive_handler = unique_function<void(std::error_code, multipart)>;
+
+  zmq_channel(asio::io_context& io, zmq::socket_t socket);
+  ~zmq_channel();
+  zmq_channel(const zmq_channel&) = delete;
+
+  zmq::socket_t& socket() noexcept { return socket_; }
+
+  /// Sends all parts now, or queues them until the socket can take them. Returns an error only
+  /// for failures that will not go away (for a ROUTER: the peer is gone).
+  std::error_code send(multipart&& parts);
+
+  /// Receives the next multipart message. Completion: void(std::error_code, multipart).
+  /// Supports per-operation cancellation (terminal, partial, total).
+  template <class Token>
+  auto async_receive(Token&& token) {
+    return asio::async_initiate<Token, void(std::error_code, multipart)>(
+        [self = shared_from_this()](auto handler) { self->initiate_receive(std::move(handler)); }, token);
+  }
+
+  /// Closes the socket; a parked receive completes with asio::error::operation_aborted.
+  void close();
+
+ private:
+  template <class Handler>
+  void initiate_receive(Handler handler) {
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto work = asio::make_work_guard(asio::get_associated_executor(handler, io_.get_executor()));
+    if (slot.is_connected())
+      slot.assign([weak = weak_from_this()](asio::cancellation_type) {
+        if (auto self = weak.lock()) self->cancel_receive();
+      });
+    start_receive([h = std::move(handler), work = std::move(work), slot](std::error_code ec, multipart m) mutable {
+      if (slot.is_connected()) slot.clear();
+      auto ex = work.get_executor();
+      // Never complete inside the initiating function or our own callbacks.
+      asio::post(ex, [h = std::move(h), ec, m = std::move(m)]() mutable { h(ec, std::move(m)); });
+    });
+  }
+
+  void start_receive(receive_handler h);
+  void cancel_receive();
+  bool try_receive(multipart& out);
+  void flush_outbox();
+  void on_ready();
+  void arm();
+
+  asio::io_context& io_;
+  zmq::socket_t socket_;
+  asio::posix::stream_descriptor fd_;
+  receive_handler pending_;
+  std::deque<multipart> outbox_;
+  bool waiting_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace fiber::detail

@@ -1,0 +1,68 @@
+// Queue and pipe operations: awaitable wrappers over the runtime's broker.
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/post.hpp>
+
+#include "fiber/detail/channel.hpp"
+#include "fiber/op.hpp"
+#include "runtime/runtime.hpp"
+
+namespace fiber::detail {
+
+std::span<const std::byte> message::head() const noexcept {
+  if (!frames_ || frames_->parts.empty()) return {};
+  auto& f = frames_->parts.front();
+  return {static_cast<const std::byte*>(f.data()), f.size()};
+}
+
+std::span<const std::span<const std::byte>> message::blobs() const noexcept {
+  if (!frames_) return {};
+  return frames_->blob_spans;
+}
+
+asio::any_io_executor executor_of(runtime& rt) noexcept { return rt.executor(); }
+bool in_loop_thread(runtime& rt) noexcept { return rt.in_loop_thread(); }
+
+std::uint64_t new_channel_id(runtime& rt) { return rt.new_channel_id(); }
+
+void channel_release(runtime& rt, std::uint64_t channel) noexcept {
+  if (rt.in_loop_thread()) {
+    rt.release(channel);
+    return;
+  }
+  asio::post(rt.io(), [weak = rt.weak_from_this(), channel] {
+    if (auto self = weak.lock()) self->release(channel);
+  });
+}
+
+asio::awaitable<void> channel_put(std::shared_ptr<runtime> rt, std::uint64_t channel, writer w) {
+  rt->put(channel, w);
+  co_return;
+}
+
+namespace {
+template <class Token>
+auto async_get(runtime& rt, std::uint64_t channel, std::optional<std::chrono::milliseconds> timeout, Token&& token) {
+  return asio::async_initiate<Token, void(std::error_code, multipart)>(
+      [&rt, channel, timeout](auto handler) {
+        auto ex = asio::get_associated_executor(handler, rt.executor());
+        rt.get(channel, timeout, [h = std::move(handler), ex](std::error_code ec, multipart parts) mutable {
+          asio::post(ex, [h = std::move(h), ec, parts = std::move(parts)]() mutable { h(ec, std::move(parts)); });
+        });
+      },
+      token);
+}
+}  // namespace
+
+asio::awaitable<std::optional<message>> channel_get(std::shared_ptr<runtime> rt, std::uint64_t channel,
+                                                    std::optional<std::chrono::milliseconds> timeout) {
+  auto [ec, parts] = co_await async_get(*rt, channel, timeout, asio::experimental::as_tuple(asio::use_awaitable));
+  if (ec == errc::timeout) co_return std::nullopt;
+  if (ec) throw error(ec, "receiving from a queue or pipe failed: " + ec.message());
+  auto f = std::make_shared<message::frames>();
+  f->parts = std::move(parts);
+  for (std::size_t i = 1; i < f->parts.size(); ++i)
+    f->blob_spans.emplace_back(static_cast<const std::byte*>(f->parts[i].data()), f->parts[i].size());
+  co_return message(std::move(f));
+}
+
+}  // namespace fiber::detail

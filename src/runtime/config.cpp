@@ -1,0 +1,179 @@
+#include "fiber/config.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <limits>
+
+#include "fiber/error.hpp"
+
+extern char** environ;
+
+namespace fiber {
+namespace {
+
+[[noreturn]] void bad_value(std::string_view key, std::string_view value, std::string_view expected) {
+  throw error(errc::config_error, "config key '" + std::string(key) + "': bad value '" + std::string(value) +
+                                      "', expected " + std::string(expected));
+}
+
+template <class Int>
+Int parse_int(std::string_view key, std::string_view v, Int lo, Int hi) {
+  Int out{};
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc{} || p != v.data() + v.size() || out < lo || out > hi)
+    bad_value(key, v, "an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+  return out;
+}
+
+const char* level_text(log_level l) {
+  static const char* names[] = {"trace", "debug", "info", "warn", "error", "off"};
+  return names[static_cast<int>(l)];
+}
+
+struct key_def {
+  std::string_view name;
+  std::function<void(config&, std::string_view)> set;
+  std::function<std::string(const config&)> get;
+};
+
+template <class Int>
+key_def int_key(std::string_view name, Int config::*field, Int lo, Int hi) {
+  return {name, [=](config& c, std::string_view v) { c.*field = parse_int<Int>(name, v, lo, hi); },
+          [=](const config& c) { return std::to_string(c.*field); }};
+}
+key_def string_key(std::string_view name, std::string config::*field) {
+  return {name, [=](config& c, std::string_view v) { c.*field = std::string(v); },
+          [=](const config& c) { return c.*field; }};
+}
+
+const std::vector<key_def>& key_table() {
+  constexpr int int_max = std::numeric_limits<int>::max();
+  static const std::vector<key_def> table = {
+      {"backend",
+       [](config& c, std::string_view v) {
+         if (v != "local" && v != "docker" && v != "kubernetes" && v != "slurm")
+           bad_value("backend", v, "one of local, docker, kubernetes, slurm");
+         c.backend = std::string(v);
+       },
+       [](const config& c) { return c.backend; }},
+      string_key("image", &config::image),
+      {"log_level",
+       [](config& c, std::string_view v) {
+         for (int i = 0; i <= static_cast<int>(log_level::off); ++i)
+           if (v == level_text(static_cast<log_level>(i))) {
+             c.log_level = static_cast<log_level>(i);
+             return;
+           }
+         bad_value("log_level", v, "one of trace, debug, info, warn, error, off");
+       },
+       [](const config& c) { return std::string(level_text(c.log_level)); }},
+      string_key("log_file", &config::log_file),
+      int_key("cpu_per_job", &config::cpu_per_job, 1, 4096),
+      int_key("mem_per_job", &config::mem_per_job, 0, int_max),
+      string_key("kubernetes_namespace", &config::kubernetes_namespace),
+      int_key("heartbeat_interval_ms", &config::heartbeat_interval_ms, 1, int_max),
+      int_key("heartbeat_timeout_ms", &config::heartbeat_timeout_ms, 1, int_max),
+      string_key("executable", &config::executable),
+      int_key<std::uint64_t>("max_message_bytes", &config::max_message_bytes, 1, std::numeric_limits<std::uint64_t>::max()),
+      int_key("start_timeout_ms", &config::start_timeout_ms, 1, int_max),
+      int_key("terminate_grace_ms", &config::terminate_grace_ms, 0, int_max),
+  };
+  return table;
+}
+
+const key_def& find_key(std::string_view key, std::string_view source) {
+  for (auto& k : key_table())
+    if (k.name == key) return k;
+  std::string known;
+  for (auto& k : key_table()) known += (known.empty() ? "" : ", ") + std::string(k.name);
+  throw error(errc::config_error, "unknown config key '" + std::string(key) + "' in " + std::string(source) +
+                                      "; known keys: " + known);
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Environment variables fiber sets for its own children; not configuration keys.
+bool internal_env(std::string_view name) {
+  return name.starts_with("FIBER_WORKER") || name == "FIBER_CONFIG_FILE" || name.starts_with("FIBER_INTERNAL_");
+}
+
+void apply_file(config& c, const std::string& path, bool must_exist) {
+  std::ifstream in(path);
+  if (!in) {
+    if (must_exist) throw error(errc::config_error, "config file '" + path + "' (FIBER_CONFIG_FILE) cannot be read");
+    return;
+  }
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    auto s = trim(line);
+    if (s.empty() || s.front() == '#' || s.front() == '[') continue;
+    auto eq = s.find('=');
+    auto where = path + ":" + std::to_string(lineno);
+    if (eq == std::string_view::npos)
+      throw error(errc::config_error, "config file " + where + ": expected 'key = value', got '" + std::string(s) + "'");
+    auto key = trim(s.substr(0, eq));
+    find_key(key, "config file " + where).set(c, trim(s.substr(eq + 1)));
+  }
+}
+
+void apply_environment(config& c) {
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    if (!kv.starts_with("FIBER_")) continue;
+    auto eq = kv.find('=');
+    auto name = kv.substr(0, eq);
+    if (internal_env(name)) continue;
+    std::string key(name.substr(6));
+    for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    find_key(key, "environment variable " + std::string(name)).set(c, eq == std::string_view::npos ? "" : kv.substr(eq + 1));
+  }
+}
+
+}  // namespace
+
+void config::set(std::string_view key, std::string_view value) { find_key(key, "code").set(*this, value); }
+
+std::string config::get(std::string_view key) const { return find_key(key, "code").get(*this); }
+
+std::vector<std::pair<std::string, std::string>> config::items() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& k : key_table()) out.emplace_back(std::string(k.name), k.get(*this));
+  return out;
+}
+
+const std::vector<std::string_view>& config::keys() {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> v;
+    for (auto& k : key_table()) v.push_back(k.name);
+    return v;
+  }();
+  return names;
+}
+
+config config::load(config_overrides overrides) {
+  std::vector<std::pair<std::string, std::string>> v;
+  for (auto& [k, val] : overrides) v.emplace_back(std::string(k), std::string(val));
+  return load(v);
+}
+
+config config::load(const std::vector<std::pair<std::string, std::string>>& overrides) {
+  config c;
+  if (const char* file = std::getenv("FIBER_CONFIG_FILE"))
+    apply_file(c, file, true);
+  else
+    apply_file(c, ".fiberconfig", false);
+  apply_environment(c);
+  for (auto& [k, v] : overrides) find_key(k, "code").set(c, v);
+  return c;
+}
+
+}  // namespace fiber

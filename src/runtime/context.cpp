@@ -1,0 +1,58 @@
+#include "fiber/context.hpp"
+
+#include <asio/post.hpp>
+#include <future>
+
+#include "fiber/op.hpp"
+#include "io/log.hpp"
+#include "runtime/runtime.hpp"
+
+namespace fiber {
+namespace detail {
+std::shared_ptr<runtime>& worker_runtime() {
+  static std::shared_ptr<runtime> rt;
+  return rt;
+}
+std::vector<std::pair<std::string, std::string>>& init_overrides() {
+  static std::vector<std::pair<std::string, std::string>> v;
+  return v;
+}
+}  // namespace detail
+
+context::context(fiber::config cfg) {
+  detail::configure_log(cfg.log_level, cfg.log_file, detail::process_name());
+  rt_ = std::make_shared<detail::runtime>(nullptr, std::move(cfg));
+}
+
+context::context(asio::io_context& io, fiber::config cfg) {
+  detail::configure_log(cfg.log_level, cfg.log_file, detail::process_name());
+  rt_ = std::make_shared<detail::runtime>(&io, std::move(cfg));
+}
+
+context::context(std::shared_ptr<detail::runtime> rt) noexcept : rt_(std::move(rt)) {}
+
+context::~context() {
+  if (rt_ && rt_->my_role() == detail::runtime::role::master) rt_->stop();
+}
+
+const fiber::config& context::config() const noexcept { return rt_->cfg(); }
+asio::any_io_executor context::get_executor() const noexcept { return rt_->executor(); }
+const std::string& context::job_id() const noexcept { return rt_->job_id(); }
+
+std::vector<std::string> context::endpoints() const {
+  if (rt_->in_loop_thread()) return rt_->endpoints();
+  std::promise<std::vector<std::string>> p;
+  asio::post(rt_->io(), [&] { p.set_value(rt_->endpoints()); });
+  return p.get_future().get();
+}
+
+context& context::default_context() {
+  if (auto& w = detail::worker_runtime()) {
+    static context worker_ctx(w);
+    return worker_ctx;
+  }
+  static context ctx(config::load(detail::init_overrides()));
+  return ctx;
+}
+
+}  // namespace fiber

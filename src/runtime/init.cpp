@@ -1,0 +1,162 @@
+// fiber::init and the worker side of a child: handshake, run the target, report, exit.
+#include <asio/post.hpp>
+#include <cxxabi.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <typeinfo>
+
+#include "fiber/context.hpp"
+#include "fiber/registry.hpp"
+#include "io/log.hpp"
+#include "runtime/build_id.hpp"
+#include "runtime/runtime.hpp"
+#include "runtime/worker_env.hpp"
+
+namespace fiber {
+namespace detail {
+std::shared_ptr<runtime>& worker_runtime();  // context.cpp
+std::vector<std::pair<std::string, std::string>>& init_overrides();
+
+namespace {
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string demangle(const char* name) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(name, nullptr, nullptr, &status), std::free);
+  return status == 0 && d ? d.get() : name;
+}
+
+struct outcome {
+  bool raised = false;
+  std::string type, message;
+};
+
+int run_worker() {
+  auto name = env_or_empty(env_name);
+  if (auto parent = env_or_empty(env_parent_pid); !parent.empty()) {
+    // Die with the master; and if it already died before we got here, leave at once.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (std::to_string(::getppid()) != parent) return 70;
+  }
+  configure_log(log_level::warn, "", name.empty() ? "Worker" : name);
+
+  auto keys_text = env_or_empty(env_keys);
+  job_keys keys;
+  auto c1 = keys_text.find(','), c2 = keys_text.rfind(',');
+  if (c1 == std::string::npos || c1 == c2) {
+    log(log_level::error, "started as a fiber worker without keys (FIBER_WORKER_KEYS); only fiber starts workers");
+    return 2;
+  }
+  keys.server_public = keys_text.substr(0, c1);
+  keys.client_public = keys_text.substr(c1 + 1, c2 - c1 - 1);
+  keys.client_secret = keys_text.substr(c2 + 1);
+
+  auto rt = std::make_shared<runtime>(fiber::config{}, env_or_empty(env_job), keys, env_or_empty(env_endpoint),
+                                      env_or_empty(env_token));
+  worker_runtime() = rt;
+
+  boost::json::object hello{{"protocol", protocol_version},
+                            {"build_id", build_id()},
+                            {"registry", std::to_string(registry_digest())},
+                            {"pid", ::getpid()},
+                            {"executable", executable_path()}};
+  auto hello_text = boost::json::serialize(hello);
+  multipart m;
+  m.push_back(make_header(kind::hello));
+  m.emplace_back(hello_text.data(), hello_text.size());
+  rt->send_upstream(std::move(m));
+
+  int code = 0;
+  outcome result;
+  std::thread task;
+  multipart call;
+  rt->on_first_message([&](std::error_code, multipart parts) {
+    auto h = parse_header(parts[0]);
+    if (h->type == kind::refuse) {
+      log(log_level::error, "the master refused this worker: " + (parts.size() > 1 ? parts[1].to_string() : std::string()));
+      code = exit_refused;
+      rt->io().stop();
+      return;
+    }
+    // welcome: config snapshot, function id, argument frames
+    fiber::config cfg;
+    try {
+      auto snapshot = boost::json::parse(parts.at(1).to_string_view());
+      for (auto& [k, v] : snapshot.as_object()) cfg.set(k, std::string(v.as_string()));
+    } catch (const std::exception& e) {
+      log(log_level::error, std::string("the master's config snapshot is unreadable: ") + e.what());
+      code = 2;
+      rt->io().stop();
+      return;
+    }
+    rt->replace_config(cfg);
+    configure_log(cfg.log_level, cfg.log_file, name);
+    call = std::move(parts);
+    task = std::thread([&] {
+      try {
+        std::uint64_t id = 0;
+        if (call.size() < 4 || call[2].size() != sizeof id) throw error(errc::malformed_message, "malformed start message");
+        std::memcpy(&id, call[2].data(), sizeof id);
+        auto* entry = find_function(id);
+        if (!entry) throw error(errc::not_registered, "function id " + std::to_string(id) + " is not registered in this worker");
+        std::vector<std::span<const std::byte>> blobs;
+        for (std::size_t i = 4; i < call.size(); ++i)
+          blobs.emplace_back(static_cast<const std::byte*>(call[i].data()), call[i].size());
+        reader args({static_cast<const std::byte*>(call[3].data()), call[3].size()}, blobs);
+        writer ignored;
+        entry->invoke(args, ignored);
+      } catch (const std::exception& e) {
+        result = {true, demangle(typeid(e).name()), e.what()};
+      } catch (...) {
+        result = {true, "unknown", "an exception not derived from std::exception"};
+      }
+      if (result.raised) log(log_level::error, "target raised " + result.type + ": " + result.message);
+      asio::post(rt->io(), [&] {
+        auto detail = boost::json::serialize(boost::json::object{{"type", result.type}, {"message", result.message}});
+        multipart done;
+        done.push_back(make_header(kind::done, 0, 0, result.raised ? 1 : 0));
+        done.emplace_back(detail.data(), detail.size());
+        rt->send_upstream(std::move(done));
+        code = result.raised ? 1 : 0;
+        rt->io().stop();
+      });
+    });
+  });
+  rt->io().run();
+  if (task.joinable()) task.join();
+  std::fflush(nullptr);
+  worker_runtime().reset();
+  rt->stop();
+  rt.reset();  // closing the ZeroMQ context waits (linger) until what we sent is delivered
+  return code;
+}
+}  // namespace
+}  // namespace detail
+
+bool is_worker() noexcept { return std::getenv(detail::env_token) != nullptr; }
+
+void init(int argc, char** argv, config_overrides overrides) {
+  bool marked = false;
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == detail::worker_flag) marked = true;
+  if (marked || is_worker()) {
+    int code = detail::run_worker();
+    std::fflush(nullptr);
+    std::_Exit(code);  // never return into the user's main, and skip its static destructors
+  }
+  auto& stored = detail::init_overrides();
+  for (auto& [k, v] : overrides) stored.emplace_back(std::string(k), std::string(v));
+  (void)config::load(stored);  // report a bad key now, not at first use
+}
+
+}  // namespace fiber

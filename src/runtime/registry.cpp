@@ -1,0 +1,92 @@
+#include "fiber/registry.hpp"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace fiber::detail {
+namespace {
+struct registry {
+  std::mutex mutex;
+  std::unordered_map<const void*, function_entry*> by_address;
+  std::unordered_map<std::uint64_t, std::unique_ptr<function_entry>> by_id;
+};
+registry& the_registry() {
+  static registry* r = new registry;  // registrations run during static initialization
+  return *r;
+}
+}  // namespace
+
+std::uint64_t stable_hash(std::string_view s) noexcept {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void register_function(const void* address, std::uint64_t id, std::string_view name, invoker_fn invoke) {
+  auto& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.by_id.find(id);
+  if (it != r.by_id.end()) {
+    if (r.by_address.count(address)) return;  // the same function registered in two translation units
+    std::fprintf(stderr, "fiber: two functions share the registry id of %.*s; rename one of them\n",
+                 static_cast<int>(name.size()), name.data());
+    std::abort();
+  }
+  auto e = std::make_unique<function_entry>(function_entry{id, std::string(name), invoke});
+  r.by_address[address] = e.get();
+  r.by_id.emplace(id, std::move(e));
+}
+
+const function_entry* find_function(const void* address) noexcept {
+  auto& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.by_address.find(address);
+  return it == r.by_address.end() ? nullptr : it->second;
+}
+
+const function_entry* find_function(std::uint64_t id) noexcept {
+  auto& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.by_id.find(id);
+  return it == r.by_id.end() ? nullptr : it->second.get();
+}
+
+std::uint64_t registry_digest() noexcept {
+  auto& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<std::uint64_t> ids;
+  for (auto& [id, e] : r.by_id) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  std::uint64_t h = 1469598103934665603ull;
+  for (auto id : ids) h = (h ^ id) * 1099511628211ull;
+  return h;
+}
+
+void throw_not_registered(const void* address) {
+  std::string name;
+  Dl_info info{};
+  if (dladdr(address, &info) && info.dli_sname) {
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status),
+                                                     std::free);
+    name = status == 0 && demangled ? demangled.get() : info.dli_sname;
+    if (auto paren = name.find('('); paren != std::string::npos) name.resize(paren);
+  }
+  char where[32];
+  std::snprintf(where, sizeof where, "%p", address);
+  std::string shown = name.empty() ? std::string("at ") + where : "'" + name + "'";
+  throw error(errc::not_registered, "function " + shown + " is not registered: add FIBER_REMOTE(" +
+                                        (name.empty() ? std::string("your_function") : name) +
+                                        ") at namespace scope in one of your source files");
+}
+}  // namespace fiber::detail

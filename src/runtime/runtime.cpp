@@ -1,0 +1,506 @@
+#include "runtime/runtime.hpp"
+
+#include <asio/post.hpp>
+#include <unistd.h>
+
+#include <cstring>
+#include <future>
+#include <random>
+
+#include "fiber/error.hpp"
+#include "io/log.hpp"
+
+namespace fiber::detail {
+
+job_keys job_keys::generate() {
+  job_keys k;
+  char pub[41], sec[41];
+  if (zmq_curve_keypair(pub, sec) != 0)
+    throw error(errc::protocol_error, "libzmq was built without CURVE support; install a libzmq with libsodium");
+  k.server_public = pub;
+  k.server_secret = sec;
+  zmq_curve_keypair(pub, sec);
+  k.client_public = pub;
+  k.client_secret = sec;
+  return k;
+}
+
+namespace {
+std::string random_job_id() {
+  std::random_device rd;
+  std::uint64_t v = (std::uint64_t{rd()} << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return std::string(buf, 12);
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+runtime::runtime(asio::io_context* external, fiber::config cfg)
+    : role_(role::master), cfg_(std::move(cfg)), job_id_(random_job_id()), keys_(job_keys::generate()) {
+  if (external) {
+    io_ = external;
+  } else {
+    owned_io_ = std::make_unique<asio::io_context>(1);
+    io_ = owned_io_.get();
+    work_.emplace(io_->get_executor());
+    thread_ = std::thread([this] {
+      loop_thread_ = std::this_thread::get_id();
+      io_->run();
+    });
+  }
+}
+
+runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::string master_endpoint, std::string token)
+    : role_(role::worker), cfg_(std::move(cfg)), job_id_(std::move(job_id)), keys_(std::move(keys)) {
+  owned_io_ = std::make_unique<asio::io_context>(1);
+  io_ = owned_io_.get();
+  loop_thread_ = std::this_thread::get_id();
+  channel_prefix_ = std::stoull(token) << 32;
+  zmq::socket_t s(zctx_, zmq::socket_type::dealer);
+  configure_socket(s);
+  s.set(zmq::sockopt::routing_id, token);
+  s.set(zmq::sockopt::curve_serverkey, keys_.server_public);
+  s.set(zmq::sockopt::curve_publickey, keys_.client_public);
+  s.set(zmq::sockopt::curve_secretkey, keys_.client_secret);
+  s.set(zmq::sockopt::linger, 10000);  // what the worker sent reaches the master before it exits
+  s.connect(master_endpoint);
+  upstream_ = std::make_shared<zmq_channel>(*io_, std::move(s));
+}
+
+runtime::~runtime() { stop(); }
+
+void runtime::stop() noexcept {
+  if (thread_.joinable()) {
+    if (std::this_thread::get_id() == thread_.get_id()) {
+      // Last reference dropped by a handler on our own thread: let the thread finish alone.
+      shutdown();
+      work_.reset();
+      io_->stop();
+      thread_.detach();
+      return;
+    }
+    std::promise<void> done;
+    asio::post(*io_, [this, &done] {
+      shutdown();
+      done.set_value();
+    });
+    done.get_future().wait();
+    work_.reset();
+    io_->stop();
+    thread_.join();
+  } else {
+    shutdown();
+  }
+  // Waits, within each socket's linger, until what was sent has left this process.
+  zctx_.close();
+}
+
+bool runtime::in_loop_thread() const noexcept {
+  if (owned_io_) return loop_thread_.load() == std::this_thread::get_id();
+  return io_->get_executor().running_in_this_thread();
+}
+
+void runtime::configure_socket(zmq::socket_t& s) const {
+  s.set(zmq::sockopt::sndhwm, 0);  // queues are unbounded, like multiprocessing's
+  s.set(zmq::sockopt::rcvhwm, 0);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::heartbeat_ivl, cfg_.heartbeat_interval_ms);
+  s.set(zmq::sockopt::heartbeat_timeout, cfg_.heartbeat_timeout_ms);
+  s.set(zmq::sockopt::heartbeat_ttl, std::min(cfg_.heartbeat_timeout_ms, 6553599));
+  s.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(cfg_.max_message_bytes + 4096));
+}
+
+std::uint64_t runtime::new_channel_id() noexcept { return channel_prefix_ | next_channel_.fetch_add(1); }
+
+multipart runtime::to_frames(writer& w) const {
+  multipart out;
+  out.reserve(1 + w.blobs().size());
+  auto& head = w.head();
+  out.emplace_back(head.data(), head.size());
+  for (auto& b : w.blobs()) {
+    if (b.keep) {
+      // Zero-copy: ZeroMQ frees the frame by dropping our reference to its owner.
+      auto* keep = new std::shared_ptr<const void>(b.keep);
+      out.emplace_back(const_cast<std::byte*>(b.data), b.size,
+                       [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, keep);
+    } else {
+      out.emplace_back(b.data, b.size);
+    }
+  }
+  return out;
+}
+
+// ---- channels --------------------------------------------------------------------------------
+
+void runtime::put(std::uint64_t channel, writer& w) {
+  auto size = w.total_size();
+  if (size > cfg_.max_message_bytes)
+    throw error(errc::message_too_large,
+                "a message of " + std::to_string(size) + " bytes exceeds max_message_bytes (" +
+                    std::to_string(cfg_.max_message_bytes) +
+                    "); raise it (config key max_message_bytes, FIBER_MAX_MESSAGE_BYTES) or send smaller pieces");
+  if (shut_down_) throw error(errc::closed, "the fiber context has shut down");
+  auto frames = to_frames(w);
+  if (role_ == role::master) {
+    broker_put(channel, std::move(frames));
+    return;
+  }
+  multipart m;
+  m.reserve(frames.size() + 1);
+  m.push_back(make_header(kind::put, channel));
+  for (auto& f : frames) m.push_back(std::move(f));
+  send_upstream(std::move(m));
+}
+
+void runtime::get(std::uint64_t channel, std::optional<std::chrono::milliseconds> timeout, get_handler h) {
+  if (shut_down_) {
+    h(make_error_code(errc::closed), {});
+    return;
+  }
+  auto request = next_request_++;
+  auto& g = gets_[request];
+  g.channel = channel;
+  g.handler = std::move(h);
+  if (timeout) {
+    g.timer = std::make_unique<asio::steady_timer>(*io_, *timeout);
+    g.timer->async_wait([weak = weak_from_this(), request](std::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self) return;
+      auto it = self->gets_.find(request);
+      if (it == self->gets_.end()) return;
+      if (self->role_ == role::master) {
+        if (self->broker_cancel(it->second.channel, {}, request))
+          self->complete_get(request, make_error_code(errc::timeout), {});
+      } else if (!it->second.cancelling) {
+        // The owner answers with `cancelled`, or with the item if it was already on its way.
+        it->second.cancelling = true;
+        multipart m;
+        m.push_back(make_header(kind::cancel_get, it->second.channel, request));
+        self->send_upstream(std::move(m));
+      }
+    });
+  }
+  if (role_ == role::master) {
+    broker_get(channel, waiter{{}, request});
+  } else {
+    multipart m;
+    m.push_back(make_header(kind::get, channel, request));
+    send_upstream(std::move(m));
+  }
+}
+
+void runtime::release(std::uint64_t channel) noexcept {
+  if (role_ != role::master) return;
+  auto it = channels_.find(channel);
+  if (it == channels_.end()) return;
+  if (!it->second.items.empty())
+    logf(log_level::warn, "a queue was destroyed with ", it->second.items.size(), " unread message(s)");
+  if (it->second.waiters.empty())
+    channels_.erase(it);
+  else
+    it->second.released = true;
+}
+
+void runtime::complete_get(std::uint64_t request, std::error_code ec, multipart&& payload) {
+  auto it = gets_.find(request);
+  if (it == gets_.end()) return;
+  auto g = std::move(it->second);
+  gets_.erase(it);
+  if (g.timer) g.timer->cancel();
+  g.handler(ec, std::move(payload));
+}
+
+bool runtime::deliver(const waiter& w, std::uint64_t channel, multipart& payload) {
+  if (w.peer.empty()) {
+    complete_get(w.request, {}, std::move(payload));
+    return true;
+  }
+  multipart m;
+  m.reserve(payload.size() + 2);
+  m.emplace_back(w.peer.data(), w.peer.size());
+  m.push_back(make_header(kind::item, channel, w.request));
+  for (auto& f : payload) m.push_back(std::move(f));
+  if (auto ec = router_->send(std::move(m))) {
+    // The reader is gone: the item stays in the queue for the next reader.
+    logf(log_level::warn, "reader ", w.peer, " is gone (", ec.message(), "); message kept for the next reader");
+    payload.clear();
+    for (std::size_t i = 2; i < m.size(); ++i) payload.push_back(std::move(m[i]));
+    return false;
+  }
+  return true;
+}
+
+void runtime::broker_put(std::uint64_t channel, multipart&& payload) {
+  auto& ch = channels_[channel];
+  while (!ch.waiters.empty()) {
+    auto w = std::move(ch.waiters.front());
+    ch.waiters.pop_front();
+    if (deliver(w, channel, payload)) return;  // else try the next waiting reader
+  }
+  ch.items.push_back(std::move(payload));
+}
+
+void runtime::broker_get(std::uint64_t channel, waiter w) {
+  auto& ch = channels_[channel];
+  while (!ch.items.empty()) {
+    auto payload = std::move(ch.items.front());
+    ch.items.pop_front();
+    if (deliver(w, channel, payload)) return;
+    ch.items.push_front(std::move(payload));
+    return;  // the reader is gone
+  }
+  ch.waiters.push_back(std::move(w));
+}
+
+bool runtime::broker_cancel(std::uint64_t channel, const std::string& peer, std::uint64_t request) {
+  auto it = channels_.find(channel);
+  if (it == channels_.end()) return false;
+  auto& ws = it->second.waiters;
+  for (auto w = ws.begin(); w != ws.end(); ++w)
+    if (w->peer == peer && w->request == request) {
+      ws.erase(w);
+      return true;
+    }
+  return false;
+}
+
+// ---- master ----------------------------------------------------------------------------------
+
+backend& runtime::the_backend() {
+  if (!backend_) backend_ = make_backend(*io_, cfg_);
+  return *backend_;
+}
+
+const std::string& runtime::listen() {
+  if (router_) return endpoint_;
+  start_zap();
+  zmq::socket_t s(zctx_, zmq::socket_type::router);
+  configure_socket(s);
+  s.set(zmq::sockopt::router_mandatory, 1);
+  s.set(zmq::sockopt::curve_server, 1);
+  s.set(zmq::sockopt::curve_secretkey, keys_.server_secret);
+  s.set(zmq::sockopt::zap_domain, "fiber");
+  auto endpoint = the_backend().listen_endpoint(job_id_);
+  try {
+    s.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw error(errc::spawn_failed, "cannot listen on " + endpoint + ": " + e.what());
+  }
+  endpoint_ = s.get(zmq::sockopt::last_endpoint);
+  router_ = std::make_shared<zmq_channel>(*io_, std::move(s));
+  logf(log_level::debug, "listening on ", endpoint_);
+  master_loop_step();
+  return endpoint_;
+}
+
+std::vector<std::string> runtime::endpoints() const {
+  if (endpoint_.empty()) return {};
+  return {endpoint_};
+}
+
+void runtime::start_zap() {
+  // ZeroMQ asks this socket about every peer's CURVE key: only this job's client key may in.
+  zmq::socket_t s(zctx_, zmq::socket_type::rep);
+  s.set(zmq::sockopt::linger, 0);
+  s.bind("inproc://zeromq.zap.01");
+  zap_ = std::make_shared<zmq_channel>(*io_, std::move(s));
+  struct loop {
+    static void step(std::weak_ptr<runtime> weak) {
+      auto self = weak.lock();
+      if (!self || !self->zap_) return;
+      self->zap_->async_receive([weak](std::error_code ec, multipart req) {
+        auto self = weak.lock();
+        if (ec || !self || !self->zap_) return;
+        // version, request id, domain, address, identity, mechanism, credentials...
+        bool ok = false;
+        if (req.size() >= 7 && req[5].to_string_view() == "CURVE" && req[6].size() == 32) {
+          std::uint8_t expected[32];
+          zmq_z85_decode(expected, self->keys_.client_public.c_str());
+          ok = std::memcmp(expected, req[6].data(), 32) == 0;
+        }
+        if (!ok) logf(log_level::warn, "refused a peer without this job's keys");
+        multipart reply;
+        reply.emplace_back(std::string_view("1.0"));
+        reply.push_back(req.size() > 1 ? std::move(req[1]) : zmq::message_t());
+        reply.emplace_back(std::string_view(ok ? "200" : "400"));
+        reply.emplace_back(std::string_view(ok ? "OK" : "unknown key"));
+        reply.emplace_back();
+        reply.emplace_back();
+        self->zap_->send(std::move(reply));
+        step(weak);
+      });
+    }
+  };
+  loop::step(weak_from_this());
+}
+
+void runtime::master_loop_step() {
+  router_->async_receive([weak = weak_from_this()](std::error_code ec, multipart m) {
+    auto self = weak.lock();
+    if (ec || !self || self->shut_down_) return;
+    self->handle_master_message(std::move(m));
+    self->master_loop_step();
+  });
+}
+
+void runtime::handle_master_message(multipart&& m) {
+  std::string peer = m.empty() ? std::string() : m[0].to_string();
+  auto h = m.size() >= 2 ? parse_header(m[1]) : std::nullopt;
+  if (!h) {
+    logf(log_level::error, "malformed message from ", peer, " (", m.size(),
+         " frames): not a fiber header of protocol version ", protocol_version, "; ignored and reported to the sender");
+    multipart reply;
+    reply.emplace_back(peer.data(), peer.size());
+    reply.push_back(make_header(kind::failure));
+    reply.emplace_back(std::string_view("malformed message: not a fiber header of this protocol version"));
+    (void)router_->send(std::move(reply));
+    return;
+  }
+  auto payload = [&] {
+    multipart p;
+    for (std::size_t i = 2; i < m.size(); ++i) p.push_back(std::move(m[i]));
+    return p;
+  };
+  switch (h->type) {
+    case kind::hello:
+    case kind::done: {
+      auto it = children_.find(peer);
+      auto child = it == children_.end() ? nullptr : it->second.lock();
+      if (!child) {
+        logf(log_level::warn, "message from unknown child ", peer, " ignored");
+        return;
+      }
+      std::string text = m.size() > 2 ? m[2].to_string() : std::string();
+      if (h->type == kind::hello)
+        child->on_hello(text);
+      else
+        child->on_done(h->aux != 0, text);
+      return;
+    }
+    case kind::put: broker_put(h->channel, payload()); return;
+    case kind::get: broker_get(h->channel, waiter{peer, h->request}); return;
+    case kind::cancel_get:
+      if (broker_cancel(h->channel, peer, h->request)) {
+        multipart reply;
+        reply.emplace_back(peer.data(), peer.size());
+        reply.push_back(make_header(kind::cancelled, h->channel, h->request));
+        (void)router_->send(std::move(reply));
+      }
+      return;
+    default: logf(log_level::error, "unexpected message kind ", int(h->type), " from ", peer, "; ignored");
+  }
+}
+
+void runtime::attach_child(const std::string& routing_id, std::weak_ptr<child_endpoint> child) {
+  children_[routing_id] = std::move(child);
+}
+
+void runtime::detach_child(const std::string& routing_id) {
+  children_.erase(routing_id);
+  // Readers that died while waiting must not receive messages.
+  for (auto& [id, ch] : channels_) std::erase_if(ch.waiters, [&](const waiter& w) { return w.peer == routing_id; });
+}
+
+void runtime::send_to_child(const std::string& routing_id, multipart&& parts) {
+  multipart m;
+  m.reserve(parts.size() + 1);
+  m.emplace_back(routing_id.data(), routing_id.size());
+  for (auto& p : parts) m.push_back(std::move(p));
+  if (auto ec = router_->send(std::move(m)))
+    logf(log_level::warn, "cannot reach child ", routing_id, ": ", ec.message());
+}
+
+std::vector<int> runtime::live_pids() const {
+  std::vector<int> pids;
+  for (auto* j : live_jobs_) pids.push_back(j->pid());
+  return pids;
+}
+
+// ---- worker ----------------------------------------------------------------------------------
+
+void runtime::send_upstream(multipart&& parts) {
+  if (auto ec = upstream_->send(std::move(parts)))
+    logf(log_level::error, "cannot send to the master: ", ec.message());
+}
+
+void runtime::on_first_message(unique_function<void(std::error_code, multipart)> h) {
+  first_message_ = std::move(h);
+  worker_loop_step();  // not in the constructor: weak_from_this() is empty there
+}
+
+void runtime::worker_loop_step() {
+  upstream_->async_receive([weak = weak_from_this()](std::error_code ec, multipart m) {
+    auto self = weak.lock();
+    if (ec || !self || self->shut_down_) return;
+    self->handle_worker_message(std::move(m));
+    self->worker_loop_step();
+  });
+}
+
+void runtime::handle_worker_message(multipart&& m) {
+  auto h = m.empty() ? std::nullopt : parse_header(m[0]);
+  if (!h) {
+    logf(log_level::error, "malformed message from the master (", m.size(), " frames); ignored");
+    return;
+  }
+  multipart payload;
+  for (std::size_t i = 1; i < m.size(); ++i) payload.push_back(std::move(m[i]));
+  switch (h->type) {
+    case kind::welcome:
+    case kind::refuse:
+      if (first_message_) {
+        auto f = std::move(first_message_);
+        first_message_ = nullptr;
+        payload.insert(payload.begin(), std::move(m[0]));
+        f({}, std::move(payload));
+      }
+      return;
+    case kind::item:
+      if (!gets_.count(h->request)) {
+        // Not asked for (any more): give it back rather than lose it.
+        logf(log_level::warn, "unrequested message on channel ", h->channel, " returned to its queue");
+        multipart back;
+        back.push_back(make_header(kind::put, h->channel));
+        for (auto& f : payload) back.push_back(std::move(f));
+        send_upstream(std::move(back));
+        return;
+      }
+      complete_get(h->request, {}, std::move(payload));
+      return;
+    case kind::cancelled: complete_get(h->request, make_error_code(errc::timeout), {}); return;
+    case kind::failure: {
+      auto text = payload.empty() ? std::string("(no detail)") : payload[0].to_string();
+      logf(log_level::error, "the master reported: ", text);
+      if (h->request) complete_get(h->request, make_error_code(errc::protocol_error), {});
+      return;
+    }
+    default: logf(log_level::error, "unexpected message kind ", int(h->type), " from the master; ignored");
+  }
+}
+
+// ---- shutdown --------------------------------------------------------------------------------
+
+void runtime::shutdown() noexcept {
+  if (shut_down_) return;
+  shut_down_ = true;
+  for (auto* j : live_jobs_) {
+    logf(log_level::warn, "child pid ", j->pid(), " still running at shutdown: killed");
+    j->kill_and_reap();
+  }
+  live_jobs_.clear();
+  children_.clear();
+  auto gets = std::move(gets_);
+  gets_.clear();
+  for (auto& [req, g] : gets) {
+    if (g.timer) g.timer->cancel();
+    g.handler(make_error_code(errc::closed), {});
+  }
+  channels_.clear();
+  if (router_) router_->close();
+  if (zap_) zap_->close();
+  if (upstream_) upstream_->close();
+}
+
+}  // namespace fiber::detail

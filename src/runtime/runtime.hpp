@@ -1,0 +1,158 @@
+// The per-process engine behind fiber::context: io_context, ZeroMQ sockets, the channel broker,
+// children's handshakes. Everything here runs on the io_context's thread.
+#pragma once
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <zmq.hpp>
+
+#include "backend/backend.hpp"
+#include "fiber/config.hpp"
+#include "fiber/detail/channel.hpp"
+#include "io/zmq_channel.hpp"
+#include "runtime/protocol.hpp"
+
+namespace fiber::detail {
+
+struct job_keys {
+  std::string server_public, server_secret, client_public, client_secret;  // Z85
+  static job_keys generate();
+};
+
+/// What a master needs from a child it started (implemented by process_state).
+class child_endpoint {
+ public:
+  virtual ~child_endpoint() = default;
+  virtual void on_hello(const std::string& hello_json) = 0;
+  virtual void on_done(bool raised, const std::string& detail_json) = 0;
+};
+
+struct message::frames {
+  multipart parts;  // payload frames: head, then blobs
+  std::vector<std::span<const std::byte>> blob_spans;
+};
+
+class runtime : public std::enable_shared_from_this<runtime> {
+ public:
+  enum class role { master, worker };
+  using get_handler = unique_function<void(std::error_code, multipart)>;
+
+  /// A master: owns an io_context and a thread when `external` is null.
+  runtime(asio::io_context* external, fiber::config cfg);
+  /// A worker: connects to its master; the caller runs io() on its own thread.
+  runtime(fiber::config cfg, std::string job_id, job_keys keys, std::string master_endpoint, std::string token);
+  ~runtime();
+
+  asio::io_context& io() noexcept { return *io_; }
+  asio::any_io_executor executor() noexcept { return io_->get_executor(); }
+  bool in_loop_thread() const noexcept;
+  const fiber::config& cfg() const noexcept { return cfg_; }
+  void replace_config(fiber::config cfg) { cfg_ = std::move(cfg); }
+  role my_role() const noexcept { return role_; }
+  const std::string& job_id() const noexcept { return job_id_; }
+  const job_keys& keys() const noexcept { return keys_; }
+  zmq::context_t& zmq() noexcept { return zctx_; }
+
+  // ---- channels (queues and pipes), on the loop thread
+  std::uint64_t new_channel_id() noexcept;
+  /// Throws message_too_large before anything is sent.
+  void put(std::uint64_t channel, writer& w);
+  void get(std::uint64_t channel, std::optional<std::chrono::milliseconds> timeout, get_handler h);
+  void release(std::uint64_t channel) noexcept;
+
+  // ---- master side
+  /// Binds the listening socket on first use; returns the endpoint children connect to.
+  const std::string& listen();
+  std::vector<std::string> endpoints() const;
+  backend& the_backend();
+  void attach_child(const std::string& routing_id, std::weak_ptr<child_endpoint> child);
+  void detach_child(const std::string& routing_id);
+  void send_to_child(const std::string& routing_id, multipart&& parts);
+  /// Children still running, and what to do with them when the master goes.
+  void track_job(job* j) { live_jobs_.push_back(j); }
+  void untrack_job(job* j) { std::erase(live_jobs_, j); }
+  std::vector<int> live_pids() const;
+
+  // ---- worker side
+  void send_upstream(multipart&& parts);
+  /// Waits for the master's first answer (welcome or refuse).
+  void on_first_message(unique_function<void(std::error_code, multipart)> h);
+
+  /// Stops: kills children still running, closes sockets. Idempotent; on the loop thread.
+  void shutdown() noexcept;
+  /// Shuts down and stops the owned thread; safe from any thread.
+  void stop() noexcept;
+
+ private:
+  struct waiter {
+    std::string peer;  // empty: a getter in this process
+    std::uint64_t request = 0;
+  };
+  struct channel_state {
+    std::deque<multipart> items;
+    std::deque<waiter> waiters;
+    bool released = false;
+  };
+  struct pending_get {
+    std::uint64_t channel = 0;
+    get_handler handler;
+    std::unique_ptr<asio::steady_timer> timer;
+    bool cancelling = false;
+  };
+
+  void start_master_loop();
+  void start_zap();
+  void master_loop_step();
+  void worker_loop_step();
+  void handle_master_message(multipart&& m);
+  void handle_worker_message(multipart&& m);
+  void broker_put(std::uint64_t channel, multipart&& payload);
+  void broker_get(std::uint64_t channel, waiter w);
+  bool broker_cancel(std::uint64_t channel, const std::string& peer, std::uint64_t request);
+  void complete_get(std::uint64_t request, std::error_code ec, multipart&& payload);
+  /// False when the reader is gone; `payload` is then left intact.
+  bool deliver(const waiter& w, std::uint64_t channel, multipart& payload);
+  void configure_socket(zmq::socket_t& s) const;
+
+ public:
+  /// Encoded value as payload frames; large ranges without copies when the writer owns them.
+  multipart to_frames(writer& w) const;
+
+ private:
+
+
+  role role_;
+  fiber::config cfg_;
+  std::string job_id_;
+  job_keys keys_;
+  std::unique_ptr<asio::io_context> owned_io_;
+  asio::io_context* io_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::thread thread_;
+  std::atomic<std::thread::id> loop_thread_{};
+  zmq::context_t zctx_;
+
+  std::shared_ptr<zmq_channel> router_;    // master: children connect here
+  std::shared_ptr<zmq_channel> zap_;       // master: accepts only this job's client key
+  std::shared_ptr<zmq_channel> upstream_;  // worker: to the master
+  std::string endpoint_;
+  std::unique_ptr<backend> backend_;
+  std::unordered_map<std::string, std::weak_ptr<child_endpoint>> children_;
+  std::vector<job*> live_jobs_;
+  std::unordered_map<std::uint64_t, channel_state> channels_;
+  std::unordered_map<std::uint64_t, pending_get> gets_;
+  std::uint64_t next_request_ = 1;
+  std::atomic<std::uint64_t> next_channel_{1};
+  std::uint64_t channel_prefix_ = 0;
+  unique_function<void(std::error_code, multipart)> first_message_;
+  bool shut_down_ = false;
+};
+
+}  // namespace fiber::detail
