@@ -179,7 +179,10 @@ struct codec<std::vector<T, A>> {
       w.range(v.data(), v.size() * sizeof(T));
     } else {
       w.size(v.size());
-      for (auto& e : v) w.value(static_cast<const T&>(e));
+      for (decltype(auto) e : v) {
+        const T& element = e;  // vector<bool> yields proxies
+        w.value(element);
+      }
     }
   }
   static std::vector<T, A> decode(reader& r) {

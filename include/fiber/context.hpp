@@ -27,6 +27,11 @@ class context {
   context(const context&) = delete;
   context& operator=(const context&) = delete;
 
+  /// Ends children still running and closes fiber's sockets, so that an embedding service's
+  /// io_context runs out of fiber's work. Idempotent; the destructor calls it. With an external
+  /// io_context, call it on that io_context's thread (or after it stopped).
+  void stop() noexcept;
+
   const fiber::config& config() const noexcept;
   asio::any_io_executor get_executor() const noexcept;
   /// The endpoints this process listens on for its children (empty before the first child).

@@ -31,7 +31,9 @@ context::context(asio::io_context& io, fiber::config cfg) {
 
 context::context(std::shared_ptr<detail::runtime> rt) noexcept : rt_(std::move(rt)) {}
 
-context::~context() {
+context::~context() { stop(); }
+
+void context::stop() noexcept {
   if (rt_ && rt_->my_role() == detail::runtime::role::master) rt_->stop();
 }
 

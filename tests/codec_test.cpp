@@ -1,0 +1,182 @@
+#include <fiber/codec.hpp>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace {
+
+struct point {
+  double x, y;
+  std::string label;
+  std::vector<int> tags;
+};
+
+// A user type with its own codec.
+class money {
+ public:
+  money() = default;
+  explicit money(long cents) : cents_(cents) {}
+  long cents() const { return cents_; }
+  friend bool operator==(const money&, const money&) = default;
+
+ private:
+  long cents_ = 0;
+};
+
+struct encoded {
+  std::string head;
+  std::vector<std::vector<std::byte>> frames;
+  std::vector<std::span<const std::byte>> spans;
+};
+
+template <class T>
+encoded encode(const T& v) {
+  fiber::writer w;
+  w.value(v);
+  encoded e;
+  e.head = w.head();
+  for (auto& b : w.blobs()) e.frames.emplace_back(b.data, b.data + b.size);
+  for (auto& f : e.frames) e.spans.emplace_back(f.data(), f.size());
+  return e;
+}
+
+template <class T>
+T decode(const encoded& e) {
+  fiber::reader r({reinterpret_cast<const std::byte*>(e.head.data()), e.head.size()}, e.spans);
+  T v = r.value<T>();
+  EXPECT_TRUE(r.at_end());
+  return v;
+}
+
+template <class T>
+T round_trip(const T& v) {
+  return decode<T>(encode(v));
+}
+
+}  // namespace
+
+template <>
+struct fiber::codec<money> {
+  static void encode(writer& w, const money& m) { w.value(m.cents()); }
+  static money decode(reader& r) { return money(r.value<long>()); }
+};
+
+TEST(codec, scalars_and_strings) {
+  EXPECT_EQ(round_trip(42), 42);
+  EXPECT_EQ(round_trip(-7ll), -7ll);
+  EXPECT_DOUBLE_EQ(round_trip(3.25), 3.25);
+  EXPECT_EQ(round_trip(true), true);
+  EXPECT_EQ(round_trip(std::string("hello")), "hello");
+  EXPECT_EQ(round_trip(std::string()), "");
+  enum class color { red, green };
+  EXPECT_EQ(round_trip(color::green), color::green);
+}
+
+TEST(codec, containers) {
+  std::vector<std::string> vs{"a", "bb", ""};
+  EXPECT_EQ(round_trip(vs), vs);
+  std::vector<bool> vb{true, false, true};
+  EXPECT_EQ(round_trip(vb), vb);
+  std::array<int, 3> a{1, 2, 3};
+  EXPECT_EQ(round_trip(a), a);
+  std::map<std::string, int> m{{"x", 1}, {"y", 2}};
+  EXPECT_EQ(round_trip(m), m);
+  std::unordered_map<int, std::vector<double>> um{{1, {1.5}}, {2, {}}};
+  EXPECT_EQ(round_trip(um), um);
+  std::set<int> s{3, 1, 2};
+  EXPECT_EQ(round_trip(s), s);
+}
+
+TEST(codec, pair_tuple_optional_variant) {
+  auto p = std::make_pair(1, std::string("one"));
+  EXPECT_EQ(round_trip(p), p);
+  auto t = std::make_tuple(1, 2.5, std::string("x"));
+  EXPECT_EQ(round_trip(t), t);
+  std::optional<int> none, some = 5;
+  EXPECT_EQ(round_trip(none), none);
+  EXPECT_EQ(round_trip(some), some);
+  std::variant<int, std::string> v1 = 3, v2 = std::string("s");
+  EXPECT_EQ(round_trip(v1), v1);
+  EXPECT_EQ(round_trip(v2), v2);
+}
+
+TEST(codec, aggregates_and_user_types) {
+  point p{1.5, -2, "origin", {1, 2, 3}};
+  auto q = round_trip(p);
+  EXPECT_EQ(q.x, p.x);
+  EXPECT_EQ(q.y, p.y);
+  EXPECT_EQ(q.label, p.label);
+  EXPECT_EQ(q.tags, p.tags);
+  EXPECT_EQ(round_trip(money(1999)), money(1999));
+  std::vector<money> wallet{money(1), money(2)};
+  EXPECT_EQ(round_trip(wallet), wallet);
+}
+
+TEST(codec, large_contiguous_data_travels_as_its_own_frame) {
+  std::vector<float> big(1 << 20, 0.5f);
+  auto e = encode(big);
+  ASSERT_EQ(e.frames.size(), 1u);  // not copied into the header frame
+  EXPECT_EQ(e.frames[0].size(), big.size() * sizeof(float));
+  EXPECT_LT(e.head.size(), 64u);
+  EXPECT_EQ(decode<std::vector<float>>(e), big);
+
+  std::vector<int> small(10, 1);
+  EXPECT_TRUE(encode(small).frames.empty());
+}
+
+TEST(codec, owned_writer_references_memory_without_copying) {
+  auto data = std::make_shared<std::vector<double>>(100000, 1.0);
+  fiber::writer w(data);
+  w.value(*data);
+  ASSERT_EQ(w.blobs().size(), 1u);
+  EXPECT_EQ(w.blobs()[0].data, reinterpret_cast<const std::byte*>(data->data()));
+  EXPECT_EQ(w.blobs()[0].keep, data);
+}
+
+TEST(codec, truncated_input_is_an_error_not_a_crash) {
+  auto e = encode(std::vector<std::string>{"abc", "defgh"});
+  for (std::size_t cut = 0; cut < e.head.size(); ++cut) {
+    encoded t = e;
+    t.head.resize(cut);
+    try {
+      decode<std::vector<std::string>>(t);
+      ADD_FAILURE() << "decoding " << cut << " of " << e.head.size() << " bytes succeeded";
+    } catch (const fiber::error& err) {
+      EXPECT_EQ(err.code(), fiber::errc::malformed_message);
+    }
+  }
+}
+
+TEST(codec, absurd_counts_are_rejected_before_allocating) {
+  fiber::writer w;
+  w.size(std::size_t{1} << 60);  // claims 2^60 strings
+  encoded e{w.head(), {}, {}};
+  try {
+    decode<std::vector<std::string>>(e);
+    FAIL() << "expected malformed_message";
+  } catch (const fiber::error& err) {
+    EXPECT_EQ(err.code(), fiber::errc::malformed_message);
+    EXPECT_NE(std::string(err.what()).find("element count"), std::string::npos);
+  }
+}
+
+TEST(codec, bad_variant_index_and_optional_flag) {
+  fiber::writer w;
+  w.pod(std::uint32_t{7});
+  encoded e{w.head(), {}, {}};
+  EXPECT_THROW((decode<std::variant<int, double>>(e)), fiber::error);
+  fiber::writer w2;
+  w2.pod(std::uint8_t{9});
+  encoded e2{w2.head(), {}, {}};
+  EXPECT_THROW(decode<std::optional<int>>(e2), fiber::error);
+}
+
+TEST(codec, missing_or_wrong_size_large_frame) {
+  auto e = encode(std::vector<double>(5000, 2.0));
+  encoded no_frame = e;
+  no_frame.spans.clear();
+  EXPECT_THROW(decode<std::vector<double>>(no_frame), fiber::error);
+  encoded short_frame = e;
+  short_frame.spans[0] = short_frame.spans[0].first(100);
+  EXPECT_THROW(decode<std::vector<double>>(short_frame), fiber::error);
+}

@@ -1,0 +1,110 @@
+#include <fiber/config.hpp>
+#include <fiber/error.hpp>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace {
+// Each test runs with its own config file and no FIBER_* settings from the outside.
+class config_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("fiber-config-" + std::to_string(getpid()) + "-" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    file_ = (dir_ / ".fiberconfig").string();
+    setenv("FIBER_CONFIG_FILE", file_.c_str(), 1);
+    write("");
+    for (auto k : fiber::config::keys()) {
+      std::string name = "FIBER_" + std::string(k);
+      for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      unsetenv(name.c_str());
+    }
+  }
+  void TearDown() override {
+    unsetenv("FIBER_CONFIG_FILE");
+    unsetenv("FIBER_LOG_LEVEL");
+    unsetenv("FIBER_NO_SUCH_KEY");
+    unsetenv("FIBER_CPU_PER_JOB");
+    std::filesystem::remove_all(dir_);
+  }
+  void write(const std::string& text) { std::ofstream(file_) << text; }
+  std::filesystem::path dir_;
+  std::string file_;
+};
+
+void expect_config_error(auto&& f, const std::string& mentions) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a config_error mentioning " << mentions;
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::config_error);
+    EXPECT_NE(std::string(e.what()).find(mentions), std::string::npos) << e.what();
+  }
+}
+}  // namespace
+
+TEST_F(config_test, defaults) {
+  auto c = fiber::config::load();
+  EXPECT_EQ(c.backend, "local");
+  EXPECT_EQ(c.log_level, fiber::log_level::warn);
+  EXPECT_EQ(c.cpu_per_job, 1);
+  EXPECT_EQ(c.kubernetes_namespace, "default");
+}
+
+TEST_F(config_test, file_values) {
+  write("# comment\nlog_level = debug\ncpu_per_job=4\n\nimage = fiber:latest\n");
+  auto c = fiber::config::load();
+  EXPECT_EQ(c.log_level, fiber::log_level::debug);
+  EXPECT_EQ(c.cpu_per_job, 4);
+  EXPECT_EQ(c.image, "fiber:latest");
+}
+
+TEST_F(config_test, environment_overrides_file_and_code_overrides_both) {
+  write("cpu_per_job = 4\nlog_level = debug\n");
+  setenv("FIBER_CPU_PER_JOB", "8", 1);
+  auto c = fiber::config::load();
+  EXPECT_EQ(c.cpu_per_job, 8);
+  EXPECT_EQ(c.log_level, fiber::log_level::debug);
+  auto d = fiber::config::load({{"cpu_per_job", "16"}});
+  EXPECT_EQ(d.cpu_per_job, 16);
+}
+
+TEST_F(config_test, unknown_key_in_file_names_key_and_line) {
+  write("log_level = info\nlog_levle = debug\n");
+  expect_config_error([] { (void)fiber::config::load(); }, "log_levle");
+  expect_config_error([] { (void)fiber::config::load(); }, ":2");
+}
+
+TEST_F(config_test, unknown_key_in_environment) {
+  setenv("FIBER_NO_SUCH_KEY", "1", 1);
+  expect_config_error([] { (void)fiber::config::load(); }, "FIBER_NO_SUCH_KEY");
+}
+
+TEST_F(config_test, unknown_key_in_code) {
+  expect_config_error([] { (void)fiber::config::load({{"backnd", "local"}}); }, "backnd");
+}
+
+TEST_F(config_test, bad_values_name_the_key) {
+  expect_config_error([] { (void)fiber::config::load({{"cpu_per_job", "many"}}); }, "cpu_per_job");
+  expect_config_error([] { (void)fiber::config::load({{"cpu_per_job", "0"}}); }, "cpu_per_job");
+  expect_config_error([] { (void)fiber::config::load({{"backend", "mesos"}}); }, "backend");
+  expect_config_error([] { (void)fiber::config::load({{"log_level", "loud"}}); }, "log_level");
+  setenv("FIBER_LOG_LEVEL", "verbose", 1);
+  expect_config_error([] { (void)fiber::config::load(); }, "log_level");
+}
+
+TEST_F(config_test, items_round_trip) {
+  auto c = fiber::config::load({{"log_level", "error"}, {"mem_per_job", "512"}, {"executable", "/bin/x"}});
+  fiber::config d;
+  for (auto& [k, v] : c.items()) d.set(k, v);
+  EXPECT_EQ(c, d);
+  EXPECT_EQ(c.items().size(), fiber::config::keys().size());
+}
+
+TEST_F(config_test, missing_named_file_is_an_error) {
+  setenv("FIBER_CONFIG_FILE", "/nonexistent/fiber.conf", 1);
+  expect_config_error([] { (void)fiber::config::load(); }, "/nonexistent/fiber.conf");
+}

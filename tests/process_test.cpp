@@ -1,0 +1,270 @@
+// fiber::process on the local backend: real child processes.
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <fiber/fiber.hpp>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace {
+void do_nothing() {}
+void fail_with(std::string message) { throw std::runtime_error(message); }
+void exit_with(int code) { std::exit(code); }
+// Blocks until something arrives on `gate`: a child that is "busy" without sleeping.
+void wait_on(fiber::simple_queue<int> gate) { (void)gate.get().get(); }
+void report_identity(fiber::simple_queue<std::string> out) {
+  auto me = fiber::current_process();
+  out.put(me.name + " " + std::to_string(me.pid) + " " + (me.is_worker ? "worker" : "master")).get();
+}
+void report_config(fiber::simple_queue<std::vector<std::pair<std::string, std::string>>> out) {
+  out.put(fiber::context::default_context().config().items()).get();
+}
+int unregistered(int x) { return x; }
+}  // namespace
+FIBER_REMOTE(do_nothing);
+FIBER_REMOTE(fail_with);
+FIBER_REMOTE(exit_with);
+FIBER_REMOTE(wait_on);
+FIBER_REMOTE(report_identity);
+FIBER_REMOTE(report_config);
+
+TEST(process, exit_code_zero) {
+  fiber::process p(&do_nothing);
+  EXPECT_FALSE(p.exitcode());
+  p.start().get();
+  p.join().get();
+  ASSERT_TRUE(p.exitcode());
+  EXPECT_EQ(*p.exitcode(), 0);
+}
+
+TEST(process, exception_in_target_gives_non_zero_exit_code) {
+  fiber::process p(&fail_with, std::string("boom"));
+  p.start().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 1);
+}
+
+TEST(process, exit_code_of_the_target_is_kept) {
+  fiber::process p(&exit_with, 7);
+  p.start().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 7);
+}
+
+TEST(process, join_with_timeout_and_is_alive_before_while_after) {
+  fiber::simple_queue<int> gate;
+  fiber::process p(&wait_on, gate);
+  EXPECT_FALSE(p.is_alive());
+  p.start().get();
+  EXPECT_TRUE(p.is_alive());
+  EXPECT_FALSE(p.join(std::chrono::milliseconds(50)).get());  // still waiting on the gate
+  EXPECT_TRUE(p.is_alive());
+  EXPECT_FALSE(p.exitcode());
+  gate.put(1).get();
+  EXPECT_TRUE(p.join(std::chrono::minutes(1)).get());
+  EXPECT_FALSE(p.is_alive());
+  EXPECT_EQ(p.exitcode(), 0);
+}
+
+TEST(process, terminate_stops_a_busy_child) {
+  fiber::simple_queue<int> gate;
+  fiber::process p(&wait_on, gate);
+  p.start().get();
+  p.terminate().get();
+  EXPECT_FALSE(p.is_alive());
+  EXPECT_EQ(p.exitcode(), -SIGTERM);
+}
+
+TEST(process, names_and_pids) {
+  fiber::process a(&do_nothing), b(&do_nothing);
+  EXPECT_NE(a.name(), b.name());
+  EXPECT_EQ(a.pid(), 0);
+  b.set_name("custom");
+  EXPECT_EQ(b.name(), "custom");
+  a.start().get();
+  b.start().get();
+  EXPECT_GT(a.pid(), 0);
+  EXPECT_NE(a.pid(), b.pid());
+  EXPECT_THROW(a.set_name("late"), fiber::error);
+  a.join().get();
+  b.join().get();
+}
+
+TEST(process, child_knows_its_name_and_pid) {
+  fiber::simple_queue<std::string> out;
+  fiber::process p(&report_identity, out);
+  p.set_name("reporter");
+  p.start().get();
+  auto text = out.get().get();
+  p.join().get();
+  EXPECT_EQ(text, "reporter " + std::to_string(p.pid()) + " worker");
+  EXPECT_EQ(fiber::current_process().name, "MainProcess");
+  EXPECT_FALSE(fiber::current_process().is_worker);
+}
+
+TEST(process, three_at_once) {
+  fiber::simple_queue<int> gate;
+  std::vector<fiber::process> ps;
+  for (int i = 0; i < 3; ++i) ps.emplace_back(&wait_on, gate);
+  for (auto& p : ps) p.start().get();
+  auto children = fiber::active_children();
+  for (auto& p : ps) {
+    EXPECT_TRUE(p.is_alive());
+    EXPECT_NE(std::find(children.begin(), children.end(), p.pid()), children.end());
+  }
+  for (int i = 0; i < 3; ++i) gate.put(i).get();
+  for (auto& p : ps) p.join().get();
+  for (auto& p : ps) EXPECT_EQ(p.exitcode(), 0);
+  EXPECT_TRUE(fiber::active_children().empty());
+}
+
+TEST(process, cpu_count_is_positive) { EXPECT_GE(fiber::cpu_count(), 1); }
+
+TEST(process, child_config_equals_parent_config) {
+  fiber::simple_queue<std::vector<std::pair<std::string, std::string>>> out;
+  fiber::process p(&report_config, out);
+  p.start().get();
+  auto child_items = out.get().get();
+  p.join().get();
+  EXPECT_EQ(child_items, fiber::context::default_context().config().items());
+}
+
+TEST(process, child_config_follows_a_non_default_parent_config) {
+  auto cfg = fiber::config::load({{"mem_per_job", "123"}, {"heartbeat_interval_ms", "777"}});
+  fiber::context ctx(cfg);
+  fiber::simple_queue<std::vector<std::pair<std::string, std::string>>> out(ctx);
+  fiber::process p(ctx, &report_config, out);
+  p.start().get();
+  auto child_items = out.get().get();
+  p.join().get();
+  EXPECT_EQ(child_items, cfg.items());
+}
+
+TEST(process, unregistered_function_fails_before_anything_starts) {
+  try {
+    fiber::process p(&unregistered, 1);
+    FAIL() << "expected not_registered";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::not_registered);
+    EXPECT_NE(std::string(e.what()).find("FIBER_REMOTE"), std::string::npos);
+  }
+  EXPECT_TRUE(fiber::active_children().empty());
+}
+
+TEST(process, misuse_is_reported) {
+  fiber::process p(&do_nothing);
+  EXPECT_THROW(p.join().get(), fiber::error);
+  EXPECT_THROW(p.terminate().get(), fiber::error);
+  p.start().get();
+  try {
+    p.start().get();
+    FAIL() << "expected already_started";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::already_started);
+  }
+  p.join().get();
+}
+
+TEST(process, exception_message_lands_in_the_childs_log_file) {
+  auto prefix = std::filesystem::temp_directory_path() / ("fiber-log-" + std::to_string(getpid()));
+  fiber::context ctx(fiber::config::load({{"log_file", prefix.string()}}));
+  fiber::process p(ctx, &fail_with, std::string("the reason it failed"));
+  p.set_name("failing-child");
+  p.start().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 1);
+  auto path = prefix.string() + ".failing-child.log";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("std::runtime_error: the reason it failed"), std::string::npos) << text.str();
+  std::filesystem::remove(path);
+}
+
+TEST(process, destroying_a_running_process_kills_and_reaps_it) {
+  fiber::simple_queue<int> gate;
+  int pid = 0;
+  {
+    fiber::process p(&wait_on, gate);
+    p.start().get();
+    pid = p.pid();
+  }
+  // The listener of test_main fails the test if the child is still there.
+  EXPECT_NE(pid, 0);
+  EXPECT_TRUE(fiber::active_children().empty());
+}
+
+TEST(process, missing_executable_is_a_clear_error) {
+  fiber::context ctx(fiber::config::load({{"executable", "/nonexistent/worker"}}));
+  fiber::process p(ctx, &do_nothing);
+  try {
+    p.start().get();
+    FAIL() << "expected spawn_failed";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::spawn_failed);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/worker"), std::string::npos) << e.what();
+  }
+}
+
+TEST(process, binary_mismatch_is_refused) {
+  fiber::context ctx(fiber::config::load({{"executable", FIBER_TEST_OTHER_BINARY}}));
+  fiber::process p(ctx, &do_nothing);
+  try {
+    p.start().get();
+    FAIL() << "expected binary_mismatch";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::binary_mismatch);
+    std::string what = e.what();
+    EXPECT_NE(what.find("other_binary"), std::string::npos) << what;
+    EXPECT_NE(what.find("build-id"), std::string::npos) << what;
+  }
+  p.join().get();  // the refused worker exits by itself
+  EXPECT_EQ(p.exitcode(), 3);
+}
+
+// The awaitable API on the caller's own io_context (a service embedding fiber).
+namespace {
+asio::awaitable<int> run_two_children(fiber::context& ctx) {
+  fiber::simple_queue<std::string> out(ctx);
+  fiber::process a(ctx, &report_identity, out), b(ctx, &report_identity, out);
+  co_await a.start();
+  co_await b.start();
+  auto first = co_await out.get();
+  auto second = co_await out.get();
+  co_await a.join();
+  co_await b.join();
+  co_return static_cast<int>(!first.empty()) + static_cast<int>(!second.empty()) + *a.exitcode() + *b.exitcode();
+}
+}  // namespace
+
+TEST(process, awaitable_api_on_the_callers_io_context) {
+  asio::io_context io;
+  fiber::context ctx(io);
+  int result = -1;
+  asio::co_spawn(io, run_two_children(ctx), [&](std::exception_ptr e, int r) {
+    ctx.stop();  // fiber's sockets no longer keep the io_context busy
+    if (e) std::rethrow_exception(e);
+    result = r;
+  });
+  io.run();
+  EXPECT_EQ(result, 2);
+}
+
+TEST(process, blocking_get_on_the_loop_thread_is_refused) {
+  asio::io_context io;
+  fiber::context ctx(io);
+  std::error_code seen;
+  asio::post(io, [&] {
+    fiber::simple_queue<int> q(ctx);
+    try {
+      (void)q.get().get();
+    } catch (const fiber::error& e) {
+      seen = e.code();
+    }
+  });
+  io.run();
+  EXPECT_EQ(seen, fiber::errc::would_deadlock);
+}

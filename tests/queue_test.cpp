@@ -1,0 +1,188 @@
+// simple_queue and pipe between real processes.
+#include <fiber/fiber.hpp>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace {
+void write_range(fiber::simple_queue<int> q, int from, int count) {
+  for (int i = from; i < from + count; ++i) q.put(i).get();
+}
+void relay(fiber::simple_queue<std::string> in, fiber::simple_queue<std::string> out, int count) {
+  for (int i = 0; i < count; ++i) out.put(in.get().get() + " relayed").get();
+}
+// Takes one item, reports who took it, then waits for its own release: a reader that is busy.
+void take_one(int reader, fiber::simple_queue<int> work, fiber::simple_queue<std::pair<int, int>> taken,
+              fiber::simple_queue<int> release) {
+  int item = work.get().get();
+  taken.put({reader, item}).get();
+  (void)release.get().get();
+}
+void echo_pipe(fiber::connection<std::string> end, int count) {
+  for (int i = 0; i < count; ++i) end.send("echo " + end.recv().get()).get();
+}
+void send_one_way(fiber::connection<std::vector<double>> end) { end.send(std::vector<double>(3, 1.5)).get(); }
+void sum_big(fiber::simple_queue<std::vector<double>> in, fiber::simple_queue<double> out) {
+  auto v = in.get().get();
+  out.put(std::accumulate(v.begin(), v.end(), 0.0)).get();
+}
+}  // namespace
+FIBER_REMOTE(write_range);
+FIBER_REMOTE(relay);
+FIBER_REMOTE(take_one);
+FIBER_REMOTE(echo_pipe);
+FIBER_REMOTE(send_one_way);
+FIBER_REMOTE(sum_big);
+
+TEST(simple_queue, in_one_process) {
+  fiber::simple_queue<std::string> q;
+  q.put("a").get();
+  q.put("b").get();
+  EXPECT_EQ(q.get().get(), "a");
+  EXPECT_EQ(q.get().get(), "b");
+}
+
+TEST(simple_queue, get_with_timeout_on_an_empty_queue) {
+  fiber::simple_queue<int> q;
+  EXPECT_EQ(q.get(std::chrono::milliseconds(1)).get(), std::nullopt);
+  q.put(5).get();
+  EXPECT_EQ(q.get(std::chrono::milliseconds(1)).get(), 5);
+}
+
+TEST(simple_queue, order_from_one_writer) {
+  fiber::simple_queue<int> q;
+  fiber::process p(&write_range, q, 0, 1000);
+  p.start().get();
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(q.get().get(), i);
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+}
+
+TEST(simple_queue, many_writers) {
+  fiber::simple_queue<int> q;
+  std::vector<fiber::process> writers;
+  for (int w = 0; w < 4; ++w) writers.emplace_back(&write_range, q, w * 100, 100);
+  for (auto& p : writers) p.start().get();
+  std::vector<int> got;
+  for (int i = 0; i < 400; ++i) got.push_back(q.get().get());
+  for (auto& p : writers) p.join().get();
+  std::sort(got.begin(), got.end());
+  std::vector<int> expected(400);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(got, expected);
+}
+
+TEST(simple_queue, relay_between_two_children) {
+  fiber::simple_queue<std::string> a, b, c;
+  fiber::process first(&relay, a, b, 10), second(&relay, b, c, 10);
+  first.start().get();
+  second.start().get();
+  for (int i = 0; i < 10; ++i) a.put("m" + std::to_string(i)).get();
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(c.get().get(), "m" + std::to_string(i) + " relayed relayed");
+  first.join().get();
+  second.join().get();
+}
+
+TEST(simple_queue, items_go_to_waiting_readers_not_to_a_busy_one) {
+  fiber::simple_queue<int> work, release;
+  fiber::simple_queue<std::pair<int, int>> taken;
+  std::vector<fiber::process> readers;
+  for (int r = 0; r < 4; ++r) readers.emplace_back(&take_one, r, work, taken, release);
+  for (auto& p : readers) p.start().get();
+  for (int i = 0; i < 4; ++i) work.put(i).get();
+  std::vector<int> reader_of(4, -1);
+  for (int i = 0; i < 4; ++i) {
+    auto [reader, item] = taken.get().get();
+    reader_of[item] = reader;
+  }
+  for (int i = 0; i < 4; ++i) release.put(0).get();
+  for (auto& p : readers) p.join().get();
+  // Each reader took exactly one: none was handed a second item while busy.
+  std::vector<int> readers_seen = reader_of;
+  std::sort(readers_seen.begin(), readers_seen.end());
+  EXPECT_EQ(readers_seen, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(simple_queue, large_messages_cross_processes_intact) {
+  fiber::simple_queue<std::vector<double>> in;
+  fiber::simple_queue<double> out;
+  fiber::process p(&sum_big, in, out);
+  p.start().get();
+  std::vector<double> big(4 << 20 >> 3, 0.25);  // 4 MiB
+  in.put(big).get();
+  EXPECT_DOUBLE_EQ(out.get().get(), 0.25 * double(big.size()));
+  p.join().get();
+}
+
+TEST(simple_queue, oversized_message_is_refused_and_the_queue_keeps_working) {
+  fiber::context ctx(fiber::config::load({{"max_message_bytes", "1024"}}));
+  fiber::simple_queue<std::string> q(ctx);
+  try {
+    q.put(std::string(4096, 'x')).get();
+    FAIL() << "expected message_too_large";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::message_too_large);
+    EXPECT_NE(std::string(e.what()).find("max_message_bytes"), std::string::npos);
+  }
+  q.put("small").get();
+  EXPECT_EQ(q.get().get(), "small");
+}
+
+TEST(simple_queue, message_of_the_wrong_type_is_an_error_not_a_crash) {
+  fiber::simple_queue<std::string> strings;
+  // The same queue seen with another element type, as a confused program might.
+  fiber::writer w;
+  w.value(strings);
+  std::vector<std::span<const std::byte>> none;
+  fiber::reader r({reinterpret_cast<const std::byte*>(w.head().data()), w.head().size()}, none);
+  auto as_doubles = r.value<fiber::simple_queue<std::vector<double>>>();
+  strings.put("abc").get();
+  try {
+    (void)as_doubles.get().get();
+    FAIL() << "expected malformed_message";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::malformed_message);
+  }
+  strings.put("next").get();
+  EXPECT_EQ(strings.get().get(), "next");
+}
+
+TEST(pipe, duplex_both_ways_with_a_child) {
+  auto [mine, theirs] = fiber::pipe<std::string>();
+  fiber::process p(&echo_pipe, theirs, 3);
+  p.start().get();
+  for (int i = 0; i < 3; ++i) {
+    mine.send("hi " + std::to_string(i)).get();
+    EXPECT_EQ(mine.recv().get(), "echo hi " + std::to_string(i));
+  }
+  p.join().get();
+}
+
+TEST(pipe, one_way_from_a_child) {
+  auto [reader, writer] = fiber::pipe<std::vector<double>>(false);
+  EXPECT_FALSE(reader.can_send());
+  EXPECT_FALSE(writer.can_recv());
+  fiber::process p(&send_one_way, writer);
+  p.start().get();
+  EXPECT_EQ(reader.recv().get(), std::vector<double>(3, 1.5));
+  p.join().get();
+}
+
+TEST(pipe, wrong_direction_is_an_error) {
+  auto [reader, writer] = fiber::pipe<int>(false);
+  try {
+    (void)reader.send(1);
+    FAIL() << "expected wrong_direction";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::wrong_direction);
+  }
+  EXPECT_THROW((void)writer.recv(), fiber::error);
+}
+
+TEST(pipe, recv_with_timeout) {
+  auto [a, b] = fiber::pipe<int>();
+  EXPECT_EQ(a.recv(std::chrono::milliseconds(1)).get(), std::nullopt);
+  b.send(9).get();
+  EXPECT_EQ(a.recv(std::chrono::milliseconds(1)).get(), 9);
+}

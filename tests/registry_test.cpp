@@ -1,0 +1,59 @@
+#include <fiber/registry.hpp>
+#include <gtest/gtest.h>
+
+namespace sample {
+int add(int a, int b) { return a + b; }
+std::string shout(const std::string& s) { return s + "!"; }
+}  // namespace sample
+FIBER_REMOTE(sample::add);
+FIBER_REMOTE(sample::shout);
+
+int not_registered_function(int x) { return x; }
+
+TEST(registry, registered_functions_are_found_and_invoked_by_id) {
+  const auto& e = fiber::detail::require_registered(&sample::add);
+  EXPECT_NE(e.name.find("sample::add"), std::string::npos);
+  ASSERT_EQ(fiber::detail::find_function(e.id), &e);
+
+  fiber::writer args;
+  args.value(std::make_tuple(2, 40));
+  std::vector<std::span<const std::byte>> none;
+  fiber::reader in({reinterpret_cast<const std::byte*>(args.head().data()), args.head().size()}, none);
+  fiber::writer out;
+  e.invoke(in, out);
+  fiber::reader result({reinterpret_cast<const std::byte*>(out.head().data()), out.head().size()}, none);
+  EXPECT_EQ(result.value<int>(), 42);
+}
+
+TEST(registry, ids_differ_between_functions) {
+  EXPECT_NE(fiber::detail::require_registered(&sample::add).id, fiber::detail::require_registered(&sample::shout).id);
+}
+
+TEST(registry, unregistered_function_names_itself_and_the_macro) {
+  try {
+    (void)fiber::detail::require_registered(&not_registered_function);
+    FAIL() << "expected not_registered";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::not_registered);
+    std::string what = e.what();
+    EXPECT_NE(what.find("not_registered_function"), std::string::npos) << what;
+    EXPECT_NE(what.find("FIBER_REMOTE(not_registered_function)"), std::string::npos) << what;
+  }
+}
+
+TEST(registry, digest_is_stable) { EXPECT_EQ(fiber::detail::registry_digest(), fiber::detail::registry_digest()); }
+
+TEST(registry, arguments_with_trailing_bytes_are_malformed) {
+  const auto& e = fiber::detail::require_registered(&sample::add);
+  fiber::writer args;
+  args.value(std::make_tuple(1, 2, 3));  // one argument too many
+  std::vector<std::span<const std::byte>> none;
+  fiber::reader in({reinterpret_cast<const std::byte*>(args.head().data()), args.head().size()}, none);
+  fiber::writer out;
+  try {
+    e.invoke(in, out);
+    FAIL() << "expected malformed_message";
+  } catch (const fiber::error& err) {
+    EXPECT_EQ(err.code(), fiber::errc::malformed_message);
+  }
+}

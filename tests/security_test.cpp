@@ -1,0 +1,128 @@
+// CURVE on every channel and malformed frames on the wire, tested with raw ZeroMQ peers.
+#include <fiber/fiber.hpp>
+#include <gtest/gtest.h>
+
+#include <zmq.hpp>
+
+#include "runtime/protocol.hpp"
+#include "runtime/runtime.hpp"
+
+namespace {
+void add_one(fiber::simple_queue<int> in, fiber::simple_queue<int> out) { out.put(in.get().get() + 1).get(); }
+
+// Starts a child so that the context listens, and checks the job works.
+void check_job_works(fiber::context& ctx) {
+  fiber::simple_queue<int> in(ctx), out(ctx);
+  fiber::process p(ctx, &add_one, in, out);
+  p.start().get();
+  in.put(41).get();
+  EXPECT_EQ(out.get().get(), 42);
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+}
+
+// Waits (bounded, as a guard against hangs only) for a monitor event of one of `wanted`.
+int wait_for_event(zmq::socket_t& monitor, std::initializer_list<int> wanted) {
+  monitor.set(zmq::sockopt::rcvtimeo, 30000);
+  for (;;) {
+    zmq::message_t event, address;
+    if (!monitor.recv(event)) return 0;
+    (void)monitor.recv(address);
+    std::uint16_t id;
+    std::memcpy(&id, event.data(), sizeof id);
+    for (int w : wanted)
+      if (id == w) return id;
+  }
+}
+}  // namespace
+FIBER_REMOTE(add_one);
+
+TEST(security, plain_zeromq_client_gets_nothing_in_or_out) {
+  fiber::context ctx;
+  check_job_works(ctx);
+  auto endpoints = ctx.endpoints();
+  ASSERT_FALSE(endpoints.empty());
+  zmq::context_t z;
+  for (auto& endpoint : endpoints) {
+    zmq::socket_t intruder(z, zmq::socket_type::dealer);
+    intruder.set(zmq::sockopt::linger, 0);
+    zmq_socket_monitor(intruder.handle(), "inproc://intruder-monitor", ZMQ_EVENT_ALL);
+    zmq::socket_t monitor(z, zmq::socket_type::pair);
+    monitor.connect("inproc://intruder-monitor");
+    intruder.connect(endpoint);
+    std::string put(24, '\0');  // something that looks like a header
+    (void)intruder.send(zmq::buffer(put), zmq::send_flags::dontwait);
+    int ev = wait_for_event(monitor, {ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL, ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                                      ZMQ_EVENT_HANDSHAKE_SUCCEEDED});
+    EXPECT_NE(ev, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) << endpoint;
+    EXPECT_NE(ev, 0) << "no handshake outcome for " << endpoint;
+    zmq::message_t reply;
+    EXPECT_FALSE(intruder.recv(reply, zmq::recv_flags::dontwait));
+    zmq_socket_monitor(intruder.handle(), nullptr, 0);
+  }
+  check_job_works(ctx);
+}
+
+TEST(security, curve_client_without_the_jobs_key_is_refused) {
+  fiber::context ctx;
+  check_job_works(ctx);
+  auto endpoint = ctx.endpoints().at(0);
+  zmq::context_t z;
+  char pub[41], sec[41];
+  ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
+  zmq::socket_t stranger(z, zmq::socket_type::dealer);
+  stranger.set(zmq::sockopt::linger, 0);
+  stranger.set(zmq::sockopt::curve_serverkey, ctx.runtime()->keys().server_public);  // knows the server...
+  stranger.set(zmq::sockopt::curve_publickey, pub);                                   // ...but not the job's key
+  stranger.set(zmq::sockopt::curve_secretkey, sec);
+  zmq_socket_monitor(stranger.handle(), "inproc://stranger-monitor", ZMQ_EVENT_ALL);
+  zmq::socket_t monitor(z, zmq::socket_type::pair);
+  monitor.connect("inproc://stranger-monitor");
+  stranger.connect(endpoint);
+  int ev = wait_for_event(monitor, {ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, ZMQ_EVENT_HANDSHAKE_SUCCEEDED});
+  EXPECT_EQ(ev, ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+  zmq_socket_monitor(stranger.handle(), nullptr, 0);
+  check_job_works(ctx);
+}
+
+TEST(security, malformed_frames_from_a_keyed_peer_are_reported_not_fatal) {
+  fiber::context ctx;
+  check_job_works(ctx);
+  auto endpoint = ctx.endpoints().at(0);
+  auto& keys = ctx.runtime()->keys();
+  zmq::context_t z;
+  zmq::socket_t peer(z, zmq::socket_type::dealer);
+  peer.set(zmq::sockopt::linger, 0);
+  peer.set(zmq::sockopt::rcvtimeo, 30000);  // guard against a hang only
+  peer.set(zmq::sockopt::curve_serverkey, keys.server_public);
+  peer.set(zmq::sockopt::curve_publickey, keys.client_public);
+  peer.set(zmq::sockopt::curve_secretkey, keys.client_secret);
+  peer.connect(endpoint);
+
+  // 1. garbage instead of a header
+  ASSERT_TRUE(peer.send(zmq::str_buffer("garbage"), zmq::send_flags::none));
+  zmq::message_t header, text;
+  ASSERT_TRUE(peer.recv(header));
+  ASSERT_TRUE(peer.recv(text));
+  auto h = fiber::detail::parse_header(header);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->type, fiber::detail::kind::failure);
+  EXPECT_NE(text.to_string().find("malformed"), std::string::npos);
+
+  // 2. a header of another protocol version
+  fiber::detail::header future{fiber::detail::kind::put, 0, 99, 0, 1, 0};
+  ASSERT_TRUE(peer.send(zmq::buffer(&future, sizeof future), zmq::send_flags::none));
+  ASSERT_TRUE(peer.recv(header));
+  ASSERT_TRUE(peer.recv(text));
+  EXPECT_EQ(fiber::detail::parse_header(header)->type, fiber::detail::kind::failure);
+
+  // 3. a well-formed put still reaches a queue, and the job keeps working
+  fiber::simple_queue<int> q(ctx);
+  fiber::writer w;
+  w.value(1234);
+  auto put = fiber::detail::make_header(fiber::detail::kind::put, q.id());
+  ASSERT_TRUE(peer.send(put, zmq::send_flags::sndmore));
+  ASSERT_TRUE(peer.send(zmq::buffer(w.head()), zmq::send_flags::none));
+  EXPECT_EQ(q.get().get(), 1234);
+  check_job_works(ctx);
+}
