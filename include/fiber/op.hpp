@@ -7,8 +7,8 @@
 #include <asio/awaitable.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/use_awaitable.hpp>
+#include <atomic>
 #include <exception>
-#include <future>
 #include <memory>
 #include <optional>
 
@@ -20,6 +20,23 @@ class runtime;
 asio::any_io_executor executor_of(runtime&) noexcept;
 bool in_loop_thread(runtime&) noexcept;
 [[noreturn]] void throw_would_deadlock();
+/// Blocks the calling thread until `done` is set: waits while the loop runs elsewhere, or, in a
+/// worker, runs the loop itself (no thread hop between the caller and the loop).
+void wait_until(runtime&, const std::atomic<bool>& done);
+/// Sets `done` and wakes the threads in wait_until.
+void notify_done(runtime&, std::atomic<bool>& done) noexcept;
+
+template <class T>
+struct blocking_result {
+  std::optional<T> value;
+  std::exception_ptr error;
+  std::atomic<bool> done{false};
+};
+template <>
+struct blocking_result<void> {
+  std::exception_ptr error;
+  std::atomic<bool> done{false};
+};
 
 /// Runs `a` on `ex`, resuming the caller on its own executor when they differ.
 template <class T>
@@ -48,19 +65,28 @@ class [[nodiscard]] op : public asio::awaitable<T> {
   /// Blocks until the operation completes; throws what `co_await` would throw.
   T get() && {
     if (detail::in_loop_thread(*rt_)) detail::throw_would_deadlock();
-    std::promise<T> done;
-    auto result = done.get_future();
-    auto ex = detail::executor_of(*rt_);
+    detail::blocking_result<T> r;
+    auto* rt = rt_.get();
+    auto ex = detail::executor_of(*rt);
     if constexpr (std::is_void_v<T>) {
-      asio::co_spawn(ex, std::move(static_cast<asio::awaitable<T>&>(*this)), [&done](std::exception_ptr e) {
-        if (e) done.set_exception(e); else done.set_value();
+      asio::co_spawn(ex, std::move(static_cast<asio::awaitable<T>&>(*this)), [&r, rt](std::exception_ptr e) {
+        r.error = e;
+        detail::notify_done(*rt, r.done);
       });
+      detail::wait_until(*rt, r.done);
+      if (r.error) std::rethrow_exception(r.error);
     } else {
-      asio::co_spawn(ex, std::move(static_cast<asio::awaitable<T>&>(*this)), [&done](std::exception_ptr e, T v) {
-        if (e) done.set_exception(e); else done.set_value(std::move(v));
+      asio::co_spawn(ex, std::move(static_cast<asio::awaitable<T>&>(*this)), [&r, rt](std::exception_ptr e, T v) {
+        if (e)
+          r.error = e;
+        else
+          r.value.emplace(std::move(v));
+        detail::notify_done(*rt, r.done);
       });
+      detail::wait_until(*rt, r.done);
+      if (r.error) std::rethrow_exception(r.error);
+      return std::move(*r.value);
     }
-    return result.get();
   }
 
  private:

@@ -21,6 +21,8 @@ std::span<const std::span<const std::byte>> message::blobs() const noexcept {
 
 asio::any_io_executor executor_of(runtime& rt) noexcept { return rt.executor(); }
 bool in_loop_thread(runtime& rt) noexcept { return rt.in_loop_thread(); }
+void wait_until(runtime& rt, const std::atomic<bool>& done) { rt.wait_until(done); }
+void notify_done(runtime& rt, std::atomic<bool>& done) noexcept { rt.notify_done(done); }
 
 std::uint64_t new_channel_id(runtime& rt) { return rt.new_channel_id(); }
 

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <thread>
 #include <typeinfo>
 
 #include "fiber/context.hpp"
@@ -76,64 +75,57 @@ int run_worker() {
   m.emplace_back(hello_text.data(), hello_text.size());
   rt->send_upstream(std::move(m));
 
-  int code = 0;
-  outcome result;
-  std::thread task;
-  multipart call;
+  // The master answers with welcome (config, call) or refuse.
+  std::atomic<bool> answered{false};
+  multipart answer;
   rt->on_first_message([&](std::error_code, multipart parts) {
-    auto h = parse_header(parts[0]);
-    if (h->type == kind::refuse) {
-      log(log_level::error, "the master refused this worker: " + (parts.size() > 1 ? parts[1].to_string() : std::string()));
-      code = exit_refused;
-      rt->io().stop();
-      return;
-    }
-    // welcome: config snapshot, function id, argument frames
-    fiber::config cfg;
-    try {
-      auto snapshot = boost::json::parse(parts.at(1).to_string_view());
-      for (auto& [k, v] : snapshot.as_object()) cfg.set(k, std::string(v.as_string()));
-    } catch (const std::exception& e) {
-      log(log_level::error, std::string("the master's config snapshot is unreadable: ") + e.what());
-      code = 2;
-      rt->io().stop();
-      return;
-    }
-    rt->replace_config(cfg);
-    configure_log(cfg.log_level, cfg.log_file, name);
-    call = std::move(parts);
-    task = std::thread([&] {
-      try {
-        std::uint64_t id = 0;
-        if (call.size() < 4 || call[2].size() != sizeof id) throw error(errc::malformed_message, "malformed start message");
-        std::memcpy(&id, call[2].data(), sizeof id);
-        auto* entry = find_function(id);
-        if (!entry) throw error(errc::not_registered, "function id " + std::to_string(id) + " is not registered in this worker");
-        std::vector<std::span<const std::byte>> blobs;
-        for (std::size_t i = 4; i < call.size(); ++i)
-          blobs.emplace_back(static_cast<const std::byte*>(call[i].data()), call[i].size());
-        reader args({static_cast<const std::byte*>(call[3].data()), call[3].size()}, blobs);
-        writer ignored;
-        entry->invoke(args, ignored);
-      } catch (const std::exception& e) {
-        result = {true, demangle(typeid(e).name()), e.what()};
-      } catch (...) {
-        result = {true, "unknown", "an exception not derived from std::exception"};
-      }
-      if (result.raised) log(log_level::error, "target raised " + result.type + ": " + result.message);
-      asio::post(rt->io(), [&] {
-        auto detail = boost::json::serialize(boost::json::object{{"type", result.type}, {"message", result.message}});
-        multipart done;
-        done.push_back(make_header(kind::done, 0, 0, result.raised ? 1 : 0));
-        done.emplace_back(detail.data(), detail.size());
-        rt->send_upstream(std::move(done));
-        code = result.raised ? 1 : 0;
-        rt->io().stop();
-      });
-    });
+    answer = std::move(parts);
+    rt->notify_done(answered);
   });
-  rt->io().run();
-  if (task.joinable()) task.join();
+  rt->wait_until(answered);
+  if (parse_header(answer[0])->type == kind::refuse) {
+    log(log_level::error, "the master refused this worker: " + (answer.size() > 1 ? answer[1].to_string() : std::string()));
+    rt->stop();
+    return exit_refused;
+  }
+  fiber::config cfg;
+  try {
+    auto snapshot = boost::json::parse(answer.at(1).to_string_view());
+    for (auto& [k, v] : snapshot.as_object()) cfg.set(k, std::string(v.as_string()));
+  } catch (const std::exception& e) {
+    log(log_level::error, std::string("the master's config snapshot is unreadable: ") + e.what());
+    rt->stop();
+    return 2;
+  }
+  rt->replace_config(cfg);
+  configure_log(cfg.log_level, cfg.log_file, name);
+
+  // The target runs on this thread; its blocking calls run the event loop while they wait.
+  outcome result;
+  try {
+    std::uint64_t id = 0;
+    if (answer.size() < 4 || answer[2].size() != sizeof id) throw error(errc::malformed_message, "malformed start message");
+    std::memcpy(&id, answer[2].data(), sizeof id);
+    auto* entry = find_function(id);
+    if (!entry) throw error(errc::not_registered, "function id " + std::to_string(id) + " is not registered in this worker");
+    std::vector<std::span<const std::byte>> blobs;
+    for (std::size_t i = 4; i < answer.size(); ++i)
+      blobs.emplace_back(static_cast<const std::byte*>(answer[i].data()), answer[i].size());
+    reader args({static_cast<const std::byte*>(answer[3].data()), answer[3].size()}, blobs);
+    writer ignored;
+    entry->invoke(args, ignored);
+  } catch (const std::exception& e) {
+    result = {true, demangle(typeid(e).name()), e.what()};
+  } catch (...) {
+    result = {true, "unknown", "an exception not derived from std::exception"};
+  }
+  if (result.raised) log(log_level::error, "target raised " + result.type + ": " + result.message);
+  auto detail = boost::json::serialize(boost::json::object{{"type", result.type}, {"message", result.message}});
+  multipart done;
+  done.push_back(make_header(kind::done, 0, 0, result.raised ? 1 : 0));
+  done.emplace_back(detail.data(), detail.size());
+  rt->send_upstream(std::move(done));
+  int code = result.raised ? 1 : 0;
   std::fflush(nullptr);
   worker_runtime().reset();
   rt->stop();

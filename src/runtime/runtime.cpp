@@ -56,7 +56,8 @@ runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::stri
     : role_(role::worker), cfg_(std::move(cfg)), job_id_(std::move(job_id)), keys_(std::move(keys)) {
   owned_io_ = std::make_unique<asio::io_context>(1);
   io_ = owned_io_.get();
-  loop_thread_ = std::this_thread::get_id();
+  self_driven_ = true;
+  work_.emplace(io_->get_executor());
   channel_prefix_ = std::stoull(token) << 32;
   zmq::socket_t s(zctx_, zmq::socket_type::dealer);
   configure_socket(s);
@@ -92,14 +93,46 @@ void runtime::stop() noexcept {
     thread_.join();
   } else {
     shutdown();
+    work_.reset();
   }
   // Waits, within each socket's linger, until what was sent has left this process.
   zctx_.close();
 }
 
 bool runtime::in_loop_thread() const noexcept {
-  if (owned_io_) return loop_thread_.load() == std::this_thread::get_id();
+  if (owned_io_ && !self_driven_) return loop_thread_.load() == std::this_thread::get_id();
   return io_->get_executor().running_in_this_thread();
+}
+
+void runtime::notify_done(std::atomic<bool>& done) noexcept {
+  {
+    std::lock_guard lock(wait_mutex_);
+    done.store(true, std::memory_order_release);
+  }
+  wait_cv_.notify_all();
+}
+
+void runtime::wait_until(const std::atomic<bool>& done) {
+  std::unique_lock lock(wait_mutex_);
+  while (!done.load(std::memory_order_acquire)) {
+    if (self_driven_ && !driving_) {
+      // Become the loop's driver until our own operation completes; others wait for us.
+      driving_ = true;
+      lock.unlock();
+      bool stopped = false;
+      while (!done.load(std::memory_order_acquire))
+        if (io_->run_one() == 0) {
+          stopped = true;
+          break;
+        }
+      lock.lock();
+      driving_ = false;
+      wait_cv_.notify_all();
+      if (stopped && !done.load()) throw error(errc::closed, "the fiber worker's event loop has stopped");
+      continue;
+    }
+    wait_cv_.wait(lock);
+  }
 }
 
 void runtime::configure_socket(zmq::socket_t& s) const {

@@ -5,6 +5,8 @@
 #include <asio/steady_timer.hpp>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -90,6 +92,10 @@ class runtime : public std::enable_shared_from_this<runtime> {
   /// Shuts down and stops the owned thread; safe from any thread.
   void stop() noexcept;
 
+  /// See fiber::detail::wait_until: a worker's blocking calls drive its loop themselves.
+  void wait_until(const std::atomic<bool>& done);
+  void notify_done(std::atomic<bool>& done) noexcept;
+
  private:
   struct waiter {
     std::string peer;  // empty: a getter in this process
@@ -153,6 +159,12 @@ class runtime : public std::enable_shared_from_this<runtime> {
   std::uint64_t channel_prefix_ = 0;
   unique_function<void(std::error_code, multipart)> first_message_;
   bool shut_down_ = false;
+
+  // blocking callers
+  std::mutex wait_mutex_;
+  std::condition_variable wait_cv_;
+  bool self_driven_ = false;  // worker: no loop thread; whoever blocks runs the loop
+  bool driving_ = false;
 };
 
 }  // namespace fiber::detail
