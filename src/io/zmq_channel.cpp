@@ -18,7 +18,7 @@ void zmq_channel::close() {
   if (pending_) {
     auto h = std::move(pending_);
     pending_ = nullptr;
-    h(asio::error::operation_aborted, {});
+    h(asio::error::operation_aborted, {}, false);
   }
   outbox_.clear();
   socket_.close();
@@ -64,21 +64,21 @@ bool zmq_channel::try_receive(multipart& out) {
 
 void zmq_channel::start_receive(receive_handler h) {
   if (closed_) {
-    h(asio::error::operation_aborted, {});
+    h(asio::error::operation_aborted, {}, false);
     return;
   }
   if (pending_) {
-    h(asio::error::already_started, {});
+    h(asio::error::already_started, {}, false);
     return;
   }
   multipart m;
   try {
     if (try_receive(m)) {
-      h({}, std::move(m));
+      h({}, std::move(m), false);
       return;
     }
   } catch (const zmq::error_t& e) {
-    h(std::error_code(e.num(), std::generic_category()), {});
+    h(std::error_code(e.num(), std::generic_category()), {}, false);
     return;
   }
   pending_ = std::move(h);
@@ -89,7 +89,7 @@ void zmq_channel::cancel_receive() {
   if (!pending_) return;
   auto h = std::move(pending_);
   pending_ = nullptr;
-  h(asio::error::operation_aborted, {});
+  h(asio::error::operation_aborted, {}, false);
 }
 
 void zmq_channel::flush_outbox() {
@@ -112,14 +112,14 @@ void zmq_channel::on_ready() {
       if (try_receive(m)) {
         auto h = std::move(pending_);
         pending_ = nullptr;
-        h({}, std::move(m));
+        h({}, std::move(m), from_callback_);
       }
     }
   } catch (const zmq::error_t& e) {
     if (pending_) {
       auto h = std::move(pending_);
       pending_ = nullptr;
-      h(std::error_code(e.num(), std::generic_category()), {});
+      h(std::error_code(e.num(), std::generic_category()), {}, false);
     }
   }
   if (pending_ || !outbox_.empty()) arm();
@@ -133,7 +133,9 @@ void zmq_channel::arm() {
     if (!self) return;
     self->waiting_ = false;
     if (ec == asio::error::operation_aborted) return;
+    self->from_callback_ = true;
     self->on_ready();
+    self->from_callback_ = false;
   });
 }
 

@@ -10,6 +10,7 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/posix/stream_descriptor.hpp>
+#include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 #include <deque>
 #include <memory>
@@ -25,7 +26,9 @@ using multipart = std::vector<zmq::message_t>;
 
 class zmq_channel : public std::enable_shared_from_this<zmq_channel> {
  public:
-  using receive_handler = unique_function<void(std::error_code, multipart)>;
+  /// `from_callback`: true when called from the channel's own readiness callback (the handler
+  /// may then run inline), false inside the initiating call (it must be posted).
+  using receive_handler = unique_function<void(std::error_code, multipart, bool from_callback)>;
 
   zmq_channel(asio::io_context& io, zmq::socket_t socket);
   ~zmq_channel();
@@ -57,11 +60,17 @@ class zmq_channel : public std::enable_shared_from_this<zmq_channel> {
       slot.assign([weak = weak_from_this()](asio::cancellation_type) {
         if (auto self = weak.lock()) self->cancel_receive();
       });
-    start_receive([h = std::move(handler), work = std::move(work), slot](std::error_code ec, multipart m) mutable {
+    start_receive([h = std::move(handler), work = std::move(work), slot](std::error_code ec, multipart m,
+                                                                          bool from_callback) mutable {
       if (slot.is_connected()) slot.clear();
       auto ex = work.get_executor();
-      // Never complete inside the initiating function or our own callbacks.
-      asio::post(ex, [h = std::move(h), ec, m = std::move(m)]() mutable { h(ec, std::move(m)); });
+      auto f = [h = std::move(h), ec, m = std::move(m)]() mutable { h(ec, std::move(m)); };
+      // Never complete inside the initiating function; from our readiness callback, a handler
+      // on this executor runs at once (one reactor round trip fewer per message).
+      if (from_callback)
+        asio::dispatch(ex, std::move(f));
+      else
+        asio::post(ex, std::move(f));
     });
   }
 
@@ -79,6 +88,7 @@ class zmq_channel : public std::enable_shared_from_this<zmq_channel> {
   std::deque<multipart> outbox_;
   bool waiting_ = false;
   bool closed_ = false;
+  bool from_callback_ = false;  // inside our readiness callback (not inside a send)
 };
 
 }  // namespace fiber::detail

@@ -8,7 +8,6 @@
 
 #include <boost/json.hpp>
 #include <csignal>
-#include <future>
 
 #include "io/log.hpp"
 #include "runtime/build_id.hpp"
@@ -253,19 +252,10 @@ asio::awaitable<void> terminate_impl(std::shared_ptr<process_state> s) {
   co_await async_ended(s, std::nullopt, asio::use_awaitable);
 }
 
-/// Runs `f` on the runtime's thread and waits (or runs it here when already there).
+/// Runs `f` on the runtime's loop and waits for it.
 template <class F>
 void run_on_loop(runtime& rt, F f) {
-  if (rt.in_loop_thread()) {
-    f();
-    return;
-  }
-  std::promise<void> done;
-  asio::post(rt.io(), [&] {
-    f();
-    done.set_value();
-  });
-  done.get_future().wait();
+  rt.run_sync(std::move(f));
 }
 }  // namespace
 }  // namespace detail

@@ -1,7 +1,6 @@
 #include "fiber/context.hpp"
 
 #include <asio/post.hpp>
-#include <future>
 
 #include "fiber/op.hpp"
 #include "io/log.hpp"
@@ -42,10 +41,9 @@ asio::any_io_executor context::get_executor() const noexcept { return rt_->execu
 const std::string& context::job_id() const noexcept { return rt_->job_id(); }
 
 std::vector<std::string> context::endpoints() const {
-  if (rt_->in_loop_thread()) return rt_->endpoints();
-  std::promise<std::vector<std::string>> p;
-  asio::post(rt_->io(), [&] { p.set_value(rt_->endpoints()); });
-  return p.get_future().get();
+  std::vector<std::string> out;
+  rt_->run_sync([&] { out = rt_->endpoints(); });
+  return out;
 }
 
 context& context::default_context() {

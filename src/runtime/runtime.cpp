@@ -44,11 +44,9 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
   } else {
     owned_io_ = std::make_unique<asio::io_context>(1);
     io_ = owned_io_.get();
+    self_driven_ = true;
     work_.emplace(io_->get_executor());
-    thread_ = std::thread([this] {
-      loop_thread_ = std::this_thread::get_id();
-      io_->run();
-    });
+    standby_ = std::thread([this] { standby_loop(); });
   }
 }
 
@@ -73,24 +71,27 @@ runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::stri
 runtime::~runtime() { stop(); }
 
 void runtime::stop() noexcept {
-  if (thread_.joinable()) {
-    if (std::this_thread::get_id() == thread_.get_id()) {
-      // Last reference dropped by a handler on our own thread: let the thread finish alone.
+  if (standby_.joinable()) {
+    if (in_loop_thread()) {
       shutdown();
-      work_.reset();
-      io_->stop();
-      thread_.detach();
-      return;
+    } else {
+      try {
+        run_sync([this] { shutdown(); });
+      } catch (...) {
+        shutdown();  // the loop is gone: nothing else runs it
+      }
     }
-    std::promise<void> done;
-    asio::post(*io_, [this, &done] {
-      shutdown();
-      done.set_value();
-    });
-    done.get_future().wait();
+    {
+      std::lock_guard lock(wait_mutex_);
+      stopping_ = true;
+    }
+    standby_cv_.notify_all();
     work_.reset();
-    io_->stop();
-    thread_.join();
+    io_->stop();  // wakes a standby blocked in run_one
+    if (std::this_thread::get_id() == standby_.get_id())
+      standby_.detach();  // last reference dropped by a handler on the standby itself
+    else
+      standby_.join();
   } else {
     shutdown();
     work_.reset();
@@ -99,9 +100,35 @@ void runtime::stop() noexcept {
   zctx_.close();
 }
 
-bool runtime::in_loop_thread() const noexcept {
-  if (owned_io_ && !self_driven_) return loop_thread_.load() == std::this_thread::get_id();
-  return io_->get_executor().running_in_this_thread();
+bool runtime::in_loop_thread() const noexcept { return io_->get_executor().running_in_this_thread(); }
+
+// How long the standby thread leaves the loop to callers after the last one let go of it: a
+// caller that blocks again within this time drives the loop without waking another thread.
+static constexpr auto standby_linger = std::chrono::milliseconds(1);
+// While callers drive, the standby looks again this often; callers never wake it (that would
+// cost a cross-core wake-up on every blocking call).
+static constexpr auto standby_recheck = std::chrono::milliseconds(2);
+
+void runtime::standby_loop() {
+  std::unique_lock lock(wait_mutex_);
+  while (!stopping_) {
+    if (driving_ || want_to_drive_ > 0) {
+      standby_cv_.wait_for(lock, standby_recheck);
+      continue;
+    }
+    auto idle = std::chrono::steady_clock::now() - last_release_;
+    if (idle < standby_linger) {
+      standby_cv_.wait_for(lock, standby_linger - idle);
+      continue;
+    }
+    driving_ = standby_driving_ = true;
+    lock.unlock();
+    io_->run_one();
+    lock.lock();
+    driving_ = standby_driving_ = false;
+    kicked_ = false;
+    if (want_to_drive_ > 0) wait_cv_.notify_all();
+  }
 }
 
 void runtime::notify_done(std::atomic<bool>& done) noexcept {
@@ -114,10 +141,16 @@ void runtime::notify_done(std::atomic<bool>& done) noexcept {
 
 void runtime::wait_until(const std::atomic<bool>& done) {
   std::unique_lock lock(wait_mutex_);
+  if (!self_driven_) {
+    wait_cv_.wait(lock, [&] { return done.load(std::memory_order_acquire); });
+    return;
+  }
+  ++want_to_drive_;
   while (!done.load(std::memory_order_acquire)) {
-    if (self_driven_ && !driving_) {
-      // Become the loop's driver until our own operation completes; others wait for us.
+    if (!driving_) {
+      // Take the loop and run it until our own operation completes; others wait for us.
       driving_ = true;
+      --want_to_drive_;
       lock.unlock();
       bool stopped = false;
       while (!done.load(std::memory_order_acquire))
@@ -127,12 +160,42 @@ void runtime::wait_until(const std::atomic<bool>& done) {
         }
       lock.lock();
       driving_ = false;
-      wait_cv_.notify_all();
-      if (stopped && !done.load()) throw error(errc::closed, "the fiber worker's event loop has stopped");
+      last_release_ = std::chrono::steady_clock::now();
+      if (want_to_drive_ > 0) wait_cv_.notify_all();  // another caller takes the loop
+      if (done.load(std::memory_order_acquire)) return;
+      ++want_to_drive_;
+      if (stopped) {
+        --want_to_drive_;
+        throw error(errc::closed, "fiber's event loop has stopped");
+      }
       continue;
+    }
+    if (standby_driving_ && !kicked_) {
+      kicked_ = true;
+      asio::post(*io_, [] {});  // makes the standby's run_one return and hand over
     }
     wait_cv_.wait(lock);
   }
+  --want_to_drive_;
+}
+
+void runtime::run_sync(unique_function<void()> f) {
+  if (in_loop_thread()) {
+    f();
+    return;
+  }
+  std::atomic<bool> done{false};
+  std::exception_ptr failure;
+  asio::post(*io_, [&] {
+    try {
+      f();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    notify_done(done);
+  });
+  wait_until(done);
+  if (failure) std::rethrow_exception(failure);
 }
 
 void runtime::configure_socket(zmq::socket_t& s) const {

@@ -92,9 +92,12 @@ class runtime : public std::enable_shared_from_this<runtime> {
   /// Shuts down and stops the owned thread; safe from any thread.
   void stop() noexcept;
 
-  /// See fiber::detail::wait_until: a worker's blocking calls drive its loop themselves.
+  /// See fiber::detail::wait_until: with an owned io_context, a blocking caller runs the loop
+  /// itself while it waits (no thread hop between the caller and the loop).
   void wait_until(const std::atomic<bool>& done);
   void notify_done(std::atomic<bool>& done) noexcept;
+  /// Runs `f` on the loop and waits for it.
+  void run_sync(unique_function<void()> f);
 
  private:
   struct waiter {
@@ -141,8 +144,7 @@ class runtime : public std::enable_shared_from_this<runtime> {
   std::unique_ptr<asio::io_context> owned_io_;
   asio::io_context* io_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
-  std::thread thread_;
-  std::atomic<std::thread::id> loop_thread_{};
+  std::thread standby_;  // master with an owned loop: runs it while no caller does
   zmq::context_t zctx_;
 
   std::shared_ptr<zmq_channel> router_;    // master: children connect here
@@ -162,9 +164,16 @@ class runtime : public std::enable_shared_from_this<runtime> {
 
   // blocking callers
   std::mutex wait_mutex_;
-  std::condition_variable wait_cv_;
-  bool self_driven_ = false;  // worker: no loop thread; whoever blocks runs the loop
-  bool driving_ = false;
+  std::condition_variable wait_cv_;     // callers blocked in wait_until
+  std::condition_variable standby_cv_;  // the standby thread; signalled only at stop
+  bool self_driven_ = false;   // owned loop: whoever blocks runs it
+  bool driving_ = false;       // some thread is inside run_one
+  bool standby_driving_ = false;
+  bool kicked_ = false;        // a wake-up is on its way to the standby's run_one
+  bool stopping_ = false;
+  int want_to_drive_ = 0;      // callers waiting for the baton
+  std::chrono::steady_clock::time_point last_release_{};
+  void standby_loop();
 };
 
 }  // namespace fiber::detail
