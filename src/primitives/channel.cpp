@@ -1,5 +1,6 @@
 // Queue and pipe operations: awaitable wrappers over the runtime's broker.
 #include <asio/experimental/as_tuple.hpp>
+#include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 
 #include "fiber/detail/channel.hpp"
@@ -47,8 +48,12 @@ auto async_get(runtime& rt, std::uint64_t channel, std::optional<std::chrono::mi
   return asio::async_initiate<Token, void(std::error_code, multipart)>(
       [&rt, channel, timeout](auto handler) {
         auto ex = asio::get_associated_executor(handler, rt.executor());
-        rt.get(channel, timeout, [h = std::move(handler), ex](std::error_code ec, multipart parts) mutable {
-          asio::post(ex, [h = std::move(h), ec, parts = std::move(parts)]() mutable { h(ec, std::move(parts)); });
+        rt.get(channel, timeout, [h = std::move(handler), ex](std::error_code ec, multipart parts, bool may_run_inline) mutable {
+          auto f = [h = std::move(h), ec, parts = std::move(parts)]() mutable { h(ec, std::move(parts)); };
+          if (may_run_inline)
+            asio::dispatch(ex, std::move(f));
+          else
+            asio::post(ex, std::move(f));
         });
       },
       token);

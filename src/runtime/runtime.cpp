@@ -240,7 +240,7 @@ void runtime::put(std::uint64_t channel, writer& w) {
   if (shut_down_) throw error(errc::closed, "the fiber context has shut down");
   auto frames = to_frames(w);
   if (role_ == role::master) {
-    broker_put(channel, std::move(frames));
+    broker_put(channel, std::move(frames), false);
     return;
   }
   multipart m;
@@ -252,7 +252,7 @@ void runtime::put(std::uint64_t channel, writer& w) {
 
 void runtime::get(std::uint64_t channel, std::optional<std::chrono::milliseconds> timeout, get_handler h) {
   if (shut_down_) {
-    h(make_error_code(errc::closed), {});
+    h(make_error_code(errc::closed), {}, false);
     return;
   }
   auto request = next_request_++;
@@ -268,7 +268,7 @@ void runtime::get(std::uint64_t channel, std::optional<std::chrono::milliseconds
       if (it == self->gets_.end()) return;
       if (self->role_ == role::master) {
         if (self->broker_cancel(it->second.channel, {}, request))
-          self->complete_get(request, make_error_code(errc::timeout), {});
+          self->complete_get(request, make_error_code(errc::timeout), {}, true);
       } else if (!it->second.cancelling) {
         // The owner answers with `cancelled`, or with the item if it was already on its way.
         it->second.cancelling = true;
@@ -299,18 +299,18 @@ void runtime::release(std::uint64_t channel) noexcept {
     it->second.released = true;
 }
 
-void runtime::complete_get(std::uint64_t request, std::error_code ec, multipart&& payload) {
+void runtime::complete_get(std::uint64_t request, std::error_code ec, multipart&& payload, bool may_run_inline) {
   auto it = gets_.find(request);
   if (it == gets_.end()) return;
   auto g = std::move(it->second);
   gets_.erase(it);
   if (g.timer) g.timer->cancel();
-  g.handler(ec, std::move(payload));
+  g.handler(ec, std::move(payload), may_run_inline);
 }
 
-bool runtime::deliver(const waiter& w, std::uint64_t channel, multipart& payload) {
+bool runtime::deliver(const waiter& w, std::uint64_t channel, multipart& payload, bool may_run_inline) {
   if (w.peer.empty()) {
-    complete_get(w.request, {}, std::move(payload));
+    complete_get(w.request, {}, std::move(payload), may_run_inline);
     return true;
   }
   multipart m;
@@ -328,12 +328,12 @@ bool runtime::deliver(const waiter& w, std::uint64_t channel, multipart& payload
   return true;
 }
 
-void runtime::broker_put(std::uint64_t channel, multipart&& payload) {
+void runtime::broker_put(std::uint64_t channel, multipart&& payload, bool from_network) {
   auto& ch = channels_[channel];
   while (!ch.waiters.empty()) {
     auto w = std::move(ch.waiters.front());
     ch.waiters.pop_front();
-    if (deliver(w, channel, payload)) return;  // else try the next waiting reader
+    if (deliver(w, channel, payload, from_network)) return;  // else try the next waiting reader
   }
   ch.items.push_back(std::move(payload));
 }
@@ -343,7 +343,7 @@ void runtime::broker_get(std::uint64_t channel, waiter w) {
   while (!ch.items.empty()) {
     auto payload = std::move(ch.items.front());
     ch.items.pop_front();
-    if (deliver(w, channel, payload)) return;
+    if (deliver(w, channel, payload, false)) return;  // inside get's initiation
     ch.items.push_front(std::move(payload));
     return;  // the reader is gone
   }
@@ -475,7 +475,7 @@ void runtime::handle_master_message(multipart&& m) {
         child->on_done(h->aux != 0, text);
       return;
     }
-    case kind::put: broker_put(h->channel, payload()); return;
+    case kind::put: broker_put(h->channel, payload(), true); return;
     case kind::get: broker_get(h->channel, waiter{peer, h->request}); return;
     case kind::cancel_get:
       if (broker_cancel(h->channel, peer, h->request)) {
@@ -563,13 +563,13 @@ void runtime::handle_worker_message(multipart&& m) {
         send_upstream(std::move(back));
         return;
       }
-      complete_get(h->request, {}, std::move(payload));
+      complete_get(h->request, {}, std::move(payload), true);
       return;
-    case kind::cancelled: complete_get(h->request, make_error_code(errc::timeout), {}); return;
+    case kind::cancelled: complete_get(h->request, make_error_code(errc::timeout), {}, true); return;
     case kind::failure: {
       auto text = payload.empty() ? std::string("(no detail)") : payload[0].to_string();
       logf(log_level::error, "the master reported: ", text);
-      if (h->request) complete_get(h->request, make_error_code(errc::protocol_error), {});
+      if (h->request) complete_get(h->request, make_error_code(errc::protocol_error), {}, true);
       return;
     }
     default: logf(log_level::error, "unexpected message kind ", int(h->type), " from the master; ignored");
@@ -591,7 +591,7 @@ void runtime::shutdown() noexcept {
   gets_.clear();
   for (auto& [req, g] : gets) {
     if (g.timer) g.timer->cancel();
-    g.handler(make_error_code(errc::closed), {});
+    g.handler(make_error_code(errc::closed), {}, false);
   }
   channels_.clear();
   if (router_) router_->close();

@@ -44,7 +44,8 @@ struct message::frames {
 class runtime : public std::enable_shared_from_this<runtime> {
  public:
   enum class role { master, worker };
-  using get_handler = unique_function<void(std::error_code, multipart)>;
+  /// `may_run_inline`: false when called inside the initiating call (the handler must post).
+  using get_handler = unique_function<void(std::error_code, multipart, bool may_run_inline)>;
 
   /// A master: owns an io_context and a thread when `external` is null.
   runtime(asio::io_context* external, fiber::config cfg);
@@ -122,12 +123,13 @@ class runtime : public std::enable_shared_from_this<runtime> {
   void worker_loop_step();
   void handle_master_message(multipart&& m);
   void handle_worker_message(multipart&& m);
-  void broker_put(std::uint64_t channel, multipart&& payload);
+  /// `from_network`: the put came from a peer, so a local reader may resume inline.
+  void broker_put(std::uint64_t channel, multipart&& payload, bool from_network);
   void broker_get(std::uint64_t channel, waiter w);
   bool broker_cancel(std::uint64_t channel, const std::string& peer, std::uint64_t request);
-  void complete_get(std::uint64_t request, std::error_code ec, multipart&& payload);
+  void complete_get(std::uint64_t request, std::error_code ec, multipart&& payload, bool may_run_inline);
   /// False when the reader is gone; `payload` is then left intact.
-  bool deliver(const waiter& w, std::uint64_t channel, multipart& payload);
+  bool deliver(const waiter& w, std::uint64_t channel, multipart& payload, bool may_run_inline);
   void configure_socket(zmq::socket_t& s) const;
 
  public:
