@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 
+#include "fiber/detail/unique_function.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber {
@@ -59,12 +60,17 @@ inline asio::awaitable<void> on_executor(asio::any_io_executor ex, asio::awaitab
 template <class T>
 class [[nodiscard]] op : public asio::awaitable<T> {
  public:
-  op(std::shared_ptr<detail::runtime> rt, asio::awaitable<T> body)
-      : asio::awaitable<T>(detail::on_executor(detail::executor_of(*rt), std::move(body))), rt_(std::move(rt)) {}
+  /// `direct`, when given, is what get() runs instead of the coroutine: the same operation
+  /// done on the calling thread, which takes fiber's loop while it waits.
+  op(std::shared_ptr<detail::runtime> rt, asio::awaitable<T> body, detail::unique_function<T()> direct = nullptr)
+      : asio::awaitable<T>(detail::on_executor(detail::executor_of(*rt), std::move(body))),
+        rt_(std::move(rt)),
+        direct_(std::move(direct)) {}
 
   /// Blocks until the operation completes; throws what `co_await` would throw.
   T get() && {
     if (detail::in_loop_thread(*rt_)) detail::throw_would_deadlock();
+    if (direct_) return direct_();
     detail::blocking_result<T> r;
     auto* rt = rt_.get();
     auto ex = detail::executor_of(*rt);
@@ -91,6 +97,7 @@ class [[nodiscard]] op : public asio::awaitable<T> {
 
  private:
   std::shared_ptr<detail::runtime> rt_;
+  detail::unique_function<T()> direct_;
 };
 
 }  // namespace fiber

@@ -26,15 +26,15 @@ class connection {
  public:
   op<void> send(T value) const {
     if (!send_) throw error(errc::wrong_direction, "send on the receiving end of a one-way pipe; use the second end of pipe(false) to send");
-    return {rt_, detail::channel_put(rt_, send_, detail::encode_owned(std::move(value)))};
+    return ops::put(rt_, send_, std::move(value));
   }
   op<T> recv() const {
     check_recv();
-    return {rt_, recv_impl(rt_, recv_)};
+    return ops::get(rt_, recv_);
   }
   op<std::optional<T>> recv(std::chrono::milliseconds timeout) const {
     check_recv();
-    return {rt_, recv_for_impl(rt_, recv_, timeout)};
+    return ops::get(rt_, recv_, timeout);
   }
   bool can_send() const noexcept { return send_ != 0; }
   bool can_recv() const noexcept { return recv_ != 0; }
@@ -47,16 +47,7 @@ class connection {
   void check_recv() const {
     if (!recv_) throw error(errc::wrong_direction, "recv on the sending end of a one-way pipe; use the first end of pipe(false) to receive");
   }
-  static asio::awaitable<T> recv_impl(std::shared_ptr<detail::runtime> rt, std::uint64_t id) {
-    auto m = co_await detail::channel_get(rt, id, std::nullopt);
-    co_return detail::decode_message<T>(*m);
-  }
-  static asio::awaitable<std::optional<T>> recv_for_impl(std::shared_ptr<detail::runtime> rt, std::uint64_t id,
-                                                         std::chrono::milliseconds timeout) {
-    auto m = co_await detail::channel_get(rt, id, timeout);
-    if (!m) co_return std::nullopt;
-    co_return detail::decode_message<T>(*m);
-  }
+  using ops = detail::channel_ops<T>;
 
   std::shared_ptr<detail::runtime> rt_;
   std::uint64_t send_ = 0, recv_ = 0;

@@ -24,13 +24,11 @@ class simple_queue {
       : rt_(ctx.runtime()), id_(std::make_shared<owned_id>(rt_, detail::new_channel_id(*rt_))) {}
 
   /// Puts a value; completes when it is on its way (the queue is unbounded).
-  op<void> put(T value) const { return {rt_, detail::channel_put(rt_, id_->id, detail::encode_owned(std::move(value)))}; }
+  op<void> put(T value) const { return ops::put(rt_, id_->id, std::move(value)); }
   /// Waits for the next value.
-  op<T> get() const { return {rt_, get_impl(rt_, id_->id)}; }
+  op<T> get() const { return ops::get(rt_, id_->id); }
   /// Waits at most `timeout`; nullopt when nothing came.
-  op<std::optional<T>> get(std::chrono::milliseconds timeout) const {
-    return {rt_, get_for_impl(rt_, id_->id, timeout)};
-  }
+  op<std::optional<T>> get(std::chrono::milliseconds timeout) const { return ops::get(rt_, id_->id, timeout); }
 
   std::uint64_t id() const noexcept { return id_->id; }
 
@@ -48,16 +46,7 @@ class simple_queue {
   simple_queue(std::shared_ptr<detail::runtime> rt, std::uint64_t id)
       : rt_(std::move(rt)), id_(std::make_shared<owned_id>(rt_, id, false)) {}
 
-  static asio::awaitable<T> get_impl(std::shared_ptr<detail::runtime> rt, std::uint64_t id) {
-    auto m = co_await detail::channel_get(rt, id, std::nullopt);
-    co_return detail::decode_message<T>(*m);
-  }
-  static asio::awaitable<std::optional<T>> get_for_impl(std::shared_ptr<detail::runtime> rt, std::uint64_t id,
-                                                        std::chrono::milliseconds timeout) {
-    auto m = co_await detail::channel_get(rt, id, timeout);
-    if (!m) co_return std::nullopt;
-    co_return detail::decode_message<T>(*m);
-  }
+  using ops = detail::channel_ops<T>;
 
   std::shared_ptr<detail::runtime> rt_;
   std::shared_ptr<owned_id> id_;

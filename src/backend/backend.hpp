@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/unique_function.hpp"
+#include "fiber/detail/unique_function.hpp"
 
 namespace asio {
 class io_context;

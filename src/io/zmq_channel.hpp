@@ -18,7 +18,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "io/unique_function.hpp"
+#include "fiber/detail/unique_function.hpp"
 
 namespace fiber::detail {
 

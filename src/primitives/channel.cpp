@@ -37,9 +37,14 @@ void channel_release(runtime& rt, std::uint64_t channel) noexcept {
   });
 }
 
-asio::awaitable<void> channel_put(std::shared_ptr<runtime> rt, std::uint64_t channel, writer w) {
-  rt->put(channel, w);
+asio::awaitable<void> channel_put(std::shared_ptr<runtime> rt, std::uint64_t channel, std::shared_ptr<writer> w) {
+  rt->put(channel, *w);
   co_return;
+}
+
+void channel_put_blocking(runtime& rt, std::uint64_t channel, writer& w) {
+  const std::atomic<bool> nothing_to_wait_for{true};
+  rt.drive([&] { rt.put(channel, w); }, nothing_to_wait_for);
 }
 
 namespace {
@@ -60,16 +65,43 @@ auto async_get(runtime& rt, std::uint64_t channel, std::optional<std::chrono::mi
 }
 }  // namespace
 
-asio::awaitable<std::optional<message>> channel_get(std::shared_ptr<runtime> rt, std::uint64_t channel,
-                                                    std::optional<std::chrono::milliseconds> timeout) {
-  auto [ec, parts] = co_await async_get(*rt, channel, timeout, asio::experimental::as_tuple(asio::use_awaitable));
-  if (ec == errc::timeout) co_return std::nullopt;
+namespace {
+std::optional<message> to_message(std::error_code ec, multipart&& parts) {
+  if (ec == errc::timeout) return std::nullopt;
   if (ec) throw error(ec, "receiving from a queue or pipe failed: " + ec.message());
   auto f = std::make_shared<message::frames>();
   f->parts = std::move(parts);
   for (std::size_t i = 1; i < f->parts.size(); ++i)
     f->blob_spans.emplace_back(static_cast<const std::byte*>(f->parts[i].data()), f->parts[i].size());
-  co_return message(std::move(f));
+  return message(std::move(f));
+}
+}  // namespace
+
+asio::awaitable<std::optional<message>> channel_get(std::shared_ptr<runtime> rt, std::uint64_t channel,
+                                                    std::optional<std::chrono::milliseconds> timeout) {
+  auto [ec, parts] = co_await async_get(*rt, channel, timeout, asio::experimental::as_tuple(asio::use_awaitable));
+  co_return to_message(ec, std::move(parts));
+}
+
+std::optional<message> channel_get_blocking(runtime& rt, std::uint64_t channel,
+                                            std::optional<std::chrono::milliseconds> timeout) {
+  struct outcome {
+    std::atomic<bool> done{false};
+    std::error_code ec;
+    multipart parts;
+  };
+  // Shared with the handler: it must stay valid even if this thread leaves by an exception.
+  auto result = std::make_shared<outcome>();
+  rt.drive(
+      [&rt, channel, timeout, result] {
+        rt.get(channel, timeout, [&rt, result](std::error_code ec, multipart parts, bool) {
+          result->ec = ec;
+          result->parts = std::move(parts);
+          rt.notify_done(result->done);
+        });
+      },
+      result->done);
+  return to_message(result->ec, std::move(result->parts));
 }
 
 }  // namespace fiber::detail

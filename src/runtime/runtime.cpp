@@ -139,35 +139,46 @@ void runtime::notify_done(std::atomic<bool>& done) noexcept {
   wait_cv_.notify_all();
 }
 
-void runtime::wait_until(const std::atomic<bool>& done) {
-  std::unique_lock lock(wait_mutex_);
+void runtime::drive(unique_function<void()> start, const std::atomic<bool>& done) {
+  auto is_done = [&] { return done.load(std::memory_order_acquire); };
   if (!self_driven_) {
-    wait_cv_.wait(lock, [&] { return done.load(std::memory_order_acquire); });
+    if (start) run_sync(std::move(start));
+    std::unique_lock lock(wait_mutex_);
+    wait_cv_.wait(lock, is_done);
     return;
   }
+  std::unique_lock lock(wait_mutex_);
   ++want_to_drive_;
-  while (!done.load(std::memory_order_acquire)) {
+  for (;;) {
+    if (!start && is_done()) break;
     if (!driving_) {
       // Take the loop and run it until our own operation completes; others wait for us.
       driving_ = true;
       --want_to_drive_;
       lock.unlock();
+      std::exception_ptr failure;
       bool stopped = false;
-      while (!done.load(std::memory_order_acquire))
-        if (io_->run_one() == 0) {
-          stopped = true;
-          break;
+      try {
+        if (auto f = std::move(start)) {
+          start = nullptr;
+          f();
         }
+        while (!is_done())
+          if (io_->run_one() == 0) {
+            stopped = true;
+            break;
+          }
+      } catch (...) {
+        failure = std::current_exception();
+      }
       lock.lock();
       driving_ = false;
       last_release_ = std::chrono::steady_clock::now();
       if (want_to_drive_ > 0) wait_cv_.notify_all();  // another caller takes the loop
-      if (done.load(std::memory_order_acquire)) return;
+      if (failure) std::rethrow_exception(failure);
+      if (is_done()) return;
+      if (stopped) throw error(errc::closed, "fiber's event loop has stopped");
       ++want_to_drive_;
-      if (stopped) {
-        --want_to_drive_;
-        throw error(errc::closed, "fiber's event loop has stopped");
-      }
       continue;
     }
     if (standby_driving_ && !kicked_) {

@@ -95,8 +95,11 @@ class runtime : public std::enable_shared_from_this<runtime> {
 
   /// See fiber::detail::wait_until: with an owned io_context, a blocking caller runs the loop
   /// itself while it waits (no thread hop between the caller and the loop).
-  void wait_until(const std::atomic<bool>& done);
+  void wait_until(const std::atomic<bool>& done) { drive(nullptr, done); }
   void notify_done(std::atomic<bool>& done) noexcept;
+  /// Takes the loop (waiting for it if another thread has it), runs `start` on this thread,
+  /// then runs the loop until `done`. Without an owned loop, `start` runs on the loop's thread.
+  void drive(unique_function<void()> start, const std::atomic<bool>& done);
   /// Runs `f` on the loop and waits for it.
   void run_sync(unique_function<void()> f);
 

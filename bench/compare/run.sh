@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs fiber's process/queue/pipe benchmarks beside the anchors (Python multiprocessing, raw
+# ZeroMQ, plain sockets) in one go, and prints each figure with its ratio to the anchor.
+# Usage: bench/compare/run.sh [build-dir]     (default: build; needs FIBER_BUILD_BENCH=ON)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
+anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+g++ -O2 -std=c++20 "$anchors/zmq_limits.cpp" -lzmq -o "$tmp/zmq_limits"
+g++ -O2 -std=c++20 "$anchors/socket_limits.cpp" -o "$tmp/socket_limits"
+
+echo "== anchors"
+"$tmp/zmq_limits" | tee "$tmp/zmq.txt"
+"$tmp/socket_limits"
+"$build/bench/raw_zmq_rtt" | tee "$tmp/raw.txt"
+(cd "$anchors" && python3 process_start.py && python3 queue_pingpong.py) | tee "$tmp/py.txt"
+
+echo "== fiber"
+"$build/bench/process_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/process.json" 2>/dev/null
+"$build/bench/queue_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/queue.json" 2>/dev/null
+
+python3 - "$tmp" <<'PY'
+import json, re, sys
+tmp = sys.argv[1]
+def medians(path):
+    out = {}
+    for b in json.load(open(path))["benchmarks"]:
+        if b.get("aggregate_name") == "median":
+            out[b["run_name"].split("/")[0]] = b
+    return out
+fib = {**medians(f"{tmp}/process.json"), **medians(f"{tmp}/queue.json")}
+raw = open(f"{tmp}/raw.txt").read()
+zmq = open(f"{tmp}/zmq.txt").read()
+py = open(f"{tmp}/py.txt").read()
+num = lambda pat, text: float(re.search(pat, text).group(1))
+raw_curve = num(r"rtt curve ([\d.]+)", raw)
+raw_plain = num(r"rtt plain ([\d.]+)", raw)
+zmq_pair = num(r"rtt ipc 16B\s+([\d.]+)", zmq)
+mp_spawn = num(r"mp\(spawn\).*?median=([\d.]+)ms", py)
+mp_fork = num(r"mp\(fork\)\s+n=.*?median=([\d.]+)ms", py)
+mp_q = num(r"channel=SimpleQueue rtt=([\d.]+)us", py)
+mp_p = num(r"channel=Pipe\s+rtt=([\d.]+)us", py)
+mp_qb = num(r"channel=SimpleQueue.*?bulk_1MB=([\d.]+)MB/s", py)
+mp_pb = num(r"channel=Pipe.*?bulk_1MB=([\d.]+)MB/s", py)
+ms = lambda b: b["real_time"] * {"ms": 1, "us": 1e-3, "ns": 1e-6}[b["time_unit"]]
+us = lambda b: ms(b) * 1e3
+start = ms(fib["process_start_join"])
+print(f"process start+join median  {start:7.2f} ms   vs mp spawn {mp_spawn} ms: {start/mp_spawn:.2f}x   vs mp fork {mp_fork} ms: {start/mp_fork:.2f}x")
+for name, mp in (("simple_queue_rtt_16B", mp_q), ("pipe_rtt_16B", mp_p)):
+    t = us(fib[name])
+    print(f"{name:26s} {t:7.1f} us   vs raw zmq curve {raw_curve}: {t/raw_curve:.2f}x   plain {raw_plain}: {t/raw_plain:.2f}x   PAIR {zmq_pair}: {t/zmq_pair:.2f}x   mp {mp}: {t/mp:.2f}x")
+for name, mp in (("simple_queue_bulk_1MB", mp_qb), ("pipe_bulk_1MB", mp_pb)):
+    gbs = fib[name]["bytes_per_second"] / 1e9
+    print(f"{name:26s} {gbs:7.2f} GB/s  vs mp {mp/1e3:.2f} GB/s: {gbs*1e3/mp:.2f}x")
+PY
