@@ -4,6 +4,12 @@
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -22,6 +28,13 @@ void report_config(fiber::simple_queue<std::vector<std::pair<std::string, std::s
   out.put(fiber::context::default_context().config().items()).get();
 }
 int unregistered(int x) { return x; }
+// Ignores SIGTERM, then waits on the gate: only SIGKILL ends it early.
+void ignore_sigterm_and_wait(fiber::simple_queue<int> gate, fiber::simple_queue<int> ready) {
+  std::signal(SIGTERM, SIG_IGN);
+  ready.put(1).get();
+  (void)gate.get().get();
+}
+void crash() { std::abort(); }
 }  // namespace
 FIBER_REMOTE(do_nothing);
 FIBER_REMOTE(fail_with);
@@ -29,6 +42,8 @@ FIBER_REMOTE(exit_with);
 FIBER_REMOTE(wait_on);
 FIBER_REMOTE(report_identity);
 FIBER_REMOTE(report_config);
+FIBER_REMOTE(ignore_sigterm_and_wait);
+FIBER_REMOTE(crash);
 
 TEST(process, exit_code_zero) {
   fiber::process p(&do_nothing);
@@ -75,6 +90,37 @@ TEST(process, terminate_stops_a_busy_child) {
   p.terminate().get();
   EXPECT_FALSE(p.is_alive());
   EXPECT_EQ(p.exitcode(), -SIGTERM);
+}
+
+TEST(process, terminate_escalates_to_sigkill_after_the_grace_period) {
+  fiber::context ctx(fiber::config::load({{"terminate_grace_ms", "50"}}));
+  fiber::simple_queue<int> gate(ctx), ready(ctx);
+  fiber::process p(ctx, &ignore_sigterm_and_wait, gate, ready);
+  p.start().get();
+  (void)ready.get().get();  // SIGTERM is ignored from here on
+  p.terminate().get();
+  EXPECT_EQ(p.exitcode(), -SIGKILL);
+}
+
+TEST(process, child_killed_by_a_signal_reports_minus_the_signal) {
+  fiber::process p(&crash);
+  p.start().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), -SIGABRT);
+}
+
+TEST(process, child_that_dies_before_its_handshake_fails_start) {
+  fiber::context ctx(fiber::config::load({{"executable", "/bin/false"}}));
+  fiber::process p(ctx, &do_nothing);
+  try {
+    p.start().get();
+    FAIL() << "expected spawn_failed";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::spawn_failed);
+    EXPECT_NE(std::string(e.what()).find("before its handshake"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(p.is_alive());
+  EXPECT_EQ(p.exitcode(), 1);
 }
 
 TEST(process, names_and_pids) {
@@ -267,4 +313,32 @@ TEST(process, blocking_get_on_the_loop_thread_is_refused) {
   });
   io.run();
   EXPECT_EQ(seen, fiber::errc::would_deadlock);
+}
+
+TEST(process, children_die_with_their_master) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  char* argv[] = {const_cast<char*>(FIBER_TEST_ORPHAN_MASTER), nullptr};
+  pid_t master = 0;
+  ASSERT_EQ(posix_spawn(&master, FIBER_TEST_ORPHAN_MASTER, &actions, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  char line[32] = {};
+  ASSERT_GT(read(out[0], line, sizeof line - 1), 0);
+  close(out[0]);
+  int child = std::atoi(line);
+  ASSERT_GT(child, 0);
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
+
+  kill(master, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(master, &status, 0), master);
+  if (pidfd >= 0) {  // the grandchild must end: wait for it (bounded only to avoid a hang)
+    pollfd p{pidfd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 60000), 1) << "child " << child << " outlived its master";
+    close(pidfd);
+  }  // else it was already gone and reaped
 }
