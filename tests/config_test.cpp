@@ -92,6 +92,7 @@ TEST_F(config_test, bad_values_name_the_key) {
   expect_config_error([] { (void)fiber::config::load({{"cpu_per_job", "0"}}); }, "cpu_per_job");
   expect_config_error([] { (void)fiber::config::load({{"backend", "mesos"}}); }, "backend");
   expect_config_error([] { (void)fiber::config::load({{"log_level", "loud"}}); }, "log_level");
+  expect_config_error([] { (void)fiber::config::load({{"encryption", "sometimes"}}); }, "encryption");
   setenv("FIBER_LOG_LEVEL", "verbose", 1);
   expect_config_error([] { (void)fiber::config::load(); }, "log_level");
 }

@@ -63,8 +63,27 @@ TEST(security, plain_zeromq_client_gets_nothing_in_or_out) {
   check_job_works(ctx);
 }
 
+TEST(security, local_socket_peer_without_the_jobs_secret_is_refused) {
+  fiber::context ctx;  // encryption=auto: a local unix socket checks the job's secret
+  check_job_works(ctx);
+  auto endpoint = ctx.endpoints().at(0);
+  zmq::context_t z;
+  zmq::socket_t stranger(z, zmq::socket_type::dealer);
+  stranger.set(zmq::sockopt::linger, 0);
+  stranger.set(zmq::sockopt::plain_username, "fiber");
+  stranger.set(zmq::sockopt::plain_password, "a guess");
+  zmq_socket_monitor(stranger.handle(), "inproc://plain-stranger-monitor", ZMQ_EVENT_ALL);
+  zmq::socket_t monitor(z, zmq::socket_type::pair);
+  monitor.connect("inproc://plain-stranger-monitor");
+  stranger.connect(endpoint);
+  int ev = wait_for_event(monitor, {ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, ZMQ_EVENT_HANDSHAKE_SUCCEEDED});
+  EXPECT_EQ(ev, ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+  zmq_socket_monitor(stranger.handle(), nullptr, 0);
+  check_job_works(ctx);
+}
+
 TEST(security, curve_client_without_the_jobs_key_is_refused) {
-  fiber::context ctx;
+  fiber::context ctx(fiber::config::load({{"encryption", "always"}}));
   check_job_works(ctx);
   auto endpoint = ctx.endpoints().at(0);
   zmq::context_t z;
@@ -85,19 +104,29 @@ TEST(security, curve_client_without_the_jobs_key_is_refused) {
   check_job_works(ctx);
 }
 
-TEST(security, malformed_frames_from_a_keyed_peer_are_reported_not_fatal) {
-  fiber::context ctx;
-  check_job_works(ctx);
-  auto endpoint = ctx.endpoints().at(0);
-  auto& keys = ctx.runtime()->keys();
-  zmq::context_t z;
+namespace {
+// Connects with the job's own credentials, as a worker would.
+zmq::socket_t keyed_peer(zmq::context_t& z, fiber::context& ctx) {
   zmq::socket_t peer(z, zmq::socket_type::dealer);
   peer.set(zmq::sockopt::linger, 0);
   peer.set(zmq::sockopt::rcvtimeo, 30000);  // guard against a hang only
-  peer.set(zmq::sockopt::curve_serverkey, keys.server_public);
-  peer.set(zmq::sockopt::curve_publickey, keys.client_public);
-  peer.set(zmq::sockopt::curve_secretkey, keys.client_secret);
-  peer.connect(endpoint);
+  auto keys = fiber::detail::job_keys::from_worker_text(ctx.runtime()->worker_credentials());
+  if (keys.plain) {
+    peer.set(zmq::sockopt::plain_username, "fiber");
+    peer.set(zmq::sockopt::plain_password, keys.password);
+  } else {
+    peer.set(zmq::sockopt::curve_serverkey, keys.server_public);
+    peer.set(zmq::sockopt::curve_publickey, keys.client_public);
+    peer.set(zmq::sockopt::curve_secretkey, keys.client_secret);
+  }
+  peer.connect(ctx.endpoints().at(0));
+  return peer;
+}
+
+void malformed_frames_are_reported_not_fatal(fiber::context& ctx) {
+  check_job_works(ctx);
+  zmq::context_t z;
+  auto peer = keyed_peer(z, ctx);
 
   // 1. garbage instead of a header
   ASSERT_TRUE(peer.send(zmq::str_buffer("garbage"), zmq::send_flags::none));
@@ -125,4 +154,21 @@ TEST(security, malformed_frames_from_a_keyed_peer_are_reported_not_fatal) {
   ASSERT_TRUE(peer.send(zmq::buffer(w.head()), zmq::send_flags::none));
   EXPECT_EQ(q.get().get(), 1234);
   check_job_works(ctx);
+}
+}  // namespace
+
+TEST(security, malformed_frames_from_an_authenticated_peer_are_reported_not_fatal) {
+  fiber::context ctx;
+  malformed_frames_are_reported_not_fatal(ctx);
+}
+
+TEST(security, malformed_frames_over_curve_are_reported_not_fatal) {
+  fiber::context ctx(fiber::config::load({{"encryption", "always"}}));
+  malformed_frames_are_reported_not_fatal(ctx);
+}
+
+TEST(security, curve_workers_run_when_encryption_is_always) {
+  fiber::context ctx(fiber::config::load({{"encryption", "always"}}));
+  check_job_works(ctx);
+  EXPECT_FALSE(fiber::detail::job_keys::from_worker_text(ctx.runtime()->worker_credentials()).plain);
 }

@@ -27,6 +27,8 @@ struct config {
   std::uint64_t max_message_bytes = std::uint64_t{1} << 30;  // larger payloads are refused
   int start_timeout_ms = 60000;             // a child must complete the handshake in this time
   int terminate_grace_ms = 2000;            // SIGTERM, then SIGKILL after this
+  std::string encryption = "auto";          // auto: CURVE across networks, authentication only on
+                                            // local unix sockets; always: CURVE everywhere
 
   /// Sets a key from text; throws fiber::error(errc::config_error) naming the key on an unknown
   /// key or a bad value.

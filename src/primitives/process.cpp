@@ -201,11 +201,10 @@ asio::awaitable<void> start_impl(std::shared_ptr<process_state> s) {
     spec.name = s->name;
     spec.executable = rt.cfg().executable.empty() ? executable_path() : rt.cfg().executable;
     spec.args = {worker_flag};
-    auto& k = rt.keys();
     spec.env = {{env_token, s->routing_id},
                 {env_endpoint, endpoint},
                 {env_job, rt.job_id()},
-                {env_keys, k.server_public + "," + k.client_public + "," + k.client_secret},
+                {env_keys, rt.worker_credentials()},
                 {env_name, s->name}};
     spec.cpu = rt.cfg().cpu_per_job;
     spec.memory_mb = rt.cfg().mem_per_job;

@@ -49,17 +49,13 @@ int run_worker() {
   }
   configure_log(log_level::warn, "", name.empty() ? "Worker" : name);
 
-  auto keys_text = env_or_empty(env_keys);
   job_keys keys;
-  auto c1 = keys_text.find(','), c2 = keys_text.rfind(',');
-  if (c1 == std::string::npos || c1 == c2) {
-    log(log_level::error, "started as a fiber worker without keys (FIBER_WORKER_KEYS); only fiber starts workers");
+  try {
+    keys = job_keys::from_worker_text(env_or_empty(env_keys));
+  } catch (const std::exception& e) {
+    log(log_level::error, std::string("started as a fiber worker without valid credentials (FIBER_WORKER_KEYS): ") + e.what());
     return 2;
   }
-  keys.server_public = keys_text.substr(0, c1);
-  keys.client_public = keys_text.substr(c1 + 1, c2 - c1 - 1);
-  keys.client_secret = keys_text.substr(c2 + 1);
-
   auto rt = std::make_shared<runtime>(fiber::config{}, env_or_empty(env_job), keys, env_or_empty(env_endpoint),
                                       env_or_empty(env_token));
   worker_runtime() = rt;

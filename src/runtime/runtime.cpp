@@ -22,7 +22,38 @@ job_keys job_keys::generate() {
   zmq_curve_keypair(pub, sec);
   k.client_public = pub;
   k.client_secret = sec;
+  zmq_curve_keypair(pub, sec);  // 40 random Z85 characters
+  k.password = sec;
   return k;
+}
+
+std::string job_keys::for_worker(bool use_plain) const {
+  if (use_plain) return "plain," + password;
+  return "curve," + server_public + "," + client_public + "," + client_secret;
+}
+
+job_keys job_keys::from_worker_text(std::string_view text) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (;;) {
+    auto comma = text.find(',', start);
+    parts.emplace_back(text.substr(start, comma - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  job_keys k;
+  if (parts.size() == 2 && parts[0] == "plain" && parts[1].size() == 40) {
+    k.plain = true;
+    k.password = parts[1];
+    return k;
+  }
+  if (parts.size() == 4 && parts[0] == "curve" && parts[1].size() == 40 && parts[2].size() == 40 && parts[3].size() == 40) {
+    k.server_public = parts[1];
+    k.client_public = parts[2];
+    k.client_secret = parts[3];
+    return k;
+  }
+  throw error(errc::protocol_error, "malformed worker credentials; only fiber starts workers");
 }
 
 namespace {
@@ -60,9 +91,14 @@ runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::stri
   zmq::socket_t s(zctx_, zmq::socket_type::dealer);
   configure_socket(s);
   s.set(zmq::sockopt::routing_id, token);
-  s.set(zmq::sockopt::curve_serverkey, keys_.server_public);
-  s.set(zmq::sockopt::curve_publickey, keys_.client_public);
-  s.set(zmq::sockopt::curve_secretkey, keys_.client_secret);
+  if (keys_.plain) {
+    s.set(zmq::sockopt::plain_username, "fiber");
+    s.set(zmq::sockopt::plain_password, keys_.password);
+  } else {
+    s.set(zmq::sockopt::curve_serverkey, keys_.server_public);
+    s.set(zmq::sockopt::curve_publickey, keys_.client_public);
+    s.set(zmq::sockopt::curve_secretkey, keys_.client_secret);
+  }
   s.set(zmq::sockopt::linger, 10000);  // what the worker sent reaches the master before it exits
   s.connect(master_endpoint);
   upstream_ = std::make_shared<zmq_channel>(*io_, std::move(s));
@@ -386,10 +422,15 @@ const std::string& runtime::listen() {
   zmq::socket_t s(zctx_, zmq::socket_type::router);
   configure_socket(s);
   s.set(zmq::sockopt::router_mandatory, 1);
-  s.set(zmq::sockopt::curve_server, 1);
-  s.set(zmq::sockopt::curve_secretkey, keys_.server_secret);
-  s.set(zmq::sockopt::zap_domain, "fiber");
   auto endpoint = the_backend().listen_endpoint(job_id_);
+  plain_auth_ = endpoint.starts_with("ipc://") && cfg_.encryption == "auto";
+  if (plain_auth_) {
+    s.set(zmq::sockopt::plain_server, 1);
+  } else {
+    s.set(zmq::sockopt::curve_server, 1);
+    s.set(zmq::sockopt::curve_secretkey, keys_.server_secret);
+  }
+  s.set(zmq::sockopt::zap_domain, "fiber");
   try {
     s.bind(endpoint);
   } catch (const zmq::error_t& e) {
@@ -408,7 +449,8 @@ std::vector<std::string> runtime::endpoints() const {
 }
 
 void runtime::start_zap() {
-  // ZeroMQ asks this socket about every peer's CURVE key: only this job's client key may in.
+  // ZeroMQ asks this socket about every peer: only this job's client key (CURVE) or password
+  // (PLAIN, local unix sockets only) may in.
   zmq::socket_t s(zctx_, zmq::socket_type::rep);
   s.set(zmq::sockopt::linger, 0);
   s.bind("inproc://zeromq.zap.01");
@@ -422,10 +464,13 @@ void runtime::start_zap() {
         if (ec || !self || !self->zap_) return;
         // version, request id, domain, address, identity, mechanism, credentials...
         bool ok = false;
-        if (req.size() >= 7 && req[5].to_string_view() == "CURVE" && req[6].size() == 32) {
+        auto mechanism = req.size() >= 7 ? req[5].to_string_view() : std::string_view();
+        if (mechanism == "CURVE" && !self->plain_auth_ && req[6].size() == 32) {
           std::uint8_t expected[32];
           zmq_z85_decode(expected, self->keys_.client_public.c_str());
           ok = std::memcmp(expected, req[6].data(), 32) == 0;
+        } else if (mechanism == "PLAIN" && self->plain_auth_ && req.size() >= 8) {
+          ok = req[7].to_string_view() == self->keys_.password;
         }
         if (!ok) logf(log_level::warn, "refused a peer without this job's keys");
         multipart reply;

@@ -23,9 +23,18 @@
 
 namespace fiber::detail {
 
+/// A job's secrets. CURVE keys (Z85) for channels that cross a network; a password for local
+/// unix sockets, which the kernel keeps private, so they need authentication, not encryption.
 struct job_keys {
-  std::string server_public, server_secret, client_public, client_secret;  // Z85
+  std::string server_public, server_secret, client_public, client_secret;
+  std::string password;
+  bool plain = false;  // worker: connect with PLAIN (password) rather than CURVE
   static job_keys generate();
+  /// What a worker gets through its environment: "plain,<password>" or
+  /// "curve,<server public>,<client public>,<client secret>" (Z85 has no comma).
+  std::string for_worker(bool plain) const;
+  /// Throws fiber::error(protocol_error) on malformed text.
+  static job_keys from_worker_text(std::string_view text);
 };
 
 /// What a master needs from a child it started (implemented by process_state).
@@ -61,6 +70,8 @@ class runtime : public std::enable_shared_from_this<runtime> {
   role my_role() const noexcept { return role_; }
   const std::string& job_id() const noexcept { return job_id_; }
   const job_keys& keys() const noexcept { return keys_; }
+  /// Credentials for a child of this master (valid after listen()).
+  std::string worker_credentials() const { return keys_.for_worker(plain_auth_); }
   zmq::context_t& zmq() noexcept { return zctx_; }
 
   // ---- channels (queues and pipes), on the loop thread
@@ -156,6 +167,7 @@ class runtime : public std::enable_shared_from_this<runtime> {
   std::shared_ptr<zmq_channel> zap_;       // master: accepts only this job's client key
   std::shared_ptr<zmq_channel> upstream_;  // worker: to the master
   std::string endpoint_;
+  bool plain_auth_ = false;  // listening on a local unix socket with encryption=auto
   std::unique_ptr<backend> backend_;
   std::unordered_map<std::string, std::weak_ptr<child_endpoint>> children_;
   std::vector<job*> live_jobs_;

@@ -5,7 +5,7 @@ namespace fiber::detail {
 inline constexpr const char* env_token = "FIBER_WORKER_TOKEN";        // routing id, numeric
 inline constexpr const char* env_endpoint = "FIBER_WORKER_ENDPOINT";  // master's address
 inline constexpr const char* env_job = "FIBER_WORKER_JOB";            // job id
-inline constexpr const char* env_keys = "FIBER_WORKER_KEYS";          // server public,client public,client secret (Z85 has no comma)
+inline constexpr const char* env_keys = "FIBER_WORKER_KEYS";          // see job_keys::for_worker
 inline constexpr const char* env_name = "FIBER_WORKER_NAME";          // process name
 inline constexpr const char* env_parent_pid = "FIBER_WORKER_PARENT_PID";
 inline constexpr const char* worker_flag = "--fiber-worker";
