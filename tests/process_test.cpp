@@ -61,6 +61,24 @@ TEST(process, exception_in_target_gives_non_zero_exit_code) {
   EXPECT_EQ(p.exitcode(), 1);
 }
 
+TEST(process, exception_type_and_message_come_back) {
+  fiber::process p(&fail_with, std::string("the detail"));
+  p.set_name("thrower");
+  p.start().get();
+  p.join().get();
+  auto e = p.exception();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->type(), "std::runtime_error");
+  EXPECT_EQ(e->message(), "the detail");
+  EXPECT_EQ(e->where(), "thrower");
+  EXPECT_EQ(e->code(), fiber::errc::remote_error);
+
+  fiber::process ok(&do_nothing);
+  ok.start().get();
+  ok.join().get();
+  EXPECT_FALSE(ok.exception());
+}
+
 TEST(process, exit_code_of_the_target_is_kept) {
   fiber::process p(&exit_with, 7);
   p.start().get();

@@ -54,6 +54,8 @@ class process {
   bool is_alive() const noexcept;
   /// nullopt while not ended; the exit code, or -N when killed by signal N.
   std::optional<int> exitcode() const noexcept;
+  /// After the child ended: the exception its target threw (type, message, process name), if any.
+  std::optional<remote_error> exception() const;
   /// 0 before start.
   int pid() const noexcept;
   const std::string& name() const noexcept;

@@ -32,6 +32,7 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
   std::unique_ptr<asio::steady_timer> start_timer, grace_timer, kill_timer;
   std::vector<unique_function<void()>> on_ended;
   bool exited = false, done_received = false;
+  std::optional<remote_error> raised;  // written on the loop before `state` becomes ended
 
   void complete_start(std::error_code ec, std::string detail) {
     if (start_timer) start_timer->cancel();
@@ -87,9 +88,19 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
     complete_start({}, {});
   }
 
-  void on_done(bool raised, const std::string& detail) override {
+  void on_done(bool threw, const std::string& detail) override {
     done_received = true;
-    if (raised) logf(log_level::debug, name, " raised: ", detail);
+    if (threw) {
+      std::string type = "unknown", message = detail;
+      try {
+        auto v = boost::json::parse(detail);
+        type = std::string(v.at("type").as_string());
+        message = std::string(v.at("message").as_string());
+      } catch (const std::exception&) {
+        logf(log_level::warn, name, " reported an exception in an unreadable form: ", detail);
+      }
+      raised.emplace(type, message, name);
+    }
     if (exited) finish();
   }
 
@@ -289,6 +300,10 @@ bool process::is_alive() const noexcept {
 std::optional<int> process::exitcode() const noexcept {
   if (state_->state.load() != detail::phase::ended) return std::nullopt;
   return state_->exit_code.load();
+}
+std::optional<remote_error> process::exception() const {
+  if (state_->state.load() != detail::phase::ended) return std::nullopt;
+  return state_->raised;
 }
 int process::pid() const noexcept { return state_->pid.load(); }
 const std::string& process::name() const noexcept { return state_->name; }
