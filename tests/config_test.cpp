@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support.hpp"
+
 namespace {
 // Each test runs with its own config file and no FIBER_* settings from the outside.
 class config_test : public ::testing::Test {
@@ -36,13 +38,7 @@ class config_test : public ::testing::Test {
 };
 
 void expect_config_error(auto&& f, const std::string& mentions) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a config_error mentioning " << mentions;
-  } catch (const fiber::error& e) {
-    EXPECT_EQ(e.code(), fiber::errc::config_error);
-    EXPECT_NE(std::string(e.what()).find(mentions), std::string::npos) << e.what();
-  }
+  fiber_test::expect_error(f, fiber::errc::config_error, mentions);
 }
 }  // namespace
 

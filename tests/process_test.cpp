@@ -4,6 +4,8 @@
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 
+#include "support.hpp"
+
 #include <poll.h>
 #include <spawn.h>
 #include <sys/syscall.h>
@@ -130,13 +132,7 @@ TEST(process, child_killed_by_a_signal_reports_minus_the_signal) {
 TEST(process, child_that_dies_before_its_handshake_fails_start) {
   fiber::context ctx(fiber::config::load({{"executable", "/bin/false"}}));
   fiber::process p(ctx, &do_nothing);
-  try {
-    p.start().get();
-    FAIL() << "expected spawn_failed";
-  } catch (const fiber::error& e) {
-    EXPECT_EQ(e.code(), fiber::errc::spawn_failed);
-    EXPECT_NE(std::string(e.what()).find("before its handshake"), std::string::npos) << e.what();
-  }
+  fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::spawn_failed, "before its handshake");
   EXPECT_FALSE(p.is_alive());
   EXPECT_EQ(p.exitcode(), 1);
 }
@@ -207,13 +203,7 @@ TEST(process, child_config_follows_a_non_default_parent_config) {
 }
 
 TEST(process, unregistered_function_fails_before_anything_starts) {
-  try {
-    fiber::process p(&unregistered, 1);
-    FAIL() << "expected not_registered";
-  } catch (const fiber::error& e) {
-    EXPECT_EQ(e.code(), fiber::errc::not_registered);
-    EXPECT_NE(std::string(e.what()).find("FIBER_REMOTE"), std::string::npos);
-  }
+  fiber_test::expect_error([&] { fiber::process p(&unregistered, 1); }, fiber::errc::not_registered, "FIBER_REMOTE");
   EXPECT_TRUE(fiber::active_children().empty());
 }
 
@@ -222,12 +212,7 @@ TEST(process, misuse_is_reported) {
   EXPECT_THROW(p.join().get(), fiber::error);
   EXPECT_THROW(p.terminate().get(), fiber::error);
   p.start().get();
-  try {
-    p.start().get();
-    FAIL() << "expected already_started";
-  } catch (const fiber::error& e) {
-    EXPECT_EQ(e.code(), fiber::errc::already_started);
-  }
+  fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::already_started);
   p.join().get();
 }
 
@@ -264,27 +249,13 @@ TEST(process, destroying_a_running_process_kills_and_reaps_it) {
 TEST(process, missing_executable_is_a_clear_error) {
   fiber::context ctx(fiber::config::load({{"executable", "/nonexistent/worker"}}));
   fiber::process p(ctx, &do_nothing);
-  try {
-    p.start().get();
-    FAIL() << "expected spawn_failed";
-  } catch (const fiber::error& e) {
-    EXPECT_EQ(e.code(), fiber::errc::spawn_failed);
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/worker"), std::string::npos) << e.what();
-  }
+  fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::spawn_failed, "/nonexistent/worker");
 }
 
 TEST(process, binary_mismatch_is_refused) {
   fiber::context ctx(fiber::config::load({{"executable", FIBER_TEST_OTHER_BINARY}}));
   fiber::process p(ctx, &do_nothing);
-  try {
-    p.start().get();
-    FAIL() << "expected binary_mismatch";
-  } catch (const fiber::error& e) {
-    EXPECT_EQ(e.code(), fiber::errc::binary_mismatch);
-    std::string what = e.what();
-    EXPECT_NE(what.find("other_binary"), std::string::npos) << what;
-    EXPECT_NE(what.find("build-id"), std::string::npos) << what;
-  }
+  fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::binary_mismatch, {"other_binary", "build-id"});
   p.join().get();  // the refused worker exits by itself
   EXPECT_EQ(p.exitcode(), 3);
 }

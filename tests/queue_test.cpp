@@ -2,6 +2,8 @@
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 
+#include "support.hpp"
+
 #include <algorithm>
 #include <numeric>
 
@@ -118,13 +120,7 @@ TEST(simple_queue, large_messages_cross_processes_intact) {
 TEST(simple_queue, oversized_message_is_refused_and_the_queue_keeps_working) {
   fiber::context ctx(fiber::config::load({{"max_message_bytes", "1024"}}));
   fiber::simple_queue<std::string> q(ctx);
-  try {
-    q.put(std::string(4096, 'x')).get();
-    FAIL() << "expected message_too_large";
-  } catch (const fiber::error& e) {
-    EXPECT_EQ(e.code(), fiber::errc::message_too_large);
-    EXPECT_NE(std::string(e.what()).find("max_message_bytes"), std::string::npos);
-  }
+  fiber_test::expect_error([&] { q.put(std::string(4096, 'x')).get(); }, fiber::errc::message_too_large, "max_message_bytes");
   q.put("small").get();
   EXPECT_EQ(q.get().get(), "small");
 }
@@ -138,12 +134,7 @@ TEST(simple_queue, message_of_the_wrong_type_is_an_error_not_a_crash) {
   fiber::reader r({reinterpret_cast<const std::byte*>(w.head().data()), w.head().size()}, none);
   auto as_doubles = r.value<fiber::simple_queue<std::vector<double>>>();
   strings.put("abc").get();
-  try {
-    (void)as_doubles.get().get();
-    FAIL() << "expected malformed_message";
-  } catch (const fiber::error& e) {
-    EXPECT_EQ(e.code(), fiber::errc::malformed_message);
-  }
+  fiber_test::expect_error([&] { (void)as_doubles.get().get(); }, fiber::errc::malformed_message);
   strings.put("next").get();
   EXPECT_EQ(strings.get().get(), "next");
 }
@@ -171,12 +162,7 @@ TEST(pipe, one_way_from_a_child) {
 
 TEST(pipe, wrong_direction_is_an_error) {
   auto [reader, writer] = fiber::pipe<int>(false);
-  try {
-    (void)reader.send(1);
-    FAIL() << "expected wrong_direction";
-  } catch (const fiber::error& e) {
-    EXPECT_EQ(e.code(), fiber::errc::wrong_direction);
-  }
+  fiber_test::expect_error([&] { (void)reader.send(1); }, fiber::errc::wrong_direction);
   EXPECT_THROW((void)writer.recv(), fiber::error);
 }
 

@@ -1,6 +1,8 @@
 #include <fiber/registry.hpp>
 #include <gtest/gtest.h>
 
+#include "support.hpp"
+
 namespace sample {
 int add(int a, int b) { return a + b; }
 std::string shout(const std::string& s) { return s + "!"; }
@@ -30,15 +32,9 @@ TEST(registry, ids_differ_between_functions) {
 }
 
 TEST(registry, unregistered_function_names_itself_and_the_macro) {
-  try {
-    (void)fiber::detail::require_registered(&not_registered_function);
-    FAIL() << "expected not_registered";
-  } catch (const fiber::error& e) {
-    EXPECT_EQ(e.code(), fiber::errc::not_registered);
-    std::string what = e.what();
-    EXPECT_NE(what.find("not_registered_function"), std::string::npos) << what;
-    EXPECT_NE(what.find("FIBER_REMOTE(not_registered_function)"), std::string::npos) << what;
-  }
+  fiber_test::expect_error([] { (void)fiber::detail::require_registered(&not_registered_function); },
+                           fiber::errc::not_registered,
+                           {"not_registered_function", "FIBER_REMOTE(not_registered_function)"});
 }
 
 TEST(registry, digest_is_stable) { EXPECT_EQ(fiber::detail::registry_digest(), fiber::detail::registry_digest()); }
@@ -50,10 +46,5 @@ TEST(registry, arguments_with_trailing_bytes_are_malformed) {
   std::vector<std::span<const std::byte>> none;
   fiber::reader in({reinterpret_cast<const std::byte*>(args.head().data()), args.head().size()}, none);
   fiber::writer out;
-  try {
-    e.invoke(in, out);
-    FAIL() << "expected malformed_message";
-  } catch (const fiber::error& err) {
-    EXPECT_EQ(err.code(), fiber::errc::malformed_message);
-  }
+  fiber_test::expect_error([&] { e.invoke(in, out); }, fiber::errc::malformed_message);
 }

@@ -21,6 +21,11 @@ void check_job_works(fiber::context& ctx) {
   EXPECT_EQ(p.exitcode(), 0);
 }
 
+// Connects `peer` to `endpoint`, queues `probe` (if any) for sending, and returns how the
+// handshake ended (bounded wait, a guard against hangs only): one of `wanted`, or 0.
+int handshake_outcome(zmq::context_t& z, zmq::socket_t& peer, const std::string& endpoint,
+                      std::initializer_list<int> wanted, std::string_view probe = {});
+
 // Waits (bounded, as a guard against hangs only) for a monitor event of one of `wanted`.
 int wait_for_event(zmq::socket_t& monitor, std::initializer_list<int> wanted) {
   monitor.set(zmq::sockopt::rcvtimeo, 30000);
@@ -34,6 +39,19 @@ int wait_for_event(zmq::socket_t& monitor, std::initializer_list<int> wanted) {
       if (id == w) return id;
   }
 }
+int handshake_outcome(zmq::context_t& z, zmq::socket_t& peer, const std::string& endpoint,
+                      std::initializer_list<int> wanted, std::string_view probe) {
+  static int n = 0;
+  auto address = "inproc://handshake-monitor-" + std::to_string(++n);
+  zmq_socket_monitor(peer.handle(), address.c_str(), ZMQ_EVENT_ALL);
+  zmq::socket_t monitor(z, zmq::socket_type::pair);
+  monitor.connect(address);
+  peer.connect(endpoint);
+  if (!probe.empty()) EXPECT_TRUE(peer.send(zmq::buffer(probe), zmq::send_flags::dontwait));
+  int ev = wait_for_event(monitor, wanted);
+  zmq_socket_monitor(peer.handle(), nullptr, 0);
+  return ev;
+}
 }  // namespace
 FIBER_REMOTE(add_one);
 
@@ -46,19 +64,15 @@ TEST(security, plain_zeromq_client_gets_nothing_in_or_out) {
   for (auto& endpoint : endpoints) {
     zmq::socket_t intruder(z, zmq::socket_type::dealer);
     intruder.set(zmq::sockopt::linger, 0);
-    zmq_socket_monitor(intruder.handle(), "inproc://intruder-monitor", ZMQ_EVENT_ALL);
-    zmq::socket_t monitor(z, zmq::socket_type::pair);
-    monitor.connect("inproc://intruder-monitor");
-    intruder.connect(endpoint);
     std::string put(24, '\0');  // something that looks like a header
-    (void)intruder.send(zmq::buffer(put), zmq::send_flags::dontwait);
-    int ev = wait_for_event(monitor, {ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL, ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL,
-                                      ZMQ_EVENT_HANDSHAKE_SUCCEEDED});
+    int ev = handshake_outcome(z, intruder, endpoint,
+                               {ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL, ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                                ZMQ_EVENT_HANDSHAKE_SUCCEEDED},
+                               put);
     EXPECT_NE(ev, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) << endpoint;
     EXPECT_NE(ev, 0) << "no handshake outcome for " << endpoint;
     zmq::message_t reply;
     EXPECT_FALSE(intruder.recv(reply, zmq::recv_flags::dontwait));
-    zmq_socket_monitor(intruder.handle(), nullptr, 0);
   }
   check_job_works(ctx);
 }
@@ -72,13 +86,8 @@ TEST(security, local_socket_peer_without_the_jobs_secret_is_refused) {
   stranger.set(zmq::sockopt::linger, 0);
   stranger.set(zmq::sockopt::plain_username, "fiber");
   stranger.set(zmq::sockopt::plain_password, "a guess");
-  zmq_socket_monitor(stranger.handle(), "inproc://plain-stranger-monitor", ZMQ_EVENT_ALL);
-  zmq::socket_t monitor(z, zmq::socket_type::pair);
-  monitor.connect("inproc://plain-stranger-monitor");
-  stranger.connect(endpoint);
-  int ev = wait_for_event(monitor, {ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, ZMQ_EVENT_HANDSHAKE_SUCCEEDED});
-  EXPECT_EQ(ev, ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
-  zmq_socket_monitor(stranger.handle(), nullptr, 0);
+  EXPECT_EQ(handshake_outcome(z, stranger, endpoint, {ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, ZMQ_EVENT_HANDSHAKE_SUCCEEDED}),
+            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
   check_job_works(ctx);
 }
 
@@ -94,13 +103,8 @@ TEST(security, curve_client_without_the_jobs_key_is_refused) {
   stranger.set(zmq::sockopt::curve_serverkey, ctx.runtime()->keys().server_public);  // knows the server...
   stranger.set(zmq::sockopt::curve_publickey, pub);                                   // ...but not the job's key
   stranger.set(zmq::sockopt::curve_secretkey, sec);
-  zmq_socket_monitor(stranger.handle(), "inproc://stranger-monitor", ZMQ_EVENT_ALL);
-  zmq::socket_t monitor(z, zmq::socket_type::pair);
-  monitor.connect("inproc://stranger-monitor");
-  stranger.connect(endpoint);
-  int ev = wait_for_event(monitor, {ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, ZMQ_EVENT_HANDSHAKE_SUCCEEDED});
-  EXPECT_EQ(ev, ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
-  zmq_socket_monitor(stranger.handle(), nullptr, 0);
+  EXPECT_EQ(handshake_outcome(z, stranger, endpoint, {ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, ZMQ_EVENT_HANDSHAKE_SUCCEEDED}),
+            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
   check_job_works(ctx);
 }
 
