@@ -1,5 +1,6 @@
 // fiber::process on the local backend: real child processes.
 #include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
@@ -286,6 +287,25 @@ TEST(process, awaitable_api_on_the_callers_io_context) {
   });
   io.run();
   EXPECT_EQ(result, 2);
+}
+
+namespace {
+asio::awaitable<void> throw_from_a_detached_coroutine() {
+  throw std::runtime_error("thrown by a detached coroutine");
+  co_return;
+}
+}  // namespace
+
+TEST(process, exception_escaping_a_detached_coroutine_does_not_break_other_calls) {
+  fiber::context ctx;
+  fiber::simple_queue<int> q(ctx);
+  asio::co_spawn(ctx.get_executor(), throw_from_a_detached_coroutine(), asio::detached);
+  q.put(7).get();  // whoever runs the loop meets the exception: it is logged, not passed on
+  EXPECT_EQ(q.get().get(), 7);
+  fiber::process p(ctx, &do_nothing);
+  p.start().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
 }
 
 TEST(process, blocking_get_on_the_loop_thread_is_refused) {

@@ -145,6 +145,19 @@ static constexpr auto standby_linger = std::chrono::milliseconds(1);
 // cost a cross-core wake-up on every blocking call).
 static constexpr auto standby_recheck = std::chrono::milliseconds(2);
 
+bool runtime::run_one_logged() noexcept {
+  try {
+    return io_->run_one() != 0;
+  } catch (const std::exception& e) {
+    // A handler let an exception escape (a detached coroutine that threw). It is nobody's
+    // operation in particular, and the loop must go on serving the others.
+    logf(log_level::error, "exception escaped a handler on fiber's event loop: ", e.what());
+  } catch (...) {
+    logf(log_level::error, "exception escaped a handler on fiber's event loop");
+  }
+  return true;
+}
+
 void runtime::standby_loop() {
   std::unique_lock lock(wait_mutex_);
   while (!stopping_) {
@@ -159,7 +172,7 @@ void runtime::standby_loop() {
     }
     driving_ = standby_driving_ = true;
     lock.unlock();
-    io_->run_one();
+    run_one_logged();
     lock.lock();
     driving_ = standby_driving_ = false;
     kicked_ = false;
@@ -197,16 +210,12 @@ void runtime::drive(unique_function<void()> start, const std::atomic<bool>& done
       try {
         if (auto f = std::move(start)) {
           start = nullptr;
-          f();
+          f();  // the caller's own operation: its exceptions are the caller's
         }
-        while (!is_done())
-          if (io_->run_one() == 0) {
-            stopped = true;
-            break;
-          }
       } catch (...) {
         failure = std::current_exception();
       }
+      while (!failure && !is_done() && !stopped) stopped = !run_one_logged();
       lock.lock();
       driving_ = false;
       last_release_ = std::chrono::steady_clock::now();

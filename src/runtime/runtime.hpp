@@ -191,6 +191,8 @@ class runtime : public std::enable_shared_from_this<runtime> {
   int want_to_drive_ = 0;      // callers waiting for the baton
   std::chrono::steady_clock::time_point last_release_{};
   void standby_loop();
+  /// io_->run_one(), logging an exception that escapes a handler; false when the loop stopped.
+  bool run_one_logged() noexcept;
 };
 
 }  // namespace fiber::detail
