@@ -14,6 +14,8 @@
 
 #include <csignal>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 #include <fstream>
 #include <sstream>
 
@@ -38,6 +40,21 @@ void ignore_sigterm_and_wait(fiber::simple_queue<int> gate, fiber::simple_queue<
   (void)gate.get().get();
 }
 void crash() { std::abort(); }
+void raise_usr1() { std::raise(SIGUSR1); }  // default action: terminate
+// Threads and a recursive mutex in a child (a forked child must have sane thread state).
+void use_threads(fiber::simple_queue<int> out) {
+  std::recursive_mutex m;
+  int total = 0;
+  std::vector<std::thread> ts;
+  for (int i = 1; i <= 4; ++i)
+    ts.emplace_back([&, i] {
+      std::lock_guard a(m);
+      std::lock_guard b(m);
+      total += i;
+    });
+  for (auto& t : ts) t.join();
+  out.put(total).get();
+}
 }  // namespace
 FIBER_REMOTE(do_nothing);
 FIBER_REMOTE(fail_with);
@@ -47,6 +64,8 @@ FIBER_REMOTE(report_identity);
 FIBER_REMOTE(report_config);
 FIBER_REMOTE(ignore_sigterm_and_wait);
 FIBER_REMOTE(crash);
+FIBER_REMOTE(raise_usr1);
+FIBER_REMOTE(use_threads);
 
 TEST(process, exit_code_zero) {
   fiber::process p(&do_nothing);
@@ -128,6 +147,22 @@ TEST(process, child_killed_by_a_signal_reports_minus_the_signal) {
   p.start().get();
   p.join().get();
   EXPECT_EQ(p.exitcode(), -SIGABRT);
+}
+
+TEST(process, child_can_signal_itself_and_run_threads_under_both_start_methods) {
+  for (auto method : {"forkserver", "spawn"}) {
+    fiber::context ctx(fiber::config::load({{"start_method", method}}));
+    fiber::process p(ctx, &raise_usr1);
+    p.start().get();
+    p.join().get();
+    EXPECT_EQ(p.exitcode(), -SIGUSR1) << method;
+    fiber::simple_queue<int> out(ctx);
+    fiber::process q(ctx, &use_threads, out);
+    q.start().get();
+    EXPECT_EQ(out.get().get(), 10) << method;
+    q.join().get();
+    EXPECT_EQ(q.exitcode(), 0) << method;
+  }
 }
 
 TEST(process, child_that_dies_before_its_handshake_fails_start) {
@@ -350,4 +385,32 @@ TEST(process, children_die_with_their_master) {
     EXPECT_EQ(poll(&p, 1, 60000), 1) << "child " << child << " outlived its master";
     close(pidfd);
   }  // else it was already gone and reaped
+}
+
+TEST(process, stopping_a_context_leaves_no_process_behind) {
+  auto before = fiber_test::child_pids(true);  // other contexts' fork servers, if any
+  {
+    fiber::context ctx;  // start_method=forkserver by default: a fork server runs too
+    fiber::simple_queue<int> gate(ctx);
+    fiber::process p(ctx, &wait_on, gate);
+    p.start().get();
+    EXPECT_GE(fiber_test::child_pids(true).size(), before.size() + 2);  // the child and the fork server
+    ctx.stop();
+    EXPECT_FALSE(p.is_alive());
+    fiber_test::expect_error([&] { fiber::process(ctx, &do_nothing).start().get(); }, fiber::errc::closed);
+  }
+  EXPECT_EQ(fiber_test::child_pids(true), before);
+}
+
+TEST(process, both_start_methods_run_children) {
+  for (auto method : {"forkserver", "spawn"}) {
+    fiber::context ctx(fiber::config::load({{"start_method", method}}));
+    fiber::simple_queue<std::string> out(ctx);
+    fiber::process p(ctx, &report_identity, out);
+    p.set_name(method);
+    p.start().get();
+    EXPECT_EQ(out.get().get(), std::string(method) + " " + std::to_string(p.pid()) + " worker");
+    p.join().get();
+    EXPECT_EQ(p.exitcode(), 0) << method;
+  }
 }

@@ -6,12 +6,21 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 namespace fiber_test {
-/// Pids of this process's children, live or zombie, read from /proc.
-inline std::vector<int> child_pids() {
+/// True for fiber's fork server, which belongs to a context and ends with it.
+inline bool is_fork_server(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return cmdline.find("--fiber-zygote") != std::string::npos;
+}
+
+/// Pids of this process's children, live or zombie, read from /proc; fiber's fork servers are
+/// listed only when `with_fork_servers`.
+inline std::vector<int> child_pids(bool with_fork_servers = false) {
   std::vector<int> out;
   auto me = getpid();
   DIR* d = opendir("/proc");
@@ -26,7 +35,9 @@ inline std::vector<int> child_pids() {
     if (close == std::string::npos) continue;
     char state = 0;
     int ppid = 0;
-    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == me) out.push_back(pid);
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == me &&
+        (with_fork_servers || !is_fork_server(pid)))
+      out.push_back(pid);
   }
   closedir(d);
   return out;

@@ -27,6 +27,8 @@ struct config {
   std::uint64_t max_message_bytes = std::uint64_t{1} << 30;  // larger payloads are refused
   int start_timeout_ms = 60000;             // a child must complete the handshake in this time
   int terminate_grace_ms = 2000;            // SIGTERM, then SIGKILL after this
+  std::string start_method = "forkserver";  // local children: forkserver (forked by a clean helper
+                                            // process started once) or spawn (exec each child)
   std::string encryption = "auto";          // auto: CURVE across networks, authentication only on
                                             // local unix sockets; always: CURVE everywhere
 

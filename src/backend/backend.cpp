@@ -5,7 +5,7 @@
 
 namespace fiber::detail {
 std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config& cfg) {
-  if (cfg.backend == "local") return make_local_backend(io);
+  if (cfg.backend == "local") return make_local_backend(io, cfg);
   throw error(errc::backend_unavailable, "backend '" + cfg.backend +
                                              "' is not available in this build of fiber yet; use backend=local "
                                              "(FIBER_BACKEND=local)");

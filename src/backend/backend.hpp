@@ -52,6 +52,6 @@ class backend {
 
 /// The backend named by config.backend; an error naming what to do when it cannot be had.
 std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config& cfg);
-std::unique_ptr<backend> make_local_backend(asio::io_context& io);
+std::unique_ptr<backend> make_local_backend(asio::io_context& io, const fiber::config& cfg);
 
 }  // namespace fiber::detail

@@ -12,6 +12,9 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "backend/zygote.hpp"
+#include "fiber/config.hpp"
+#include "runtime/build_id.hpp"
 #include "fiber/error.hpp"
 #include "io/log.hpp"
 
@@ -86,7 +89,8 @@ class local_job final : public job {
 
 class local_backend final : public backend {
  public:
-  explicit local_backend(asio::io_context& io) : io_(io) {}
+  local_backend(asio::io_context& io, const fiber::config& cfg)
+      : io_(io), forkserver_(cfg.start_method == "forkserver") {}
   std::string name() const override { return "local"; }
   std::string listen_endpoint(const std::string& job_id) const override {
     // Abstract unix socket: nothing on disk to clean up.
@@ -110,6 +114,42 @@ class local_backend final : public backend {
       for (int i = 0; i < spec.gpu; ++i) devices += (i ? "," : "") + std::to_string(i);
       env_storage.push_back("CUDA_VISIBLE_DEVICES=" + devices);
     }
+    pid_t pid = fork_from_zygote(spec, env_storage);
+    if (pid <= 0) pid = exec_child(spec, env_storage);
+    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd < 0) {
+      int err = errno;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      throw error(errc::spawn_failed, std::string("pidfd_open failed: ") + std::strerror(err) +
+                                          " (the local backend needs Linux 5.3 or newer)");
+    }
+    logf(log_level::debug, "started ", spec.name, " as pid ", pid);
+    return std::make_unique<local_job>(io_, pid, pidfd);
+  }
+
+ private:
+  /// 0 when this child cannot come from the fork server (another executable, start_method=spawn,
+  /// or the helper is not usable); the caller then execs it.
+  pid_t fork_from_zygote(const spawn_spec& spec, const std::vector<std::string>& env) {
+    if (!forkserver_ || spec.executable != executable_path()) return 0;
+    if (!zygote_) {
+      zygote_ = zygote::start(spec.executable);
+      if (!zygote_) {
+        forkserver_ = false;
+        return 0;
+      }
+    }
+    pid_t pid = zygote_->fork_worker(env);
+    if (pid > 0) return pid;
+    logf(log_level::warn, "fork server could not start ", spec.name, " (", std::strerror(-pid),
+         "); exec'ing children from now on");
+    zygote_.reset();
+    forkserver_ = false;
+    return 0;
+  }
+
+  pid_t exec_child(const spawn_spec& spec, std::vector<std::string>& env_storage) {
     std::vector<char*> envp;
     for (auto& s : env_storage) envp.push_back(s.data());
     envp.push_back(nullptr);
@@ -137,24 +177,18 @@ class local_backend final : public backend {
     if (rc != 0)
       throw error(errc::spawn_failed, "cannot start '" + spec.executable + "' for " + spec.name + ": " +
                                           std::strerror(rc) + " (check the config key 'executable')");
-    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    if (pidfd < 0) {
-      int err = errno;
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-      throw error(errc::spawn_failed, std::string("pidfd_open failed: ") + std::strerror(err) +
-                                          " (the local backend needs Linux 5.3 or newer)");
-    }
-    logf(log_level::debug, "started ", spec.name, " as pid ", pid);
-    return std::make_unique<local_job>(io_, pid, pidfd);
+    return pid;
   }
 
- private:
   asio::io_context& io_;
+  bool forkserver_;
+  std::unique_ptr<zygote> zygote_;
 };
 
 }  // namespace
 
-std::unique_ptr<backend> make_local_backend(asio::io_context& io) { return std::make_unique<local_backend>(io); }
+std::unique_ptr<backend> make_local_backend(asio::io_context& io, const fiber::config& cfg) {
+  return std::make_unique<local_backend>(io, cfg);
+}
 
 }  // namespace fiber::detail

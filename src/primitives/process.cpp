@@ -138,8 +138,14 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
     for (auto& w : waiters) w();
   }
 
+  void on_master_shutdown() noexcept override {
+    if (state == phase::starting || state == phase::running)
+      logf(log_level::warn, "process ", name, " still running when its context stopped: killed");
+    kill_now();
+  }
+
   /// Kills and reaps now; on the loop thread.
-  void kill_now() {
+  void kill_now() noexcept {
     if (!child || state == phase::ended || state == phase::created) return;
     child->kill_and_reap();
     rt->untrack_job(child.get());
@@ -201,6 +207,10 @@ asio::awaitable<void> start_impl(std::shared_ptr<process_state> s) {
   if (!s->state.compare_exchange_strong(expected, phase::starting))
     throw error(errc::already_started, "process " + s->name + " was already started; create a new process object");
   auto& rt = *s->rt;
+  if (rt.is_shut_down()) {
+    s->state = phase::created;
+    throw error(errc::closed, "cannot start " + s->name + ": its fiber context has been stopped");
+  }
   if (rt.my_role() != runtime::role::master)
     throw error(errc::spawn_failed, "starting processes from inside a worker is not supported yet; start them from the master");
   std::string endpoint;
@@ -285,7 +295,11 @@ process::~process() {
   auto st = s->state.load();
   if (st != detail::phase::starting && st != detail::phase::running) return;
   detail::logf(log_level::warn, "process ", s->name, " was still running when its process object was destroyed: killed");
-  detail::run_on_loop(*s->rt, [s] { s->kill_now(); });
+  try {
+    detail::run_on_loop(*s->rt, [s] { s->kill_now(); });
+  } catch (const std::exception& e) {
+    detail::logf(log_level::error, "could not stop process ", s->name, ": ", e.what());
+  }
 }
 
 op<void> process::start() { return {state_->rt, detail::start_impl(state_)}; }

@@ -80,6 +80,12 @@ const std::vector<key_def>& key_table() {
       int_key<std::uint64_t>("max_message_bytes", &config::max_message_bytes, 1, std::numeric_limits<std::uint64_t>::max()),
       int_key("start_timeout_ms", &config::start_timeout_ms, 1, int_max),
       int_key("terminate_grace_ms", &config::terminate_grace_ms, 0, int_max),
+      {"start_method",
+       [](config& c, std::string_view v) {
+         if (v != "forkserver" && v != "spawn") bad_value("start_method", v, "forkserver or spawn");
+         c.start_method = std::string(v);
+       },
+       [](const config& c) { return c.start_method; }},
       {"encryption",
        [](config& c, std::string_view v) {
          if (v != "auto" && v != "always") bad_value("encryption", v, "auto or always");

@@ -14,6 +14,7 @@
 #include "fiber/context.hpp"
 #include "fiber/registry.hpp"
 #include "io/log.hpp"
+#include "backend/zygote.hpp"
 #include "runtime/build_id.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/worker_env.hpp"
@@ -21,6 +22,11 @@
 namespace fiber {
 namespace detail {
 std::shared_ptr<runtime>& worker_runtime();  // context.cpp
+
+void exit_worker(int code) {
+  std::fflush(nullptr);
+  std::_Exit(code);  // never return into the user's main, and skip its static destructors
+}
 std::vector<std::pair<std::string, std::string>>& init_overrides();
 
 namespace {
@@ -39,6 +45,8 @@ struct outcome {
   bool raised = false;
   std::string type, message;
 };
+
+}  // namespace
 
 int run_worker() {
   auto name = env_or_empty(env_name);
@@ -128,20 +136,24 @@ int run_worker() {
   rt.reset();  // closing the ZeroMQ context waits (linger) until what we sent is delivered
   return code;
 }
-}  // namespace
 }  // namespace detail
 
 bool is_worker() noexcept { return std::getenv(detail::env_token) != nullptr; }
 
 void init(int argc, char** argv, config_overrides overrides) {
   bool marked = false;
-  for (int i = 1; i < argc; ++i)
+  for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == detail::worker_flag) marked = true;
-  if (marked || is_worker()) {
-    int code = detail::run_worker();
-    std::fflush(nullptr);
-    std::_Exit(code);  // never return into the user's main, and skip its static destructors
+    if (std::string_view(argv[i]) == detail::zygote_flag) {
+      const char* fd = std::getenv(detail::env_zygote_fd);
+      if (!fd) {
+        std::fprintf(stderr, "fiber: %s is for fiber's own use\n", detail::zygote_flag);
+        std::_Exit(2);
+      }
+      detail::run_zygote(std::atoi(fd));
+    }
   }
+  if (marked || is_worker()) detail::exit_worker(detail::run_worker());
   auto& stored = detail::init_overrides();
   for (auto& [k, v] : overrides) stored.emplace_back(std::string(k), std::string(v));
   (void)config::load(stored);  // report a bad key now, not at first use

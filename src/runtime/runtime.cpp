@@ -646,12 +646,17 @@ void runtime::handle_worker_message(multipart&& m) {
 void runtime::shutdown() noexcept {
   if (shut_down_) return;
   shut_down_ = true;
+  auto children = std::move(children_);
+  children_.clear();
+  for (auto& [id, weak] : children)
+    if (auto child = weak.lock()) child->on_master_shutdown();
   for (auto* j : live_jobs_) {
     logf(log_level::warn, "child pid ", j->pid(), " still running at shutdown: killed");
     j->kill_and_reap();
   }
   live_jobs_.clear();
   children_.clear();
+  backend_.reset();  // ends helpers such as the fork server
   auto gets = std::move(gets_);
   gets_.clear();
   for (auto& [req, g] : gets) {

@@ -43,6 +43,8 @@ class child_endpoint {
   virtual ~child_endpoint() = default;
   virtual void on_hello(const std::string& hello_json) = 0;
   virtual void on_done(bool raised, const std::string& detail_json) = 0;
+  /// The master is shutting down: kill, reap, and complete whoever waits.
+  virtual void on_master_shutdown() noexcept = 0;
 };
 
 struct message::frames {
@@ -68,6 +70,7 @@ class runtime : public std::enable_shared_from_this<runtime> {
   const fiber::config& cfg() const noexcept { return cfg_; }
   void replace_config(fiber::config cfg) { cfg_ = std::move(cfg); }
   role my_role() const noexcept { return role_; }
+  bool is_shut_down() const noexcept { return shut_down_; }
   const std::string& job_id() const noexcept { return job_id_; }
   const job_keys& keys() const noexcept { return keys_; }
   /// Credentials for a child of this master (valid after listen()).

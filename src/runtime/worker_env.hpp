@@ -11,4 +11,9 @@ inline constexpr const char* env_parent_pid = "FIBER_WORKER_PARENT_PID";
 inline constexpr const char* worker_flag = "--fiber-worker";
 /// Exit code of a worker the master refused (binary or protocol mismatch).
 inline constexpr int exit_refused = 3;
+
+/// The worker's whole life: handshake, target, report. Returns the exit code.
+int run_worker();
+/// Flushes stdio and leaves the process without running the program's static destructors.
+[[noreturn]] void exit_worker(int code);
 }  // namespace fiber::detail

@@ -1,0 +1,37 @@
+// The fork server of the local backend: a helper process, exec'd once, with no threads and no
+// ZeroMQ context, that forks children on request. A child is cloned with CLONE_PARENT, so the
+// master is its parent (it reaps it, watches it through a pidfd, and the child's parent-death
+// signal follows the master). This skips exec and dynamic linking for every child.
+#pragma once
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fiber::detail {
+
+class zygote {
+ public:
+  /// Starts the helper from `executable`; nullptr (and a log line) when it cannot.
+  static std::unique_ptr<zygote> start(const std::string& executable);
+  ~zygote();
+  zygote(const zygote&) = delete;
+
+  /// Forks a worker with exactly the environment `env` ("K=V" each). Returns its pid, or -errno.
+  pid_t fork_worker(const std::vector<std::string>& env);
+  pid_t pid() const noexcept { return pid_; }
+
+ private:
+  zygote(int fd, pid_t pid) : fd_(fd), pid_(pid) {}
+  int fd_;
+  pid_t pid_;
+};
+
+/// The helper's side: serves requests on `fd` until the master closes it. Never returns.
+[[noreturn]] void run_zygote(int fd);
+
+inline constexpr const char* zygote_flag = "--fiber-zygote";
+inline constexpr const char* env_zygote_fd = "FIBER_WORKER_ZYGOTE_FD";
+
+}  // namespace fiber::detail
