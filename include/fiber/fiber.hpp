@@ -7,6 +7,7 @@
 #include "fiber/log.hpp"
 #include "fiber/op.hpp"
 #include "fiber/pipe.hpp"
+#include "fiber/pool.hpp"
 #include "fiber/process.hpp"
 #include "fiber/registry.hpp"
 #include "fiber/simple_queue.hpp"

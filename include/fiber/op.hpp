@@ -26,6 +26,9 @@ bool in_loop_thread(runtime&) noexcept;
 void wait_until(runtime&, const std::atomic<bool>& done);
 /// Sets `done` and wakes the threads in wait_until.
 void notify_done(runtime&, std::atomic<bool>& done) noexcept;
+/// Runs `start` on fiber's loop (on this thread when it can take the loop), then waits as
+/// wait_until does.
+void wait_until_started(runtime&, unique_function<void()> start, const std::atomic<bool>& done);
 
 template <class T>
 struct blocking_result {

@@ -24,6 +24,9 @@ asio::any_io_executor executor_of(runtime& rt) noexcept { return rt.executor(); 
 bool in_loop_thread(runtime& rt) noexcept { return rt.in_loop_thread(); }
 void wait_until(runtime& rt, const std::atomic<bool>& done) { rt.wait_until(done); }
 void notify_done(runtime& rt, std::atomic<bool>& done) noexcept { rt.notify_done(done); }
+void wait_until_started(runtime& rt, unique_function<void()> start, const std::atomic<bool>& done) {
+  rt.drive(std::move(start), done);
+}
 
 std::uint64_t new_channel_id(runtime& rt) { return rt.new_channel_id(); }
 

@@ -20,8 +20,13 @@ enum class kind : std::uint8_t {
   cancel_get,   // getter -> owner: channel, request id
   cancelled,    // owner -> getter: the get with this request id was withdrawn
   failure,      // owner -> peer: text; request id names the failed request, if any
+  pool_ready,   // pool worker -> master: channel = pool id, aux = tasks it can take now
+  pool_task,    // master -> pool worker: channel = pool id, request = task id; see pool.cpp
+  pool_result,  // pool worker -> master: channel = pool id, request = task id; see pool.cpp
+  pool_stop,    // master -> pool worker: finish and exit
+  probe,        // master -> any worker: ignored; its delivery failing means the peer is gone
 };
-inline constexpr std::uint8_t last_kind = static_cast<std::uint8_t>(kind::failure);
+inline constexpr std::uint8_t last_kind = static_cast<std::uint8_t>(kind::probe);
 
 struct header {
   kind type{};

@@ -540,6 +540,16 @@ void runtime::handle_master_message(multipart&& m) {
         child->on_done(h->aux != 0, text);
       return;
     }
+    case kind::pool_ready:
+    case kind::pool_result: {
+      auto it = services_.find(h->channel);
+      auto svc = it == services_.end() ? nullptr : it->second.lock();
+      if (svc)
+        svc->on_message(peer, *h, payload());
+      else
+        logf(log_level::debug, "message for pool ", h->channel, " that is gone, from ", peer, "; ignored");
+      return;
+    }
     case kind::put: broker_put(h->channel, payload(), true); return;
     case kind::get: broker_get(h->channel, waiter{peer, h->request}); return;
     case kind::cancel_get:
@@ -565,12 +575,17 @@ void runtime::detach_child(const std::string& routing_id) {
 }
 
 void runtime::send_to_child(const std::string& routing_id, multipart&& parts) {
+  if (auto ec = try_send_to_child(routing_id, std::move(parts)))
+    logf(log_level::warn, "cannot reach child ", routing_id, ": ", ec.message());
+}
+
+std::error_code runtime::try_send_to_child(const std::string& routing_id, multipart&& parts) {
+  if (!router_) return make_error_code(errc::closed);
   multipart m;
   m.reserve(parts.size() + 1);
   m.emplace_back(routing_id.data(), routing_id.size());
   for (auto& p : parts) m.push_back(std::move(p));
-  if (auto ec = router_->send(std::move(m)))
-    logf(log_level::warn, "cannot reach child ", routing_id, ": ", ec.message());
+  return router_->send(std::move(m));
 }
 
 std::vector<int> runtime::live_pids() const {
@@ -589,6 +604,17 @@ void runtime::send_upstream(multipart&& parts) {
 void runtime::on_first_message(unique_function<void(std::error_code, multipart)> h) {
   first_message_ = std::move(h);
   worker_loop_step();  // not in the constructor: weak_from_this() is empty there
+}
+
+multipart runtime::next_service_message() {
+  if (service_inbox_.empty()) {
+    service_arrived_ = false;
+    // Set by the loop (on this thread, inside drive) when a service message arrives.
+    drive([this] { if (!service_inbox_.empty()) notify_done(service_arrived_); }, service_arrived_);
+  }
+  auto m = std::move(service_inbox_.front());
+  service_inbox_.pop_front();
+  return m;
 }
 
 void runtime::worker_loop_step() {
@@ -631,6 +657,13 @@ void runtime::handle_worker_message(multipart&& m) {
       complete_get(h->request, {}, std::move(payload), true);
       return;
     case kind::cancelled: complete_get(h->request, make_error_code(errc::timeout), {}, true); return;
+    case kind::pool_task:
+    case kind::pool_stop:
+      payload.insert(payload.begin(), std::move(m[0]));
+      service_inbox_.push_back(std::move(payload));
+      notify_done(service_arrived_);
+      return;
+    case kind::probe: return;
     case kind::failure: {
       auto text = payload.empty() ? std::string("(no detail)") : payload[0].to_string();
       logf(log_level::error, "the master reported: ", text);

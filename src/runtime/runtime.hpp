@@ -47,6 +47,13 @@ class child_endpoint {
   virtual void on_master_shutdown() noexcept = 0;
 };
 
+/// Something on the master that workers talk to by id (a pool); called on the loop thread.
+class service {
+ public:
+  virtual ~service() = default;
+  virtual void on_message(const std::string& peer, const header& h, multipart&& payload) = 0;
+};
+
 struct message::frames {
   multipart parts;  // payload frames: head, then blobs
   std::vector<std::span<const std::byte>> blob_spans;
@@ -92,6 +99,10 @@ class runtime : public std::enable_shared_from_this<runtime> {
   void attach_child(const std::string& routing_id, std::weak_ptr<child_endpoint> child);
   void detach_child(const std::string& routing_id);
   void send_to_child(const std::string& routing_id, multipart&& parts);
+  /// As send_to_child, but tells: an error means the child's connection is gone.
+  std::error_code try_send_to_child(const std::string& routing_id, multipart&& parts);
+  void add_service(std::uint64_t id, std::weak_ptr<service> s) { services_[id] = std::move(s); }
+  void remove_service(std::uint64_t id) { services_.erase(id); }
   /// Children still running, and what to do with them when the master goes.
   void track_job(job* j) { live_jobs_.push_back(j); }
   void untrack_job(job* j) { std::erase(live_jobs_, j); }
@@ -101,6 +112,9 @@ class runtime : public std::enable_shared_from_this<runtime> {
   void send_upstream(multipart&& parts);
   /// Waits for the master's first answer (welcome or refuse).
   void on_first_message(unique_function<void(std::error_code, multipart)> h);
+  /// Worker: blocks (running the loop) until the master sends a service message (pool_task,
+  /// pool_stop); returns it with its header frame first.
+  multipart next_service_message();
 
   /// Stops: kills children still running, closes sockets. Idempotent; on the loop thread.
   void shutdown() noexcept;
@@ -176,6 +190,9 @@ class runtime : public std::enable_shared_from_this<runtime> {
   std::vector<job*> live_jobs_;
   std::unordered_map<std::uint64_t, channel_state> channels_;
   std::unordered_map<std::uint64_t, pending_get> gets_;
+  std::unordered_map<std::uint64_t, std::weak_ptr<service>> services_;
+  std::deque<multipart> service_inbox_;  // worker
+  std::atomic<bool> service_arrived_{false};
   std::uint64_t next_request_ = 1;
   std::atomic<std::uint64_t> next_channel_{1};
   std::uint64_t channel_prefix_ = 0;

@@ -1,0 +1,686 @@
+// The pool: workers pull chunks of tasks; a pending table knows who holds what.
+//
+// Messages (see runtime/protocol.hpp), channel = pool id:
+//   pool_ready   worker -> master  aux = chunks it can take now (its credit)
+//   pool_task    master -> worker  request = task id, aux = items;
+//                                  frames: function id (u64), frame counts (u32 per item), items' frames
+//   pool_result  worker -> master  request = task id, aux = credit it gives back;
+//                                  frames: status (u8 per item: 0 result, 1 exception),
+//                                  frame counts (u32 per item), items' frames (result | type, message)
+//   pool_stop    master -> worker  finish what was sent, then exit
+#include <cxxabi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <list>
+#include <set>
+#include <typeinfo>
+
+#include "fiber/pool.hpp"
+#include "primitives/process_state.hpp"
+
+namespace fiber {
+namespace detail {
+
+void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint64_t init_id,
+                      std::vector<std::string> init_frames);
+}  // namespace detail
+}  // namespace fiber
+FIBER_REMOTE(fiber::detail::pool_worker_main);
+
+namespace fiber::detail {
+namespace {
+std::atomic<std::uint64_t> next_pool_id{1};
+
+template <class T>
+zmq::message_t pod_frame(const std::vector<T>& v) {
+  return zmq::message_t(v.data(), v.size() * sizeof(T));
+}
+template <class T>
+std::vector<T> pod_vector(const zmq::message_t& m, std::size_t count) {
+  if (m.size() != count * sizeof(T)) throw error(errc::malformed_message, "malformed pool message: index frame size");
+  std::vector<T> v(count);
+  if (count) std::memcpy(v.data(), m.data(), m.size());
+  return v;
+}
+}  // namespace
+
+class pool_core final : public service, public std::enable_shared_from_this<pool_core> {
+ public:
+  pool_core(std::shared_ptr<runtime> rt, pool_options options)
+      : rt_(std::move(rt)), options_(std::move(options)), id_(next_pool_id++) {
+    if (options_.processes < 0) throw error(errc::config_error, "pool: processes must be at least 1 (or 0 for cpu_count())");
+    if (options_.processes == 0) options_.processes = cpu_count();
+    if (options_.max_attempts < 1) throw error(errc::config_error, "pool: max_attempts must be at least 1");
+    if (options_.prefetch < 0) throw error(errc::config_error, "pool: prefetch must be 0 or more");
+    if (options_.maxtasksperchild < 0) throw error(errc::config_error, "pool: maxtasksperchild must be 0 or more");
+    target_ = options_.processes;
+  }
+
+  // ---- all below on the loop thread
+
+  void start() {
+    rt_->add_service(id_, weak_from_this());
+    probe_timer_ = std::make_unique<asio::steady_timer>(rt_->io());
+    schedule_probe();
+    top_up();
+  }
+
+  runtime& rt() { return *rt_; }
+  const std::shared_ptr<runtime>& rt_ptr() const { return rt_; }
+  bool open() const { return !closed_; }
+
+  void submit(std::uint64_t function_id, std::size_t chunksize, std::size_t hint, std::shared_ptr<pool_sink> sink) {
+    if (closed_) throw error(errc::closed, "pool is closed: no more work can be submitted");
+    if (fatal_) std::rethrow_exception(fatal_);
+    if (chunksize == 0) {
+      // As multiprocessing: about four chunks per worker; 1 when the size is unknown.
+      auto per = static_cast<std::size_t>(target_) * 4;
+      chunksize = hint ? std::max<std::size_t>(1, (hint + per - 1) / per) : 1;
+    }
+    feeding_.push_back(std::make_shared<submission>(submission{function_id, chunksize, std::move(sink)}));
+    dispatch();
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    maybe_stop_workers();
+  }
+
+  void terminate() {
+    closed_ = true;
+    terminating_ = true;
+    fail_everything(std::make_exception_ptr(error(errc::closed, "the pool was terminated before this work finished")));
+    std::vector<std::shared_ptr<process_state>> procs;
+    for (auto& [rid, w] : workers_) procs.push_back(w.proc);
+    for (auto& p : procs) p->kill_now();  // each end erases its worker (on_worker_ended)
+    probe_timer_->cancel();
+    rt_->remove_service(id_);
+    check_joined();
+  }
+
+  void resize(int n) {
+    if (n < 1) throw error(errc::config_error, "pool: resize needs at least 1 process");
+    target_ = n;
+    int excess = static_cast<int>(live_workers()) - n;
+    for (auto& [rid, w] : workers_) {
+      if (excess <= 0) break;
+      if (w.leaving) continue;
+      retire(w);
+      --excess;
+    }
+    top_up();
+    dispatch();
+  }
+
+  void when_joined(unique_function<void()> done) {
+    joined_waiters_.push_back(std::move(done));
+    check_joined();
+  }
+
+  void when_ready(unique_function<void()> done) {
+    ready_waiters_.push_back(std::move(done));
+    check_ready();
+  }
+
+  pool_stats stats() const {
+    pool_stats s = stats_;
+    s.queued = 0;
+    for (auto& t : queue_) s.queued += t.count;
+    s.running = 0;
+    for (auto& [id, t] : inflight_) s.running += t.count;
+    s.workers = live_workers();
+    return s;
+  }
+
+  void pump() { dispatch(); }
+
+  void on_message(const std::string& peer, const header& h, multipart&& payload) override {
+    auto it = workers_.find(peer);
+    if (it == workers_.end()) return;  // a worker we already gave up on
+    auto& w = it->second;
+    if (h.type == kind::pool_ready) {
+      w.connected = true;
+      grant(w, static_cast<int>(h.aux));
+      check_ready();
+    } else if (h.type == kind::pool_result) {
+      on_results(w, h.request, std::move(payload));
+      grant(w, static_cast<int>(h.aux));
+      if (options_.maxtasksperchild && ++w.completed >= options_.maxtasksperchild) {
+        w.leaving = true;  // it exits by itself now; its replacement can start at once
+        top_up();
+      }
+    }
+    dispatch();
+  }
+
+ private:
+  struct submission {
+    std::uint64_t function_id;
+    std::size_t chunksize;
+    std::shared_ptr<pool_sink> sink;
+    std::size_t next_index = 0;
+    std::size_t outstanding = 0;  // items produced and not yet delivered
+    bool input_done = false;
+    bool finished = false;
+  };
+  struct task {
+    std::uint64_t id = 0;
+    std::shared_ptr<submission> sub;
+    std::size_t first = 0, count = 0;
+    std::vector<std::uint32_t> frame_counts;
+    std::vector<std::shared_ptr<zmq::message_t>> frames;  // kept to send again after a loss
+    int attempts = 0;
+    std::string worker;  // while in flight
+  };
+  struct worker {
+    std::shared_ptr<process_state> proc;
+    std::string rid;
+    bool connected = false;
+    bool leaving = false;  // told to stop (close, resize), or retiring (maxtasksperchild)
+    int credit = 0;
+    int completed = 0;
+    std::deque<std::uint64_t> tasks;  // in the order sent, which is the order it runs them
+  };
+
+  std::size_t live_workers() const {
+    std::size_t n = 0;
+    for (auto& [rid, w] : workers_)
+      if (!w.leaving) ++n;
+    return n;
+  }
+
+  void grant(worker& w, int credit) { w.credit += credit; }
+
+  // ---- workers
+
+  void top_up() {
+    if (closed_ || terminating_ || fatal_) return;
+    while (static_cast<int>(live_workers()) < target_) start_worker();
+  }
+
+  void start_worker() {
+    encoded_call call;
+    const auto& entry = require_registered(&pool_worker_main);
+    call.function_id = entry.id;
+    call.function_name = entry.name;
+    std::uint64_t init_id = 0;
+    std::vector<std::string> init_frames;
+    if (options_.initializer) {
+      auto& init = options_.initializer->call;
+      init_id = init.function_id;
+      init_frames.push_back(init.args.head());
+      for (auto& b : init.args.blobs()) init_frames.emplace_back(reinterpret_cast<const char*>(b.data), b.size);
+    }
+    call.args.value(std::make_tuple(id_, options_.prefetch + 1, options_.maxtasksperchild, init_id, init_frames));
+    auto proc = make_process_state(rt_, std::move(call));
+    proc->name = "PoolWorker-" + std::to_string(id_) + "-" + std::to_string(++started_);
+    unique_function<void(std::error_code, std::string)> done = [weak = weak_from_this(), proc](std::error_code ec,
+                                                                                             std::string what) {
+      auto self = weak.lock();
+      if (!self || !ec) return;
+      self->on_start_failed(ec, what);
+    };
+    try {
+      begin_start(proc, done);
+    } catch (const error& e) {
+      on_start_failed(e.code(), e.what());
+      return;
+    }
+    auto rid = proc->routing_id;
+    workers_.emplace(rid, worker{proc, rid});
+    proc->on_ended.push_back([weak = weak_from_this(), rid] {
+      if (auto self = weak.lock()) self->on_worker_ended(rid);
+    });
+  }
+
+  void on_start_failed(std::error_code ec, const std::string& what) {
+    // A worker that cannot start (binary mismatch, missing executable) will not start next
+    // time either: fail the work instead of trying forever.
+    if (++start_failures_ < 3) return;
+    fatal_ = std::make_exception_ptr(error(ec, "pool workers cannot start: " + what));
+    fail_everything(fatal_);
+  }
+
+  void on_worker_ended(const std::string& rid) {
+    auto it = workers_.find(rid);
+    if (it == workers_.end()) return;
+    auto w = std::move(it->second);
+    workers_.erase(it);
+    bool lost = !w.leaving && !terminating_;
+    if (lost || !w.tasks.empty()) {
+      auto code = w.proc->exit_code.load();
+      logf(log_level::warn, w.proc->name, " (pid ", w.proc->pid.load(), ") ended with code ", code, " holding ",
+           w.tasks.size(), " task(s)");
+      if (lost && w.connected) ++stats_.workers_lost;
+    }
+    if (w.connected) start_failures_ = 0;
+    // The oldest task it held is the one it was running: only that one is charged an attempt;
+    // the others were waiting behind it (prefetch) and go back as they were.
+    bool first = true;
+    std::vector<task> requeued;
+    for (auto tid : w.tasks) {
+      auto t = inflight_.find(tid);
+      if (t == inflight_.end()) continue;
+      auto tk = std::move(t->second);
+      inflight_.erase(t);
+      if (std::exchange(first, false)) ++tk.attempts;
+      if (!options_.retry || tk.attempts >= options_.max_attempts) {
+        auto why = std::make_exception_ptr(
+            error(errc::worker_lost, "a task was running on " + w.proc->name + " when it died (" +
+                                         std::to_string(tk.attempts) + " worker(s) lost running it" +
+                                         (options_.retry ? "; max_attempts reached)" : "; retries are off)")));
+        for (std::size_t i = 0; i < tk.count; ++i) deliver_error(*tk.sub, tk.first + i, why);
+        continue;
+      }
+      stats_.retried += tk.count;
+      tk.worker.clear();
+      requeued.push_back(std::move(tk));
+    }
+    // Back at the front of the queue, in their original order.
+    for (auto it = requeued.rbegin(); it != requeued.rend(); ++it) queue_.push_front(std::move(*it));
+    top_up();
+    dispatch();
+    check_joined();
+  }
+
+  void retire(worker& w) {
+    w.leaving = true;
+    multipart m;
+    m.push_back(make_header(kind::pool_stop, id_));
+    rt_->send_to_child(w.rid, std::move(m));
+  }
+
+  void maybe_stop_workers() {
+    if (!closed_ || !queue_.empty() || !inflight_.empty()) return;
+    for (auto& f : feeding_)
+      if (!f->input_done) return;
+    for (auto& [rid, w] : workers_)
+      if (!w.leaving) retire(w);
+    check_joined();
+  }
+
+  void check_joined() {
+    if (!closed_ || !workers_.empty()) return;
+    auto waiters = std::move(joined_waiters_);
+    joined_waiters_.clear();
+    for (auto& f : waiters) f();
+  }
+
+  void check_ready() {
+    std::size_t connected = 0;
+    for (auto& [rid, w] : workers_)
+      if (w.connected && !w.leaving) ++connected;
+    if (connected < static_cast<std::size_t>(target_) && !fatal_ && !closed_) return;
+    auto waiters = std::move(ready_waiters_);
+    ready_waiters_.clear();
+    for (auto& f : waiters) f();
+  }
+
+  // A stopped worker (SIGSTOP) keeps its process but not its connection: ZeroMQ's heartbeat
+  // drops it, and then a message to it cannot be routed. Probe every heartbeat interval.
+  void schedule_probe() {
+    probe_timer_->expires_after(std::chrono::milliseconds(rt_->cfg().heartbeat_interval_ms));
+    probe_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self) return;
+      for (auto& [rid, w] : self->workers_) {
+        if (!w.connected) continue;
+        multipart m;
+        m.push_back(make_header(kind::probe, self->id_));
+        if (auto err = self->rt_->try_send_to_child(rid, std::move(m))) {
+          logf(log_level::warn, w.proc->name, " stopped answering (", err.message(), "); killing it");
+          w.proc->child->signal(SIGKILL);
+        }
+      }
+      self->schedule_probe();
+    });
+  }
+
+  // ---- work
+
+  void feed() {
+    std::size_t window = static_cast<std::size_t>(std::max(1, target_)) * (options_.prefetch + 1) * 2;
+    for (auto it = feeding_.begin(); it != feeding_.end() && queue_.size() < window;) {
+      auto sub = *it;
+      if (sub->input_done || !sub->sink->wants_more()) {
+        ++it;
+        continue;
+      }
+      auto items = sub->sink->next_items(sub->chunksize);
+      if (items.empty()) {
+        sub->input_done = true;
+        finish_if_done(*sub);
+        continue;
+      }
+      task t;
+      t.id = next_task_++;
+      t.sub = sub;
+      t.first = sub->next_index;
+      t.count = items.size();
+      sub->next_index += items.size();
+      sub->outstanding += items.size();
+      for (auto& w : items) {
+        auto frames = rt_->to_frames(w);
+        t.frame_counts.push_back(static_cast<std::uint32_t>(frames.size()));
+        for (auto& f : frames) t.frames.push_back(std::make_shared<zmq::message_t>(std::move(f)));
+      }
+      queue_.push_back(std::move(t));
+    }
+    std::erase_if(feeding_, [](auto& s) { return s->input_done; });
+  }
+
+  /// The worker with credit that holds the fewest tasks: chunks spread over the pool.
+  worker* least_loaded() {
+    worker* best = nullptr;
+    for (auto& [rid, w] : workers_)
+      if (!w.leaving && w.credit > 0 && (!best || w.tasks.size() < best->tasks.size())) best = &w;
+    return best;
+  }
+
+  void dispatch() {
+    feed();
+    while (!queue_.empty()) {
+      auto* best = least_loaded();
+      if (!best) break;
+      auto& w = *best;
+      auto rid = w.rid;
+      auto t = std::move(queue_.front());
+      queue_.pop_front();
+      if (t.sub->finished) continue;  // its caller already has an error
+      multipart m;
+      m.push_back(make_header(kind::pool_task, id_, t.id, static_cast<std::uint32_t>(t.count)));
+      m.emplace_back(&t.sub->function_id, sizeof t.sub->function_id);
+      m.push_back(pod_frame(t.frame_counts));
+      for (auto& f : t.frames) m.emplace_back(f->data(), f->size());  // copy: kept for a resend
+      if (auto ec = rt_->try_send_to_child(rid, std::move(m))) {
+        queue_.push_front(std::move(t));
+        w.credit = 0;  // unreachable: its end (or the probe) takes it out
+        continue;
+      }
+      --w.credit;
+      w.tasks.push_back(t.id);
+      t.worker = rid;
+      inflight_.emplace(t.id, std::move(t));
+      feed();
+    }
+    maybe_stop_workers();
+  }
+
+  void on_results(worker& w, std::uint64_t task_id, multipart&& payload) {
+    std::erase(w.tasks, task_id);
+    auto it = inflight_.find(task_id);
+    if (it == inflight_.end() || it->second.worker != w.rid) return;  // a duplicate: first result won
+    auto t = std::move(it->second);
+    inflight_.erase(it);
+    try {
+      if (payload.size() < 2) throw error(errc::malformed_message, "malformed pool result");
+      auto status = pod_vector<std::uint8_t>(payload[0], t.count);
+      auto counts = pod_vector<std::uint32_t>(payload[1], t.count);
+      std::size_t pos = 2;
+      for (std::size_t i = 0; i < t.count; ++i) {
+        if (pos + counts[i] > payload.size() || counts[i] == 0) throw error(errc::malformed_message, "malformed pool result");
+        if (status[i] == 0) {
+          auto f = std::make_shared<message::frames>();
+          for (std::uint32_t k = 0; k < counts[i]; ++k) f->parts.push_back(std::move(payload[pos + k]));
+          for (std::size_t k = 1; k < f->parts.size(); ++k)
+            f->blob_spans.emplace_back(static_cast<const std::byte*>(f->parts[k].data()), f->parts[k].size());
+          deliver_result(*t.sub, t.first + i, message(std::move(f)));
+        } else {
+          auto type = payload[pos].to_string();
+          auto text = counts[i] > 1 ? payload[pos + 1].to_string() : std::string();
+          deliver_error(*t.sub, t.first + i, std::make_exception_ptr(remote_error(type, text, w.proc->name)));
+        }
+        pos += counts[i];
+      }
+    } catch (const std::exception&) {
+      auto e = std::current_exception();
+      for (std::size_t i = 0; i < t.count; ++i) deliver_error(*t.sub, t.first + i, e);
+    }
+  }
+
+  void deliver_result(submission& sub, std::size_t index, message m) {
+    ++stats_.done;
+    --sub.outstanding;
+    if (!sub.finished) sub.sink->on_result(index, std::move(m));
+    finish_if_done(sub);
+  }
+  void deliver_error(submission& sub, std::size_t index, std::exception_ptr e) {
+    ++stats_.done;
+    --sub.outstanding;
+    if (!sub.finished) sub.sink->on_error(index, e);
+    finish_if_done(sub);
+  }
+  void finish_if_done(submission& sub) {
+    if (sub.finished || !sub.input_done || sub.outstanding) return;
+    sub.finished = true;
+    sub.sink->on_finished();
+  }
+
+  void fail_everything(std::exception_ptr e) {
+    std::vector<std::shared_ptr<submission>> subs(feeding_.begin(), feeding_.end());
+    for (auto& t : queue_) subs.push_back(t.sub);
+    for (auto& [id, t] : inflight_) subs.push_back(t.sub);
+    queue_.clear();
+    inflight_.clear();
+    feeding_.clear();
+    for (auto& [rid, w] : workers_) w.tasks.clear();
+    for (auto& s : subs) {
+      if (s->finished) continue;
+      s->finished = true;
+      s->sink->on_error(0, e);
+      s->sink->on_finished();
+    }
+    check_ready();
+  }
+
+  std::shared_ptr<runtime> rt_;
+  pool_options options_;
+  std::uint64_t id_;
+  int target_ = 0;
+  int started_ = 0;
+  int start_failures_ = 0;
+  bool closed_ = false, terminating_ = false;
+  std::exception_ptr fatal_;
+  std::map<std::string, worker> workers_;
+  std::deque<task> queue_;
+  std::map<std::uint64_t, task> inflight_;
+  std::list<std::shared_ptr<submission>> feeding_;
+  std::uint64_t next_task_ = 1;
+  pool_stats stats_;
+  std::unique_ptr<asio::steady_timer> probe_timer_;
+  std::vector<unique_function<void()>> joined_waiters_, ready_waiters_;
+};
+
+// ---- the worker side ----------------------------------------------------------------------
+
+void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint64_t init_id,
+                      std::vector<std::string> init_frames) {
+  auto rt = context::default_context().runtime();
+  if (init_id) {
+    auto* entry = find_function(init_id);
+    if (!entry) throw error(errc::not_registered, "pool initializer is not registered in this worker");
+    std::vector<std::span<const std::byte>> blobs;
+    for (std::size_t i = 1; i < init_frames.size(); ++i)
+      blobs.emplace_back(reinterpret_cast<const std::byte*>(init_frames[i].data()), init_frames[i].size());
+    reader args({reinterpret_cast<const std::byte*>(init_frames.at(0).data()), init_frames[0].size()}, blobs);
+    writer ignored;
+    entry->invoke(args, ignored);
+  }
+  // With maxtasksperchild, never ask for more chunks than this worker will run.
+  int granted = maxtasks ? std::min(credit, maxtasks) : credit;
+  {
+    multipart m;
+    m.push_back(make_header(kind::pool_ready, pool_id, 0, static_cast<std::uint32_t>(granted)));
+    rt->send_upstream(std::move(m));
+  }
+  int done = 0;
+  for (;;) {
+    auto m = rt->next_service_message();
+    auto h = parse_header(m[0]);
+    if (h->type == kind::pool_stop) return;
+    if (m.size() < 3) throw error(errc::malformed_message, "malformed pool task");
+    std::uint64_t fn_id;
+    if (m[1].size() != sizeof fn_id) throw error(errc::malformed_message, "malformed pool task");
+    std::memcpy(&fn_id, m[1].data(), sizeof fn_id);
+    auto count = static_cast<std::size_t>(h->aux);
+    auto counts = pod_vector<std::uint32_t>(m[2], count);
+    auto* entry = find_function(fn_id);
+
+    std::vector<std::uint8_t> status(count, 0);
+    std::vector<std::uint32_t> out_counts(count, 0);
+    multipart out_frames;
+    std::size_t pos = 3;
+    for (std::size_t i = 0; i < count; ++i) {
+      try {
+        if (!entry) throw error(errc::not_registered, "function id " + std::to_string(fn_id) + " is not registered in this worker");
+        if (pos + counts[i] > m.size() || counts[i] == 0) throw error(errc::malformed_message, "malformed pool task");
+        std::vector<std::span<const std::byte>> blobs;
+        for (std::uint32_t k = 1; k < counts[i]; ++k)
+          blobs.emplace_back(static_cast<const std::byte*>(m[pos + k].data()), m[pos + k].size());
+        reader args({static_cast<const std::byte*>(m[pos].data()), m[pos].size()}, blobs);
+        writer result;
+        entry->invoke(args, result);
+        auto frames = rt->to_frames(result);
+        out_counts[i] = static_cast<std::uint32_t>(frames.size());
+        for (auto& f : frames) out_frames.push_back(std::move(f));
+      } catch (const std::exception& e) {
+        int st = 0;
+        std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &st), std::free);
+        status[i] = 1;
+        out_counts[i] = 2;
+        out_frames.emplace_back(std::string_view(st == 0 && name ? name.get() : typeid(e).name()));
+        out_frames.emplace_back(std::string_view(e.what()));
+      } catch (...) {
+        status[i] = 1;
+        out_counts[i] = 2;
+        out_frames.emplace_back(std::string_view("unknown"));
+        out_frames.emplace_back(std::string_view("an exception not derived from std::exception"));
+      }
+      pos += counts[i];
+    }
+    ++done;
+    // Give the credit back unless this worker is about to retire.
+    int give_back = (!maxtasks || granted < maxtasks) ? 1 : 0;
+    granted += give_back;
+    multipart reply;
+    reply.push_back(make_header(kind::pool_result, pool_id, h->request, static_cast<std::uint32_t>(give_back)));
+    reply.push_back(pod_frame(status));
+    reply.push_back(pod_frame(out_counts));
+    for (auto& f : out_frames) reply.push_back(std::move(f));
+    rt->send_upstream(std::move(reply));
+    if (maxtasks && done >= maxtasks) return;  // retire: the master starts a replacement
+  }
+}
+
+// ---- the non-template API -------------------------------------------------------------------
+
+std::shared_ptr<pool_core> make_pool_core(std::shared_ptr<runtime> rt, pool_options options) {
+  auto core = std::make_shared<pool_core>(rt, std::move(options));
+  rt->run_sync([&] { core->start(); });
+  return core;
+}
+
+void pool_submit(const std::shared_ptr<pool_core>& core, std::uint64_t function_id, std::size_t chunksize,
+                 std::size_t size_hint, std::shared_ptr<pool_sink> sink) {
+  core->submit(function_id, chunksize, size_hint, std::move(sink));
+}
+
+void pool_on_loop(const std::shared_ptr<pool_core>& core, unique_function<void(pool_core&)> f) {
+  core->rt().run_sync([&] { f(*core); });
+}
+
+void pool_check_open(const pool_core& core) {
+  if (!core.open()) throw error(errc::closed, "pool is closed: no more work can be submitted");
+}
+void pool_close(pool_core& core) { core.close(); }
+void pool_terminate(pool_core& core) { core.terminate(); }
+void pool_resize(pool_core& core, int processes) { core.resize(processes); }
+void pool_when_joined(pool_core& core, unique_function<void()> done) { core.when_joined(std::move(done)); }
+void pool_when_ready(pool_core& core, unique_function<void()> done) { core.when_ready(std::move(done)); }
+pool_stats pool_get_stats(pool_core& core) { return core.stats(); }
+void pool_pump(pool_core& core) { core.pump(); }
+std::shared_ptr<runtime> pool_runtime(const pool_core& core) { return core.rt_ptr(); }
+
+}  // namespace fiber::detail
+
+// ---- fiber::pool ----------------------------------------------------------------------------
+
+namespace fiber {
+
+pool::pool(context& ctx, pool_options options)
+    : rt_(ctx.runtime()), core_(detail::make_pool_core(rt_, std::move(options))) {}
+
+pool::~pool() {
+  if (!core_) return;
+  try {
+    detail::pool_on_loop(core_, [](detail::pool_core& c) { c.terminate(); });
+  } catch (const std::exception& e) {
+    detail::logf(log_level::error, "stopping a pool: ", e.what());
+  }
+}
+
+void pool::close() {
+  detail::pool_on_loop(core_, [](detail::pool_core& c) { c.close(); });
+}
+
+namespace {
+using arm_fn = void (*)(detail::pool_core&, detail::unique_function<void()>);
+
+/// An op that completes when `arm` calls back (on fiber's loop).
+op<void> when(const std::shared_ptr<detail::pool_core>& core, arm_fn arm) {
+  auto rt = detail::pool_runtime(*core);
+  struct body {
+    static asio::awaitable<void> run(std::shared_ptr<detail::pool_core> core, arm_fn arm) {
+      auto c = std::make_shared<detail::completion<std::monostate>>();
+      arm(*core, [c] { c->set_value({}); });
+      (void)co_await detail::await_completion(c);
+    }
+  };
+  return {rt, body::run(core, arm), [rt, core, arm] {
+            auto c = std::make_shared<detail::completion<std::monostate>>();
+            detail::pool_on_loop(core, [&](detail::pool_core& p) { arm(p, [c] { c->set_value({}); }); });
+            (void)detail::block_on_completion(*rt, c);
+          }};
+}
+}  // namespace
+
+op<void> pool::join() {
+  return when(core_, [](detail::pool_core& c, detail::unique_function<void()> done) {
+    if (c.open()) throw error(errc::not_started, "pool::join() before close() or terminate(): close the pool first");
+    c.when_joined(std::move(done));
+  });
+}
+
+op<void> pool::terminate() {
+  return when(core_, [](detail::pool_core& c, detail::unique_function<void()> done) {
+    c.terminate();
+    c.when_joined(std::move(done));
+  });
+}
+
+op<void> pool::ready() {
+  return when(core_, [](detail::pool_core& c, detail::unique_function<void()> done) { c.when_ready(std::move(done)); });
+}
+
+void pool::resize(int processes) {
+  detail::pool_on_loop(core_, [processes](detail::pool_core& c) { c.resize(processes); });
+}
+
+pool_stats pool::stats() const {
+  pool_stats s;
+  detail::pool_on_loop(core_, [&](detail::pool_core& c) { s = c.stats(); });
+  return s;
+}
+
+std::size_t pool::stream_bound(std::size_t chunksize) const {
+  // Enough finished results to keep every worker busy while the caller catches up.
+  std::size_t workers = 0;
+  detail::pool_on_loop(core_, [&](detail::pool_core& c) { workers = c.stats().workers; });
+  return std::max<std::size_t>(64, 8 * std::max<std::size_t>(1, workers) * std::max<std::size_t>(1, chunksize));
+}
+
+}  // namespace fiber

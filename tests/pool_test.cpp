@@ -1,0 +1,336 @@
+// fiber::pool on the local backend: real worker processes.
+#include <fcntl.h>
+#include <fiber/fiber.hpp>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <numeric>
+#include <ranges>
+#include <set>
+#include <thread>
+
+#include "support.hpp"
+
+namespace {
+int square(int x) { return x * x; }
+int add(int a, int b) { return a + b; }
+int my_pid(int) { return getpid(); }
+void nothing(int) {}
+int sleep_ms(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the task's work, not synchronization
+  return ms;
+}
+int fail_on_multiples_of_20(int x) {
+  if (x % 20 == 0) throw std::invalid_argument("multiple of 20: " + std::to_string(x));
+  return x;
+}
+// Each task reports its worker and then waits for a release: only possible if tasks that are
+// running at the same time are on different workers.
+int meet(int, fiber::simple_queue<int> arrived, fiber::simple_queue<int> release) {
+  arrived.put(getpid()).get();
+  return release.get().get();
+}
+// Creates `marker` (once, atomically) and then dies by `sig`; when it exists, returns x.
+int die_once(int x, std::string marker, int sig) {
+  int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd >= 0) {
+    ::close(fd);
+    ::raise(sig);
+    if (sig == SIGSTOP) ::pause();  // stay stopped even if someone continues us
+  }
+  return x;
+}
+int always_die(int) {
+  ::raise(SIGKILL);
+  return 0;
+}
+int fiber_test_unregistered(int x) { return x; }
+int initialized_value = 0;
+void set_value(int v) { initialized_value = v; }
+int read_value(int) { return initialized_value; }
+
+std::string marker_path(const char* name) {
+  auto p = std::filesystem::temp_directory_path() /
+           ("fiber-pool-" + std::to_string(getpid()) + "-" + name);
+  std::filesystem::remove(p);
+  return p.string();
+}
+}  // namespace
+FIBER_REMOTE(square);
+FIBER_REMOTE(add);
+FIBER_REMOTE(my_pid);
+FIBER_REMOTE(nothing);
+FIBER_REMOTE(sleep_ms);
+FIBER_REMOTE(fail_on_multiples_of_20);
+FIBER_REMOTE(meet);
+FIBER_REMOTE(die_once);
+FIBER_REMOTE(always_die);
+FIBER_REMOTE(set_value);
+FIBER_REMOTE(read_value);
+
+TEST(pool, map_of_3_and_1000_items) {
+  fiber::pool p(2);
+  EXPECT_EQ(p.map(&square, std::vector<int>{1, 2, 3}).get(), (std::vector<int>{1, 4, 9}));
+  std::vector<int> xs(1000);
+  std::iota(xs.begin(), xs.end(), 0);
+  auto ys = p.map(&square, xs).get();
+  ASSERT_EQ(ys.size(), 1000u);
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(ys[i], i * i);
+}
+
+TEST(pool, map_of_nothing_and_of_void_functions) {
+  fiber::pool p(2);
+  EXPECT_TRUE(p.map(&square, std::vector<int>{}).get().empty());
+  EXPECT_EQ(p.map(&nothing, std::vector<int>{1, 2}).get().size(), 2u);
+}
+
+TEST(pool, apply_with_arguments) {
+  fiber::pool p(2);
+  EXPECT_EQ(p.apply(&add, 40, 2).get(), 42);
+}
+
+TEST(pool, starmap_with_chunksize_1_and_10) {
+  fiber::pool p(2);
+  std::vector<std::tuple<int, int>> args;
+  for (int i = 0; i < 100; ++i) args.emplace_back(i, 2 * i);
+  for (std::size_t chunk : {1, 10}) {
+    auto r = p.starmap(&add, args, chunk).get();
+    ASSERT_EQ(r.size(), 100u);
+    for (int i = 0; i < 100; ++i) EXPECT_EQ(r[i], 3 * i) << chunk;
+  }
+}
+
+TEST(pool, imap_keeps_order) {
+  fiber::pool p(3);
+  std::vector<int> xs{30, 1, 20, 2, 10, 3};  // slower tasks first: arrival order differs
+  auto stream = p.imap(&sleep_ms, xs);
+  std::vector<int> got;
+  while (auto v = stream.next().get()) got.push_back(*v);
+  EXPECT_EQ(got, xs);
+}
+
+TEST(pool, imap_unordered_returns_everything) {
+  fiber::pool p(3);
+  std::vector<int> xs(50);
+  std::iota(xs.begin(), xs.end(), 0);
+  auto stream = p.imap_unordered(&square, xs, 4);
+  std::multiset<int> got;
+  while (auto v = stream.next().get()) got.insert(*v);
+  std::multiset<int> expected;
+  for (int x : xs) expected.insert(x * x);
+  EXPECT_EQ(got, expected);
+}
+
+TEST(pool, async_handles_are_awaited_in_any_order) {
+  fiber::pool p(2);
+  auto a = p.apply_async(&add, 1, 2);
+  auto b = p.map_async(&square, std::vector<int>{4, 5});
+  auto c = p.starmap_async(&add, std::vector<std::tuple<int, int>>{{1, 1}, {2, 2}});
+  EXPECT_EQ(std::move(c).get(), (std::vector<int>{2, 4}));
+  EXPECT_EQ(std::move(a).get(), 3);
+  EXPECT_EQ(std::move(b).get(), (std::vector<int>{16, 25}));
+}
+
+TEST(pool, five_thousand_apply_async_of_1ms_in_rounds_of_5) {
+  fiber::pool p(4);
+  int total = 0;
+  for (int round = 0; round < 1000; ++round) {
+    std::vector<fiber::op<int>> handles;
+    for (int i = 0; i < 5; ++i) handles.push_back(p.apply_async(&sleep_ms, 1));
+    for (auto& h : handles) total += std::move(h).get();
+  }
+  EXPECT_EQ(total, 5000);
+}
+
+TEST(pool, tasks_talking_over_queues_with_chunksize_1_do_not_deadlock_and_spread_over_workers) {
+  fiber::pool p(4);
+  p.ready().get();
+  fiber::simple_queue<int> arrived, release;
+  std::vector<std::tuple<int, fiber::simple_queue<int>, fiber::simple_queue<int>>> args;
+  for (int i = 0; i < 4; ++i) args.emplace_back(i, arrived, release);
+  auto all = p.starmap_async(&meet, args, 1);
+  std::set<int> pids;
+  for (int i = 0; i < 4; ++i) pids.insert(arrived.get().get());
+  EXPECT_EQ(pids.size(), 4u);  // four tasks ran at once, one on each worker
+  for (int i = 0; i < 4; ++i) release.put(i).get();
+  auto r = std::move(all).get();
+  std::sort(r.begin(), r.end());
+  EXPECT_EQ(r, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(pool, every_worker_gets_a_fair_share) {
+  fiber::pool p(4);
+  p.ready().get();
+  std::vector<int> xs(400, 0);
+  auto pids = p.map(&my_pid, xs, 1).get();
+  std::map<int, int> per_worker;
+  for (int pid : pids) ++per_worker[pid];
+  EXPECT_EQ(per_worker.size(), 4u);
+}
+
+TEST(pool, five_percent_of_tasks_raising_leave_the_rest_intact) {
+  fiber::pool p(2);
+  std::vector<int> xs(200);
+  std::iota(xs.begin(), xs.end(), 1);
+  auto stream = p.imap(&fail_on_multiples_of_20, xs, 7);
+  for (int x : xs) {
+    if (x % 20 == 0) {
+      try {
+        (void)stream.next().get();
+        ADD_FAILURE() << "expected remote_error at " << x;
+      } catch (const fiber::remote_error& e) {
+        EXPECT_EQ(e.type(), "std::invalid_argument");
+        EXPECT_EQ(e.message(), "multiple of 20: " + std::to_string(x));
+      }
+    } else {
+      EXPECT_EQ(stream.next().get(), x);
+    }
+  }
+  EXPECT_EQ(stream.next().get(), std::nullopt);
+  // map fails with the error; the pool and its workers go on
+  fiber_test::expect_error([&] { (void)p.map(&fail_on_multiples_of_20, xs).get(); }, fiber::errc::remote_error,
+                           "multiple of 20");
+  EXPECT_EQ(p.apply(&square, 3).get(), 9);
+  EXPECT_EQ(p.stats().workers_lost, 0u);
+}
+
+TEST(pool, worker_killed_mid_map_has_its_tasks_rerun_exactly_once) {
+  fiber::pool p(3);
+  auto marker = marker_path("kill");     // task 30 kills its worker the first time
+  auto present = marker_path("present");  // the others find their marker made: they never die
+  ::close(::open(present.c_str(), O_CREAT | O_WRONLY, 0600));
+  std::vector<std::tuple<int, std::string, int>> args;
+  for (int i = 0; i < 60; ++i) args.emplace_back(i, i == 30 ? marker : present, SIGKILL);
+  auto r = p.starmap(&die_once, args, 1).get();
+  std::vector<int> expected(60);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(r, expected);
+  auto s = p.stats();
+  EXPECT_EQ(s.workers_lost, 1u);
+  EXPECT_GE(s.retried, 1u);
+  EXPECT_EQ(s.workers, 3u);  // replaced
+  std::filesystem::remove(marker);
+  std::filesystem::remove(present);
+}
+
+TEST(pool, task_that_kills_every_worker_fails_alone_with_worker_lost) {
+  fiber::pool p(fiber::pool_options{.processes = 2, .max_attempts = 2});
+  auto bad = p.apply_async(&always_die, 1);
+  auto good = p.map_async(&square, std::vector<int>{1, 2, 3});
+  fiber_test::expect_error([&] { (void)std::move(bad).get(); }, fiber::errc::worker_lost, "max_attempts");
+  EXPECT_EQ(std::move(good).get(), (std::vector<int>{1, 4, 9}));
+  EXPECT_EQ(p.stats().workers_lost, 2u);
+}
+
+TEST(pool, without_retries_a_lost_task_fails_at_once) {
+  fiber::pool p(fiber::pool_options{.processes = 2, .retry = false});
+  fiber_test::expect_error([&] { (void)p.apply(&always_die, 1).get(); }, fiber::errc::worker_lost, "retries are off");
+  EXPECT_EQ(p.stats().workers_lost, 1u);
+  EXPECT_EQ(p.apply(&square, 5).get(), 25);
+}
+
+TEST(pool, stopped_worker_is_detected_by_heartbeat_and_its_task_rerun) {
+  fiber::context ctx(fiber::config::load({{"heartbeat_interval_ms", "50"}, {"heartbeat_timeout_ms", "300"}}));
+  fiber::pool p(ctx, {.processes = 2});
+  auto marker = marker_path("stop");
+  auto r = p.apply(&die_once, 7, marker, SIGSTOP).get();
+  EXPECT_EQ(r, 7);
+  EXPECT_EQ(p.stats().workers_lost, 1u);
+  std::filesystem::remove(marker);
+}
+
+TEST(pool, initializer_runs_in_every_worker) {
+  fiber::pool p(fiber::pool_options{.processes = 2, .initializer = fiber::bind_remote(&set_value, 17)});
+  auto r = p.map(&read_value, std::vector<int>(10, 0), 1).get();
+  EXPECT_EQ(r, std::vector<int>(10, 17));
+}
+
+TEST(pool, maxtasksperchild_replaces_workers) {
+  fiber::pool p(fiber::pool_options{.processes = 2, .maxtasksperchild = 1});
+  auto pids = p.map(&my_pid, std::vector<int>(6, 0), 1).get();
+  EXPECT_EQ(std::set<int>(pids.begin(), pids.end()).size(), 6u);
+  EXPECT_EQ(p.stats().workers_lost, 0u);
+}
+
+TEST(pool, resize_while_working_loses_nothing) {
+  fiber::pool p(2);
+  std::vector<int> xs(100, 1);
+  auto work = p.map_async(&sleep_ms, xs, 1);
+  p.resize(1);
+  p.resize(3);
+  EXPECT_EQ(std::move(work).get(), xs);
+  EXPECT_EQ(p.stats().workers, 3u);
+}
+
+TEST(pool, imap_over_a_long_input_keeps_a_bounded_number_of_tasks) {
+  fiber::pool p(2);
+  auto xs = std::views::iota(0, 200000);
+  auto stream = p.imap(&square, xs, 100);
+  std::size_t most = 0;
+  for (int i = 0; i < 200000; ++i) {
+    auto v = stream.next().get();
+    ASSERT_TRUE(v);
+    ASSERT_EQ(*v, i * i);
+    if (i % 5000 == 0) {
+      auto s = p.stats();
+      most = std::max(most, s.queued + s.running);
+    }
+  }
+  EXPECT_EQ(stream.next().get(), std::nullopt);
+  // Queued: at most the feeding window (workers x credit x 2 chunks); running: at most the
+  // workers' credit (workers x 2 chunks); chunks of 100.
+  EXPECT_LE(most, (2u * 2u * 2u + 2u * 2u) * 100u);
+}
+
+TEST(pool, close_join_and_misuse) {
+  fiber::pool p(2);
+  EXPECT_EQ(p.apply(&square, 2).get(), 4);
+  fiber_test::expect_error([&] { p.join().get(); }, fiber::errc::not_started, "close");
+  p.close();
+  fiber_test::expect_error([&] { (void)p.map(&square, std::vector<int>{1}); }, fiber::errc::closed);
+  fiber_test::expect_error([&] { (void)p.apply_async(&square, 1); }, fiber::errc::closed);
+  p.join().get();
+  EXPECT_EQ(p.stats().workers, 0u);
+}
+
+TEST(pool, terminate_fails_unfinished_work) {
+  fiber::pool p(1);
+  auto slow = p.apply_async(&sleep_ms, 60000);
+  p.terminate().get();
+  fiber_test::expect_error([&] { (void)std::move(slow).get(); }, fiber::errc::closed, "terminated");
+}
+
+TEST(pool, bad_input) {
+  fiber_test::expect_error([] { fiber::pool p(-1); }, fiber::errc::config_error, "processes");
+  fiber::pool p(1);
+  fiber_test::expect_error([&] { (void)p.apply(&fiber_test_unregistered, 1); }, fiber::errc::not_registered,
+                           "FIBER_REMOTE");
+}
+
+namespace {
+asio::awaitable<void> use_pool(fiber::context& ctx, std::vector<int>& out) {
+  fiber::pool p(ctx, {.processes = 2});
+  co_await p.ready();
+  std::vector<int> xs{1, 2, 3};
+  out = co_await p.map(&square, xs);
+  out.push_back(co_await p.apply(&add, 1, 1));
+  co_await p.terminate();
+}
+}  // namespace
+
+TEST(pool, awaitable_on_the_callers_io_context) {
+  asio::io_context io;
+  fiber::context ctx(io);
+  std::vector<int> result;
+  asio::co_spawn(io, use_pool(ctx, result), [&](std::exception_ptr e) {
+    ctx.stop();
+    if (e) std::rethrow_exception(e);
+  });
+  io.run();
+  EXPECT_EQ(result, (std::vector<int>{1, 4, 9, 2}));
+}
