@@ -144,6 +144,10 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     auto& w = it->second;
     if (h.type == kind::pool_ready) {
       w.connected = true;
+      if (w.leaving) {  // told to leave before it could be reached
+        send_stop(w);
+        return;
+      }
       grant(w, static_cast<int>(h.aux));
       check_ready();
     } else if (h.type == kind::pool_result) {
@@ -289,6 +293,10 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
 
   void retire(worker& w) {
     w.leaving = true;
+    if (w.connected) send_stop(w);  // else when it connects (pool_ready)
+  }
+
+  void send_stop(worker& w) {
     multipart m;
     m.push_back(make_header(kind::pool_stop, id_));
     rt_->send_to_child(w.rid, std::move(m));
