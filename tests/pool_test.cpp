@@ -50,6 +50,12 @@ int always_die(int) {
   return 0;
 }
 int fiber_test_unregistered(int x) { return x; }
+// Large arguments and results travel as frames of their own inside a packed chunk.
+std::vector<double> scale_big(std::vector<double> v) {
+  if (v.size() == 3) throw std::length_error("three is not allowed");
+  for (auto& x : v) x *= 2;
+  return v;
+}
 int initialized_value = 0;
 void set_value(int v) { initialized_value = v; }
 int read_value(int) { return initialized_value; }
@@ -72,6 +78,7 @@ FIBER_REMOTE(die_once);
 FIBER_REMOTE(always_die);
 FIBER_REMOTE(set_value);
 FIBER_REMOTE(read_value);
+FIBER_REMOTE(scale_big);
 
 TEST(pool, map_of_3_and_1000_items) {
   fiber::pool p(2);
@@ -87,6 +94,19 @@ TEST(pool, map_of_nothing_and_of_void_functions) {
   fiber::pool p(2);
   EXPECT_TRUE(p.map(&square, std::vector<int>{}).get().empty());
   EXPECT_EQ(p.map(&nothing, std::vector<int>{1, 2}).get().size(), 2u);
+}
+
+TEST(pool, large_arguments_and_results_mixed_with_small_ones_and_errors) {
+  fiber::pool p(2);
+  std::vector<std::vector<double>> xs{std::vector<double>(50000, 1.0), {1.0, 2.0}, std::vector<double>(3, 1.0),
+                                      std::vector<double>(20000, 3.0), {}};
+  auto stream = p.imap(&scale_big, xs, 5);  // one chunk holds them all
+  EXPECT_EQ(stream.next().get(), std::vector<double>(50000, 2.0));
+  EXPECT_EQ(stream.next().get(), (std::vector<double>{2.0, 4.0}));
+  fiber_test::expect_error([&] { (void)stream.next().get(); }, fiber::errc::remote_error, "three is not allowed");
+  EXPECT_EQ(stream.next().get(), std::vector<double>(20000, 6.0));
+  EXPECT_EQ(stream.next().get(), std::vector<double>{});
+  EXPECT_EQ(stream.next().get(), std::nullopt);
 }
 
 TEST(pool, apply_with_arguments) {

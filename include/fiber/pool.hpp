@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <iterator>
 #include <map>
@@ -66,12 +67,28 @@ struct pool_stats {
 namespace detail {
 class pool_core;
 
+/// Appends one item to a chunk: [u32 inline bytes][u32 large frames][inline bytes]; its large
+/// ranges become frames of the chunk (writer::blobs), in order.
+template <class Encode>
+void append_item(writer& chunk, Encode&& encode) {
+  auto& head = chunk.head();
+  auto at = head.size();
+  head.append(8, '\0');
+  auto blobs_before = chunk.blobs().size();
+  encode(chunk);
+  auto bytes = static_cast<std::uint32_t>(head.size() - at - 8);
+  auto blobs = static_cast<std::uint32_t>(chunk.blobs().size() - blobs_before);
+  std::memcpy(&head[at], &bytes, 4);
+  std::memcpy(&head[at + 4], &blobs, 4);
+}
+
 /// One submitted batch of calls; the core calls it on fiber's loop thread.
 class pool_sink {
  public:
   virtual ~pool_sink() = default;
-  /// Encodes up to `n` more items (argument tuples); none when the input has run out.
-  virtual std::vector<writer> next_items(std::size_t n) = 0;
+  /// Appends up to `n` more items (argument tuples) to `chunk` with append_item; returns how
+  /// many (0 when the input has run out).
+  virtual std::size_t next_items(std::size_t n, writer& chunk) = 0;
   /// False while the caller has not consumed enough results (imap's bound on memory).
   virtual bool wants_more() const { return true; }
   virtual void on_result(std::size_t index, message result) = 0;
@@ -106,13 +123,11 @@ class map_sink final : public pool_sink {
  public:
   map_sink(It first, It last, Encode encode, std::shared_ptr<completion<std::vector<R>>> done)
       : it_(first), last_(last), encode_(std::move(encode)), done_(std::move(done)) {}
-  std::vector<writer> next_items(std::size_t n) override {
-    std::vector<writer> out;
-    for (; n && it_ != last_ && !done_->done; --n, ++it_) {
-      out.emplace_back();
-      encode_(out.back(), *it_);
-    }
-    return out;
+  std::size_t next_items(std::size_t n, writer& chunk) override {
+    std::size_t k = 0;
+    for (; k < n && it_ != last_ && !done_->done; ++k, ++it_)
+      append_item(chunk, [&](writer& w) { encode_(w, *it_); });
+    return k;
   }
   void on_result(std::size_t index, message m) override {
     if (done_->done) return;
@@ -144,14 +159,11 @@ template <class R, class Args>
 class single_sink final : public pool_sink {
  public:
   single_sink(Args args, std::shared_ptr<completion<R>> done) : args_(std::move(args)), done_(std::move(done)) {}
-  std::vector<writer> next_items(std::size_t) override {
-    std::vector<writer> out;
-    if (!sent_) {
-      sent_ = true;
-      out.emplace_back();
-      out.back().value(args_);
-    }
-    return out;
+  std::size_t next_items(std::size_t, writer& chunk) override {
+    if (sent_) return 0;
+    sent_ = true;
+    append_item(chunk, [&](writer& w) { w.value(args_); });
+    return 1;
   }
   void on_result(std::size_t, message m) override {
     try {
@@ -185,13 +197,10 @@ class stream_sink final : public pool_sink, public stream_source<R> {
  public:
   stream_sink(It first, It last, Encode encode, bool ordered, std::size_t bound)
       : it_(first), last_(last), encode_(std::move(encode)), ordered_(ordered), bound_(bound) {}
-  std::vector<writer> next_items(std::size_t n) override {
-    std::vector<writer> out;
-    for (; n && it_ != last_; --n, ++it_) {
-      out.emplace_back();
-      encode_(out.back(), *it_);
-    }
-    return out;
+  std::size_t next_items(std::size_t n, writer& chunk) override {
+    std::size_t k = 0;
+    for (; k < n && it_ != last_; ++k, ++it_) append_item(chunk, [&](writer& w) { encode_(w, *it_); });
+    return k;
   }
   bool wants_more() const override { return ready_.size() + parked_.size() < bound_; }
   void on_result(std::size_t index, message m) override { arrive(index, entry{std::in_place_index<1>, std::move(m)}); }

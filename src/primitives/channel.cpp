@@ -10,9 +10,8 @@
 namespace fiber::detail {
 
 std::span<const std::byte> message::head() const noexcept {
-  if (!frames_ || frames_->parts.empty()) return {};
-  auto& f = frames_->parts.front();
-  return {static_cast<const std::byte*>(f.data()), f.size()};
+  if (!frames_) return {};
+  return frames_->head;
 }
 
 std::span<const std::span<const std::byte>> message::blobs() const noexcept {
@@ -72,11 +71,7 @@ namespace {
 std::optional<message> to_message(std::error_code ec, multipart&& parts) {
   if (ec == errc::timeout) return std::nullopt;
   if (ec) throw error(ec, "receiving from a queue or pipe failed: " + ec.message());
-  auto f = std::make_shared<message::frames>();
-  f->parts = std::move(parts);
-  for (std::size_t i = 1; i < f->parts.size(); ++i)
-    f->blob_spans.emplace_back(static_cast<const std::byte*>(f->parts[i].data()), f->parts[i].size());
-  return message(std::move(f));
+  return message(message::frames::whole(std::move(parts)));
 }
 }  // namespace
 

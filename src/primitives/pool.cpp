@@ -3,10 +3,11 @@
 // Messages (see runtime/protocol.hpp), channel = pool id:
 //   pool_ready   worker -> master  aux = chunks it can take now (its credit)
 //   pool_task    master -> worker  request = task id, aux = items;
-//                                  frames: function id (u64), frame counts (u32 per item), items' frames
+//                                  frames: function id (u64), the packed items, their large frames
 //   pool_result  worker -> master  request = task id, aux = credit it gives back;
-//                                  frames: status (u8 per item: 0 result, 1 exception),
-//                                  frame counts (u32 per item), items' frames (result | type, message)
+//                                  frames: the packed results, their large frames
+// Packed: per item [u32 inline bytes][u32 large frames][inline bytes] (see detail::append_item);
+// a result item starts with a status byte (0 value, 1 exception: "type\0message").
 //   pool_stop    master -> worker  finish what was sent, then exit
 #include <cxxabi.h>
 #include <unistd.h>
@@ -34,16 +35,40 @@ namespace fiber::detail {
 namespace {
 std::atomic<std::uint64_t> next_pool_id{1};
 
-template <class T>
-zmq::message_t pod_frame(const std::vector<T>& v) {
-  return zmq::message_t(v.data(), v.size() * sizeof(T));
-}
-template <class T>
-std::vector<T> pod_vector(const zmq::message_t& m, std::size_t count) {
-  if (m.size() != count * sizeof(T)) throw error(errc::malformed_message, "malformed pool message: index frame size");
-  std::vector<T> v(count);
-  if (count) std::memcpy(v.data(), m.data(), m.size());
-  return v;
+struct packed_item {
+  std::uint8_t status = 0;
+  std::span<const std::byte> head;
+  std::vector<std::span<const std::byte>> blobs;
+};
+
+/// Reads `count` packed items from frame `at` of `frames` (large frames follow it); bounds-checked.
+std::vector<packed_item> unpack(const multipart& frames, std::size_t at, std::size_t count, bool with_status) {
+  if (at >= frames.size()) throw error(errc::malformed_message, "malformed pool message: missing packed frame");
+  auto* p = static_cast<const std::byte*>(frames[at].data());
+  std::size_t size = frames[at].size(), pos = 0, next_blob = at + 1;
+  auto need = [&](std::size_t n) {
+    if (n > size - pos) throw error(errc::malformed_message, "malformed pool message: truncated item");
+  };
+  std::vector<packed_item> out(count);
+  for (auto& item : out) {
+    if (with_status) {
+      need(1);
+      item.status = static_cast<std::uint8_t>(p[pos++]);
+    }
+    std::uint32_t bytes, blobs;
+    need(8);
+    std::memcpy(&bytes, p + pos, 4);
+    std::memcpy(&blobs, p + pos + 4, 4);
+    pos += 8;
+    need(bytes);
+    item.head = {p + pos, bytes};
+    pos += bytes;
+    if (blobs > frames.size() - next_blob) throw error(errc::malformed_message, "malformed pool message: missing large frame");
+    for (std::uint32_t k = 0; k < blobs; ++k, ++next_blob)
+      item.blobs.emplace_back(static_cast<const std::byte*>(frames[next_blob].data()), frames[next_blob].size());
+  }
+  if (pos != size) throw error(errc::malformed_message, "malformed pool message: trailing bytes");
+  return out;
 }
 }  // namespace
 
@@ -175,8 +200,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     std::uint64_t id = 0;
     std::shared_ptr<submission> sub;
     std::size_t first = 0, count = 0;
-    std::vector<std::uint32_t> frame_counts;
-    std::vector<std::shared_ptr<zmq::message_t>> frames;  // kept to send again after a loss
+    std::vector<std::shared_ptr<zmq::message_t>> frames;  // packed items + large frames, kept for a resend
     int attempts = 0;
     std::string worker;  // while in flight
   };
@@ -358,8 +382,9 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
         ++it;
         continue;
       }
-      auto items = sub->sink->next_items(sub->chunksize);
-      if (items.empty()) {
+      writer chunk;
+      auto count = sub->sink->next_items(sub->chunksize, chunk);
+      if (!count) {
         sub->input_done = true;
         finish_if_done(*sub);
         continue;
@@ -368,14 +393,10 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       t.id = next_task_++;
       t.sub = sub;
       t.first = sub->next_index;
-      t.count = items.size();
-      sub->next_index += items.size();
-      sub->outstanding += items.size();
-      for (auto& w : items) {
-        auto frames = rt_->to_frames(w);
-        t.frame_counts.push_back(static_cast<std::uint32_t>(frames.size()));
-        for (auto& f : frames) t.frames.push_back(std::make_shared<zmq::message_t>(std::move(f)));
-      }
+      t.count = count;
+      sub->next_index += count;
+      sub->outstanding += count;
+      for (auto& f : rt_->to_frames(chunk)) t.frames.push_back(std::make_shared<zmq::message_t>(std::move(f)));
       queue_.push_back(std::move(t));
     }
     std::erase_if(feeding_, [](auto& s) { return s->input_done; });
@@ -402,7 +423,6 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       multipart m;
       m.push_back(make_header(kind::pool_task, id_, t.id, static_cast<std::uint32_t>(t.count)));
       m.emplace_back(&t.sub->function_id, sizeof t.sub->function_id);
-      m.push_back(pod_frame(t.frame_counts));
       for (auto& f : t.frames) m.emplace_back(f->data(), f->size());  // copy: kept for a resend
       if (auto ec = rt_->try_send_to_child(rid, std::move(m))) {
         queue_.push_front(std::move(t));
@@ -425,24 +445,24 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     auto t = std::move(it->second);
     inflight_.erase(it);
     try {
-      if (payload.size() < 2) throw error(errc::malformed_message, "malformed pool result");
-      auto status = pod_vector<std::uint8_t>(payload[0], t.count);
-      auto counts = pod_vector<std::uint32_t>(payload[1], t.count);
-      std::size_t pos = 2;
+      if (payload.empty()) throw error(errc::malformed_message, "malformed pool result: no frames");
+      auto shared = std::make_shared<multipart>(std::move(payload));
+      auto items = unpack(*shared, 0, t.count, true);
       for (std::size_t i = 0; i < t.count; ++i) {
-        if (pos + counts[i] > payload.size() || counts[i] == 0) throw error(errc::malformed_message, "malformed pool result");
-        if (status[i] == 0) {
+        auto& it = items[i];
+        if (it.status == 0) {
           auto f = std::make_shared<message::frames>();
-          for (std::uint32_t k = 0; k < counts[i]; ++k) f->parts.push_back(std::move(payload[pos + k]));
-          for (std::size_t k = 1; k < f->parts.size(); ++k)
-            f->blob_spans.emplace_back(static_cast<const std::byte*>(f->parts[k].data()), f->parts[k].size());
+          f->parts = shared;
+          f->head = it.head;
+          f->blob_spans = std::move(it.blobs);
           deliver_result(*t.sub, t.first + i, message(std::move(f)));
         } else {
-          auto type = payload[pos].to_string();
-          auto text = counts[i] > 1 ? payload[pos + 1].to_string() : std::string();
-          deliver_error(*t.sub, t.first + i, std::make_exception_ptr(remote_error(type, text, w.proc->name)));
+          std::string text(reinterpret_cast<const char*>(it.head.data()), it.head.size());
+          auto nul = text.find('\0');
+          auto type = text.substr(0, nul);
+          auto what = nul == std::string::npos ? std::string() : text.substr(nul + 1);
+          deliver_error(*t.sub, t.first + i, std::make_exception_ptr(remote_error(type, what, w.proc->name)));
         }
-        pos += counts[i];
       }
     } catch (const std::exception&) {
       auto e = std::current_exception();
@@ -505,6 +525,19 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
 
 // ---- the worker side ----------------------------------------------------------------------
 
+namespace {
+/// Replaces whatever the failed item appended after its status byte with "type\0message".
+void failed(writer& results, std::size_t status_at, std::size_t blobs_at, const std::string& type,
+            const std::string& what) {
+  auto& head = results.head();
+  head.resize(status_at);
+  results.blobs().resize(blobs_at);
+  head.push_back('\1');
+  std::string text = type + '\0' + what;
+  append_item(results, [&](writer& w) { w.bytes(text.data(), text.size()); });
+}
+}  // namespace
+
 void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint64_t init_id,
                       std::vector<std::string> init_frames) {
   auto rt = context::default_context().runtime();
@@ -534,41 +567,28 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
     std::uint64_t fn_id;
     if (m[1].size() != sizeof fn_id) throw error(errc::malformed_message, "malformed pool task");
     std::memcpy(&fn_id, m[1].data(), sizeof fn_id);
-    auto count = static_cast<std::size_t>(h->aux);
-    auto counts = pod_vector<std::uint32_t>(m[2], count);
+    auto items = unpack(m, 2, static_cast<std::size_t>(h->aux), false);
     auto* entry = find_function(fn_id);
 
-    std::vector<std::uint8_t> status(count, 0);
-    std::vector<std::uint32_t> out_counts(count, 0);
-    multipart out_frames;
-    std::size_t pos = 3;
-    for (std::size_t i = 0; i < count; ++i) {
+    writer results;
+    for (auto& item : items) {
+      auto& head = results.head();
+      auto status_at = head.size();
+      auto blobs_at = results.blobs().size();
+      head.push_back('\0');
       try {
         if (!entry) throw error(errc::not_registered, "function id " + std::to_string(fn_id) + " is not registered in this worker");
-        if (pos + counts[i] > m.size() || counts[i] == 0) throw error(errc::malformed_message, "malformed pool task");
-        std::vector<std::span<const std::byte>> blobs;
-        for (std::uint32_t k = 1; k < counts[i]; ++k)
-          blobs.emplace_back(static_cast<const std::byte*>(m[pos + k].data()), m[pos + k].size());
-        reader args({static_cast<const std::byte*>(m[pos].data()), m[pos].size()}, blobs);
-        writer result;
-        entry->invoke(args, result);
-        auto frames = rt->to_frames(result);
-        out_counts[i] = static_cast<std::uint32_t>(frames.size());
-        for (auto& f : frames) out_frames.push_back(std::move(f));
+        append_item(results, [&](writer& out) {
+          reader args(item.head, item.blobs);
+          entry->invoke(args, out);
+        });
       } catch (const std::exception& e) {
         int st = 0;
         std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &st), std::free);
-        status[i] = 1;
-        out_counts[i] = 2;
-        out_frames.emplace_back(std::string_view(st == 0 && name ? name.get() : typeid(e).name()));
-        out_frames.emplace_back(std::string_view(e.what()));
+        failed(results, status_at, blobs_at, st == 0 && name ? name.get() : typeid(e).name(), e.what());
       } catch (...) {
-        status[i] = 1;
-        out_counts[i] = 2;
-        out_frames.emplace_back(std::string_view("unknown"));
-        out_frames.emplace_back(std::string_view("an exception not derived from std::exception"));
+        failed(results, status_at, blobs_at, "unknown", "an exception not derived from std::exception");
       }
-      pos += counts[i];
     }
     ++done;
     // Give the credit back unless this worker is about to retire.
@@ -576,9 +596,7 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
     granted += give_back;
     multipart reply;
     reply.push_back(make_header(kind::pool_result, pool_id, h->request, static_cast<std::uint32_t>(give_back)));
-    reply.push_back(pod_frame(status));
-    reply.push_back(pod_frame(out_counts));
-    for (auto& f : out_frames) reply.push_back(std::move(f));
+    for (auto& f : rt->to_frames(results)) reply.push_back(std::move(f));
     rt->send_upstream(std::move(reply));
     if (maxtasks && done >= maxtasks) return;  // retire: the master starts a replacement
   }

@@ -54,9 +54,21 @@ class service {
   virtual void on_message(const std::string& peer, const header& h, multipart&& payload) = 0;
 };
 
+/// A received message: spans into frames it keeps alive (whole frames, or a slice of a frame
+/// shared with other messages, as pool results are).
 struct message::frames {
-  multipart parts;  // payload frames: head, then blobs
+  std::shared_ptr<multipart> parts;
+  std::span<const std::byte> head;
   std::vector<std::span<const std::byte>> blob_spans;
+  /// head = the first frame, blobs = the others.
+  static std::shared_ptr<frames> whole(multipart&& payload) {
+    auto f = std::make_shared<frames>();
+    f->parts = std::make_shared<multipart>(std::move(payload));
+    auto& p = *f->parts;
+    if (!p.empty()) f->head = {static_cast<const std::byte*>(p[0].data()), p[0].size()};
+    for (std::size_t i = 1; i < p.size(); ++i) f->blob_spans.emplace_back(static_cast<const std::byte*>(p[i].data()), p[i].size());
+    return f;
+  }
 };
 
 class runtime : public std::enable_shared_from_this<runtime> {

@@ -1,0 +1,152 @@
+// Pool overhead, throughput and start, computed the way ../shared/anchors/pool_overhead.py and
+// pool_throughput.py compute them for multiprocessing.
+#include <benchmark/benchmark.h>
+#include <dirent.h>
+#include <fiber/fiber.hpp>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <numeric>
+#include <thread>
+
+namespace {
+int sleep_us(int us) {
+  if (us) std::this_thread::sleep_for(std::chrono::microseconds(us));
+  return us;
+}
+int identity(int x) { return x; }
+}  // namespace
+FIBER_REMOTE(sleep_us);
+FIBER_REMOTE(identity);
+
+namespace {
+using clock_type = std::chrono::steady_clock;
+
+// Mean real duration of sleep_for(d) here: what "ideal_cal" uses.
+double measured_sleep_s(int us) {
+  if (!us) return 0;
+  auto t0 = clock_type::now();
+  for (int i = 0; i < 300; ++i) std::this_thread::sleep_for(std::chrono::microseconds(us));
+  return std::chrono::duration<double>(clock_type::now() - t0).count() / 300;
+}
+
+void pool_overhead(benchmark::State& state) {
+  const int workers = static_cast<int>(state.range(0)), d_us = static_cast<int>(state.range(1));
+  const int n = d_us >= 10000 ? 500 : 5000;
+  const double d_cal = measured_sleep_s(d_us);
+  fiber::pool p(workers);
+  p.ready().get();
+  (void)p.map(&sleep_us, std::vector<int>(workers * 4, 0), 1).get();  // warm-up
+  std::vector<int> xs(n, d_us);
+  double wall = 0;
+  for (auto _ : state) {
+    auto t0 = clock_type::now();
+    auto r = p.map(&sleep_us, xs, 1).get();
+    wall = std::chrono::duration<double>(clock_type::now() - t0).count();
+    state.SetIterationTime(wall);
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["ovh_us"] = (wall - n * (d_us / 1e6) / workers) / n * 1e6;
+  state.counters["ovh_cal_us"] = (wall - n * d_cal / workers) / n * 1e6;
+}
+BENCHMARK(pool_overhead)
+    ->ArgsProduct({{2, 4}, {0, 1000, 10000}})
+    ->ArgNames({"W", "D_us"})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(3);
+
+void pool_throughput(benchmark::State& state) {
+  const int workers = static_cast<int>(state.range(0));
+  const auto chunksize = static_cast<std::size_t>(state.range(1));
+  fiber::pool p(workers);
+  p.ready().get();
+  std::vector<int> xs(100000);
+  std::iota(xs.begin(), xs.end(), 0);
+  (void)p.map(&identity, xs, chunksize).get();  // warm-up
+  for (auto _ : state) {
+    auto r = p.map(&identity, xs, chunksize).get();
+    if (r.back() != 99999) state.SkipWithError("wrong result");
+  }
+  state.counters["tasks_per_s"] = benchmark::Counter(static_cast<double>(xs.size()), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(pool_throughput)
+    ->ArgsProduct({{2, 4}, {0, 1000}})
+    ->ArgNames({"W", "chunksize"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Repetitions(3);
+
+// From constructing the pool until all of its workers are ready.
+void pool_start(benchmark::State& state) {
+  const int workers = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+    fiber::pool p(workers);
+    p.ready().get();
+    state.PauseTiming();
+    p.terminate().get();
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(pool_start)->Arg(2)->Arg(4)->ArgName("W")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
+
+// Pool worker pids: children of this process that are not the fork server.
+std::vector<int> worker_pids() {
+  std::vector<int> out;
+  DIR* d = opendir("/proc");
+  while (auto* e = readdir(d)) {
+    int pid = std::atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    int ppid = 0;
+    char st = 0;
+    if (std::sscanf(line.c_str() + line.rfind(')') + 1, " %c %d", &st, &ppid) != 2 || ppid != getpid()) continue;
+    std::ifstream cmd("/proc/" + std::string(e->d_name) + "/cmdline");
+    std::string c((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (c.find("--fiber-zygote") == std::string::npos) out.push_back(pid);
+  }
+  closedir(d);
+  return out;
+}
+
+// W=4, D=1 ms, N=5000, with one worker SIGKILLed every second: results stay exact.
+void pool_overhead_with_kills(benchmark::State& state) {
+  const int workers = 4, d_us = 1000, n = 5000;
+  const double d_cal = measured_sleep_s(d_us);
+  fiber::pool p(workers);
+  p.ready().get();
+  std::vector<int> xs(n, d_us);
+  double wall = 0;
+  std::size_t killed = 0;
+  for (auto _ : state) {
+    std::atomic<bool> running{true};
+    std::thread killer([&] {
+      while (running) {
+        for (int i = 0; i < 100 && running; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        auto pids = worker_pids();
+        if (running && !pids.empty()) {
+          kill(pids.front(), SIGKILL);
+          ++killed;
+        }
+      }
+    });
+    auto t0 = clock_type::now();
+    auto r = p.map(&sleep_us, xs, 1).get();
+    wall = std::chrono::duration<double>(clock_type::now() - t0).count();
+    running = false;
+    killer.join();
+    state.SetIterationTime(wall);
+    if (r != xs) state.SkipWithError("results differ");
+  }
+  state.counters["ovh_cal_us"] = (wall - n * d_cal / workers) / n * 1e6;
+  state.counters["killed"] = static_cast<double>(killed);
+  state.counters["workers_lost"] = static_cast<double>(p.stats().workers_lost);
+}
+BENCHMARK(pool_overhead_with_kills)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(1);
+}  // namespace
