@@ -126,6 +126,17 @@ TEST(codec, large_contiguous_data_travels_as_its_own_frame) {
   EXPECT_TRUE(encode(small).frames.empty());
 }
 
+TEST(codec, large_range_of_a_temporary_is_copied_at_once) {
+  fiber::writer w;
+  w.value(std::vector<double>(100000, 4.0));  // the temporary is gone after this line
+  std::vector<double> clobber(100000, -1.0);  // reuse the freed memory
+  ASSERT_EQ(w.blobs().size(), 1u);
+  ASSERT_TRUE(w.blobs()[0].keep);
+  std::vector<std::span<const std::byte>> spans{{w.blobs()[0].data, w.blobs()[0].size}};
+  fiber::reader r({reinterpret_cast<const std::byte*>(w.head().data()), w.head().size()}, spans);
+  EXPECT_EQ(r.value<std::vector<double>>(), std::vector<double>(100000, 4.0));
+}
+
 TEST(codec, owned_writer_references_memory_without_copying) {
   auto data = std::make_shared<std::vector<double>>(100000, 1.0);
   fiber::writer w(data);

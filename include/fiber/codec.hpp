@@ -37,7 +37,7 @@ namespace detail {
 struct blob {
   const std::byte* data = nullptr;
   std::size_t size = 0;
-  std::shared_ptr<const void> keep;  // when null the bytes are copied before sending
+  std::shared_ptr<const void> keep;  // owns `data`
 };
 /// Contiguous ranges at least this large go as their own frame.
 inline constexpr std::size_t blob_threshold = 8 * 1024;
@@ -48,7 +48,8 @@ inline constexpr std::size_t blob_threshold = 8 * 1024;
 class writer {
  public:
   writer() = default;
-  /// Large ranges reference memory owned by `keep` instead of being copied.
+  /// Large ranges reference memory owned by `keep` instead of being copied. Without an owner,
+  /// a large range is copied once, when it is written.
   explicit writer(std::shared_ptr<const void> keep) : keep_(std::move(keep)) {}
 
   void bytes(const void* p, std::size_t n) {
@@ -68,7 +69,14 @@ class writer {
       bytes(p, n);
       return;
     }
-    blobs_.push_back({static_cast<const std::byte*>(p), n, keep_});
+    if (keep_) {
+      blobs_.push_back({static_cast<const std::byte*>(p), n, keep_});  // zero-copy: the owner lives on
+      return;
+    }
+    // Nobody keeps the value alive (it may be a temporary): take a copy now.
+    auto copy = std::make_shared<std::vector<std::byte>>(static_cast<const std::byte*>(p),
+                                                         static_cast<const std::byte*>(p) + n);
+    blobs_.push_back({copy->data(), n, copy});
   }
   template <class T>
   void value(const T& v) {

@@ -272,14 +272,10 @@ multipart runtime::to_frames(writer& w) const {
   auto& head = w.head();
   out.emplace_back(head.data(), head.size());
   for (auto& b : w.blobs()) {
-    if (b.keep) {
-      // Zero-copy: ZeroMQ frees the frame by dropping our reference to its owner.
-      auto* keep = new std::shared_ptr<const void>(b.keep);
-      out.emplace_back(const_cast<std::byte*>(b.data), b.size,
-                       [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, keep);
-    } else {
-      out.emplace_back(b.data, b.size);
-    }
+    // Zero-copy: ZeroMQ frees the frame by dropping our reference to its owner.
+    auto* keep = new std::shared_ptr<const void>(b.keep);
+    out.emplace_back(const_cast<std::byte*>(b.data), b.size,
+                     [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, keep);
   }
   return out;
 }
