@@ -1,35 +1,34 @@
-// Estimates pi by sampling points in the unit square, spread over worker processes.
+// Estimates pi by sampling points in the unit square, spread over a pool of worker processes.
 #include <fiber/fiber.hpp>
 
 #include <cstdint>
 #include <cstdio>
-#include <random>
 #include <vector>
 
-// Counts how many of `samples` random points fall inside the quarter circle.
-std::int64_t count_inside(std::int64_t samples, std::uint64_t seed, fiber::simple_queue<std::int64_t> results) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  std::int64_t inside = 0;
-  for (std::int64_t i = 0; i < samples; ++i) {
-    double x = u(rng), y = u(rng);
-    inside += x * x + y * y < 1.0;
-  }
-  results.put(inside).get();
-  return inside;
+// splitmix64: a well-mixed 64-bit value from a seed, cheap enough for one point per task.
+std::uint64_t mix(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
-FIBER_REMOTE(count_inside);
+
+// Is the random point of this seed inside the quarter circle?
+int inside(std::uint64_t seed) {
+  double x = double(mix(2 * seed) >> 11) * 0x1.0p-53, y = double(mix(2 * seed + 1) >> 11) * 0x1.0p-53;
+  return x * x + y * y < 1.0;
+}
+FIBER_REMOTE(inside);
 
 int main(int argc, char** argv) {
   fiber::init(argc, argv);
-  const int workers = 4;
-  const std::int64_t total = 1'000'000, per_worker = total / workers;
-  fiber::simple_queue<std::int64_t> results;
-  std::vector<fiber::process> procs;
-  for (int w = 0; w < workers; ++w) procs.emplace_back(&count_inside, per_worker, std::uint64_t(1234 + w), results);
-  for (auto& p : procs) p.start().get();
-  std::int64_t inside = 0;
-  for (int w = 0; w < workers; ++w) inside += results.get().get();
-  for (auto& p : procs) p.join().get();
-  std::printf("Pi is roughly %.6f\n", 4.0 * double(inside) / double(per_worker * workers));
+  const std::size_t samples = 1'000'000;
+  std::vector<std::uint64_t> seeds(samples);
+  for (std::size_t i = 0; i < samples; ++i) seeds[i] = i;
+
+  fiber::pool pool(4);
+  auto hits = pool.map(&inside, seeds).get();  // or, in a coroutine: co_await pool.map(&inside, seeds)
+  std::size_t count = 0;
+  for (int h : hits) count += h;
+  std::printf("Pi is roughly %.6f\n", 4.0 * double(count) / double(samples));
 }
