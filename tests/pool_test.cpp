@@ -254,6 +254,16 @@ TEST(pool, without_retries_a_lost_task_fails_at_once) {
   EXPECT_EQ(p.apply(&square, 5).get(), 25);
 }
 
+TEST(pool, retries_can_be_turned_off_per_call) {
+  fiber::pool p(2);
+  auto once = p.with({.retry = false});
+  fiber_test::expect_error([&] { (void)once.apply(&always_die, 1).get(); }, fiber::errc::worker_lost, "retries are off");
+  EXPECT_EQ(p.stats().workers_lost, 1u);
+  EXPECT_EQ(once.map(&square, std::vector<int>{1, 2}).get(), (std::vector<int>{1, 4}));  // the view works on
+  fiber_test::expect_error([&] { (void)p.apply(&always_die, 1).get(); }, fiber::errc::worker_lost, "max_attempts");
+  EXPECT_EQ(p.stats().workers_lost, 4u);  // the pool itself retries: 3 more workers lost
+}
+
 TEST(pool, stopped_worker_is_detected_by_heartbeat_and_its_task_rerun) {
   fiber::context ctx(fiber::config::load({{"heartbeat_interval_ms", "50"}, {"heartbeat_timeout_ms", "300"}}));
   fiber::pool p(ctx, {.processes = 2});

@@ -1,13 +1,57 @@
 #!/usr/bin/env bash
 # Runs fiber's process/queue/pipe benchmarks beside the anchors (Python multiprocessing, raw
 # ZeroMQ, plain sockets) in one go, and prints each figure with its ratio to the anchor.
-# Usage: bench/compare/run.sh [build-dir]     (default: build; needs FIBER_BUILD_BENCH=ON)
+# Usage: bench/compare/run.sh [build-dir] [channels|pool|all]   (default: build, all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
+what=${2:-all}
 anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+if [ "$what" = pool ] || [ "$what" = all ]; then
+  echo "== pool: anchors"
+  (cd "$anchors" && python3 pool_overhead.py --repeat 3 && python3 pool_throughput.py --repeat 3) | tee "$tmp/pypool.txt"
+  echo "== pool: fiber"
+  "$build/bench/pool_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/pool.json" 2>/dev/null
+  python3 - "$tmp" <<'PY2'
+import json, re, sys
+tmp = sys.argv[1]
+py = open(f"{tmp}/pypool.txt").read()
+rows = {}
+for b in json.load(open(f"{tmp}/pool.json"))["benchmarks"]:
+    if b.get("aggregate_name", "median") == "median" and b.get("run_type") != "iteration" or "repeats" not in b["name"]:
+        rows[b["run_name"]] = b
+def fib(prefix):
+    return [b for n, b in rows.items() if n.startswith(prefix)]
+for w in (2, 4):
+    for d_ms, d_us in ((0, 0), (1, 1000), (10, 10000)):
+        m = re.search(rf"W={w} D={d_ms}ms .*?ovh/task=([\d.]+)us ovh_cal/task=([\d.]+)us", py)
+        f = [b for b in fib(f"pool_overhead/W:{w}/D_us:{d_us}/")]
+        if not m or not f: continue
+        b = f[0]
+        print(f"pool overhead W={w} D={d_ms}ms: fiber {b['ovh_us']:.1f} us/task ({b['ovh_cal_us']:.1f} calibrated)"
+              f"  mp {m.group(1)} ({m.group(2)} calibrated)  ratio {b['ovh_cal_us']/max(float(m.group(2)),1e-9):.2f}x calibrated")
+for w in (2, 4):
+    for c, label in ((0, "default"), (1000, "1000")):
+        m = re.search(rf"W={w} N=100000 chunksize={label} .*?tasks_per_s=(\d+)", py)
+        f = fib(f"pool_throughput/W:{w}/chunksize:{c}/")
+        if not m or not f: continue
+        t = f[0]["tasks_per_s"]
+        print(f"pool throughput W={w} chunksize={label}: fiber {t/1e6:.2f} M tasks/s  mp {int(m.group(1))/1e6:.2f}  ratio {t/int(m.group(1)):.2f}x")
+for w in (2, 4):
+    f = fib(f"pool_start/W:{w}/")
+    m = re.search(rf"W={w} D=0ms .*?pool_start\+warmup=([\d.]+)s", py)
+    if f:
+        ms = f[0]["real_time"]
+        print(f"pool start W={w}: fiber {ms:.2f} ms until all workers ready" + (f"  (mp pool start+warmup {float(m.group(1))*1e3:.0f} ms)" if m else ""))
+for b in fib("pool_overhead_with_kills"):
+    print(f"pool overhead W=4 D=1ms with a worker killed every second: {b['ovh_cal_us']:.1f} us/task calibrated, killed {b['killed']:.0f}, results exact")
+    break
+PY2
+fi
+[ "$what" = pool ] && exit 0
 
 g++ -O2 -std=c++20 "$anchors/zmq_limits.cpp" -lzmq -o "$tmp/zmq_limits"
 g++ -O2 -std=c++20 "$anchors/socket_limits.cpp" -o "$tmp/socket_limits"

@@ -55,6 +55,11 @@ struct pool_options {
   std::optional<remote_call> initializer;  // run once in each worker before its first task
 };
 
+/// Per-call choices, for the calls made through pool::with(...).
+struct call_options {
+  bool retry = true;  // false: a task whose worker died fails with worker_lost (it never runs twice)
+};
+
 struct pool_stats {
   std::size_t queued = 0;        // tasks (items) waiting for a worker
   std::size_t running = 0;       // tasks (items) held by workers
@@ -100,7 +105,7 @@ class pool_sink {
 std::shared_ptr<pool_core> make_pool_core(std::shared_ptr<runtime> rt, pool_options options);
 /// On fiber's loop thread. `chunksize` 0: chosen from the input size hint and the pool size.
 void pool_submit(const std::shared_ptr<pool_core>& core, std::uint64_t function_id, std::size_t chunksize,
-                 std::size_t size_hint, std::shared_ptr<pool_sink> sink);
+                 std::size_t size_hint, std::shared_ptr<pool_sink> sink, call_options options = {});
 /// Runs `f` on the loop with the core (from any thread), waiting for it.
 void pool_on_loop(const std::shared_ptr<pool_core>& core, unique_function<void(pool_core&)> f);
 void pool_check_open(const pool_core& core);
@@ -329,7 +334,16 @@ class pool {
   pool(context& ctx, pool_options options);
   pool(pool&&) noexcept = default;
   /// Terminates the workers (like multiprocessing's Pool.__exit__); join() first to let them finish.
+  /// A view made by with() does not.
   ~pool();
+
+  /// A view on the same workers whose calls use `options`, e.g. for a function that must not
+  /// run twice: `pool.with({.retry = false}).apply(&charge_card, order)`.
+  pool with(call_options options) const {
+    pool view(rt_, core_);
+    view.call_options_ = options;
+    return view;
+  }
 
   /// f(x) for every x of `xs`, results in input order. `xs` must outlive the operation.
   template <class R, class A, class Range>
@@ -416,9 +430,9 @@ class pool {
     using T = detail::result_t<R>;
     using args_t = std::tuple<std::decay_t<P>...>;
     auto id = detail::require_registered(f).id;
-    return [core = core_, id, args = args_t(std::forward<A>(args)...)]() {
+    return [core = core_, id, args = args_t(std::forward<A>(args)...), opts = call_options_]() {
       auto c = std::make_shared<detail::completion<T>>();
-      detail::pool_submit(core, id, 1, 1, std::make_shared<detail::single_sink<T, args_t>>(args, c));
+      detail::pool_submit(core, id, 1, 1, std::make_shared<detail::single_sink<T, args_t>>(args, c), opts);
       return c;
     };
   }
@@ -430,8 +444,8 @@ class pool {
     auto id = detail::require_registered(f).id;
     auto c = std::make_shared<detail::completion<std::vector<T>>>();
     auto sink = std::make_shared<detail::map_sink<T, It, Encode>>(first, last, std::move(encode), c);
-    detail::pool_on_loop(core_, [id, chunksize, hint, sink, core = core_](detail::pool_core&) {
-      detail::pool_submit(core, id, chunksize, hint, sink);
+    detail::pool_on_loop(core_, [id, chunksize, hint, sink, core = core_, opts = call_options_](detail::pool_core&) {
+      detail::pool_submit(core, id, chunksize, hint, sink, opts);
     });
     return c;
   }
@@ -440,10 +454,11 @@ class pool {
   op<std::vector<T>> run_map(F f, It first, It last, std::size_t hint, std::size_t chunksize, Encode encode) {
     detail::pool_check_open(*core_);
     auto id = detail::require_registered(f).id;
-    return detail::lazy_op<std::vector<T>>(core_, [core = core_, id, first, last, hint, chunksize, encode]() {
+    return detail::lazy_op<std::vector<T>>(core_, [core = core_, id, first, last, hint, chunksize, encode,
+                                                   opts = call_options_]() {
       auto c = std::make_shared<detail::completion<std::vector<T>>>();
       detail::pool_submit(core, id, chunksize, hint,
-                          std::make_shared<detail::map_sink<T, It, Encode>>(first, last, encode, c));
+                          std::make_shared<detail::map_sink<T, It, Encode>>(first, last, encode, c), opts);
       return c;
     });
   }
@@ -454,15 +469,20 @@ class pool {
     auto id = detail::require_registered(f).id;
     auto sink = std::make_shared<detail::stream_sink<T, It, Encode>>(first, last, std::move(encode), ordered,
                                                                      stream_bound(chunksize));
-    detail::pool_on_loop(core_, [core = core_, id, chunksize, sink](detail::pool_core&) {
-      detail::pool_submit(core, id, chunksize, 0, sink);
+    detail::pool_on_loop(core_, [core = core_, id, chunksize, sink, opts = call_options_](detail::pool_core&) {
+      detail::pool_submit(core, id, chunksize, 0, sink, opts);
     });
     return result_stream<T>(core_, sink);
   }
   std::size_t stream_bound(std::size_t chunksize) const;
 
+  pool(std::shared_ptr<detail::runtime> rt, std::shared_ptr<detail::pool_core> core)
+      : rt_(std::move(rt)), core_(std::move(core)), owner_(false) {}
+
   std::shared_ptr<detail::runtime> rt_;
   std::shared_ptr<detail::pool_core> core_;
+  call_options call_options_;
+  bool owner_ = true;
 };
 
 }  // namespace fiber

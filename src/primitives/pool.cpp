@@ -97,7 +97,8 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
   const std::shared_ptr<runtime>& rt_ptr() const { return rt_; }
   bool open() const { return !closed_; }
 
-  void submit(std::uint64_t function_id, std::size_t chunksize, std::size_t hint, std::shared_ptr<pool_sink> sink) {
+  void submit(std::uint64_t function_id, std::size_t chunksize, std::size_t hint, std::shared_ptr<pool_sink> sink,
+              call_options call) {
     if (closed_) throw error(errc::closed, "pool is closed: no more work can be submitted");
     if (fatal_) std::rethrow_exception(fatal_);
     if (chunksize == 0) {
@@ -105,7 +106,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       auto per = static_cast<std::size_t>(target_) * 4;
       chunksize = hint ? std::max<std::size_t>(1, (hint + per - 1) / per) : 1;
     }
-    feeding_.push_back(std::make_shared<submission>(submission{function_id, chunksize, std::move(sink)}));
+    feeding_.push_back(std::make_shared<submission>(submission{function_id, chunksize, std::move(sink), call.retry}));
     dispatch();
   }
 
@@ -191,6 +192,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     std::uint64_t function_id;
     std::size_t chunksize;
     std::shared_ptr<pool_sink> sink;
+    bool retry = true;
     std::size_t next_index = 0;
     std::size_t outstanding = 0;  // items produced and not yet delivered
     bool input_done = false;
@@ -296,11 +298,12 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       auto tk = std::move(t->second);
       inflight_.erase(t);
       if (std::exchange(first, false)) ++tk.attempts;
-      if (!options_.retry || tk.attempts >= options_.max_attempts) {
+      bool retry = options_.retry && tk.sub->retry;
+      if (tk.attempts > 0 && (!retry || tk.attempts >= options_.max_attempts)) {
         auto why = std::make_exception_ptr(
             error(errc::worker_lost, "a task was running on " + w.proc->name + " when it died (" +
                                          std::to_string(tk.attempts) + " worker(s) lost running it" +
-                                         (options_.retry ? "; max_attempts reached)" : "; retries are off)")));
+                                         (retry ? "; max_attempts reached)" : "; retries are off)")));
         for (std::size_t i = 0; i < tk.count; ++i) deliver_error(*tk.sub, tk.first + i, why);
         continue;
       }
@@ -611,8 +614,8 @@ std::shared_ptr<pool_core> make_pool_core(std::shared_ptr<runtime> rt, pool_opti
 }
 
 void pool_submit(const std::shared_ptr<pool_core>& core, std::uint64_t function_id, std::size_t chunksize,
-                 std::size_t size_hint, std::shared_ptr<pool_sink> sink) {
-  core->submit(function_id, chunksize, size_hint, std::move(sink));
+                 std::size_t size_hint, std::shared_ptr<pool_sink> sink, call_options options) {
+  core->submit(function_id, chunksize, size_hint, std::move(sink), options);
 }
 
 void pool_on_loop(const std::shared_ptr<pool_core>& core, unique_function<void(pool_core&)> f) {
@@ -641,7 +644,7 @@ pool::pool(context& ctx, pool_options options)
     : rt_(ctx.runtime()), core_(detail::make_pool_core(rt_, std::move(options))) {}
 
 pool::~pool() {
-  if (!core_) return;
+  if (!core_ || !owner_) return;
   try {
     detail::pool_on_loop(core_, [](detail::pool_core& c) { c.terminate(); });
   } catch (const std::exception& e) {
