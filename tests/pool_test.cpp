@@ -1,5 +1,7 @@
 // fiber::pool on the local backend: real worker processes.
 #include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -363,4 +365,31 @@ TEST(pool, awaitable_on_the_callers_io_context) {
   });
   io.run();
   EXPECT_EQ(result, (std::vector<int>{1, 4, 9, 2}));
+}
+
+TEST(pool, progress_line_on_a_terminal) {
+  int master = -1, slave = -1;
+  ASSERT_EQ(openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  int saved = dup(2);
+  dup2(slave, 2);  // stderr is a terminal now
+  {
+    fiber::pool p(fiber::pool_options{.processes = 2, .progress = true});
+    std::vector<int> xs(100, 1);
+    EXPECT_EQ(p.map(&square, xs).get(), xs);
+    // The line is drawn on the next tick after the map finished, then ended with a newline.
+    std::string out;
+    pollfd pf{master, POLLIN, 0};
+    while (out.find('\n') == std::string::npos && poll(&pf, 1, 30000) == 1) {  // bounded: a guard only
+      char buf[256];
+      auto n = read(master, buf, sizeof buf);
+      if (n <= 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    dup2(saved, 2);
+    EXPECT_NE(out.find("[fiber pool] 100 of 100 done"), std::string::npos) << out;
+  }
+  dup2(saved, 2);
+  close(saved);
+  close(slave);
+  close(master);
 }

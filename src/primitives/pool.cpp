@@ -107,6 +107,8 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       chunksize = hint ? std::max<std::size_t>(1, (hint + per - 1) / per) : 1;
     }
     feeding_.push_back(std::make_shared<submission>(submission{function_id, chunksize, std::move(sink), call.retry}));
+    total_hint_ += hint;
+    start_progress();
     dispatch();
   }
 
@@ -124,6 +126,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     for (auto& [rid, w] : workers_) procs.push_back(w.proc);
     for (auto& p : procs) p->kill_now();  // each end erases its worker (on_worker_ended)
     probe_timer_->cancel();
+    if (progress_timer_) progress_timer_->cancel();
     rt_->remove_service(id_);
     check_joined();
   }
@@ -355,6 +358,35 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     for (auto& f : waiters) f();
   }
 
+  // ---- the progress line (opt-in, and only when stderr is a terminal)
+
+  bool busy() const { return !queue_.empty() || !inflight_.empty() || !feeding_.empty(); }
+
+  void start_progress() {
+    if (!options_.progress || progress_timer_ || !::isatty(STDERR_FILENO)) return;
+    progress_timer_ = std::make_unique<asio::steady_timer>(rt_->io());
+    tick_progress();
+  }
+
+  void tick_progress() {
+    progress_timer_->expires_after(std::chrono::milliseconds(200));
+    progress_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self) return;
+      auto st = self->stats();
+      std::string total = self->total_hint_ ? " of " + std::to_string(self->total_hint_) : std::string();
+      std::fprintf(stderr, "\r[fiber pool] %zu%s done, %zu running, %zu queued, %zu workers, %zu lost\033[K",
+                   st.done, total.c_str(), st.running, st.queued, st.workers, st.workers_lost);
+      if (self->busy()) {
+        self->tick_progress();
+      } else {
+        std::fputc('\n', stderr);
+        self->progress_timer_.reset();
+        self->total_hint_ = 0;
+      }
+    });
+  }
+
   // A stopped worker (SIGSTOP) keeps its process but not its connection: ZeroMQ's heartbeat
   // drops it, and then a message to it cannot be routed. Probe every heartbeat interval.
   void schedule_probe() {
@@ -522,7 +554,8 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
   std::list<std::shared_ptr<submission>> feeding_;
   std::uint64_t next_task_ = 1;
   pool_stats stats_;
-  std::unique_ptr<asio::steady_timer> probe_timer_;
+  std::unique_ptr<asio::steady_timer> probe_timer_, progress_timer_;
+  std::size_t total_hint_ = 0;
   std::vector<unique_function<void()>> joined_waiters_, ready_waiters_;
 };
 
