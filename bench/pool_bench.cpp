@@ -107,9 +107,10 @@ std::vector<int> worker_pids() {
     int ppid = 0;
     char st = 0;
     if (std::sscanf(line.c_str() + line.rfind(')') + 1, " %c %d", &st, &ppid) != 2 || ppid != getpid()) continue;
-    std::ifstream cmd("/proc/" + std::string(e->d_name) + "/cmdline");
-    std::string c((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
-    if (c.find("--fiber-zygote") == std::string::npos) out.push_back(pid);
+    std::ifstream comm("/proc/" + std::string(e->d_name) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "fiber-forksrv") out.push_back(pid);  // not the fork server
   }
   closedir(d);
   return out;

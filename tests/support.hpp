@@ -11,11 +11,13 @@
 #include <vector>
 
 namespace fiber_test {
-/// True for fiber's fork server, which belongs to a context and ends with it.
+/// True for fiber's fork server (by its process name), which belongs to a context and ends with
+/// it. The children it forks are named otherwise, so they still count as children.
 inline bool is_fork_server(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
-  std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return cmdline.find("--fiber-zygote") != std::string::npos;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  std::string comm;
+  std::getline(in, comm);
+  return comm == "fiber-forksrv";
 }
 
 /// Pids of this process's children, live or zombie, read from /proc; fiber's fork servers are

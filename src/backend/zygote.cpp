@@ -92,6 +92,7 @@ pid_t zygote::fork_worker(const std::vector<std::string>& env) {
 
 void run_zygote(int fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::prctl(PR_SET_NAME, fork_server_name);  // how ps and tests tell it from its children
   const char* parent = std::getenv(env_parent_pid);
   if (!parent || std::to_string(getppid()) != parent) std::_Exit(70);
   unsetenv(env_zygote_fd);
@@ -109,6 +110,7 @@ void run_zygote(int fd) {
       long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
       if (pid == 0) {
         close(fd);
+        ::prctl(PR_SET_NAME, "fiber-worker");
         // The child's environment is the one the master asked for, as with exec.
         clearenv();
         for (char* p = buf.data(); p < buf.data() + n; p += std::strlen(p) + 1) putenv(strdup(p));

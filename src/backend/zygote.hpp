@@ -32,6 +32,8 @@ class zygote {
 [[noreturn]] void run_zygote(int fd);
 
 inline constexpr const char* zygote_flag = "--fiber-zygote";
+/// The fork server's process name (/proc/PID/comm); its children are named "fiber-worker".
+inline constexpr const char* fork_server_name = "fiber-forksrv";
 inline constexpr const char* env_zygote_fd = "FIBER_WORKER_ZYGOTE_FD";
 
 }  // namespace fiber::detail
