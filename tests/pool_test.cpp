@@ -338,7 +338,13 @@ TEST(pool, terminate_fails_unfinished_work) {
 }
 
 TEST(pool, bad_input) {
+  fiber_test::expect_error([] { fiber::pool p(0); }, fiber::errc::config_error, "at least 1");
   fiber_test::expect_error([] { fiber::pool p(-1); }, fiber::errc::config_error, "processes");
+  {
+    fiber::pool automatic;  // cpu_count() workers
+    automatic.ready().get();
+    EXPECT_EQ(automatic.stats().workers, static_cast<std::size_t>(fiber::cpu_count()));
+  }
   fiber::pool p(1);
   fiber_test::expect_error([&] { (void)p.apply(&fiber_test_unregistered, 1); }, fiber::errc::not_registered,
                            "FIBER_REMOTE");

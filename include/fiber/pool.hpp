@@ -46,7 +46,7 @@ remote_call bind_remote(R (*f)(P...), A&&... args) {
 }
 
 struct pool_options {
-  int processes = 0;             // 0: cpu_count()
+  std::optional<int> processes;  // unset: cpu_count(); at least 1
   int max_attempts = 3;          // a task that took down this many workers fails with worker_lost
   bool retry = true;             // false: a task whose worker died fails at once (never runs twice)
   int maxtasksperchild = 0;      // a worker is replaced after this many chunks; 0: never
@@ -328,8 +328,10 @@ class result_stream {
 
 class pool {
  public:
-  /// `processes` 0: cpu_count(). Workers start now; `ready()` completes when all have.
-  explicit pool(int processes = 0) : pool(context::default_context(), pool_options{.processes = processes}) {}
+  /// cpu_count() workers. Workers start now; `ready()` completes when all have.
+  pool() : pool(context::default_context(), pool_options{}) {}
+  /// `processes` workers (at least 1).
+  explicit pool(int processes) : pool(context::default_context(), pool_options{.processes = processes}) {}
   explicit pool(pool_options options) : pool(context::default_context(), std::move(options)) {}
   pool(context& ctx, pool_options options);
   pool(pool&&) noexcept = default;

@@ -76,12 +76,14 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
  public:
   pool_core(std::shared_ptr<runtime> rt, pool_options options)
       : rt_(std::move(rt)), options_(std::move(options)), id_(next_pool_id++) {
-    if (options_.processes < 0) throw error(errc::config_error, "pool: processes must be at least 1 (or 0 for cpu_count())");
-    if (options_.processes == 0) options_.processes = cpu_count();
+    if (!options_.processes) options_.processes = cpu_count();
+    if (*options_.processes < 1)
+      throw error(errc::config_error, "pool: processes must be at least 1, got " + std::to_string(*options_.processes) +
+                                          "; leave it unset for cpu_count()");
     if (options_.max_attempts < 1) throw error(errc::config_error, "pool: max_attempts must be at least 1");
     if (options_.prefetch < 0) throw error(errc::config_error, "pool: prefetch must be 0 or more");
     if (options_.maxtasksperchild < 0) throw error(errc::config_error, "pool: maxtasksperchild must be 0 or more");
-    target_ = options_.processes;
+    target_ = *options_.processes;
   }
 
   // ---- all below on the loop thread
