@@ -1,16 +1,16 @@
 // Pool overhead, throughput and start, computed the way ../shared/anchors/pool_overhead.py and
 // pool_throughput.py compute them for multiprocessing.
 #include <benchmark/benchmark.h>
-#include <dirent.h>
 #include <fiber/fiber.hpp>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <numeric>
 #include <thread>
+
+#include "../tests/proc_children.hpp"
 
 namespace {
 int sleep_us(int us) {
@@ -94,28 +94,6 @@ void pool_start(benchmark::State& state) {
 }
 BENCHMARK(pool_start)->Arg(2)->Arg(4)->ArgName("W")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
 
-// Pool worker pids: children of this process that are not the fork server.
-std::vector<int> worker_pids() {
-  std::vector<int> out;
-  DIR* d = opendir("/proc");
-  while (auto* e = readdir(d)) {
-    int pid = std::atoi(e->d_name);
-    if (pid <= 0) continue;
-    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    int ppid = 0;
-    char st = 0;
-    if (std::sscanf(line.c_str() + line.rfind(')') + 1, " %c %d", &st, &ppid) != 2 || ppid != getpid()) continue;
-    std::ifstream comm("/proc/" + std::string(e->d_name) + "/comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name != "fiber-forksrv") out.push_back(pid);  // not the fork server
-  }
-  closedir(d);
-  return out;
-}
-
 // W=4, D=1 ms, N=5000, with one worker SIGKILLed every second: results stay exact.
 void pool_overhead_with_kills(benchmark::State& state) {
   const int workers = 4, d_us = 1000, n = 5000;
@@ -130,7 +108,7 @@ void pool_overhead_with_kills(benchmark::State& state) {
     std::thread killer([&] {
       while (running) {
         for (int i = 0; i < 100 && running; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        auto pids = worker_pids();
+        auto pids = fiber_test::child_pids();  // pool workers (not the fork server)
         if (running && !pids.empty()) {
           kill(pids.front(), SIGKILL);
           ++killed;
