@@ -526,7 +526,8 @@ void runtime::handle_master_message(multipart&& m) {
       auto it = children_.find(peer);
       auto child = it == children_.end() ? nullptr : it->second.lock();
       if (!child) {
-        logf(log_level::warn, "message from unknown child ", peer, " ignored");
+        // A child that has been let go (terminated pool worker) may still have been talking.
+        logf(log_level::debug, "message from child ", peer, " that is no longer tracked; ignored");
         return;
       }
       std::string text = m.size() > 2 ? m[2].to_string() : std::string();
