@@ -414,3 +414,28 @@ TEST(process, both_start_methods_run_children) {
     EXPECT_EQ(p.exitcode(), 0) << method;
   }
 }
+
+namespace {
+// Runs a shell command; its output (stdout and stderr) and exit code.
+std::pair<std::string, int> run_command(const std::string& command) {
+  std::string out;
+  FILE* f = popen((command + " 2>&1").c_str(), "r");
+  char buf[512];
+  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
+  int status = f ? pclose(f) : -1;
+  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+}  // namespace
+
+TEST(process, a_program_without_fiber_init_cannot_start_children) {
+  auto [out, code] = run_command(FIBER_TEST_NO_INIT);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("fiber::init(argc, argv) was not called"), std::string::npos) << out;
+}
+
+TEST(process, a_child_whose_main_lacks_fiber_init_stops_before_starting_anything) {
+  // As fiber would start it: with the worker marker in its environment.
+  auto [out, code] = run_command(std::string("FIBER_WORKER_TOKEN=1 ") + FIBER_TEST_NO_INIT);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("did not call fiber::init(argc, argv)"), std::string::npos) << out;
+}

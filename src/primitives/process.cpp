@@ -108,6 +108,12 @@ void begin_start(const std::shared_ptr<process_state>& s, unique_function<void(s
   }
   if (rt.my_role() != runtime::role::master)
     throw error(errc::spawn_failed, "starting processes from inside a worker is not supported yet; start them from the master");
+  try {
+    require_init();
+  } catch (...) {
+    s->state = phase::created;
+    throw;
+  }
   std::string endpoint;
   try {
     endpoint = rt.listen();

@@ -1,10 +1,14 @@
 #include "fiber/context.hpp"
 
 #include <asio/post.hpp>
+#include <cstdio>
+#include <cstdlib>
 
 #include "fiber/op.hpp"
 #include "io/log.hpp"
+#include "backend/zygote.hpp"
 #include "runtime/runtime.hpp"
+#include "runtime/worker_env.hpp"
 
 namespace fiber {
 namespace detail {
@@ -12,6 +16,25 @@ std::shared_ptr<runtime>& worker_runtime() {
   static std::shared_ptr<runtime> rt;
   return rt;
 }
+bool& init_was_called() {
+  static bool called = false;
+  return called;
+}
+
+void require_init() {
+  if (init_was_called() || worker_runtime()) return;
+  if (std::getenv(env_token) || std::getenv(env_zygote_fd)) {
+    std::fprintf(stderr,
+                 "fiber: this process was started by fiber as a child, but main() did not call "
+                 "fiber::init(argc, argv) first; make it the first line of main()\n");
+    std::fflush(stderr);
+    std::_Exit(2);
+  }
+  throw error(errc::spawn_failed,
+              "fiber::init(argc, argv) was not called: make it the first line of main(); children run this "
+              "program again and need it to become workers");
+}
+
 std::vector<std::pair<std::string, std::string>>& init_overrides() {
   static std::vector<std::pair<std::string, std::string>> v;
   return v;
@@ -19,11 +42,15 @@ std::vector<std::pair<std::string, std::string>>& init_overrides() {
 }  // namespace detail
 
 context::context(fiber::config cfg) {
+  if (!detail::worker_runtime() && (std::getenv(detail::env_token) || std::getenv(detail::env_zygote_fd)))
+    detail::require_init();  // a child whose main() runs: stop it before it starts anything
   detail::configure_log(cfg.log_level, cfg.log_file, detail::process_name());
   rt_ = std::make_shared<detail::runtime>(nullptr, std::move(cfg));
 }
 
 context::context(asio::io_context& io, fiber::config cfg) {
+  if (!detail::worker_runtime() && (std::getenv(detail::env_token) || std::getenv(detail::env_zygote_fd)))
+    detail::require_init();
   detail::configure_log(cfg.log_level, cfg.log_file, detail::process_name());
   rt_ = std::make_shared<detail::runtime>(&io, std::move(cfg));
 }

@@ -154,6 +154,7 @@ void init(int argc, char** argv, config_overrides overrides) {
     }
   }
   if (marked || is_worker()) detail::exit_worker(detail::run_worker());
+  detail::init_was_called() = true;
   auto& stored = detail::init_overrides();
   for (auto& [k, v] : overrides) stored.emplace_back(std::string(k), std::string(v));
   (void)config::load(stored);  // report a bad key now, not at first use

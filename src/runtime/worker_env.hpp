@@ -12,6 +12,13 @@ inline constexpr const char* worker_flag = "--fiber-worker";
 /// Exit code of a worker the master refused (binary or protocol mismatch).
 inline constexpr int exit_refused = 3;
 
+/// Set by fiber::init in a master.
+bool& init_was_called();
+/// Guards against a program that does not call fiber::init: in a process fiber started as a
+/// child, it ends the process (running main again would start children of its own); in a master,
+/// it throws before any child is started.
+void require_init();
+
 /// The worker's whole life: handshake, target, report. Returns the exit code.
 int run_worker();
 /// Flushes stdio and leaves the process without running the program's static destructors.
