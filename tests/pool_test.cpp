@@ -136,6 +136,19 @@ TEST(pool, imap_keeps_order) {
   EXPECT_EQ(got, xs);
 }
 
+TEST(pool, imap_in_a_range_for) {
+  fiber::pool p(2);
+  std::vector<int> xs{3, 1, 2};
+  std::vector<int> got;
+  for (int y : p.imap(&square, xs)) got.push_back(y);
+  EXPECT_EQ(got, (std::vector<int>{9, 1, 4}));
+  std::vector<int> bad{1, 20, 3};
+  auto stream = p.imap(&fail_on_multiples_of_20, bad);
+  auto it = stream.begin();
+  EXPECT_EQ(*it, 1);
+  fiber_test::expect_error([&] { ++it; }, fiber::errc::remote_error, "multiple of 20");
+}
+
 TEST(pool, imap_unordered_returns_everything) {
   fiber::pool p(3);
   std::vector<int> xs(50);

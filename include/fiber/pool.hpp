@@ -299,6 +299,37 @@ class result_stream {
     });
   }
 
+  /// Blocking iteration for plain programs: `for (auto& y : pool.imap(&f, xs)) ...`.
+  /// A task's error is thrown by the increment (or begin()) that reaches it.
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = R;
+    using difference_type = std::ptrdiff_t;
+    using pointer = R*;
+    using reference = R&;
+    iterator() = default;
+    explicit iterator(result_stream* s) : stream_(s) { advance(); }
+    R& operator*() { return *current_; }
+    R* operator->() { return &*current_; }
+    iterator& operator++() {
+      advance();
+      return *this;
+    }
+    void operator++(int) { advance(); }
+    friend bool operator==(const iterator& a, const iterator& b) { return a.stream_ == b.stream_; }
+
+   private:
+    void advance() {
+      current_ = stream_->next().get();
+      if (!current_) stream_ = nullptr;  // the end
+    }
+    result_stream* stream_ = nullptr;
+    std::optional<R> current_;
+  };
+  iterator begin() { return iterator(this); }
+  iterator end() { return iterator(); }
+
  private:
   static void poll(std::shared_ptr<detail::completion<std::optional<R>>> c,
                    std::shared_ptr<detail::stream_source<R>> source, std::shared_ptr<detail::pool_core> core) {
