@@ -109,12 +109,6 @@ void pool_submit(const std::shared_ptr<pool_core>& core, std::uint64_t function_
 /// Runs `f` on the loop with the core (from any thread), waiting for it.
 void pool_on_loop(const std::shared_ptr<pool_core>& core, unique_function<void(pool_core&)> f);
 void pool_check_open(const pool_core& core);
-void pool_close(pool_core& core);
-void pool_terminate(pool_core& core);
-void pool_resize(pool_core& core, int processes);
-void pool_when_joined(pool_core& core, unique_function<void()> done);
-void pool_when_ready(pool_core& core, unique_function<void()> done);
-pool_stats pool_get_stats(pool_core& core);
 /// Asks the core to pull more input (after imap's consumer made room).
 void pool_pump(pool_core& core);
 std::shared_ptr<runtime> pool_runtime(const pool_core& core);

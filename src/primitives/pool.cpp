@@ -660,12 +660,6 @@ void pool_on_loop(const std::shared_ptr<pool_core>& core, unique_function<void(p
 void pool_check_open(const pool_core& core) {
   if (!core.open()) throw error(errc::closed, "pool is closed: no more work can be submitted");
 }
-void pool_close(pool_core& core) { core.close(); }
-void pool_terminate(pool_core& core) { core.terminate(); }
-void pool_resize(pool_core& core, int processes) { core.resize(processes); }
-void pool_when_joined(pool_core& core, unique_function<void()> done) { core.when_joined(std::move(done)); }
-void pool_when_ready(pool_core& core, unique_function<void()> done) { core.when_ready(std::move(done)); }
-pool_stats pool_get_stats(pool_core& core) { return core.stats(); }
 void pool_pump(pool_core& core) { core.pump(); }
 std::shared_ptr<runtime> pool_runtime(const pool_core& core) { return core.rt_ptr(); }
 
