@@ -90,11 +90,6 @@ asio::awaitable<void> terminate_impl(std::shared_ptr<process_state> s) {
   co_await async_ended(s, std::nullopt, asio::use_awaitable);
 }
 
-/// Runs `f` on the runtime's loop and waits for it.
-template <class F>
-void run_on_loop(runtime& rt, F f) {
-  rt.run_sync(std::move(f));
-}
 }  // namespace
 
 void begin_start(const std::shared_ptr<process_state>& s, unique_function<void(std::error_code, std::string)>& done) {
@@ -175,7 +170,7 @@ process::~process() {
   if (st != detail::phase::starting && st != detail::phase::running) return;
   detail::logf(log_level::warn, "process ", s->name, " was still running when its process object was destroyed: killed");
   try {
-    detail::run_on_loop(*s->rt, [s] { s->kill_now(); });
+    s->rt->run_sync([s] { s->kill_now(); });
   } catch (const std::exception& e) {
     detail::logf(log_level::error, "could not stop process ", s->name, ": ", e.what());
   }
@@ -211,7 +206,7 @@ process_info current_process() { return {detail::process_name(), static_cast<int
 std::vector<int> active_children() {
   auto rt = context::default_context().runtime();
   std::vector<int> pids;
-  detail::run_on_loop(*rt, [&] { pids = rt->live_pids(); });
+  rt->run_sync([&] { pids = rt->live_pids(); });
   return pids;
 }
 
