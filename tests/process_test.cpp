@@ -40,6 +40,18 @@ void ignore_sigterm_and_wait(fiber::simple_queue<int> gate, fiber::simple_queue<
   (void)gate.get().get();
 }
 void crash() { std::abort(); }
+// Tries to start a process from inside a worker; reports the error and whether it looks alive.
+void start_from_worker(fiber::simple_queue<std::string> out) {
+  fiber::process p(&crash);
+  std::string report;
+  try {
+    p.start().get();
+    report = "started";
+  } catch (const fiber::error& e) {
+    report = e.what();
+  }
+  out.put(report + (p.is_alive() ? " | alive" : " | not alive")).get();
+}
 void raise_usr1() { std::raise(SIGUSR1); }  // default action: terminate
 // Threads and a recursive mutex in a child (a forked child must have sane thread state).
 void use_threads(fiber::simple_queue<int> out) {
@@ -64,6 +76,7 @@ FIBER_REMOTE(report_identity);
 FIBER_REMOTE(report_config);
 FIBER_REMOTE(ignore_sigterm_and_wait);
 FIBER_REMOTE(crash);
+FIBER_REMOTE(start_from_worker);
 FIBER_REMOTE(raise_usr1);
 FIBER_REMOTE(use_threads);
 
@@ -438,4 +451,15 @@ TEST(process, a_child_whose_main_lacks_fiber_init_stops_before_starting_anything
   auto [out, code] = run_command(std::string("FIBER_WORKER_TOKEN=1 ") + FIBER_TEST_NO_INIT);
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("did not call fiber::init(argc, argv)"), std::string::npos) << out;
+}
+
+TEST(process, a_worker_starting_a_process_gets_a_clear_error) {
+  fiber::simple_queue<std::string> out;
+  fiber::process p(&start_from_worker, out);
+  p.start().get();
+  auto report = out.get().get();
+  p.join().get();
+  EXPECT_NE(report.find("from inside a worker is not supported"), std::string::npos) << report;
+  EXPECT_NE(report.find("| not alive"), std::string::npos) << report;
+  EXPECT_EQ(p.exitcode(), 0);
 }

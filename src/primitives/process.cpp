@@ -97,21 +97,13 @@ void begin_start(const std::shared_ptr<process_state>& s, unique_function<void(s
   if (!s->state.compare_exchange_strong(expected, phase::starting))
     throw error(errc::already_started, "process " + s->name + " was already started; create a new process object");
   auto& rt = *s->rt;
-  if (rt.is_shut_down()) {
-    s->state = phase::created;
-    throw error(errc::closed, "cannot start " + s->name + ": its fiber context has been stopped");
-  }
-  if (rt.my_role() != runtime::role::master)
-    throw error(errc::spawn_failed, "starting processes from inside a worker is not supported yet; start them from the master");
   try {
+    if (rt.is_shut_down()) throw error(errc::closed, "cannot start " + s->name + ": its fiber context has been stopped");
+    if (rt.my_role() != runtime::role::master)
+      throw error(errc::spawn_failed,
+                  "starting processes from inside a worker is not supported yet; start them from the master");
     require_init();
-  } catch (...) {
-    s->state = phase::created;
-    throw;
-  }
-  std::string endpoint;
-  try {
-    endpoint = rt.listen();
+    auto endpoint = rt.listen();
     s->routing_id = std::to_string(next_token++);
     rt.attach_child(s->routing_id, s);
     spawn_spec spec;
@@ -127,7 +119,8 @@ void begin_start(const std::shared_ptr<process_state>& s, unique_function<void(s
     spec.memory_mb = rt.cfg().mem_per_job;
     s->child = rt.the_backend().spawn(spec);
   } catch (...) {
-    rt.detach_child(s->routing_id);
+    // Not started: the object may be started again, and nothing is left registered.
+    if (!s->routing_id.empty()) rt.detach_child(s->routing_id);
     s->state = phase::created;
     throw;
   }
