@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <future>
 #include <random>
 
 #include "fiber/error.hpp"
