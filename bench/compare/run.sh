@@ -21,7 +21,8 @@ tmp = sys.argv[1]
 py = open(f"{tmp}/pypool.txt").read()
 rows = {}
 for b in json.load(open(f"{tmp}/pool.json"))["benchmarks"]:
-    if b.get("aggregate_name", "median") == "median" and b.get("run_type") != "iteration" or "repeats" not in b["name"]:
+    # medians of repeated benchmarks; a benchmark run once has only its iteration row
+    if b.get("aggregate_name") == "median" or b.get("run_type") == "iteration":
         rows[b["run_name"]] = b
 def fib(prefix):
     return [b for n, b in rows.items() if n.startswith(prefix)]

@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstring>
 #include <list>
-#include <set>
 #include <typeinfo>
 
 #include "fiber/pool.hpp"
