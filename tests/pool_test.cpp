@@ -62,6 +62,24 @@ int initialized_value = 0;
 void set_value(int v) { initialized_value = v; }
 int read_value(int) { return initialized_value; }
 
+// Where a task ran and which devices it could see: "pid gpus".
+std::string where_plain(int) {
+  auto* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  return std::to_string(getpid()) + " " + (v ? v : "none");
+}
+std::string where_gpu(int x) { return where_plain(x); }
+
+std::set<std::string> pids_of(const std::vector<std::string>& where) {
+  std::set<std::string> pids;
+  for (auto& w : where) pids.insert(w.substr(0, w.find(' ')));
+  return pids;
+}
+std::set<std::string> gpus_of(const std::vector<std::string>& where) {
+  std::set<std::string> gpus;
+  for (auto& w : where) gpus.insert(w.substr(w.find(' ') + 1));
+  return gpus;
+}
+
 std::string marker_path(const char* name) {
   auto p = std::filesystem::temp_directory_path() /
            ("fiber-pool-" + std::to_string(getpid()) + "-" + name);
@@ -81,6 +99,9 @@ FIBER_REMOTE(always_die);
 FIBER_REMOTE(set_value);
 FIBER_REMOTE(read_value);
 FIBER_REMOTE(scale_big);
+FIBER_REMOTE(where_plain);
+FIBER_REMOTE(where_gpu);
+FIBER_META(where_gpu, .gpu = 1);
 
 TEST(pool, map_of_3_and_1000_items) {
   fiber::pool p(2);
@@ -300,6 +321,32 @@ TEST(pool, maxtasksperchild_replaces_workers) {
   auto pids = p.map(&my_pid, std::vector<int>(6, 0), 1).get();
   EXPECT_EQ(std::set<int>(pids.begin(), pids.end()).size(), 6u);
   EXPECT_EQ(p.stats().workers_lost, 0u);
+}
+
+TEST(pool, a_function_needing_more_than_the_workers_have_gets_new_workers_started_with_its_needs) {
+  if (std::getenv("CUDA_VISIBLE_DEVICES")) GTEST_SKIP() << "the test reads CUDA_VISIBLE_DEVICES of the workers";
+  fiber::pool p(2);
+  auto plain = p.map(&where_plain, std::vector<int>(8, 0), 1).get();
+  EXPECT_EQ(gpus_of(plain), std::set<std::string>{"none"});
+  auto gpu = p.map(&where_gpu, std::vector<int>(8, 0), 1).get();
+  EXPECT_EQ(gpus_of(gpu), std::set<std::string>{"0"});  // the local backend hands out device 0
+  for (auto& pid : pids_of(gpu)) EXPECT_FALSE(pids_of(plain).count(pid)) << "ran on a worker without a GPU";
+  // The pool's workers now cover both; plain work runs on them too, and the pool kept its size.
+  auto after = p.map(&where_plain, std::vector<int>(8, 0), 1).get();
+  EXPECT_EQ(gpus_of(after), std::set<std::string>{"0"});
+  p.close();
+  p.join().get();
+  EXPECT_EQ(p.stats().workers_lost, 0u);
+}
+
+TEST(pool, workers_started_with_needs_from_the_options_run_such_functions_at_once) {
+  if (std::getenv("CUDA_VISIBLE_DEVICES")) GTEST_SKIP() << "the test reads CUDA_VISIBLE_DEVICES of the workers";
+  fiber::pool p(fiber::pool_options{.processes = 2, .needs = {.gpu = 1}});
+  auto plain = p.map(&where_plain, std::vector<int>(8, 0), 1).get();
+  auto gpu = p.map(&where_gpu, std::vector<int>(8, 0), 1).get();
+  EXPECT_EQ(gpus_of(plain), std::set<std::string>{"0"});
+  auto all = pids_of(plain);
+  for (auto& pid : pids_of(gpu)) EXPECT_TRUE(all.count(pid)) << "a worker was replaced although it had the needs";
 }
 
 TEST(pool, resize_while_working_loses_nothing) {

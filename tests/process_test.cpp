@@ -40,6 +40,11 @@ void ignore_sigterm_and_wait(fiber::simple_queue<int> gate, fiber::simple_queue<
   (void)gate.get().get();
 }
 void crash() { std::abort(); }
+// Fails unless it sees exactly the devices its FIBER_META asked for (local backend: from 0).
+void expect_two_gpus() {
+  auto* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!v || std::string(v) != "0,1") throw std::runtime_error(std::string("sees ") + (v ? v : "no devices"));
+}
 // Tries to start a process from inside a worker; reports the error and whether it looks alive.
 void start_from_worker(fiber::simple_queue<std::string> out) {
   fiber::process p(&crash);
@@ -79,6 +84,8 @@ FIBER_REMOTE(crash);
 FIBER_REMOTE(start_from_worker);
 FIBER_REMOTE(raise_usr1);
 FIBER_REMOTE(use_threads);
+FIBER_REMOTE(expect_two_gpus);
+FIBER_META(expect_two_gpus, .gpu = 2);
 
 TEST(process, exit_code_zero) {
   fiber::process p(&do_nothing);
@@ -184,6 +191,14 @@ TEST(process, child_that_dies_before_its_handshake_fails_start) {
   fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::spawn_failed, "before its handshake");
   EXPECT_FALSE(p.is_alive());
   EXPECT_EQ(p.exitcode(), 1);
+}
+
+TEST(process, child_is_started_with_the_needs_of_its_function) {
+  fiber::process p(&expect_two_gpus);
+  p.start().get();
+  p.join().get();
+  EXPECT_FALSE(p.exception()) << p.exception()->what();
+  EXPECT_EQ(p.exitcode(), 0);
 }
 
 TEST(process, names_and_pids) {

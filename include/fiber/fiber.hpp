@@ -5,6 +5,7 @@
 #include "fiber/context.hpp"
 #include "fiber/error.hpp"
 #include "fiber/log.hpp"
+#include "fiber/meta.hpp"
 #include "fiber/op.hpp"
 #include "fiber/pipe.hpp"
 #include "fiber/pool.hpp"

@@ -8,6 +8,11 @@
 // A task that throws fails alone with fiber::remote_error; a worker that dies has its tasks run
 // again elsewhere and is replaced; a task that has taken down max_attempts workers fails alone
 // with errc::worker_lost.
+//
+// Needs (fiber/meta.hpp): workers start with pool_options::needs. Work for a function whose
+// FIBER_META asks for more raises the pool's needs: workers started with less finish what they
+// hold and are replaced by workers started with the joined needs, and that function's tasks only
+// ever run on workers that cover its needs.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +31,7 @@
 #include "fiber/context.hpp"
 #include "fiber/detail/channel.hpp"
 #include "fiber/detail/completion.hpp"
+#include "fiber/meta.hpp"
 #include "fiber/op.hpp"
 #include "fiber/process.hpp"
 #include "fiber/registry.hpp"
@@ -53,6 +59,7 @@ struct pool_options {
   int prefetch = 1;              // chunks a worker may hold beyond the one it runs
   bool progress = false;         // a progress line on stderr for long maps, when it is a terminal
   std::optional<remote_call> initializer;  // run once in each worker before its first task
+  meta needs;  // workers start with at least these; a function's FIBER_META raises them (see below)
 };
 
 /// Per-call choices, for the calls made through pool::with(...).
@@ -356,9 +363,10 @@ class pool {
   /// cpu_count() workers. Workers start now; `ready()` completes when all have.
   pool() : pool(context::default_context(), pool_options{}) {}
   /// `processes` workers (at least 1).
-  explicit pool(int processes) : pool(context::default_context(), pool_options{.processes = processes}) {}
+  explicit pool(int processes) : pool(context::default_context(), with_processes(processes)) {}
   explicit pool(pool_options options) : pool(context::default_context(), std::move(options)) {}
   pool(context& ctx, pool_options options);
+  pool(context& ctx, int processes) : pool(ctx, with_processes(processes)) {}
   pool(pool&&) noexcept = default;
   /// Terminates the workers (like multiprocessing's Pool.__exit__); join() first to let them finish.
   /// A view made by with() does not.
@@ -444,6 +452,11 @@ class pool {
   pool_stats stats() const;
 
  private:
+  static pool_options with_processes(int processes) {
+    pool_options o;
+    o.processes = processes;
+    return o;
+  }
   /// Encodes one item as the argument tuple of a one-parameter function.
   template <class A>
   static auto encode_one() {

@@ -98,22 +98,23 @@ class local_backend final : public backend {
   }
 
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
-    std::vector<std::string> env_storage;
-    for (char** e = environ; e && *e; ++e) {
-      std::string_view kv(*e);
-      bool replaced = false;
-      for (auto& [k, v] : spec.env)
-        if (kv.size() > k.size() && kv.compare(0, k.size(), k) == 0 && kv[k.size()] == '=') replaced = true;
-      if (!replaced) env_storage.emplace_back(kv);
-    }
-    for (auto& [k, v] : spec.env) env_storage.push_back(k + "=" + v);
-    env_storage.push_back("FIBER_WORKER_PARENT_PID=" + std::to_string(::getpid()));
+    auto added = spec.env;
+    added.emplace_back("FIBER_WORKER_PARENT_PID", std::to_string(::getpid()));
     if (spec.gpu > 0) {
       // Children see only their share of devices; a real scheduler of devices comes with `meta`.
       std::string devices;
       for (int i = 0; i < spec.gpu; ++i) devices += (i ? "," : "") + std::to_string(i);
-      env_storage.push_back("CUDA_VISIBLE_DEVICES=" + devices);
+      added.emplace_back("CUDA_VISIBLE_DEVICES", devices);
     }
+    std::vector<std::string> env_storage;
+    for (char** e = environ; e && *e; ++e) {
+      std::string_view kv(*e);
+      bool replaced = false;
+      for (auto& [k, v] : added)
+        if (kv.size() > k.size() && kv.compare(0, k.size(), k) == 0 && kv[k.size()] == '=') replaced = true;
+      if (!replaced) env_storage.emplace_back(kv);
+    }
+    for (auto& [k, v] : added) env_storage.push_back(k + "=" + v);
     pid_t pid = fork_from_zygote(spec, env_storage);
     if (pid <= 0) pid = exec_child(spec, env_storage);
     int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));

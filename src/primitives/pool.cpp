@@ -83,6 +83,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     if (options_.prefetch < 0) throw error(errc::config_error, "pool: prefetch must be 0 or more");
     if (options_.maxtasksperchild < 0) throw error(errc::config_error, "pool: maxtasksperchild must be 0 or more");
     target_ = *options_.processes;
+    worker_needs_ = options_.needs;
   }
 
   // ---- all below on the loop thread
@@ -107,7 +108,10 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       auto per = static_cast<std::size_t>(target_) * 4;
       chunksize = hint ? std::max<std::size_t>(1, (hint + per - 1) / per) : 1;
     }
-    feeding_.push_back(std::make_shared<submission>(submission{function_id, chunksize, std::move(sink), call.retry}));
+    auto needs = find_meta(function_id);
+    if (!worker_needs_.covers(needs)) raise_needs(needs);
+    feeding_.push_back(
+        std::make_shared<submission>(submission{function_id, chunksize, std::move(sink), call.retry, needs}));
     total_hint_ += hint;
     start_progress();
     dispatch();
@@ -197,6 +201,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     std::size_t chunksize;
     std::shared_ptr<pool_sink> sink;
     bool retry = true;
+    meta needs;  // of the function: its tasks go only to workers that cover them
     std::size_t next_index = 0;
     std::size_t outstanding = 0;  // items produced and not yet delivered
     bool input_done = false;
@@ -213,6 +218,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
   struct worker {
     std::shared_ptr<process_state> proc;
     std::string rid;
+    meta needs;  // what it was started with
     bool connected = false;
     bool leaving = false;  // told to stop (close, resize), or retiring (maxtasksperchild)
     int credit = 0;
@@ -236,6 +242,16 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     while (static_cast<int>(live_workers()) < target_) start_worker();
   }
 
+  /// Workers started with less than `needs` finish what they hold and are replaced.
+  void raise_needs(const meta& needs) {
+    worker_needs_ = worker_needs_.joined(needs);
+    logf(log_level::info, "pool ", id_, ": a function needs cpu=", needs.cpu, " memory_mb=", needs.memory_mb,
+         " gpu=", needs.gpu, "; replacing workers started with less");
+    for (auto& [rid, w] : workers_)
+      if (!w.leaving && !w.needs.covers(worker_needs_)) retire(w);
+    top_up();
+  }
+
   void start_worker() {
     encoded_call call;
     const auto& entry = require_registered(&pool_worker_main);
@@ -252,6 +268,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     call.args.value(std::make_tuple(id_, options_.prefetch + 1, options_.maxtasksperchild, init_id, init_frames));
     auto proc = make_process_state(rt_, std::move(call));
     proc->name = "PoolWorker-" + std::to_string(id_) + "-" + std::to_string(++started_);
+    proc->needs = worker_needs_;
     unique_function<void(std::error_code, std::string)> done = [weak = weak_from_this(), proc](std::error_code ec,
                                                                                              std::string what) {
       auto self = weak.lock();
@@ -265,7 +282,11 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       return;
     }
     auto rid = proc->routing_id;
-    workers_.emplace(rid, worker{proc, rid});
+    worker w;
+    w.proc = proc;
+    w.rid = rid;
+    w.needs = worker_needs_;
+    workers_.emplace(rid, std::move(w));
     proc->on_ended.push_back([weak = weak_from_this(), rid] {
       if (auto self = weak.lock()) self->on_worker_ended(rid);
     });
@@ -438,18 +459,20 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     std::erase_if(feeding_, [](auto& s) { return s->input_done; });
   }
 
-  /// The worker with credit that holds the fewest tasks: chunks spread over the pool.
-  worker* least_loaded() {
+  /// The worker with credit, and the needs of `t`, that holds the fewest tasks: chunks spread
+  /// over the pool.
+  worker* least_loaded(const task& t) {
     worker* best = nullptr;
     for (auto& [rid, w] : workers_)
-      if (!w.leaving && w.credit > 0 && (!best || w.tasks.size() < best->tasks.size())) best = &w;
+      if (!w.leaving && w.credit > 0 && w.needs.covers(t.sub->needs) && (!best || w.tasks.size() < best->tasks.size()))
+        best = &w;
     return best;
   }
 
   void dispatch() {
     feed();
     while (!queue_.empty()) {
-      auto* best = least_loaded();
+      auto* best = least_loaded(queue_.front());
       if (!best) break;
       auto& w = *best;
       auto rid = w.rid;
@@ -545,6 +568,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
   pool_options options_;
   std::uint64_t id_;
   int target_ = 0;
+  meta worker_needs_;  // what new workers start with
   int started_ = 0;
   int start_failures_ = 0;
   bool closed_ = false, terminating_ = false;

@@ -115,8 +115,9 @@ void begin_start(const std::shared_ptr<process_state>& s, unique_function<void(s
                 {env_job, rt.job_id()},
                 {env_keys, rt.worker_credentials()},
                 {env_name, s->name}};
-    spec.cpu = rt.cfg().cpu_per_job;
-    spec.memory_mb = rt.cfg().mem_per_job;
+    spec.cpu = s->needs.cpu ? s->needs.cpu : rt.cfg().cpu_per_job;
+    spec.memory_mb = s->needs.memory_mb ? s->needs.memory_mb : rt.cfg().mem_per_job;
+    spec.gpu = s->needs.gpu;
     s->child = rt.the_backend().spawn(spec);
   } catch (...) {
     // Not started: the object may be started again, and nothing is left registered.
@@ -145,6 +146,7 @@ std::shared_ptr<process_state> make_process_state(std::shared_ptr<runtime> rt, e
   auto s = std::make_shared<process_state>();
   s->rt = std::move(rt);
   s->name = "Process-" + std::to_string(next_number++);
+  s->needs = find_meta(call.function_id);
   s->call = std::move(call);
   return s;
 }

@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 #include <csignal>
 
+#include "fiber/meta.hpp"
 #include "fiber/process.hpp"
 #include "io/log.hpp"
 #include "runtime/build_id.hpp"
@@ -18,6 +19,7 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
   std::shared_ptr<runtime> rt;
   std::string name;
   encoded_call call;
+  meta needs;  // from FIBER_META of the target, or the pool's worker needs
   std::atomic<phase> state{phase::created};
   std::atomic<int> exit_code{0};
   std::atomic<int> pid{0};

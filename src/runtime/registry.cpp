@@ -1,5 +1,7 @@
 #include "fiber/registry.hpp"
 
+#include "fiber/meta.hpp"
+
 #include <cxxabi.h>
 #include <dlfcn.h>
 
@@ -16,6 +18,7 @@ struct registry {
   std::mutex mutex;
   std::unordered_map<const void*, function_entry*> by_address;
   std::unordered_map<std::uint64_t, std::unique_ptr<function_entry>> by_id;
+  std::unordered_map<std::uint64_t, meta> needs;
 };
 registry& the_registry() {
   static registry* r = new registry;  // registrations run during static initialization
@@ -59,6 +62,19 @@ const function_entry* find_function(std::uint64_t id) noexcept {
   std::lock_guard lock(r.mutex);
   auto it = r.by_id.find(id);
   return it == r.by_id.end() ? nullptr : it->second.get();
+}
+
+void register_meta(std::uint64_t function_id, meta needs) {
+  auto& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  r.needs[function_id] = needs;
+}
+
+meta find_meta(std::uint64_t function_id) noexcept {
+  auto& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.needs.find(function_id);
+  return it == r.needs.end() ? meta{} : it->second;
 }
 
 std::uint64_t registry_digest() noexcept {
