@@ -18,6 +18,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
@@ -51,6 +52,10 @@ class writer {
   /// Large ranges reference memory owned by `keep` instead of being copied. Without an owner,
   /// a large range is copied once, when it is written.
   explicit writer(std::shared_ptr<const void> keep) : keep_(std::move(keep)) {}
+  /// Everything inline, however large: one flat string (values stored by a manager's server).
+  struct flat_t {};
+  static constexpr flat_t flat{};
+  explicit writer(flat_t) : flat_(true) {}
 
   void bytes(const void* p, std::size_t n) {
     auto* b = static_cast<const char*>(p);
@@ -65,7 +70,7 @@ class writer {
   /// A contiguous range: inline when small, its own frame when large.
   void range(const void* p, std::size_t n) {
     size(n);
-    if (n < detail::blob_threshold) {
+    if (n < detail::blob_threshold || flat_) {
       bytes(p, n);
       return;
     }
@@ -95,6 +100,7 @@ class writer {
   std::string head_;
   std::vector<detail::blob> blobs_;
   std::shared_ptr<const void> keep_;
+  bool flat_ = false;
 };
 
 /// Reads an encoded value back; every read is bounds-checked and throws
@@ -103,6 +109,8 @@ class reader {
  public:
   reader(std::span<const std::byte> head, std::span<const std::span<const std::byte>> blobs)
       : head_(head), blobs_(blobs) {}
+  /// Reads what a flat writer wrote.
+  reader(writer::flat_t, std::span<const std::byte> flat) : head_(flat), flat_(true) {}
 
   void bytes(void* out, std::size_t n) {
     if (n > head_.size() - pos_) detail::throw_malformed("inline data", n, head_.size() - pos_);
@@ -127,7 +135,7 @@ class reader {
   /// A contiguous range written by writer::range.
   std::span<const std::byte> range() {
     auto n = static_cast<std::size_t>(pod<std::uint64_t>());
-    if (n < detail::blob_threshold) {
+    if (n < detail::blob_threshold || flat_) {
       if (n > head_.size() - pos_) detail::throw_malformed("inline range", n, head_.size() - pos_);
       std::span<const std::byte> s{head_.data() + pos_, n};
       pos_ += n;
@@ -155,7 +163,23 @@ class reader {
   std::span<const std::span<const std::byte>> blobs_;
   std::size_t pos_ = 0;
   std::size_t next_blob_ = 0;
+  bool flat_ = false;
 };
+
+/// `v` as one flat string, and back (throws malformed_message on trailing bytes).
+template <class T>
+std::string encode_flat(const T& v) {
+  writer w(writer::flat);
+  w.value(v);
+  return std::move(w.head());
+}
+template <class T>
+T decode_flat(std::string_view s) {
+  reader r(writer::flat, {reinterpret_cast<const std::byte*>(s.data()), s.size()});
+  T v = r.value<T>();
+  if (!r.at_end()) throw error(errc::malformed_message, "stored value carries trailing bytes: it was stored with another type");
+  return v;
+}
 
 // ---- defaults -------------------------------------------------------------------------------
 

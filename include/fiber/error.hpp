@@ -22,6 +22,7 @@ enum class errc {
   wrong_direction,      // send on a receive-only pipe end, or the reverse
   would_deadlock,       // a blocking call was made from the thread that runs fiber's event loop
   backend_unavailable,  // the configured backend/engine cannot be reached
+  server_lost,          // a manager's server process ended: its objects are gone
 };
 
 }  // namespace fiber

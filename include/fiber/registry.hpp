@@ -30,7 +30,15 @@ const function_entry* find_function(std::uint64_t id) noexcept;
 /// Digest of every registered id: a worker whose registry differs runs other code.
 std::uint64_t registry_digest() noexcept;
 [[noreturn]] void throw_not_registered(const void* address);
-std::uint64_t stable_hash(std::string_view s) noexcept;
+/// FNV-1a: ids that are the same in every process and every build of the same names.
+constexpr std::uint64_t stable_hash(std::string_view s) noexcept {
+  std::uint64_t h = 1469598103934665603ull;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
 
 template <class F>
 struct fn_traits;

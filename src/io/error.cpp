@@ -27,6 +27,7 @@ class category : public std::error_category {
       case errc::wrong_direction: return "wrong direction for this pipe end";
       case errc::would_deadlock: return "blocking call on fiber's event-loop thread";
       case errc::backend_unavailable: return "backend unavailable";
+      case errc::server_lost: return "manager server lost";
     }
     return "unknown fiber error";
   }

@@ -32,7 +32,6 @@ FIBER_REMOTE(fiber::detail::pool_worker_main);
 
 namespace fiber::detail {
 namespace {
-std::atomic<std::uint64_t> next_pool_id{1};
 
 struct packed_item {
   std::uint8_t status = 0;
@@ -74,7 +73,7 @@ std::vector<packed_item> unpack(const multipart& frames, std::size_t at, std::si
 class pool_core final : public service, public std::enable_shared_from_this<pool_core> {
  public:
   pool_core(std::shared_ptr<runtime> rt, pool_options options)
-      : rt_(std::move(rt)), options_(std::move(options)), id_(next_pool_id++) {
+      : rt_(std::move(rt)), options_(std::move(options)), id_(rt_->new_channel_id()) {  // unique among services too
     if (!options_.processes) options_.processes = cpu_count();
     if (*options_.processes < 1)
       throw error(errc::config_error, "pool: processes must be at least 1, got " + std::to_string(*options_.processes) +

@@ -20,8 +20,9 @@ std::atomic<int> next_number{1};
 
 template <class Token>
 auto async_started(std::shared_ptr<process_state> s, Token&& token) {
+  // `s` as an argument of the initiation, not a capture: see await_completion (g++ 12).
   return asio::async_initiate<Token, void(std::error_code, std::string)>(
-      [s](auto handler) {
+      [](auto handler, const std::shared_ptr<process_state>& s) {
         auto ex = asio::get_associated_executor(handler, s->rt->executor());
         unique_function<void(std::error_code, std::string)> done =
             [h = std::move(handler), ex](std::error_code ec, std::string d) mutable {
@@ -33,14 +34,14 @@ auto async_started(std::shared_ptr<process_state> s, Token&& token) {
           done(e.code(), e.what());
         }
       },
-      token);
+      token, s);
 }
 
 /// Completes with true once ended, false when `timeout` passed first.
 template <class Token>
 auto async_ended(std::shared_ptr<process_state> s, std::optional<std::chrono::milliseconds> timeout, Token&& token) {
   return asio::async_initiate<Token, void(bool)>(
-      [s, timeout](auto handler) {
+      [timeout](auto handler, const std::shared_ptr<process_state>& s) {
         auto ex = asio::get_associated_executor(handler, s->rt->executor());
         struct shared {
           decltype(handler) h;
@@ -63,7 +64,7 @@ auto async_ended(std::shared_ptr<process_state> s, std::optional<std::chrono::mi
           });
         }
       },
-      token);
+      token, s);
 }
 
 asio::awaitable<void> start_impl(std::shared_ptr<process_state> s) {

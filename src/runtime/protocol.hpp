@@ -25,8 +25,11 @@ enum class kind : std::uint8_t {
   pool_result,  // pool worker -> master: channel = pool id, request = task id; see pool.cpp
   pool_stop,    // master -> pool worker: finish and exit
   probe,        // master -> any worker: ignored; its delivery failing means the peer is gone
+  mgr_call,     // caller -> master -> manager server: channel = manager id, request = call id
+  mgr_reply,    // server -> master -> caller: channel = manager id, request = call id, aux = status
+  mgr_stop,     // master -> manager server: exit
 };
-inline constexpr std::uint8_t last_kind = static_cast<std::uint8_t>(kind::probe);
+inline constexpr std::uint8_t last_kind = static_cast<std::uint8_t>(kind::mgr_stop);
 
 struct header {
   kind type{};

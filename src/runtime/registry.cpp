@@ -26,15 +26,6 @@ registry& the_registry() {
 }
 }  // namespace
 
-std::uint64_t stable_hash(std::string_view s) noexcept {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 void register_function(const void* address, std::uint64_t id, std::string_view name, invoker_fn invoke) {
   auto& r = the_registry();
   std::lock_guard lock(r.mutex);

@@ -537,13 +537,31 @@ void runtime::handle_master_message(multipart&& m) {
       return;
     }
     case kind::pool_ready:
-    case kind::pool_result: {
+    case kind::pool_result:
+    case kind::mgr_reply: {
       auto it = services_.find(h->channel);
       auto svc = it == services_.end() ? nullptr : it->second.lock();
       if (svc)
         svc->on_message(peer, *h, payload());
       else
-        logf(log_level::debug, "message for pool ", h->channel, " that is gone, from ", peer, "; ignored");
+        logf(log_level::debug, "message for service ", h->channel, " that is gone, from ", peer, "; ignored");
+      return;
+    }
+    case kind::mgr_call: {
+      auto it = services_.find(h->channel);
+      auto svc = it == services_.end() ? nullptr : it->second.lock();
+      if (svc) {
+        svc->on_message(peer, *h, payload());
+        return;
+      }
+      // The caller waits for an answer: tell it the manager is gone rather than let it hang.
+      std::string text = std::to_string(static_cast<int>(errc::server_lost)) + '\0' + "manager " +
+                         std::to_string(h->channel) + " has been shut down: its objects are gone";
+      multipart reply;
+      reply.emplace_back(peer.data(), peer.size());
+      reply.push_back(make_header(kind::mgr_reply, h->channel, h->request, 2));
+      reply.emplace_back(text.data(), text.size());
+      (void)router_->send(std::move(reply));
       return;
     }
     case kind::put: broker_put(h->channel, payload(), true); return;
@@ -653,8 +671,19 @@ void runtime::handle_worker_message(multipart&& m) {
       complete_get(h->request, {}, std::move(payload), true);
       return;
     case kind::cancelled: complete_get(h->request, make_error_code(errc::timeout), {}, true); return;
+    case kind::mgr_reply: {
+      auto it = services_.find(h->channel);
+      auto svc = it == services_.end() ? nullptr : it->second.lock();
+      if (svc)
+        svc->on_message({}, *h, std::move(payload));
+      else
+        logf(log_level::debug, "reply from manager ", h->channel, " nobody waits for; ignored");
+      return;
+    }
     case kind::pool_task:
     case kind::pool_stop:
+    case kind::mgr_call:
+    case kind::mgr_stop:
       payload.insert(payload.begin(), std::move(m[0]));
       service_inbox_.push_back(std::move(payload));
       notify_done(service_arrived_);

@@ -47,7 +47,8 @@ class child_endpoint {
   virtual void on_master_shutdown() noexcept = 0;
 };
 
-/// Something on the master that workers talk to by id (a pool); called on the loop thread.
+/// Something that peers talk to by id: on the master a pool or a manager, in a worker the
+/// caller's side of a manager. Called on the loop thread.
 class service {
  public:
   virtual ~service() = default;
@@ -90,6 +91,8 @@ class runtime : public std::enable_shared_from_this<runtime> {
   void replace_config(fiber::config cfg) { cfg_ = std::move(cfg); }
   role my_role() const noexcept { return role_; }
   bool is_shut_down() const noexcept { return shut_down_; }
+  /// True when this runtime owns its io_context (a blocking caller may run it).
+  bool owns_loop() const noexcept { return owned_io_ != nullptr; }
   const std::string& job_id() const noexcept { return job_id_; }
   const job_keys& keys() const noexcept { return keys_; }
   /// Credentials for a child of this master (valid after listen()).
@@ -115,6 +118,10 @@ class runtime : public std::enable_shared_from_this<runtime> {
   std::error_code try_send_to_child(const std::string& routing_id, multipart&& parts);
   void add_service(std::uint64_t id, std::weak_ptr<service> s) { services_[id] = std::move(s); }
   void remove_service(std::uint64_t id) { services_.erase(id); }
+  std::shared_ptr<service> find_service(std::uint64_t id) const {
+    auto it = services_.find(id);
+    return it == services_.end() ? nullptr : it->second.lock();
+  }
   /// Children still running, and what to do with them when the master goes.
   void track_job(job* j) { live_jobs_.push_back(j); }
   void untrack_job(job* j) { std::erase(live_jobs_, j); }
@@ -125,7 +132,7 @@ class runtime : public std::enable_shared_from_this<runtime> {
   /// Waits for the master's first answer (welcome or refuse).
   void on_first_message(unique_function<void(std::error_code, multipart)> h);
   /// Worker: blocks (running the loop) until the master sends a service message (pool_task,
-  /// pool_stop); returns it with its header frame first.
+  /// pool_stop, mgr_call, mgr_stop); returns it with its header frame first.
   multipart next_service_message();
 
   /// Stops: kills children still running, closes sockets. Idempotent; on the loop thread.

@@ -53,14 +53,18 @@ T take(completion<T>& c) {
 template <class T>
 asio::awaitable<T> await_completion(std::shared_ptr<completion<T>> c) {
   if (!c->done) {
+    // g++ 12 miscompiles a closure that captures a shared_ptr when use_awaitable's initiation
+    // (a coroutine) takes it by value: the copy skips the reference count. So `c` goes as an
+    // argument of the initiation, not as a capture.
     co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
-        [c](auto handler) {
+        [](auto handler, const std::shared_ptr<completion<T>>& c) {
           auto ex = asio::get_associated_executor(handler);
           c->waiter = [h = std::move(handler), ex]() mutable { asio::post(ex, std::move(h)); };
         },
-        asio::use_awaitable);
+        asio::use_awaitable, c);
   }
-  co_return take(*c);
+  T v = take(*c);
+  co_return v;
 }
 
 /// Blocks until `c` is done, running fiber's loop on this thread when it can.

@@ -1,0 +1,108 @@
+// fiber/manager.hpp - objects living in another process, called through proxies.
+//
+//   fiber::manager mgr;                                   // starts its server process
+//   auto env = mgr.create<cartpole>(7).get();             // or co_await
+//   auto r = env.step(1).get();                           // the call completes before get() returns
+//
+//   fiber::async_manager amgr;                            // same, but calls are sent at once:
+//   auto env2 = amgr.create<cartpole>(7).get();
+//   auto h1 = env2.step(1);  auto h2 = other.step(0);    // both on their way
+//   auto r2 = co_await h2;  auto r1 = co_await h1;        // any order; each gets its own result
+//
+// One server process per manager runs its objects' methods one at a time (a queue's get waits
+// without blocking the others). Exceptions thrown by a method come back as fiber::remote_error.
+// If the server dies, waiting and later calls fail with errc::server_lost. The server shuts down
+// when the manager is destroyed; an object is released when the last proxy to it in the process
+// that created it goes.
+#pragma once
+#include <memory>
+#include <utility>
+
+#include "fiber/context.hpp"
+#include "fiber/managed.hpp"
+#include "fiber/op.hpp"
+#include "fiber/remote_class.hpp"
+
+namespace fiber {
+
+namespace detail {
+class manager_core;
+/// Creates an object on the server (constructor `ctor` with `args`); runs on fiber's loop.
+/// Completes with the new object's id.
+asio::awaitable<std::uint64_t> create_object(std::shared_ptr<manager_core> core, std::uint64_t ctor,
+                                             std::shared_ptr<writer> args);
+object_handle created_object(const std::shared_ptr<manager_core>& core, std::uint64_t id);
+/// The same, blocking the calling thread.
+object_handle create_object_blocking(const std::shared_ptr<manager_core>& core, std::uint64_t ctor, writer& args);
+
+template <class P>
+asio::awaitable<P> as_proxy(std::shared_ptr<manager_core> core, std::uint64_t ctor, std::shared_ptr<writer> args) {
+  auto id = co_await create_object(core, ctor, std::move(args));
+  co_return P(created_object(core, id));
+}
+}  // namespace detail
+
+class manager {
+ public:
+  /// Starts the server process (in the default context); calls made before it is up wait for it.
+  manager();
+  explicit manager(context& ctx);
+  manager(manager&&) noexcept;
+  manager& operator=(manager&&) noexcept;
+  /// Shuts the server down (it gets terminate_grace_ms to exit, then it is killed).
+  ~manager();
+
+  /// A new T on the server, built from `args`; T needs FIBER_REMOTE_CLASS.
+  template <class T, class... A>
+  op<proxy<T>> create(A&&... args) {
+    static_assert(registered_class<T>,
+                  "fiber::manager::create<T>: T is not registered; add FIBER_REMOTE_CLASS(T, methods...) at global "
+                  "namespace scope");
+    static_assert(std::is_constructible_v<T, detail::wire_t<A>&&...>,
+                  "fiber::manager::create<T>: T has no constructor taking these arguments");
+    auto ctor = detail::constructor_id<T, detail::wire_t<A>...>::value;
+    return make<proxy<T>>(ctor, detail::encode_args(std::forward<A>(args)...));
+  }
+  template <class T>
+  op<managed_list<T>> list() {
+    return make<managed_list<T>>(detail::list_type, detail::encode_args());
+  }
+  template <class K, class V>
+  op<managed_dict<K, V>> dict() {
+    return make<managed_dict<K, V>>(detail::dict_type, detail::encode_args());
+  }
+  op<managed_namespace> make_namespace() { return make<managed_namespace>(detail::namespace_type, detail::encode_args()); }
+  template <class T>
+  op<managed_queue<T>> queue() {
+    return make<managed_queue<T>>(detail::queue_type, detail::encode_args());
+  }
+
+  /// Completes once the server process has started.
+  op<void> ready();
+  /// Stops the server now; its objects are gone and calls fail with errc::server_lost.
+  op<void> shutdown();
+  /// The server's pid (0 before it started).
+  int pid() const;
+
+ protected:
+  manager(context& ctx, bool async);
+
+ private:
+  template <class P>
+  op<P> make(std::uint64_t ctor, std::shared_ptr<writer> args) {
+    return {rt_, detail::as_proxy<P>(core_, ctor, args),
+            [core = core_, ctor, args] { return P(detail::create_object_blocking(core, ctor, *args)); }};
+  }
+
+  std::shared_ptr<detail::runtime> rt_;
+  std::shared_ptr<detail::manager_core> core_;
+};
+
+/// A manager whose proxies send each call at once and return a handle (op) to await later.
+class async_manager : public manager {
+ public:
+  async_manager();
+  explicit async_manager(context& ctx);
+};
+
+}  // namespace fiber

@@ -1,0 +1,282 @@
+// fiber::manager and fiber::async_manager: objects in a real server process, called through proxies.
+#include <fiber/fiber.hpp>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <chrono>
+#include <thread>
+
+#include "support.hpp"
+
+namespace {
+struct span_stamps {
+  std::int64_t start = 0, end = 0;  // steady_clock, the same clock in every process of the machine
+};
+
+std::int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+
+class counter {
+ public:
+  explicit counter(int start) : n_(start) {}
+  counter(std::string label, int start) : label_(std::move(label)), n_(start) {}
+  int add(int k) { return n_ += k; }
+  int value() const { return n_; }
+  void reset() noexcept { n_ = 0; }
+  std::string describe(const std::string& prefix, double scale) const {
+    return prefix + label_ + "=" + std::to_string(static_cast<int>(n_ * scale));
+  }
+  std::vector<double> scaled(std::vector<double> v, double f) {
+    for (auto& x : v) x *= f;
+    return v;
+  }
+  span_stamps work(int ms) {
+    span_stamps s{now_ns(), 0};
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the call's work
+    s.end = now_ns();
+    return s;
+  }
+  int fail(std::string why) { throw std::invalid_argument(why); }
+  int pid() { return getpid(); }
+
+ private:
+  std::string label_;
+  int n_ = 0;
+};
+
+struct throws_in_constructor {
+  explicit throws_in_constructor(int) { throw std::runtime_error("no such environment"); }
+  int nothing() { return 0; }
+};
+
+}  // namespace
+FIBER_REMOTE_CLASS(counter, add, value, reset, describe, scaled, work, fail, pid);
+FIBER_REMOTE_CLASS(throws_in_constructor, nothing);
+
+namespace {
+void append_from_child(fiber::managed_list<int> list, fiber::proxy<counter> c, int x) {
+  list.append(x).get();
+  c.add(x).get();
+}
+}  // namespace
+FIBER_REMOTE(append_from_child);
+
+TEST(manager, registered_class_with_methods_of_several_signatures) {
+  fiber::manager mgr;
+  auto c = mgr.create<counter>("apples", 5).get();
+  EXPECT_EQ(c.add(3).get(), 8);
+  EXPECT_EQ(c.value().get(), 8);
+  EXPECT_EQ(c.describe("n:", 2.0).get(), "n:apples=16");
+  EXPECT_EQ(c.scaled(std::vector<double>(20000, 1.5), 2.0).get(), std::vector<double>(20000, 3.0));  // large frames
+  c.reset().get();
+  EXPECT_EQ(c.value().get(), 0);
+  EXPECT_NE(c.pid().get(), getpid());
+  EXPECT_EQ(c.pid().get(), mgr.pid());
+  // Another constructor, another object: each has its own state.
+  auto d = mgr.create<counter>(100).get();
+  EXPECT_EQ(d.add(1).get(), 101);
+  EXPECT_EQ(c.value().get(), 0);
+}
+
+TEST(manager, remote_exceptions_come_back_with_type_and_message) {
+  fiber::manager mgr;
+  auto c = mgr.create<counter>(0).get();
+  fiber_test::expect_error([&] { (void)c.fail("bad action").get(); }, fiber::errc::remote_error,
+                           {"std::invalid_argument", "bad action", "Manager-"});
+  EXPECT_EQ(c.add(1).get(), 1);  // the object and the server go on
+  fiber_test::expect_error([&] { (void)mgr.create<throws_in_constructor>(1).get(); }, fiber::errc::remote_error,
+                           {"std::runtime_error", "no such environment"});
+}
+
+TEST(manager, async_handles_read_out_of_order_each_get_their_own_result) {
+  fiber::async_manager mgr;
+  auto c = mgr.create<counter>(0).get();
+  auto h1 = c.add(1);
+  auto h2 = c.add(10);
+  auto h3 = c.add(100);
+  EXPECT_EQ(std::move(h3).get(), 111);
+  EXPECT_EQ(std::move(h1).get(), 1);
+  EXPECT_EQ(std::move(h2).get(), 11);
+}
+
+TEST(manager, unread_async_handles_neither_shift_later_results_nor_stay_behind) {
+  fiber::async_manager mgr;
+  auto c = mgr.create<counter>(0).get();
+  for (int i = 0; i < 100; ++i) (void)c.add(1);  // never read
+  EXPECT_EQ(c.value().get(), 100);              // every call ran, in order, and this result is this call's
+  auto h = c.add(5);
+  EXPECT_EQ(std::move(h).get(), 105);
+}
+
+TEST(manager, four_async_calls_of_200ms_on_four_managers_overlap) {
+  std::vector<fiber::async_manager> managers(4);
+  std::vector<fiber::proxy<counter>> envs;
+  for (auto& m : managers) envs.push_back(m.create<counter>(0).get());
+  std::vector<fiber::op<span_stamps>> handles;
+  for (auto& e : envs) handles.push_back(e.work(200));
+  std::vector<span_stamps> spans;
+  for (auto& h : handles) spans.push_back(std::move(h).get());
+  std::int64_t latest_start = 0, earliest_end = INT64_MAX;
+  for (auto& s : spans) {
+    latest_start = std::max(latest_start, s.start);
+    earliest_end = std::min(earliest_end, s.end);
+  }
+  EXPECT_LT(latest_start, earliest_end) << "every call was running at the same moment";
+}
+
+TEST(manager, sync_calls_on_one_manager_run_one_after_the_other) {
+  fiber::manager mgr;
+  auto c = mgr.create<counter>(0).get();
+  auto a = c.work(20).get();
+  auto b = c.work(20).get();
+  EXPECT_LE(a.end, b.start);
+}
+
+TEST(manager, builtin_list) {
+  fiber::manager mgr;
+  auto l = mgr.list<std::string>().get();
+  l.append("a").get();
+  l.extend({"b", "c"}).get();
+  EXPECT_EQ(l.size().get(), 3u);
+  EXPECT_EQ(l.get(-1).get(), "c");
+  l.set(0, "z").get();
+  EXPECT_EQ(l.items().get(), (std::vector<std::string>{"z", "b", "c"}));
+  EXPECT_EQ(l.pop().get(), "c");
+  fiber_test::expect_error([&] { (void)l.get(5).get(); }, fiber::errc::remote_error, {"out_of_range", "list index 5"});
+  l.clear().get();
+  fiber_test::expect_error([&] { (void)l.pop().get(); }, fiber::errc::remote_error, {"pop from an empty list"});
+}
+
+TEST(manager, builtin_dict) {
+  fiber::manager mgr;
+  auto d = mgr.dict<std::string, std::vector<int>>().get();
+  d.set("x", {1, 2}).get();
+  d.set("y", {3}).get();
+  EXPECT_EQ(d.get("x").get(), (std::vector<int>{1, 2}));
+  EXPECT_EQ(d.get("nope").get(), std::nullopt);
+  EXPECT_TRUE(d.contains("y").get());
+  EXPECT_TRUE(d.erase("y").get());
+  EXPECT_FALSE(d.erase("y").get());
+  EXPECT_EQ(d.size().get(), 1u);
+  auto items = d.items().get();
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].first, "x");
+}
+
+TEST(manager, builtin_namespace) {
+  fiber::manager mgr;
+  auto ns = mgr.make_namespace().get();
+  ns.set("lr", 0.25).get();
+  ns.set("name", std::string("run-1")).get();
+  EXPECT_EQ(ns.get<double>("lr").get(), 0.25);
+  EXPECT_EQ(ns.get<std::string>("name").get(), "run-1");
+  EXPECT_EQ(ns.names().get(), (std::vector<std::string>{"lr", "name"}));
+  fiber_test::expect_error([&] { (void)ns.get<int>("epochs").get(); }, fiber::errc::remote_error, {"'epochs'", "set it first"});
+  fiber_test::expect_error([&] { (void)ns.get<std::string>("lr").get(); }, fiber::errc::malformed_message, {"disagree on the type"});
+}
+
+TEST(manager, builtin_queue_get_waits_without_blocking_other_calls) {
+  fiber::async_manager mgr;
+  auto q = mgr.queue<int>().get();
+  auto l = mgr.list<int>().get();
+  auto waiting = q.get();             // parked on the server
+  l.append(7).get();                  // the server still answers other calls
+  EXPECT_EQ(q.try_get().get(), std::nullopt);
+  q.put(42).get();
+  EXPECT_EQ(std::move(waiting).get(), 42);
+  q.put(1).get();
+  EXPECT_EQ(q.size().get(), 1u);
+  EXPECT_EQ(q.get().get(), 1);
+}
+
+TEST(manager, proxies_passed_to_a_child_work_there) {
+  fiber::manager mgr;
+  auto list = mgr.list<int>().get();
+  auto c = mgr.create<counter>(0).get();
+  std::vector<fiber::process> children;
+  for (int i = 1; i <= 3; ++i) children.emplace_back(&append_from_child, list, c, i);
+  for (auto& p : children) p.start().get();
+  for (auto& p : children) p.join().get();
+  for (auto& p : children) EXPECT_FALSE(p.exception()) << p.exception()->what();
+  auto items = list.items().get();
+  std::sort(items.begin(), items.end());
+  EXPECT_EQ(items, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(c.value().get(), 6);
+}
+
+TEST(manager, server_killed_mid_call_fails_pending_and_later_calls) {
+  fiber::async_manager mgr;
+  mgr.ready().get();
+  auto q = mgr.queue<int>().get();
+  auto c = mgr.create<counter>(0).get();
+  auto pending = q.get();  // waits on the server forever
+  ASSERT_EQ(::kill(mgr.pid(), SIGKILL), 0);
+  fiber_test::expect_error([&] { (void)std::move(pending).get(); }, fiber::errc::server_lost, {"killed by signal 9"});
+  fiber_test::expect_error([&] { (void)c.add(1).get(); }, fiber::errc::server_lost, {"objects it hosted are gone"});
+}
+
+TEST(manager, destroying_the_manager_stops_its_server) {
+  int pid = 0;
+  fiber::proxy<counter> c;
+  {
+    fiber::manager mgr;
+    c = mgr.create<counter>(0).get();
+    pid = mgr.pid();
+    ASSERT_GT(pid, 0);
+  }
+  EXPECT_NE(::kill(pid, 0), 0) << "the server process is gone";
+  fiber_test::expect_error([&] { (void)c.add(1).get(); }, fiber::errc::server_lost, {"shut down"});
+}
+
+TEST(manager, released_objects_are_gone_from_the_server) {
+  fiber::manager mgr;
+  fiber::managed_list<int> copy_in_child_form;
+  {
+    auto l = mgr.list<int>().get();
+    l.append(1).get();
+    // What a child would get: the name of the object, not ownership.
+    fiber::writer w;
+    w.value(l);
+    std::vector<std::span<const std::byte>> none;
+    fiber::reader r({reinterpret_cast<const std::byte*>(w.head().data()), w.head().size()}, none);
+    copy_in_child_form = r.value<fiber::managed_list<int>>();
+    EXPECT_EQ(copy_in_child_form.size().get(), 1u);
+  }
+  fiber_test::expect_error([&] { (void)copy_in_child_form.size().get(); }, fiber::errc::closed, {"was released"});
+}
+
+TEST(manager, empty_proxy_is_a_clear_error) {
+  fiber::proxy<counter> c;
+  fiber_test::expect_error([&] { (void)c.add(1); }, fiber::errc::not_started, {"empty proxy"});
+}
+
+namespace {
+asio::awaitable<int> step_twice(fiber::proxy<counter> c) {
+  EXPECT_EQ(co_await c.add(2), 12);
+  co_return co_await c.add(3);
+}
+}  // namespace
+
+TEST(manager, awaitable_from_the_callers_io_context) {
+  asio::io_context io;
+  fiber::context ctx(io);
+  fiber::manager mgr(ctx);
+  std::optional<int> result;
+  struct body {
+    static asio::awaitable<void> run(fiber::manager& mgr, std::optional<int>& result, fiber::context& ctx) {
+      auto c = co_await mgr.create<counter>(10);
+      result = co_await step_twice(c);
+      co_await mgr.shutdown();
+    }
+  };
+  std::exception_ptr failure;
+  asio::co_spawn(io, body::run(mgr, result, ctx), [&](std::exception_ptr e) {
+    failure = e;
+    ctx.stop();
+  });
+  io.run();
+  if (failure) std::rethrow_exception(failure);
+  EXPECT_EQ(result, 15);
+}
