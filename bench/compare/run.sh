@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs fiber's process/queue/pipe benchmarks beside the anchors (Python multiprocessing, raw
 # ZeroMQ, plain sockets) in one go, and prints each figure with its ratio to the anchor.
-# Usage: bench/compare/run.sh [build-dir] [channels|pool|all]   (default: build, all)
+# Usage: bench/compare/run.sh [build-dir] [channels|pool|managers|all]   (default: build, all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -52,7 +52,32 @@ for b in fib("pool_overhead_with_kills"):
     break
 PY2
 fi
-[ "$what" = pool ] && exit 0
+if [ "$what" = managers ] || [ "$what" = all ]; then
+  echo "== managers: anchors"
+  (cd "$anchors" && python3 managers.py --libs mp --repeat 3) | tee "$tmp/pymgr.txt"
+  "$build/bench/raw_zmq_rtt" | tee "$tmp/rawmgr.txt"
+  echo "== managers: fiber"
+  "$build/bench/manager_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/mgr.json" 2>/dev/null
+  python3 - "$tmp" <<'PY3'
+import json, re, sys
+tmp = sys.argv[1]
+py = open(f"{tmp}/pymgr.txt").read()
+raw = float(re.search(r"rtt plain ([\d.]+) us", open(f"{tmp}/rawmgr.txt").read()).group(1))
+rows = {b["run_name"].split("/")[0]: b for b in json.load(open(f"{tmp}/mgr.json"))["benchmarks"] if b.get("aggregate_name") == "median"}
+sync_call = rows["manager_call_sync"]["real_time"]
+print(f"(a) sync call, physics only: {sync_call:.1f} us = {sync_call/raw:.2f}x raw ZeroMQ router/dealer round trip ({raw:.1f} us)")
+rnd = rows['manager_round_async']['real_time']
+print(f"(a) async, 4 calls on 4 managers sent together: {rnd:.1f} us per round, {rnd/4:.1f} us per call")
+for mode, label in (("sync", "harness_sync"), ("threads", "harness_async")):
+    m = re.search(rf"mode={mode}\s.*?steps_time=([\d.]+)s", py)
+    b = rows[label]
+    t = b["steps_time_s"]
+    mp = float(m.group(1)) if m else float("nan")
+    print(f"(b) {label}: {t:.3f} s (ideal {b['ideal_s']:.2f} s, {t/b['ideal_s']:.2f}x ideal; ovh_cal {b['ovh_cal_us_per_call']:.0f} us/call)"
+          f"  mp {mode} {mp:.3f} s  ratio {t/mp:.2f}x")
+PY3
+fi
+[ "$what" = pool ] || [ "$what" = managers ] && exit 0
 
 g++ -O2 -std=c++20 "$anchors/zmq_limits.cpp" -lzmq -o "$tmp/zmq_limits"
 g++ -O2 -std=c++20 "$anchors/socket_limits.cpp" -o "$tmp/socket_limits"
