@@ -247,6 +247,21 @@ TEST(manager, released_objects_are_gone_from_the_server) {
   fiber_test::expect_error([&] { (void)copy_in_child_form.size().get(); }, fiber::errc::closed, {"was released"});
 }
 
+TEST(manager, oversized_arguments_and_results_are_clear_errors) {
+  fiber::context ctx(fiber::config::load({{"max_message_bytes", "100000"}}));
+  fiber::manager mgr(ctx);
+  auto c = mgr.create<counter>(0).get();
+  fiber_test::expect_error([&] { (void)c.scaled(std::vector<double>(20000, 1.0), 1.0).get(); },
+                           fiber::errc::message_too_large, {"arguments", "max_message_bytes"});
+  auto list = mgr.list<std::string>().get();
+  for (int i = 0; i < 3; ++i) list.append(std::string(40000, 'x')).get();
+  fiber_test::expect_error([&] { (void)list.items().get(); }, fiber::errc::message_too_large,
+                           {"result", "max_message_bytes"});
+  EXPECT_EQ(list.size().get(), 3u);  // nothing hangs, the server goes on
+  mgr.shutdown().get();
+  ctx.stop();
+}
+
 TEST(manager, empty_proxy_is_a_clear_error) {
   fiber::proxy<counter> c;
   fiber_test::expect_error([&] { (void)c.add(1); }, fiber::errc::not_started, {"empty proxy"});

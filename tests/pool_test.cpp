@@ -58,6 +58,7 @@ std::vector<double> scale_big(std::vector<double> v) {
   for (auto& x : v) x *= 2;
   return v;
 }
+std::string make_big(int n) { return std::string(static_cast<std::size_t>(n), 'x'); }
 int initialized_value = 0;
 void set_value(int v) { initialized_value = v; }
 int read_value(int) { return initialized_value; }
@@ -99,6 +100,7 @@ FIBER_REMOTE(always_die);
 FIBER_REMOTE(set_value);
 FIBER_REMOTE(read_value);
 FIBER_REMOTE(scale_big);
+FIBER_REMOTE(make_big);
 FIBER_REMOTE(where_plain);
 FIBER_REMOTE(where_gpu);
 FIBER_META(where_gpu, .gpu = 1);
@@ -411,6 +413,21 @@ TEST(pool, bad_input) {
   fiber::pool p(1);
   fiber_test::expect_error([&] { (void)p.apply(&fiber_test_unregistered, 1); }, fiber::errc::not_registered,
                            "FIBER_REMOTE");
+}
+
+TEST(pool, oversized_arguments_and_results_fail_their_task_with_a_clear_error) {
+  fiber::context ctx(fiber::config::load({{"max_message_bytes", "100000"}}));
+  {
+    fiber::pool p(ctx, fiber::pool_options{.processes = 1});
+    fiber_test::expect_error([&] { (void)p.apply(&make_big, 200000).get(); }, fiber::errc::remote_error,
+                             {"max_message_bytes", "200"});
+    EXPECT_EQ(p.apply(&make_big, 10).get().size(), 10u);  // the worker and the pool go on
+    fiber_test::expect_error([&] { (void)p.apply(&scale_big, std::vector<double>(20000, 1.0)).get(); },
+                             fiber::errc::message_too_large, {"arguments", "max_message_bytes"});
+    EXPECT_EQ(p.map(&square, std::vector<int>{1, 2}).get(), (std::vector<int>{1, 4}));
+    EXPECT_EQ(p.stats().workers_lost, 0u);
+  }
+  ctx.stop();
 }
 
 namespace {

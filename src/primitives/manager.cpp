@@ -677,6 +677,16 @@ void manager_server_main(std::uint64_t manager_id) {
       send_text_reply(manager_id, call, reply_raised, std::string("unknown") + '\0' + "an exception not derived from std::exception" + '\0' + me);
       continue;
     }
+    if (out.total_size() > rt->cfg().max_message_bytes) {
+      // The master would drop the connection rather than take it: say so instead.
+      send_text_reply(manager_id, call, reply_failed,
+                      failure_text(errc::message_too_large,
+                                   "the result takes " + std::to_string(out.total_size()) +
+                                       " bytes, more than max_message_bytes (" +
+                                       std::to_string(rt->cfg().max_message_bytes) +
+                                       "); raise it in the config or return less"));
+      continue;
+    }
     send_reply(manager_id, call, reply_value, rt->to_frames(out));
   }
 }

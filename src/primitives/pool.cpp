@@ -445,6 +445,19 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
         finish_if_done(*sub);
         continue;
       }
+      if (chunk.total_size() > rt_->cfg().max_message_bytes) {
+        // A worker would drop the connection rather than take it: fail these items here.
+        auto why = std::make_exception_ptr(error(
+            errc::message_too_large, "the arguments of a chunk take " + std::to_string(chunk.total_size()) +
+                                         " bytes, more than max_message_bytes (" +
+                                         std::to_string(rt_->cfg().max_message_bytes) +
+                                         "); raise it in the config, or use a smaller chunksize"));
+        auto first = sub->next_index;
+        sub->next_index += count;
+        sub->outstanding += count;
+        for (std::size_t i = 0; i < count; ++i) deliver_error(*sub, first + i, why);
+        continue;
+      }
       task t;
       t.id = next_task_++;
       t.sub = sub;
@@ -649,6 +662,15 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
       } catch (...) {
         failed(results, status_at, blobs_at, "unknown", "an exception not derived from std::exception");
       }
+    }
+    if (results.total_size() > rt->cfg().max_message_bytes) {
+      // The master would drop the connection rather than take it: fail the chunk's items instead.
+      auto size = results.total_size();
+      results = writer();
+      for (std::size_t i = 0; i < items.size(); ++i)
+        failed(results, results.head().size(), results.blobs().size(), "fiber::error",
+               "the results of a chunk take " + std::to_string(size) + " bytes, more than max_message_bytes (" +
+                   std::to_string(rt->cfg().max_message_bytes) + "); raise it in the config, or use a smaller chunksize");
     }
     ++done;
     // Give the credit back unless this worker is about to retire.
