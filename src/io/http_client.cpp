@@ -1,0 +1,343 @@
+// libcurl's multi interface on Asio (decision 6): curl says which sockets to watch and when to
+// time out; Asio watches them (without owning them) and calls curl back when they are ready.
+// Rules kept: curl is never called from inside its own callbacks (a 0 timeout is posted), no
+// exception crosses a C callback, and a socket descriptor is released, never closed, by Asio.
+#include "io/http_client.hpp"
+
+#include <curl/curl.h>
+
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
+#include <boost/json.hpp>
+#include <cctype>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "fiber/error.hpp"
+#include "io/log.hpp"
+
+namespace fiber::detail {
+
+namespace {
+class curl_error_category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "curl"; }
+  std::string message(int code) const override { return curl_easy_strerror(static_cast<CURLcode>(code)); }
+};
+
+void global_init_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+}  // namespace
+
+const std::error_category& curl_category() noexcept {
+  static curl_error_category c;
+  return c;
+}
+
+boost::json::value http_response::json() const {
+  boost::system::error_code ec;
+  auto v = boost::json::parse(body, ec);
+  if (ec) {
+    auto shown = body.size() > 200 ? body.substr(0, 200) + "..." : body;
+    throw error(errc::malformed_message, "the answer to " + what + " (HTTP " + std::to_string(status) +
+                                             ") is not JSON (" + ec.message() + "): " + shown);
+  }
+  return v;
+}
+
+std::string http_response::header(std::string_view name) const {
+  auto key = lower(std::string(name));
+  for (auto& [k, v] : headers)
+    if (k == key) return v;
+  return {};
+}
+
+struct http_client::impl {
+  struct request_state {
+    std::uint64_t id = 0;
+    CURL* easy = nullptr;
+    curl_slist* headers = nullptr;
+    done_fn done;
+    chunk_fn on_chunk;
+    http_response response;
+    char error_text[CURL_ERROR_SIZE] = {};
+    std::string body;  // kept alive for curl
+    bool callback_failed = false;
+  };
+  struct watched_socket {
+    std::unique_ptr<asio::posix::stream_descriptor> descriptor;
+    int what = 0;  // CURL_POLL_*
+    bool reading = false, writing = false;
+  };
+
+  asio::io_context& io;
+  CURLM* multi = nullptr;
+  asio::steady_timer timer;
+  std::unordered_map<std::uint64_t, std::unique_ptr<request_state>> requests;
+  std::map<curl_socket_t, watched_socket> sockets;
+  std::uint64_t next_id = 1;
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+
+  explicit impl(asio::io_context& io_) : io(io_), timer(io_) {
+    global_init_once();
+    multi = curl_multi_init();
+    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &on_socket);
+    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &on_timer);
+    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, this);
+  }
+
+  ~impl() {
+    *alive = false;
+    timer.cancel();
+    for (auto& [id, r] : requests) {
+      curl_multi_remove_handle(multi, r->easy);
+      cleanup(*r);
+    }
+    for (auto& [fd, s] : sockets) {
+      s.descriptor->cancel();
+      s.descriptor->release();  // curl's descriptor: curl closes it
+    }
+    curl_multi_cleanup(multi);
+  }
+
+  static void cleanup(request_state& r) {
+    if (r.easy) curl_easy_cleanup(r.easy);
+    if (r.headers) curl_slist_free_all(r.headers);
+    r.easy = nullptr;
+    r.headers = nullptr;
+  }
+
+  // ---- curl's callbacks (C; nothing may throw out of them, and none calls curl)
+
+  static int on_socket(CURL*, curl_socket_t fd, int what, void* userp, void*) noexcept {
+    auto* self = static_cast<impl*>(userp);
+    try {
+      if (what == CURL_POLL_REMOVE) {
+        auto it = self->sockets.find(fd);
+        if (it != self->sockets.end()) {
+          it->second.descriptor->cancel();
+          it->second.descriptor->release();
+          self->sockets.erase(it);
+        }
+        return 0;
+      }
+      auto& s = self->sockets[fd];
+      if (!s.descriptor) s.descriptor = std::make_unique<asio::posix::stream_descriptor>(self->io, fd);
+      s.what = what;
+      self->watch(fd);
+    } catch (const std::exception& e) {
+      logf(log_level::error, "http: watching socket ", fd, ": ", e.what());
+      return -1;
+    }
+    return 0;
+  }
+
+  static int on_timer(CURLM*, long timeout_ms, void* userp) noexcept {
+    auto* self = static_cast<impl*>(userp);
+    if (timeout_ms < 0) {
+      self->timer.cancel();
+      return 0;
+    }
+    // 0 included: run it from the loop, not from inside curl.
+    self->timer.expires_after(std::chrono::milliseconds(timeout_ms));
+    self->timer.async_wait([self, alive = self->alive](std::error_code ec) {
+      if (ec || !*alive) return;
+      int running = 0;
+      curl_multi_socket_action(self->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+      self->finish_done();
+    });
+    return 0;
+  }
+
+  static std::size_t on_body(char* data, std::size_t size, std::size_t n, void* userp) noexcept {
+    auto* r = static_cast<request_state*>(userp);
+    std::size_t bytes = size * n;
+    try {
+      if (r->on_chunk)
+        r->on_chunk(std::string_view(data, bytes));
+      else
+        r->response.body.append(data, bytes);
+    } catch (const std::exception& e) {
+      logf(log_level::error, "http: the body handler of ", r->response.what, " threw: ", e.what());
+      r->callback_failed = true;
+      return 0;  // makes curl fail the transfer (CURLE_WRITE_ERROR)
+    }
+    return bytes;
+  }
+
+  static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* userp) noexcept {
+    auto* r = static_cast<request_state*>(userp);
+    std::size_t bytes = size * n;
+    try {
+      std::string_view line(data, bytes);
+      if (line.starts_with("HTTP/")) r->response.headers.clear();  // a new response (after 100, redirects)
+      auto colon = line.find(':');
+      if (colon != std::string_view::npos) {
+        auto value = line.substr(colon + 1);
+        while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+        while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.remove_suffix(1);
+        r->response.headers.emplace_back(lower(std::string(line.substr(0, colon))), std::string(value));
+      }
+    } catch (...) {
+      return 0;
+    }
+    return bytes;
+  }
+
+  // ---- the loop's side
+
+  void watch(curl_socket_t fd) {
+    auto it = sockets.find(fd);
+    if (it == sockets.end()) return;
+    auto& s = it->second;
+    if ((s.what & CURL_POLL_IN) && !s.reading) {
+      s.reading = true;
+      s.descriptor->async_wait(asio::posix::stream_descriptor::wait_read,
+                               [this, fd, alive = alive](std::error_code ec) { ready(fd, CURL_CSELECT_IN, ec, alive); });
+    }
+    if ((s.what & CURL_POLL_OUT) && !s.writing) {
+      s.writing = true;
+      s.descriptor->async_wait(asio::posix::stream_descriptor::wait_write,
+                               [this, fd, alive = alive](std::error_code ec) { ready(fd, CURL_CSELECT_OUT, ec, alive); });
+    }
+  }
+
+  void ready(curl_socket_t fd, int direction, std::error_code ec, const std::shared_ptr<bool>& alive_flag) {
+    if (!*alive_flag) return;
+    auto it = sockets.find(fd);
+    if (it != sockets.end()) (direction == CURL_CSELECT_IN ? it->second.reading : it->second.writing) = false;
+    if (ec == asio::error::operation_aborted) return;
+    int running = 0;
+    curl_multi_socket_action(multi, fd, ec ? CURL_CSELECT_ERR : direction, &running);
+    finish_done();
+    watch(fd);  // still wanted: wait again (curl may have removed or changed it meanwhile)
+  }
+
+  void finish_done() {
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      std::uint64_t id = 0;
+      char* priv = nullptr;
+      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+      id = reinterpret_cast<std::uintptr_t>(priv);
+      complete(id, msg->data.result);
+    }
+  }
+
+  void complete(std::uint64_t id, CURLcode result) {
+    auto it = requests.find(id);
+    if (it == requests.end()) return;
+    auto r = std::move(it->second);
+    requests.erase(it);
+    curl_multi_remove_handle(multi, r->easy);
+    std::error_code ec;
+    if (result != CURLE_OK) {
+      ec = result == CURLE_OPERATION_TIMEDOUT ? make_error_code(errc::timeout)
+                                              : std::error_code(static_cast<int>(result), curl_category());
+      std::string detail = r->error_text[0] ? r->error_text : curl_easy_strerror(result);
+      r->response.body = detail;  // what went wrong, for the caller's message
+      if (r->callback_failed) r->response.body = "the body handler failed";
+    } else {
+      curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->response.status);
+    }
+    cleanup(*r);
+    auto done = std::move(r->done);
+    done(ec, std::move(r->response));
+  }
+
+  std::uint64_t start(http_request req, done_fn done, chunk_fn on_chunk) {
+    auto r = std::make_unique<request_state>();
+    r->id = next_id++;
+    r->done = std::move(done);
+    r->on_chunk = std::move(on_chunk);
+    r->response.what = req.method + " " + req.url;
+    r->body = std::move(req.body);
+    CURL* e = r->easy = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, req.url.c_str());
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->error_text);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<char*>(static_cast<std::uintptr_t>(r->id)));
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r.get());
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, r.get());
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout.count()));
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.connect_timeout.count()));
+    if (!req.unix_socket.empty()) curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
+    if (req.method == "GET") {
+      curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else if (req.method == "HEAD") {
+      curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    } else {
+      curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    }
+    if (!r->body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
+      curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body.data());
+      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r->body.size()));
+    }
+    bool has_type = false;
+    for (auto& [k, v] : req.headers) {
+      if (lower(k) == "content-type") has_type = true;
+      r->headers = curl_slist_append(r->headers, (k + ": " + v).c_str());
+    }
+    if (!r->body.empty() && !has_type) r->headers = curl_slist_append(r->headers, "Content-Type: application/json");
+    r->headers = curl_slist_append(r->headers, "Expect:");  // no 100-continue round trip
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+    if (!req.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, req.ca_file.c_str());
+    if (!req.cert_file.empty()) curl_easy_setopt(e, CURLOPT_SSLCERT, req.cert_file.c_str());
+    if (!req.key_file.empty()) curl_easy_setopt(e, CURLOPT_SSLKEY, req.key_file.c_str());
+    if (!req.verify_tls) {
+      curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+      curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    auto id = r->id;
+    requests.emplace(id, std::move(r));
+    if (auto rc = curl_multi_add_handle(multi, e); rc != CURLM_OK) {
+      // Never complete inside start(): post the failure.
+      asio::post(io, [this, id, alive = alive, rc] {
+        if (*alive) fail(id, std::error_code(static_cast<int>(CURLE_FAILED_INIT), curl_category()), curl_multi_strerror(rc));
+      });
+    }
+    return id;
+  }
+
+  void fail(std::uint64_t id, std::error_code ec, const std::string& why) {
+    auto it = requests.find(id);
+    if (it == requests.end()) return;
+    auto r = std::move(it->second);
+    requests.erase(it);
+    curl_multi_remove_handle(multi, r->easy);
+    cleanup(*r);
+    r->response.body = why;
+    auto done = std::move(r->done);
+    done(ec, std::move(r->response));
+  }
+};
+
+http_client::http_client(asio::io_context& io) : io_(io), impl_(std::make_unique<impl>(io)) {}
+http_client::~http_client() = default;
+
+std::uint64_t http_client::start(http_request request, done_fn done, chunk_fn on_chunk) {
+  return impl_->start(std::move(request), std::move(done), std::move(on_chunk));
+}
+
+void http_client::cancel(std::uint64_t id) {
+  // Posted: cancel() may be called from a body callback, that is from inside curl.
+  asio::post(io_, [self = impl_.get(), alive = impl_->alive, id] {
+    if (*alive) self->fail(id, asio::error::operation_aborted, "cancelled");
+  });
+}
+
+std::size_t http_client::in_flight() const noexcept { return impl_->requests.size(); }
+
+}  // namespace fiber::detail
