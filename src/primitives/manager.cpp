@@ -731,10 +731,22 @@ manager::~manager() {
   }
 }
 
+namespace {
+/// An op that completes when `c` does (on fiber's loop).
+op<void> completion_void_op(const std::shared_ptr<detail::runtime>& rt,
+                            std::shared_ptr<detail::completion<std::monostate>> c) {
+  struct body {
+    static asio::awaitable<void> run(std::shared_ptr<detail::completion<std::monostate>> c) {
+      (void)co_await detail::await_completion(std::move(c));
+    }
+  };
+  return {rt, body::run(c), [rt, c] { (void)detail::block_on_completion(*rt, c); }};
+}
+}  // namespace
+
 op<void> manager::ready() {
   auto c = std::make_shared<detail::completion<std::monostate>>();
-  auto core = core_;
-  rt_->run_sync([&] {
+  rt_->run_sync([&, core = core_] {
     core->when_ready([c](std::exception_ptr e) {
       if (e)
         c->set_error(e);
@@ -742,26 +754,13 @@ op<void> manager::ready() {
         c->set_value({});
     });
   });
-  struct body {
-    static asio::awaitable<void> run(std::shared_ptr<detail::completion<std::monostate>> c) {
-      (void)co_await detail::await_completion(c);
-    }
-  };
-  auto rt = rt_;
-  return {rt, body::run(c), [rt, c] { (void)detail::block_on_completion(*rt, c); }};
+  return completion_void_op(rt_, c);
 }
 
 op<void> manager::shutdown() {
   auto c = std::make_shared<detail::completion<std::monostate>>();
-  auto core = core_;
-  rt_->run_sync([&] { core->shutdown([c] { c->set_value({}); }); });
-  struct body {
-    static asio::awaitable<void> run(std::shared_ptr<detail::completion<std::monostate>> c) {
-      (void)co_await detail::await_completion(c);
-    }
-  };
-  auto rt = rt_;
-  return {rt, body::run(c), [rt, c] { (void)detail::block_on_completion(*rt, c); }};
+  rt_->run_sync([&, core = core_] { core->shutdown([c] { c->set_value({}); }); });
+  return completion_void_op(rt_, c);
 }
 
 int manager::pid() const { return core_ ? core_->pid() : 0; }

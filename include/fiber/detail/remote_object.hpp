@@ -55,13 +55,10 @@ using result_decoder = R (*)(const message&);
 template <class R>
 struct object_call {
   static asio::awaitable<R> lazy(std::shared_ptr<runtime> rt, object_ref ref, std::uint64_t method,
-                                 std::shared_ptr<writer> args, result_decoder<R> decode, std::shared_ptr<void> keep) {
+                                 std::shared_ptr<writer> args, result_decoder<R> decode, [[maybe_unused]] std::shared_ptr<void> keep) {
     // `keep` (the object's owner) holds the object alive until the call is done.
     auto c = send_object_call(*rt, ref, method, *args);  // the coroutine runs on fiber's loop (see op)
-    message m = co_await await_completion(std::move(c));
-    keep.reset();
-    R result = decode(m);
-    co_return result;
+    co_return co_await finish(std::move(c), decode);
   }
   static asio::awaitable<R> finish(std::shared_ptr<completion<message>> c, result_decoder<R> decode) {
     auto m = co_await await_completion(std::move(c));
@@ -71,11 +68,9 @@ struct object_call {
 template <>
 struct object_call<void> {
   static asio::awaitable<void> lazy(std::shared_ptr<runtime> rt, object_ref ref, std::uint64_t method,
-                                    std::shared_ptr<writer> args, result_decoder<void> decode, std::shared_ptr<void> keep) {
+                                    std::shared_ptr<writer> args, result_decoder<void> decode, [[maybe_unused]] std::shared_ptr<void> keep) {
     auto c = send_object_call(*rt, ref, method, *args);
-    (void)co_await await_completion(std::move(c));
-    (void)decode;
-    keep.reset();
+    co_await finish(std::move(c), decode);
   }
   static asio::awaitable<void> finish(std::shared_ptr<completion<message>> c, result_decoder<void> decode) {
     (void)co_await await_completion(std::move(c));
