@@ -453,6 +453,26 @@ TEST(pool, awaitable_on_the_callers_io_context) {
   EXPECT_EQ(result, (std::vector<int>{1, 4, 9, 2}));
 }
 
+namespace {
+asio::awaitable<void> map_then_stop(fiber::pool& p, fiber::context& ctx, std::vector<int>& out) {
+  std::vector<int> xs{1, 2, 3};
+  out = co_await p.map(&square, xs);
+  ctx.stop();
+}
+}  // namespace
+
+TEST(pool, built_before_the_callers_io_context_runs) {
+  asio::io_context io;
+  fiber::context ctx(io);
+  fiber::pool p(ctx, 2);  // nobody runs `io` yet: this must not wait for it
+  std::vector<int> result;
+  asio::co_spawn(io, map_then_stop(p, ctx, result), [](std::exception_ptr e) {
+    if (e) std::rethrow_exception(e);
+  });
+  io.run();
+  EXPECT_EQ(result, (std::vector<int>{1, 4, 9}));
+}
+
 TEST(pool, progress_line_on_a_terminal) {
   int master = -1, slave = -1;
   ASSERT_EQ(openpty(&master, &slave, nullptr, nullptr, nullptr), 0);

@@ -375,8 +375,27 @@ std::shared_ptr<completion<message>> send_object_call(runtime& rt, const object_
 
 std::shared_ptr<completion<message>> send_object_call_now(runtime& rt, const object_ref& ref, std::uint64_t method,
                                                           writer& args) {
-  std::shared_ptr<completion<message>> c;
-  rt.run_sync([&] { c = send_object_call(rt, ref, method, args); });
+  if (rt.in_loop_thread() || rt.owns_loop()) {
+    std::shared_ptr<completion<message>> c;
+    rt.run_sync([&] { c = send_object_call(rt, ref, method, args); });
+    return c;
+  }
+  // The caller's io_context, called from outside it: sent as soon as the loop runs.
+  auto c = std::make_shared<completion<message>>();
+  auto kept = std::make_shared<writer>(std::move(args));
+  rt.run_soon([&rt, ref, method, kept, c] {
+    auto inner = send_object_call(rt, ref, method, *kept);
+    auto relay = [c, inner] {
+      if (inner->error)
+        c->set_error(inner->error);
+      else
+        c->set_value(std::move(*inner->value));
+    };
+    if (inner->done)
+      relay();
+    else
+      inner->waiter = relay;
+  });
   return c;
 }
 
@@ -415,8 +434,9 @@ object_handle own_object(std::shared_ptr<runtime> rt, object_ref ref) {
     if (!rt || rt->is_shut_down()) return;
     // Sent before anything this thread does next, so a later call sees the object gone.
     try {
-      rt->run_sync([&] {
-        if (rt->is_shut_down()) return;
+      rt->run_soon([weak, ref] {
+        auto rt = weak.lock();
+        if (!rt) return;
         writer none;
         none.value(std::tuple<>());
         (void)send_object_call(*rt, ref, release_method, none);  // nobody waits for the answer

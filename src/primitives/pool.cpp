@@ -171,6 +171,11 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
 
   void pump() { dispatch(); }
 
+  void on_shutdown() noexcept override {
+    if (probe_timer_) probe_timer_->cancel();
+    if (progress_timer_) progress_timer_->cancel();
+  }
+
   void on_message(const std::string& peer, const header& h, multipart&& payload) override {
     auto it = workers_.find(peer);
     if (it == workers_.end()) return;  // a worker we already gave up on
@@ -237,8 +242,9 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
   // ---- workers
 
   void top_up() {
-    if (closed_ || terminating_ || fatal_) return;
-    while (static_cast<int>(live_workers()) < target_) start_worker();
+    if (closed_ || terminating_ || fatal_ || rt_->is_shut_down()) return;
+    // A worker that cannot be spawned counts towards on_start_failed's limit, which ends this.
+    while (static_cast<int>(live_workers()) < target_ && !fatal_) start_worker();
   }
 
   /// Workers started with less than `needs` finish what they hold and are replaced.
@@ -304,8 +310,8 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     if (it == workers_.end()) return;
     auto w = std::move(it->second);
     workers_.erase(it);
-    bool lost = !w.leaving && !terminating_;
-    if (lost || !w.tasks.empty()) {
+    bool lost = !w.leaving && !terminating_ && !rt_->is_shut_down();
+    if (lost || (!w.tasks.empty() && !rt_->is_shut_down())) {
       auto code = w.proc->exit_code.load();
       logf(log_level::warn, w.proc->name, " (pid ", w.proc->pid.load(), ") ended with code ", code, " holding ",
            w.tasks.size(), " task(s)");
@@ -393,7 +399,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     progress_timer_->expires_after(std::chrono::milliseconds(200));
     progress_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
       auto self = weak.lock();
-      if (ec || !self) return;
+      if (ec || !self || self->rt_->is_shut_down()) return;
       auto st = self->stats();
       std::string total = self->total_hint_ ? " of " + std::to_string(self->total_hint_) : std::string();
       std::fprintf(stderr, "\r[fiber pool] %zu%s done, %zu running, %zu queued, %zu workers, %zu lost\033[K",
@@ -414,7 +420,9 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     probe_timer_->expires_after(std::chrono::milliseconds(rt_->cfg().heartbeat_interval_ms));
     probe_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
       auto self = weak.lock();
-      if (ec || !self) return;
+      // After the context stopped nothing is left to watch, and a caller's io_context must be
+      // able to run out of work.
+      if (ec || !self || self->rt_->is_shut_down()) return;
       for (auto& [rid, w] : self->workers_) {
         if (!w.connected) continue;
         multipart m;
@@ -688,7 +696,8 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
 
 std::shared_ptr<pool_core> make_pool_core(std::shared_ptr<runtime> rt, pool_options options) {
   auto core = std::make_shared<pool_core>(rt, std::move(options));
-  rt->run_sync([&] { core->start(); });
+  // With the caller's io_context the loop may not run yet: the workers start once it does.
+  rt->run_soon([core] { core->start(); });
   return core;
 }
 
@@ -719,7 +728,7 @@ pool::pool(context& ctx, pool_options options)
 pool::~pool() {
   if (!core_ || !owner_) return;
   try {
-    detail::pool_on_loop(core_, [](detail::pool_core& c) { c.terminate(); });
+    rt_->run_soon([core = core_] { core->terminate(); });
   } catch (const std::exception& e) {
     detail::logf(log_level::error, "stopping a pool: ", e.what());
   }

@@ -253,6 +253,17 @@ void runtime::run_sync(unique_function<void()> f) {
   if (failure) std::rethrow_exception(failure);
 }
 
+void runtime::run_soon(unique_function<void()> f) {
+  if (shut_down_) return;
+  if (in_loop_thread() || owned_io_) {
+    run_sync(std::move(f));
+    return;
+  }
+  asio::post(*io_, [f = std::move(f), weak = weak_from_this()]() mutable {
+    if (auto self = weak.lock(); self && !self->shut_down_) f();
+  });
+}
+
 void runtime::configure_socket(zmq::socket_t& s) const {
   s.set(zmq::sockopt::sndhwm, 0);  // queues are unbounded, like multiprocessing's
   s.set(zmq::sockopt::rcvhwm, 0);
@@ -704,6 +715,8 @@ void runtime::handle_worker_message(multipart&& m) {
 void runtime::shutdown() noexcept {
   if (shut_down_) return;
   shut_down_ = true;
+  for (auto& [id, weak] : services_)
+    if (auto s = weak.lock()) s->on_shutdown();
   auto children = std::move(children_);
   children_.clear();
   for (auto& [id, weak] : children)

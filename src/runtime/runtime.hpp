@@ -53,6 +53,8 @@ class service {
  public:
   virtual ~service() = default;
   virtual void on_message(const std::string& peer, const header& h, multipart&& payload) = 0;
+  /// The runtime is shutting down: cancel timers, so that a caller's io_context runs out of work.
+  virtual void on_shutdown() noexcept {}
 };
 
 /// A received message: spans into frames it keeps alive (whole frames, or a slice of a frame
@@ -149,6 +151,10 @@ class runtime : public std::enable_shared_from_this<runtime> {
   void drive(unique_function<void()> start, const std::atomic<bool>& done);
   /// Runs `f` on the loop and waits for it.
   void run_sync(unique_function<void()> f);
+  /// Runs `f` on the loop without waiting on a loop that nobody may be running: now when this
+  /// thread can (the loop's own thread, or an owned loop a caller may drive), else posted to the
+  /// caller's io_context. Nothing when the runtime has shut down.
+  void run_soon(unique_function<void()> f);
 
  private:
   struct waiter {
