@@ -1,0 +1,235 @@
+#include "backend/docker_engine.hpp"
+
+#include <boost/json.hpp>
+#include <cstdlib>
+
+#include "fiber/error.hpp"
+
+namespace fiber::detail {
+namespace {
+constexpr const char* api = "/v1.41";
+
+std::string percent_encode(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+/// The engine's message from an error body ({"message": "..."}), or the body itself.
+std::string engine_message(const http_response& r) {
+  boost::system::error_code ec;
+  auto v = boost::json::parse(r.body, ec);
+  if (!ec && v.is_object())
+    if (auto* m = v.as_object().if_contains("message"); m && m->is_string()) return std::string(m->as_string());
+  return r.body.empty() ? "(no message)" : r.body;
+}
+
+/// "1.41" < "1.9"? Compares dotted numbers.
+bool version_less(const std::string& a, const std::string& b) {
+  auto parse = [](const std::string& s) {
+    std::vector<int> parts;
+    std::size_t pos = 0;
+    while (pos <= s.size()) {
+      auto dot = s.find('.', pos);
+      parts.push_back(std::atoi(s.substr(pos, dot - pos).c_str()));
+      if (dot == std::string::npos) break;
+      pos = dot + 1;
+    }
+    return parts;
+  };
+  return parse(a) < parse(b);
+}
+}  // namespace
+
+docker_engine::docker_engine(asio::io_context& io, std::string host) : io_(io), http_(io) {
+  if (host.empty()) {
+    const char* env = std::getenv("DOCKER_HOST");
+    host = env && *env ? env : "unix:///var/run/docker.sock";
+  }
+  host_ = host;
+  if (host.starts_with("unix://")) {
+    socket_path_ = host.substr(7);
+    base_url_ = "http://docker";
+  } else if (host.starts_with("tcp://")) {
+    base_url_ = "http://" + host.substr(6);
+  } else {
+    throw error(errc::config_error, "DOCKER_HOST '" + host + "' is neither unix:///path nor tcp://host:port");
+  }
+}
+
+http_request docker_engine::request(std::string method, std::string path) const {
+  http_request r;
+  r.method = std::move(method);
+  r.url = base_url_ + path;
+  r.unix_socket = socket_path_;
+  return r;
+}
+
+std::string docker_engine::unreachable(const std::string& detail) const {
+  return "cannot reach the Docker engine at " + host_ + " (" + detail +
+         "): start dockerd, or point DOCKER_HOST at a running engine";
+}
+
+void docker_engine::call(http_request req, unique_function<void(http_response)> ok,
+                         unique_function<void(std::error_code, std::string)> on_error) {
+  auto what = req.method + " " + req.url.substr(base_url_.size());
+  http_.start(std::move(req), [this, what, ok = std::move(ok), on_error = std::move(on_error)](
+                                  std::error_code ec, http_response r) mutable {
+    if (ec) return on_error(make_error_code(errc::backend_unavailable), unreachable(r.body));
+    if (r.status < 200 || r.status >= 300)
+      return on_error(make_error_code(errc::spawn_failed), "the Docker engine at " + host_ + " refused " + what +
+                                                               " (HTTP " + std::to_string(r.status) +
+                                                               "): " + engine_message(r));
+    try {
+      ok(std::move(r));
+    } catch (const std::exception& e) {
+      on_error(make_error_code(errc::malformed_message), "unexpected answer to " + what + ": " + e.what());
+    }
+  });
+}
+
+void docker_engine::check(done<std::string> on_done) {
+  auto shared = std::make_shared<done<std::string>>(std::move(on_done));
+  call(request("GET", "/version"),
+       [this, shared](http_response r) {
+         auto json = r.json();
+         auto& v = json.as_object();
+         std::string api_version = v.contains("ApiVersion") ? std::string(v.at("ApiVersion").as_string()) : "?";
+         std::string version = v.contains("Version") ? std::string(v.at("Version").as_string()) : "?";
+         if (api_version == "?" || version_less(api_version, "1.41"))
+           return (*shared)(make_error_code(errc::backend_unavailable), {},
+                            "the Docker engine at " + host_ + " (Docker " + version + ") speaks API " + api_version +
+                                "; fiber needs 1.41 or newer: upgrade Docker");
+         (*shared)({}, version, {});
+       },
+       [shared](std::error_code ec, std::string why) { (*shared)(ec, {}, std::move(why)); });
+}
+
+void docker_engine::create(const container_spec& spec, done<std::string> on_done) {
+  boost::json::object body;
+  body["Image"] = spec.image;
+  body["Cmd"] = boost::json::value_from(spec.cmd);
+  body["Env"] = boost::json::value_from(spec.env);
+  boost::json::object labels;
+  for (auto& [k, v] : spec.labels) labels[k] = v;
+  body["Labels"] = std::move(labels);
+  boost::json::object host;
+  host["Binds"] = boost::json::value_from(spec.binds);
+  if (!spec.network_mode.empty()) host["NetworkMode"] = spec.network_mode;
+  if (spec.cpus > 0) host["NanoCpus"] = static_cast<std::int64_t>(spec.cpus * 1e9);
+  if (spec.memory_bytes > 0) host["Memory"] = spec.memory_bytes;
+  if (spec.gpus > 0) {
+    boost::json::object gpu{{"Driver", "nvidia"}, {"Count", spec.gpus}};
+    gpu["Capabilities"] = boost::json::array{boost::json::array{"gpu"}};
+    host["DeviceRequests"] = boost::json::array{gpu};
+  }
+  body["HostConfig"] = std::move(host);
+  auto req = request("POST", std::string(api) + "/containers/create" +
+                                 (spec.name.empty() ? "" : "?name=" + percent_encode(spec.name)));
+  req.body = boost::json::serialize(body);
+  auto shared = std::make_shared<done<std::string>>(std::move(on_done));
+  auto image = spec.image;
+  call(std::move(req),
+       [shared](http_response r) { (*shared)({}, std::string(r.json().at("Id").as_string()), {}); },
+       [this, shared, image](std::error_code ec, std::string why) {
+         if (why.find("No such image") != std::string::npos)
+           why = "image '" + image + "' is not on the Docker engine at " + host_ +
+                 ": build or pull it there, or set the config key 'image' (FIBER_IMAGE) to one that is";
+         (*shared)(ec, {}, std::move(why));
+       });
+}
+
+namespace {
+template <class T>
+auto forward_error(std::shared_ptr<docker_engine::done<T>> d) {
+  return [d](std::error_code ec, std::string why) { (*d)(ec, T{}, std::move(why)); };
+}
+}  // namespace
+
+void docker_engine::start(const std::string& id, done<bool> on_done) {
+  auto d = std::make_shared<done<bool>>(std::move(on_done));
+  call(request("POST", std::string(api) + "/containers/" + id + "/start"), [d](http_response) { (*d)({}, true, {}); },
+       forward_error(d));
+}
+
+void docker_engine::wait(const std::string& id, done<int> on_done) {
+  auto d = std::make_shared<done<int>>(std::move(on_done));
+  auto req = request("POST", std::string(api) + "/containers/" + id + "/wait");
+  req.timeout = std::chrono::milliseconds(0);  // as long as the container runs
+  call(std::move(req), [d](http_response r) { (*d)({}, static_cast<int>(r.json().at("StatusCode").to_number<std::int64_t>()), {}); },
+       forward_error(d));
+}
+
+void docker_engine::kill(const std::string& id, int signal, done<bool> on_done) {
+  auto d = std::make_shared<done<bool>>(std::move(on_done));
+  call(request("POST", std::string(api) + "/containers/" + id + "/kill?signal=" + std::to_string(signal)),
+       [d](http_response) { (*d)({}, true, {}); }, forward_error(d));
+}
+
+void docker_engine::remove(const std::string& id, bool force, done<bool> on_done) {
+  auto d = std::make_shared<done<bool>>(std::move(on_done));
+  call(request("DELETE", std::string(api) + "/containers/" + id + (force ? "?force=1" : "")),
+       [d](http_response) { (*d)({}, true, {}); }, forward_error(d));
+}
+
+void docker_engine::logs(const std::string& id, done<std::string> on_done) {
+  auto d = std::make_shared<done<std::string>>(std::move(on_done));
+  call(request("GET", std::string(api) + "/containers/" + id + "/logs?stdout=1&stderr=1"),
+       [d](http_response r) {
+         // Without a TTY the engine multiplexes: [stream u8][0 0 0][size u32 big-endian][bytes].
+         std::string out;
+         const auto& b = r.body;
+         std::size_t pos = 0;
+         while (pos + 8 <= b.size()) {
+           std::uint32_t n = (std::uint32_t(std::uint8_t(b[pos + 4])) << 24) | (std::uint32_t(std::uint8_t(b[pos + 5])) << 16) |
+                             (std::uint32_t(std::uint8_t(b[pos + 6])) << 8) | std::uint32_t(std::uint8_t(b[pos + 7]));
+           if (pos + 8 + n > b.size()) throw error(errc::malformed_message, "truncated log frame");
+           out.append(b, pos + 8, n);
+           pos += 8 + n;
+         }
+         (*d)({}, std::move(out), {});
+       },
+       forward_error(d));
+}
+
+void docker_engine::import_image(std::string tar, const std::string& repo_tag, done<bool> on_done) {
+  auto d = std::make_shared<done<bool>>(std::move(on_done));
+  auto colon = repo_tag.rfind(':');
+  auto repo = repo_tag.substr(0, colon), tag = colon == std::string::npos ? "latest" : repo_tag.substr(colon + 1);
+  auto req = request("POST", std::string(api) + "/images/create?fromSrc=-&repo=" + percent_encode(repo) +
+                                 "&tag=" + percent_encode(tag));
+  req.body = std::move(tar);
+  req.headers.emplace_back("Content-Type", "application/x-tar");
+  // The engine streams progress as JSON lines; an error shows up as {"error": ...} in them.
+  call(std::move(req),
+       [d](http_response r) {
+         if (auto at = r.body.find("\"error\""); at != std::string::npos)
+           return (*d)(make_error_code(errc::spawn_failed), false, "image import failed: " + r.body);
+         (*d)({}, true, {});
+       },
+       forward_error(d));
+}
+
+void docker_engine::list(const std::string& key, const std::string& value, done<std::vector<std::string>> on_done) {
+  auto d = std::make_shared<done<std::vector<std::string>>>(std::move(on_done));
+  boost::json::object filters{{"label", boost::json::array{boost::json::string(key + "=" + value)}}};
+  call(request("GET", std::string(api) + "/containers/json?all=1&filters=" + percent_encode(boost::json::serialize(filters))),
+       [d](http_response r) {
+         std::vector<std::string> ids;
+         auto json = r.json();
+         for (auto& c : json.as_array()) ids.emplace_back(c.at("Id").as_string());
+         (*d)({}, std::move(ids), {});
+       },
+       forward_error(d));
+}
+
+}  // namespace fiber::detail

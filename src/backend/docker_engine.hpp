@@ -1,0 +1,68 @@
+// The Docker Engine API (v1.41) over the shared HTTP client: what the docker backend needs.
+// Every operation completes on the io_context with (std::error_code, result, std::string why);
+// `why` says what went wrong and what to do (engine unreachable, image missing, API errors).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fiber/detail/unique_function.hpp"
+#include "io/http_client.hpp"
+
+namespace fiber::detail {
+
+struct container_spec {
+  std::string image;
+  std::vector<std::string> cmd;
+  std::vector<std::string> env;                  // "KEY=value"
+  std::map<std::string, std::string> labels;
+  std::vector<std::string> binds;                // "host:container[:ro]" or "volume:container"
+  std::string network_mode;                      // "host", "bridge" or empty (the engine's default)
+  double cpus = 0;                               // 0: no limit
+  std::int64_t memory_bytes = 0;                 // 0: no limit
+  int gpus = 0;                                  // DeviceRequests for nvidia GPUs
+  std::string name;                              // empty: the engine picks one
+};
+
+class docker_engine {
+ public:
+  /// `host`: DOCKER_HOST's form, "unix:///var/run/docker.sock" or "tcp://host:port"; empty: the
+  /// DOCKER_HOST environment variable, else the default socket.
+  docker_engine(asio::io_context& io, std::string host = {});
+
+  template <class T>
+  using done = unique_function<void(std::error_code, T, std::string why)>;
+
+  /// The engine answers and speaks API v1.41 or newer.
+  void check(done<std::string> on_done);  // result: the engine's version
+  void create(const container_spec& spec, done<std::string> on_done);  // result: the container id
+  void start(const std::string& id, done<bool> on_done);
+  /// Completes when the container has stopped; result: its exit code.
+  void wait(const std::string& id, done<int> on_done);
+  void kill(const std::string& id, int signal, done<bool> on_done);
+  void remove(const std::string& id, bool force, done<bool> on_done);
+  /// stdout and stderr, demultiplexed, in order.
+  void logs(const std::string& id, done<std::string> on_done);
+  /// Imports a root filesystem (a tar archive) as image `repo:tag` (what `docker import` does).
+  void import_image(std::string tar, const std::string& repo_tag, done<bool> on_done);
+  /// Ids of the containers (running or not) carrying label `key=value`.
+  void list(const std::string& key, const std::string& value, done<std::vector<std::string>> on_done);
+
+  const std::string& host() const noexcept { return host_; }
+
+ private:
+  http_request request(std::string method, std::string path) const;
+  /// Runs `req`; a 2xx answer goes to `ok`, anything else to `on_error` with a message.
+  void call(http_request req, unique_function<void(http_response)> ok,
+            unique_function<void(std::error_code, std::string)> on_error);
+  std::string unreachable(const std::string& detail) const;
+
+  asio::io_context& io_;
+  std::string host_, socket_path_, base_url_;
+  http_client http_;
+};
+
+}  // namespace fiber::detail

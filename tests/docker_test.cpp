@@ -1,0 +1,146 @@
+// The Docker Engine API client against a real dockerd (label docker). Without a reachable
+// engine these tests skip, except the ones about an unreachable engine.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <asio/io_context.hpp>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "backend/docker_engine.hpp"
+#include "fiber/error.hpp"
+
+using fiber::detail::container_spec;
+using fiber::detail::docker_engine;
+
+namespace {
+template <class T>
+struct outcome {
+  std::error_code ec;
+  T value{};
+  std::string why;
+};
+
+/// Runs one engine operation to completion on `io`.
+template <class T, class Start>
+outcome<T> run(asio::io_context& io, Start start) {
+  std::optional<outcome<T>> out;
+  start([&](std::error_code ec, T v, std::string why) { out = outcome<T>{ec, std::move(v), std::move(why)}; });
+  io.restart();
+  while (!out && io.run_one()) {
+  }
+  if (!out) ADD_FAILURE() << "the operation never completed";
+  return out ? std::move(*out) : outcome<T>{};
+}
+
+constexpr const char* test_image = "fiber-test-root:latest";
+
+/// A near-empty root whose /usr comes from the host (bind-mounted): runs the host's programs.
+std::string root_tar() {
+  auto dir = std::filesystem::temp_directory_path() / ("fiber-root-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (auto d : {"usr", "etc", "tmp", "proc", "dev", "sys"}) std::filesystem::create_directories(dir / d);
+  for (auto [link, target] : {std::pair{"lib", "usr/lib"}, {"lib64", "usr/lib64"}, {"bin", "usr/bin"}, {"sbin", "usr/sbin"}})
+    if (!std::filesystem::exists(dir / link)) std::filesystem::create_directory_symlink(target, dir / link);
+  std::string cmd = "tar -C " + dir.string() + " -c .";
+  std::string tar;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[65536];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) tar.append(buf, n);
+    ::pclose(p);
+  }
+  std::filesystem::remove_all(dir);
+  return tar;
+}
+
+class docker : public ::testing::Test {
+ protected:
+  asio::io_context io;
+  docker_engine engine{io};
+  std::string job = "fiber-test-" + std::to_string(getpid());
+
+  void SetUp() override {
+    auto v = run<std::string>(io, [&](auto done) { engine.check(std::move(done)); });
+    if (v.ec) GTEST_SKIP() << "no Docker engine here: " << v.why;
+    auto imported = run<bool>(io, [&](auto done) { engine.import_image(root_tar(), test_image, std::move(done)); });
+    ASSERT_FALSE(imported.ec) << imported.why;
+  }
+  void TearDown() override {
+    auto ids = run<std::vector<std::string>>(io, [&](auto done) { engine.list("fiber.job", job, std::move(done)); });
+    for (auto& id : ids.value) (void)run<bool>(io, [&](auto done) { engine.remove(id, true, std::move(done)); });
+  }
+  container_spec spec(std::vector<std::string> cmd) {
+    container_spec s;
+    s.image = test_image;
+    s.cmd = std::move(cmd);
+    s.binds = {"/usr:/usr:ro"};
+    s.labels = {{"fiber.job", job}, {"fiber.master", std::to_string(getpid())}, {"fiber.process", "test"}};
+    s.network_mode = "none";
+    return s;
+  }
+};
+}  // namespace
+
+TEST_F(docker, a_container_runs_and_its_exit_code_logs_and_labels_come_back) {
+  auto created = run<std::string>(io, [&](auto done) {
+    engine.create(spec({"/bin/sh", "-c", "echo hello; echo oops >&2; exit 3"}), std::move(done));
+  });
+  ASSERT_FALSE(created.ec) << created.why;
+  auto id = created.value;
+  ASSERT_FALSE(run<bool>(io, [&](auto done) { engine.start(id, std::move(done)); }).ec);
+  auto waited = run<int>(io, [&](auto done) { engine.wait(id, std::move(done)); });
+  ASSERT_FALSE(waited.ec) << waited.why;
+  EXPECT_EQ(waited.value, 3);
+  auto logs = run<std::string>(io, [&](auto done) { engine.logs(id, std::move(done)); });
+  EXPECT_EQ(logs.value, "hello\noops\n");
+  auto listed = run<std::vector<std::string>>(io, [&](auto done) { engine.list("fiber.job", job, std::move(done)); });
+  EXPECT_EQ(listed.value, std::vector<std::string>{id});
+  ASSERT_FALSE(run<bool>(io, [&](auto done) { engine.remove(id, false, std::move(done)); }).ec);
+  listed = run<std::vector<std::string>>(io, [&](auto done) { engine.list("fiber.job", job, std::move(done)); });
+  EXPECT_TRUE(listed.value.empty());
+}
+
+TEST_F(docker, a_killed_container_reports_the_signal) {
+  auto created = run<std::string>(io, [&](auto done) { engine.create(spec({"/bin/sleep", "100"}), std::move(done)); });
+  ASSERT_FALSE(created.ec) << created.why;
+  ASSERT_FALSE(run<bool>(io, [&](auto done) { engine.start(created.value, std::move(done)); }).ec);
+  ASSERT_FALSE(run<bool>(io, [&](auto done) { engine.kill(created.value, SIGKILL, std::move(done)); }).ec);
+  EXPECT_EQ(run<int>(io, [&](auto done) { engine.wait(created.value, std::move(done)); }).value, 128 + SIGKILL);
+}
+
+TEST_F(docker, a_missing_image_is_named_with_what_to_do) {
+  auto s = spec({"/bin/true"});
+  s.image = "fiber-no-such-image:1";
+  auto created = run<std::string>(io, [&](auto done) { engine.create(s, std::move(done)); });
+  EXPECT_EQ(created.ec, fiber::errc::spawn_failed);
+  EXPECT_NE(created.why.find("image 'fiber-no-such-image:1'"), std::string::npos) << created.why;
+  EXPECT_NE(created.why.find("config key 'image'"), std::string::npos) << created.why;
+}
+
+TEST_F(docker, api_errors_pass_the_engines_message_on) {
+  auto r = run<bool>(io, [&](auto done) { engine.start("no-such-container-id", std::move(done)); });
+  EXPECT_EQ(r.ec, fiber::errc::spawn_failed);
+  EXPECT_NE(r.why.find("No such container"), std::string::npos) << r.why;
+  EXPECT_NE(r.why.find("HTTP 404"), std::string::npos) << r.why;
+}
+
+TEST(docker_unreachable, the_error_names_the_socket_tried_and_the_fix) {
+  asio::io_context io;
+  docker_engine engine(io, "unix:///nonexistent/docker.sock");
+  auto v = run<std::string>(io, [&](auto done) { engine.check(std::move(done)); });
+  EXPECT_EQ(v.ec, fiber::errc::backend_unavailable);
+  EXPECT_NE(v.why.find("unix:///nonexistent/docker.sock"), std::string::npos) << v.why;
+  EXPECT_NE(v.why.find("DOCKER_HOST"), std::string::npos) << v.why;
+}
+
+TEST(docker_unreachable, a_malformed_docker_host_is_a_config_error) {
+  asio::io_context io;
+  try {
+    docker_engine engine(io, "ftp://x");
+    ADD_FAILURE() << "expected config_error";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::config_error);
+    EXPECT_NE(std::string(e.what()).find("ftp://x"), std::string::npos);
+  }
+}
