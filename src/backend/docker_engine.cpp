@@ -50,7 +50,7 @@ bool version_less(const std::string& a, const std::string& b) {
 }
 }  // namespace
 
-docker_engine::docker_engine(asio::io_context& io, std::string host) : io_(io), http_(io) {
+docker_engine::docker_engine(asio::io_context& io, std::string host) : http_(io) {
   if (host.empty()) {
     const char* env = std::getenv("DOCKER_HOST");
     host = env && *env ? env : "unix:///var/run/docker.sock";

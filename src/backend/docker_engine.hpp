@@ -44,7 +44,8 @@ class docker_engine {
   void wait(const std::string& id, done<int> on_done);
   void kill(const std::string& id, int signal, done<bool> on_done);
   void remove(const std::string& id, bool force, done<bool> on_done);
-  /// stdout and stderr, demultiplexed, in order.
+  /// stdout and stderr, demultiplexed (each stream in order; between the two, as the engine
+  /// recorded them).
   void logs(const std::string& id, done<std::string> on_done);
   /// Imports a root filesystem (a tar archive) as image `repo:tag` (what `docker import` does).
   void import_image(std::string tar, const std::string& repo_tag, done<bool> on_done);
@@ -60,7 +61,6 @@ class docker_engine {
             unique_function<void(std::error_code, std::string)> on_error);
   std::string unreachable(const std::string& detail) const;
 
-  asio::io_context& io_;
   std::string host_, socket_path_, base_url_;
   http_client http_;
 };

@@ -237,22 +237,18 @@ struct http_client::impl {
   void complete(std::uint64_t id, CURLcode result) {
     auto it = requests.find(id);
     if (it == requests.end()) return;
-    auto r = std::move(it->second);
-    requests.erase(it);
-    curl_multi_remove_handle(multi, r->easy);
-    std::error_code ec;
-    if (result != CURLE_OK) {
-      ec = result == CURLE_OPERATION_TIMEDOUT ? make_error_code(errc::timeout)
-                                              : std::error_code(static_cast<int>(result), curl_category());
-      std::string detail = r->error_text[0] ? r->error_text : curl_easy_strerror(result);
-      r->response.body = detail;  // what went wrong, for the caller's message
-      if (r->callback_failed) r->response.body = "the body handler failed";
-    } else {
-      curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->response.status);
+    auto& r = *it->second;
+    if (result == CURLE_OK) {
+      curl_easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &r.response.status);
+      return finish(id, {}, {});
     }
-    cleanup(*r);
-    auto done = std::move(r->done);
-    done(ec, std::move(r->response));
+    auto ec = result == CURLE_OPERATION_TIMEDOUT ? make_error_code(errc::timeout)
+                                                 : std::error_code(static_cast<int>(result), curl_category());
+    // What went wrong, for the caller's message.
+    std::string why = r.callback_failed ? "the body handler failed"
+                      : r.error_text[0] ? r.error_text
+                                        : curl_easy_strerror(result);
+    finish(id, ec, std::move(why));
   }
 
   std::uint64_t start(http_request req, done_fn done, chunk_fn on_chunk) {
@@ -305,20 +301,21 @@ struct http_client::impl {
     if (auto rc = curl_multi_add_handle(multi, e); rc != CURLM_OK) {
       // Never complete inside start(): post the failure.
       asio::post(io, [this, id, alive = alive, rc] {
-        if (*alive) fail(id, std::error_code(static_cast<int>(CURLE_FAILED_INIT), curl_category()), curl_multi_strerror(rc));
+        if (*alive) finish(id, std::error_code(static_cast<int>(CURLE_FAILED_INIT), curl_category()), curl_multi_strerror(rc));
       });
     }
     return id;
   }
 
-  void fail(std::uint64_t id, std::error_code ec, const std::string& why) {
+  /// Takes the request out of curl and completes it; an error puts `why` in the body.
+  void finish(std::uint64_t id, std::error_code ec, std::string why) {
     auto it = requests.find(id);
     if (it == requests.end()) return;
     auto r = std::move(it->second);
     requests.erase(it);
     curl_multi_remove_handle(multi, r->easy);
     cleanup(*r);
-    r->response.body = why;
+    if (ec) r->response.body = std::move(why);
     auto done = std::move(r->done);
     done(ec, std::move(r->response));
   }
@@ -334,7 +331,7 @@ std::uint64_t http_client::start(http_request request, done_fn done, chunk_fn on
 void http_client::cancel(std::uint64_t id) {
   // Posted: cancel() may be called from a body callback, that is from inside curl.
   asio::post(io_, [self = impl_.get(), alive = impl_->alive, id] {
-    if (*alive) self->fail(id, asio::error::operation_aborted, "cancelled");
+    if (*alive) self->finish(id, asio::error::operation_aborted, "cancelled");
   });
 }
 

@@ -726,7 +726,7 @@ manager::manager(context& ctx, bool async)
                                     "pass its proxies to the workers");
   // Not waiting: with the caller's own io_context the loop may not run yet. Calls made before
   // the server is up wait for it; a server that cannot start fails them (and ready()).
-  asio::post(rt_->io(), [core = core_] { core->start(); });
+  rt_->run_soon([core = core_] { core->start(); });
 }
 manager::manager(manager&&) noexcept = default;
 manager& manager::operator=(manager&&) noexcept = default;
@@ -738,7 +738,7 @@ manager::~manager() {
     if (rt_->in_loop_thread() || !rt_->owns_loop()) {
       // Nobody may be running the caller's io_context now: ask, don't wait (context::stop()
       // kills a server that is still there).
-      asio::post(rt_->io(), [core = core_] {
+      rt_->run_soon([core = core_] {
         core->shutdown([] {});
         core->detach();
       });
