@@ -9,49 +9,20 @@
 #include <filesystem>
 
 #include "backend/docker_engine.hpp"
+#include "docker_support.hpp"
 #include "fiber/error.hpp"
 
 using fiber::detail::container_spec;
 using fiber::detail::docker_engine;
 
 namespace {
-template <class T>
-struct outcome {
-  std::error_code ec;
-  T value{};
-  std::string why;
-};
-
-/// Runs one engine operation to completion on `io`.
+using fiber_test::outcome;
+using fiber_test::test_image;
 template <class T, class Start>
 outcome<T> run(asio::io_context& io, Start start) {
-  std::optional<outcome<T>> out;
-  start([&](std::error_code ec, T v, std::string why) { out = outcome<T>{ec, std::move(v), std::move(why)}; });
-  io.restart();
-  while (!out && io.run_one()) {
-  }
-  if (!out) ADD_FAILURE() << "the operation never completed";
-  return out ? std::move(*out) : outcome<T>{};
-}
-
-constexpr const char* test_image = "fiber-test-root:latest";
-
-/// A near-empty root whose /usr comes from the host (bind-mounted): runs the host's programs.
-std::string root_tar() {
-  auto dir = std::filesystem::temp_directory_path() / ("fiber-root-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  for (auto d : {"usr", "etc", "tmp", "proc", "dev", "sys"}) std::filesystem::create_directories(dir / d);
-  for (auto [link, target] : {std::pair{"lib", "usr/lib"}, {"lib64", "usr/lib64"}, {"bin", "usr/bin"}, {"sbin", "usr/sbin"}})
-    if (!std::filesystem::exists(dir / link)) std::filesystem::create_directory_symlink(target, dir / link);
-  std::string cmd = "tar -C " + dir.string() + " -c .";
-  std::string tar;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[65536];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) tar.append(buf, n);
-    ::pclose(p);
-  }
-  std::filesystem::remove_all(dir);
-  return tar;
+  auto out = fiber_test::run_engine<T>(io, std::move(start));
+  if (out.why == "never completed") ADD_FAILURE() << "the operation never completed";
+  return out;
 }
 
 class docker : public ::testing::Test {
@@ -63,8 +34,8 @@ class docker : public ::testing::Test {
   void SetUp() override {
     auto v = run<std::string>(io, [&](auto done) { engine.check(std::move(done)); });
     if (v.ec) GTEST_SKIP() << "no Docker engine here: " << v.why;
-    auto imported = run<bool>(io, [&](auto done) { engine.import_image(root_tar(), test_image, std::move(done)); });
-    ASSERT_FALSE(imported.ec) << imported.why;
+    auto why = fiber_test::prepare_test_image(io, engine);
+    ASSERT_TRUE(why.empty()) << why;
   }
   void TearDown() override {
     auto ids = run<std::vector<std::string>>(io, [&](auto done) { engine.list("fiber.job", job, std::move(done)); });

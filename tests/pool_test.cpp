@@ -21,7 +21,10 @@
 namespace {
 int square(int x) { return x * x; }
 int add(int a, int b) { return a + b; }
-int my_pid(int) { return getpid(); }
+// Which worker ran a task: its process name, unique in a context on every backend (pids repeat
+// across containers).
+std::string me() { return fiber::current_process().name; }
+std::string my_name(int) { return me(); }
 void nothing(int) {}
 int sleep_ms(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the task's work, not synchronization
@@ -33,8 +36,8 @@ int fail_on_multiples_of_20(int x) {
 }
 // Each task reports its worker and then waits for a release: only possible if tasks that are
 // running at the same time are on different workers.
-int meet(int, fiber::simple_queue<int> arrived, fiber::simple_queue<int> release) {
-  arrived.put(getpid()).get();
+int meet(int, fiber::simple_queue<std::string> arrived, fiber::simple_queue<int> release) {
+  arrived.put(me()).get();
   return release.get().get();
 }
 // Creates `marker` (once, atomically) and then dies by `sig`; when it exists, returns x.
@@ -66,11 +69,11 @@ int read_value(int) { return initialized_value; }
 // Where a task ran and which devices it could see: "pid gpus".
 std::string where_plain(int) {
   auto* v = std::getenv("CUDA_VISIBLE_DEVICES");
-  return std::to_string(getpid()) + " " + (v ? v : "none");
+  return me() + " " + (v ? v : "none");
 }
 std::string where_gpu(int x) { return where_plain(x); }
 
-std::set<std::string> pids_of(const std::vector<std::string>& where) {
+std::set<std::string> workers_of(const std::vector<std::string>& where) {
   std::set<std::string> pids;
   for (auto& w : where) pids.insert(w.substr(0, w.find(' ')));
   return pids;
@@ -90,7 +93,7 @@ std::string marker_path(const char* name) {
 }  // namespace
 FIBER_REMOTE(square);
 FIBER_REMOTE(add);
-FIBER_REMOTE(my_pid);
+FIBER_REMOTE(my_name);
 FIBER_REMOTE(nothing);
 FIBER_REMOTE(sleep_ms);
 FIBER_REMOTE(fail_on_multiples_of_20);
@@ -208,13 +211,14 @@ TEST(pool, five_thousand_apply_async_of_1ms_in_rounds_of_5) {
 TEST(pool, tasks_talking_over_queues_with_chunksize_1_do_not_deadlock_and_spread_over_workers) {
   fiber::pool p(4);
   p.ready().get();
-  fiber::simple_queue<int> arrived, release;
-  std::vector<std::tuple<int, fiber::simple_queue<int>, fiber::simple_queue<int>>> args;
+  fiber::simple_queue<std::string> arrived;
+  fiber::simple_queue<int> release;
+  std::vector<std::tuple<int, fiber::simple_queue<std::string>, fiber::simple_queue<int>>> args;
   for (int i = 0; i < 4; ++i) args.emplace_back(i, arrived, release);
   auto all = p.starmap_async(&meet, args, 1);
-  std::set<int> pids;
-  for (int i = 0; i < 4; ++i) pids.insert(arrived.get().get());
-  EXPECT_EQ(pids.size(), 4u);  // four tasks ran at once, one on each worker
+  std::set<std::string> workers;
+  for (int i = 0; i < 4; ++i) workers.insert(arrived.get().get());
+  EXPECT_EQ(workers.size(), 4u);  // four tasks ran at once, one on each worker
   for (int i = 0; i < 4; ++i) release.put(i).get();
   auto r = std::move(all).get();
   std::sort(r.begin(), r.end());
@@ -225,9 +229,9 @@ TEST(pool, every_worker_gets_a_fair_share) {
   fiber::pool p(4);
   p.ready().get();
   std::vector<int> xs(400, 0);
-  auto pids = p.map(&my_pid, xs, 1).get();
-  std::map<int, int> per_worker;
-  for (int pid : pids) ++per_worker[pid];
+  auto workers = p.map(&my_name, xs, 1).get();
+  std::map<std::string, int> per_worker;
+  for (auto& w : workers) ++per_worker[w];
   EXPECT_EQ(per_worker.size(), 4u);
 }
 
@@ -320,19 +324,20 @@ TEST(pool, initializer_runs_in_every_worker) {
 
 TEST(pool, maxtasksperchild_replaces_workers) {
   fiber::pool p(fiber::pool_options{.processes = 2, .maxtasksperchild = 1});
-  auto pids = p.map(&my_pid, std::vector<int>(6, 0), 1).get();
-  EXPECT_EQ(std::set<int>(pids.begin(), pids.end()).size(), 6u);
+  auto workers = p.map(&my_name, std::vector<int>(6, 0), 1).get();
+  EXPECT_EQ(std::set<std::string>(workers.begin(), workers.end()).size(), 6u);
   EXPECT_EQ(p.stats().workers_lost, 0u);
 }
 
 TEST(pool, a_function_needing_more_than_the_workers_have_gets_new_workers_started_with_its_needs) {
+  FIBER_TEST_LOCAL_ONLY("the test's Docker engine has no GPUs (docker_backend tests check the request)");
   if (std::getenv("CUDA_VISIBLE_DEVICES")) GTEST_SKIP() << "the test reads CUDA_VISIBLE_DEVICES of the workers";
   fiber::pool p(2);
   auto plain = p.map(&where_plain, std::vector<int>(8, 0), 1).get();
   EXPECT_EQ(gpus_of(plain), std::set<std::string>{"none"});
   auto gpu = p.map(&where_gpu, std::vector<int>(8, 0), 1).get();
   EXPECT_EQ(gpus_of(gpu), std::set<std::string>{"0"});  // the local backend hands out device 0
-  for (auto& pid : pids_of(gpu)) EXPECT_FALSE(pids_of(plain).count(pid)) << "ran on a worker without a GPU";
+  for (auto& pid : workers_of(gpu)) EXPECT_FALSE(workers_of(plain).count(pid)) << "ran on a worker without a GPU";
   // The pool's workers now cover both; plain work runs on them too, and the pool kept its size.
   auto after = p.map(&where_plain, std::vector<int>(8, 0), 1).get();
   EXPECT_EQ(gpus_of(after), std::set<std::string>{"0"});
@@ -342,14 +347,15 @@ TEST(pool, a_function_needing_more_than_the_workers_have_gets_new_workers_starte
 }
 
 TEST(pool, workers_started_with_needs_from_the_options_run_such_functions_at_once) {
+  FIBER_TEST_LOCAL_ONLY("the test's Docker engine has no GPUs (docker_backend tests check the request)");
   if (std::getenv("CUDA_VISIBLE_DEVICES")) GTEST_SKIP() << "the test reads CUDA_VISIBLE_DEVICES of the workers";
   fiber::pool p(fiber::pool_options{.processes = 2, .needs = {.gpu = 1}});
   auto plain = p.map(&where_plain, std::vector<int>(8, 0), 1).get();
   auto gpu = p.map(&where_gpu, std::vector<int>(8, 0), 1).get();
   EXPECT_EQ(gpus_of(plain), std::set<std::string>{"0"});
   // A replacement would bring a third pid: the two workers would have been retired.
-  auto all = pids_of(plain);
-  all.merge(pids_of(gpu));
+  auto all = workers_of(plain);
+  all.merge(workers_of(gpu));
   EXPECT_LE(all.size(), 2u) << "a worker was replaced although it had the needs";
   EXPECT_EQ(p.stats().workers, 2u);
 }

@@ -4,12 +4,24 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <string>
 #include <string_view>
 
 #include "proc_children.hpp"
 
 namespace fiber_test {
+/// This run starts children as containers (FIBERTEST_BACKEND=docker; see test_main.cpp).
+inline bool on_docker() {
+  const char* b = std::getenv("FIBER_BACKEND");
+  return b && std::string_view(b) == "docker";
+}
+/// Skips a test about what only the local backend has (its children are this process's
+/// children, share its pid namespace, its fork server, ...).
+#define FIBER_TEST_LOCAL_ONLY(why)                                                   \
+  if (::fiber_test::on_docker()) GTEST_SKIP() << "local backend only: " << (why)
+
 /// Runs `f`, which must throw fiber::error with `code` and a message containing each of `mentions`.
 template <class F>
 void expect_error(F&& f, fiber::errc code, std::initializer_list<std::string_view> mentions) {

@@ -3,6 +3,7 @@
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 
+#include "docker_support.hpp"
 #include "support.hpp"
 
 namespace {
@@ -14,13 +15,44 @@ class no_leftover_children : public ::testing::EmptyTestEventListener {
       for (int p : left) pids += " " + std::to_string(p);
       ADD_FAILURE() << info.test_suite_name() << "." << info.name() << " left child processes behind:" << pids;
     }
+    if (fiber_test::on_docker()) {
+      auto containers = fiber_test::my_containers();
+      if (!containers.empty()) {
+        std::string ids;
+        for (auto& id : containers) ids += " " + id.substr(0, 12);
+        ADD_FAILURE() << info.test_suite_name() << "." << info.name() << " left containers behind:" << ids;
+      }
+    }
+  }
+};
+
+/// FIBERTEST_BACKEND=docker runs the suite with every child in a container of the test image,
+/// which sees the host's /usr, /tmp and the build folder at the same paths.
+void choose_backend() {
+  const char* chosen = std::getenv("FIBERTEST_BACKEND");
+  if (!chosen || std::string_view(chosen) != "docker") return;
+  ::setenv("FIBER_BACKEND", "docker", 1);
+  ::setenv("FIBER_IMAGE", fiber_test::test_image, 1);
+  std::string build = FIBER_TEST_BUILD_DIR;
+  ::setenv("FIBER_VOLUMES", ("/usr:/usr:ro,/tmp:/tmp," + build + ":" + build + ":ro").c_str(), 1);
+}
+
+class docker_engine_present : public ::testing::Environment {
+  void SetUp() override {
+    if (!fiber_test::on_docker()) return;
+    asio::io_context io;
+    fiber::detail::docker_engine engine(io);
+    if (auto why = fiber_test::prepare_test_image(io, engine); !why.empty())
+      GTEST_SKIP() << "no Docker engine for the docker run of this suite: " << why;
   }
 };
 }  // namespace
 
 int main(int argc, char** argv) {
+  choose_backend();
   fiber::init(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new docker_engine_present);
   ::testing::UnitTest::GetInstance()->listeners().Append(new no_leftover_children);
   return RUN_ALL_TESTS();
 }

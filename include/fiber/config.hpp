@@ -21,6 +21,11 @@ struct config {
   int cpu_per_job = 1;                      // default cpus of a child
   int mem_per_job = 0;                      // default MiB of a child, 0: no limit
   std::string kubernetes_namespace = "default";
+  std::string volumes;                      // container backends: "src:/path[:ro],..." where src is a
+                                            // host path or a named volume
+  std::string docker_network = "host";      // host, bridge, or the name of a Docker network
+  std::string master_address;               // address children use to reach the master; empty: the
+                                            // backend picks one they can reach
   int heartbeat_interval_ms = 1000;         // ZeroMQ heartbeat period
   int heartbeat_timeout_ms = 10000;         // a silent peer is dropped after this
   std::string executable;                   // program a child runs; empty: this program
@@ -48,5 +53,14 @@ struct config {
 
   friend bool operator==(const config&, const config&) = default;
 };
+
+/// One entry of config::volumes.
+struct volume {
+  std::string source;  // host path (starts with '/') or volume name
+  std::string target;  // absolute path in the container
+  bool read_only = false;
+};
+/// Parses config::volumes; fiber::error(config_error) naming the bad entry.
+std::vector<volume> parse_volumes(std::string_view text);
 
 }  // namespace fiber

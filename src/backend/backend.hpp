@@ -19,6 +19,7 @@ namespace fiber::detail {
 
 struct spawn_spec {
   std::string name;                                        // process name, for logs and labels
+  std::string job_id;                                      // the master's job, for labels
   std::string executable;                                  // program to run
   std::vector<std::string> args;                           // argv[1..]
   std::vector<std::pair<std::string, std::string>> env;    // added to the inherited environment
@@ -31,6 +32,7 @@ struct spawn_spec {
 class job {
  public:
   virtual ~job() = default;
+  /// The child's pid on its host (0 while a container backend has not reported it yet).
   virtual int pid() const noexcept = 0;
   /// Calls `on_exit(code)` on the io_context once the child has ended: code >= 0 is its exit
   /// code, -N means killed by signal N.
@@ -38,6 +40,11 @@ class job {
   virtual void signal(int sig) noexcept = 0;
   /// Kills and reaps right now (used when the master goes away).
   virtual void kill_and_reap() noexcept = 0;
+  /// Why the child ended, when the backend knows more than its exit code (the engine refused to
+  /// start it; the last lines it wrote to stderr). Empty otherwise.
+  virtual std::string exit_detail() const { return {}; }
+  /// Calls `f` on the io_context once pid() is known (at once where it always is).
+  virtual void when_identified(unique_function<void()> f) { f(); }
 };
 
 class backend {
@@ -46,12 +53,17 @@ class backend {
   virtual std::string name() const = 0;
   /// Where the master should listen so these children can reach it.
   virtual std::string listen_endpoint(const std::string& job_id) const = 0;
+  /// The address children dial, given the endpoint the master bound (e.g. tcp://0.0.0.0:5000
+  /// becomes tcp://<master_address>:5000).
+  virtual std::string advertised(const std::string& bound) const { return bound; }
   /// Starts a child; throws fiber::error(errc::spawn_failed) with the reason.
   virtual std::unique_ptr<job> spawn(const spawn_spec& spec) = 0;
 };
 
 /// The backend named by config.backend; an error naming what to do when it cannot be had.
-std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config& cfg);
+std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config& cfg, const std::string& job_id);
 std::unique_ptr<backend> make_local_backend(asio::io_context& io, const fiber::config& cfg);
+std::unique_ptr<backend> make_docker_backend(asio::io_context& io, const fiber::config& cfg,
+                                             const std::string& job_id);
 
 }  // namespace fiber::detail

@@ -50,6 +50,10 @@ bool version_less(const std::string& a, const std::string& b) {
 }
 }  // namespace
 
+bool benign_remove_error(const std::string& why) {
+  return why.find("No such container") != std::string::npos || why.find("already in progress") != std::string::npos;
+}
+
 docker_engine::docker_engine(asio::io_context& io, std::string host) : http_(io) {
   if (host.empty()) {
     const char* env = std::getenv("DOCKER_HOST");
@@ -132,6 +136,9 @@ void docker_engine::create(const container_spec& spec, done<std::string> on_done
     gpu["Capabilities"] = boost::json::array{boost::json::array{"gpu"}};
     host["DeviceRequests"] = boost::json::array{gpu};
   }
+  if (spec.init) host["Init"] = true;
+  if (!spec.user.empty()) body["User"] = spec.user;
+  if (!spec.working_dir.empty()) body["WorkingDir"] = spec.working_dir;
   body["HostConfig"] = std::move(host);
   auto req = request("POST", std::string(api) + "/containers/create" +
                                  (spec.name.empty() ? "" : "?name=" + percent_encode(spec.name)));
@@ -228,6 +235,123 @@ void docker_engine::list(const std::string& key, const std::string& value, done<
          auto json = r.json();
          for (auto& c : json.as_array()) ids.emplace_back(c.at("Id").as_string());
          (*d)({}, std::move(ids), {});
+       },
+       forward_error(d));
+}
+
+}  // namespace fiber::detail
+
+namespace fiber::detail {
+namespace {
+/// Splits the engine's multiplexed log stream ([stream u8][0 0 0][size u32 BE][bytes]) as it
+/// arrives; a frame may span chunks.
+struct log_demux {
+  std::string pending;
+  bool garbage = false;  // not a log stream (an error body): kept whole in `pending`
+  unique_function<void(int, std::string_view)> out;
+
+  void feed(std::string_view chunk) {
+    pending.append(chunk);
+    if (garbage) return;
+    std::size_t pos = 0;
+    while (pending.size() - pos >= 8) {
+      auto stream = static_cast<unsigned char>(pending[pos]);
+      if (stream > 2) {
+        garbage = true;
+        break;
+      }
+      auto byte = [&](std::size_t i) { return std::uint32_t(std::uint8_t(pending[pos + i])); };
+      std::uint32_t n = (byte(4) << 24) | (byte(5) << 16) | (byte(6) << 8) | byte(7);
+      if (pending.size() - pos - 8 < n) break;
+      out(stream == 2 ? 2 : 1, std::string_view(pending).substr(pos + 8, n));
+      pos += 8 + n;
+    }
+    pending.erase(0, pos);
+  }
+};
+}  // namespace
+
+void docker_engine::follow_logs(const std::string& id, unique_function<void(int, std::string_view)> on_output,
+                                done<bool> on_done) {
+  auto demux = std::make_shared<log_demux>();
+  demux->out = std::move(on_output);
+  auto req = request("GET", std::string(api) + "/containers/" + id + "/logs?follow=1&stdout=1&stderr=1");
+  req.timeout = std::chrono::milliseconds(0);  // as long as the container runs
+  auto what = req.method + " " + req.url.substr(base_url_.size());
+  http_.start(
+      std::move(req),
+      [this, demux, what, on_done = std::move(on_done)](std::error_code ec, http_response r) mutable {
+        if (ec) return on_done(make_error_code(errc::backend_unavailable), false, unreachable(r.body));
+        if (r.status < 200 || r.status >= 300) {
+          r.body = demux->pending;
+          return on_done(make_error_code(errc::spawn_failed), false,
+                         "the Docker engine at " + host_ + " refused " + what + " (HTTP " + std::to_string(r.status) +
+                             "): " + engine_message(r));
+        }
+        on_done({}, true, {});
+      },
+      [demux](std::string_view chunk) { demux->feed(chunk); });
+}
+
+void docker_engine::pid(const std::string& id, done<int> on_done) {
+  auto d = std::make_shared<done<int>>(std::move(on_done));
+  call(request("GET", std::string(api) + "/containers/" + id + "/json"),
+       [d](http_response r) {
+         auto json = r.json();
+         (*d)({}, static_cast<int>(json.at("State").at("Pid").to_number<std::int64_t>()), {});
+       },
+       forward_error(d));
+}
+
+void docker_engine::has_image(const std::string& name, done<bool> on_done) {
+  auto d = std::make_shared<done<bool>>(std::move(on_done));
+  http_.start(request("GET", std::string(api) + "/images/" + percent_encode(name) + "/json"),
+              [this, d](std::error_code ec, http_response r) {
+                if (ec) return (*d)(make_error_code(errc::backend_unavailable), false, unreachable(r.body));
+                if (r.status == 404) return (*d)({}, false, {});
+                if (r.status < 200 || r.status >= 300)
+                  return (*d)(make_error_code(errc::spawn_failed), false,
+                              "the Docker engine at " + host_ + " refused to inspect an image (HTTP " +
+                                  std::to_string(r.status) + "): " + engine_message(r));
+                (*d)({}, true, {});
+              });
+}
+
+void docker_engine::gateway(const std::string& network, done<std::string> on_done) {
+  auto d = std::make_shared<done<std::string>>(std::move(on_done));
+  call(request("GET", std::string(api) + "/networks/" + percent_encode(network)),
+       [d, network](http_response r) {
+         auto json = r.json();
+         if (auto* ipam = json.as_object().if_contains("IPAM"))
+           if (auto* configs = ipam->as_object().if_contains("Config"); configs && configs->is_array())
+             for (auto& c : configs->as_array())
+               if (auto* g = c.as_object().if_contains("Gateway"); g && g->is_string() && !g->as_string().empty())
+                 if (g->as_string().find(':') == boost::json::string::npos)  // IPv4
+                   return (*d)({}, std::string(g->as_string()), {});
+         (*d)(make_error_code(errc::config_error), {},
+              "Docker network '" + network +
+                  "' has no IPv4 gateway for containers to reach the master: set the config key 'master_address'");
+       },
+       forward_error(d));
+}
+
+void docker_engine::list_labeled(const std::string& key, done<std::vector<container_summary>> on_done) {
+  auto d = std::make_shared<done<std::vector<container_summary>>>(std::move(on_done));
+  boost::json::object filters{{"label", boost::json::array{boost::json::string(key)}}};
+  call(request("GET", std::string(api) + "/containers/json?all=1&filters=" + percent_encode(boost::json::serialize(filters))),
+       [d](http_response r) {
+         std::vector<container_summary> out;
+         auto json = r.json();
+         for (auto& c : json.as_array()) {
+           container_summary s;
+           s.id = std::string(c.at("Id").as_string());
+           if (auto* st = c.as_object().if_contains("State"); st && st->is_string()) s.state = std::string(st->as_string());
+           if (auto* labels = c.as_object().if_contains("Labels"); labels && labels->is_object())
+             for (auto& [k, v] : labels->as_object())
+               if (v.is_string()) s.labels[std::string(k)] = std::string(v.as_string());
+           out.push_back(std::move(s));
+         }
+         (*d)({}, std::move(out), {});
        },
        forward_error(d));
 }

@@ -25,6 +25,18 @@ struct container_spec {
   std::int64_t memory_bytes = 0;                 // 0: no limit
   int gpus = 0;                                  // DeviceRequests for nvidia GPUs
   std::string name;                              // empty: the engine picks one
+  bool init = false;                             // the engine's init (tini) as pid 1
+  std::string user;                              // "uid:gid"; empty: the image's
+  std::string working_dir;                       // empty: the image's
+};
+
+/// A removal that failed only because the container is gone or going.
+bool benign_remove_error(const std::string& why);
+
+struct container_summary {
+  std::string id;
+  std::string state;  // created, running, exited, ...
+  std::map<std::string, std::string> labels;
 };
 
 class docker_engine {
@@ -49,6 +61,17 @@ class docker_engine {
   void logs(const std::string& id, done<std::string> on_done);
   /// Imports a root filesystem (a tar archive) as image `repo:tag` (what `docker import` does).
   void import_image(std::string tar, const std::string& repo_tag, done<bool> on_done);
+  /// Output as the container writes it, until it ends: `on_output(stream, bytes)` with stream 1
+  /// (stdout) or 2 (stderr); `on_done` when the stream closes.
+  void follow_logs(const std::string& id, unique_function<void(int, std::string_view)> on_output, done<bool> on_done);
+  /// The host pid of the container's main process (0 when it is not running).
+  void pid(const std::string& id, done<int> on_done);
+  /// Whether the engine has image `name`.
+  void has_image(const std::string& name, done<bool> on_done);
+  /// The gateway address of network `name` (how its containers reach the host).
+  void gateway(const std::string& network, done<std::string> on_done);
+  /// Containers (running or not) carrying label `key`, with their labels.
+  void list_labeled(const std::string& key, done<std::vector<container_summary>> on_done);
   /// Ids of the containers (running or not) carrying label `key=value`.
   void list(const std::string& key, const std::string& value, done<std::vector<std::string>> on_done);
 

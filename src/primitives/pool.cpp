@@ -313,7 +313,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     bool lost = !w.leaving && !terminating_ && !rt_->is_shut_down();
     if (lost || (!w.tasks.empty() && !rt_->is_shut_down())) {
       auto code = w.proc->exit_code.load();
-      logf(log_level::warn, w.proc->name, " (pid ", w.proc->pid.load(), ") ended with code ", code, " holding ",
+      logf(log_level::warn, w.proc->name, " (pid ", w.proc->current_pid(), ") ended with code ", code, " holding ",
            w.tasks.size(), " task(s)");
       if (lost && w.connected) ++stats_.workers_lost;
     }

@@ -109,6 +109,7 @@ void begin_start(const std::shared_ptr<process_state>& s, unique_function<void(s
     rt.attach_child(s->routing_id, s);
     spawn_spec spec;
     spec.name = s->name;
+    spec.job_id = rt.job_id();
     spec.executable = rt.cfg().executable.empty() ? executable_path() : rt.cfg().executable;
     spec.args = {worker_flag};
     spec.env = {{env_token, s->routing_id},
@@ -189,7 +190,7 @@ std::optional<remote_error> process::exception() const {
   if (state_->state.load() != detail::phase::ended) return std::nullopt;
   return state_->raised;
 }
-int process::pid() const noexcept { return state_->pid.load(); }
+int process::pid() const noexcept { return state_->current_pid(); }
 const std::string& process::name() const noexcept { return state_->name; }
 void process::set_name(std::string name) {
   if (state_->state.load() != detail::phase::created)

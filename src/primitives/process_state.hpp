@@ -31,6 +31,14 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
   bool exited = false, done_received = false;
   std::optional<remote_error> raised;  // written on the loop before `state` becomes ended
 
+  /// The child's pid; a container backend learns it after the start (`child` is set before
+  /// `state` leaves `starting`).
+  int current_pid() const noexcept {
+    if (int p = pid.load()) return p;
+    auto st = state.load();
+    return (st == phase::running || st == phase::ended) && child ? child->pid() : 0;
+  }
+
   void complete_start(std::error_code ec, std::string detail) {
     if (start_timer) start_timer->cancel();
     if (auto f = std::move(on_started)) {
@@ -82,7 +90,10 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
     for (auto& f : rt->to_frames(call.args)) welcome.push_back(std::move(f));
     rt->send_to_child(routing_id, std::move(welcome));
     state = phase::running;
-    complete_start({}, {});
+    // start() completes once pid() has its value on every backend.
+    child->when_identified([weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->complete_start({}, {});
+    });
   }
 
   void on_done(bool threw, const std::string& detail) override {
@@ -106,9 +117,11 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
     exit_code = code;
     rt->untrack_job(child.get());
     if (on_started) {
+      auto detail = child->exit_detail();
       complete_start(make_error_code(errc::spawn_failed),
-                     "process " + name + " (pid " + std::to_string(pid) + ") exited with code " + std::to_string(code) +
-                         " before its handshake; see its log (config log_file) or stderr");
+                     "process " + name + " (pid " + std::to_string(child->pid()) + ") exited with code " +
+                         std::to_string(code) + " before its handshake" +
+                         (detail.empty() ? "; see its log (config log_file) or stderr" : ": " + detail));
       finish();
       return;
     }

@@ -49,6 +49,37 @@ key_def string_key(std::string_view name, std::string config::*field) {
           [=](const config& c) { return c.*field; }};
 }
 
+}  // namespace
+
+std::vector<volume> parse_volumes(std::string_view text) {
+  std::vector<volume> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto comma = text.find(',', pos);
+    auto entry = text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    pos = comma == std::string_view::npos ? text.size() : comma + 1;
+    if (entry.empty()) continue;
+    volume v;
+    auto first = entry.find(':');
+    if (first == std::string_view::npos || first == 0)
+      bad_value("volumes", entry, "'source:/path/in/container[:ro]' (source: a host path or a volume name)");
+    v.source = std::string(entry.substr(0, first));
+    auto rest = entry.substr(first + 1);
+    auto second = rest.find(':');
+    v.target = std::string(rest.substr(0, second));
+    if (second != std::string_view::npos) {
+      auto mode = rest.substr(second + 1);
+      if (mode != "ro" && mode != "rw") bad_value("volumes", entry, "mode ro or rw after the second ':'");
+      v.read_only = mode == "ro";
+    }
+    if (!v.target.starts_with('/')) bad_value("volumes", entry, "an absolute path in the container after the ':'");
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+namespace {
+
 const std::vector<key_def>& key_table() {
   constexpr int int_max = std::numeric_limits<int>::max();
   static const std::vector<key_def> table = {
@@ -74,6 +105,19 @@ const std::vector<key_def>& key_table() {
       int_key("cpu_per_job", &config::cpu_per_job, 1, 4096),
       int_key("mem_per_job", &config::mem_per_job, 0, int_max),
       string_key("kubernetes_namespace", &config::kubernetes_namespace),
+      {"volumes",
+       [](config& c, std::string_view v) {
+         parse_volumes(v);  // validates
+         c.volumes = std::string(v);
+       },
+       [](const config& c) { return c.volumes; }},
+      {"docker_network",
+       [](config& c, std::string_view v) {
+         if (v.empty()) bad_value("docker_network", v, "host, bridge or the name of a Docker network");
+         c.docker_network = std::string(v);
+       },
+       [](const config& c) { return c.docker_network; }},
+      string_key("master_address", &config::master_address),
       int_key("heartbeat_interval_ms", &config::heartbeat_interval_ms, 1, int_max),
       int_key("heartbeat_timeout_ms", &config::heartbeat_timeout_ms, 1, int_max),
       string_key("executable", &config::executable),

@@ -1,5 +1,7 @@
 #include "runtime/runtime.hpp"
 
+#include "runtime/master_watch.hpp"
+
 #include <asio/post.hpp>
 #include <unistd.h>
 
@@ -427,7 +429,7 @@ bool runtime::broker_cancel(std::uint64_t channel, const std::string& peer, std:
 // ---- master ----------------------------------------------------------------------------------
 
 backend& runtime::the_backend() {
-  if (!backend_) backend_ = make_backend(*io_, cfg_);
+  if (!backend_) backend_ = make_backend(*io_, cfg_, job_id_);
   return *backend_;
 }
 
@@ -451,7 +453,7 @@ const std::string& runtime::listen() {
   } catch (const zmq::error_t& e) {
     throw error(errc::spawn_failed, "cannot listen on " + endpoint + ": " + e.what());
   }
-  endpoint_ = s.get(zmq::sockopt::last_endpoint);
+  endpoint_ = the_backend().advertised(s.get(zmq::sockopt::last_endpoint));
   router_ = std::make_shared<zmq_channel>(*io_, std::move(s));
   logf(log_level::debug, "listening on ", endpoint_);
   master_loop_step();
@@ -642,6 +644,11 @@ multipart runtime::next_service_message() {
   return m;
 }
 
+void runtime::watch_master() {
+  master_watch_ = std::make_unique<master_watch>(zctx_, upstream_->socket(),
+                                                 std::chrono::milliseconds(cfg_.heartbeat_timeout_ms));
+}
+
 void runtime::worker_loop_step() {
   upstream_->async_receive([weak = weak_from_this()](std::error_code ec, multipart m) {
     auto self = weak.lock();
@@ -737,6 +744,7 @@ void runtime::shutdown() noexcept {
   channels_.clear();
   if (router_) router_->close();
   if (zap_) zap_->close();
+  master_watch_.reset();
   if (upstream_) upstream_->close();
 }
 

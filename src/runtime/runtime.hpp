@@ -22,6 +22,7 @@
 #include "runtime/protocol.hpp"
 
 namespace fiber::detail {
+class master_watch;
 
 /// A job's secrets. CURVE keys (Z85) for channels that cross a network; a password for local
 /// unix sockets, which the kernel keeps private, so they need authentication, not encryption.
@@ -131,6 +132,9 @@ class runtime : public std::enable_shared_from_this<runtime> {
 
   // ---- worker side
   void send_upstream(multipart&& parts);
+  /// Worker: exit when the connection to the master stays down (a child that cannot see its
+  /// master's process, e.g. in a container).
+  void watch_master();
   /// Waits for the master's first answer (welcome or refuse).
   void on_first_message(unique_function<void(std::error_code, multipart)> h);
   /// Worker: blocks (running the loop) until the master sends a service message (pool_task,
@@ -208,6 +212,7 @@ class runtime : public std::enable_shared_from_this<runtime> {
   std::shared_ptr<zmq_channel> router_;    // master: children connect here
   std::shared_ptr<zmq_channel> zap_;       // master: accepts only this job's client key
   std::shared_ptr<zmq_channel> upstream_;  // worker: to the master
+  std::unique_ptr<master_watch> master_watch_;
   std::string endpoint_;
   bool plain_auth_ = false;  // listening on a local unix socket with encryption=auto
   std::unique_ptr<backend> backend_;

@@ -1,0 +1,372 @@
+// Docker backend: every child is a container of the configured image running this program with
+// the worker flag. Containers carry the labels fiber.job, fiber.master and fiber.process, and are
+// removed when they end, when they are killed, and when the master's context ends.
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <tuple>
+
+#include "backend/backend.hpp"
+#include "backend/docker_engine.hpp"
+#include "fiber/config.hpp"
+#include "fiber/error.hpp"
+#include "io/log.hpp"
+
+namespace fiber::detail {
+namespace {
+
+/// Runs engine operations to completion on a private io_context, for the few steps that must
+/// block: the first contact with the engine, and removing what is left when the master ends
+/// (the caller's io_context may not run again).
+class blocking_engine {
+ public:
+  explicit blocking_engine(const std::string& host) : engine_(io_, host) {}
+
+  template <class T, class Start>
+  T run(Start start) {
+    std::optional<std::tuple<std::error_code, T, std::string>> out;
+    start(engine_, [&](std::error_code ec, T v, std::string why) { out.emplace(ec, std::move(v), std::move(why)); });
+    io_.restart();
+    while (!out && io_.run_one()) {
+    }
+    if (!out) throw error(errc::backend_unavailable, "the Docker engine at " + engine_.host() + " did not answer");
+    auto& [ec, v, why] = *out;
+    if (ec) throw error(ec, why);
+    return std::move(v);
+  }
+
+  /// Force-removes `ids`, all at once; failures are logged.
+  void remove_all(const std::vector<std::string>& ids) {
+    std::size_t pending = ids.size();
+    for (auto& id : ids)
+      engine_.remove(id, true, [&pending, id](std::error_code ec, bool, std::string why) {
+        --pending;
+        if (ec && !benign_remove_error(why))
+          logf(log_level::warn, "could not remove container ", id.substr(0, 12), ": ", why);
+      });
+    io_.restart();
+    while (pending > 0 && io_.run_one()) {
+    }
+  }
+
+ private:
+  asio::io_context io_;
+  docker_engine engine_;
+};
+
+std::string this_host() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+/// fiber.master's value: which process on which machine started the container.
+std::string master_label() { return this_host() + ":" + std::to_string(::getpid()); }
+
+/// A container name from the job and process names ([a-zA-Z0-9][a-zA-Z0-9_.-]*).
+std::string container_name(const std::string& job_id, const std::string& process) {
+  std::string out = "fiber-" + job_id + "-";
+  for (char c : process) out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ? c : '_';
+  return out;
+}
+
+/// The engine reports a child killed by signal N (through the container's init) as 128 + N;
+/// fiber reports -N on every backend.
+int exit_code_from_engine(int code) { return code > 128 && code <= 128 + 64 ? -(code - 128) : code; }
+
+/// Exit code of a container the engine could not create or start.
+constexpr int not_started = 255;
+
+/// One container's life, shared by the job and the engine's callbacks.
+struct container_run : std::enable_shared_from_this<container_run> {
+  enum class stage { starting, running, ended };
+
+  std::shared_ptr<docker_engine> engine;
+  std::shared_ptr<blocking_engine> blocking;
+  asio::io_context& io;
+  std::string process_name, id;
+  stage at = stage::starting;
+  int pending_signal = 0;
+  std::atomic<int> pid{0};
+  int code = 0;
+  std::string detail, stderr_tail;
+  bool wait_done = false, logs_done = false, removing = false;
+  unique_function<void(int)> on_exit;
+  bool known = false;  // pid has its final value
+  std::vector<unique_function<void()>> on_identified;
+  std::unique_ptr<asio::steady_timer> logs_grace;
+
+  container_run(std::shared_ptr<docker_engine> e, std::shared_ptr<blocking_engine> b, asio::io_context& io,
+                std::string name)
+      : engine(std::move(e)), blocking(std::move(b)), io(io), process_name(std::move(name)) {}
+
+  /// The container exists (created synchronously, so that it can always be reaped); starts it.
+  void begin(std::string created_id) {
+    id = std::move(created_id);
+    engine->start(id, [self = shared_from_this()](std::error_code ec, bool, std::string why) {
+      self->started(ec, std::move(why));
+    });
+  }
+
+  void started(std::error_code ec, std::string why) {
+    if (at == stage::ended) return;
+    if (ec)
+      return remove_then([self = shared_from_this(), why = std::move(why)] {
+        self->end(not_started, "the Docker engine could not start its container: " + why);
+      });
+    at = stage::running;
+    auto self = shared_from_this();
+    engine->wait(id, [self](std::error_code ec, int code, std::string why) { self->waited(ec, code, std::move(why)); });
+    engine->follow_logs(
+        id, [self](int stream, std::string_view bytes) { self->output(stream, bytes); },
+        [self](std::error_code, bool, std::string) {
+          self->logs_done = true;
+          if (self->wait_done) self->finish();
+        });
+    engine->pid(id, [self](std::error_code ec, int pid, std::string) {
+      if (!ec) self->pid = pid;
+      self->identified();
+    });
+    if (pending_signal) send(pending_signal);
+  }
+
+  /// The container's output goes where a local child's would: this process's stdout and stderr.
+  void output(int stream, std::string_view bytes) {
+    for (std::size_t done = 0; done < bytes.size();) {
+      auto n = ::write(stream, bytes.data() + done, bytes.size() - done);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    if (stream == 2) {
+      stderr_tail.append(bytes);
+      if (stderr_tail.size() > 2048) stderr_tail.erase(0, stderr_tail.size() - 2048);
+    }
+  }
+
+  void waited(std::error_code ec, int engine_code, std::string why) {
+    if (at == stage::ended) return;
+    wait_done = true;
+    if (ec) {
+      code = not_started;
+      detail = "lost track of its container: " + why;
+    } else {
+      code = exit_code_from_engine(engine_code);
+    }
+    if (logs_done) return finish();
+    // The log stream closes right after the container stops; its last lines explain a failure.
+    logs_grace = std::make_unique<asio::steady_timer>(io, std::chrono::seconds(1));
+    logs_grace->async_wait([self = shared_from_this()](std::error_code) { self->finish(); });
+  }
+
+  /// The container has stopped: it is removed, and then the job has ended.
+  void finish() {
+    if (at == stage::ended || removing) return;
+    if (logs_grace) logs_grace->cancel();
+    if (detail.empty() && code != 0 && !stderr_tail.empty()) {
+      auto tail = stderr_tail;
+      while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+      detail = "its last output: " + tail;
+    }
+    remove_then([self = shared_from_this()] { self->end(self->code, self->detail); });
+  }
+
+  void identified() {
+    known = true;
+    auto waiting = std::move(on_identified);
+    on_identified.clear();
+    for (auto& f : waiting) f();
+  }
+
+  void end(int exit_code, std::string why) {
+    if (at == stage::ended) return;
+    at = stage::ended;
+    code = exit_code;
+    detail = std::move(why);
+    identified();
+    if (auto cb = std::move(on_exit)) {
+      on_exit = nullptr;
+      cb(code);
+    }
+  }
+
+  void send(int sig) {
+    engine->kill(id, sig, [](std::error_code, bool, std::string) {});  // it may have ended already
+  }
+
+  void signal(int sig) {
+    switch (at) {
+      case stage::starting:
+        if (pending_signal != SIGKILL) pending_signal = sig;
+        return;
+      case stage::running: return send(sig);
+      case stage::ended: return;
+    }
+  }
+
+  void remove_then(unique_function<void()> next) {
+    removing = true;
+    engine->remove(id, true, [id = id, next = std::move(next)](std::error_code ec, bool, std::string why) mutable {
+      if (ec && !benign_remove_error(why))
+        logf(log_level::warn, "could not remove container ", id.substr(0, 12), ": ", why);
+      next();
+    });
+  }
+};
+
+class docker_job final : public job {
+ public:
+  explicit docker_job(std::shared_ptr<container_run> run) : run_(std::move(run)) {}
+  ~docker_job() override { kill_and_reap(); }
+
+  int pid() const noexcept override { return run_->pid.load(); }
+  void on_exit(unique_function<void(int)> cb) override {
+    if (run_->at == container_run::stage::ended) return cb(run_->code);
+    run_->on_exit = std::move(cb);
+  }
+  void signal(int sig) noexcept override { run_->signal(sig); }
+  void kill_and_reap() noexcept override {
+    if (run_->at == container_run::stage::ended) return;
+    run_->on_exit = nullptr;
+    run_->on_identified.clear();  // the caller reports the kill itself
+    run_->end(-SIGKILL, {});
+    // Reaped means gone: removed now, whether or not the loop runs again.
+    try {
+      run_->blocking->remove_all({run_->id});
+    } catch (const std::exception& e) {
+      logf(log_level::warn, "could not remove container ", run_->id.substr(0, 12), ": ", e.what());
+    }
+  }
+  std::string exit_detail() const override { return run_->detail; }
+  void when_identified(unique_function<void()> f) override {
+    if (run_->known) return f();
+    run_->on_identified.push_back(std::move(f));
+  }
+
+ private:
+  std::shared_ptr<container_run> run_;
+};
+
+class docker_backend final : public backend {
+ public:
+  docker_backend(asio::io_context& io, const fiber::config& cfg, std::string job_id)
+      : io_(io), cfg_(cfg), job_id_(std::move(job_id)), master_(master_label()) {
+    if (cfg.image.empty())
+      throw error(errc::config_error,
+                  "backend=docker needs an image: set the config key 'image' (FIBER_IMAGE) to an image that holds "
+                  "this program at the same path, or mounts it through 'volumes'");
+    engine_ = std::make_shared<docker_engine>(io, std::string{});
+    blocking_ = std::make_shared<blocking_engine>(engine_->host());
+    auto& engine = *blocking_;
+    engine.run<std::string>([](docker_engine& e, auto done) { e.check(std::move(done)); });
+    if (!engine.run<bool>([&](docker_engine& e, auto done) { e.has_image(cfg.image, std::move(done)); }))
+      throw error(errc::config_error, "image '" + cfg.image + "' is not on the Docker engine at " + engine_->host() +
+                                          ": build or pull it there, or set the config key 'image' (FIBER_IMAGE) "
+                                          "to one that is");
+    for (auto& v : parse_volumes(cfg.volumes))
+      binds_.push_back(v.source + ":" + v.target + (v.read_only ? ":ro" : ""));
+    bind_host_ = advertise_host_ = pick_master_address(engine);
+    if (!cfg.master_address.empty()) bind_host_ = "0.0.0.0";
+    remove_orphans(engine);
+  }
+
+  ~docker_backend() override {
+    // Whatever this master started and did not see removed goes now, running or not.
+    try {
+      auto left = blocking_->run<std::vector<std::string>>(
+          [&](docker_engine& e, auto done) { e.list("fiber.job", job_id_, std::move(done)); });
+      blocking_->remove_all(left);
+    } catch (const std::exception& e) {
+      logf(log_level::warn, "could not remove the containers of job ", job_id_, ": ", e.what());
+    }
+  }
+
+  std::string name() const override { return "docker"; }
+
+  std::string listen_endpoint(const std::string&) const override { return "tcp://" + bind_host_ + ":*"; }
+
+  std::string advertised(const std::string& bound) const override {
+    if (bind_host_ == advertise_host_) return bound;
+    return "tcp://" + advertise_host_ + bound.substr(bound.rfind(':'));
+  }
+
+  std::unique_ptr<job> spawn(const spawn_spec& spec) override {
+    container_spec c;
+    c.image = cfg_.image;
+    c.cmd.push_back(spec.executable);
+    c.cmd.insert(c.cmd.end(), spec.args.begin(), spec.args.end());
+    for (auto& [k, v] : spec.env) c.env.push_back(k + "=" + v);
+    c.labels = {{"fiber.job", spec.job_id.empty() ? job_id_ : spec.job_id},
+                {"fiber.master", master_},
+                {"fiber.process", spec.name}};
+    c.binds = binds_;
+    c.network_mode = cfg_.docker_network;
+    c.cpus = spec.cpu;
+    c.memory_bytes = std::int64_t{spec.memory_mb} * 1024 * 1024;
+    c.gpus = spec.gpu;
+    c.name = container_name(job_id_, spec.name);
+    c.init = true;  // a real init as pid 1, so the program's own signals behave as in a local child
+    c.user = std::to_string(::getuid()) + ":" + std::to_string(::getgid());
+    std::error_code ec;
+    c.working_dir = std::filesystem::current_path(ec).string();
+    auto id = blocking_->run<std::string>([&](docker_engine& e, auto done) { e.create(c, std::move(done)); });
+    auto run = std::make_shared<container_run>(engine_, blocking_, io_, spec.name);
+    run->begin(std::move(id));
+    logf(log_level::debug, "starting ", spec.name, " as container ", c.name, " of ", c.image);
+    return std::make_unique<docker_job>(std::move(run));
+  }
+
+ private:
+  std::string pick_master_address(blocking_engine& engine) const {
+    if (!cfg_.master_address.empty()) return cfg_.master_address;
+    auto& host = engine_->host();
+    bool local_engine = host.starts_with("unix://") || host.starts_with("tcp://127.") ||
+                        host.starts_with("tcp://localhost");
+    if (!local_engine)
+      throw error(errc::config_error, "the Docker engine at " + host +
+                                          " runs on another machine: set the config key 'master_address' "
+                                          "(FIBER_MASTER_ADDRESS) to an address of this machine its containers can reach");
+    if (cfg_.docker_network == "host") return "127.0.0.1";
+    return engine.run<std::string>(
+        [&](docker_engine& e, auto done) { e.gateway(cfg_.docker_network, std::move(done)); });
+  }
+
+  /// Containers of masters on this machine that are gone (killed before they could clean up).
+  void remove_orphans(blocking_engine& engine) {
+    auto labeled = engine.run<std::vector<container_summary>>(
+        [](docker_engine& e, auto done) { e.list_labeled("fiber.master", std::move(done)); });
+    auto prefix = this_host() + ":";
+    std::vector<std::string> orphans;
+    for (auto& c : labeled) {
+      auto& owner = c.labels["fiber.master"];
+      if (!owner.starts_with(prefix)) continue;
+      int pid = std::atoi(owner.c_str() + prefix.size());
+      if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) orphans.push_back(c.id);
+    }
+    if (orphans.empty()) return;
+    logf(log_level::info, "removing ", orphans.size(), " container(s) left by fiber masters that ended without cleanup");
+    engine.remove_all(orphans);
+  }
+
+  asio::io_context& io_;
+  fiber::config cfg_;
+  std::string job_id_, master_;
+  std::shared_ptr<docker_engine> engine_;
+  std::shared_ptr<blocking_engine> blocking_;
+  std::vector<std::string> binds_;
+  std::string bind_host_, advertise_host_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_docker_backend(asio::io_context& io, const fiber::config& cfg, const std::string& job_id) {
+  return std::make_unique<docker_backend>(io, cfg, job_id);
+}
+
+}  // namespace fiber::detail

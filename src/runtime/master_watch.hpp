@@ -1,0 +1,26 @@
+// A worker in another machine or container cannot see its master's process die: it watches the
+// connection instead. When the connection to the master has been down for `timeout`, the worker
+// logs why and exits, so that no container or pod outlives its master for long.
+#pragma once
+#include <chrono>
+#include <thread>
+#include <zmq.hpp>
+
+namespace fiber::detail {
+
+class master_watch {
+ public:
+  /// Watches `socket` (the worker's connection to the master; still used by its own thread).
+  master_watch(zmq::context_t& ctx, zmq::socket_t& socket, std::chrono::milliseconds timeout);
+  ~master_watch();  // stops watching
+  master_watch(const master_watch&) = delete;
+  master_watch& operator=(const master_watch&) = delete;
+
+ private:
+  void run(std::chrono::milliseconds timeout);
+  zmq::socket_t& watched_;
+  zmq::socket_t events_;
+  std::thread thread_;
+};
+
+}  // namespace fiber::detail
