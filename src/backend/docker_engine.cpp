@@ -303,6 +303,18 @@ void docker_engine::pid(const std::string& id, done<int> on_done) {
        forward_error(d));
 }
 
+void docker_engine::inspect(const std::string& id, done<std::string> on_done) {
+  auto d = std::make_shared<done<std::string>>(std::move(on_done));
+  call(request("GET", std::string(api) + "/containers/" + id + "/json"), [d](http_response r) { (*d)({}, std::move(r.body), {}); },
+       forward_error(d));
+}
+
+void docker_engine::remove_volume(const std::string& name, done<bool> on_done) {
+  auto d = std::make_shared<done<bool>>(std::move(on_done));
+  call(request("DELETE", std::string(api) + "/volumes/" + percent_encode(name)), [d](http_response) { (*d)({}, true, {}); },
+       forward_error(d));
+}
+
 void docker_engine::has_image(const std::string& name, done<bool> on_done) {
   auto d = std::make_shared<done<bool>>(std::move(on_done));
   http_.start(request("GET", std::string(api) + "/images/" + percent_encode(name) + "/json"),

@@ -64,6 +64,10 @@ class docker_engine {
   /// Output as the container writes it, until it ends: `on_output(stream, bytes)` with stream 1
   /// (stdout) or 2 (stderr); `on_done` when the stream closes.
   void follow_logs(const std::string& id, unique_function<void(int, std::string_view)> on_output, done<bool> on_done);
+  /// The container's description (GET /containers/{id}/json), as JSON text.
+  void inspect(const std::string& id, done<std::string> on_done);
+  /// Removes a named volume.
+  void remove_volume(const std::string& name, done<bool> on_done);
   /// The host pid of the container's main process (0 when it is not running).
   void pid(const std::string& id, done<int> on_done);
   /// Whether the engine has image `name`.
