@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs fiber's process/queue/pipe benchmarks beside the anchors (Python multiprocessing, raw
 # ZeroMQ, plain sockets) in one go, and prints each figure with its ratio to the anchor.
-# Usage: bench/compare/run.sh [build-dir] [channels|pool|managers|all]   (default: build, all)
+# Usage: bench/compare/run.sh [build-dir] [channels|pool|managers|docker|all]   (default: build, all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-$root/build}
+build=$(cd "${1:-$root/build}" && pwd)
 what=${2:-all}
 anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
 tmp=$(mktemp -d)
@@ -77,7 +77,28 @@ for mode, label in (("sync", "harness_sync"), ("threads", "harness_async")):
           f"  mp {mode} {mp:.3f} s  ratio {t/mp:.2f}x")
 PY3
 fi
-[ "$what" = pool ] || [ "$what" = managers ] && exit 0
+if [ "$what" = docker ] || [ "$what" = all ]; then
+  echo "== backends: local beside docker (same run)"
+  "$root/scripts/docker_test_image.sh"
+  (cd "$anchors" && python3 process_start.py) | tee "$tmp/pystart.txt"
+  FIBER_BACKEND=local "$build/bench/backend_bench" --benchmark_report_aggregates_only=true \
+    --benchmark_format=json >"$tmp/local.json" 2>/dev/null
+  FIBER_BACKEND=docker FIBER_IMAGE=fiber-test-root:latest FIBER_VOLUMES="/usr:/usr:ro,$build:$build:ro" \
+    "$build/bench/backend_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/docker.json" 2>/dev/null
+  python3 - "$tmp" <<'PY3'
+import json, re, sys
+tmp = sys.argv[1]
+def medians(path):
+    return {b["run_name"].split("/")[0]: b["real_time"] for b in json.load(open(path))["benchmarks"] if b.get("aggregate_name") == "median"}
+local, docker = medians(f"{tmp}/local.json"), medians(f"{tmp}/docker.json")
+py = open(f"{tmp}/pystart.txt").read()
+mp_spawn = float(re.search(r"mp\(spawn\).*?median=([\d.]+)ms", py).group(1))
+for name, label in (("child_start_join", "child start+join"), ("pool4_ready", "Pool(4) until ready")):
+    l, d = local[name], docker[name]
+    print(f"{label:22s} local {l:8.2f} ms   docker {d:8.2f} ms   docker/local {d/l:6.1f}x   docker/mp-spawn-start {d/mp_spawn:5.1f}x")
+PY3
+fi
+[ "$what" = pool ] || [ "$what" = managers ] || [ "$what" = docker ] && exit 0
 
 g++ -O2 -std=c++20 "$anchors/zmq_limits.cpp" -lzmq -o "$tmp/zmq_limits"
 g++ -O2 -std=c++20 "$anchors/socket_limits.cpp" -o "$tmp/socket_limits"
