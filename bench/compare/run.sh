@@ -81,6 +81,9 @@ if [ "$what" = docker ] || [ "$what" = all ]; then
   echo "== backends: local beside docker (same run)"
   "$root/scripts/docker_test_image.sh"
   (cd "$anchors" && python3 process_start.py) | tee "$tmp/pystart.txt"
+  # The engine's own floor: create, start, wait and remove a container running /bin/true straight
+  # over the API (what `docker run --rm` costs here).
+  python3 "$root/bench/compare/docker_floor.py" | tee "$tmp/floor.txt"
   FIBER_BACKEND=local "$build/bench/backend_bench" --benchmark_report_aggregates_only=true \
     --benchmark_format=json >"$tmp/local.json" 2>/dev/null
   FIBER_BACKEND=docker FIBER_IMAGE=fiber-test-root:latest FIBER_VOLUMES="/usr:/usr:ro,$build:$build:ro" \
@@ -90,12 +93,15 @@ import json, re, sys
 tmp = sys.argv[1]
 def medians(path):
     return {b["run_name"].split("/")[0]: b["real_time"] for b in json.load(open(path))["benchmarks"] if b.get("aggregate_name") == "median"}
+floor_text = open(f"{tmp}/floor.txt").read()
+floors = {"child_start_join": float(re.search(r"engine floor: .*?median=([\d.]+)ms", floor_text).group(1)),
+          "pool4_ready": float(re.search(r"engine floor x4: .*?median=([\d.]+)ms", floor_text).group(1))}
 local, docker = medians(f"{tmp}/local.json"), medians(f"{tmp}/docker.json")
 py = open(f"{tmp}/pystart.txt").read()
 mp_spawn = float(re.search(r"mp\(spawn\).*?median=([\d.]+)ms", py).group(1))
 for name, label in (("child_start_join", "child start+join"), ("pool4_ready", "Pool(4) until ready")):
     l, d = local[name], docker[name]
-    print(f"{label:22s} local {l:8.2f} ms   docker {d:8.2f} ms   docker/local {d/l:6.1f}x   docker/mp-spawn-start {d/mp_spawn:5.1f}x")
+    print(f"{label:22s} local {l:8.2f} ms   docker {d:8.2f} ms   docker/local {d/l:6.1f}x   docker/engine-floor {d/floors[name]:5.2f}x   docker/mp-spawn {d/mp_spawn:5.1f}x")
 PY3
 fi
 [ "$what" = pool ] || [ "$what" = managers ] || [ "$what" = docker ] && exit 0

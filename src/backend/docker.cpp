@@ -122,6 +122,7 @@ struct container_run : std::enable_shared_from_this<container_run> {
         self->end(not_started, "the Docker engine could not start its container: " + why);
       });
     at = stage::running;
+    logf(log_level::debug, process_name, ": container ", id.substr(0, 12), " started");
     auto self = shared_from_this();
     engine->wait(id, [self](std::error_code ec, int code, std::string why) { self->waited(ec, code, std::move(why)); });
     engine->follow_logs(
@@ -153,6 +154,7 @@ struct container_run : std::enable_shared_from_this<container_run> {
   void waited(std::error_code ec, int engine_code, std::string why) {
     if (at == stage::ended) return;
     wait_done = true;
+    logf(log_level::debug, process_name, ": container ", id.substr(0, 12), " stopped with ", engine_code);
     if (ec) {
       code = not_started;
       detail = "lost track of its container: " + why;
@@ -174,7 +176,10 @@ struct container_run : std::enable_shared_from_this<container_run> {
       while (!tail.empty() && tail.back() == '\n') tail.pop_back();
       detail = "its last output: " + tail;
     }
-    remove_then([self = shared_from_this()] { self->end(self->code, self->detail); });
+    remove_then([self = shared_from_this()] {
+      logf(log_level::debug, self->process_name, ": container ", self->id.substr(0, 12), " removed");
+      self->end(self->code, self->detail);
+    });
   }
 
   void identified() {
