@@ -19,6 +19,7 @@
 #include <filesystem>
 
 #include "fiber/error.hpp"
+#include "backend/docker_engine.hpp"
 #include "io/http_client.hpp"
 
 using fiber::detail::http_client;
@@ -80,6 +81,8 @@ asio::awaitable<void> serve(Socket s, test_server* srv) {
   if (path.starts_with("/json")) {
     boost::json::object o{{"method", method}, {"path", path}, {"body", body}};
     out = response(200, boost::json::serialize(o));
+  } else if (path == "/version") {  // a double of an old Docker engine's GET /version
+    out = response(200, R"({"Version":"19.03.0","ApiVersion":"1.40"})");
   } else if (path == "/missing") {
     out = response(404, R"({"message":"No such container: abc"})");
   } else if (path == "/malformed") {
@@ -263,4 +266,21 @@ TEST_F(http, awaitable) {
   asio::co_spawn(io, awaited(client, srv.base() + "/json/awaited", out, srv), asio::detached);
   io.run();
   EXPECT_EQ(out, "/json/awaited");
+}
+
+// Against a double of the engine's /version (no old dockerd can run here): an engine older than
+// API 1.41 is refused with what to do.
+TEST_F(http, docker_engine_double_with_too_old_an_api_is_refused_with_the_fix) {
+  fiber::detail::docker_engine engine(io, "tcp://127.0.0.1:" + std::to_string(srv.tcp.local_endpoint().port()));
+  std::optional<std::pair<std::error_code, std::string>> result;
+  engine.check([&](std::error_code ec, std::string, std::string why) {
+    result.emplace(ec, why);
+    srv.stop();
+  });
+  io.run();
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->first, fiber::errc::backend_unavailable);
+  EXPECT_NE(result->second.find("speaks API 1.40"), std::string::npos) << result->second;
+  EXPECT_NE(result->second.find("1.41 or newer"), std::string::npos) << result->second;
+  EXPECT_NE(result->second.find("upgrade Docker"), std::string::npos) << result->second;
 }
