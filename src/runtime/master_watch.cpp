@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <optional>
 #include <string>
 
 #include "io/log.hpp"
@@ -33,11 +32,12 @@ master_watch::~master_watch() {
 
 void master_watch::run(std::chrono::milliseconds timeout) {
   using clock = std::chrono::steady_clock;
-  std::optional<clock::time_point> down_since;
+  bool down = false;
+  auto down_since = clock::now();
   for (;;) {
     long wait_ms = -1;
-    if (down_since) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*down_since + timeout - clock::now());
+    if (down) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(down_since + timeout - clock::now());
       if (left.count() <= 0) {
         logf(log_level::error, "lost the connection to the master for ", timeout.count(),
              " ms (heartbeat_timeout_ms): the master is gone; exiting");
@@ -53,8 +53,11 @@ void master_watch::run(std::chrono::milliseconds timeout) {
       std::uint16_t id = 0;
       if (event.size() >= sizeof id) std::memcpy(&id, event.data(), sizeof id);
       if (id == ZMQ_EVENT_MONITOR_STOPPED) return;
-      if (id == ZMQ_EVENT_DISCONNECTED && !down_since) down_since = clock::now();
-      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) down_since.reset();
+      if (id == ZMQ_EVENT_DISCONNECTED && !down) {
+        down = true;
+        down_since = clock::now();
+      }
+      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) down = false;
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return;
     }
