@@ -5,7 +5,12 @@
 #include <asio/steady_timer.hpp>
 #include <unistd.h>
 
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -61,6 +66,60 @@ class blocking_engine {
   docker_engine engine_;
 };
 
+/// A container create, answered on the creator's thread and read on the loop's.
+struct pending_create {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::error_code ec;
+  std::string id, why;
+
+  void wait() {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return done; });
+  }
+};
+
+/// Creates containers on a thread of its own, several at once: the caller's loop never waits for
+/// the engine, and a job killed while its container is being created can wait for the id and
+/// remove it (a killed job is a removed container, always).
+class creator {
+ public:
+  explicit creator(const std::string& host)
+      : engine_(io_, host), work_(io_.get_executor()), thread_([this] { io_.run(); }) {}
+  ~creator() {  // creates in flight finish first
+    work_.reset();
+    thread_.join();
+  }
+
+  /// `answered` runs on the creator's thread once `pending` is done.
+  void create(container_spec spec, std::shared_ptr<pending_create> pending, unique_function<void()> answered) {
+    auto job = std::make_shared<std::tuple<container_spec, std::shared_ptr<pending_create>, unique_function<void()>>>(
+        std::move(spec), std::move(pending), std::move(answered));
+    asio::post(io_, [this, job] {
+      auto& [spec, pending, answered] = *job;
+      engine_.create(spec, [job](std::error_code ec, std::string id, std::string why) {
+        auto& [spec, pending, answered] = *job;
+        {
+          std::lock_guard lock(pending->m);
+          pending->ec = ec;
+          pending->id = std::move(id);
+          pending->why = std::move(why);
+          pending->done = true;
+        }
+        pending->cv.notify_all();
+        answered();
+      });
+    });
+  }
+
+ private:
+  asio::io_context io_;
+  docker_engine engine_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::thread thread_;
+};
+
 std::string this_host() {
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
@@ -86,13 +145,14 @@ constexpr int not_started = 255;
 
 /// One container's life, shared by the job and the engine's callbacks.
 struct container_run : std::enable_shared_from_this<container_run> {
-  enum class stage { starting, running, ended };
+  enum class stage { creating, starting, running, ended };
 
   std::shared_ptr<docker_engine> engine;
   std::shared_ptr<blocking_engine> blocking;
   asio::io_context& io;
+  std::shared_ptr<pending_create> create = std::make_shared<pending_create>();
   std::string process_name, id;
-  stage at = stage::starting;
+  stage at = stage::creating;
   int pending_signal = 0;
   std::atomic<int> pid{0};
   int code = 0;
@@ -107,9 +167,23 @@ struct container_run : std::enable_shared_from_this<container_run> {
                 std::string name)
       : engine(std::move(e)), blocking(std::move(b)), io(io), process_name(std::move(name)) {}
 
-  /// The container exists (created synchronously, so that it can always be reaped); starts it.
-  void begin(std::string created_id) {
-    id = std::move(created_id);
+  void begin(creator& c, container_spec spec) {
+    c.create(std::move(spec), create, [weak = weak_from_this(), &io = io] {
+      asio::post(io, [weak] {
+        if (auto self = weak.lock()) self->created();
+      });
+    });
+  }
+
+  void created() {
+    if (create->ec) return end(not_started, "the Docker engine could not create its container: " + create->why);
+    id = create->id;
+    if (at == stage::ended) return;  // killed meanwhile: kill_and_reap removed it
+    at = stage::starting;
+    if (pending_signal == SIGKILL || pending_signal == SIGTERM) {
+      int sig = pending_signal;
+      return remove_then([self = shared_from_this(), sig] { self->end(-sig, {}); });
+    }
     engine->start(id, [self = shared_from_this()](std::error_code ec, bool, std::string why) {
       self->started(ec, std::move(why));
     });
@@ -207,6 +281,7 @@ struct container_run : std::enable_shared_from_this<container_run> {
 
   void signal(int sig) {
     switch (at) {
+      case stage::creating:
       case stage::starting:
         if (pending_signal != SIGKILL) pending_signal = sig;
         return;
@@ -241,9 +316,13 @@ class docker_job final : public job {
     run_->on_exit = nullptr;
     run_->on_identified.clear();  // the caller reports the kill itself
     run_->end(-SIGKILL, {});
-    // Reaped means gone: removed now, whether or not the loop runs again.
+    // Reaped means gone: removed now, whether or not the loop runs again (a container being
+    // created is waited for first).
+    run_->create->wait();
+    auto id = run_->id.empty() ? run_->create->id : run_->id;
+    if (id.empty()) return;  // the engine never created it
     try {
-      run_->blocking->remove_all({run_->id});
+      run_->blocking->remove_all({id});
     } catch (const std::exception& e) {
       logf(log_level::warn, "could not remove container ", run_->id.substr(0, 12), ": ", e.what());
     }
@@ -279,9 +358,11 @@ class docker_backend final : public backend {
     bind_host_ = advertise_host_ = pick_master_address(engine);
     if (!cfg.master_address.empty()) bind_host_ = "0.0.0.0";
     remove_orphans(engine);
+    creator_ = std::make_unique<creator>(engine_->host());
   }
 
   ~docker_backend() override {
+    creator_.reset();  // creates in flight finish
     // Whatever this master started and did not see removed goes now, running or not.
     try {
       auto left = blocking_->run<std::vector<std::string>>(
@@ -320,10 +401,9 @@ class docker_backend final : public backend {
     c.user = std::to_string(::getuid()) + ":" + std::to_string(::getgid());
     std::error_code ec;
     c.working_dir = std::filesystem::current_path(ec).string();
-    auto id = blocking_->run<std::string>([&](docker_engine& e, auto done) { e.create(c, std::move(done)); });
-    auto run = std::make_shared<container_run>(engine_, blocking_, io_, spec.name);
-    run->begin(std::move(id));
     logf(log_level::debug, "starting ", spec.name, " as container ", c.name, " of ", c.image);
+    auto run = std::make_shared<container_run>(engine_, blocking_, io_, spec.name);
+    run->begin(*creator_, std::move(c));
     return std::make_unique<docker_job>(std::move(run));
   }
 
@@ -364,6 +444,7 @@ class docker_backend final : public backend {
   std::string job_id_, master_;
   std::shared_ptr<docker_engine> engine_;
   std::shared_ptr<blocking_engine> blocking_;
+  std::unique_ptr<creator> creator_;
   std::vector<std::string> binds_;
   std::string bind_host_, advertise_host_;
 };
