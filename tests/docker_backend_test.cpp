@@ -241,3 +241,15 @@ TEST(docker_config, volumes_are_checked_when_set) {
   EXPECT_EQ(v[1].source, "named");
   EXPECT_FALSE(v[1].read_only);
 }
+
+TEST_F(docker_backend, a_pool_dropped_while_its_containers_are_being_created_leaves_none) {
+  fiber::context ctx(config());
+  for (int i = 0; i < 3; ++i) {
+    fiber::pool p(ctx, 4);  // workers start at once; the pool goes before they are ready
+  }
+  {
+    fiber::pool later(ctx, 1);  // created after the others: the engine has answered them by now
+    later.ready().get();
+  }
+  EXPECT_TRUE(fiber_test::my_containers().empty());  // with the context still running
+}
