@@ -118,7 +118,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
   std::uint64_t id() const { return id_; }
   bool async() const { return async_; }
   const std::shared_ptr<runtime>& rt() const { return rt_; }
-  int pid() const { return proc_ ? proc_->pid.load() : 0; }
+  int pid() const { return proc_ ? proc_->current_pid() : 0; }
 
   // ---- on the loop thread
 
@@ -276,7 +276,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
       int code = proc_->exit_code;
       auto how = code < 0 ? "killed by signal " + std::to_string(-code) : "exit code " + std::to_string(code);
       dead_text_ = stopping_ ? "the manager was shut down: its objects are gone"
-                             : "the manager's server " + proc_->name + " (pid " + std::to_string(proc_->pid.load()) +
+                             : "the manager's server " + proc_->name + " (pid " + std::to_string(proc_->current_pid()) +
                                    ") ended (" + how + "): the objects it hosted are gone";
       if (!stopping_) logf(log_level::warn, dead_text_);
     }
