@@ -22,10 +22,14 @@
 #include <typeinfo>
 #include <unordered_map>
 
+#include <asio/local/stream_protocol.hpp>
+#include <random>
+
+#include "io/stream_link.hpp"
 #include "primitives/process_state.hpp"
 
 namespace fiber::detail {
-void manager_server_main(std::uint64_t manager_id);
+void manager_server_main(std::uint64_t manager_id, std::string link_address, std::string link_secret);
 }
 FIBER_REMOTE(fiber::detail::manager_server_main);
 
@@ -129,7 +133,14 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     const auto& entry = require_registered(&manager_server_main);
     call.function_id = entry.id;
     call.function_name = entry.name;
-    call.args.value(std::make_tuple(id_));
+    std::string link_address;
+    try {
+      if (rt_->the_backend().name() == "local") link_address = listen_for_link();
+    } catch (const std::exception& e) {
+      logf(log_level::warn, "manager calls go through ZeroMQ: no direct link (", e.what(), ")");
+      link_address.clear();
+    }
+    call.args.value(std::make_tuple(id_, link_address, link_secret_));
     proc_ = make_process_state(rt_, std::move(call));
     proc_->name = "Manager-" + std::to_string(next_manager_number++);
     unique_function<void(std::error_code, std::string)> done = [weak = weak_from_this()](std::error_code ec,
@@ -181,7 +192,10 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     if (started_) {
       multipart m;
       m.push_back(make_header(kind::mgr_stop, id_));
-      rt_->send_to_child(proc_->routing_id, std::move(m));
+      if (link_)
+        link_->send(std::move(m));
+      else
+        rt_->send_to_child(proc_->routing_id, std::move(m));
     }
     kill_timer_ = std::make_unique<asio::steady_timer>(rt_->io(), std::chrono::milliseconds(started_ ? rt_->cfg().terminate_grace_ms : 0));
     kill_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
@@ -199,18 +213,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
       forward(relay, std::move(payload));
     } else if (h.type == kind::mgr_reply) {
       if (!proc_ || peer != proc_->routing_id) return;
-      auto it = pending_.find(h.request);
-      if (it == pending_.end()) return;
-      auto p = std::move(it->second);
-      pending_.erase(it);
-      if (p.local) {
-        complete_from_reply(*p.local, h.aux, std::move(payload));
-      } else {
-        multipart m;
-        m.push_back(make_header(kind::mgr_reply, id_, p.call, h.aux));
-        for (auto& f : payload) m.push_back(std::move(f));
-        rt_->send_to_child(p.peer, std::move(m));
-      }
+      on_reply(h, std::move(payload));
     }
   }
 
@@ -221,18 +224,105 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     std::shared_ptr<completion<message>> local;
   };
 
+  void on_reply(const header& h, multipart&& payload) {
+    auto it = pending_.find(h.request);
+    if (it == pending_.end()) return;
+    auto p = std::move(it->second);
+    pending_.erase(it);
+    if (p.local) {
+      complete_from_reply(*p.local, h.aux, std::move(payload));
+    } else {
+      multipart m;
+      m.push_back(make_header(kind::mgr_reply, id_, p.call, h.aux));
+      for (auto& f : payload) m.push_back(std::move(f));
+      rt_->send_to_child(p.peer, std::move(m));
+    }
+  }
+
+  /// Local backend: the server's calls travel over a unix socket of their own (io/stream_link).
+  std::string listen_for_link() {
+    std::random_device rd;
+    for (int i = 0; i < 4; ++i) link_secret_ += std::to_string(rd());
+    auto address = "fiber-mgr-" + rt_->job_id() + "-" + std::to_string(::getpid()) + "-" + std::to_string(id_);
+    acceptor_ = std::make_unique<asio::local::stream_protocol::acceptor>(rt_->io());
+    acceptor_->open();
+    acceptor_->bind(asio::local::stream_protocol::endpoint(std::string(1, '\0') + address));  // abstract
+    acceptor_->listen(4);
+    accept_link();
+    return address;
+  }
+
+  /// Until the server's link arrives; a connection without the secret is closed (below).
+  void accept_link() {
+    acceptor_->async_accept([weak = weak_from_this()](std::error_code ec, asio::local::stream_protocol::socket s) {
+      auto self = weak.lock();
+      if (!self || ec || !self->acceptor_) return;
+      self->on_link(std::move(s));
+      self->accept_link();
+    });
+  }
+
+  void on_link(asio::local::stream_protocol::socket s) {
+    auto link = std::make_shared<stream_link>(std::move(s));
+    link->start(
+        [weak = weak_from_this(), link = std::weak_ptr<stream_link>(link)](multipart m) {
+          auto self = weak.lock();
+          if (!self || m.empty()) return;
+          if (!self->link_) {  // the first message is the secret
+            if (m.size() == 1 && m[0].to_string() == self->link_secret_) {
+              self->link_ = link.lock();
+              self->acceptor_.reset();  // one server, one link
+              self->link_up();
+            } else {
+              logf(log_level::error, "a process that does not know the manager's secret connected to its link; closed");
+              if (auto l = link.lock()) l->close();
+            }
+            return;
+          }
+          auto h = parse_header(m[0]);
+          if (!h || h->type != kind::mgr_reply) return;
+          m.erase(m.begin());
+          self->on_reply(*h, std::move(m));
+        },
+        [](std::error_code) {});  // the server's end is seen through its process
+    pending_link_ = link;
+  }
+
+  void link_up() {
+    if (started_) flush_waiting();
+  }
+
+  void send_to_server(multipart&& m, std::uint64_t relay) {
+    if (link_) return link_->send(std::move(m));
+    if (auto ec = rt_->try_send_to_child(proc_->routing_id, std::move(m)))
+      fail(relay, errc::server_lost, "cannot reach the manager's server " + proc_->name + ": " + ec.message());
+  }
+
+  /// Calls wait until the server is up, and its link too where it has one, so that they all go
+  /// one way, in order.
+  bool ready_to_send() const { return started_ && (link_ || link_secret_.empty()); }
+
+  void flush_waiting() {
+    auto waiting = std::move(waiting_);
+    waiting_.clear();
+    for (auto& m : waiting) {
+      auto relay = parse_header(m[0])->request;
+      send_to_server(std::move(m), relay);
+    }
+    notify_ready();
+  }
+
   void forward(std::uint64_t relay, multipart&& body) {
     if (dead_) return fail(relay, errc::server_lost, dead_text_);
     if (stopping_) return fail(relay, errc::server_lost, "the manager is shutting down: its objects are gone");
     multipart m;
     m.push_back(make_header(kind::mgr_call, id_, relay));
     for (auto& f : body) m.push_back(std::move(f));
-    if (!started_) {
+    if (!ready_to_send()) {
       waiting_.push_back(std::move(m));
       return;
     }
-    if (auto ec = rt_->try_send_to_child(proc_->routing_id, std::move(m)))
-      fail(relay, errc::server_lost, "cannot reach the manager's server " + proc_->name + ": " + ec.message());
+    send_to_server(std::move(m), relay);
   }
 
   void fail(std::uint64_t relay, errc code, const std::string& what) {
@@ -259,18 +349,14 @@ class manager_core final : public service, public std::enable_shared_from_this<m
       return;
     }
     started_ = true;
-    auto waiting = std::move(waiting_);
-    waiting_.clear();
-    for (auto& m : waiting) {
-      auto relay = parse_header(m[0])->request;
-      if (auto err = rt_->try_send_to_child(proc_->routing_id, std::move(m)))
-        fail(relay, errc::server_lost, "cannot reach the manager's server: " + err.message());
-    }
-    notify_ready();
+    if (ready_to_send()) flush_waiting();
   }
 
   void on_server_ended() {
     if (kill_timer_) kill_timer_->cancel();
+    acceptor_.reset();
+    if (link_) link_->close();
+    if (auto l = pending_link_.lock()) l->close();
     if (!dead_) {
       dead_ = true;
       int code = proc_->exit_code;
@@ -308,6 +394,10 @@ class manager_core final : public service, public std::enable_shared_from_this<m
   std::uint64_t next_relay_ = 1;
   std::vector<unique_function<void(std::exception_ptr)>> ready_waiters_;
   std::unique_ptr<asio::steady_timer> kill_timer_;
+  std::string link_secret_;  // empty: no direct link
+  std::unique_ptr<asio::local::stream_protocol::acceptor> acceptor_;
+  std::weak_ptr<stream_link> pending_link_;
+  std::shared_ptr<stream_link> link_;
 };
 
 // ---- a worker's side: calls through proxies it was given --------------------------------------
@@ -480,11 +570,21 @@ std::string type_name_of(const std::exception& e) {
   return status == 0 && name ? name.get() : typeid(e).name();
 }
 
+/// The server's direct link to the master (local backend), if it has one.
+std::shared_ptr<stream_link>& server_link() {
+  static std::shared_ptr<stream_link> link;
+  return link;
+}
+
 void send_reply(std::uint64_t manager, std::uint64_t call, std::uint32_t status, multipart&& body) {
   auto rt = context::default_context().runtime();
   multipart m;
   m.push_back(make_header(kind::mgr_reply, manager, call, status));
   for (auto& f : body) m.push_back(std::move(f));
+  if (auto& link = server_link()) {
+    if (auto ec = link->send_blocking(m)) logf(log_level::error, "the link to the master failed: ", ec.message());
+    return;
+  }
   rt->send_upstream(std::move(m));
 }
 
@@ -633,9 +733,25 @@ void deferred_reply::send(writer& result) const {
   send_reply(manager_, call_, reply_value, rt->to_frames(result));
 }
 
-void manager_server_main(std::uint64_t manager_id) {
+void manager_server_main(std::uint64_t manager_id, std::string link_address, std::string link_secret) {
   auto rt = context::default_context().runtime();
   auto me = current_process().name;
+  if (!link_address.empty()) {
+    asio::local::stream_protocol::socket s(rt->io());
+    s.connect(asio::local::stream_protocol::endpoint(std::string(1, '\0') + link_address));
+    auto link = std::make_shared<stream_link>(std::move(s));
+    multipart hello;
+    hello.emplace_back(link_secret.data(), link_secret.size());
+    if (auto ec = link->send_blocking(hello)) throw std::system_error(ec, "the manager's link to the master");
+    link->start([rt](multipart m) { rt->push_service_message(std::move(m)); }, [](std::error_code) {});
+    server_link() = std::move(link);
+  }
+  struct close_link {
+    ~close_link() {
+      if (auto& link = server_link()) link->close();
+      server_link().reset();
+    }
+  } closing;
   std::unordered_map<std::uint64_t, std::unique_ptr<hosted>> objects;
   std::uint64_t next_object = 1;
   for (;;) {

@@ -633,6 +633,11 @@ void runtime::on_first_message(unique_function<void(std::error_code, multipart)>
   worker_loop_step();  // not in the constructor: weak_from_this() is empty there
 }
 
+void runtime::push_service_message(multipart m) {
+  service_inbox_.push_back(std::move(m));
+  notify_done(service_arrived_);
+}
+
 multipart runtime::next_service_message() {
   if (service_inbox_.empty()) {
     service_arrived_ = false;

@@ -140,6 +140,8 @@ class runtime : public std::enable_shared_from_this<runtime> {
   /// Worker: blocks (running the loop) until the master sends a service message (pool_task,
   /// pool_stop, mgr_call, mgr_stop); returns it with its header frame first.
   multipart next_service_message();
+  /// A service message that came another way (a manager's direct link); on the loop thread.
+  void push_service_message(multipart m);
 
   /// Stops: kills children still running, closes sockets. Idempotent; on the loop thread.
   void shutdown() noexcept;

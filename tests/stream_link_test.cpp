@@ -1,0 +1,89 @@
+// The direct link managers use on the local backend: multipart messages over a unix stream
+// socket, in order, whole, whatever their sizes and however the bytes arrive.
+#include <gtest/gtest.h>
+
+#include <asio/io_context.hpp>
+#include <asio/local/connect_pair.hpp>
+#include <asio/write.hpp>
+#include <thread>
+
+#include "io/stream_link.hpp"
+
+using fiber::detail::multipart;
+using fiber::detail::stream_link;
+
+namespace {
+multipart message_of(std::initializer_list<std::string> parts) {
+  multipart m;
+  for (auto& p : parts) m.emplace_back(p.data(), p.size());
+  return m;
+}
+std::vector<std::string> texts(const multipart& m) {
+  std::vector<std::string> out;
+  for (auto& p : m) out.push_back(p.to_string());
+  return out;
+}
+
+struct linked_pair {
+  asio::io_context io;
+  std::shared_ptr<stream_link> a, b;
+  std::vector<multipart> received;  // by b
+  std::error_code closed;  // why b's reading ended
+  bool b_closed = false;
+
+  linked_pair() {
+    asio::local::stream_protocol::socket sa(io), sb(io);
+    asio::local::connect_pair(sa, sb);
+    a = std::make_shared<stream_link>(std::move(sa));
+    b = std::make_shared<stream_link>(std::move(sb));
+    a->start([](multipart) {}, [](std::error_code) {});
+    b->start([this](multipart m) { received.push_back(std::move(m)); },
+             [this](std::error_code ec) {
+               closed = ec;
+               b_closed = true;
+             });
+  }
+  void run_until(std::size_t messages) {
+    while (received.size() < messages && !b_closed && io.run_one()) {
+    }
+  }
+};
+}  // namespace
+
+TEST(stream_link, messages_arrive_whole_and_in_order) {
+  linked_pair p;
+  p.a->send(message_of({"header", "", "a third part"}));
+  p.a->send(message_of({}));
+  p.a->send(message_of({"x"}));
+  p.run_until(3);
+  ASSERT_EQ(p.received.size(), 3u);
+  EXPECT_EQ(texts(p.received[0]), (std::vector<std::string>{"header", "", "a third part"}));
+  EXPECT_TRUE(p.received[1].empty());
+  EXPECT_EQ(texts(p.received[2]), std::vector<std::string>{"x"});
+}
+
+TEST(stream_link, large_messages_larger_than_the_socket_buffer_from_both_kinds_of_send) {
+  linked_pair p;
+  std::string big(8 << 20, 'b'), other(3 << 20, 'o');
+  for (std::size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>('a' + i / 4096 % 26);
+  p.a->send(message_of({"first", big}));  // queued, written as the reader drains the socket
+  p.run_until(1);
+  // A blocking sender on another thread while the loop reads (the server's way of replying).
+  std::thread sender([&] { EXPECT_FALSE(p.a->send_blocking(message_of({other, "last"}))); });
+  p.run_until(2);
+  sender.join();
+  ASSERT_EQ(p.received.size(), 2u);
+  EXPECT_EQ(texts(p.received[0]), (std::vector<std::string>{"first", big}));
+  EXPECT_EQ(texts(p.received[1]), (std::vector<std::string>{other, "last"}));
+}
+
+TEST(stream_link, the_reader_hears_when_the_other_side_closes) {
+  linked_pair p;
+  p.a->send(message_of({"before"}));
+  p.run_until(1);
+  p.a->close();
+  p.run_until(2);
+  EXPECT_TRUE(p.b_closed);
+  EXPECT_TRUE(p.closed);
+  EXPECT_EQ(p.received.size(), 1u);
+}
