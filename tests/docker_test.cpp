@@ -5,8 +5,6 @@
 
 #include <asio/io_context.hpp>
 #include <csignal>
-#include <cstdio>
-#include <filesystem>
 
 #include "backend/docker_engine.hpp"
 #include "docker_support.hpp"

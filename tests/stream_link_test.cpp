@@ -4,7 +4,6 @@
 
 #include <asio/io_context.hpp>
 #include <asio/local/connect_pair.hpp>
-#include <asio/write.hpp>
 #include <thread>
 
 #include "io/stream_link.hpp"

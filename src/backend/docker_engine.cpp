@@ -50,9 +50,7 @@ bool version_less(const std::string& a, const std::string& b) {
 }
 }  // namespace
 
-bool benign_remove_error(const std::string& why) {
-  return why.find("No such container") != std::string::npos || why.find("already in progress") != std::string::npos;
-}
+bool benign_remove_error(const std::string& why) { return why.find("No such container") != std::string::npos; }
 
 docker_engine::docker_engine(asio::io_context& io, std::string host) : http_(io) {
   if (host.empty()) {
@@ -185,7 +183,16 @@ void docker_engine::kill(const std::string& id, int signal, done<bool> on_done) 
 void docker_engine::remove(const std::string& id, bool force, done<bool> on_done) {
   auto d = std::make_shared<done<bool>>(std::move(on_done));
   call(request("DELETE", std::string(api) + "/containers/" + id + (force ? "?force=1" : "")),
-       [d](http_response) { (*d)({}, true, {}); }, forward_error(d));
+       [d](http_response) { (*d)({}, true, {}); },
+       [this, d, id](std::error_code ec, std::string why) {
+         if (why.find("already in progress") == std::string::npos) return (*d)(ec, false, std::move(why));
+         // Another removal is under way: done once the engine has finished it (404: gone already).
+         http_.start(request("POST", std::string(api) + "/containers/" + id + "/wait?condition=removed"),
+                     [this, d](std::error_code ec, http_response r) {
+                       if (ec) return (*d)(make_error_code(errc::backend_unavailable), false, unreachable(r.body));
+                       (*d)({}, true, {});
+                     });
+       });
 }
 
 void docker_engine::logs(const std::string& id, done<std::string> on_done) {
@@ -294,13 +301,15 @@ void docker_engine::follow_logs(const std::string& id, unique_function<void(int,
 }
 
 void docker_engine::pid(const std::string& id, done<int> on_done) {
-  auto d = std::make_shared<done<int>>(std::move(on_done));
-  call(request("GET", std::string(api) + "/containers/" + id + "/json"),
-       [d](http_response r) {
-         auto json = r.json();
-         (*d)({}, static_cast<int>(json.at("State").at("Pid").to_number<std::int64_t>()), {});
-       },
-       forward_error(d));
+  inspect(id, [on_done = std::move(on_done)](std::error_code ec, std::string text, std::string why) mutable {
+    if (ec) return on_done(ec, 0, std::move(why));
+    try {
+      auto json = boost::json::parse(text);
+      on_done({}, static_cast<int>(json.at("State").at("Pid").to_number<std::int64_t>()), {});
+    } catch (const std::exception& e) {
+      on_done(make_error_code(errc::malformed_message), 0, std::string("unexpected container description: ") + e.what());
+    }
+  });
 }
 
 void docker_engine::inspect(const std::string& id, done<std::string> on_done) {

@@ -30,7 +30,7 @@ struct container_spec {
   std::string working_dir;                       // empty: the image's
 };
 
-/// A removal that failed only because the container is gone or going.
+/// A removal that failed only because the container is gone already.
 bool benign_remove_error(const std::string& why);
 
 struct container_summary {
@@ -55,6 +55,7 @@ class docker_engine {
   /// Completes when the container has stopped; result: its exit code.
   void wait(const std::string& id, done<int> on_done);
   void kill(const std::string& id, int signal, done<bool> on_done);
+  /// Completes once the container is gone (also when another removal of it was under way).
   void remove(const std::string& id, bool force, done<bool> on_done);
   /// stdout and stderr, demultiplexed (each stream in order; between the two, as the engine
   /// recorded them).
