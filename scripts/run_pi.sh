@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh -DFIBER_BUILD_TESTS=OFF -DFIBER_BUILD_BENCH=OFF
+scripts/build.sh -DFIBER_BUILD_EXAMPLES=ON -DFIBER_BUILD_TESTS=OFF -DFIBER_BUILD_BENCH=OFF
 FIBER_BACKEND=local build/examples/pi_estimation

@@ -58,7 +58,7 @@ class docker_backend : public ::testing::Test {
   fiber::detail::docker_engine engine{io};
 
   void SetUp() override {
-    if (auto why = fiber_test::prepare_test_image(io, engine); !why.empty()) GTEST_SKIP() << "no Docker engine here: " << why;
+    if (auto why = fiber_test::prepare_test_image(io, engine); !why.empty()) FIBER_TEST_ENGINE_MISSING("Docker", why);
   }
   void TearDown() override {
     // Every context of the test has ended: none of its containers may remain.

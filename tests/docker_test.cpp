@@ -8,6 +8,7 @@
 
 #include "backend/docker_engine.hpp"
 #include "docker_support.hpp"
+#include "support.hpp"
 #include "fiber/error.hpp"
 
 using fiber::detail::container_spec;
@@ -31,7 +32,7 @@ class docker : public ::testing::Test {
 
   void SetUp() override {
     auto v = run<std::string>(io, [&](auto done) { engine.check(std::move(done)); });
-    if (v.ec) GTEST_SKIP() << "no Docker engine here: " << v.why;
+    if (v.ec) FIBER_TEST_ENGINE_MISSING("Docker", v.why);
     auto why = fiber_test::prepare_test_image(io, engine);
     ASSERT_TRUE(why.empty()) << why;
   }
@@ -113,4 +114,16 @@ TEST(docker_unreachable, a_malformed_docker_host_is_a_config_error) {
     EXPECT_EQ(e.code(), fiber::errc::config_error);
     EXPECT_NE(std::string(e.what()).find("ftp://x"), std::string::npos);
   }
+}
+
+// A default bridge made on the engine's first start reports only its subnet (seen on a fresh
+// dockerd 20.10); the master then listens on the subnet's first address.
+TEST(docker_gateway, a_subnet_without_a_reported_gateway_gives_its_first_address) {
+  using fiber::detail::first_host_of;
+  EXPECT_EQ(first_host_of("172.17.0.0/16"), "172.17.0.1");
+  EXPECT_EQ(first_host_of("10.1.2.128/25"), "10.1.2.129");
+  EXPECT_EQ(first_host_of("192.168.7.9/24"), "192.168.7.1");
+  EXPECT_EQ(first_host_of("fd00::/64"), "");
+  EXPECT_EQ(first_host_of("172.17.0.0"), "");
+  EXPECT_EQ(first_host_of("10.0.0.0/32"), "");
 }

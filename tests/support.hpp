@@ -22,6 +22,23 @@ inline bool on_docker() {
 #define FIBER_TEST_LOCAL_ONLY(why)                                                   \
   if (::fiber_test::on_docker()) GTEST_SKIP() << "local backend only: " << (why)
 
+/// Engines are required (a missing one fails the test instead of skipping it) under CI
+/// (`CI` set) or with FIBER_REQUIRE_ENGINES=1; FIBER_REQUIRE_ENGINES=0 lets them skip under CI too.
+inline bool engines_required() {
+  auto on = [](const char* v) { return v && *v && std::string_view(v) != "0" && std::string_view(v) != "false"; };
+  if (const char* r = std::getenv("FIBER_REQUIRE_ENGINES")) return on(r);
+  return on(std::getenv("CI"));
+}
+/// Leaves the current test (or environment) because engine `engine` cannot be had: a failure
+/// when engines are required, else a skip that says why.
+#define FIBER_TEST_ENGINE_MISSING(engine, why)                                                           \
+  do {                                                                                                   \
+    if (::fiber_test::engines_required())                                                                \
+      GTEST_FAIL() << "no " << (engine) << " engine, and engines are required here (CI or "            \
+                   << "FIBER_REQUIRE_ENGINES=1): " << (why) << " (scripts/engines.sh start brings one up)"; \
+    GTEST_SKIP() << "no " << (engine) << " engine here: " << (why);                                      \
+  } while (0)
+
 /// Runs `f`, which must throw fiber::error with `code` and a message containing each of `mentions`.
 template <class F>
 void expect_error(F&& f, fiber::errc code, std::initializer_list<std::string_view> mentions) {

@@ -43,7 +43,7 @@ class docker_engine_present : public ::testing::Environment {
     asio::io_context io;
     fiber::detail::docker_engine engine(io);
     if (auto why = fiber_test::prepare_test_image(io, engine); !why.empty())
-      GTEST_SKIP() << "no Docker engine for the docker run of this suite: " << why;
+      FIBER_TEST_ENGINE_MISSING("Docker", "for the docker run of this suite: " + why);
   }
 };
 }  // namespace

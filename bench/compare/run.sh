@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Runs fiber's process/queue/pipe benchmarks beside the anchors (Python multiprocessing, raw
-# ZeroMQ, plain sockets) in one go, and prints each figure with its ratio to the anchor.
+# Runs fiber's benchmarks beside the anchors (Python multiprocessing, raw ZeroMQ, plain sockets,
+# the Docker engine's own floor) in one go, and prints each figure with its ratio to the anchor.
 # Usage: bench/compare/run.sh [build-dir] [channels|pool|managers|docker|all]   (default: build, all)
-set -euo pipefail
+# Each part runs on its own: one that cannot run (no engine, a missing anchor, a failing
+# benchmark) says what it could not do, the others still run, and the script then exits 1.
+# The docker part starts a Docker engine through scripts/engines.sh and stops it again if it did.
+set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "${1:-$root/build}" && pwd)
+build=$(cd "${1:-$root/build}" && pwd) || { echo "no build folder ${1:-$root/build}: run scripts/build.sh first" >&2; exit 2; }
 what=${2:-all}
+case "$what" in channels|pool|managers|docker|all) ;; *) echo "unknown part '$what' (channels|pool|managers|docker|all)" >&2; exit 2 ;; esac
 anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-if [ "$what" = pool ] || [ "$what" = all ]; then
+part_pool() {
   echo "== pool: anchors"
   (cd "$anchors" && python3 pool_overhead.py --repeat 3 && python3 pool_throughput.py --repeat 3) | tee "$tmp/pypool.txt"
   echo "== pool: fiber"
@@ -51,8 +55,9 @@ for b in fib("pool_overhead_with_kills"):
     print(f"pool overhead W=4 D=1ms with a worker killed every second: {b['ovh_cal_us']:.1f} us/task calibrated, killed {b['killed']:.0f}, results exact")
     break
 PY2
-fi
-if [ "$what" = managers ] || [ "$what" = all ]; then
+}
+
+part_managers() {
   echo "== managers: anchors"
   (cd "$anchors" && python3 managers.py --libs mp --repeat 3) | tee "$tmp/pymgr.txt"
   "$build/bench/raw_zmq_rtt" | tee "$tmp/rawmgr.txt"
@@ -76,9 +81,13 @@ for mode, label in (("sync", "harness_sync"), ("threads", "harness_async")):
     print(f"(b) {label}: {t:.3f} s (ideal {b['ideal_s']:.2f} s, {t/b['ideal_s']:.2f}x ideal; ovh_cal {b['ovh_cal_us_per_call']:.0f} us/call)"
           f"  mp {mode} {mp:.3f} s  ratio {t/mp:.2f}x")
 PY3
-fi
-if [ "$what" = docker ] || [ "$what" = all ]; then
+}
+
+part_docker() {
   echo "== backends: local beside docker (same run)"
+  "$root/scripts/engines.sh" start docker || return 1
+  curl -s --max-time 2 --unix-socket /var/run/docker.sock http://localhost/_ping | grep -q OK ||
+    { echo "no Docker engine answers on /var/run/docker.sock (see build/engines/dockerd.log)"; return 1; }
   "$root/scripts/docker_test_image.sh"
   (cd "$anchors" && python3 process_start.py) | tee "$tmp/pystart.txt"
   # The engine's own floor: create, start, wait and remove a container running /bin/true straight
@@ -103,9 +112,9 @@ for name, label in (("child_start_join", "child start+join"), ("pool4_ready", "P
     l, d = local[name], docker[name]
     print(f"{label:22s} local {l:8.2f} ms   docker {d:8.2f} ms   docker/local {d/l:6.1f}x   docker/engine-floor {d/floors[name]:5.2f}x   docker/mp-spawn {d/mp_spawn:5.1f}x")
 PY3
-fi
-[ "$what" = pool ] || [ "$what" = managers ] || [ "$what" = docker ] && exit 0
+}
 
+part_channels() {
 g++ -O2 -std=c++20 "$anchors/zmq_limits.cpp" -lzmq -o "$tmp/zmq_limits"
 g++ -O2 -std=c++20 "$anchors/socket_limits.cpp" -o "$tmp/socket_limits"
 
@@ -153,3 +162,24 @@ for name, mp in (("simple_queue_bulk_1MB", mp_qb), ("pipe_bulk_1MB", mp_pb)):
     gbs = fib[name]["bytes_per_second"] / 1e9
     print(f"{name:26s} {gbs:7.2f} GB/s  vs mp {mp/1e3:.2f} GB/s: {gbs*1e3/mp:.2f}x")
 PY
+}
+
+# Runs part $1 in a subshell that stops at its first failing command, and remembers the parts
+# that could not run.
+failed=()
+run_part() {
+  # (set -e is ignored in a subshell whose status is tested with || or if, hence the two steps)
+  ( set -eE; trap 'echo "!! $1: stopped at: $BASH_COMMAND (exit $?)" >&2' ERR; "part_$1" )
+  (($? == 0)) || failed+=("$1")
+}
+started_docker=false
+[ -f "$root/build/engines/docker.pid" ] || started_docker=true
+for p in pool managers docker channels; do
+  if [ "$what" = all ] || [ "$what" = "$p" ]; then run_part "$p"; fi
+done
+# Only stop an engine this run started (its pid file did not exist before).
+if $started_docker && [ -f "$root/build/engines/docker.pid" ]; then "$root/scripts/engines.sh" stop docker; fi
+if ((${#failed[@]})); then
+  echo "== could not run: ${failed[*]} (see the lines starting with !! above)" >&2
+  exit 1
+fi

@@ -1,5 +1,7 @@
 #include "backend/docker_engine.hpp"
 
+#include <arpa/inet.h>
+
 #include <boost/json.hpp>
 #include <cstdlib>
 
@@ -338,6 +340,19 @@ void docker_engine::has_image(const std::string& name, done<bool> on_done) {
               });
 }
 
+std::string first_host_of(const std::string& subnet) {
+  auto slash = subnet.find('/');
+  if (slash == std::string::npos) return {};
+  in_addr net{};
+  if (::inet_pton(AF_INET, subnet.substr(0, slash).c_str(), &net) != 1) return {};
+  int bits = std::atoi(subnet.c_str() + slash + 1);
+  if (bits < 1 || bits > 30) return {};
+  std::uint32_t mask = ~std::uint32_t{0} << (32 - bits);
+  in_addr host{htonl((ntohl(net.s_addr) & mask) + 1)};
+  char text[INET_ADDRSTRLEN] = {};
+  return ::inet_ntop(AF_INET, &host, text, sizeof text) ? std::string(text) : std::string();
+}
+
 void docker_engine::gateway(const std::string& network, done<std::string> on_done) {
   auto d = std::make_shared<done<std::string>>(std::move(on_done));
   call(request("GET", std::string(api) + "/networks/" + percent_encode(network)),
@@ -345,10 +360,17 @@ void docker_engine::gateway(const std::string& network, done<std::string> on_don
          auto json = r.json();
          if (auto* ipam = json.as_object().if_contains("IPAM"))
            if (auto* configs = ipam->as_object().if_contains("Config"); configs && configs->is_array())
-             for (auto& c : configs->as_array())
-               if (auto* g = c.as_object().if_contains("Gateway"); g && g->is_string() && !g->as_string().empty())
-                 if (g->as_string().find(':') == boost::json::string::npos)  // IPv4
-                   return (*d)({}, std::string(g->as_string()), {});
+             for (auto& c : configs->as_array()) {
+               auto field = [&](const char* key) {
+                 auto* v = c.as_object().if_contains(key);
+                 return v && v->is_string() ? std::string(v->as_string()) : std::string();
+               };
+               if (auto g = field("Gateway"); !g.empty() && g.find(':') == std::string::npos)  // IPv4
+                 return (*d)({}, g, {});
+               // A default bridge the engine made on its first start reports only its subnet; its
+               // gateway is then the subnet's first address, as the engine's IPAM assigns it.
+               if (auto g = first_host_of(field("Subnet")); !g.empty()) return (*d)({}, g, {});
+             }
          (*d)(make_error_code(errc::config_error), {},
               "Docker network '" + network +
                   "' has no IPv4 gateway for containers to reach the master: set the config key 'master_address'");

@@ -73,7 +73,8 @@ class docker_engine {
   void pid(const std::string& id, done<int> on_done);
   /// Whether the engine has image `name`.
   void has_image(const std::string& name, done<bool> on_done);
-  /// The gateway address of network `name` (how its containers reach the host).
+  /// The gateway address of network `name` (how its containers reach the host): the one the
+  /// engine reports, else the first address of its subnet.
   void gateway(const std::string& network, done<std::string> on_done);
   /// Containers (running or not) carrying label `key`, with their labels.
   void list_labeled(const std::string& key, done<std::vector<container_summary>> on_done);
@@ -92,5 +93,9 @@ class docker_engine {
   std::string host_, socket_path_, base_url_;
   http_client http_;
 };
+
+/// "172.17.0.0/16" → "172.17.0.1" (the address the engine's IPAM gives a bridge's gateway);
+/// empty for anything but an IPv4 subnet with room for a host.
+std::string first_host_of(const std::string& subnet);
 
 }  // namespace fiber::detail

@@ -172,8 +172,14 @@ class local_backend final : public backend {
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all_default);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    // Only stdin, stdout and stderr pass to the child: a descriptor the master opened without
+    // CLOEXEC (a listener, say) must not stay open for as long as a child lives.
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
     pid_t pid = 0;
-    int rc = ::posix_spawn(&pid, spec.executable.c_str(), nullptr, &attr, argv.data(), envp.data());
+    int rc = ::posix_spawn(&pid, spec.executable.c_str(), &actions, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
     if (rc != 0)
       throw error(errc::spawn_failed, "cannot start '" + spec.executable + "' for " + spec.name + ": " +

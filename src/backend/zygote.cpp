@@ -1,6 +1,7 @@
 #include "backend/zygote.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -41,11 +42,15 @@ std::unique_ptr<zygote> zygote::start(const std::string& executable) {
     logf(log_level::warn, "fork server unavailable (socketpair: ", std::strerror(errno), "); children will be exec'd");
     return nullptr;
   }
-  // The helper's end stays open across exec: dup it onto itself without CLOEXEC.
+  // The helper gets its end as fd 3 and nothing else of the master's: a descriptor the master
+  // opened without CLOEXEC (a listener, say) must not stay open for as long as the helper lives.
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  int helper_fd = 100 + sv[1];  // a number nothing else in the child uses
-  posix_spawn_file_actions_adddup2(&actions, sv[1], helper_fd);
+  const int helper_fd = 3;
+  int from = sv[1];
+  if (from <= helper_fd) from = ::fcntl(sv[1], F_DUPFD_CLOEXEC, helper_fd + 1);  // dup2 onto itself keeps CLOEXEC
+  posix_spawn_file_actions_adddup2(&actions, from, helper_fd);
+  posix_spawn_file_actions_addclosefrom_np(&actions, helper_fd + 1);
   std::vector<std::string> env_storage;
   for (char** e = environ; e && *e; ++e) env_storage.emplace_back(*e);
   env_storage.push_back(std::string(env_zygote_fd) + "=" + std::to_string(helper_fd));
@@ -58,6 +63,7 @@ std::unique_ptr<zygote> zygote::start(const std::string& executable) {
   pid_t pid = 0;
   int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  if (from != sv[1]) close(from);
   close(sv[1]);
   if (rc != 0) {
     close(sv[0]);

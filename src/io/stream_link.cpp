@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fiber/error.hpp"
 #include "io/log.hpp"
 
 namespace fiber::detail {
@@ -23,7 +24,8 @@ std::string frame_head(const multipart& parts) {
   return head;
 }
 
-stream_link::stream_link(asio::local::stream_protocol::socket socket) : socket_(std::move(socket)) {}
+stream_link::stream_link(asio::local::stream_protocol::socket socket, std::size_t max_message_bytes)
+    : socket_(std::move(socket)), max_message_bytes_(max_message_bytes) {}
 
 void stream_link::start(on_message_fn on_message, on_closed_fn on_closed) {
   on_message_ = std::move(on_message);
@@ -31,44 +33,64 @@ void stream_link::start(on_message_fn on_message, on_closed_fn on_closed) {
   read_some();
 }
 
+void stream_link::closed(std::error_code ec) {
+  if (auto f = std::move(on_closed_)) {
+    on_closed_ = nullptr;
+    f(ec);
+  }
+}
+
 void stream_link::read_some() {
   socket_.async_read_some(asio::buffer(buffer_), [self = shared_from_this()](std::error_code ec, std::size_t n) {
-    if (ec) {
-      if (auto f = std::move(self->on_closed_)) {
-        self->on_closed_ = nullptr;
-        f(ec);
-      }
-      return;
-    }
+    if (ec) return self->closed(ec);
     self->in_.append(self->buffer_, n);
-    self->parse();
-    self->read_some();
+    if (self->parse()) self->read_some();
   });
 }
 
-void stream_link::parse() {
+bool stream_link::parse() {
   std::size_t pos = 0;
   for (;;) {
     std::uint32_t parts = 0;
     if (in_.size() - pos < sizeof parts) break;
     std::memcpy(&parts, in_.data() + pos, sizeof parts);
+    if (parts > max_parts) {
+      close();
+      closed(make_error_code(errc::malformed_message));
+      return false;
+    }
     auto head = sizeof parts + std::size_t{parts} * sizeof(std::uint64_t);
     if (in_.size() - pos < head) break;
     std::vector<std::uint64_t> sizes(parts);
     std::memcpy(sizes.data(), in_.data() + pos + sizeof parts, parts * sizeof(std::uint64_t));
-    std::size_t total = head;
-    for (auto s : sizes) total += s;
-    if (in_.size() - pos < total) break;
+    // Each size is checked against what is left of the limit, so the sum cannot wrap.
+    std::size_t payload = 0;
+    for (auto s : sizes) {
+      if (s > max_message_bytes_ - payload) {
+        logf(log_level::warn, "a direct link's peer announced a message over ", max_message_bytes_,
+             " bytes (max_message_bytes); link closed");
+        close();
+        closed(make_error_code(errc::message_too_large));
+        return false;
+      }
+      payload += s;
+    }
+    if (in_.size() - pos - head < payload) break;
     multipart m;
     auto at = pos + head;
     for (auto s : sizes) {
       m.emplace_back(in_.data() + at, s);
       at += s;
     }
-    pos += total;
+    pos += head + payload;
     if (on_message_) on_message_(std::move(m));
+    if (!socket_.is_open()) {  // the handler closed the link: deliver nothing more
+      closed(asio::error::operation_aborted);
+      return false;
+    }
   }
   in_.erase(0, pos);
+  return true;
 }
 
 void stream_link::send(multipart&& parts) {

@@ -262,30 +262,50 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     });
   }
 
+  /// A connection is held to a few bytes (the secret) until it proves the secret; only a few
+  /// unproven ones may wait at once, and all of them are closed once the server's link is up.
+  static constexpr std::size_t max_unproven_links = 8;
+
   void on_link(asio::local::stream_protocol::socket s) {
-    auto link = std::make_shared<stream_link>(std::move(s));
+    std::erase_if(unproven_links_, [](auto& w) { return w.expired(); });
+    if (unproven_links_.size() >= max_unproven_links) {
+      logf(log_level::warn, "more than ", max_unproven_links,
+           " unproven connections wait on a manager's link; closing a new one");
+      return;  // `s` closes here
+    }
+    auto link = std::make_shared<stream_link>(std::move(s), link_secret_.size());
     link->start(
         [weak = weak_from_this(), link = std::weak_ptr<stream_link>(link)](multipart m) {
           auto self = weak.lock();
-          if (!self || m.empty()) return;
-          if (!self->link_) {  // the first message is the secret
-            if (m.size() == 1 && m[0].to_string() == self->link_secret_) {
-              self->link_ = link.lock();
-              self->acceptor_.reset();  // one server, one link
+          auto l = link.lock();
+          if (!self || !l) return;
+          if (self->link_ != l) {  // the first message is the secret
+            if (!self->link_ && m.size() == 1 && m[0].to_string() == self->link_secret_) {
+              l->set_max_message_bytes(self->rt_->cfg().max_message_bytes + stream_link::envelope_bytes);
+              self->link_ = std::move(l);
+              self->close_unproven_links();
               self->link_up();
             } else {
               logf(log_level::error, "a process that does not know the manager's secret connected to its link; closed");
-              if (auto l = link.lock()) l->close();
+              l->close();
             }
             return;
           }
+          if (m.empty()) return;
           auto h = parse_header(m[0]);
           if (!h || h->type != kind::mgr_reply) return;
           m.erase(m.begin());
           self->on_reply(*h, std::move(m));
         },
         [](std::error_code) {});  // the server's end is seen through its process
-    pending_link_ = link;
+    unproven_links_.push_back(link);
+  }
+
+  void close_unproven_links() {
+    acceptor_.reset();  // one server, one link
+    for (auto& w : unproven_links_)
+      if (auto l = w.lock(); l && l != link_) l->close();
+    unproven_links_.clear();
   }
 
   void link_up() {
@@ -354,9 +374,8 @@ class manager_core final : public service, public std::enable_shared_from_this<m
 
   void on_server_ended() {
     if (kill_timer_) kill_timer_->cancel();
-    acceptor_.reset();
+    close_unproven_links();
     if (link_) link_->close();
-    if (auto l = pending_link_.lock()) l->close();
     if (!dead_) {
       dead_ = true;
       int code = proc_->exit_code;
@@ -396,7 +415,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
   std::unique_ptr<asio::steady_timer> kill_timer_;
   std::string link_secret_;  // empty: no direct link
   std::unique_ptr<asio::local::stream_protocol::acceptor> acceptor_;
-  std::weak_ptr<stream_link> pending_link_;
+  std::vector<std::weak_ptr<stream_link>> unproven_links_;
   std::shared_ptr<stream_link> link_;
 };
 
@@ -739,7 +758,9 @@ void manager_server_main(std::uint64_t manager_id, std::string link_address, std
   if (!link_address.empty()) {
     asio::local::stream_protocol::socket s(rt->io());
     s.connect(asio::local::stream_protocol::endpoint(std::string(1, '\0') + link_address));
-    auto link = std::make_shared<stream_link>(std::move(s));
+    // The master is the peer here (it listens at the address it gave this server), so the link
+    // takes what the config allows from the start.
+    auto link = std::make_shared<stream_link>(std::move(s), rt->cfg().max_message_bytes + stream_link::envelope_bytes);
     multipart hello;
     hello.emplace_back(link_secret.data(), link_secret.size());
     if (auto ec = link->send_blocking(hello)) throw std::system_error(ec, "the manager's link to the master");

@@ -155,9 +155,11 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Environment variables fiber sets for its own children; not configuration keys.
+// Environment variables that are not configuration keys: what fiber sets for its own children,
+// the config file's path, and the test command's switch for engines (scripts/test.sh).
 bool internal_env(std::string_view name) {
-  return name.starts_with("FIBER_WORKER") || name == "FIBER_CONFIG_FILE" || name.starts_with("FIBER_INTERNAL_");
+  return name.starts_with("FIBER_WORKER") || name == "FIBER_CONFIG_FILE" || name.starts_with("FIBER_INTERNAL_") ||
+         name == "FIBER_REQUIRE_ENGINES";
 }
 
 void apply_file(config& c, const std::string& path, bool must_exist) {
