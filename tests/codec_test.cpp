@@ -187,3 +187,22 @@ TEST(codec, missing_or_wrong_size_large_frame) {
   short_frame.spans[0] = short_frame.spans[0].first(100);
   EXPECT_THROW(decode<std::vector<double>>(short_frame), fiber::error);
 }
+
+// Fuzzing found a bool decoded from a byte that is neither 0 nor 1 (undefined behaviour).
+TEST(codec, a_bool_is_a_zero_or_one_byte_and_anything_else_is_malformed) {
+  EXPECT_EQ(round_trip(true), true);
+  EXPECT_EQ(round_trip(false), false);
+  EXPECT_EQ(round_trip(std::vector<bool>{true, false, true}), (std::vector<bool>{true, false, true}));
+  for (std::uint8_t junk : {std::uint8_t{2}, std::uint8_t{0x80}, std::uint8_t{0xff}}) {
+    fiber::writer w;
+    w.pod(junk);
+    encoded e{w.head(), {}, {}};
+    fiber_test::expect_error([&] { decode<bool>(e); }, fiber::errc::malformed_message, "bool");
+    fiber::writer wv;
+    wv.size(2);
+    wv.pod(std::uint8_t{1});
+    wv.pod(junk);
+    encoded ev{wv.head(), {}, {}};
+    fiber_test::expect_error([&] { decode<std::vector<bool>>(ev); }, fiber::errc::malformed_message, "bool");
+  }
+}

@@ -14,6 +14,7 @@
 #include <numeric>
 #include <ranges>
 #include <set>
+#include <optional>
 #include <thread>
 
 #include "support.hpp"
@@ -504,4 +505,15 @@ TEST(pool, progress_line_on_a_terminal) {
   close(saved);
   close(slave);
   close(master);
+}
+
+// A pool built on a thread that then ends keeps its workers (they were killed with the thread).
+TEST(pool, a_pool_built_on_a_thread_that_ended_keeps_its_workers) {
+  std::optional<fiber::pool> p;
+  fiber_test::run_on_a_thread_that_ends([&] {
+    p.emplace(2);
+    EXPECT_EQ(p->map(&square, std::vector<int>{1, 2, 3}).get(), (std::vector<int>{1, 4, 9}));
+  });
+  EXPECT_EQ(p->map(&square, std::vector<int>{4, 5}).get(), (std::vector<int>{16, 25}));
+  EXPECT_EQ(p->stats().workers_lost, 0u);
 }

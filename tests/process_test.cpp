@@ -493,3 +493,14 @@ TEST(process, a_worker_starting_a_process_gets_a_clear_error) {
   EXPECT_NE(report.find("| not alive"), std::string::npos) << report;
   EXPECT_EQ(p.exitcode(), 0);
 }
+
+// A child's parent is a thread to Linux (PR_SET_PDEATHSIG fires when the parent *thread* ends):
+// a process started from a thread that then ended was killed with it.
+TEST(process, a_child_outlives_the_thread_that_started_it) {
+  fiber::simple_queue<int> gate;
+  fiber::process p(&wait_on, gate);
+  fiber_test::run_on_a_thread_that_ends([&] { p.start().get(); });
+  gate.put(1).get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+}

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <thread>
 
 #include <string>
 #include <string_view>
@@ -38,6 +39,20 @@ inline bool engines_required() {
                    << "FIBER_REQUIRE_ENGINES=1): " << (why) << " (scripts/engines.sh start brings one up)"; \
     GTEST_SKIP() << "no " << (engine) << " engine here: " << (why);                                      \
   } while (0)
+
+/// Runs `f` on a new thread and returns once that thread has ended, in the kernel too (its task
+/// is gone from /proc/self/task, so whatever its end sets off, a parent-death signal say, has been
+/// sent).
+template <class F>
+void run_on_a_thread_that_ends(F&& f) {
+  pid_t tid = 0;
+  std::thread([&] {
+    tid = static_cast<pid_t>(::gettid());
+    f();
+  }).join();
+  auto task = "/proc/self/task/" + std::to_string(tid);
+  while (::access(task.c_str(), F_OK) == 0) std::this_thread::yield();
+}
 
 /// Runs `f`, which must throw fiber::error with `code` and a message containing each of `mentions`.
 template <class F>

@@ -184,9 +184,20 @@ T decode_flat(std::string_view s) {
 // ---- defaults -------------------------------------------------------------------------------
 
 template <class T>
-struct codec<T, std::enable_if_t<std::is_arithmetic_v<T> || std::is_enum_v<T>>> {
+struct codec<T, std::enable_if_t<(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) || std::is_enum_v<T>>> {
   static void encode(writer& w, const T& v) { w.pod(v); }
   static T decode(reader& r) { return r.pod<T>(); }
+};
+
+/// One byte, 0 or 1: any other byte is malformed (a bool holding it would be undefined behaviour).
+template <>
+struct codec<bool> {
+  static void encode(writer& w, bool v) { w.pod(static_cast<std::uint8_t>(v)); }
+  static bool decode(reader& r) {
+    auto b = r.pod<std::uint8_t>();
+    if (b > 1) detail::throw_malformed("bool", 1, b);
+    return b == 1;
+  }
 };
 
 template <>

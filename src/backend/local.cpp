@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "backend/spawner.hpp"
 #include "backend/zygote.hpp"
 #include "fiber/config.hpp"
 #include "runtime/build_id.hpp"
@@ -115,8 +116,11 @@ class local_backend final : public backend {
       if (!replaced) env_storage.emplace_back(kv);
     }
     for (auto& [k, v] : added) env_storage.push_back(k + "=" + v);
-    pid_t pid = fork_from_zygote(spec, env_storage);
-    if (pid <= 0) pid = exec_child(spec, env_storage);
+    pid_t pid = 0;
+    run_on_spawner_thread([&] {
+      pid = fork_from_zygote(spec, env_storage);
+      if (pid <= 0) pid = exec_child(spec, env_storage);
+    });
     int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
     if (pidfd < 0) {
       int err = errno;
