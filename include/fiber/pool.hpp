@@ -107,6 +107,9 @@ class pool_sink {
   virtual void on_error(std::size_t index, std::exception_ptr error) = 0;
   /// Every item produced by next_items has had its on_result or on_error.
   virtual void on_finished() = 0;
+  /// The pool failed with `error` before the input ran out: the items from position `index`
+  /// on were never produced. A sink that delivers items one by one fails each of them.
+  virtual void on_input_failed(std::size_t index, std::exception_ptr error) { on_error(index, error); }
 };
 
 std::shared_ptr<pool_core> make_pool_core(std::shared_ptr<runtime> rt, pool_options options);
@@ -215,8 +218,16 @@ class stream_sink final : public pool_sink, public stream_source<R> {
     finished_ = true;
     wake();
   }
+  void on_input_failed(std::size_t, std::exception_ptr e) override { rest_failed_ = e; }
   bool try_next(std::optional<R>& out, std::exception_ptr& error) override {
-    if (ready_.empty()) return finished_ && parked_.empty();
+    if (ready_.empty()) {
+      if (rest_failed_ && parked_.empty() && it_ != last_) {  // an item the pool never ran
+        ++it_;
+        error = rest_failed_;
+        return true;
+      }
+      return finished_ && parked_.empty();
+    }
     auto r = std::move(ready_.front());
     ready_.pop_front();
     if (r.index() == 0)
@@ -255,6 +266,7 @@ class stream_sink final : public pool_sink, public stream_source<R> {
   std::deque<entry> ready_;
   std::map<std::size_t, entry> parked_;
   bool finished_ = false;
+  std::exception_ptr rest_failed_;  // the input after what was produced, failed as a whole
   unique_function<void()> waiter_;
 };
 

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
+#include <optional>
 #include <cstdio>
 #include <cstring>
 #include <list>
@@ -101,7 +103,12 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
   void submit(std::uint64_t function_id, std::size_t chunksize, std::size_t hint, std::shared_ptr<pool_sink> sink,
               call_options call) {
     if (closed_) throw error(errc::closed, "pool is closed: no more work can be submitted");
-    if (fatal_) std::rethrow_exception(fatal_);
+    bool start_again = false;
+    if (fatal_) {  // the workers could not start for the work before: try again for this one
+      fatal_ = nullptr;
+      start_failures_ = 0;
+      start_again = true;
+    }
     if (chunksize == 0) {
       // As multiprocessing: about four chunks per worker; 1 when the size is unknown.
       auto per = static_cast<std::size_t>(target_) * 4;
@@ -113,6 +120,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
         std::make_shared<submission>(submission{function_id, chunksize, std::move(sink), call.retry, needs}));
     total_hint_ += hint;
     start_progress();
+    if (start_again) top_up();  // may fail this submission at once, item by item
     dispatch();
   }
 
@@ -182,6 +190,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     auto& w = it->second;
     if (h.type == kind::pool_ready) {
       w.connected = true;
+      start_failures_ = 0;
       if (w.leaving) {  // told to leave before it could be reached
         send_stop(w);
         return;
@@ -278,7 +287,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
                                                                                              std::string what) {
       auto self = weak.lock();
       if (!self || !ec) return;
-      self->on_start_failed(ec, what);
+      self->on_start_failed(ec, what, proc->exited ? std::optional<int>(proc->exit_code.load()) : std::nullopt);
     };
     try {
       begin_start(proc, done);
@@ -297,10 +306,20 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     });
   }
 
-  void on_start_failed(std::error_code ec, const std::string& what) {
-    // A worker that cannot start (binary mismatch, missing executable) will not start next
-    // time either: fail the work instead of trying forever.
-    if (++start_failures_ < 3) return;
+  /// A worker killed from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP) before its handshake says
+  /// nothing about the next one: it is replaced like any lost worker.
+  static bool killed_from_outside(std::optional<int> exit_code) {
+    return exit_code && (*exit_code == -SIGKILL || *exit_code == -SIGTERM || *exit_code == -SIGINT ||
+                         *exit_code == -SIGHUP);
+  }
+
+  void on_start_failed(std::error_code ec, const std::string& what, std::optional<int> exit_code = std::nullopt) {
+    if (killed_from_outside(exit_code)) return;  // on_worker_ended starts its replacement
+    // A worker that cannot start (binary mismatch, missing executable, an error before its
+    // handshake) will not start next time either: fail the work at hand instead of trying
+    // forever. New work tries again (submit).
+    logf(log_level::warn, "a pool worker could not start (", start_failures_ + 1, " in a row): ", what);
+    if (++start_failures_ < max_start_failures) return;
     fatal_ = std::make_exception_ptr(error(ec, "pool workers cannot start: " + what));
     fail_everything(fatal_);
   }
@@ -567,18 +586,26 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     sub.sink->on_finished();
   }
 
+  /// Every item not yet delivered fails with `e` at its own position: those in tasks queued or
+  /// running, and (through the sink) those the input has not produced yet.
   void fail_everything(std::exception_ptr e) {
     std::vector<std::shared_ptr<submission>> subs(feeding_.begin(), feeding_.end());
-    for (auto& t : queue_) subs.push_back(t.sub);
-    for (auto& [id, t] : inflight_) subs.push_back(t.sub);
+    auto fail_task = [&](task& t) {
+      subs.push_back(t.sub);
+      for (std::size_t i = 0; i < t.count; ++i) deliver_error(*t.sub, t.first + i, e);
+    };
+    auto queued = std::move(queue_);
+    auto inflight = std::move(inflight_);
     queue_.clear();
     inflight_.clear();
     feeding_.clear();
     for (auto& [rid, w] : workers_) w.tasks.clear();
+    for (auto& t : queued) fail_task(t);
+    for (auto& [id, t] : inflight) fail_task(t);
     for (auto& s : subs) {
       if (s->finished) continue;
       s->finished = true;
-      s->sink->on_error(0, e);
+      if (!s->input_done) s->sink->on_input_failed(s->next_index, e);
       s->sink->on_finished();
     }
     check_ready();
@@ -590,7 +617,8 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
   int target_ = 0;
   meta worker_needs_;  // what new workers start with
   int started_ = 0;
-  int start_failures_ = 0;
+  int start_failures_ = 0;  // in a row, not counting workers killed from outside
+  static constexpr int max_start_failures = 3;
   bool closed_ = false, terminating_ = false;
   std::exception_ptr fatal_;
   std::map<std::string, worker> workers_;
