@@ -428,8 +428,8 @@ TEST(pool, oversized_arguments_and_results_fail_their_task_with_a_clear_error) {
   fiber::context ctx(fiber::config::load({{"max_message_bytes", "100000"}}));
   {
     fiber::pool p(ctx, fiber::pool_options{.processes = 1});
-    fiber_test::expect_error([&] { (void)p.apply(&make_big, 200000).get(); }, fiber::errc::remote_error,
-                             {"max_message_bytes", "200"});
+    fiber_test::expect_error([&] { (void)p.apply(&make_big, 200000).get(); }, fiber::errc::message_too_large,
+                             {"results", "max_message_bytes", "100000"});
     EXPECT_EQ(p.apply(&make_big, 10).get().size(), 10u);  // the worker and the pool go on
     fiber_test::expect_error([&] { (void)p.apply(&scale_big, std::vector<double>(20000, 1.0)).get(); },
                              fiber::errc::message_too_large, {"arguments", "max_message_bytes"});

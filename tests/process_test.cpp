@@ -315,6 +315,15 @@ TEST(process, destroying_a_running_process_kills_and_reaps_it) {
   EXPECT_TRUE(fiber::active_children().empty());
 }
 
+// Probing found a process whose arguments exceeded max_message_bytes started and then never ran.
+TEST(process, arguments_over_the_limit_fail_start_and_name_the_key) {
+  fiber::context ctx(fiber::config::load({{"max_message_bytes", "1000"}}));
+  fiber::process p(ctx, &fail_with, std::string(5000, 'x'));
+  fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::message_too_large,
+                           {"arguments of", "max_message_bytes (1000)", "FIBER_MAX_MESSAGE_BYTES"});
+  EXPECT_TRUE(fiber_test::child_pids().empty());  // nothing was started
+}
+
 TEST(process, missing_executable_is_a_clear_error) {
   fiber::context ctx(fiber::config::load({{"executable", "/nonexistent/worker"}}));
   fiber::process p(ctx, &do_nothing);

@@ -11,6 +11,7 @@
 // Every call goes through the master, which relays calls made in other processes (a proxy
 // passed to a child) under ids of its own, and answers them all when the server dies.
 #include "fiber/manager.hpp"
+#include "runtime/message_limit.hpp"
 
 #include <cxxabi.h>
 
@@ -461,10 +462,9 @@ std::unordered_map<std::uint64_t, std::shared_ptr<manager_client>>& worker_clien
 
 std::shared_ptr<completion<message>> send_object_call(runtime& rt, const object_ref& ref, std::uint64_t method,
                                                       writer& args) {
-  if (args.total_size() > rt.cfg().max_message_bytes)
-    return failed_call(errc::message_too_large,
-                       "the arguments take " + std::to_string(args.total_size()) + " bytes, more than max_message_bytes (" +
-                           std::to_string(rt.cfg().max_message_bytes) + "); raise it in the config or send less");
+  if (auto over = message_limit_text("the call's arguments", args.total_size(), rt.cfg().max_message_bytes, "send less");
+      !over.empty())
+    return failed_call(errc::message_too_large, over);
   if (rt.is_shut_down()) return failed_call(errc::closed, "the fiber context has been stopped");
   if (rt.my_role() == runtime::role::master) {
     auto core = std::dynamic_pointer_cast<manager_core>(rt.find_service(ref.manager));
@@ -834,14 +834,10 @@ void manager_server_main(std::uint64_t manager_id, std::string link_address, std
       send_text_reply(manager_id, call, reply_raised, std::string("unknown") + '\0' + "an exception not derived from std::exception" + '\0' + me);
       continue;
     }
-    if (out.total_size() > rt->cfg().max_message_bytes) {
+    if (auto over = message_limit_text("the call's result would", out.total_size(), rt->cfg().max_message_bytes, "return less");
+        !over.empty()) {
       // The master would drop the connection rather than take it: say so instead.
-      send_text_reply(manager_id, call, reply_failed,
-                      failure_text(errc::message_too_large,
-                                   "the result takes " + std::to_string(out.total_size()) +
-                                       " bytes, more than max_message_bytes (" +
-                                       std::to_string(rt->cfg().max_message_bytes) +
-                                       "); raise it in the config or return less"));
+      send_text_reply(manager_id, call, reply_failed, failure_text(errc::message_too_large, over));
       continue;
     }
     send_reply(manager_id, call, reply_value, rt->to_frames(out));

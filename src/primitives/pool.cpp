@@ -7,7 +7,8 @@
 //   pool_result  worker -> master  request = task id, aux = credit it gives back;
 //                                  frames: the packed results, their large frames
 // Packed: per item [u32 inline bytes][u32 large frames][inline bytes] (see detail::append_item);
-// a result item starts with a status byte (0 value, 1 exception: "type\0message").
+// a result item starts with a status byte (0 value, 1 exception: "type\0message", 2 fiber's own
+// error in the worker: "errc\0message").
 //   pool_stop    master -> worker  finish what was sent, then exit
 #include <cxxabi.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include <typeinfo>
 
 #include "fiber/pool.hpp"
+#include "runtime/message_limit.hpp"
 #include "primitives/process_state.hpp"
 
 namespace fiber {
@@ -34,6 +36,8 @@ FIBER_REMOTE(fiber::detail::pool_worker_main);
 
 namespace fiber::detail {
 namespace {
+
+enum item_status : char { item_value = 0, item_raised = 1, item_failed = 2 };
 
 struct packed_item {
   std::uint8_t status = 0;
@@ -472,13 +476,11 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
         finish_if_done(*sub);
         continue;
       }
-      if (chunk.total_size() > rt_->cfg().max_message_bytes) {
+      if (auto over = message_limit_text("the arguments of a chunk", chunk.total_size(), rt_->cfg().max_message_bytes,
+                                         "use a smaller chunksize");
+          !over.empty()) {
         // A worker would drop the connection rather than take it: fail these items here.
-        auto why = std::make_exception_ptr(error(
-            errc::message_too_large, "the arguments of a chunk take " + std::to_string(chunk.total_size()) +
-                                         " bytes, more than max_message_bytes (" +
-                                         std::to_string(rt_->cfg().max_message_bytes) +
-                                         "); raise it in the config, or use a smaller chunksize"));
+        auto why = std::make_exception_ptr(error(errc::message_too_large, over));
         auto first = sub->next_index;
         sub->next_index += count;
         sub->outstanding += count;
@@ -559,7 +561,10 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
           auto nul = text.find('\0');
           auto type = text.substr(0, nul);
           auto what = nul == std::string::npos ? std::string() : text.substr(nul + 1);
-          deliver_error(*t.sub, t.first + i, std::make_exception_ptr(remote_error(type, what, w.proc->name)));
+          auto code = it.status == item_failed ? std::atoi(type.c_str()) : 0;
+          deliver_error(*t.sub, t.first + i,
+                        code > 0 ? std::make_exception_ptr(error(static_cast<errc>(code), what + " (in " + w.proc->name + ")"))
+                                 : std::make_exception_ptr(remote_error(type, what, w.proc->name)));
         }
       }
     } catch (const std::exception&) {
@@ -637,13 +642,17 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
 namespace {
 /// Replaces whatever the failed item appended after its status byte with "type\0message".
 void failed(writer& results, std::size_t status_at, std::size_t blobs_at, const std::string& type,
-            const std::string& what) {
+            const std::string& what, char status = item_raised) {
   auto& head = results.head();
   head.resize(status_at);
   results.blobs().resize(blobs_at);
-  head.push_back('\1');
+  head.push_back(status);
   std::string text = type + '\0' + what;
   append_item(results, [&](writer& w) { w.bytes(text.data(), text.size()); });
+}
+/// An item that fiber itself failed in the worker: the master raises fiber::error with `code`.
+void failed_in_fiber(writer& results, std::size_t status_at, std::size_t blobs_at, errc code, const std::string& what) {
+  failed(results, status_at, blobs_at, std::to_string(static_cast<int>(code)), what, item_failed);
 }
 }  // namespace
 
@@ -699,14 +708,13 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
         failed(results, status_at, blobs_at, "unknown", "an exception not derived from std::exception");
       }
     }
-    if (results.total_size() > rt->cfg().max_message_bytes) {
+    if (auto over = message_limit_text("the results of a chunk", results.total_size(), rt->cfg().max_message_bytes,
+                                       "use a smaller chunksize");
+        !over.empty()) {
       // The master would drop the connection rather than take it: fail the chunk's items instead.
-      auto size = results.total_size();
       results = writer();
       for (std::size_t i = 0; i < items.size(); ++i)
-        failed(results, results.head().size(), results.blobs().size(), "fiber::error",
-               "the results of a chunk take " + std::to_string(size) + " bytes, more than max_message_bytes (" +
-                   std::to_string(rt->cfg().max_message_bytes) + "); raise it in the config, or use a smaller chunksize");
+        failed_in_fiber(results, results.head().size(), results.blobs().size(), errc::message_too_large, over);
     }
     ++done;
     // Give the credit back unless this worker is about to retire.

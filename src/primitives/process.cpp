@@ -1,4 +1,5 @@
 #include "fiber/process.hpp"
+#include "runtime/message_limit.hpp"
 
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/post.hpp>
@@ -104,6 +105,8 @@ void begin_start(const std::shared_ptr<process_state>& s, unique_function<void(s
       throw error(errc::spawn_failed,
                   "starting processes from inside a worker is not supported yet; start them from the master");
     require_init();
+    check_message_size("the arguments of " + s->name, s->call.args.total_size(), rt.cfg().max_message_bytes,
+                       "send large data through a queue or a pipe in pieces");
     auto endpoint = rt.listen();
     s->routing_id = std::to_string(next_token++);
     rt.attach_child(s->routing_id, s);

@@ -1,4 +1,5 @@
 #include "runtime/runtime.hpp"
+#include "runtime/message_limit.hpp"
 
 #include "runtime/master_watch.hpp"
 
@@ -91,6 +92,10 @@ runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::stri
   channel_prefix_ = std::stoull(token) << 32;
   zmq::socket_t s(zctx_, zmq::socket_type::dealer);
   configure_socket(s);
+  // The only peer is the master, proven by the job's keys; its config (and so its
+  // max_message_bytes, which senders check) arrives only in the handshake, after this socket
+  // exists: a default limit here silently dropped larger messages a raised limit allowed.
+  s.set(zmq::sockopt::maxmsgsize, std::int64_t{-1});
   s.set(zmq::sockopt::routing_id, token);
   if (keys_.plain) {
     s.set(zmq::sockopt::plain_username, "fiber");
@@ -295,12 +300,7 @@ multipart runtime::to_frames(writer& w) const {
 // ---- channels --------------------------------------------------------------------------------
 
 void runtime::put(std::uint64_t channel, writer& w) {
-  auto size = w.total_size();
-  if (size > cfg_.max_message_bytes)
-    throw error(errc::message_too_large,
-                "a message of " + std::to_string(size) + " bytes exceeds max_message_bytes (" +
-                    std::to_string(cfg_.max_message_bytes) +
-                    "); raise it (config key max_message_bytes, FIBER_MAX_MESSAGE_BYTES) or send smaller pieces");
+  check_message_size("a queue or pipe message would", w.total_size(), cfg_.max_message_bytes, "send smaller pieces");
   if (shut_down_) throw error(errc::closed, "the fiber context has shut down");
   auto frames = to_frames(w);
   if (role_ == role::master) {
