@@ -1,0 +1,40 @@
+// The fuzz corpus (tests/fuzz/corpus, grown by the libFuzzer target decode_fuzz) replayed on every
+// build: each input decodes, or fails with malformed_message and nothing else.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "fuzz/decode_target.hpp"
+
+TEST(fuzz_corpus, every_input_decodes_or_is_malformed) {
+  std::size_t inputs = 0, malformed = 0;
+  for (auto& entry : std::filesystem::directory_iterator(FIBER_FUZZ_CORPUS)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ++inputs;
+    try {
+      fiber_fuzz::decode_one(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    } catch (const fiber::error& e) {
+      EXPECT_EQ(e.code(), fiber::errc::malformed_message) << entry.path() << ": " << e.what();
+      ++malformed;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << entry.path() << " raised " << typeid(e).name() << ": " << e.what();
+    }
+  }
+  EXPECT_GT(inputs, 100u);     // the corpus is there
+  EXPECT_GT(malformed, 0u);    // and it holds junk as well as values
+  EXPECT_LT(malformed, inputs);
+}
+
+// The finding that started the corpus: a bool from a byte that is neither 0 nor 1.
+TEST(fuzz_corpus, a_bool_from_a_byte_above_one_is_malformed) {
+  const std::uint8_t input[] = {0, 0, 7, 7};  // pick bool, no frames, head {7}
+  try {
+    fiber_fuzz::decode_one(input, sizeof input);
+    ADD_FAILURE() << "decoded a bool from 7";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::malformed_message);
+  }
+}
