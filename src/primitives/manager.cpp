@@ -11,9 +11,9 @@
 // Every call goes through the master, which relays calls made in other processes (a proxy
 // passed to a child) under ids of its own, and answers them all when the server dies.
 #include "fiber/manager.hpp"
+#include "runtime/demangle.hpp"
 #include "runtime/message_limit.hpp"
 
-#include <cxxabi.h>
 
 #include <asio/post.hpp>
 #include <cstring>
@@ -583,12 +583,6 @@ object_handle create_object_blocking(const std::shared_ptr<manager_core>& core, 
 // ---- the server -----------------------------------------------------------------------------
 
 namespace {
-std::string type_name_of(const std::exception& e) {
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status), std::free);
-  return status == 0 && name ? name.get() : typeid(e).name();
-}
-
 /// The server's direct link to the master (local backend), if it has one.
 std::shared_ptr<stream_link>& server_link() {
   static std::shared_ptr<stream_link> link;

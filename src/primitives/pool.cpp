@@ -10,7 +10,6 @@
 // a result item starts with a status byte (0 value, 1 exception: "type\0message", 2 fiber's own
 // error in the worker: "errc\0message").
 //   pool_stop    master -> worker  finish what was sent, then exit
-#include <cxxabi.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include <typeinfo>
 
 #include "fiber/pool.hpp"
+#include "runtime/demangle.hpp"
 #include "runtime/message_limit.hpp"
 #include "primitives/process_state.hpp"
 
@@ -701,9 +701,7 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
           entry->invoke(args, out);
         });
       } catch (const std::exception& e) {
-        int st = 0;
-        std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &st), std::free);
-        failed(results, status_at, blobs_at, st == 0 && name ? name.get() : typeid(e).name(), e.what());
+        failed(results, status_at, blobs_at, type_name_of(e), e.what());
       } catch (...) {
         failed(results, status_at, blobs_at, "unknown", "an exception not derived from std::exception");
       }

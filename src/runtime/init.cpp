@@ -1,6 +1,5 @@
 // fiber::init and the worker side of a child: handshake, run the target, report, exit.
 #include <asio/post.hpp>
-#include <cxxabi.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <typeinfo>
 
 #include "fiber/context.hpp"
+#include "runtime/demangle.hpp"
 #include "fiber/registry.hpp"
 #include "io/log.hpp"
 #include "backend/zygote.hpp"
@@ -33,12 +33,6 @@ namespace {
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
-}
-
-std::string demangle(const char* name) {
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(name, nullptr, nullptr, &status), std::free);
-  return status == 0 && d ? d.get() : name;
 }
 
 struct outcome {
@@ -120,7 +114,7 @@ int run_worker() {
     writer ignored;
     entry->invoke(args, ignored);
   } catch (const std::exception& e) {
-    result = {true, demangle(typeid(e).name()), e.what()};
+    result = {true, type_name_of(e), e.what()};
   } catch (...) {
     result = {true, "unknown", "an exception not derived from std::exception"};
   }

@@ -1,8 +1,8 @@
 #include "fiber/registry.hpp"
+#include "runtime/demangle.hpp"
 
 #include "fiber/meta.hpp"
 
-#include <cxxabi.h>
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -83,10 +83,7 @@ void throw_not_registered(const void* address) {
   std::string name;
   Dl_info info{};
   if (dladdr(address, &info) && info.dli_sname) {
-    int status = 0;
-    std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status),
-                                                     std::free);
-    name = status == 0 && demangled ? demangled.get() : info.dli_sname;
+    name = demangle(info.dli_sname);
     if (auto paren = name.find('('); paren != std::string::npos) name.resize(paren);
   }
   char where[32];
