@@ -2,6 +2,7 @@
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 
+#include "co_test.hpp"
 #include "support.hpp"
 
 #include <algorithm>
@@ -196,4 +197,30 @@ TEST(pipe, recv_with_timeout) {
   EXPECT_EQ(a.recv(std::chrono::milliseconds(1)).get(), std::nullopt);
   b.send(9).get();
   EXPECT_EQ(a.recv(std::chrono::milliseconds(1)).get(), 9);
+}
+
+// The awaitable API of queues and pipes, on the caller's own io_context.
+FIBER_CO_TEST(simple_queue, awaitable_put_and_get_with_a_child) {
+  fiber::simple_queue<std::string> in(ctx), out(ctx);
+  fiber::process p(ctx, &relay, in, out, 3);
+  co_await p.start();
+  for (auto word : {"one", "two", "three"}) co_await in.put(word);
+  EXPECT_EQ(co_await out.get(), "one relayed");
+  EXPECT_EQ(co_await out.get(), "two relayed");
+  EXPECT_EQ(co_await out.get(), "three relayed");
+  EXPECT_EQ(co_await out.get(std::chrono::milliseconds(1)), std::nullopt);  // nothing more came
+  co_await p.join();
+  EXPECT_EQ(p.exitcode(), 0);
+}
+
+FIBER_CO_TEST(pipe, awaitable_send_and_recv_with_a_child) {
+  auto [here, there] = fiber::pipe<std::string>(ctx);
+  fiber::process p(ctx, &echo_pipe, there, 2);
+  co_await p.start();
+  co_await here.send("ping");
+  EXPECT_EQ(co_await here.recv(), "echo ping");
+  co_await here.send(std::string(100000, 'x'));  // a large message, its own frame
+  EXPECT_EQ((co_await here.recv()).size(), 100005u);
+  co_await p.join();
+  EXPECT_EQ(p.exitcode(), 0);
 }
