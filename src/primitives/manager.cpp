@@ -11,6 +11,7 @@
 // Every call goes through the master, which relays calls made in other processes (a proxy
 // passed to a child) under ids of its own, and answers them all when the server dies.
 #include "fiber/manager.hpp"
+#include "io/frames_reader.hpp"
 #include "runtime/demangle.hpp"
 #include "runtime/message_limit.hpp"
 
@@ -782,9 +783,8 @@ void manager_server_main(std::uint64_t manager_id, std::string link_address, std
     std::uint64_t route[2];
     std::memcpy(route, m[1].data(), sizeof route);
     auto [object, method] = route;
-    std::vector<std::span<const std::byte>> blobs;
-    for (std::size_t i = 3; i < m.size(); ++i) blobs.emplace_back(static_cast<const std::byte*>(m[i].data()), m[i].size());
-    reader args({static_cast<const std::byte*>(m[2].data()), m[2].size()}, blobs);
+    frames_reader framed(m, 2);
+    auto& args = framed.get();
     writer out;
     bool user_code = false;
     try {

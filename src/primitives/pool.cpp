@@ -21,6 +21,7 @@
 #include <typeinfo>
 
 #include "fiber/pool.hpp"
+#include "io/frames_reader.hpp"
 #include "runtime/demangle.hpp"
 #include "runtime/message_limit.hpp"
 #include "primitives/process_state.hpp"
@@ -662,12 +663,9 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
   if (init_id) {
     auto* entry = find_function(init_id);
     if (!entry) throw error(errc::not_registered, "pool initializer is not registered in this worker");
-    std::vector<std::span<const std::byte>> blobs;
-    for (std::size_t i = 1; i < init_frames.size(); ++i)
-      blobs.emplace_back(reinterpret_cast<const std::byte*>(init_frames[i].data()), init_frames[i].size());
-    reader args({reinterpret_cast<const std::byte*>(init_frames.at(0).data()), init_frames[0].size()}, blobs);
+    frames_reader args(init_frames, 0);
     writer ignored;
-    entry->invoke(args, ignored);
+    entry->invoke(args.get(), ignored);
   }
   // With maxtasksperchild, never ask for more chunks than this worker will run.
   int granted = maxtasks ? std::min(credit, maxtasks) : credit;

@@ -11,6 +11,7 @@
 #include <typeinfo>
 
 #include "fiber/context.hpp"
+#include "io/frames_reader.hpp"
 #include "runtime/demangle.hpp"
 #include "fiber/registry.hpp"
 #include "io/log.hpp"
@@ -107,12 +108,9 @@ int run_worker() {
     std::memcpy(&id, answer[2].data(), sizeof id);
     auto* entry = find_function(id);
     if (!entry) throw error(errc::not_registered, "function id " + std::to_string(id) + " is not registered in this worker");
-    std::vector<std::span<const std::byte>> blobs;
-    for (std::size_t i = 4; i < answer.size(); ++i)
-      blobs.emplace_back(static_cast<const std::byte*>(answer[i].data()), answer[i].size());
-    reader args({static_cast<const std::byte*>(answer[3].data()), answer[3].size()}, blobs);
+    frames_reader args(answer, 3);
     writer ignored;
-    entry->invoke(args, ignored);
+    entry->invoke(args.get(), ignored);
   } catch (const std::exception& e) {
     result = {true, type_name_of(e), e.what()};
   } catch (...) {
