@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Starts or stops the real engines the tests use: a Docker engine for now (Slurm, the registry
-# and the Kubernetes double join as their backends land).
+# Starts or stops the real engines the tests use: a Docker engine, and a two-node Slurm cluster
+# (the registry and the Kubernetes double join as their issues land).
 #   start [ENGINE...]  installs and starts each engine (default: all) unless one answers already,
 #                      recording the pid of what it started in build/engines/ENGINE.pid
 #   stop [ENGINE...]   stops only what start started (default: all of it), by pid
@@ -10,7 +10,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 state=build/engines
 docker_sock=/var/run/docker.sock
-all_engines=(docker)
+all_engines=(docker)          # what `start` brings up by default: what the suite uses today
+known_engines=(docker slurm)  # slurm: ready for the Slurm backend's tests (start it by name until then)
 
 required() {
   local v=${FIBER_REQUIRE_ENGINES-${CI-}}
@@ -41,6 +42,91 @@ start_docker() {
   fi
 }
 
+# A Slurm cluster of its own: slurmctld on this host at 10.77.0.1 on a bridge, and two slurmd
+# nodes, n1 and n2, each in a network namespace (its own address) and a UTS namespace (its own
+# host name), sharing this host's file system as a cluster shares its home directories. munged
+# is started unless one runs. Clients find the cluster through SLURM_CONF=build/engines/slurm/slurm.conf.
+slurm_dir=$PWD/$state/slurm
+slurm_conf=$slurm_dir/slurm.conf
+slurm_up() { [ -f "$slurm_conf" ] && [ "$(SLURM_CONF=$slurm_conf sinfo -h -N -o %T 2>/dev/null | grep -c idle)" = 2 ]; }
+start_slurm() {
+  if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+    echo "engines: installing slurm-wlm munge"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >"$state/apt-slurm.log" 2>&1 ||
+      { unavailable slurm "slurm-wlm could not be installed (see $state/apt-slurm.log)"; return; }
+  fi
+  if slurm_up; then echo "engines: the test Slurm cluster already answers"; return; fi
+  rm -rf "$slurm_dir/state" "$slurm_dir/spool"  # a fresh cluster: no jobs of an earlier run
+  mkdir -p "$slurm_dir/state" "$slurm_dir/spool"
+  cat >"$slurm_conf" <<CONF
+ClusterName=fibertest
+SlurmctldHost=$(hostname -s)(10.77.0.1)
+SlurmUser=root
+AuthType=auth/munge
+CredType=cred/munge
+MailProg=/bin/true
+StateSaveLocation=$slurm_dir/state
+SlurmdSpoolDir=$slurm_dir/spool/%n
+SlurmctldPidFile=$slurm_dir/slurmctld.pid
+SlurmdPidFile=$slurm_dir/slurmd-%n.pid
+SlurmctldLogFile=$slurm_dir/slurmctld.log
+SlurmdLogFile=$slurm_dir/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SlurmdParameters=config_overrides
+NodeName=n1 NodeAddr=10.77.0.11 CPUs=2 RealMemory=2000 State=UNKNOWN
+NodeName=n2 NodeAddr=10.77.0.12 CPUs=2 RealMemory=2000 State=UNKNOWN
+PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
+CONF
+  if ! ip link show fiberbr0 >/dev/null 2>&1; then
+    ip link add fiberbr0 type bridge && ip addr add 10.77.0.1/24 dev fiberbr0 && ip link set fiberbr0 up ||
+      { unavailable slurm "cannot make the bridge fiberbr0 (needs root and iproute2)"; return; }
+    echo created >"$slurm_dir/network"
+  fi
+  for n in 1 2; do
+    ip netns list | grep -qw "fibern$n" && continue
+    ip netns add "fibern$n"
+    ip link add "vfn$n" type veth peer name eth0 netns "fibern$n"
+    ip link set "vfn$n" master fiberbr0 up
+    ip -n "fibern$n" addr add "10.77.0.1$n/24" dev eth0
+    ip -n "fibern$n" link set eth0 up
+    ip -n "fibern$n" link set lo up
+  done
+  # Once dockerd has run, FORWARD drops what crosses a bridge of ours.
+  iptables -C FORWARD -i fiberbr0 -o fiberbr0 -j ACCEPT 2>/dev/null || iptables -I FORWARD -i fiberbr0 -o fiberbr0 -j ACCEPT 2>/dev/null
+  if ! pgrep -x munged >/dev/null; then
+    mkdir -p /run/munge && chown munge:munge /run/munge
+    runuser -u munge -- /usr/sbin/munged -F >"$slurm_dir/munged.log" 2>&1 &
+    echo $! >"$state/munge.pid"
+    for _ in $(seq 1 50); do [ -S /run/munge/munge.socket.2 ] && break; sleep 0.1; done
+  fi
+  SLURM_CONF=$slurm_conf slurmctld -D >"$slurm_dir/slurmctld.out" 2>&1 &
+  echo $! >"$state/slurmctld.pid"
+  for n in 1 2; do
+    nsenter --net="/run/netns/fibern$n" unshare --uts sh -c "hostname n$n && exec env SLURM_CONF=$slurm_conf slurmd -D -N n$n" \
+      >"$slurm_dir/slurmd-n$n.out" 2>&1 &
+    echo $! >"$state/slurmd-n$n.pid"
+  done
+  for _ in $(seq 1 100); do slurm_up && break; sleep 0.2; done
+  if slurm_up; then echo "engines: Slurm cluster up (nodes n1 n2; SLURM_CONF=$slurm_conf)"
+  else unavailable slurm "the nodes did not become idle (see $slurm_dir/*.log)"; fi
+}
+stop_slurm() {
+  for p in slurmd-n1 slurmd-n2 slurmctld munge; do stop_pid "$p"; done
+  if [ -f "$slurm_dir/network" ]; then
+    ip netns del fibern1 2>/dev/null; ip netns del fibern2 2>/dev/null; ip link del fiberbr0 2>/dev/null
+    iptables -D FORWARD -i fiberbr0 -o fiberbr0 -j ACCEPT 2>/dev/null
+    rm -f "$slurm_dir/network"
+    echo "engines: Slurm network removed"
+  fi
+}
+
 stop_pid() {  # engine
   local file="$state/$1.pid" pid
   [ -f "$file" ] || return 0
@@ -61,7 +147,8 @@ case "${1:-}" in
     for e in "${engines[@]}"; do
       case "$e" in
         docker) start_docker ;;
-        *) echo "engines: unknown engine '$e' (known: ${all_engines[*]})" >&2; exit 2 ;;
+        slurm) start_slurm ;;
+        *) echo "engines: unknown engine '$e' (known: ${known_engines[*]})" >&2; exit 2 ;;
       esac
     done
     if ((${#missing[@]})); then
@@ -75,8 +162,13 @@ case "${1:-}" in
   stop)
     shift
     engines=("$@")
-    ((${#engines[@]})) || engines=("${all_engines[@]}")
-    for e in "${engines[@]}"; do stop_pid "$e"; done
+    ((${#engines[@]})) || engines=("${known_engines[@]}")
+    for e in "${engines[@]}"; do
+      case "$e" in
+        slurm) stop_slurm ;;
+        *) stop_pid "$e" ;;
+      esac
+    done
     ;;
   *) echo "usage: $0 start [ENGINE...] | stop [ENGINE...]" >&2; exit 2 ;;
 esac
