@@ -11,10 +11,6 @@
 // Every call goes through the master, which relays calls made in other processes (a proxy
 // passed to a child) under ids of its own, and answers them all when the server dies.
 #include "fiber/manager.hpp"
-#include "io/frames_reader.hpp"
-#include "runtime/demangle.hpp"
-#include "runtime/message_limit.hpp"
-
 
 #include <asio/post.hpp>
 #include <cstring>
@@ -27,8 +23,11 @@
 #include <asio/local/stream_protocol.hpp>
 #include <random>
 
+#include "io/frames_reader.hpp"
 #include "io/stream_link.hpp"
 #include "primitives/process_state.hpp"
+#include "runtime/demangle.hpp"
+#include "runtime/message_limit.hpp"
 
 namespace fiber::detail {
 void manager_server_main(std::uint64_t manager_id, std::string link_address, std::string link_secret);

@@ -14,17 +14,17 @@
 
 #include <algorithm>
 #include <csignal>
-#include <optional>
 #include <cstdio>
 #include <cstring>
 #include <list>
+#include <optional>
 #include <typeinfo>
 
 #include "fiber/pool.hpp"
 #include "io/frames_reader.hpp"
+#include "primitives/process_state.hpp"
 #include "runtime/demangle.hpp"
 #include "runtime/message_limit.hpp"
-#include "primitives/process_state.hpp"
 
 namespace fiber {
 namespace detail {

@@ -1,5 +1,4 @@
 #include "fiber/process.hpp"
-#include "runtime/message_limit.hpp"
 
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/post.hpp>
@@ -11,6 +10,7 @@
 #include <csignal>
 
 #include "primitives/process_state.hpp"
+#include "runtime/message_limit.hpp"
 
 namespace fiber {
 namespace detail {

@@ -88,11 +88,15 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
     welcome.emplace_back(cfg_text.data(), cfg_text.size());
     welcome.emplace_back(&call.function_id, sizeof call.function_id);
     for (auto& f : rt->to_frames(call.args)) welcome.push_back(std::move(f));
-    rt->send_to_child(routing_id, std::move(welcome));
     state = phase::running;
-    // start() completes once pid() has its value on every backend.
-    child->when_identified([weak = weak_from_this()] {
-      if (auto self = weak.lock()) self->complete_start({}, {});
+    // The child runs its target once welcomed, so it is welcomed, and start() completes, once
+    // pid() has its value on every backend: a container that ran and ended before the engine
+    // was asked for its pid reported 0 (seen under load).
+    child->when_identified([weak = weak_from_this(), welcome = std::move(welcome)]() mutable {
+      auto self = weak.lock();
+      if (!self) return;
+      self->rt->send_to_child(self->routing_id, std::move(welcome));
+      self->complete_start({}, {});
     });
   }
 

@@ -1,7 +1,7 @@
 #include "fiber/registry.hpp"
-#include "runtime/demangle.hpp"
 
 #include "fiber/meta.hpp"
+#include "runtime/demangle.hpp"
 
 #include <dlfcn.h>
 

@@ -1,7 +1,7 @@
 #include "runtime/runtime.hpp"
-#include "runtime/message_limit.hpp"
 
 #include "runtime/master_watch.hpp"
+#include "runtime/message_limit.hpp"
 
 #include <asio/post.hpp>
 #include <unistd.h>
