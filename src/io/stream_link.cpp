@@ -40,6 +40,12 @@ void stream_link::closed(std::error_code ec) {
   }
 }
 
+bool stream_link::stop(std::error_code why) {
+  close();
+  closed(why);
+  return false;
+}
+
 void stream_link::read_some() {
   socket_.async_read_some(asio::buffer(buffer_), [self = shared_from_this()](std::error_code ec, std::size_t n) {
     if (ec) return self->closed(ec);
@@ -54,11 +60,7 @@ bool stream_link::parse() {
     std::uint32_t parts = 0;
     if (in_.size() - pos < sizeof parts) break;
     std::memcpy(&parts, in_.data() + pos, sizeof parts);
-    if (parts > max_parts) {
-      close();
-      closed(make_error_code(errc::malformed_message));
-      return false;
-    }
+    if (parts > max_parts) return stop(make_error_code(errc::malformed_message));
     auto head = sizeof parts + std::size_t{parts} * sizeof(std::uint64_t);
     if (in_.size() - pos < head) break;
     std::vector<std::uint64_t> sizes(parts);
@@ -69,9 +71,7 @@ bool stream_link::parse() {
       if (s > max_message_bytes_ - payload) {
         logf(log_level::warn, "a direct link's peer announced a message over ", max_message_bytes_,
              " bytes (max_message_bytes); link closed");
-        close();
-        closed(make_error_code(errc::message_too_large));
-        return false;
+        return stop(make_error_code(errc::message_too_large));
       }
       payload += s;
     }
@@ -84,10 +84,7 @@ bool stream_link::parse() {
     }
     pos += head + payload;
     if (on_message_) on_message_(std::move(m));
-    if (!socket_.is_open()) {  // the handler closed the link: deliver nothing more
-      closed(asio::error::operation_aborted);
-      return false;
-    }
+    if (!socket_.is_open()) return stop(asio::error::operation_aborted);  // the handler closed it: nothing more
   }
   in_.erase(0, pos);
   return true;

@@ -50,6 +50,7 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   void read_some();
   bool parse();  // false: the peer broke the framing or a limit, and the link was closed
   void closed(std::error_code ec);
+  bool stop(std::error_code why);  // closes, reports `why`, and returns false for parse()
   void write_next();
 
   asio::local::stream_protocol::socket socket_;

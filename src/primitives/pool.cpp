@@ -341,7 +341,6 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
            w.tasks.size(), " task(s)");
       if (lost && w.connected) ++stats_.workers_lost;
     }
-    if (w.connected) start_failures_ = 0;
     // The oldest task it held is the one it was running: only that one is charged an attempt;
     // the others were waiting behind it (prefetch) and go back as they were.
     bool first = true;
@@ -551,7 +550,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       auto items = unpack(*shared, 0, t.count, true);
       for (std::size_t i = 0; i < t.count; ++i) {
         auto& it = items[i];
-        if (it.status == 0) {
+        if (it.status == item_value) {
           auto f = std::make_shared<message::frames>();
           f->parts = shared;
           f->head = it.head;
