@@ -10,8 +10,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 state=build/engines
 docker_sock=/var/run/docker.sock
-all_engines=(docker)          # what `start` brings up by default: what the suite uses today
-known_engines=(docker slurm)  # slurm: ready for the Slurm backend's tests (start it by name until then)
+all_engines=(docker slurm)    # what `start` brings up by default: what the suite uses
+known_engines=(docker slurm)
 
 required() {
   local v=${FIBER_REQUIRE_ENGINES-${CI-}}
@@ -45,7 +45,9 @@ start_docker() {
 # A Slurm cluster of its own: slurmctld on this host at 10.77.0.1 on a bridge, and two slurmd
 # nodes, n1 and n2, each in a network namespace (its own address) and a UTS namespace (its own
 # host name), sharing this host's file system as a cluster shares its home directories. munged
-# is started unless one runs. Clients find the cluster through SLURM_CONF=build/engines/slurm/slurm.conf.
+# is started unless one runs. Each node offers 4 CPUs (more than the machine has: Slurm counts slots,
+# and the tests' two-node allocation of 2 per node leaves room for the batch-job tests running beside
+# it). Clients find the cluster through SLURM_CONF=build/engines/slurm/slurm.conf.
 slurm_dir=$PWD/$state/slurm
 slurm_conf=$slurm_dir/slurm.conf
 slurm_up() { [ -f "$slurm_conf" ] && [ "$(SLURM_CONF=$slurm_conf sinfo -h -N -o %T 2>/dev/null | grep -c idle)" = 2 ]; }
@@ -80,8 +82,8 @@ MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SlurmdParameters=config_overrides
-NodeName=n1 NodeAddr=10.77.0.11 CPUs=2 RealMemory=2000 State=UNKNOWN
-NodeName=n2 NodeAddr=10.77.0.12 CPUs=2 RealMemory=2000 State=UNKNOWN
+NodeName=n1 NodeAddr=10.77.0.11 CPUs=4 RealMemory=2000 State=UNKNOWN
+NodeName=n2 NodeAddr=10.77.0.12 CPUs=4 RealMemory=2000 State=UNKNOWN
 PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
 CONF
   if ! ip link show fiberbr0 >/dev/null 2>&1; then

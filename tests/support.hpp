@@ -13,15 +13,19 @@
 #include "proc_children.hpp"
 
 namespace fiber_test {
-/// This run starts children as containers (FIBERTEST_BACKEND=docker; see test_main.cpp).
-inline bool on_docker() {
+/// The backend this run starts children with (FIBERTEST_BACKEND; see test_main.cpp).
+inline std::string_view backend_under_test() {
   const char* b = std::getenv("FIBER_BACKEND");
-  return b && std::string_view(b) == "docker";
+  return b && *b ? std::string_view(b) : std::string_view("local");
 }
+/// Children are containers (FIBERTEST_BACKEND=docker).
+inline bool on_docker() { return backend_under_test() == "docker"; }
+/// Children are Slurm jobs or steps (FIBERTEST_BACKEND=slurm).
+inline bool on_slurm() { return backend_under_test() == "slurm"; }
 /// Skips a test about what only the local backend has (its children are this process's
 /// children, share its pid namespace, its fork server, ...).
 #define FIBER_TEST_LOCAL_ONLY(why)                                                   \
-  if (::fiber_test::on_docker()) GTEST_SKIP() << "local backend only: " << (why)
+  if (::fiber_test::backend_under_test() != "local") GTEST_SKIP() << "local backend only: " << (why)
 
 /// Engines are required (a missing one fails the test instead of skipping it) under CI
 /// (`CI` set) or with FIBER_REQUIRE_ENGINES=1; FIBER_REQUIRE_ENGINES=0 lets them skip under CI too.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "docker_support.hpp"
+#include "slurm_support.hpp"
 #include "support.hpp"
 
 namespace {
@@ -23,13 +24,28 @@ class no_leftover_children : public ::testing::EmptyTestEventListener {
         ADD_FAILURE() << info.test_suite_name() << "." << info.name() << " left containers behind:" << ids;
       }
     }
+    if (fiber_test::on_slurm()) {
+      auto jobs = fiber_test::live_slurm_jobs_of(fiber_test::master_label());
+      if (!jobs.empty()) {
+        std::string ids;
+        for (auto& j : jobs) ids += " " + j.id + " (" + j.state + ")";
+        ADD_FAILURE() << info.test_suite_name() << "." << info.name() << " left Slurm jobs behind:" << ids;
+      }
+    }
   }
 };
 
 /// FIBERTEST_BACKEND=docker runs the suite with every child in a container of the test image,
 /// which sees the host's /usr, /tmp and the build folder at the same paths.
+/// FIBERTEST_BACKEND=slurm runs it with every child a Slurm job (or a step, when the binary runs
+/// inside an allocation) on the test cluster, whose nodes share this host's file system.
 void choose_backend() {
   const char* chosen = std::getenv("FIBERTEST_BACKEND");
+  if (chosen && std::string_view(chosen) == "slurm") {
+    ::setenv("FIBER_BACKEND", "slurm", 1);
+    fiber_test::use_test_cluster();
+    return;
+  }
   if (!chosen || std::string_view(chosen) != "docker") return;
   ::setenv("FIBER_BACKEND", "docker", 1);
   ::setenv("FIBER_IMAGE", fiber_test::test_image, 1);
@@ -46,6 +62,13 @@ class docker_engine_present : public ::testing::Environment {
       FIBER_TEST_ENGINE_MISSING("Docker", "for the docker run of this suite: " + why);
   }
 };
+class slurm_cluster_present : public ::testing::Environment {
+  void SetUp() override {
+    if (!fiber_test::on_slurm()) return;
+    if (auto why = fiber_test::slurm_cluster_problem(); !why.empty())
+      FIBER_TEST_ENGINE_MISSING("Slurm", "for the slurm run of this suite: " + why);
+  }
+};
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,6 +76,7 @@ int main(int argc, char** argv) {
   fiber::init(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
   ::testing::AddGlobalTestEnvironment(new docker_engine_present);
+  ::testing::AddGlobalTestEnvironment(new slurm_cluster_present);
   ::testing::UnitTest::GetInstance()->listeners().Append(new no_leftover_children);
   return RUN_ALL_TESTS();
 }

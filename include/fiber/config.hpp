@@ -36,6 +36,19 @@ struct config {
                                             // process started once) or spawn (exec each child)
   std::string encryption = "auto";          // auto: CURVE across networks, authentication only on
                                             // local unix sockets; always: CURVE everywhere
+  // backend=slurm
+  std::string slurm_mode = "auto";          // auto: steps inside an allocation (SLURM_JOB_ID set),
+                                            // batch jobs outside; steps | batch force one
+  std::string slurm_partition;              // --partition of every job (empty: the cluster's default)
+  std::string slurm_account;                // --account
+  std::string slurm_qos;                    // --qos
+  std::string slurm_time_limit;             // --time, Slurm's format: minutes, [D-]HH:MM:SS, ...
+  std::string slurm_constraint;             // --constraint (node features)
+  std::string slurm_sbatch_args;            // more sbatch arguments, space-separated
+  std::string slurm_srun_args;              // more srun arguments, space-separated
+  int slurm_pending_timeout_ms = 0;         // a batch job pending longer fails its start; 0: no limit
+  std::string slurm_dir;                    // where batch jobs write their output (a file system the
+                                            // nodes share); empty: $HOME/.fiber/slurm
 
   /// Sets a key from text; throws fiber::error(errc::config_error) naming the key on an unknown
   /// key or a bad value.

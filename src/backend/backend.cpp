@@ -7,7 +7,8 @@ namespace fiber::detail {
 std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config& cfg, const std::string& job_id) {
   if (cfg.backend == "local") return make_local_backend(io, cfg);
   if (cfg.backend == "docker") return make_docker_backend(io, cfg, job_id);
+  if (cfg.backend == "slurm") return make_slurm_backend(io, cfg, job_id);
   throw error(errc::backend_unavailable, "backend '" + cfg.backend +
-                                             "' is not available in this build of fiber yet; use backend=local or docker");
+                                             "' is not available in this build of fiber yet; use backend=local, docker or slurm");
 }
 }  // namespace fiber::detail

@@ -45,6 +45,13 @@ class job {
   virtual std::string exit_detail() const { return {}; }
   /// Calls `f` on the io_context once pid() is known (at once where it always is).
   virtual void when_identified(unique_function<void()> f) { f(); }
+  /// Calls `f` on the io_context once the child runs, queue waits over (at once where there is no
+  /// queue): its handshake deadline counts from then.
+  virtual void when_running(unique_function<void()> f) { f(); }
+  /// The pid the child reported itself, for a backend that cannot ask its engine.
+  virtual void reported_pid(int) {}
+  /// The child said it is done and is about to exit: a backend that polls for the end looks soon.
+  virtual void expect_exit() {}
 };
 
 class backend {
@@ -65,5 +72,7 @@ std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config&
 std::unique_ptr<backend> make_local_backend(asio::io_context& io, const fiber::config& cfg);
 std::unique_ptr<backend> make_docker_backend(asio::io_context& io, const fiber::config& cfg,
                                              const std::string& job_id);
+std::unique_ptr<backend> make_slurm_backend(asio::io_context& io, const fiber::config& cfg,
+                                            const std::string& job_id);
 
 }  // namespace fiber::detail

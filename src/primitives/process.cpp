@@ -136,14 +136,20 @@ void begin_start(const std::shared_ptr<process_state>& s, unique_function<void(s
   s->child->on_exit([weak = std::weak_ptr<process_state>(s)](int code) {
     if (auto self = weak.lock()) self->on_exit(code);
   });
-  s->start_timer = std::make_unique<asio::steady_timer>(rt.io(), std::chrono::milliseconds(rt.cfg().start_timeout_ms));
-  s->start_timer->async_wait([weak = std::weak_ptr<process_state>(s)](std::error_code ec) {
-    auto self = weak.lock();
-    if (ec || !self || !self->on_started) return;
-    self->complete_start(make_error_code(errc::timeout),
-                         "process " + self->name + " did not complete its handshake within start_timeout_ms (" +
-                             std::to_string(self->rt->cfg().start_timeout_ms) + " ms); killed");
-    self->child->signal(SIGKILL);
+  // The handshake deadline counts from when the child runs: a scheduler's queue wait is not the
+  // child's fault (a backend that queues fails a hopeless wait itself).
+  s->child->when_running([weak = std::weak_ptr<process_state>(s)] {
+    auto s = weak.lock();
+    if (!s || !s->on_started) return;
+    s->start_timer = std::make_unique<asio::steady_timer>(s->rt->io(), std::chrono::milliseconds(s->rt->cfg().start_timeout_ms));
+    s->start_timer->async_wait([weak](std::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || !self->on_started) return;
+      self->complete_start(make_error_code(errc::timeout),
+                           "process " + self->name + " did not complete its handshake within start_timeout_ms (" +
+                               std::to_string(self->rt->cfg().start_timeout_ms) + " ms); killed");
+      self->child->signal(SIGKILL);
+    });
   });
 }
 

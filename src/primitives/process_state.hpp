@@ -88,6 +88,8 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
     welcome.emplace_back(cfg_text.data(), cfg_text.size());
     welcome.emplace_back(&call.function_id, sizeof call.function_id);
     for (auto& f : rt->to_frames(call.args)) welcome.push_back(std::move(f));
+    if (auto* pid_field = hello.if_contains("pid"); pid_field && pid_field->is_int64())
+      child->reported_pid(static_cast<int>(pid_field->as_int64()));
     state = phase::running;
     // The child runs its target once welcomed, so it is welcomed, and start() completes, once
     // pid() has its value on every backend: a container that ran and ended before the engine
@@ -102,6 +104,7 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
 
   void on_done(bool threw, const std::string& detail) override {
     done_received = true;
+    if (!exited && child) child->expect_exit();
     if (threw) {
       std::string type = "unknown", message = detail;
       try {

@@ -1,5 +1,6 @@
 #include "fiber/config.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
@@ -46,6 +47,17 @@ key_def int_key(std::string_view name, Int config::*field, Int lo, Int hi) {
 }
 key_def string_key(std::string_view name, std::string config::*field) {
   return {name, [=](config& c, std::string_view v) { c.*field = std::string(v); },
+          [=](const config& c) { return c.*field; }};
+}
+
+/// A value passed as one Slurm option: no white space (it would split into two arguments).
+key_def slurm_word_key(std::string_view name, std::string config::*field) {
+  return {name,
+          [=](config& c, std::string_view v) {
+            if (std::any_of(v.begin(), v.end(), [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }))
+              bad_value(name, v, "one word without spaces");
+            c.*field = std::string(v);
+          },
           [=](const config& c) { return c.*field; }};
 }
 
@@ -136,6 +148,27 @@ const std::vector<key_def>& key_table() {
          c.encryption = std::string(v);
        },
        [](const config& c) { return c.encryption; }},
+      {"slurm_mode",
+       [](config& c, std::string_view v) {
+         if (v != "auto" && v != "steps" && v != "batch") bad_value("slurm_mode", v, "auto, steps or batch");
+         c.slurm_mode = std::string(v);
+       },
+       [](const config& c) { return c.slurm_mode; }},
+      slurm_word_key("slurm_partition", &config::slurm_partition),
+      slurm_word_key("slurm_account", &config::slurm_account),
+      slurm_word_key("slurm_qos", &config::slurm_qos),
+      {"slurm_time_limit",
+       [](config& c, std::string_view v) {
+         if (!std::all_of(v.begin(), v.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) || ch == ':' || ch == '-'; }))
+           bad_value("slurm_time_limit", v, "a Slurm time: minutes, MM:SS, HH:MM:SS, D-HH or D-HH:MM:SS");
+         c.slurm_time_limit = std::string(v);
+       },
+       [](const config& c) { return c.slurm_time_limit; }},
+      slurm_word_key("slurm_constraint", &config::slurm_constraint),
+      string_key("slurm_sbatch_args", &config::slurm_sbatch_args),
+      string_key("slurm_srun_args", &config::slurm_srun_args),
+      int_key("slurm_pending_timeout_ms", &config::slurm_pending_timeout_ms, 0, int_max),
+      string_key("slurm_dir", &config::slurm_dir),
   };
   return table;
 }

@@ -1,0 +1,189 @@
+// Slurm backend: every child is Slurm work on a node of the cluster. Inside an allocation (the
+// master started by sbatch or salloc) a child is a job step; outside, a batch job. Children reach
+// the master over TCP (CURVE), on the address this host uses to reach the nodes.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "backend/backend.hpp"
+#include "backend/command.hpp"
+#include "backend/slurm/batch_jobs.hpp"
+#include "backend/slurm/slurm_cli.hpp"
+#include "backend/slurm/step_jobs.hpp"
+#include "fiber/config.hpp"
+#include "fiber/error.hpp"
+#include "io/log.hpp"
+
+namespace fiber::detail {
+namespace {
+
+std::string this_host() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+std::string short_name(std::string host) { return host.substr(0, host.find('.')); }
+
+/// Runs a Slurm command the backend cannot start without; an error naming it and its answer.
+std::string ask_slurm(const std::vector<std::string>& argv) {
+  auto r = run_command(argv, {}, std::chrono::seconds(30));
+  if (!r.ok()) {
+    std::string cmd;
+    for (auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+    throw error(errc::backend_unavailable, "backend=slurm: '" + cmd + "' failed: " + r.problem() +
+                                               " (is this machine a Slurm client with a reachable controller? "
+                                               "SLURM_CONF names the cluster's slurm.conf)");
+  }
+  return r.out;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto eol = text.find('\n', pos);
+    auto line = text.substr(pos, eol == std::string::npos ? std::string::npos : eol - pos);
+    if (!line.empty()) out.push_back(line);
+    pos = eol == std::string::npos ? text.size() : eol + 1;
+  }
+  return out;
+}
+
+/// The address of this host that packets to `node_address` leave from: what that node can reach
+/// the master at. Empty when there is no route.
+std::string source_address_towards(const std::string& node_address) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(node_address.c_str(), "9", &hints, &found) != 0 || !found) return {};
+  std::string out;
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {  // UDP: no packet is sent
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    char text[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
+      out = text;
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  return out;
+}
+
+/// Whether `address` belongs to this host (it can be bound).
+bool is_local_address(const std::string& address) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1) return false;
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  if (fd >= 0) ::close(fd);
+  return ok;
+}
+
+std::string default_output_dir(const fiber::config& cfg) {
+  if (!cfg.slurm_dir.empty()) return cfg.slurm_dir;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.fiber/slurm";
+}
+
+class slurm_backend final : public backend {
+ public:
+  slurm_backend(asio::io_context& io, const fiber::config& cfg, std::string job_id)
+      : cfg_(cfg), master_(this_host() + ":" + std::to_string(::getpid())) {
+    const char* allocation = std::getenv("SLURM_JOB_ID");
+    bool in_allocation = allocation && *allocation;
+    steps_ = cfg.slurm_mode == "steps" || (cfg.slurm_mode == "auto" && in_allocation);
+    if (steps_ && !in_allocation)
+      throw error(errc::config_error,
+                  "slurm_mode=steps needs an allocation (SLURM_JOB_ID is not set): start the master with sbatch or "
+                  "salloc, or use slurm_mode=batch (or auto)");
+    std::vector<std::string> nodes;
+    if (steps_) {
+      const char* list = std::getenv("SLURM_JOB_NODELIST");
+      if (!list || !*list) throw error(errc::config_error, "inside a Slurm allocation but SLURM_JOB_NODELIST is not set");
+      nodes = lines_of(ask_slurm({"scontrol", "show", "hostnames", list}));
+    }
+    pick_address(nodes);
+    if (steps_) {
+      logf(log_level::debug, "slurm: children are steps of job ", allocation, " on ", nodes.size(), " node(s)");
+      steps_jobs_ = std::make_unique<slurm::step_jobs>(io, cfg_, std::move(nodes));
+    } else {
+      slurm::cancel_jobs_of_dead_masters();
+      batch_ = std::make_unique<slurm::batch_jobs>(io, cfg_, master_, default_output_dir(cfg) + "/" + job_id + "-" +
+                                                                         std::to_string(::getpid()));
+    }
+  }
+
+  std::string name() const override { return "slurm"; }
+  std::string listen_endpoint(const std::string&) const override { return "tcp://" + bind_host_ + ":*"; }
+  std::string advertised(const std::string& bound) const override {
+    if (bind_host_ == advertise_host_) return bound;
+    return "tcp://" + advertise_host_ + bound.substr(bound.rfind(':'));
+  }
+
+  std::unique_ptr<job> spawn(const spawn_spec& spec) override {
+    return steps_ ? steps_jobs_->start(spec) : batch_->submit(spec);
+  }
+
+ private:
+  /// Where children reach the master: master_address, else the address of this host on the route
+  /// to the nodes (never every interface without need).
+  void pick_address(const std::vector<std::string>& allocation_nodes) {
+    if (!cfg_.master_address.empty()) {
+      advertise_host_ = cfg_.master_address;
+      bind_host_ = is_local_address(cfg_.master_address) ? cfg_.master_address : "0.0.0.0";
+      return;
+    }
+    std::vector<std::string> args{"sinfo", "-h", "-N", "-o", "%N|%o"};
+    if (!allocation_nodes.empty()) {
+      std::string list;
+      for (auto& n : allocation_nodes) list += (list.empty() ? "" : ",") + n;
+      args.push_back("--nodes=" + list);
+    } else if (!cfg_.slurm_partition.empty()) {
+      args.push_back("--partition=" + cfg_.slurm_partition);
+    }
+    auto me = short_name(this_host());
+    std::string chosen, chosen_node;
+    for (auto& line : lines_of(ask_slurm(args))) {
+      auto bar = line.find('|');
+      if (bar == std::string::npos) continue;
+      auto node = line.substr(0, bar), address = line.substr(bar + 1);
+      auto source = source_address_towards(address);
+      if (source.empty()) continue;
+      bool other = short_name(node) != me;
+      if (chosen.empty() || (other && short_name(chosen_node) == me)) {
+        chosen = source;
+        chosen_node = node;
+      }
+    }
+    if (chosen.empty())
+      throw error(errc::backend_unavailable,
+                  "backend=slurm: no route from this host to the cluster's nodes; set the config key 'master_address' "
+                  "(FIBER_MASTER_ADDRESS) to an address of this machine the nodes can reach");
+    logf(log_level::debug, "slurm: the master listens on ", chosen, " (its route to node ", chosen_node, ")");
+    bind_host_ = advertise_host_ = chosen;
+  }
+
+  fiber::config cfg_;
+  std::string master_;
+  bool steps_ = false;
+  std::string bind_host_, advertise_host_;
+  std::unique_ptr<slurm::step_jobs> steps_jobs_;
+  std::unique_ptr<slurm::batch_jobs> batch_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_slurm_backend(asio::io_context& io, const fiber::config& cfg, const std::string& job_id) {
+  return std::make_unique<slurm_backend>(io, cfg, job_id);
+}
+
+}  // namespace fiber::detail

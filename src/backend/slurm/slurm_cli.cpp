@@ -1,0 +1,182 @@
+#include "backend/slurm/slurm_cli.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+
+#include "backend/backend.hpp"
+#include "backend/command.hpp"
+#include "fiber/config.hpp"
+
+namespace fiber::detail::slurm {
+
+std::string squeue_fields() { return "JobID:|,State:|,Reason:|,exit_code:|,NodeList:|,Name:|,Comment:|"; }
+
+std::vector<job_row> parse_squeue(std::string_view out) {
+  std::vector<job_row> rows;
+  while (!out.empty()) {
+    auto eol = out.find('\n');
+    auto line = out.substr(0, eol);
+    out = eol == std::string_view::npos ? std::string_view{} : out.substr(eol + 1);
+    std::vector<std::string_view> f;
+    for (std::size_t pos = 0; pos < line.size();) {
+      auto bar = line.find('|', pos);
+      if (bar == std::string_view::npos) break;
+      f.push_back(line.substr(pos, bar - pos));
+      pos = bar + 1;
+    }
+    if (f.size() < 7 || f[0].empty()) continue;
+    auto trim = [](std::string_view s) {
+      while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+      while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+      return std::string(s);
+    };
+    job_row r{trim(f[0]), trim(f[1]), trim(f[2]), 0, trim(f[4]), trim(f[5]), trim(f[6])};
+    auto code = trim(f[3]);
+    std::from_chars(code.data(), code.data() + code.size(), r.wait_status);
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+bool ended_state(std::string_view state) {
+  // Not COMPLETING: its exit status is not final yet (a cancelled job shows 0 there).
+  static constexpr std::array ended{"COMPLETED", "FAILED",    "CANCELLED", "TIMEOUT",      "NODE_FAIL",
+                                    "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED", "SPECIAL_EXIT",
+                                    "REVOKED"};
+  return std::find(ended.begin(), ended.end(), state) != ended.end();
+}
+
+bool hopeless_reason(std::string_view reason) {
+  // ReFrame's list of reasons it cancels on, and the ones a bad request or account gets.
+  static constexpr std::array hopeless{
+      "FrontEndDown",   "NodeDown",         "PartitionDown",      "PartitionInactive", "PartitionNodeLimit",
+      "PartitionConfig", "PartitionTimeLimit", "QOSJobLimit",     "QOSResourceLimit",  "QOSUsageThreshold",
+      "ReqNodeNotAvail", "InvalidAccount",  "InvalidQOS",         "BadConstraints",    "DependencyNeverSatisfied",
+      "AccountNotAllowed", "QOSNotAllowed", "Licenses"};
+  for (auto h : hopeless)
+    if (reason.starts_with(h)) return true;  // ReqNodeNotAvail comes with ", UnavailableNodes:..."
+  return false;
+}
+
+int exit_code_of(int status) {
+  if (WIFSIGNALED(status)) return -WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+std::string ended_detail(std::string_view state) {
+  if (state == "CANCELLED") return "its Slurm job was cancelled (scancel)";
+  if (state == "TIMEOUT") return "its Slurm job reached its time limit (config key slurm_time_limit)";
+  if (state == "NODE_FAIL") return "its node failed";
+  if (state == "OUT_OF_MEMORY") return "its Slurm job ran out of memory (raise mem_per_job or the function's memory need)";
+  if (state == "BOOT_FAIL") return "its node could not boot";
+  if (state == "DEADLINE") return "its Slurm job missed its deadline";
+  if (state == "PREEMPTED") return "its Slurm job was preempted";
+  return {};
+}
+
+std::optional<std::string> parse_sbatch_id(std::string_view out) {
+  while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.remove_suffix(1);
+  auto semi = out.find(';');
+  auto id = out.substr(0, semi);
+  if (id.empty() || !std::all_of(id.begin(), id.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    return std::nullopt;
+  return std::string(id);
+}
+
+bool transient_error(std::string_view text) {
+  for (auto s : {"Socket timed out", "Unable to contact slurm controller", "Resource temporarily unavailable",
+                 "Slurm temporarily unable", "Zero Bytes were transmitted", "Connection refused"})
+    if (text.find(s) != std::string_view::npos) return true;
+  return false;
+}
+
+std::vector<std::string> split_args(std::string_view text) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    auto start = i;
+    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    if (i > start) out.emplace_back(text.substr(start, i - start));
+  }
+  return out;
+}
+
+std::string job_name(const std::string& job_id, const std::string& process) {
+  std::string out = "fiber-" + job_id + "-";
+  for (char c : process) out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ? c : '_';
+  return out;
+}
+
+std::string master_comment(const std::string& master) { return "fiber master=" + master; }
+
+std::string master_of_comment(std::string_view comment) {
+  constexpr std::string_view prefix = "fiber master=";
+  if (!comment.starts_with(prefix)) return {};
+  auto rest = comment.substr(prefix.size());
+  return std::string(rest.substr(0, rest.find(' ')));
+}
+
+std::vector<std::string> resource_args(const spawn_spec& spec, const config& cfg) {
+  std::vector<std::string> a;
+  a.push_back("--cpus-per-task=" + std::to_string(std::max(spec.cpu, 1)));
+  if (spec.memory_mb > 0) a.push_back("--mem=" + std::to_string(spec.memory_mb) + "M");
+  if (spec.gpu > 0) a.push_back("--gres=gpu:" + std::to_string(spec.gpu));
+  if (!cfg.slurm_partition.empty()) a.push_back("--partition=" + cfg.slurm_partition);
+  if (!cfg.slurm_account.empty()) a.push_back("--account=" + cfg.slurm_account);
+  if (!cfg.slurm_qos.empty()) a.push_back("--qos=" + cfg.slurm_qos);
+  if (!cfg.slurm_time_limit.empty()) a.push_back("--time=" + cfg.slurm_time_limit);
+  if (!cfg.slurm_constraint.empty()) a.push_back("--constraint=" + cfg.slurm_constraint);
+  return a;
+}
+
+std::vector<std::string> sbatch_args(const spawn_spec& spec, const config& cfg, const std::string& master,
+                                     const std::string& output_dir, const std::string& working_dir) {
+  auto name = job_name(spec.job_id, spec.name);
+  std::vector<std::string> a{"sbatch", "--parsable", "--job-name=" + name, "--comment=" + master_comment(master),
+                             "--nodes=1", "--ntasks=1",
+                             // A worker that ran once must not run again with the same token.
+                             "--no-requeue", "--output=" + output_dir + "/" + name + ".out",
+                             "--error=" + output_dir + "/" + name + ".err"};
+  if (!working_dir.empty()) a.push_back("--chdir=" + working_dir);
+  for (auto& r : resource_args(spec, cfg)) a.push_back(std::move(r));
+  for (auto& x : split_args(cfg.slurm_sbatch_args)) a.push_back(std::move(x));
+  return a;
+}
+
+std::string batch_script(const spawn_spec& spec) {
+  std::string s = "#!/bin/sh\n# fiber worker " + spec.name + " of job " + spec.job_id + "\n";
+  for (auto& [k, v] : spec.env) s += "export " + k + "=" + shell_quote(v) + "\n";
+  auto exe = shell_quote(spec.executable);
+  s += "if [ ! -x " + exe + " ]; then\n";
+  s += "  echo \"fiber: cannot run " + spec.executable +
+       " on node $(hostname): it is not there or not executable; every node must see the program at the "
+       "same path (a shared file system), or set the config key 'executable'\" >&2\n";
+  s += "  exit 127\nfi\nexec " + exe;
+  for (auto& a : spec.args) s += " " + shell_quote(a);
+  return s + "\n";
+}
+
+std::vector<std::string> srun_args(const spawn_spec& spec, const config& cfg, const std::string& node) {
+  std::vector<std::string> a{"srun", "--overlap", "--exact", "--nodes=1", "--ntasks=1",
+                             "--job-name=" + job_name(spec.job_id, spec.name), "--input=none",
+                             "--quiet"};
+  if (!node.empty()) a.push_back("--nodelist=" + node);
+  for (auto& r : resource_args(spec, cfg)) {
+    // A step lives inside its job: the job's partition, account, qos and constraint apply.
+    if (r.starts_with("--partition=") || r.starts_with("--account=") || r.starts_with("--qos=") ||
+        r.starts_with("--constraint="))
+      continue;
+    a.push_back(std::move(r));
+  }
+  for (auto& x : split_args(cfg.slurm_srun_args)) a.push_back(std::move(x));
+  a.push_back(spec.executable);
+  for (auto& x : spec.args) a.push_back(x);
+  return a;
+}
+
+}  // namespace fiber::detail::slurm

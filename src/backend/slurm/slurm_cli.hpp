@@ -1,0 +1,72 @@
+// What the Slurm backend says to Slurm's command-line tools and how it reads their answers: pure
+// functions, tested without a cluster (tests/slurm_cli_test.cpp).
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fiber {
+struct config;
+}
+
+namespace fiber::detail {
+struct spawn_spec;
+}
+
+namespace fiber::detail::slurm {
+
+/// One row of `squeue -O <squeue_fields>`.
+struct job_row {
+  std::string id;      // "123", or "123_4" for an element of an array
+  std::string state;   // PENDING, RUNNING, COMPLETED, ...
+  std::string reason;  // why it pends (or "None")
+  int wait_status = 0; // the job's wait status (as waitpid reports it) once it ended
+  std::string nodes;   // where it runs or ran
+  std::string name;
+  std::string comment;
+};
+
+/// The `-O` argument that makes squeue print job_rows, '|' after each field.
+std::string squeue_fields();
+/// Parses squeue's output; lines it cannot read are skipped.
+std::vector<job_row> parse_squeue(std::string_view out);
+
+/// The job has ended and its wait status is final.
+bool ended_state(std::string_view state);
+/// A pending reason that will not resolve itself (a partition that is down, a request no node
+/// can satisfy, a limit of the account): waiting on would hang the caller forever.
+bool hopeless_reason(std::string_view reason);
+/// fiber's exit code from a wait status: the code, or -N for a signal N.
+int exit_code_of(int wait_status);
+/// A sentence about how a job in `state` ended, beyond its exit code ("" when there is nothing to add).
+std::string ended_detail(std::string_view state);
+
+/// The job id `sbatch --parsable` printed ("123" or "123;cluster"), if it printed one.
+std::optional<std::string> parse_sbatch_id(std::string_view out);
+/// sbatch failed in a way worth one more try (the controller did not answer in time).
+bool transient_error(std::string_view stderr_text);
+
+/// Splits a config value of extra arguments at white space ("--exclusive --reservation=x").
+std::vector<std::string> split_args(std::string_view text);
+
+/// The name every Slurm job of a fiber job carries: fiber-<job>-<process>.
+std::string job_name(const std::string& job_id, const std::string& process);
+/// The comment that marks who submitted a job, so a later master can find leftovers of a dead one.
+std::string master_comment(const std::string& master);
+/// The master named in a comment made by master_comment; empty when it is not fiber's.
+std::string master_of_comment(std::string_view comment);
+
+/// Resource and placement options for one child, common to sbatch and srun: -c, --mem, --gres,
+/// partition, account, qos, time limit, constraint.
+std::vector<std::string> resource_args(const spawn_spec& spec, const config& cfg);
+
+/// sbatch's arguments for one child (its script comes on stdin: batch_script).
+std::vector<std::string> sbatch_args(const spawn_spec& spec, const config& cfg, const std::string& master,
+                                     const std::string& output_dir, const std::string& working_dir);
+/// The batch script of one child: its environment, a check that the program is there, then exec.
+std::string batch_script(const spawn_spec& spec);
+/// srun's arguments for one child run as a step of the allocation, on `node`.
+std::vector<std::string> srun_args(const spawn_spec& spec, const config& cfg, const std::string& node);
+
+}  // namespace fiber::detail::slurm

@@ -1,0 +1,44 @@
+// The Slurm side of the tests: the test cluster started by scripts/engines.sh, and the jobs a
+// master left in it. Needs src/ on the include path.
+#pragma once
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "backend/command.hpp"
+#include "backend/slurm/slurm_cli.hpp"
+
+namespace fiber_test {
+
+/// Points SLURM_CONF at the test cluster's configuration unless the caller named one.
+inline void use_test_cluster() {
+  if (std::getenv("SLURM_CONF")) return;
+  std::string conf = FIBER_TEST_SOURCE_DIR "/build/engines/slurm/slurm.conf";
+  if (std::filesystem::exists(conf)) ::setenv("SLURM_CONF", conf.c_str(), 1);
+}
+
+/// Empty when the cluster answers with an idle or allocated node; else why not.
+inline std::string slurm_cluster_problem() {
+  auto r = fiber::detail::run_command({"sinfo", "-h", "-o", "%T"}, {}, std::chrono::seconds(20));
+  if (!r.ok()) return "sinfo: " + r.problem();
+  if (r.out.find("idle") == std::string::npos && r.out.find("mix") == std::string::npos &&
+      r.out.find("alloc") == std::string::npos)
+    return "no node is up (sinfo: " + r.out + ")";
+  return {};
+}
+
+/// Slurm jobs of master `owner` (host:pid) that are still queued or running.
+inline std::vector<fiber::detail::slurm::job_row> live_slurm_jobs_of(const std::string& owner) {
+  namespace slurm = fiber::detail::slurm;
+  auto r = fiber::detail::run_command({"squeue", "-h", "-u", std::to_string(::getuid()), "-t",
+                                       "PENDING,RUNNING,SUSPENDED,CONFIGURING", "-O", slurm::squeue_fields()});
+  std::vector<slurm::job_row> out;
+  for (auto& row : slurm::parse_squeue(r.out))
+    if (slurm::master_of_comment(row.comment) == owner) out.push_back(row);
+  return out;
+}
+
+}  // namespace fiber_test
