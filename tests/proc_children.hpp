@@ -19,8 +19,18 @@ inline bool is_fork_server(int pid) {
   return comm == "fiber-forksrv";
 }
 
+/// True for a Slurm client command the Slurm backend of a context that lives on runs now and
+/// then (a poll, a cancel): it is not a child process that was left behind. srun, which is a
+/// child's step, still counts.
+inline bool is_slurm_query(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  std::string comm;
+  std::getline(in, comm);
+  return comm == "squeue" || comm == "scancel" || comm == "sbatch" || comm == "sinfo" || comm == "scontrol";
+}
+
 /// Pids of this process's children, live or zombie, read from /proc; fiber's fork servers are
-/// listed only when `with_fork_servers`.
+/// listed only when `with_fork_servers`; the Slurm backend's queries never.
 inline std::vector<int> child_pids(bool with_fork_servers = false) {
   std::vector<int> out;
   auto me = getpid();
@@ -37,7 +47,7 @@ inline std::vector<int> child_pids(bool with_fork_servers = false) {
     char state = 0;
     int ppid = 0;
     if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == me &&
-        (with_fork_servers || !is_fork_server(pid)))
+        (with_fork_servers || !is_fork_server(pid)) && !is_slurm_query(pid))
       out.push_back(pid);
   }
   closedir(d);

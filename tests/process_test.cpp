@@ -7,6 +7,7 @@
 
 #include "docker_support.hpp"
 #include "co_test.hpp"
+#include "slurm_support.hpp"
 #include "support.hpp"
 
 #include <poll.h>
@@ -421,6 +422,14 @@ TEST(process, children_die_with_their_master) {
     auto owner = fiber_test::master_label();
     owner = owner.substr(0, owner.rfind(':') + 1) + std::to_string(master);
     EXPECT_TRUE(fiber_test::containers_of(owner).empty());
+  }
+  if (fiber_test::on_slurm()) {
+    // Its job ended with it, or the next master on this host cancels what dead masters left.
+    fiber::context ctx;
+    fiber::process(ctx, &do_nothing).start().get();
+    auto owner = fiber_test::master_label();
+    owner = owner.substr(0, owner.rfind(':') + 1) + std::to_string(master);
+    EXPECT_TRUE(fiber_test::live_slurm_jobs_of(owner).empty());
   }
 }
 

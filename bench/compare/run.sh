@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs fiber's benchmarks beside the anchors (Python multiprocessing, raw ZeroMQ, plain sockets,
 # the Docker engine's own floor) in one go, and prints each figure with its ratio to the anchor.
-# Usage: bench/compare/run.sh [build-dir] [channels|pool|managers|docker|all]   (default: build, all)
+# Usage: bench/compare/run.sh [build-dir] [channels|pool|managers|docker|slurm|all]   (default: build, all)
 # Each part runs on its own: one that cannot run (no engine, a missing anchor, a failing
 # benchmark) says what it could not do, the others still run, and the script then exits 1.
 # The docker part starts a Docker engine through scripts/engines.sh and stops it again if it did.
@@ -9,7 +9,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd) || { echo "no build folder ${1:-$root/build}: run scripts/build.sh first" >&2; exit 2; }
 what=${2:-all}
-case "$what" in channels|pool|managers|docker|all) ;; *) echo "unknown part '$what' (channels|pool|managers|docker|all)" >&2; exit 2 ;; esac
+case "$what" in channels|pool|managers|docker|slurm|all) ;; *) echo "unknown part '$what' (channels|pool|managers|docker|slurm|all)" >&2; exit 2 ;; esac
 anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -114,6 +114,36 @@ for name, label in (("child_start_join", "child start+join"), ("pool4_ready", "P
 PY3
 }
 
+part_slurm() {
+  echo "== backends: slurm batch jobs and steps beside Slurm's own floor (same run)"
+  "$root/scripts/engines.sh" start slurm || return 1
+  export SLURM_CONF="$root/build/engines/slurm/slurm.conf"
+  sinfo -h -o %T | grep -qE 'idle|mix' || { echo "the test Slurm cluster does not answer"; return 1; }
+  # Batch jobs: the master outside any allocation.
+  python3 "$root/bench/compare/slurm_floor.py" batch 5 | tee "$tmp/floor_batch.txt"
+  FIBER_BACKEND=slurm "$build/bench/backend_bench" --benchmark_report_aggregates_only=true \
+    --benchmark_format=json >"$tmp/batch.json" 2>/dev/null
+  # Steps: the floor and fiber both inside one two-node allocation.
+  sbatch --wait --quiet -N2 --cpus-per-task=2 -o "$tmp/steps.out" --wrap \
+    "python3 $root/bench/compare/slurm_floor.py steps 10 >$tmp/floor_steps.txt &&
+     FIBER_BACKEND=slurm $build/bench/backend_bench --benchmark_report_aggregates_only=true --benchmark_format=json >$tmp/steps.json 2>/dev/null" ||
+    { cat "$tmp/steps.out"; return 1; }
+  cat "$tmp/floor_steps.txt"
+  python3 - "$tmp" <<'PY3'
+import json, re, sys
+tmp = sys.argv[1]
+def medians(path):
+    return {b["run_name"].split("/")[0]: b["real_time"] for b in json.load(open(path))["benchmarks"] if b.get("aggregate_name") == "median"}
+for mode in ("batch", "steps"):
+    floor = open(f"{tmp}/floor_{mode}.txt").read()
+    one = float(re.search(rf"{mode} floor: .*?median=([\d.]+)ms", floor).group(1))
+    four = float(re.search(rf"{mode} floor x4: .*?median=([\d.]+)ms", floor).group(1))
+    fib = medians(f"{tmp}/{mode}.json")
+    for name, label, f in (("child_start_join", "child start+join", one), ("pool4_ready", "Pool(4) until ready", four)):
+        print(f"{mode:6s} {label:22s} fiber {fib[name]:8.1f} ms   floor {f:8.1f} ms   fiber/floor {fib[name]/f:5.2f}x")
+PY3
+}
+
 part_channels() {
 g++ -O2 -std=c++20 "$anchors/zmq_limits.cpp" -lzmq -o "$tmp/zmq_limits"
 g++ -O2 -std=c++20 "$anchors/socket_limits.cpp" -o "$tmp/socket_limits"
@@ -174,11 +204,14 @@ run_part() {
 }
 started_docker=false
 [ -f "$root/build/engines/docker.pid" ] || started_docker=true
-for p in pool managers docker channels; do
+started_slurm=false
+[ -f "$root/build/engines/slurmctld.pid" ] || started_slurm=true
+for p in pool managers docker slurm channels; do
   if [ "$what" = all ] || [ "$what" = "$p" ]; then run_part "$p"; fi
 done
 # Only stop an engine this run started (its pid file did not exist before).
 if $started_docker && [ -f "$root/build/engines/docker.pid" ]; then "$root/scripts/engines.sh" stop docker; fi
+if $started_slurm && [ -f "$root/build/engines/slurmctld.pid" ]; then "$root/scripts/engines.sh" stop slurm; fi
 if ((${#failed[@]})); then
   echo "== could not run: ${failed[*]} (see the lines starting with !! above)" >&2
   exit 1

@@ -152,7 +152,12 @@ class slurm_backend final : public backend {
     }
     auto me = short_name(this_host());
     std::string chosen, chosen_node;
-    for (auto& line : lines_of(ask_slurm(args))) {
+    auto listed = lines_of(ask_slurm(args));
+    if (listed.empty() && !cfg_.slurm_partition.empty())
+      throw error(errc::config_error, "backend=slurm: partition '" + cfg_.slurm_partition +
+                                          "' (config key slurm_partition) has no nodes or does not exist; sinfo "
+                                          "lists the cluster's partitions");
+    for (auto& line : listed) {
       auto bar = line.find('|');
       if (bar == std::string::npos) continue;
       auto node = line.substr(0, bar), address = line.substr(bar + 1);

@@ -1,0 +1,142 @@
+// What only the Slurm backend does, on the test cluster (two nodes, n1 and n2): placement on both
+// nodes, a worker's job cancelled from outside, requests Slurm cannot satisfy, configuration that
+// cannot work. Runs with the master outside an allocation (children are batch jobs) and, as
+// slurm-steps:slurm_backend, inside one (children are steps).
+#include <fiber/fiber.hpp>
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+#include <set>
+
+#include "slurm_support.hpp"
+#include "support.hpp"
+
+namespace {
+
+/// The master runs inside an allocation: children are job steps.
+bool in_allocation() {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  return job && *job;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// Reports the node it runs on and waits for a release: two at once are on two workers.
+int meet_on_a_node(int x, fiber::simple_queue<std::string> arrived, fiber::simple_queue<int> release) {
+  arrived.put(host_name()).get();
+  return release.get().get() + x * 0;
+}
+
+// The first call (marker created atomically) cancels the Slurm work it runs in, as an operator's
+// scancel would, and waits to be killed; every other call returns x.
+int cancel_my_job_once(int x, std::string marker) {
+  int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd >= 0) {
+    ::close(fd);
+    std::string job = std::getenv("SLURM_JOB_ID");
+    if (const char* step = std::getenv("SLURM_STEP_ID")) job += std::string(".") + step;
+    std::string cmd = "scancel " + job;
+    if (std::system(cmd.c_str()) != 0) return -1;
+    for (;;) ::pause();
+  }
+  return x;
+}
+
+int needs_many_cpus() { return 0; }
+int needs_a_gpu() { return 0; }
+
+}  // namespace
+
+FIBER_REMOTE(meet_on_a_node);
+FIBER_REMOTE(cancel_my_job_once);
+FIBER_REMOTE(needs_many_cpus);
+FIBER_META(needs_many_cpus, .cpu = 64);
+FIBER_REMOTE(needs_a_gpu);
+FIBER_META(needs_a_gpu, .gpu = 1);
+
+class slurm_backend : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fiber_test::on_slurm()) GTEST_SKIP() << "runs with FIBERTEST_BACKEND=slurm (ctest label slurm)";
+  }
+};
+
+TEST_F(slurm_backend, a_pool_of_two_runs_its_tasks_on_both_nodes) {
+  // Outside an allocation Slurm packs small jobs onto one node: --exclusive gives each its own.
+  // Inside one, fiber places each step on the node with the fewest of its CPUs in use.
+  fiber::context ctx(fiber::config::load({{"slurm_sbatch_args", "--exclusive"}}));
+  fiber::pool p(ctx, 2);
+  p.ready().get();  // both workers connected: neither takes both tasks
+  fiber::simple_queue<std::string> arrived(ctx);
+  fiber::simple_queue<int> release(ctx);
+  std::vector<std::tuple<int, fiber::simple_queue<std::string>, fiber::simple_queue<int>>> args;
+  for (int i = 0; i < 2; ++i) args.emplace_back(i, arrived, release);
+  auto all = p.starmap_async(&meet_on_a_node, args, 1);
+  std::set<std::string> nodes;
+  for (int i = 0; i < 2; ++i) nodes.insert(arrived.get().get());
+  EXPECT_EQ(nodes, (std::set<std::string>{"n1", "n2"}));
+  for (int i = 0; i < 2; ++i) release.put(i).get();
+  auto r = std::move(all).get();
+  std::sort(r.begin(), r.end());
+  EXPECT_EQ(r, (std::vector<int>{0, 1}));
+}
+
+TEST_F(slurm_backend, a_workers_job_cancelled_mid_map_has_its_tasks_run_again) {
+  auto marker = std::filesystem::temp_directory_path() / ("fiber-scancel-" + std::to_string(::getpid()));
+  std::filesystem::remove(marker);
+  fiber::pool p(2);
+  std::vector<std::tuple<int, std::string>> args;
+  for (int i = 0; i < 40; ++i) args.emplace_back(i, marker.string());
+  auto r = p.starmap(&cancel_my_job_once, args, 1).get();
+  std::vector<int> expected(40);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(r, expected);
+  EXPECT_TRUE(std::filesystem::exists(marker));  // one job was cancelled
+  auto s = p.stats();
+  EXPECT_EQ(s.workers_lost, 1u);
+  EXPECT_GE(s.retried, 1u);
+  std::filesystem::remove(marker);
+}
+
+TEST_F(slurm_backend, more_cpus_than_any_node_has_fail_start_with_slurms_reason) {
+  fiber::process p(&needs_many_cpus);
+  if (in_allocation())
+    fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::spawn_failed, {"More processors requested"});
+  else
+    fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::spawn_failed,
+                             {"pends with reason", "will not resolve itself"});
+}
+
+TEST_F(slurm_backend, a_gpu_where_no_node_has_one_fails_start_with_slurms_message) {
+  fiber::process p(&needs_a_gpu);
+  fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::spawn_failed, {"gres"});
+}
+
+TEST_F(slurm_backend, an_unknown_partition_is_a_config_error_naming_it) {
+  if (in_allocation()) GTEST_SKIP() << "steps run in the allocation's partition";
+  fiber::context ctx(fiber::config::load({{"slurm_partition", "no-such-partition"}}));
+  fiber::process p(ctx, &needs_a_gpu);
+  fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::config_error,
+                           {"no-such-partition", "slurm_partition"});
+}
+
+TEST_F(slurm_backend, steps_mode_outside_an_allocation_is_a_config_error) {
+  if (in_allocation()) GTEST_SKIP() << "this run is inside an allocation";
+  fiber_test::expect_error([&] { fiber::context ctx(fiber::config::load({{"slurm_mode", "steps"}})); fiber::process(ctx, &needs_a_gpu).start().get(); },
+                           fiber::errc::config_error, {"slurm_mode=steps", "sbatch or salloc"});
+}
+
+TEST_F(slurm_backend, slurm_options_with_spaces_are_refused_naming_the_key) {
+  fiber_test::expect_error([] { fiber::config::load({{"slurm_partition", "a b"}}); }, fiber::errc::config_error,
+                           {"slurm_partition"});
+  fiber_test::expect_error([] { fiber::config::load({{"slurm_time_limit", "1 hour"}}); }, fiber::errc::config_error,
+                           {"slurm_time_limit"});
+}

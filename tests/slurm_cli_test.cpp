@@ -1,0 +1,161 @@
+// What the Slurm backend says to Slurm's tools and how it reads their answers, without a cluster;
+// and the command runner they go through.
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <csignal>
+#include <fiber/config.hpp>
+
+#include "backend/backend.hpp"
+#include "backend/command.hpp"
+#include "backend/slurm/slurm_cli.hpp"
+
+namespace slurm = fiber::detail::slurm;
+using fiber::detail::command_result;
+using fiber::detail::run_command;
+
+namespace {
+bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+fiber::detail::spawn_spec a_spec() {
+  fiber::detail::spawn_spec s;
+  s.name = "PoolWorker-1-2";
+  s.job_id = "j42";
+  s.executable = "/shared/bin/my program";
+  s.args = {"--fiber-worker"};
+  s.env = {{"FIBER_WORKER_TOKEN", "7"}, {"FIBER_WORKER_KEYS", "curve,a'b\"c$d"}};
+  s.cpu = 3;
+  s.memory_mb = 512;
+  s.gpu = 1;
+  return s;
+}
+}  // namespace
+
+TEST(slurm_cli, squeue_rows_are_read_field_by_field) {
+  auto rows = slurm::parse_squeue(
+      "3|CANCELLED|None|15|n2|fiber-j-P1|fiber master=h:1|\n"
+      "1|FAILED|NonZeroExitCode|768|n1|fiber-j-P2||\n"
+      "garbage line\n"
+      "4|PENDING|ReqNodeNotAvail, UnavailableNodes:n1|0||x|c|\n");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].id, "3");
+  EXPECT_EQ(rows[0].state, "CANCELLED");
+  EXPECT_EQ(slurm::exit_code_of(rows[0].wait_status), -SIGTERM);
+  EXPECT_EQ(rows[0].nodes, "n2");
+  EXPECT_EQ(slurm::master_of_comment(rows[0].comment), "h:1");
+  EXPECT_EQ(slurm::exit_code_of(rows[1].wait_status), 3);
+  EXPECT_EQ(rows[1].comment, "");
+  EXPECT_TRUE(slurm::hopeless_reason(rows[2].reason));
+}
+
+TEST(slurm_cli, only_final_states_end_a_job) {
+  for (auto s : {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"})
+    EXPECT_TRUE(slurm::ended_state(s)) << s;
+  for (auto s : {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"}) EXPECT_FALSE(slurm::ended_state(s)) << s;
+}
+
+TEST(slurm_cli, reasons_that_cannot_resolve_are_told_from_waiting) {
+  for (auto r : {"PartitionConfig", "PartitionDown", "QOSJobLimit", "InvalidAccount", "ReqNodeNotAvail"})
+    EXPECT_TRUE(slurm::hopeless_reason(r)) << r;
+  for (auto r : {"None", "Priority", "Resources", "BeginTime", "Dependency", "JobHeldUser"})
+    EXPECT_FALSE(slurm::hopeless_reason(r)) << r;
+}
+
+TEST(slurm_cli, sbatch_answers_are_read) {
+  EXPECT_EQ(slurm::parse_sbatch_id("123\n"), "123");
+  EXPECT_EQ(slurm::parse_sbatch_id("123;cluster2\n"), "123");
+  EXPECT_FALSE(slurm::parse_sbatch_id("Submitted batch job 5"));
+  EXPECT_FALSE(slurm::parse_sbatch_id(""));
+  EXPECT_TRUE(slurm::transient_error("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"));
+  EXPECT_FALSE(slurm::transient_error("sbatch: error: Invalid generic resource (gres) specification"));
+}
+
+TEST(slurm_cli, names_comments_and_extra_arguments) {
+  EXPECT_EQ(slurm::job_name("j1", "Pool Worker/1"), "fiber-j1-Pool_Worker_1");
+  EXPECT_EQ(slurm::master_of_comment(slurm::master_comment("host:12")), "host:12");
+  EXPECT_EQ(slurm::master_of_comment("someone else's job"), "");
+  EXPECT_EQ(slurm::split_args("  --exclusive\t--reservation=r1 "), (std::vector<std::string>{"--exclusive", "--reservation=r1"}));
+}
+
+TEST(slurm_cli, a_childs_needs_and_the_config_become_sbatch_options) {
+  auto cfg = fiber::config::load({{"slurm_partition", "gpu"}, {"slurm_account", "acct"}, {"slurm_qos", "high"},
+                                  {"slurm_time_limit", "1-00:00:00"}, {"slurm_constraint", "v100"},
+                                  {"slurm_sbatch_args", "--exclusive --reservation=r1"}});
+  auto a = slurm::sbatch_args(a_spec(), cfg, "host:9", "/shared/out", "/work");
+  EXPECT_EQ(a[0], "sbatch");
+  for (auto x : {"--parsable", "--job-name=fiber-j42-PoolWorker-1-2", "--comment=fiber master=host:9",
+                 "--cpus-per-task=3", "--mem=512M", "--gres=gpu:1", "--partition=gpu", "--account=acct", "--qos=high",
+                 "--time=1-00:00:00", "--constraint=v100", "--exclusive", "--reservation=r1", "--no-requeue",
+                 "--output=/shared/out/fiber-j42-PoolWorker-1-2.out", "--chdir=/work"})
+    EXPECT_TRUE(has(a, x)) << x;
+}
+
+TEST(slurm_cli, a_step_takes_the_childs_needs_but_not_the_jobs_placement) {
+  auto cfg = fiber::config::load({{"slurm_partition", "gpu"}, {"slurm_srun_args", "--cpu-bind=cores"}});
+  auto a = slurm::srun_args(a_spec(), cfg, "n2");
+  for (auto x : {"--overlap", "--exact", "--nodelist=n2", "--cpus-per-task=3", "--gres=gpu:1", "--input=none",
+                 "--cpu-bind=cores"})
+    EXPECT_TRUE(has(a, x)) << x;
+  EXPECT_FALSE(has(a, "--partition=gpu"));
+  EXPECT_EQ(a[a.size() - 2], "/shared/bin/my program");
+  EXPECT_EQ(a.back(), "--fiber-worker");
+}
+
+TEST(slurm_cli, the_batch_script_sets_the_environment_exactly_and_execs_the_program) {
+  auto spec = a_spec();
+  spec.executable = "/bin/sh";
+  spec.args = {"-c", "printf '%s|%s' \"$FIBER_WORKER_TOKEN\" \"$FIBER_WORKER_KEYS\""};
+  auto r = run_command({"sh"}, slurm::batch_script(spec));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "7|curve,a'b\"c$d");
+}
+
+TEST(slurm_cli, the_batch_script_names_a_missing_program_and_the_fix) {
+  auto spec = a_spec();
+  auto r = run_command({"sh"}, slurm::batch_script(spec));
+  EXPECT_EQ(r.code, 127);
+  EXPECT_NE(r.err.find("/shared/bin/my program"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("shared file system"), std::string::npos) << r.err;
+}
+
+TEST(command, output_input_and_exit_code_come_back) {
+  auto r = run_command({"sh", "-c", "cat; echo err >&2; exit 4"}, "from stdin");
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(r.out, "from stdin");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.problem(), "err");
+}
+
+TEST(command, a_program_that_ignores_its_input_does_not_hurt_the_caller) {
+  auto r = run_command({"true"}, std::string(1 << 20, 'x'));  // the pipe breaks: no SIGPIPE here
+  EXPECT_EQ(r.code, 0);
+}
+
+TEST(command, a_missing_program_is_named) {
+  auto r = run_command({"no-such-program-fiber"});
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.problem().find("no-such-program-fiber"), std::string::npos);
+  EXPECT_NE(r.problem().find("PATH"), std::string::npos);
+}
+
+TEST(command, a_program_past_its_time_is_killed_and_said_so) {
+  auto r = run_command({"sleep", "30"}, {}, std::chrono::milliseconds(100));
+  EXPECT_EQ(r.code, -SIGKILL);
+  EXPECT_NE(r.failure.find("did not answer"), std::string::npos);
+}
+
+TEST(command, the_command_thread_answers_on_the_io_context_in_order) {
+  asio::io_context io;
+  auto busy = asio::make_work_guard(io);  // run_one waits for the answers instead of returning
+  std::vector<std::string> answers;
+  {
+    fiber::detail::command_thread t(io);
+    t.run({"echo", "one"}, {}, [&](command_result r) { answers.push_back(r.out); });
+    t.run({"echo", "two"}, {}, [&](command_result r) { answers.push_back(r.out); });
+    while (answers.size() < 2) io.run_one();
+  }
+  EXPECT_EQ(answers, (std::vector<std::string>{"one\n", "two\n"}));
+}
