@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <set>
 
@@ -51,6 +52,7 @@ int cancel_my_job_once(int x, std::string marker) {
 }
 
 int needs_many_cpus() { return 0; }
+int runs_anywhere() { return 0; }
 int needs_a_gpu() { return 0; }
 
 }  // namespace
@@ -59,6 +61,7 @@ FIBER_REMOTE(meet_on_a_node);
 FIBER_REMOTE(cancel_my_job_once);
 FIBER_REMOTE(needs_many_cpus);
 FIBER_META(needs_many_cpus, .cpu = 64);
+FIBER_REMOTE(runs_anywhere);
 FIBER_REMOTE(needs_a_gpu);
 FIBER_META(needs_a_gpu, .gpu = 1);
 
@@ -139,4 +142,41 @@ TEST_F(slurm_backend, slurm_options_with_spaces_are_refused_naming_the_key) {
                            {"slurm_partition"});
   fiber_test::expect_error([] { fiber::config::load({{"slurm_time_limit", "1 hour"}}); }, fiber::errc::config_error,
                            {"slurm_time_limit"});
+}
+
+// The controller may take a job and still fail to answer sbatch (a timeout under load): the job
+// must then be found by its name, not submitted twice. An sbatch on PATH that submits for real and
+// then reports a timeout, once, plays that controller.
+TEST_F(slurm_backend, a_job_taken_without_an_answer_is_found_not_submitted_twice) {
+  if (in_allocation()) GTEST_SKIP() << "steps are not submitted with sbatch";
+  auto dir = std::filesystem::temp_directory_path() / ("fiber-sbatch-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto real = fiber::detail::run_command({"sh", "-c", "command -v sbatch"}).out;
+  while (!real.empty() && real.back() == '\n') real.pop_back();
+  ASSERT_FALSE(real.empty());
+  {
+    std::ofstream w(dir / "sbatch");
+    w << "#!/bin/sh\n"
+      << "if mkdir " << (dir / "failed-once").string() << " 2>/dev/null; then\n"
+      << "  " << real << " \"$@\" >/dev/null || exit 1\n"
+      << "  echo 'sbatch: error: Batch job submission failed: Socket timed out on send/recv operation' >&2\n"
+      << "  exit 1\n"
+      << "fi\n"
+      << "echo submitted >>" << (dir / "submissions").string() << "\n"
+      << "exec " << real << " \"$@\"\n";
+  }
+  std::filesystem::permissions(dir / "sbatch", std::filesystem::perms::owner_all);
+  std::string path = std::getenv("PATH");
+  ::setenv("PATH", (dir.string() + ":" + path).c_str(), 1);
+  {
+    fiber::context ctx;
+    fiber::process p(ctx, &runs_anywhere);
+    p.start().get();
+    p.join().get();
+    EXPECT_EQ(p.exitcode(), 0);
+  }
+  ::setenv("PATH", path.c_str(), 1);
+  EXPECT_TRUE(std::filesystem::exists(dir / "failed-once"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "submissions"));  // found by its name: never submitted again
+  std::filesystem::remove_all(dir);
 }
