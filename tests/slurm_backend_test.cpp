@@ -42,7 +42,10 @@ int cancel_my_job_once(int x, std::string marker) {
   int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
   if (fd >= 0) {
     ::close(fd);
+    // An element of a job array is named array_element (scancel ignores its own job id).
     std::string job = std::getenv("SLURM_JOB_ID");
+    if (const char* array = std::getenv("SLURM_ARRAY_JOB_ID"))
+      job = std::string(array) + "_" + std::getenv("SLURM_ARRAY_TASK_ID");
     if (const char* step = std::getenv("SLURM_STEP_ID")) job += std::string(".") + step;
     std::string cmd = "scancel " + job;
     if (std::system(cmd.c_str()) != 0) return -1;

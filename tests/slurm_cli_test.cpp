@@ -35,12 +35,15 @@ fiber::detail::spawn_spec a_spec() {
 
 TEST(slurm_cli, squeue_rows_are_read_field_by_field) {
   auto rows = slurm::parse_squeue(
-      "3|CANCELLED|None|15|n2|fiber-j-P1|fiber master=h:1|\n"
-      "1|FAILED|NonZeroExitCode|768|n1|fiber-j-P2||\n"
+      "3|N/A|CANCELLED|None|15|n2|fiber-j-P1|fiber master=h:1|\n"
+      "1|N/A|FAILED|NonZeroExitCode|768|n1|fiber-j-P2||\n"
       "garbage line\n"
-      "4|PENDING|ReqNodeNotAvail, UnavailableNodes:n1|0||x|c|\n");
-  ASSERT_EQ(rows.size(), 3u);
+      "4|2|PENDING|ReqNodeNotAvail, UnavailableNodes:n1|0||x|c|\n"
+      "5_1|1|RUNNING|None|0|n1|x|c|\n");
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[3].id, "5_1");  // as squeue 22.05 prints an element
   EXPECT_EQ(rows[0].id, "3");
+  EXPECT_EQ(rows[2].id, "4_2");  // an element of an array
   EXPECT_EQ(rows[0].state, "CANCELLED");
   EXPECT_EQ(slurm::exit_code_of(rows[0].wait_status), -SIGTERM);
   EXPECT_EQ(rows[0].nodes, "n2");
@@ -83,13 +86,43 @@ TEST(slurm_cli, a_childs_needs_and_the_config_become_sbatch_options) {
   auto cfg = fiber::config::load({{"slurm_partition", "gpu"}, {"slurm_account", "acct"}, {"slurm_qos", "high"},
                                   {"slurm_time_limit", "1-00:00:00"}, {"slurm_constraint", "v100"},
                                   {"slurm_sbatch_args", "--exclusive --reservation=r1"}});
-  auto a = slurm::sbatch_args(a_spec(), cfg, "host:9", "/shared/out", "/work");
+  auto a = slurm::sbatch_args(a_spec(), cfg, "host:9", "/shared/out", "/work", "fiber-j42-PoolWorker-1-2");
   EXPECT_EQ(a[0], "sbatch");
   for (auto x : {"--parsable", "--job-name=fiber-j42-PoolWorker-1-2", "--comment=fiber master=host:9",
                  "--cpus-per-task=3", "--mem=512M", "--gres=gpu:1", "--partition=gpu", "--account=acct", "--qos=high",
                  "--time=1-00:00:00", "--constraint=v100", "--exclusive", "--reservation=r1", "--no-requeue",
                  "--output=/shared/out/fiber-j42-PoolWorker-1-2.out", "--chdir=/work"})
     EXPECT_TRUE(has(a, x)) << x;
+}
+
+TEST(slurm_cli, children_asking_the_same_make_one_array_with_an_output_file_each) {
+  auto cfg = fiber::config::load({});
+  auto a = a_spec(), b = a_spec(), c = a_spec();
+  b.name = "PoolWorker-1-3";
+  b.env[0].second = "8";
+  c.cpu = 1;
+  EXPECT_EQ(slurm::submission_key(a, cfg), slurm::submission_key(b, cfg));
+  EXPECT_NE(slurm::submission_key(a, cfg), slurm::submission_key(c, cfg));
+  auto name = slurm::array_job_name(a.job_id, a.name, 2);
+  auto args = slurm::sbatch_args(a, cfg, "host:9", "/out", "", name, 2);
+  EXPECT_TRUE(has(args, "--array=0-1"));
+  EXPECT_TRUE(has(args, "--output=/out/" + name + "_%a.out"));
+  EXPECT_TRUE(has(args, "--job-name=" + name));
+}
+
+TEST(slurm_cli, each_element_of_an_array_gets_its_own_environment) {
+  auto a = a_spec(), b = a_spec();
+  b.env[0].second = "8";
+  for (auto* s : {&a, &b}) {
+    s->executable = "/bin/sh";
+    s->args = {"-c", "printf %s \"$FIBER_WORKER_TOKEN\""};
+  }
+  auto script = slurm::batch_script(std::vector<const fiber::detail::spawn_spec*>{&a, &b});
+  EXPECT_EQ(run_command({"env", "SLURM_ARRAY_TASK_ID=0", "sh"}, script).out, "7");
+  EXPECT_EQ(run_command({"env", "SLURM_ARRAY_TASK_ID=1", "sh"}, script).out, "8");
+  auto stray = run_command({"env", "SLURM_ARRAY_TASK_ID=2", "sh"}, script);
+  EXPECT_EQ(stray.code, 2);
+  EXPECT_NE(stray.err.find("not in this job array"), std::string::npos);
 }
 
 TEST(slurm_cli, a_step_takes_the_childs_needs_but_not_the_jobs_placement) {

@@ -33,7 +33,7 @@ inline std::string slurm_cluster_problem() {
 /// Slurm jobs of master `owner` (host:pid) that are still queued or running.
 inline std::vector<fiber::detail::slurm::job_row> live_slurm_jobs_of(const std::string& owner) {
   namespace slurm = fiber::detail::slurm;
-  auto r = fiber::detail::run_command({"squeue", "-h", "-u", std::to_string(::getuid()), "-t",
+  auto r = fiber::detail::run_command({"squeue", "-h", "-r", "-u", std::to_string(::getuid()), "-t",
                                        "PENDING,RUNNING,SUSPENDED,CONFIGURING", "-O", slurm::squeue_fields()});
   std::vector<slurm::job_row> out;
   for (auto& row : slurm::parse_squeue(r.out))

@@ -1,10 +1,12 @@
 #include "backend/slurm/batch_jobs.hpp"
 
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -30,6 +32,8 @@ constexpr milliseconds first_poll{100}, soon_poll{50}, longest_poll{5000}, follo
 /// Exit code of a child Slurm refused or never ran.
 constexpr int not_started = 255;
 constexpr int submit_attempts = 3;
+/// Slurm's default MaxArraySize is 1001 (indexes 0-1000).
+constexpr std::size_t max_array_size = 1000;
 
 std::string this_host() {
   char name[256] = {};
@@ -116,6 +120,10 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
     if (!following_) arm_follow();
   }
 
+  /// Submits `run`'s child now or, with the other children spawned in the same turn of the loop
+  /// that ask for the same, as one job array.
+  void submit_soon(std::shared_ptr<batch_run> run, const spawn_spec& spec);
+
   /// Ends the watch: the command in flight finishes, and every job of this master still queued
   /// or running is cancelled.
   void shutdown();
@@ -124,7 +132,16 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
   void poll_now();
   void polled(const std::vector<std::string>& asked, const command_result& r);
   void arm_follow();
+  struct submission;
+  void flush();
+  void submit(std::shared_ptr<submission> sub, int attempt);
+  void find_then_resubmit(std::shared_ptr<submission> sub, int attempt);
 
+  struct waiting_spawn {
+    std::shared_ptr<batch_run> run;
+    spawn_spec spec;
+  };
+  std::vector<waiting_spawn> waiting_;  // spawned in this turn of the loop, not submitted yet
   std::map<std::string, std::weak_ptr<batch_run>> watched_;
   std::vector<std::weak_ptr<batch_run>> followed_;
   asio::steady_timer poll_timer_, follow_timer_;
@@ -138,16 +155,21 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
  public:
   enum class stage { submitting, pending, running, ended };
 
-  batch_run(std::shared_ptr<batch_watch> w, std::string process, std::string name)
-      : watch(std::move(w)),
-        process_name(std::move(process)),
-        job_name(std::move(name)),
-        out{watch->dir + "/" + job_name + ".out"},
-        err{watch->dir + "/" + job_name + ".err"} {}
+  batch_run(std::shared_ptr<batch_watch> w, std::string process) : watch(std::move(w)), process_name(std::move(process)) {}
+
+  /// Which submission carries this run: `index` is its element in a job array, -1 when it is a
+  /// job of its own; `output` the path of its output files without .out/.err.
+  void bind(std::shared_ptr<pending_submit> s, int element, const std::string& output) {
+    submitted = std::move(s);
+    index = element;
+    out.path = output + ".out";
+    err.path = output + ".err";
+  }
 
   std::shared_ptr<batch_watch> watch;
-  std::string process_name, job_name;
-  std::shared_ptr<pending_submit> submitted = std::make_shared<pending_submit>();
+  std::string process_name;
+  std::shared_ptr<pending_submit> submitted;  // shared by the elements of an array; null until bound
+  int index = -1;
   std::string id;
   stage at = stage::submitting;
   std::atomic<int> pid{0};
@@ -158,49 +180,11 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
   std::vector<unique_function<void()>> on_running;
   followed_file out, err;
 
-  void submit(std::vector<std::string> args, std::string script, int attempt = 1) {
-    // Answered on the command thread, for a kill_and_reap that blocks the loop meanwhile; after a
-    // transient failure it learns no id (the watch's shutdown cancels by comment what it missed).
-    auto answered = [s = submitted](const command_result& r) {
-      auto job = r.ok() ? parse_sbatch_id(r.out) : std::nullopt;
-      s->answer(job ? *job : std::string());
-    };
-    auto self = shared_from_this();
-    watch->commands->run(
-        args, script,
-        [self, args, script, attempt](command_result r) mutable {
-          if (self->at == stage::ended && !r.ok()) return;
-          if (r.ok()) {
-            if (auto job = parse_sbatch_id(r.out)) return self->accepted(*job);
-            return self->end(not_started, "sbatch answered without a job id: " + r.out);
-          }
-          auto problem = r.problem();
-          if (!transient_error(problem) || attempt >= submit_attempts) {
-            return self->end(not_started, "Slurm refused its job: " + problem);
-          }
-          // The controller may have taken the job without answering: look it up by its name
-          // before submitting again.
-          logf(log_level::warn, self->process_name, ": sbatch failed (", problem, "); looking the job up, then trying again");
-          self->find_then_resubmit(std::move(args), std::move(script), attempt);
-        },
-        std::move(answered));
-  }
-
-  void find_then_resubmit(std::vector<std::string> args, std::string script, int attempt) {
-    auto self = shared_from_this();
-    watch->commands->run({"squeue", "-h", "-t", "all", "--name=" + job_name, "-O", squeue_fields()}, {},
-                         [self, args = std::move(args), script = std::move(script), attempt](command_result r) mutable {
-                           if (self->at == stage::ended) return;  // killed meanwhile: nothing more to submit
-                           for (auto& row : parse_squeue(r.out))
-                             if (master_of_comment(row.comment) == self->watch->master) {
-                               return self->accepted(row.id);
-                             }
-                           self->submit(std::move(args), std::move(script), attempt + 1);
-                         });
-  }
+  /// This run's Slurm id, given the id sbatch answered.
+  std::string id_in(const std::string& job) const { return index < 0 ? job : job + "_" + std::to_string(index); }
 
   void accepted(const std::string& job) {
-    id = job;
+    id = id_in(job);
     logf(log_level::debug, process_name, ": Slurm job ", id);
     if (at == stage::ended) return cancel();  // killed while being submitted
     at = stage::pending;
@@ -328,6 +312,112 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
   }
 };
 
+struct batch_watch::submission {
+  std::vector<std::shared_ptr<batch_run>> runs;  // one job, or the elements of an array in order
+  std::string name, script;
+  std::vector<std::string> args;
+  std::shared_ptr<pending_submit> answer = std::make_shared<pending_submit>();
+
+  bool all_ended() const {
+    return std::all_of(runs.begin(), runs.end(), [](auto& r) { return r->at == batch_run::stage::ended; });
+  }
+  void refused(const std::string& why) {
+    for (auto& r : runs) r->end(not_started, why);
+  }
+};
+
+void batch_watch::submit_soon(std::shared_ptr<batch_run> run, const spawn_spec& spec) {
+  bool first = waiting_.empty();
+  waiting_.push_back({std::move(run), spec});
+  if (first)
+    asio::post(io, [w = weak_from_this()] {
+      if (auto self = w.lock()) self->flush();
+    });
+}
+
+void batch_watch::flush() {
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  if (shut_down) return;
+  std::erase_if(waiting, [](auto& w) { return w.run->at == batch_run::stage::ended; });  // killed already
+  // The same request for the same program makes one array (a Pool's workers, say).
+  std::map<std::string, std::vector<waiting_spawn*>> groups;
+  std::vector<std::string> order;
+  for (auto& w : waiting) {
+    auto key = submission_key(w.spec, cfg);
+    if (!groups.count(key)) order.push_back(key);
+    groups[key].push_back(&w);
+  }
+  std::error_code ec;
+  auto cwd = std::filesystem::current_path(ec).string();
+  for (auto& key : order) {
+    auto& group = groups[key];
+    for (std::size_t at = 0; at < group.size(); at += max_array_size) {
+      std::vector<const spawn_spec*> specs;
+      auto sub = std::make_shared<submission>();
+      for (std::size_t i = at; i < std::min(group.size(), at + max_array_size); ++i) {
+        specs.push_back(&group[i]->spec);
+        sub->runs.push_back(group[i]->run);
+      }
+      auto& first = *specs.front();
+      bool array = specs.size() > 1;
+      sub->name = array ? array_job_name(first.job_id, first.name, specs.size()) : job_name(first.job_id, first.name);
+      sub->args = sbatch_args(first, cfg, master, dir, cwd, sub->name, array ? static_cast<int>(specs.size()) : 0);
+      sub->script = batch_script(specs);
+      for (std::size_t i = 0; i < sub->runs.size(); ++i)
+        sub->runs[i]->bind(sub->answer, array ? static_cast<int>(i) : -1,
+                           dir + "/" + sub->name + (array ? "_" + std::to_string(i) : std::string()));
+      submit(sub, 1);
+    }
+  }
+}
+
+void batch_watch::submit(std::shared_ptr<submission> sub, int attempt) {
+  // Answered on the command thread, for a kill_and_reap that blocks the loop meanwhile; after a
+  // transient failure it learns no id (the watch's shutdown cancels by comment what it missed).
+  auto answered = [answer = sub->answer](const command_result& r) {
+    auto job = r.ok() ? parse_sbatch_id(r.out) : std::nullopt;
+    answer->answer(job ? *job : std::string());
+  };
+  commands->run(
+      sub->args, sub->script,
+      [w = weak_from_this(), sub, attempt](command_result r) {
+        auto self = w.lock();
+        if (!self || self->shut_down) return;
+        if (r.ok()) {
+          if (auto job = parse_sbatch_id(r.out)) {
+            for (auto& run : sub->runs) run->accepted(*job);
+            return;
+          }
+          return sub->refused("sbatch answered without a job id: " + r.out);
+        }
+        if (sub->all_ended()) return;  // killed meanwhile: nothing to report
+        auto problem = r.problem();
+        if (!transient_error(problem) || attempt >= submit_attempts)
+          return sub->refused("Slurm refused its job: " + problem);
+        // The controller may have taken the job without answering: look it up by its name
+        // before submitting again.
+        logf(log_level::warn, sub->name, ": sbatch failed (", problem, "); looking the job up, then trying again");
+        self->find_then_resubmit(sub, attempt);
+      },
+      std::move(answered));
+}
+
+void batch_watch::find_then_resubmit(std::shared_ptr<submission> sub, int attempt) {
+  commands->run({"squeue", "-h", "-r", "-t", "all", "--name=" + sub->name, "-O", squeue_fields()}, {},
+                [w = weak_from_this(), sub, attempt](command_result r) {
+                  auto self = w.lock();
+                  if (!self || self->shut_down || sub->all_ended()) return;
+                  for (auto& row : parse_squeue(r.out))
+                    if (master_of_comment(row.comment) == self->master) {
+                      auto job = row.id.substr(0, row.id.find('_'));
+                      for (auto& run : sub->runs) run->accepted(job);
+                      return;
+                    }
+                  self->submit(sub, attempt + 1);
+                });
+}
+
 void batch_watch::poll_after(milliseconds delay) {
   backoff_ = std::min(backoff_, delay);
   if (poll_in_flight_) return;  // polled() plans the next one with the shorter backoff
@@ -353,7 +443,7 @@ void batch_watch::poll_now() {
     ids += (ids.empty() ? "" : ",") + id;
   }
   poll_in_flight_ = true;
-  commands->run({"squeue", "-h", "-t", "all", "-j", ids, "-O", squeue_fields()}, {},
+  commands->run({"squeue", "-h", "-r", "-t", "all", "-j", ids, "-O", squeue_fields()}, {},
                 [w = weak_from_this(), asked = std::move(asked)](command_result r) {
                   if (auto self = w.lock()) self->polled(asked, r);
                 });
@@ -413,7 +503,7 @@ void batch_watch::arm_follow() {
 namespace {
 /// Jobs of the user that Slurm still queues or runs, with their comments.
 std::vector<job_row> live_jobs_of_user() {
-  auto r = run_command({"squeue", "-h", "-u", std::to_string(::getuid()), "-t", "PENDING,RUNNING,SUSPENDED,CONFIGURING",
+  auto r = run_command({"squeue", "-h", "-r", "-u", std::to_string(::getuid()), "-t", "PENDING,RUNNING,SUSPENDED,CONFIGURING",
                         "-O", squeue_fields()});
   if (!r.ok()) {
     logf(log_level::warn, "squeue failed: ", r.problem());
@@ -480,8 +570,10 @@ class batch_job final : public job {
     if (run_->watch->shut_down) return;  // the watch cancelled every job of this master
     // Killed means cancelled now, whether or not the loop runs again; a job being submitted is
     // waited for first.
-    auto id = was_submitting ? run_->submitted->wait() : run_->id;
-    cancel_now({id});
+    if (!was_submitting) return cancel_now({run_->id});
+    if (!run_->submitted) return;  // not handed to sbatch yet: nothing to cancel
+    auto job = run_->submitted->wait();
+    if (!job.empty()) cancel_now({run_->id_in(job)});
   }
   std::string exit_detail() const override { return run_->detail; }
   void when_running(unique_function<void()> f) override {
@@ -511,11 +603,8 @@ batch_jobs::~batch_jobs() { watch_->shutdown(); }
 
 std::unique_ptr<job> batch_jobs::submit(const spawn_spec& spec) {
   if (watch_->shut_down) throw error(errc::closed, "the Slurm backend has shut down");
-  auto name = job_name(spec.job_id, spec.name);
-  auto run = std::make_shared<batch_run>(watch_, spec.name, name);
-  std::error_code working_ec;
-  auto cwd = std::filesystem::current_path(working_ec).string();
-  run->submit(sbatch_args(spec, watch_->cfg, watch_->master, watch_->dir, cwd), batch_script(spec));
+  auto run = std::make_shared<batch_run>(watch_, spec.name);
+  watch_->submit_soon(run, spec);
   return std::make_unique<batch_job>(std::move(run));
 }
 

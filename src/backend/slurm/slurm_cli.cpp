@@ -13,7 +13,10 @@
 
 namespace fiber::detail::slurm {
 
-std::string squeue_fields() { return "JobID:|,State:|,Reason:|,exit_code:|,NodeList:|,Name:|,Comment:|"; }
+// JobArrayID and ArrayTaskID rather than JobID, which is a number of its own for each element.
+std::string squeue_fields() {
+  return "JobArrayID:|,ArrayTaskID:|,State:|,Reason:|,exit_code:|,NodeList:|,Name:|,Comment:|";
+}
 
 std::vector<job_row> parse_squeue(std::string_view out) {
   std::vector<job_row> rows;
@@ -28,14 +31,19 @@ std::vector<job_row> parse_squeue(std::string_view out) {
       f.push_back(line.substr(pos, bar - pos));
       pos = bar + 1;
     }
-    if (f.size() < 7 || f[0].empty()) continue;
+    if (f.size() < 8 || f[0].empty()) continue;
     auto trim = [](std::string_view s) {
       while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
       while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
       return std::string(s);
     };
-    job_row r{trim(f[0]), trim(f[1]), trim(f[2]), 0, trim(f[4]), trim(f[5]), trim(f[6])};
-    auto code = trim(f[3]);
+    auto task = trim(f[1]);  // N/A for a job that is not an array
+    bool element = !task.empty() && std::all_of(task.begin(), task.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    // Slurm 22.05 prints an element's JobArrayID as base_task already; the manual says base.
+    auto id = trim(f[0]);
+    if (element && id.find('_') == std::string::npos) id += "_" + task;
+    job_row r{id, trim(f[2]), trim(f[3]), 0, trim(f[5]), trim(f[6]), trim(f[7])};
+    auto code = trim(f[4]);
     std::from_chars(code.data(), code.data() + code.size(), r.wait_status);
     rows.push_back(std::move(r));
   }
@@ -134,30 +142,59 @@ std::vector<std::string> resource_args(const spawn_spec& spec, const config& cfg
   return a;
 }
 
+std::string array_job_name(const std::string& job_id, const std::string& first_process, std::size_t n) {
+  return job_name(job_id, first_process) + "-x" + std::to_string(n);
+}
+
+std::string submission_key(const spawn_spec& spec, const config& cfg) {
+  std::string key = spec.executable;
+  for (auto& a : spec.args) key += '\0' + a;
+  for (auto& r : resource_args(spec, cfg)) key += '\0' + r;
+  return key;
+}
+
 std::vector<std::string> sbatch_args(const spawn_spec& spec, const config& cfg, const std::string& master,
-                                     const std::string& output_dir, const std::string& working_dir) {
-  auto name = job_name(spec.job_id, spec.name);
+                                     const std::string& output_dir, const std::string& working_dir,
+                                     const std::string& name, int array_size) {
+  auto output = output_dir + "/" + name + (array_size > 0 ? "_%a" : "");
   std::vector<std::string> a{"sbatch", "--parsable", "--job-name=" + name, "--comment=" + master_comment(master),
                              "--nodes=1", "--ntasks=1",
                              // A worker that ran once must not run again with the same token.
-                             "--no-requeue", "--output=" + output_dir + "/" + name + ".out",
-                             "--error=" + output_dir + "/" + name + ".err"};
+                             "--no-requeue", "--output=" + output + ".out", "--error=" + output + ".err"};
+  if (array_size > 0) a.push_back("--array=0-" + std::to_string(array_size - 1));
   if (!working_dir.empty()) a.push_back("--chdir=" + working_dir);
   for (auto& r : resource_args(spec, cfg)) a.push_back(std::move(r));
   for (auto& x : split_args(cfg.slurm_sbatch_args)) a.push_back(std::move(x));
   return a;
 }
 
-std::string batch_script(const spawn_spec& spec) {
-  std::string s = "#!/bin/sh\n# fiber worker " + spec.name + " of job " + spec.job_id + "\n";
-  for (auto& [k, v] : spec.env) s += "export " + k + "=" + shell_quote(v) + "\n";
-  auto exe = shell_quote(spec.executable);
+namespace {
+std::string exports(const spawn_spec& spec, const std::string& indent) {
+  std::string s;
+  for (auto& [k, v] : spec.env) s += indent + "export " + k + "=" + shell_quote(v) + "\n";
+  return s;
+}
+}  // namespace
+
+std::string batch_script(const std::vector<const spawn_spec*>& specs) {
+  auto& first = *specs.front();
+  std::string s = "#!/bin/sh\n# fiber worker " + first.name + (specs.size() > 1 ? " and the next " + std::to_string(specs.size() - 1) : "") +
+                  " of job " + first.job_id + "\n";
+  if (specs.size() == 1) {
+    s += exports(first, "");
+  } else {
+    // One environment per element: its token and name.
+    s += "case \"$SLURM_ARRAY_TASK_ID\" in\n";
+    for (std::size_t i = 0; i < specs.size(); ++i) s += std::to_string(i) + ")\n" + exports(*specs[i], "  ") + "  ;;\n";
+    s += "*)\n  echo \"fiber: element $SLURM_ARRAY_TASK_ID is not in this job array\" >&2\n  exit 2\n  ;;\nesac\n";
+  }
+  auto exe = shell_quote(first.executable);
   s += "if [ ! -x " + exe + " ]; then\n";
-  s += "  echo \"fiber: cannot run " + spec.executable +
+  s += "  echo \"fiber: cannot run " + first.executable +
        " on node $(hostname): it is not there or not executable; every node must see the program at the "
        "same path (a shared file system), or set the config key 'executable'\" >&2\n";
   s += "  exit 127\nfi\nexec " + exe;
-  for (auto& a : spec.args) s += " " + shell_quote(a);
+  for (auto& a : first.args) s += " " + shell_quote(a);
   return s + "\n";
 }
 

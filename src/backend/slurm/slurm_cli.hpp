@@ -27,7 +27,8 @@ struct job_row {
   std::string comment;
 };
 
-/// The `-O` argument that makes squeue print job_rows, '|' after each field.
+/// The `-O` argument that makes squeue print job_rows, '|' after each field (with -r, one row per
+/// element of an array).
 std::string squeue_fields();
 /// Parses squeue's output; lines it cannot read are skipped.
 std::vector<job_row> parse_squeue(std::string_view out);
@@ -61,11 +62,21 @@ std::string master_of_comment(std::string_view comment);
 /// partition, account, qos, time limit, constraint.
 std::vector<std::string> resource_args(const spawn_spec& spec, const config& cfg);
 
-/// sbatch's arguments for one child (its script comes on stdin: batch_script).
+/// The name of a job array of `n` children, the first named `first_process`.
+std::string array_job_name(const std::string& job_id, const std::string& first_process, std::size_t n);
+/// Children whose keys are equal ask sbatch for the same and run the same program: they can be
+/// one job array.
+std::string submission_key(const spawn_spec& spec, const config& cfg);
+
+/// sbatch's arguments for job `name`: one child (`array_size` 0) or an array of `array_size`
+/// children asking for what `spec` asks. The script comes on stdin (batch_script).
 std::vector<std::string> sbatch_args(const spawn_spec& spec, const config& cfg, const std::string& master,
-                                     const std::string& output_dir, const std::string& working_dir);
-/// The batch script of one child: its environment, a check that the program is there, then exec.
-std::string batch_script(const spawn_spec& spec);
+                                     const std::string& output_dir, const std::string& working_dir,
+                                     const std::string& name, int array_size = 0);
+/// The batch script of one child, or of an array whose element i runs specs[i]: the child's
+/// environment, a check that the program is there, then exec.
+std::string batch_script(const std::vector<const spawn_spec*>& specs);
+inline std::string batch_script(const spawn_spec& spec) { return batch_script(std::vector{&spec}); }
 /// srun's arguments for one child run as a step of the allocation, on `node`.
 std::vector<std::string> srun_args(const spawn_spec& spec, const config& cfg, const std::string& node);
 
