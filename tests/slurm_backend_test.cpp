@@ -126,6 +126,15 @@ TEST_F(slurm_backend, a_gpu_where_no_node_has_one_fails_start_with_slurms_messag
   fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::spawn_failed, {"gres"});
 }
 
+TEST_F(slurm_backend, a_job_pending_past_slurm_pending_timeout_fails_start_with_its_reason) {
+  if (in_allocation()) GTEST_SKIP() << "steps do not queue";
+  // --begin keeps the job pending (reason BeginTime, which resolves itself: only the limit ends it).
+  fiber::context ctx(fiber::config::load({{"slurm_sbatch_args", "--begin=now+1hour"}, {"slurm_pending_timeout_ms", "1"}}));
+  fiber::process p(ctx, &runs_anywhere);
+  fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::spawn_failed,
+                           {"slurm_pending_timeout_ms", "BeginTime"});
+}
+
 TEST_F(slurm_backend, an_unknown_partition_is_a_config_error_naming_it) {
   if (in_allocation()) GTEST_SKIP() << "steps run in the allocation's partition";
   fiber::context ctx(fiber::config::load({{"slurm_partition", "no-such-partition"}}));

@@ -125,7 +125,7 @@ part_slurm() {
     --benchmark_format=json >"$tmp/batch.json" 2>/dev/null
   # Steps: the floor and fiber both inside one two-node allocation.
   sbatch --wait --quiet -N2 --cpus-per-task=2 -o "$tmp/steps.out" --wrap \
-    "python3 $root/bench/compare/slurm_floor.py steps 10 >$tmp/floor_steps.txt &&
+    "python3 $root/bench/compare/slurm_floor.py steps 10 $build/bench/backend_bench --benchmark_list_tests=true >$tmp/floor_steps.txt &&
      FIBER_BACKEND=slurm $build/bench/backend_bench --benchmark_report_aggregates_only=true --benchmark_format=json >$tmp/steps.json 2>/dev/null" ||
     { cat "$tmp/steps.out"; return 1; }
   cat "$tmp/floor_steps.txt"
@@ -134,13 +134,18 @@ import json, re, sys
 tmp = sys.argv[1]
 def medians(path):
     return {b["run_name"].split("/")[0]: b["real_time"] for b in json.load(open(path))["benchmarks"] if b.get("aggregate_name") == "median"}
+def floor(text, label):
+    m = re.search(rf"^{label}: .*?median=([\d.]+)ms", text, re.M)
+    return float(m.group(1)) if m else None
 for mode in ("batch", "steps"):
-    floor = open(f"{tmp}/floor_{mode}.txt").read()
-    one = float(re.search(rf"{mode} floor: .*?median=([\d.]+)ms", floor).group(1))
-    four = float(re.search(rf"{mode} floor x4: .*?median=([\d.]+)ms", floor).group(1))
+    text = open(f"{tmp}/floor_{mode}.txt").read()
     fib = medians(f"{tmp}/{mode}.json")
-    for name, label, f in (("child_start_join", "child start+join", one), ("pool4_ready", "Pool(4) until ready", four)):
-        print(f"{mode:6s} {label:22s} fiber {fib[name]:8.1f} ms   floor {f:8.1f} ms   fiber/floor {fib[name]/f:5.2f}x")
+    for name, label, suffix in (("child_start_join", "child start+join", ""), ("pool4_ready", "Pool(4) until ready", " x4")):
+        line = f"{mode:6s} {label:20s} fiber {fib[name]:8.1f} ms"
+        for kind in ("floor", "polled floor", "program floor"):
+            f = floor(text, f"{mode} {kind}{suffix}")
+            if f: line += f"   {kind} {f:8.1f} ms ({fib[name]/f:5.2f}x)"
+        print(line)
 PY3
 }
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Slurm's own floor for starting work, measured in the same run as fiber's figures.
 
-  slurm_floor.py steps [reps]  inside an allocation: `srun --overlap --exact -N1 -n1 true`, one,
-                               and four at once
+  slurm_floor.py steps [reps] [program args...]
+                               inside an allocation: `srun --overlap --exact -N1 -n1 true`, one,
+                               and four at once; with a program, also srun of that program (the
+                               same binary fiber starts, doing nothing: its loading counts too)
   slurm_floor.py batch [reps]  outside one: `sbatch --wait --wrap true`, one, and four at once
                                (the issue's floor; sbatch --wait checks every 2 s or so), and the
                                same job submitted with `sbatch --parsable` and watched with squeue
@@ -45,6 +47,10 @@ if mode == "steps":
     srun = ["srun", "--overlap", "--exact", "-N1", "-n1", "--quiet", "true"]
     measure("steps floor", lambda n: run_all(srun, n), 1)
     measure("steps floor x4", lambda n: run_all(srun, n), 4)
+    if len(sys.argv) > 3:
+        program = srun[:-1] + sys.argv[3:]
+        measure("steps program floor", lambda n: run_all(program, n), 1)
+        measure("steps program floor x4", lambda n: run_all(program, n), 4)
 else:
     wait = ["sbatch", "--wait", "--quiet", "-N1", "-n1", "-o", "/dev/null", "--wrap", "true"]
     measure("batch floor", lambda n: run_all(wait, n), 1)
