@@ -103,6 +103,8 @@ CONF
   # Once dockerd has run, FORWARD drops what crosses a bridge of ours.
   iptables -C FORWARD -i fiberbr0 -o fiberbr0 -j ACCEPT 2>/dev/null || iptables -I FORWARD -i fiberbr0 -o fiberbr0 -j ACCEPT 2>/dev/null
   if ! pgrep -x munged >/dev/null; then
+    # Debian's package makes the key on install; a machine that lost it gets a new one.
+    [ -f /etc/munge/munge.key ] || runuser -u munge -- mungekey -c
     mkdir -p /run/munge && chown munge:munge /run/munge
     runuser -u munge -- /usr/sbin/munged -F >"$slurm_dir/munged.log" 2>&1 &
     echo $! >"$state/munge.pid"
