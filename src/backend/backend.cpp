@@ -1,9 +1,19 @@
 #include "backend/backend.hpp"
 
+#include <unistd.h>
+
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::detail {
+std::string this_host() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+std::string master_mark() { return this_host() + ":" + std::to_string(::getpid()); }
+
 std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config& cfg, const std::string& job_id) {
   if (cfg.backend == "local") return make_local_backend(io, cfg);
   if (cfg.backend == "docker") return make_docker_backend(io, cfg, job_id);

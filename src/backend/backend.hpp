@@ -67,6 +67,12 @@ class backend {
   virtual std::unique_ptr<job> spawn(const spawn_spec& spec) = 0;
 };
 
+/// This machine's host name.
+std::string this_host();
+/// Who started a child, as container labels and job comments record it: `<host>:<pid>` of this
+/// master. A later master on the same host removes what masters that are gone left behind.
+std::string master_mark();
+
 /// The backend named by config.backend; an error naming what to do when it cannot be had.
 std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config& cfg, const std::string& job_id);
 std::unique_ptr<backend> make_local_backend(asio::io_context& io, const fiber::config& cfg);

@@ -120,15 +120,6 @@ class creator {
   std::thread thread_;
 };
 
-std::string this_host() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
-}
-
-/// fiber.master's value: which process on which machine started the container.
-std::string master_label() { return this_host() + ":" + std::to_string(::getpid()); }
-
 /// A container name from the job and process names ([a-zA-Z0-9][a-zA-Z0-9_.-]*).
 std::string container_name(const std::string& job_id, const std::string& process) {
   std::string out = "fiber-" + job_id + "-";
@@ -340,7 +331,7 @@ class docker_job final : public job {
 class docker_backend final : public backend {
  public:
   docker_backend(asio::io_context& io, const fiber::config& cfg, std::string job_id)
-      : io_(io), cfg_(cfg), job_id_(std::move(job_id)), master_(master_label()) {
+      : io_(io), cfg_(cfg), job_id_(std::move(job_id)), master_(master_mark()) {
     if (cfg.image.empty())
       throw error(errc::config_error,
                   "backend=docker needs an image: set the config key 'image' (FIBER_IMAGE) to an image that holds "

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "backend/command.hpp"
 #include "backend/spawner.hpp"
 #include "backend/zygote.hpp"
 #include "fiber/config.hpp"
@@ -107,15 +108,7 @@ class local_backend final : public backend {
       for (int i = 0; i < spec.gpu; ++i) devices += (i ? "," : "") + std::to_string(i);
       added.emplace_back("CUDA_VISIBLE_DEVICES", devices);
     }
-    std::vector<std::string> env_storage;
-    for (char** e = environ; e && *e; ++e) {
-      std::string_view kv(*e);
-      bool replaced = false;
-      for (auto& [k, v] : added)
-        if (kv.size() > k.size() && kv.compare(0, k.size(), k) == 0 && kv[k.size()] == '=') replaced = true;
-      if (!replaced) env_storage.emplace_back(kv);
-    }
-    for (auto& [k, v] : added) env_storage.push_back(k + "=" + v);
+    auto env_storage = environment_with(added);
     pid_t pid = 0;
     run_on_spawner_thread([&] {
       pid = fork_from_zygote(spec, env_storage);

@@ -35,12 +35,6 @@ constexpr int submit_attempts = 3;
 /// Slurm's default MaxArraySize is 1001 (indexes 0-1000).
 constexpr std::size_t max_array_size = 1000;
 
-std::string this_host() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
-}
-
 /// A submission's answer, readable from a thread that blocks the loop (kill_and_reap).
 struct pending_submit {
   std::mutex m;

@@ -21,12 +21,6 @@
 namespace fiber::detail {
 namespace {
 
-std::string this_host() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
-}
-
 std::string short_name(std::string host) { return host.substr(0, host.find('.')); }
 
 /// Runs a Slurm command the backend cannot start without; an error naming it and its answer.
@@ -97,7 +91,7 @@ std::string default_output_dir(const fiber::config& cfg) {
 class slurm_backend final : public backend {
  public:
   slurm_backend(asio::io_context& io, const fiber::config& cfg, std::string job_id)
-      : cfg_(cfg), master_(this_host() + ":" + std::to_string(::getpid())) {
+      : cfg_(cfg), master_(master_mark()) {
     const char* allocation = std::getenv("SLURM_JOB_ID");
     bool in_allocation = allocation && *allocation;
     steps_ = cfg.slurm_mode == "steps" || (cfg.slurm_mode == "auto" && in_allocation);
