@@ -5,8 +5,8 @@
 //                                           then the encoded arguments (head, large frames)
 //   mgr_reply  server -> master -> caller   request = call id, aux = status; frames:
 //                                           0 value: the encoded result
-//                                           1 raised: "type\0message\0where"
-//                                           2 failed: "<errc>\0message" (fiber's own errors)
+//                                           1 raised, 2 failed (fiber's own errors): a
+//                                           runtime/remote_failure
 //   mgr_stop   master -> server             exit
 // Every call goes through the master, which relays calls made in other processes (a proxy
 // passed to a child) under ids of its own, and answers them all when the server dies.
@@ -28,6 +28,7 @@
 #include "primitives/process_state.hpp"
 #include "runtime/demangle.hpp"
 #include "runtime/message_limit.hpp"
+#include "runtime/remote_failure.hpp"
 
 namespace fiber::detail {
 void manager_server_main(std::uint64_t manager_id, std::string link_address, std::string link_secret);
@@ -54,9 +55,7 @@ constructor_table& constructors() {
   return *t;
 }
 
-std::string failure_text(errc code, const std::string& what) {
-  return std::to_string(static_cast<int>(code)) + '\0' + what;
-}
+std::string failure_text(errc code, const std::string& what) { return remote_failure::fiber_error(code, what).encode(); }
 
 /// Completes `c` from a reply's status and frames.
 void complete_from_reply(completion<message>& c, std::uint32_t status, multipart&& payload) {
@@ -65,30 +64,7 @@ void complete_from_reply(completion<message>& c, std::uint32_t status, multipart
     c.set_value(message(f));
     return;
   }
-  std::string text = payload.empty() ? std::string() : payload[0].to_string();
-  auto field = [&](std::size_t& pos) {
-    auto end = text.find('\0', pos);
-    auto s = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    pos = end == std::string::npos ? text.size() : end + 1;
-    return s;
-  };
-  std::size_t pos = 0;
-  if (status == reply_raised) {
-    auto type = field(pos);
-    auto what = field(pos);
-    auto where = field(pos);
-    c.set_error(std::make_exception_ptr(remote_error(type, what, where)));
-  } else {
-    auto code = field(pos);
-    auto what = field(pos);
-    int n = 0;
-    try {
-      n = std::stoi(code);
-    } catch (...) {
-      n = static_cast<int>(errc::protocol_error);
-    }
-    c.set_error(std::make_exception_ptr(error(static_cast<errc>(n), what)));
-  }
+  c.set_error(remote_failure::decode(payload.empty() ? std::string_view() : payload[0].to_string_view()).exception());
 }
 
 std::shared_ptr<completion<message>> failed_call(errc code, const std::string& what) {
@@ -816,15 +792,12 @@ void manager_server_main(std::uint64_t manager_id, std::string link_address, std
     } catch (const error& e) {
       if (user_code && e.code() != make_error_code(errc::protocol_error) &&
           e.code() != make_error_code(errc::malformed_message))
-        send_text_reply(manager_id, call, reply_raised, type_name_of(e) + '\0' + e.what() + '\0' + me);
+        send_text_reply(manager_id, call, reply_raised, remote_failure::of_current_exception(me).encode());
       else
         send_text_reply(manager_id, call, reply_failed, failure_text(static_cast<errc>(e.code().value()), e.what()));
       continue;
-    } catch (const std::exception& e) {
-      send_text_reply(manager_id, call, reply_raised, type_name_of(e) + '\0' + e.what() + '\0' + me);
-      continue;
     } catch (...) {
-      send_text_reply(manager_id, call, reply_raised, std::string("unknown") + '\0' + "an exception not derived from std::exception" + '\0' + me);
+      send_text_reply(manager_id, call, reply_raised, remote_failure::of_current_exception(me).encode());
       continue;
     }
     if (auto over = message_limit_text("the call's result would", out.total_size(), rt->cfg().max_message_bytes, "return less");

@@ -7,8 +7,8 @@
 //   pool_result  worker -> master  request = task id, aux = credit it gives back;
 //                                  frames: the packed results, their large frames
 // Packed: per item [u32 inline bytes][u32 large frames][inline bytes] (see detail::append_item);
-// a result item starts with a status byte (0 value, 1 exception: "type\0message", 2 fiber's own
-// error in the worker: "errc\0message").
+// a result item starts with a status byte (0 value, 1 exception, 2 fiber's own error in the
+// worker; both followed by a runtime/remote_failure).
 //   pool_stop    master -> worker  finish what was sent, then exit
 #include <unistd.h>
 
@@ -25,6 +25,7 @@
 #include "primitives/process_state.hpp"
 #include "runtime/demangle.hpp"
 #include "runtime/message_limit.hpp"
+#include "runtime/remote_failure.hpp"
 
 namespace fiber {
 namespace detail {
@@ -557,14 +558,10 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
           f->blob_spans = std::move(it.blobs);
           deliver_result(*t.sub, t.first + i, message(std::move(f)));
         } else {
-          std::string text(reinterpret_cast<const char*>(it.head.data()), it.head.size());
-          auto nul = text.find('\0');
-          auto type = text.substr(0, nul);
-          auto what = nul == std::string::npos ? std::string() : text.substr(nul + 1);
-          auto code = it.status == item_failed ? std::atoi(type.c_str()) : 0;
-          deliver_error(*t.sub, t.first + i,
-                        code > 0 ? std::make_exception_ptr(error(static_cast<errc>(code), what + " (in " + w.proc->name + ")"))
-                                 : std::make_exception_ptr(remote_error(type, what, w.proc->name)));
+          auto f = remote_failure::decode(
+              std::string_view(reinterpret_cast<const char*>(it.head.data()), it.head.size()));
+          if (f.where.empty()) f.where = w.proc->name;
+          deliver_error(*t.sub, t.first + i, f.exception());
         }
       }
     } catch (const std::exception&) {
@@ -640,19 +637,14 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
 // ---- the worker side ----------------------------------------------------------------------
 
 namespace {
-/// Replaces whatever the failed item appended after its status byte with "type\0message".
-void failed(writer& results, std::size_t status_at, std::size_t blobs_at, const std::string& type,
-            const std::string& what, char status = item_raised) {
+/// Replaces whatever the failed item appended after its status byte with `f`.
+void failed(writer& results, std::size_t status_at, std::size_t blobs_at, const remote_failure& f) {
   auto& head = results.head();
   head.resize(status_at);
   results.blobs().resize(blobs_at);
-  head.push_back(status);
-  std::string text = type + '\0' + what;
+  head.push_back(f.in_fiber ? item_failed : item_raised);
+  auto text = f.encode();
   append_item(results, [&](writer& w) { w.bytes(text.data(), text.size()); });
-}
-/// An item that fiber itself failed in the worker: the master raises fiber::error with `code`.
-void failed_in_fiber(writer& results, std::size_t status_at, std::size_t blobs_at, errc code, const std::string& what) {
-  failed(results, status_at, blobs_at, std::to_string(static_cast<int>(code)), what, item_failed);
 }
 }  // namespace
 
@@ -697,10 +689,8 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
           reader args(item.head, item.blobs);
           entry->invoke(args, out);
         });
-      } catch (const std::exception& e) {
-        failed(results, status_at, blobs_at, type_name_of(e), e.what());
       } catch (...) {
-        failed(results, status_at, blobs_at, "unknown", "an exception not derived from std::exception");
+        failed(results, status_at, blobs_at, remote_failure::of_current_exception());
       }
     }
     if (auto over = message_limit_text("the results of a chunk", results.total_size(), rt->cfg().max_message_bytes,
@@ -709,7 +699,8 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
       // The master would drop the connection rather than take it: fail the chunk's items instead.
       results = writer();
       for (std::size_t i = 0; i < items.size(); ++i)
-        failed_in_fiber(results, results.head().size(), results.blobs().size(), errc::message_too_large, over);
+        failed(results, results.head().size(), results.blobs().size(),
+               remote_failure::fiber_error(errc::message_too_large, over));
     }
     ++done;
     // Give the credit back unless this worker is about to retire.

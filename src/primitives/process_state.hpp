@@ -8,6 +8,7 @@
 #include "fiber/process.hpp"
 #include "io/log.hpp"
 #include "runtime/build_id.hpp"
+#include "runtime/remote_failure.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/worker_env.hpp"
 
@@ -106,15 +107,9 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
     done_received = true;
     if (!exited && child) child->expect_exit();
     if (threw) {
-      std::string type = "unknown", message = detail;
-      try {
-        auto v = boost::json::parse(detail);
-        type = std::string(v.at("type").as_string());
-        message = std::string(v.at("message").as_string());
-      } catch (const std::exception&) {
-        logf(log_level::warn, name, " reported an exception in an unreadable form: ", detail);
-      }
-      raised.emplace(type, message, name);
+      auto f = remote_failure::decode(detail);
+      if (f.in_fiber) logf(log_level::warn, name, " reported its end in an unreadable form: ", f.message);
+      raised.emplace(f.in_fiber ? "fiber::error" : f.type, f.message, name);
     }
     if (exited) finish();
   }

@@ -8,11 +8,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <typeinfo>
 
 #include "fiber/context.hpp"
 #include "io/frames_reader.hpp"
 #include "runtime/demangle.hpp"
+#include "runtime/remote_failure.hpp"
 #include "fiber/registry.hpp"
 #include "io/log.hpp"
 #include "backend/zygote.hpp"
@@ -35,11 +37,6 @@ std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
 }
-
-struct outcome {
-  bool raised = false;
-  std::string type, message;
-};
 
 }  // namespace
 
@@ -101,7 +98,7 @@ int run_worker() {
   configure_log(cfg.log_level, cfg.log_file, name);
 
   // The target runs on this thread; its blocking calls run the event loop while they wait.
-  outcome result;
+  std::optional<remote_failure> failure;
   try {
     std::uint64_t id = 0;
     if (answer.size() < 4 || answer[2].size() != sizeof id) throw error(errc::malformed_message, "malformed start message");
@@ -111,18 +108,16 @@ int run_worker() {
     frames_reader args(answer, 3);
     writer ignored;
     entry->invoke(args.get(), ignored);
-  } catch (const std::exception& e) {
-    result = {true, type_name_of(e), e.what()};
   } catch (...) {
-    result = {true, "unknown", "an exception not derived from std::exception"};
+    failure = remote_failure::of_current_exception();
   }
-  if (result.raised) log(log_level::error, "target raised " + result.type + ": " + result.message);
-  auto detail = boost::json::serialize(boost::json::object{{"type", result.type}, {"message", result.message}});
+  if (failure) log(log_level::error, "target raised " + failure->type + ": " + failure->message);
+  auto detail = failure ? failure->encode() : std::string();
   multipart done;
-  done.push_back(make_header(kind::done, 0, 0, result.raised ? 1 : 0));
+  done.push_back(make_header(kind::done, 0, 0, failure ? 1 : 0));
   done.emplace_back(detail.data(), detail.size());
   rt->send_upstream(std::move(done));
-  int code = result.raised ? 1 : 0;
+  int code = failure ? 1 : 0;
   std::fflush(nullptr);
   worker_runtime().reset();
   rt->stop();

@@ -2,6 +2,7 @@
 
 #include "runtime/master_watch.hpp"
 #include "runtime/message_limit.hpp"
+#include "runtime/remote_failure.hpp"
 
 #include <asio/post.hpp>
 #include <unistd.h>
@@ -568,8 +569,9 @@ void runtime::handle_master_message(multipart&& m) {
         return;
       }
       // The caller waits for an answer: tell it the manager is gone rather than let it hang.
-      std::string text = std::to_string(static_cast<int>(errc::server_lost)) + '\0' + "manager " +
-                         std::to_string(h->channel) + " has been shut down: its objects are gone";
+      auto text = remote_failure::fiber_error(errc::server_lost, "manager " + std::to_string(h->channel) +
+                                                                      " has been shut down: its objects are gone")
+                      .encode();
       multipart reply;
       reply.emplace_back(peer.data(), peer.size());
       reply.push_back(make_header(kind::mgr_reply, h->channel, h->request, 2));

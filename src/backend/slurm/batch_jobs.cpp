@@ -168,6 +168,7 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
   stage at = stage::submitting;
   std::atomic<int> pid{0};
   int code = 0, pending_signal = 0, last_signal = 0;
+  bool giving_up = false;  // cancelled because it cannot run; ends once the cancel is done
   std::string detail, stderr_tail, last_reason, node;
   clock::time_point pending_since = clock::now();
   unique_function<void(int)> on_exit;
@@ -210,19 +211,15 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
       last_reason = row.reason;
       logf(log_level::debug, process_name, ": Slurm job ", id, " pends: ", row.reason);
     }
-    if (hopeless_reason(row.reason)) {
-      cancel();
-      return end(not_started, "Slurm cannot run its job " + id + ": it pends with reason " + row.reason +
+    if (hopeless_reason(row.reason))
+      return cancel_then_end("Slurm cannot run its job " + id + ": it pends with reason " + row.reason +
                                   ", which will not resolve itself (a request no node or partition can satisfy, "
                                   "or a partition or account limit); change the request (cpu, memory_mb, gpu, "
                                   "slurm_partition, slurm_constraint, slurm_time_limit) or ask the cluster's admins");
-    }
     auto limit = watch->cfg.slurm_pending_timeout_ms;
-    if (limit > 0 && clock::now() - pending_since > milliseconds(limit)) {
-      cancel();
-      return end(not_started, "its Slurm job " + id + " pended longer than slurm_pending_timeout_ms (" +
-                                  std::to_string(limit) + " ms), last with reason " + row.reason);
-    }
+    if (limit > 0 && clock::now() - pending_since > milliseconds(limit))
+      return cancel_then_end("its Slurm job " + id + " pended longer than slurm_pending_timeout_ms (" +
+                             std::to_string(limit) + " ms), last with reason " + row.reason);
   }
 
   void ended(const job_row& row) {
@@ -285,6 +282,18 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
     watch->commands->run(std::move(args), {}, [w = std::weak_ptr(watch)](command_result r) {
       if (!r.ok()) logf(log_level::debug, "scancel: ", r.problem());  // it may have ended already
       if (auto watch = w.lock()) watch->poll_after(soon_poll);
+    });
+  }
+
+  /// Gives up on a job Slurm cannot run: the start fails once Slurm has taken the job out of its
+  /// queue, so nothing of it is left when the caller hears of the failure.
+  void cancel_then_end(std::string why) {
+    if (giving_up) return;
+    giving_up = true;
+    watch->unwatch(id);
+    watch->commands->run({"scancel", id}, {}, [self = shared_from_this(), why = std::move(why)](command_result r) mutable {
+      if (!r.ok()) logf(log_level::debug, "scancel: ", r.problem());
+      self->end(not_started, std::move(why));
     });
   }
 
