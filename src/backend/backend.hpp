@@ -67,6 +67,21 @@ class backend {
   virtual std::unique_ptr<job> spawn(const spawn_spec& spec) = 0;
 };
 
+/// A backend whose children dial the master over TCP: it binds `bind_host_` and children dial
+/// `advertise_host_` (the same, or an address that reaches a wider bind, e.g. master_address
+/// with 0.0.0.0).
+class tcp_backend : public backend {
+ public:
+  std::string listen_endpoint(const std::string&) const override { return "tcp://" + bind_host_ + ":*"; }
+  std::string advertised(const std::string& bound) const override {
+    if (bind_host_ == advertise_host_) return bound;
+    return "tcp://" + advertise_host_ + bound.substr(bound.rfind(':'));
+  }
+
+ protected:
+  std::string bind_host_, advertise_host_;
+};
+
 /// This machine's host name.
 std::string this_host();
 /// Who started a child, as container labels and job comments record it: `<host>:<pid>` of this

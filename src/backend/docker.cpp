@@ -328,7 +328,7 @@ class docker_job final : public job {
   std::shared_ptr<container_run> run_;
 };
 
-class docker_backend final : public backend {
+class docker_backend final : public tcp_backend {
  public:
   docker_backend(asio::io_context& io, const fiber::config& cfg, std::string job_id)
       : io_(io), cfg_(cfg), job_id_(std::move(job_id)), master_(master_mark()) {
@@ -365,13 +365,6 @@ class docker_backend final : public backend {
   }
 
   std::string name() const override { return "docker"; }
-
-  std::string listen_endpoint(const std::string&) const override { return "tcp://" + bind_host_ + ":*"; }
-
-  std::string advertised(const std::string& bound) const override {
-    if (bind_host_ == advertise_host_) return bound;
-    return "tcp://" + advertise_host_ + bound.substr(bound.rfind(':'));
-  }
 
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
     container_spec c;
@@ -437,7 +430,6 @@ class docker_backend final : public backend {
   std::shared_ptr<blocking_engine> blocking_;
   std::unique_ptr<creator> creator_;
   std::vector<std::string> binds_;
-  std::string bind_host_, advertise_host_;
 };
 
 }  // namespace

@@ -88,7 +88,7 @@ std::string default_output_dir(const fiber::config& cfg) {
   return std::string(home && *home ? home : ".") + "/.fiber/slurm";
 }
 
-class slurm_backend final : public backend {
+class slurm_backend final : public tcp_backend {
  public:
   slurm_backend(asio::io_context& io, const fiber::config& cfg, std::string job_id)
       : cfg_(cfg), master_(master_mark()) {
@@ -117,11 +117,6 @@ class slurm_backend final : public backend {
   }
 
   std::string name() const override { return "slurm"; }
-  std::string listen_endpoint(const std::string&) const override { return "tcp://" + bind_host_ + ":*"; }
-  std::string advertised(const std::string& bound) const override {
-    if (bind_host_ == advertise_host_) return bound;
-    return "tcp://" + advertise_host_ + bound.substr(bound.rfind(':'));
-  }
 
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
     return steps_ ? steps_jobs_->start(spec) : batch_->submit(spec);
@@ -174,7 +169,6 @@ class slurm_backend final : public backend {
   fiber::config cfg_;
   std::string master_;
   bool steps_ = false;
-  std::string bind_host_, advertise_host_;
   std::unique_ptr<slurm::step_jobs> steps_jobs_;
   std::unique_ptr<slurm::batch_jobs> batch_;
 };
