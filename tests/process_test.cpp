@@ -415,21 +415,15 @@ TEST(process, children_die_with_their_master) {
     EXPECT_EQ(poll(&p, 1, 60000), 1) << "child " << child << " outlived its master";
     close(pidfd);
   }  // else it was already gone and reaped
-  if (fiber_test::on_docker()) {
-    // Its container stays until the next master on this machine removes what dead masters left.
+  if (fiber_test::on_docker() || fiber_test::on_slurm()) {
+    // Its container (its Slurm job, if it has not ended with it) stays until the next master on
+    // this machine removes what dead masters left.
     fiber::context ctx;
     fiber::process(ctx, &do_nothing).start().get();
     auto owner = fiber_test::master_label();
     owner = owner.substr(0, owner.rfind(':') + 1) + std::to_string(master);
-    EXPECT_TRUE(fiber_test::containers_of(owner).empty());
-  }
-  if (fiber_test::on_slurm()) {
-    // Its job ended with it, or the next master on this host cancels what dead masters left.
-    fiber::context ctx;
-    fiber::process(ctx, &do_nothing).start().get();
-    auto owner = fiber_test::master_label();
-    owner = owner.substr(0, owner.rfind(':') + 1) + std::to_string(master);
-    EXPECT_TRUE(fiber_test::live_slurm_jobs_of(owner).empty());
+    if (fiber_test::on_docker()) EXPECT_TRUE(fiber_test::containers_of(owner).empty());
+    if (fiber_test::on_slurm()) EXPECT_TRUE(fiber_test::live_slurm_jobs_of(owner).empty());
   }
 }
 
