@@ -20,7 +20,7 @@
 
 #include "fiber/error.hpp"
 #include "backend/docker_engine.hpp"
-#include "io/http_client.hpp"
+#include "transport/http_client.hpp"
 
 using fiber::detail::http_client;
 using fiber::detail::http_request;

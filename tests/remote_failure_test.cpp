@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "runtime/remote_failure.hpp"
+#include "core/remote_failure.hpp"
 
 using fiber::detail::remote_failure;
 

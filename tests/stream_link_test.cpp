@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "fiber/error.hpp"
-#include "io/stream_link.hpp"
+#include "transport/stream_link.hpp"
 
 using fiber::detail::multipart;
 using fiber::detail::stream_link;

@@ -7,7 +7,7 @@
 #include <asio/use_awaitable.hpp>
 #include <gtest/gtest.h>
 
-#include "io/zmq_channel.hpp"
+#include "transport/zmq_channel.hpp"
 
 using fiber::detail::multipart;
 using fiber::detail::zmq_channel;

@@ -22,7 +22,7 @@
 #include "backend/docker_engine.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
-#include "io/log.hpp"
+#include "core/log.hpp"
 
 namespace fiber::detail {
 namespace {

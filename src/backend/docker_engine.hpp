@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fiber/detail/unique_function.hpp"
-#include "io/http_client.hpp"
+#include "transport/http_client.hpp"
 
 namespace fiber::detail {
 

@@ -16,9 +16,9 @@
 #include "backend/spawner.hpp"
 #include "backend/zygote.hpp"
 #include "fiber/config.hpp"
-#include "runtime/build_id.hpp"
+#include "core/build_id.hpp"
 #include "fiber/error.hpp"
-#include "io/log.hpp"
+#include "core/log.hpp"
 
 extern char** environ;
 

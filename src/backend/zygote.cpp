@@ -15,8 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "io/log.hpp"
-#include "runtime/worker_env.hpp"
+#include "core/log.hpp"
+#include "core/worker_env.hpp"
 
 extern char** environ;
 
@@ -96,7 +96,7 @@ pid_t zygote::fork_worker(const std::vector<std::string>& env) {
   return reply;
 }
 
-void run_zygote(int fd) {
+void run_zygote(int fd, void (*run_child)()) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::prctl(PR_SET_NAME, fork_server_name);  // how ps and tests tell it from its children
   const char* parent = std::getenv(env_parent_pid);
@@ -120,7 +120,8 @@ void run_zygote(int fd) {
         // The child's environment is the one the master asked for, as with exec.
         clearenv();
         for (char* p = buf.data(); p < buf.data() + n; p += std::strlen(p) + 1) putenv(strdup(p));
-        exit_worker(run_worker());
+        run_child();
+        std::_Exit(70);
       }
       reply = pid < 0 ? -errno : static_cast<std::int32_t>(pid);
     }

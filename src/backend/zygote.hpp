@@ -28,8 +28,9 @@ class zygote {
   pid_t pid_;
 };
 
-/// The helper's side: serves requests on `fd` until the master closes it. Never returns.
-[[noreturn]] void run_zygote(int fd);
+/// The helper's side: serves requests on `fd` until the master closes it. Never returns. Each
+/// forked child calls `run_child`, which must not return (the worker's life, from the runtime).
+[[noreturn]] void run_zygote(int fd, void (*run_child)());
 
 inline constexpr const char* zygote_flag = "--fiber-zygote";
 /// The fork server's process name (/proc/PID/comm); its children are named "fiber-worker".

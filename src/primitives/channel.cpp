@@ -9,16 +9,6 @@
 
 namespace fiber::detail {
 
-std::span<const std::byte> message::head() const noexcept {
-  if (!frames_) return {};
-  return frames_->head;
-}
-
-std::span<const std::span<const std::byte>> message::blobs() const noexcept {
-  if (!frames_) return {};
-  return frames_->blob_spans;
-}
-
 asio::any_io_executor executor_of(runtime& rt) noexcept { return rt.executor(); }
 bool in_loop_thread(runtime& rt) noexcept { return rt.in_loop_thread(); }
 void wait_until(runtime& rt, const std::atomic<bool>& done) { rt.wait_until(done); }

@@ -23,12 +23,12 @@
 #include <asio/local/stream_protocol.hpp>
 #include <random>
 
-#include "io/frames_reader.hpp"
-#include "io/stream_link.hpp"
+#include "core/frames_reader.hpp"
+#include "transport/stream_link.hpp"
 #include "primitives/process_state.hpp"
-#include "runtime/demangle.hpp"
-#include "runtime/message_limit.hpp"
-#include "runtime/remote_failure.hpp"
+#include "core/demangle.hpp"
+#include "core/message_limit.hpp"
+#include "core/remote_failure.hpp"
 
 namespace fiber::detail {
 void manager_server_main(std::uint64_t manager_id, std::string link_address, std::string link_secret);
@@ -77,7 +77,7 @@ multipart call_frames(runtime& rt, const object_ref& ref, std::uint64_t method, 
   multipart m;
   std::uint64_t route[2] = {ref.object, method};
   m.emplace_back(route, sizeof route);
-  for (auto& f : rt.to_frames(args)) m.push_back(std::move(f));
+  for (auto& f : to_frames(args)) m.push_back(std::move(f));
   return m;
 }
 
@@ -719,7 +719,7 @@ std::unique_ptr<hosted> make_builtin(reader& in) {
 
 void deferred_reply::send(writer& result) const {
   auto rt = context::default_context().runtime();
-  send_reply(manager_, call_, reply_value, rt->to_frames(result));
+  send_reply(manager_, call_, reply_value, to_frames(result));
 }
 
 void manager_server_main(std::uint64_t manager_id, std::string link_address, std::string link_secret) {
@@ -806,7 +806,7 @@ void manager_server_main(std::uint64_t manager_id, std::string link_address, std
       send_text_reply(manager_id, call, reply_failed, failure_text(errc::message_too_large, over));
       continue;
     }
-    send_reply(manager_id, call, reply_value, rt->to_frames(out));
+    send_reply(manager_id, call, reply_value, to_frames(out));
   }
 }
 

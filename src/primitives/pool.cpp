@@ -21,11 +21,11 @@
 #include <typeinfo>
 
 #include "fiber/pool.hpp"
-#include "io/frames_reader.hpp"
+#include "core/frames_reader.hpp"
 #include "primitives/process_state.hpp"
-#include "runtime/demangle.hpp"
-#include "runtime/message_limit.hpp"
-#include "runtime/remote_failure.hpp"
+#include "core/demangle.hpp"
+#include "core/message_limit.hpp"
+#include "core/remote_failure.hpp"
 
 namespace fiber {
 namespace detail {
@@ -495,7 +495,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       t.count = count;
       sub->next_index += count;
       sub->outstanding += count;
-      for (auto& f : rt_->to_frames(chunk)) t.frames.push_back(std::make_shared<zmq::message_t>(std::move(f)));
+      for (auto& f : to_frames(chunk)) t.frames.push_back(std::make_shared<zmq::message_t>(std::move(f)));
       queue_.push_back(std::move(t));
     }
     std::erase_if(feeding_, [](auto& s) { return s->input_done; });
@@ -708,7 +708,7 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
     granted += give_back;
     multipart reply;
     reply.push_back(make_header(kind::pool_result, pool_id, h->request, static_cast<std::uint32_t>(give_back)));
-    for (auto& f : rt->to_frames(results)) reply.push_back(std::move(f));
+    for (auto& f : to_frames(results)) reply.push_back(std::move(f));
     rt->send_upstream(std::move(reply));
     if (maxtasks && done >= maxtasks) return;  // retire: the master starts a replacement
   }

@@ -10,7 +10,7 @@
 #include <csignal>
 
 #include "primitives/process_state.hpp"
-#include "runtime/message_limit.hpp"
+#include "core/message_limit.hpp"
 
 namespace fiber {
 namespace detail {

@@ -6,11 +6,11 @@
 
 #include "fiber/meta.hpp"
 #include "fiber/process.hpp"
-#include "io/log.hpp"
-#include "runtime/build_id.hpp"
-#include "runtime/remote_failure.hpp"
+#include "core/log.hpp"
+#include "core/build_id.hpp"
+#include "core/remote_failure.hpp"
 #include "runtime/runtime.hpp"
-#include "runtime/worker_env.hpp"
+#include "runtime/init.hpp"
 
 namespace fiber::detail {
 
@@ -88,7 +88,7 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
     welcome.push_back(make_header(kind::welcome));
     welcome.emplace_back(cfg_text.data(), cfg_text.size());
     welcome.emplace_back(&call.function_id, sizeof call.function_id);
-    for (auto& f : rt->to_frames(call.args)) welcome.push_back(std::move(f));
+    for (auto& f : to_frames(call.args)) welcome.push_back(std::move(f));
     if (auto* pid_field = hello.if_contains("pid"); pid_field && pid_field->is_int64())
       child->reported_pid(static_cast<int>(pid_field->as_int64()));
     state = phase::running;

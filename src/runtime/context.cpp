@@ -5,10 +5,10 @@
 #include <cstdlib>
 
 #include "fiber/op.hpp"
-#include "io/log.hpp"
+#include "core/log.hpp"
 #include "backend/zygote.hpp"
 #include "runtime/runtime.hpp"
-#include "runtime/worker_env.hpp"
+#include "runtime/init.hpp"
 
 namespace fiber {
 namespace detail {

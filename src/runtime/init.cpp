@@ -12,15 +12,15 @@
 #include <typeinfo>
 
 #include "fiber/context.hpp"
-#include "io/frames_reader.hpp"
-#include "runtime/demangle.hpp"
-#include "runtime/remote_failure.hpp"
+#include "core/frames_reader.hpp"
+#include "core/demangle.hpp"
+#include "core/remote_failure.hpp"
 #include "fiber/registry.hpp"
-#include "io/log.hpp"
+#include "core/log.hpp"
 #include "backend/zygote.hpp"
-#include "runtime/build_id.hpp"
+#include "core/build_id.hpp"
 #include "runtime/runtime.hpp"
-#include "runtime/worker_env.hpp"
+#include "runtime/init.hpp"
 
 namespace fiber {
 namespace detail {
@@ -138,7 +138,7 @@ void init(int argc, char** argv, config_overrides overrides) {
         std::fprintf(stderr, "fiber: %s is for fiber's own use\n", detail::zygote_flag);
         std::_Exit(2);
       }
-      detail::run_zygote(std::atoi(fd));
+      detail::run_zygote(std::atoi(fd), [] { detail::exit_worker(detail::run_worker()); });
     }
   }
   if (marked || is_worker()) detail::exit_worker(detail::run_worker());

@@ -1,8 +1,9 @@
 #include "runtime/runtime.hpp"
 
-#include "runtime/master_watch.hpp"
-#include "runtime/message_limit.hpp"
-#include "runtime/remote_failure.hpp"
+#include "runtime/init.hpp"
+#include "transport/master_watch.hpp"
+#include "core/message_limit.hpp"
+#include "core/remote_failure.hpp"
 
 #include <asio/post.hpp>
 #include <unistd.h>
@@ -11,7 +12,7 @@
 #include <random>
 
 #include "fiber/error.hpp"
-#include "io/log.hpp"
+#include "core/log.hpp"
 
 namespace fiber::detail {
 
@@ -283,20 +284,6 @@ void runtime::configure_socket(zmq::socket_t& s) const {
 }
 
 std::uint64_t runtime::new_channel_id() noexcept { return channel_prefix_ | next_channel_.fetch_add(1); }
-
-multipart runtime::to_frames(writer& w) const {
-  multipart out;
-  out.reserve(1 + w.blobs().size());
-  auto& head = w.head();
-  out.emplace_back(head.data(), head.size());
-  for (auto& b : w.blobs()) {
-    // Zero-copy: ZeroMQ frees the frame by dropping our reference to its owner.
-    auto* keep = new std::shared_ptr<const void>(b.keep);
-    out.emplace_back(const_cast<std::byte*>(b.data), b.size,
-                     [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, keep);
-  }
-  return out;
-}
 
 // ---- channels --------------------------------------------------------------------------------
 
@@ -653,7 +640,8 @@ multipart runtime::next_service_message() {
 
 void runtime::watch_master() {
   master_watch_ = std::make_unique<master_watch>(zctx_, upstream_->socket(),
-                                                 std::chrono::milliseconds(cfg_.heartbeat_timeout_ms));
+                                                 std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
+                                                 [] { exit_worker(exit_master_lost); });
 }
 
 void runtime::worker_loop_step() {

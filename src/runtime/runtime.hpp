@@ -17,8 +17,9 @@
 
 #include "backend/backend.hpp"
 #include "fiber/config.hpp"
-#include "fiber/detail/channel.hpp"
-#include "io/zmq_channel.hpp"
+#include "fiber/detail/message.hpp"
+#include "transport/message_frames.hpp"
+#include "transport/zmq_channel.hpp"
 #include "runtime/protocol.hpp"
 
 namespace fiber::detail {
@@ -56,23 +57,6 @@ class service {
   virtual void on_message(const std::string& peer, const header& h, multipart&& payload) = 0;
   /// The runtime is shutting down: cancel timers, so that a caller's io_context runs out of work.
   virtual void on_shutdown() noexcept {}
-};
-
-/// A received message: spans into frames it keeps alive (whole frames, or a slice of a frame
-/// shared with other messages, as pool results are).
-struct message::frames {
-  std::shared_ptr<multipart> parts;
-  std::span<const std::byte> head;
-  std::vector<std::span<const std::byte>> blob_spans;
-  /// head = the first frame, blobs = the others.
-  static std::shared_ptr<frames> whole(multipart&& payload) {
-    auto f = std::make_shared<frames>();
-    f->parts = std::make_shared<multipart>(std::move(payload));
-    auto& p = *f->parts;
-    if (!p.empty()) f->head = {static_cast<const std::byte*>(p[0].data()), p[0].size()};
-    for (std::size_t i = 1; i < p.size(); ++i) f->blob_spans.emplace_back(static_cast<const std::byte*>(p[i].data()), p[i].size());
-    return f;
-  }
 };
 
 class runtime : public std::enable_shared_from_this<runtime> {
@@ -193,13 +177,6 @@ class runtime : public std::enable_shared_from_this<runtime> {
   /// False when the reader is gone; `payload` is then left intact.
   bool deliver(const waiter& w, std::uint64_t channel, multipart& payload, bool may_run_inline);
   void configure_socket(zmq::socket_t& s) const;
-
- public:
-  /// Encoded value as payload frames; large ranges without copies when the writer owns them.
-  multipart to_frames(writer& w) const;
-
- private:
-
 
   role role_;
   fiber::config cfg_;

@@ -9,31 +9,11 @@
 #include <vector>
 
 #include "fiber/codec.hpp"
+#include "fiber/detail/message.hpp"
 #include "fiber/op.hpp"
 
 namespace fiber::detail {
 class runtime;
-
-/// A received message: its frames stay in ZeroMQ's buffers until it is destroyed.
-class message {
- public:
-  struct frames;
-  message() = default;
-  explicit message(std::shared_ptr<frames> f) : frames_(std::move(f)) {}
-  std::span<const std::byte> head() const noexcept;
-  std::span<const std::span<const std::byte>> blobs() const noexcept;
-
- private:
-  std::shared_ptr<frames> frames_;
-};
-
-template <class T>
-T decode_message(const message& m) {
-  reader r(m.head(), m.blobs());
-  T v = r.value<T>();
-  if (!r.at_end()) throw error(errc::malformed_message, "message carries trailing bytes: sender and receiver disagree on its type");
-  return v;
-}
 
 std::uint64_t new_channel_id(runtime& rt);
 /// Hands the encoded message to the channel's owner; completes once it is on its way.

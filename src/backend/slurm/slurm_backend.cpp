@@ -16,7 +16,7 @@
 #include "backend/slurm/step_jobs.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
-#include "io/log.hpp"
+#include "core/log.hpp"
 
 namespace fiber::detail {
 namespace {

@@ -17,7 +17,7 @@
 #include "backend/slurm/slurm_cli.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
-#include "io/log.hpp"
+#include "core/log.hpp"
 
 namespace fiber::detail::slurm {
 namespace {

@@ -2,7 +2,7 @@
 // time out; Asio watches them (without owning them) and calls curl back when they are ready.
 // Rules kept: curl is never called from inside its own callbacks (a 0 timeout is posted), no
 // exception crosses a C callback, and a socket descriptor is released, never closed, by Asio.
-#include "io/http_client.hpp"
+#include "transport/http_client.hpp"
 
 #include <curl/curl.h>
 
@@ -15,7 +15,7 @@
 #include <unordered_map>
 
 #include "fiber/error.hpp"
-#include "io/log.hpp"
+#include "core/log.hpp"
 
 namespace fiber::detail {
 

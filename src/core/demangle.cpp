@@ -1,4 +1,4 @@
-#include "runtime/demangle.hpp"
+#include "core/demangle.hpp"
 
 #include <cxxabi.h>
 

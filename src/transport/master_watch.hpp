@@ -10,8 +10,10 @@ namespace fiber::detail {
 
 class master_watch {
  public:
-  /// Watches `socket` (the worker's connection to the master; still used by its own thread).
-  master_watch(zmq::context_t& ctx, zmq::socket_t& socket, std::chrono::milliseconds timeout);
+  /// Watches `socket` (the worker's connection to the master; still used by its own thread);
+  /// calls `on_lost` on the watch's thread when the connection has been down for `timeout`
+  /// (the worker exits there).
+  master_watch(zmq::context_t& ctx, zmq::socket_t& socket, std::chrono::milliseconds timeout, void (*on_lost)());
   ~master_watch();  // stops watching
   master_watch(const master_watch&) = delete;
   master_watch& operator=(const master_watch&) = delete;
@@ -19,6 +21,7 @@ class master_watch {
  private:
   void run(std::chrono::milliseconds timeout);
   zmq::socket_t& watched_;
+  void (*on_lost_)();
   zmq::socket_t events_;
   std::thread thread_;
 };

@@ -1,4 +1,4 @@
-#include "io/stream_link.hpp"
+#include "transport/stream_link.hpp"
 
 #include <asio/write.hpp>
 #include <poll.h>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "fiber/error.hpp"
-#include "io/log.hpp"
+#include "core/log.hpp"
 
 namespace fiber::detail {
 

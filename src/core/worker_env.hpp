@@ -1,4 +1,5 @@
-// What a master passes to a worker through the backend's environment.
+// What a master passes to a worker through the backend's environment: the contract between the
+// master that spawns (primitives/process), the backends that start it, and the worker's init.
 #pragma once
 
 namespace fiber::detail {
@@ -11,16 +12,6 @@ inline constexpr const char* env_parent_pid = "FIBER_WORKER_PARENT_PID";
 inline constexpr const char* worker_flag = "--fiber-worker";
 /// Exit code of a worker the master refused (binary or protocol mismatch).
 inline constexpr int exit_refused = 3;
-
-/// Set by fiber::init in a master.
-bool& init_was_called();
-/// Guards against a program that does not call fiber::init: in a process fiber started as a
-/// child, it ends the process (running main again would start children of its own); in a master,
-/// it throws before any child is started.
-void require_init();
-
-/// The worker's whole life: handshake, target, report. Returns the exit code.
-int run_worker();
-/// Flushes stdio and leaves the process without running the program's static destructors.
-[[noreturn]] void exit_worker(int code);
+/// Exit code of a worker that lost its master (as one whose parent died before it started).
+inline constexpr int exit_master_lost = 70;
 }  // namespace fiber::detail

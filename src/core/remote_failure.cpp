@@ -1,8 +1,8 @@
-#include "runtime/remote_failure.hpp"
+#include "core/remote_failure.hpp"
 
 #include <charconv>
 
-#include "runtime/demangle.hpp"
+#include "core/demangle.hpp"
 
 namespace fiber::detail {
 

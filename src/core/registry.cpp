@@ -1,7 +1,7 @@
 #include "fiber/registry.hpp"
 
 #include "fiber/meta.hpp"
-#include "runtime/demangle.hpp"
+#include "core/demangle.hpp"
 
 #include <dlfcn.h>
 

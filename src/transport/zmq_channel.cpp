@@ -1,4 +1,4 @@
-#include "io/zmq_channel.hpp"
+#include "transport/zmq_channel.hpp"
 
 #include <asio/error.hpp>
 

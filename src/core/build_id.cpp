@@ -1,4 +1,4 @@
-#include "runtime/build_id.hpp"
+#include "core/build_id.hpp"
 
 #include <elf.h>
 #include <link.h>

@@ -1,4 +1,4 @@
-#include "runtime/message_limit.hpp"
+#include "core/message_limit.hpp"
 
 #include "fiber/error.hpp"
 

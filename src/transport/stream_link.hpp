@@ -16,7 +16,7 @@
 #include <system_error>
 
 #include "fiber/detail/unique_function.hpp"
-#include "io/zmq_channel.hpp"
+#include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {
 

@@ -1,4 +1,4 @@
-#include "io/log.hpp"
+#include "core/log.hpp"
 
 #include <unistd.h>
 

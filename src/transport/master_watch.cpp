@@ -1,21 +1,19 @@
-#include "runtime/master_watch.hpp"
+#include "transport/master_watch.hpp"
 
 #include <atomic>
 #include <cstring>
 #include <string>
 
-#include "io/log.hpp"
-#include "runtime/worker_env.hpp"
+#include "core/log.hpp"
 
 namespace fiber::detail {
 namespace {
 std::atomic<int> next_watch{0};
-/// Exit code of a worker that lost its master (as one whose parent died before it started).
-constexpr int exit_master_lost = 70;
 }  // namespace
 
-master_watch::master_watch(zmq::context_t& ctx, zmq::socket_t& socket, std::chrono::milliseconds timeout)
-    : watched_(socket), events_(ctx, zmq::socket_type::pair) {
+master_watch::master_watch(zmq::context_t& ctx, zmq::socket_t& socket, std::chrono::milliseconds timeout,
+                           void (*on_lost)())
+    : watched_(socket), on_lost_(on_lost), events_(ctx, zmq::socket_type::pair) {
   auto address = "inproc://fiber-master-watch-" + std::to_string(next_watch++);
   if (zmq_socket_monitor(socket.handle(), address.c_str(),
                          ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_MONITOR_STOPPED) != 0)
@@ -41,7 +39,8 @@ void master_watch::run(std::chrono::milliseconds timeout) {
       if (left.count() <= 0) {
         logf(log_level::error, "lost the connection to the master for ", timeout.count(),
              " ms (heartbeat_timeout_ms): the master is gone; exiting");
-        exit_worker(exit_master_lost);
+        on_lost_();
+        return;
       }
       wait_ms = left.count();
     }
