@@ -20,11 +20,6 @@ namespace fiber {
 
 namespace detail {
 struct process_state;
-struct encoded_call {
-  std::uint64_t function_id = 0;
-  std::string function_name;
-  writer args;
-};
 }  // namespace detail
 
 class process {

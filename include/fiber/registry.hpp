@@ -77,6 +77,13 @@ struct function_registrar {
 };
 
 /// The entry of a registered function, or an error naming the function and the macro to add.
+/// A registered function and its encoded arguments: what a child or a pool worker is asked to run.
+struct encoded_call {
+  std::uint64_t function_id = 0;
+  std::string function_name;
+  writer args;
+};
+
 template <class R, class... P>
 const function_entry& require_registered(R (*f)(P...)) {
   const void* address = reinterpret_cast<const void*>(f);

@@ -1,15 +1,5 @@
-// The pool: workers pull chunks of tasks; a pending table knows who holds what.
-//
-// Messages (see runtime/protocol.hpp), channel = pool id:
-//   pool_ready   worker -> master  aux = chunks it can take now (its credit)
-//   pool_task    master -> worker  request = task id, aux = items;
-//                                  frames: function id (u64), the packed items, their large frames
-//   pool_result  worker -> master  request = task id, aux = credit it gives back;
-//                                  frames: the packed results, their large frames
-// Packed: per item [u32 inline bytes][u32 large frames][inline bytes] (see detail::append_item);
-// a result item starts with a status byte (0 value, 1 exception, 2 fiber's own error in the
-// worker; both followed by a runtime/remote_failure).
-//   pool_stop    master -> worker  finish what was sent, then exit
+// The master's side of a pool: workers pull chunks of tasks; a pending table knows who holds
+// what. The wire is in pool/wire.hpp.
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,63 +10,14 @@
 #include <optional>
 #include <typeinfo>
 
-#include "fiber/pool.hpp"
-#include "core/frames_reader.hpp"
-#include "primitives/process_state.hpp"
-#include "core/demangle.hpp"
 #include "core/message_limit.hpp"
 #include "core/remote_failure.hpp"
-
-namespace fiber {
-namespace detail {
-
-void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint64_t init_id,
-                      std::vector<std::string> init_frames);
-}  // namespace detail
-}  // namespace fiber
-FIBER_REMOTE(fiber::detail::pool_worker_main);
+#include "fiber/pool.hpp"
+#include "primitives/pool/master.hpp"
+#include "primitives/pool/wire.hpp"
+#include "primitives/process_state.hpp"
 
 namespace fiber::detail {
-namespace {
-
-enum item_status : char { item_value = 0, item_raised = 1, item_failed = 2 };
-
-struct packed_item {
-  std::uint8_t status = 0;
-  std::span<const std::byte> head;
-  std::vector<std::span<const std::byte>> blobs;
-};
-
-/// Reads `count` packed items from frame `at` of `frames` (large frames follow it); bounds-checked.
-std::vector<packed_item> unpack(const multipart& frames, std::size_t at, std::size_t count, bool with_status) {
-  if (at >= frames.size()) throw error(errc::malformed_message, "malformed pool message: missing packed frame");
-  auto* p = static_cast<const std::byte*>(frames[at].data());
-  std::size_t size = frames[at].size(), pos = 0, next_blob = at + 1;
-  auto need = [&](std::size_t n) {
-    if (n > size - pos) throw error(errc::malformed_message, "malformed pool message: truncated item");
-  };
-  std::vector<packed_item> out(count);
-  for (auto& item : out) {
-    if (with_status) {
-      need(1);
-      item.status = static_cast<std::uint8_t>(p[pos++]);
-    }
-    std::uint32_t bytes, blobs;
-    need(8);
-    std::memcpy(&bytes, p + pos, 4);
-    std::memcpy(&blobs, p + pos + 4, 4);
-    pos += 8;
-    need(bytes);
-    item.head = {p + pos, bytes};
-    pos += bytes;
-    if (blobs > frames.size() - next_blob) throw error(errc::malformed_message, "malformed pool message: missing large frame");
-    for (std::uint32_t k = 0; k < blobs; ++k, ++next_blob)
-      item.blobs.emplace_back(static_cast<const std::byte*>(frames[next_blob].data()), frames[next_blob].size());
-  }
-  if (pos != size) throw error(errc::malformed_message, "malformed pool message: trailing bytes");
-  return out;
-}
-}  // namespace
 
 class pool_core final : public service, public std::enable_shared_from_this<pool_core> {
  public:
@@ -634,86 +575,6 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
   std::vector<unique_function<void()>> joined_waiters_, ready_waiters_;
 };
 
-// ---- the worker side ----------------------------------------------------------------------
-
-namespace {
-/// Replaces whatever the failed item appended after its status byte with `f`.
-void failed(writer& results, std::size_t status_at, std::size_t blobs_at, const remote_failure& f) {
-  auto& head = results.head();
-  head.resize(status_at);
-  results.blobs().resize(blobs_at);
-  head.push_back(f.in_fiber ? item_failed : item_raised);
-  auto text = f.encode();
-  append_item(results, [&](writer& w) { w.bytes(text.data(), text.size()); });
-}
-}  // namespace
-
-void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint64_t init_id,
-                      std::vector<std::string> init_frames) {
-  auto rt = context::default_context().runtime();
-  if (init_id) {
-    auto* entry = find_function(init_id);
-    if (!entry) throw error(errc::not_registered, "pool initializer is not registered in this worker");
-    frames_reader args(init_frames, 0);
-    writer ignored;
-    entry->invoke(args.get(), ignored);
-  }
-  // With maxtasksperchild, never ask for more chunks than this worker will run.
-  int granted = maxtasks ? std::min(credit, maxtasks) : credit;
-  {
-    multipart m;
-    m.push_back(make_header(kind::pool_ready, pool_id, 0, static_cast<std::uint32_t>(granted)));
-    rt->send_upstream(std::move(m));
-  }
-  int done = 0;
-  for (;;) {
-    auto m = rt->next_service_message();
-    auto h = parse_header(m[0]);
-    if (h->type == kind::pool_stop) return;
-    if (m.size() < 3) throw error(errc::malformed_message, "malformed pool task");
-    std::uint64_t fn_id;
-    if (m[1].size() != sizeof fn_id) throw error(errc::malformed_message, "malformed pool task");
-    std::memcpy(&fn_id, m[1].data(), sizeof fn_id);
-    auto items = unpack(m, 2, static_cast<std::size_t>(h->aux), false);
-    auto* entry = find_function(fn_id);
-
-    writer results;
-    for (auto& item : items) {
-      auto& head = results.head();
-      auto status_at = head.size();
-      auto blobs_at = results.blobs().size();
-      head.push_back('\0');
-      try {
-        if (!entry) throw error(errc::not_registered, "function id " + std::to_string(fn_id) + " is not registered in this worker");
-        append_item(results, [&](writer& out) {
-          reader args(item.head, item.blobs);
-          entry->invoke(args, out);
-        });
-      } catch (...) {
-        failed(results, status_at, blobs_at, remote_failure::of_current_exception());
-      }
-    }
-    if (auto over = message_limit_text("the results of a chunk", results.total_size(), rt->cfg().max_message_bytes,
-                                       "use a smaller chunksize");
-        !over.empty()) {
-      // The master would drop the connection rather than take it: fail the chunk's items instead.
-      results = writer();
-      for (std::size_t i = 0; i < items.size(); ++i)
-        failed(results, results.head().size(), results.blobs().size(),
-               remote_failure::fiber_error(errc::message_too_large, over));
-    }
-    ++done;
-    // Give the credit back unless this worker is about to retire.
-    int give_back = (!maxtasks || granted < maxtasks) ? 1 : 0;
-    granted += give_back;
-    multipart reply;
-    reply.push_back(make_header(kind::pool_result, pool_id, h->request, static_cast<std::uint32_t>(give_back)));
-    for (auto& f : to_frames(results)) reply.push_back(std::move(f));
-    rt->send_upstream(std::move(reply));
-    if (maxtasks && done >= maxtasks) return;  // retire: the master starts a replacement
-  }
-}
-
 // ---- the non-template API -------------------------------------------------------------------
 
 std::shared_ptr<pool_core> make_pool_core(std::shared_ptr<runtime> rt, pool_options options) {
@@ -740,80 +601,17 @@ std::shared_ptr<runtime> pool_runtime(const pool_core& core) { return core.rt_pt
 
 }  // namespace fiber::detail
 
-// ---- fiber::pool ----------------------------------------------------------------------------
+namespace fiber::detail {
 
-namespace fiber {
-
-pool::pool(context& ctx, pool_options options)
-    : rt_(ctx.runtime()), core_(detail::make_pool_core(rt_, std::move(options))) {}
-
-pool::~pool() {
-  if (!core_ || !owner_) return;
-  try {
-    rt_->run_soon([core = core_] { core->terminate(); });
-  } catch (const std::exception& e) {
-    detail::logf(log_level::error, "stopping a pool: ", e.what());
-  }
+void pool_close(pool_core& core) { core.close(); }
+void pool_terminate(pool_core& core) { core.terminate(); }
+void pool_terminate_soon(const std::shared_ptr<pool_core>& core) {
+  core->rt().run_soon([core] { core->terminate(); });
 }
+bool pool_is_open(const pool_core& core) { return core.open(); }
+void pool_when_joined(pool_core& core, unique_function<void()> done) { core.when_joined(std::move(done)); }
+void pool_when_ready(pool_core& core, unique_function<void()> done) { core.when_ready(std::move(done)); }
+void pool_resize(pool_core& core, int processes) { core.resize(processes); }
+pool_stats pool_stats_of(const pool_core& core) { return core.stats(); }
 
-void pool::close() {
-  detail::pool_on_loop(core_, [](detail::pool_core& c) { c.close(); });
-}
-
-namespace {
-using arm_fn = void (*)(detail::pool_core&, detail::unique_function<void()>);
-
-/// An op that completes when `arm` calls back (on fiber's loop).
-op<void> when(const std::shared_ptr<detail::pool_core>& core, arm_fn arm) {
-  auto rt = detail::pool_runtime(*core);
-  struct body {
-    static asio::awaitable<void> run(std::shared_ptr<detail::pool_core> core, arm_fn arm) {
-      auto c = std::make_shared<detail::completion<std::monostate>>();
-      arm(*core, [c] { c->set_value({}); });
-      (void)co_await detail::await_completion(c);
-    }
-  };
-  return {rt, body::run(core, arm), [rt, core, arm] {
-            auto c = std::make_shared<detail::completion<std::monostate>>();
-            detail::pool_on_loop(core, [&](detail::pool_core& p) { arm(p, [c] { c->set_value({}); }); });
-            (void)detail::block_on_completion(*rt, c);
-          }};
-}
-}  // namespace
-
-op<void> pool::join() {
-  return when(core_, [](detail::pool_core& c, detail::unique_function<void()> done) {
-    if (c.open()) throw error(errc::not_started, "pool::join() before close() or terminate(): close the pool first");
-    c.when_joined(std::move(done));
-  });
-}
-
-op<void> pool::terminate() {
-  return when(core_, [](detail::pool_core& c, detail::unique_function<void()> done) {
-    c.terminate();
-    c.when_joined(std::move(done));
-  });
-}
-
-op<void> pool::ready() {
-  return when(core_, [](detail::pool_core& c, detail::unique_function<void()> done) { c.when_ready(std::move(done)); });
-}
-
-void pool::resize(int processes) {
-  detail::pool_on_loop(core_, [processes](detail::pool_core& c) { c.resize(processes); });
-}
-
-pool_stats pool::stats() const {
-  pool_stats s;
-  detail::pool_on_loop(core_, [&](detail::pool_core& c) { s = c.stats(); });
-  return s;
-}
-
-std::size_t pool::stream_bound(std::size_t chunksize) const {
-  // Enough finished results to keep every worker busy while the caller catches up.
-  std::size_t workers = 0;
-  detail::pool_on_loop(core_, [&](detail::pool_core& c) { workers = c.stats().workers; });
-  return std::max<std::size_t>(64, 8 * std::max<std::size_t>(1, workers) * std::max<std::size_t>(1, chunksize));
-}
-
-}  // namespace fiber
+}  // namespace fiber::detail

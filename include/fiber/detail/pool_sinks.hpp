@@ -1,0 +1,245 @@
+// What fiber::pool's templates need from the pool behind them: how items are packed into a chunk,
+// the sinks that feed a submission's items and take its results (map, apply, imap), and the
+// non-template entry points into the pool core (src/primitives/pool/).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "fiber/codec.hpp"
+#include "fiber/detail/completion.hpp"
+#include "fiber/detail/message.hpp"
+#include "fiber/detail/unique_function.hpp"
+#include "fiber/op.hpp"
+#include "fiber/pool_options.hpp"
+
+namespace fiber {
+namespace detail {
+class pool_core;
+
+/// Appends one item to a chunk: [u32 inline bytes][u32 large frames][inline bytes]; its large
+/// ranges become frames of the chunk (writer::blobs), in order.
+template <class Encode>
+void append_item(writer& chunk, Encode&& encode) {
+  auto& head = chunk.head();
+  auto at = head.size();
+  head.append(8, '\0');
+  auto blobs_before = chunk.blobs().size();
+  encode(chunk);
+  auto bytes = static_cast<std::uint32_t>(head.size() - at - 8);
+  auto blobs = static_cast<std::uint32_t>(chunk.blobs().size() - blobs_before);
+  std::memcpy(&head[at], &bytes, 4);
+  std::memcpy(&head[at + 4], &blobs, 4);
+}
+
+/// One submitted batch of calls; the core calls it on fiber's loop thread.
+class pool_sink {
+ public:
+  virtual ~pool_sink() = default;
+  /// Appends up to `n` more items (argument tuples) to `chunk` with append_item; returns how
+  /// many (0 when the input has run out).
+  virtual std::size_t next_items(std::size_t n, writer& chunk) = 0;
+  /// False while the caller has not consumed enough results (imap's bound on memory).
+  virtual bool wants_more() const { return true; }
+  virtual void on_result(std::size_t index, message result) = 0;
+  virtual void on_error(std::size_t index, std::exception_ptr error) = 0;
+  /// Every item produced by next_items has had its on_result or on_error.
+  virtual void on_finished() = 0;
+  /// The pool failed with `error` before the input ran out: the items from position `index`
+  /// on were never produced. A sink that delivers items one by one fails each of them.
+  virtual void on_input_failed(std::size_t index, std::exception_ptr error) { on_error(index, error); }
+};
+
+std::shared_ptr<pool_core> make_pool_core(std::shared_ptr<runtime> rt, pool_options options);
+/// On fiber's loop thread. `chunksize` 0: chosen from the input size hint and the pool size.
+void pool_submit(const std::shared_ptr<pool_core>& core, std::uint64_t function_id, std::size_t chunksize,
+                 std::size_t size_hint, std::shared_ptr<pool_sink> sink, call_options options = {});
+/// Runs `f` on the loop with the core (from any thread), waiting for it.
+void pool_on_loop(const std::shared_ptr<pool_core>& core, unique_function<void(pool_core&)> f);
+void pool_check_open(const pool_core& core);
+/// Asks the core to pull more input (after imap's consumer made room).
+void pool_pump(pool_core& core);
+std::shared_ptr<runtime> pool_runtime(const pool_core& core);
+
+template <class R>
+using result_t = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
+
+/// Feeds items from [first, last) and collects results in input order.
+template <class R, class It, class Encode>
+class map_sink final : public pool_sink {
+ public:
+  map_sink(It first, It last, Encode encode, std::shared_ptr<completion<std::vector<R>>> done)
+      : it_(first), last_(last), encode_(std::move(encode)), done_(std::move(done)) {}
+  std::size_t next_items(std::size_t n, writer& chunk) override {
+    std::size_t k = 0;
+    for (; k < n && it_ != last_ && !done_->done; ++k, ++it_)
+      append_item(chunk, [&](writer& w) { encode_(w, *it_); });
+    return k;
+  }
+  void on_result(std::size_t index, message m) override {
+    if (done_->done) return;
+    try {
+      if (results_.size() <= index) results_.resize(index + 1);
+      results_[index] = decode_message<R>(m);
+    } catch (...) {
+      done_->set_error(std::current_exception());
+    }
+  }
+  void on_error(std::size_t, std::exception_ptr e) override { done_->set_error(e); }
+  void on_finished() override {
+    if (done_->done) return;
+    std::vector<R> out;
+    out.reserve(results_.size());
+    for (auto& r : results_) out.push_back(std::move(*r));
+    done_->set_value(std::move(out));
+  }
+
+ private:
+  It it_, last_;
+  Encode encode_;
+  std::shared_ptr<completion<std::vector<R>>> done_;
+  std::vector<std::optional<R>> results_;
+};
+
+/// One call (apply).
+template <class R, class Args>
+class single_sink final : public pool_sink {
+ public:
+  single_sink(Args args, std::shared_ptr<completion<R>> done) : args_(std::move(args)), done_(std::move(done)) {}
+  std::size_t next_items(std::size_t, writer& chunk) override {
+    if (sent_) return 0;
+    sent_ = true;
+    append_item(chunk, [&](writer& w) { w.value(args_); });
+    return 1;
+  }
+  void on_result(std::size_t, message m) override {
+    try {
+      done_->set_value(decode_message<R>(m));
+    } catch (...) {
+      done_->set_error(std::current_exception());
+    }
+  }
+  void on_error(std::size_t, std::exception_ptr e) override { done_->set_error(e); }
+  void on_finished() override {}
+
+ private:
+  Args args_;
+  bool sent_ = false;
+  std::shared_ptr<completion<R>> done_;
+};
+
+/// What result_stream reads from (on fiber's loop).
+template <class R>
+class stream_source {
+ public:
+  virtual ~stream_source() = default;
+  /// True with a result (or error) in `out`/`error`, or with neither at the end; false: nothing yet.
+  virtual bool try_next(std::optional<R>& out, std::exception_ptr& error) = 0;
+  virtual void set_waiter(unique_function<void()> w) = 0;
+};
+
+/// imap and imap_unordered: results wait here until the caller takes them, within a bound.
+template <class R, class It, class Encode>
+class stream_sink final : public pool_sink, public stream_source<R> {
+ public:
+  stream_sink(It first, It last, Encode encode, bool ordered, std::size_t bound)
+      : it_(first), last_(last), encode_(std::move(encode)), ordered_(ordered), bound_(bound) {}
+  std::size_t next_items(std::size_t n, writer& chunk) override {
+    std::size_t k = 0;
+    for (; k < n && it_ != last_; ++k, ++it_) append_item(chunk, [&](writer& w) { encode_(w, *it_); });
+    return k;
+  }
+  bool wants_more() const override { return ready_.size() + parked_.size() < bound_; }
+  void on_result(std::size_t index, message m) override { arrive(index, entry{std::in_place_index<1>, std::move(m)}); }
+  void on_error(std::size_t index, std::exception_ptr e) override { arrive(index, entry{std::in_place_index<0>, e}); }
+  void on_finished() override {
+    finished_ = true;
+    wake();
+  }
+  void on_input_failed(std::size_t, std::exception_ptr e) override { rest_failed_ = e; }
+  bool try_next(std::optional<R>& out, std::exception_ptr& error) override {
+    if (ready_.empty()) {
+      if (rest_failed_ && parked_.empty() && it_ != last_) {  // an item the pool never ran
+        ++it_;
+        error = rest_failed_;
+        return true;
+      }
+      return finished_ && parked_.empty();
+    }
+    auto r = std::move(ready_.front());
+    ready_.pop_front();
+    if (r.index() == 0)
+      error = std::get<0>(r);
+    else
+      out.emplace(decode_message<R>(std::get<1>(r)));
+    return true;
+  }
+  void set_waiter(unique_function<void()> w) override { waiter_ = std::move(w); }
+
+ private:
+  using entry = std::variant<std::exception_ptr, message>;
+  void arrive(std::size_t index, entry r) {
+    if (!ordered_) {
+      ready_.push_back(std::move(r));
+    } else {
+      parked_.emplace(index, std::move(r));
+      for (auto it = parked_.find(next_); it != parked_.end(); it = parked_.find(++next_)) {
+        ready_.push_back(std::move(it->second));
+        parked_.erase(it);
+      }
+    }
+    wake();
+  }
+  void wake() {
+    if (auto w = std::move(waiter_)) {
+      waiter_ = nullptr;
+      w();
+    }
+  }
+  It it_, last_;
+  Encode encode_;
+  bool ordered_;
+  std::size_t bound_;
+  std::size_t next_ = 0;
+  std::deque<entry> ready_;
+  std::map<std::size_t, entry> parked_;
+  bool finished_ = false;
+  std::exception_ptr rest_failed_;  // the input after what was produced, failed as a whole
+  unique_function<void()> waiter_;
+};
+
+template <class Range>
+std::size_t size_hint(const Range& r) {
+  if constexpr (requires { std::size(r); })
+    return static_cast<std::size_t>(std::size(r));
+  else
+    return 0;
+}
+
+/// An op that submits its work when first awaited or waited for (map, apply, next).
+template <class T, class Start>
+op<T> lazy_op(const std::shared_ptr<pool_core>& core, Start start) {
+  auto rt = pool_runtime(*core);
+  struct body {
+    static asio::awaitable<T> run(Start start) {
+      auto c = start();  // the coroutine runs on fiber's loop (see op)
+      co_return co_await await_completion(c);
+    }
+  };
+  return {rt, body::run(start), [rt, core, start]() {
+            std::shared_ptr<completion<T>> c;
+            pool_on_loop(core, [&](pool_core&) { c = start(); });
+            return block_on_completion(*rt, c);
+          }};
+}
+}  // namespace detail
+}  // namespace fiber

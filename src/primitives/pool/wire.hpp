@@ -1,0 +1,45 @@
+// The pool's wire: what its master and workers say to each other.
+//
+// Messages (see runtime/protocol.hpp), channel = pool id:
+//   pool_ready   worker -> master  aux = chunks it can take now (its credit)
+//   pool_task    master -> worker  request = task id, aux = items;
+//                                  frames: function id (u64), the packed items, their large frames
+//   pool_result  worker -> master  request = task id, aux = credit it gives back;
+//                                  frames: the packed results, their large frames
+// Packed: per item [u32 inline bytes][u32 large frames][inline bytes] (see detail::append_item);
+// a result item starts with a status byte (0 value, 1 exception, 2 fiber's own error in the
+// worker; both followed by a core/remote_failure).
+//   pool_stop    master -> worker  finish what was sent, then exit
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/remote_failure.hpp"
+#include "fiber/codec.hpp"
+#include "transport/zmq_channel.hpp"
+
+namespace fiber::detail {
+
+
+enum item_status : char { item_value = 0, item_raised = 1, item_failed = 2 };
+
+struct packed_item {
+  std::uint8_t status = 0;
+  std::span<const std::byte> head;
+  std::vector<std::span<const std::byte>> blobs;
+};
+
+/// Reads `count` packed items from frame `at` of `frames` (large frames follow it); bounds-checked.
+std::vector<packed_item> unpack(const multipart& frames, std::size_t at, std::size_t count, bool with_status);
+
+/// Replaces whatever the failed item appended after its status byte with `f`.
+void append_failed_item(writer& results, std::size_t status_at, std::size_t blobs_at, const remote_failure& f);
+
+/// The worker's side of a pool: a registered function each worker process runs (pool/worker.cpp).
+void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint64_t init_id,
+                      std::vector<std::string> init_frames);
+
+}  // namespace fiber::detail
