@@ -1,0 +1,81 @@
+// fiber::manager and fiber::async_manager: the non-template members, each a call into the
+// master's side (manager/master.hpp).
+#include "core/log.hpp"
+#include "fiber/manager.hpp"
+#include "primitives/manager/master.hpp"
+#include "runtime/runtime.hpp"
+
+namespace fiber {
+
+manager::manager() : manager(context::default_context(), false) {}
+manager::manager(context& ctx) : manager(ctx, false) {}
+manager::manager(context& ctx, bool async)
+    : rt_(ctx.runtime()), core_(detail::make_manager_core(rt_, async)) {
+  if (rt_->my_role() != detail::runtime::role::master)
+    throw error(errc::spawn_failed, "a manager cannot be created inside a worker yet; create it in the master and "
+                                    "pass its proxies to the workers");
+  // Not waiting: with the caller's own io_context the loop may not run yet. Calls made before
+  // the server is up wait for it; a server that cannot start fails them (and ready()).
+  rt_->run_soon([core = core_] { detail::manager_start(core); });
+}
+manager::manager(manager&&) noexcept = default;
+manager& manager::operator=(manager&&) noexcept = default;
+
+manager::~manager() {
+  if (!core_) return;
+  try {
+    if (rt_->is_shut_down()) return;
+    if (rt_->in_loop_thread() || !rt_->owns_loop()) {
+      // Nobody may be running the caller's io_context now: ask, don't wait (context::stop()
+      // kills a server that is still there).
+      rt_->run_soon([core = core_] {
+        detail::manager_shutdown(*core, [] {});
+        detail::manager_detach(*core);
+      });
+      return;
+    }
+    (void)shutdown().get();
+    rt_->run_sync([core = core_] { detail::manager_detach(*core); });
+  } catch (const std::exception& e) {
+    detail::logf(log_level::error, "stopping a manager: ", e.what());
+  }
+}
+
+namespace {
+/// An op that completes when `c` does (on fiber's loop).
+op<void> completion_void_op(const std::shared_ptr<detail::runtime>& rt,
+                            std::shared_ptr<detail::completion<std::monostate>> c) {
+  struct body {
+    static asio::awaitable<void> run(std::shared_ptr<detail::completion<std::monostate>> c) {
+      (void)co_await detail::await_completion(std::move(c));
+    }
+  };
+  return {rt, body::run(c), [rt, c] { (void)detail::block_on_completion(*rt, c); }};
+}
+}  // namespace
+
+op<void> manager::ready() {
+  auto c = std::make_shared<detail::completion<std::monostate>>();
+  rt_->run_sync([&, core = core_] {
+    detail::manager_when_ready(*core, [c](std::exception_ptr e) {
+      if (e)
+        c->set_error(e);
+      else
+        c->set_value({});
+    });
+  });
+  return completion_void_op(rt_, c);
+}
+
+op<void> manager::shutdown() {
+  auto c = std::make_shared<detail::completion<std::monostate>>();
+  rt_->run_sync([&, core = core_] { detail::manager_shutdown(*core, [c] { c->set_value({}); }); });
+  return completion_void_op(rt_, c);
+}
+
+int manager::pid() const { return core_ ? detail::manager_pid(*core_) : 0; }
+
+async_manager::async_manager() : manager(context::default_context(), true) {}
+async_manager::async_manager(context& ctx) : manager(ctx, true) {}
+
+}  // namespace fiber

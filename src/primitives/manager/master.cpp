@@ -1,0 +1,372 @@
+// The master's side of a manager: one service per manager, which starts the server, relays every
+// call to it (from this process and from workers holding proxies), and answers them all when the
+// server dies.
+#include <asio/local/stream_protocol.hpp>
+#include <asio/post.hpp>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <random>
+#include <unordered_map>
+
+#include "core/message_limit.hpp"
+#include "fiber/manager.hpp"
+#include "primitives/manager/master.hpp"
+#include "primitives/manager/wire.hpp"
+#include "primitives/process_state.hpp"
+#include "transport/stream_link.hpp"
+
+namespace fiber::detail {
+namespace {
+std::atomic<int> next_manager_number{1};
+}  // namespace
+
+class manager_core final : public service, public std::enable_shared_from_this<manager_core> {
+ public:
+  manager_core(std::shared_ptr<runtime> rt, bool async) : rt_(std::move(rt)), id_(rt_->new_channel_id()), async_(async) {}
+
+  std::uint64_t id() const { return id_; }
+  bool async() const { return async_; }
+  const std::shared_ptr<runtime>& rt() const { return rt_; }
+  int pid() const { return proc_ ? proc_->current_pid() : 0; }
+
+  // ---- on the loop thread
+
+  void start() {
+    if (stopping_) return;  // shut down before it could start
+    rt_->add_service(id_, weak_from_this());
+    encoded_call call;
+    const auto& entry = require_registered(&manager_server_main);
+    call.function_id = entry.id;
+    call.function_name = entry.name;
+    std::string link_address;
+    try {
+      if (rt_->the_backend().name() == "local") link_address = listen_for_link();
+    } catch (const std::exception& e) {
+      logf(log_level::warn, "manager calls go through ZeroMQ: no direct link (", e.what(), ")");
+      link_address.clear();
+    }
+    call.args.value(std::make_tuple(id_, link_address, link_secret_));
+    proc_ = make_process_state(rt_, std::move(call));
+    proc_->name = "Manager-" + std::to_string(next_manager_number++);
+    unique_function<void(std::error_code, std::string)> done = [weak = weak_from_this()](std::error_code ec,
+                                                                                       std::string what) {
+      if (auto self = weak.lock()) self->on_started(ec, what);
+    };
+    try {
+      begin_start(proc_, done);
+    } catch (const error& e) {
+      on_started(e.code(), e.what());
+      return;
+    }
+    proc_->on_ended.push_back([weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->on_server_ended();
+    });
+  }
+
+  /// A call made in this process.
+  std::shared_ptr<completion<message>> call(const object_ref& ref, std::uint64_t method, writer& args) {
+    auto c = std::make_shared<completion<message>>();
+    auto relay = next_relay_++;
+    pending_.emplace(relay, pending{{}, 0, c});
+    forward(relay, call_frames(ref, method, args));
+    return c;
+  }
+
+  /// The manager object is gone: calls from now on are told so by the runtime.
+  void detach() { rt_->remove_service(id_); }
+
+  void when_ready(unique_function<void(std::exception_ptr)> f) {
+    if (started_ || dead_) return f(dead_ ? std::make_exception_ptr(error(errc::server_lost, dead_text_)) : nullptr);
+    ready_waiters_.push_back(std::move(f));
+  }
+
+  /// Asks the server to exit; kills it after terminate_grace_ms. `done` once it is gone.
+  void shutdown(unique_function<void()> done) {
+    if (!proc_ || proc_->state == phase::ended) {
+      stopping_ = true;
+      if (!dead_) {
+        dead_ = true;
+        dead_text_ = "the manager was shut down: its objects are gone";
+      }
+      fail_all();
+      return done();
+    }
+    proc_->on_ended.push_back(std::move(done));
+    if (stopping_) return;
+    stopping_ = true;
+    if (started_) {
+      multipart m;
+      m.push_back(make_header(kind::mgr_stop, id_));
+      if (link_)
+        link_->send(std::move(m));
+      else
+        rt_->send_to_child(proc_->routing_id, std::move(m));
+    }
+    kill_timer_ = std::make_unique<asio::steady_timer>(rt_->io(), std::chrono::milliseconds(started_ ? rt_->cfg().terminate_grace_ms : 0));
+    kill_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || !self->proc_) return;
+      if (self->proc_->state != phase::ended) self->proc_->kill_now();
+    });
+  }
+
+  void on_message(const std::string& peer, const header& h, multipart&& payload) override {
+    if (h.type == kind::mgr_call) {
+      // From a child holding a proxy: relay under an id of ours.
+      auto relay = next_relay_++;
+      pending_.emplace(relay, pending{peer, h.request, nullptr});
+      forward(relay, std::move(payload));
+    } else if (h.type == kind::mgr_reply) {
+      if (!proc_ || peer != proc_->routing_id) return;
+      on_reply(h, std::move(payload));
+    }
+  }
+
+ private:
+  struct pending {
+    std::string peer;  // a child's call; empty: ours
+    std::uint64_t call = 0;
+    std::shared_ptr<completion<message>> local;
+  };
+
+  void on_reply(const header& h, multipart&& payload) {
+    auto it = pending_.find(h.request);
+    if (it == pending_.end()) return;
+    auto p = std::move(it->second);
+    pending_.erase(it);
+    if (p.local) {
+      complete_from_reply(*p.local, h.aux, std::move(payload));
+    } else {
+      multipart m;
+      m.push_back(make_header(kind::mgr_reply, id_, p.call, h.aux));
+      for (auto& f : payload) m.push_back(std::move(f));
+      rt_->send_to_child(p.peer, std::move(m));
+    }
+  }
+
+  /// Local backend: the server's calls travel over a unix socket of their own (io/stream_link).
+  std::string listen_for_link() {
+    std::random_device rd;
+    for (int i = 0; i < 4; ++i) link_secret_ += std::to_string(rd());
+    auto address = "fiber-mgr-" + rt_->job_id() + "-" + std::to_string(::getpid()) + "-" + std::to_string(id_);
+    acceptor_ = std::make_unique<asio::local::stream_protocol::acceptor>(rt_->io());
+    acceptor_->open();
+    acceptor_->bind(asio::local::stream_protocol::endpoint(std::string(1, '\0') + address));  // abstract
+    acceptor_->listen(4);
+    accept_link();
+    return address;
+  }
+
+  /// Until the server's link arrives; a connection without the secret is closed (below).
+  void accept_link() {
+    acceptor_->async_accept([weak = weak_from_this()](std::error_code ec, asio::local::stream_protocol::socket s) {
+      auto self = weak.lock();
+      if (!self || ec || !self->acceptor_) return;
+      self->on_link(std::move(s));
+      self->accept_link();
+    });
+  }
+
+  /// A connection is held to a few bytes (the secret) until it proves the secret; only a few
+  /// unproven ones may wait at once, and all of them are closed once the server's link is up.
+  static constexpr std::size_t max_unproven_links = 8;
+
+  void on_link(asio::local::stream_protocol::socket s) {
+    std::erase_if(unproven_links_, [](auto& w) { return w.expired(); });
+    if (unproven_links_.size() >= max_unproven_links) {
+      logf(log_level::warn, "more than ", max_unproven_links,
+           " unproven connections wait on a manager's link; closing a new one");
+      return;  // `s` closes here
+    }
+    auto link = std::make_shared<stream_link>(std::move(s), link_secret_.size());
+    link->start(
+        [weak = weak_from_this(), link = std::weak_ptr<stream_link>(link)](multipart m) {
+          auto self = weak.lock();
+          auto l = link.lock();
+          if (!self || !l) return;
+          if (self->link_ != l) {  // the first message is the secret
+            if (!self->link_ && m.size() == 1 && m[0].to_string() == self->link_secret_) {
+              l->set_max_message_bytes(self->rt_->cfg().max_message_bytes + stream_link::envelope_bytes);
+              self->link_ = std::move(l);
+              self->close_unproven_links();
+              self->link_up();
+            } else {
+              logf(log_level::error, "a process that does not know the manager's secret connected to its link; closed");
+              l->close();
+            }
+            return;
+          }
+          if (m.empty()) return;
+          auto h = parse_header(m[0]);
+          if (!h || h->type != kind::mgr_reply) return;
+          m.erase(m.begin());
+          self->on_reply(*h, std::move(m));
+        },
+        [](std::error_code) {});  // the server's end is seen through its process
+    unproven_links_.push_back(link);
+  }
+
+  void close_unproven_links() {
+    acceptor_.reset();  // one server, one link
+    for (auto& w : unproven_links_)
+      if (auto l = w.lock(); l && l != link_) l->close();
+    unproven_links_.clear();
+  }
+
+  void link_up() {
+    if (started_) flush_waiting();
+  }
+
+  void send_to_server(multipart&& m, std::uint64_t relay) {
+    if (link_) return link_->send(std::move(m));
+    if (auto ec = rt_->try_send_to_child(proc_->routing_id, std::move(m)))
+      fail(relay, errc::server_lost, "cannot reach the manager's server " + proc_->name + ": " + ec.message());
+  }
+
+  /// Calls wait until the server is up, and its link too where it has one, so that they all go
+  /// one way, in order.
+  bool ready_to_send() const { return started_ && (link_ || link_secret_.empty()); }
+
+  void flush_waiting() {
+    auto waiting = std::move(waiting_);
+    waiting_.clear();
+    for (auto& m : waiting) {
+      auto relay = parse_header(m[0])->request;
+      send_to_server(std::move(m), relay);
+    }
+    notify_ready();
+  }
+
+  void forward(std::uint64_t relay, multipart&& body) {
+    if (dead_) return fail(relay, errc::server_lost, dead_text_);
+    if (stopping_) return fail(relay, errc::server_lost, "the manager is shutting down: its objects are gone");
+    multipart m;
+    m.push_back(make_header(kind::mgr_call, id_, relay));
+    for (auto& f : body) m.push_back(std::move(f));
+    if (!ready_to_send()) {
+      waiting_.push_back(std::move(m));
+      return;
+    }
+    send_to_server(std::move(m), relay);
+  }
+
+  void fail(std::uint64_t relay, errc code, const std::string& what) {
+    auto it = pending_.find(relay);
+    if (it == pending_.end()) return;
+    auto p = std::move(it->second);
+    pending_.erase(it);
+    if (p.local) {
+      p.local->set_error(std::make_exception_ptr(error(code, what)));
+      return;
+    }
+    auto text = failure_text(code, what);
+    multipart m;
+    m.push_back(make_header(kind::mgr_reply, id_, p.call, reply_failed));
+    m.emplace_back(text.data(), text.size());
+    rt_->send_to_child(p.peer, std::move(m));
+  }
+
+  void on_started(std::error_code ec, const std::string& what) {
+    if (ec) {
+      dead_ = true;
+      dead_text_ = "the manager's server could not start: " + what;
+      fail_all();
+      return;
+    }
+    started_ = true;
+    if (ready_to_send()) flush_waiting();
+  }
+
+  void on_server_ended() {
+    if (kill_timer_) kill_timer_->cancel();
+    close_unproven_links();
+    if (link_) link_->close();
+    if (!dead_) {
+      dead_ = true;
+      int code = proc_->exit_code;
+      auto how = code < 0 ? "killed by signal " + std::to_string(-code) : "exit code " + std::to_string(code);
+      dead_text_ = stopping_ ? "the manager was shut down: its objects are gone"
+                             : "the manager's server " + proc_->name + " (pid " + std::to_string(proc_->current_pid()) +
+                                   ") ended (" + how + "): the objects it hosted are gone";
+      if (!stopping_) logf(log_level::warn, dead_text_);
+    }
+    fail_all();
+  }
+
+  void fail_all() {
+    waiting_.clear();
+    std::vector<std::uint64_t> relays;
+    for (auto& [relay, p] : pending_) relays.push_back(relay);
+    for (auto relay : relays) fail(relay, errc::server_lost, dead_text_);
+    notify_ready();
+  }
+
+  void notify_ready() {
+    auto waiters = std::move(ready_waiters_);
+    ready_waiters_.clear();
+    for (auto& f : waiters) f(dead_ ? std::make_exception_ptr(error(errc::server_lost, dead_text_)) : nullptr);
+  }
+
+  std::shared_ptr<runtime> rt_;
+  std::uint64_t id_;
+  bool async_;
+  std::shared_ptr<process_state> proc_;
+  bool started_ = false, stopping_ = false, dead_ = false;
+  std::string dead_text_;
+  std::unordered_map<std::uint64_t, pending> pending_;
+  std::deque<multipart> waiting_;  // calls made before the server was up
+  std::uint64_t next_relay_ = 1;
+  std::vector<unique_function<void(std::exception_ptr)>> ready_waiters_;
+  std::unique_ptr<asio::steady_timer> kill_timer_;
+  std::string link_secret_;  // empty: no direct link
+  std::unique_ptr<asio::local::stream_protocol::acceptor> acceptor_;
+  std::vector<std::weak_ptr<stream_link>> unproven_links_;
+  std::shared_ptr<stream_link> link_;
+};
+
+namespace {
+object_handle made_object(const std::shared_ptr<manager_core>& core, const message& m) {
+  return created_object(core, decode_message<std::uint64_t>(m));
+}
+}  // namespace
+
+asio::awaitable<std::uint64_t> create_object(std::shared_ptr<manager_core> core, std::uint64_t ctor,
+                                             std::shared_ptr<writer> args) {
+  auto c = core->call(object_ref{core->id(), ctor, false}, create_method, *args);
+  auto m = co_await await_completion(c);
+  co_return decode_message<std::uint64_t>(m);
+}
+
+object_handle created_object(const std::shared_ptr<manager_core>& core, std::uint64_t id) {
+  return own_object(core->rt(), object_ref{core->id(), id, core->async()});
+}
+
+object_handle create_object_blocking(const std::shared_ptr<manager_core>& core, std::uint64_t ctor, writer& args) {
+  // Through the core itself: the server may not be registered as a service yet.
+  auto m = block_on_call(*core->rt(), [&] { return core->call(object_ref{core->id(), ctor, false}, create_method, args); });
+  return made_object(core, m);
+}
+
+// ---- what the facade and the callers ask of it
+
+std::shared_ptr<manager_core> make_manager_core(std::shared_ptr<runtime> rt, bool async) {
+  return std::make_shared<manager_core>(std::move(rt), async);
+}
+void manager_start(const std::shared_ptr<manager_core>& core) { core->start(); }
+void manager_detach(manager_core& core) { core.detach(); }
+void manager_shutdown(manager_core& core, unique_function<void()> done) { core.shutdown(std::move(done)); }
+void manager_when_ready(manager_core& core, unique_function<void(std::exception_ptr)> f) {
+  core.when_ready(std::move(f));
+}
+int manager_pid(const manager_core& core) { return core.pid(); }
+std::shared_ptr<completion<message>> call_at_master(runtime& rt, const object_ref& ref, std::uint64_t method,
+                                                    writer& args) {
+  auto core = std::dynamic_pointer_cast<manager_core>(rt.find_service(ref.manager));
+  if (!core)
+    return failed_call(errc::server_lost, "manager " + std::to_string(ref.manager) +
+                                              " has been shut down (or its server ended): its objects are gone");
+  return core->call(ref, method, args);
+}
+
+}  // namespace fiber::detail

@@ -1,0 +1,296 @@
+// The server's side of a manager: a process that hosts objects (user classes registered with
+// FIBER_REMOTE_CLASS, and the built-in list, dict, namespace and queue) and answers calls on them.
+#include <asio/local/stream_protocol.hpp>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/frames_reader.hpp"
+#include "core/message_limit.hpp"
+#include "core/log.hpp"
+#include "fiber/manager.hpp"
+#include "fiber/process.hpp"
+#include "primitives/manager/wire.hpp"
+#include "runtime/runtime.hpp"
+#include "transport/stream_link.hpp"
+
+FIBER_REMOTE(fiber::detail::manager_server_main);
+
+namespace fiber::detail {
+namespace {
+
+struct constructor_entry {
+  std::string signature;
+  hosted_factory make;
+};
+struct constructor_table {
+  std::mutex mutex;
+  std::unordered_map<std::uint64_t, constructor_entry> entries;
+};
+constructor_table& constructors() {
+  static auto* t = new constructor_table;  // filled during static initialization
+  return *t;
+}
+}  // namespace
+
+void register_constructor(std::uint64_t id, std::string_view signature, hosted_factory make) {
+  auto& t = constructors();
+  std::lock_guard lock(t.mutex);
+  t.entries.emplace(id, constructor_entry{std::string(signature), make});
+}
+
+namespace {
+/// The server's direct link to the master (local backend), if it has one.
+std::shared_ptr<stream_link>& server_link() {
+  static std::shared_ptr<stream_link> link;
+  return link;
+}
+
+void send_reply(std::uint64_t manager, std::uint64_t call, std::uint32_t status, multipart&& body) {
+  auto rt = context::default_context().runtime();
+  multipart m;
+  m.push_back(make_header(kind::mgr_reply, manager, call, status));
+  for (auto& f : body) m.push_back(std::move(f));
+  if (auto& link = server_link()) {
+    if (auto ec = link->send_blocking(m)) logf(log_level::error, "the link to the master failed: ", ec.message());
+    return;
+  }
+  rt->send_upstream(std::move(m));
+}
+
+void send_text_reply(std::uint64_t manager, std::uint64_t call, std::uint32_t status, const std::string& text) {
+  multipart body;
+  body.emplace_back(text.data(), text.size());
+  send_reply(manager, call, status, std::move(body));
+}
+
+// Built-in types: elements are stored encoded (flat strings), so the server needs no types.
+using bytes = std::string;
+
+std::size_t list_index(std::int64_t i, std::size_t size) {
+  auto n = static_cast<std::int64_t>(size);
+  auto at = i < 0 ? i + n : i;
+  if (at < 0 || at >= n)
+    throw std::out_of_range("list index " + std::to_string(i) + " out of range for a list of " + std::to_string(size));
+  return static_cast<std::size_t>(at);
+}
+
+struct list_store {
+  std::vector<bytes> items_;
+  void append(bytes v) { items_.push_back(std::move(v)); }
+  void extend(std::vector<bytes> vs) {
+    for (auto& v : vs) items_.push_back(std::move(v));
+  }
+  bytes get(std::int64_t i) { return items_[list_index(i, items_.size())]; }
+  void set(std::int64_t i, bytes v) { items_[list_index(i, items_.size())] = std::move(v); }
+  bytes pop() {
+    if (items_.empty()) throw std::out_of_range("pop from an empty list");
+    auto v = std::move(items_.back());
+    items_.pop_back();
+    return v;
+  }
+  std::uint64_t size() { return items_.size(); }
+  std::vector<bytes> items() { return items_; }
+  void clear() { items_.clear(); }
+};
+
+struct dict_store {
+  std::map<bytes, bytes> items_;
+  void set(bytes k, bytes v) { items_[std::move(k)] = std::move(v); }
+  std::optional<bytes> get(bytes k) {
+    auto it = items_.find(k);
+    if (it == items_.end()) return std::nullopt;
+    return it->second;
+  }
+  bool erase(bytes k) { return items_.erase(k) > 0; }
+  bool contains(bytes k) { return items_.count(k) > 0; }
+  std::uint64_t size() { return items_.size(); }
+  std::vector<std::pair<bytes, bytes>> items() { return {items_.begin(), items_.end()}; }
+  void clear() { items_.clear(); }
+};
+
+struct namespace_store {
+  std::map<std::string, bytes> values_;
+  void set(std::string name, bytes v) { values_[std::move(name)] = std::move(v); }
+  bytes get(std::string name) {
+    auto it = values_.find(name);
+    if (it == values_.end()) throw std::out_of_range("the namespace has no value named '" + name + "'; set it first");
+    return it->second;
+  }
+  bool contains(std::string name) { return values_.count(name) > 0; }
+  bool erase(std::string name) { return values_.erase(name) > 0; }
+  std::vector<std::string> names() {
+    std::vector<std::string> out;
+    for (auto& [k, v] : values_) out.push_back(k);
+    return out;
+  }
+};
+}  // namespace
+}  // namespace fiber::detail
+
+FIBER_REMOTE_CLASS(fiber::detail::list_store, append, extend, get, set, pop, size, items, clear);
+FIBER_REMOTE_CLASS(fiber::detail::dict_store, set, get, erase, contains, size, items, clear);
+FIBER_REMOTE_CLASS(fiber::detail::namespace_store, set, get, contains, erase, names);
+
+namespace fiber::detail {
+namespace {
+/// A queue whose get() waits for a put without holding up the server's other calls.
+class queue_object final : public hosted {
+ public:
+  bool call(std::uint64_t method, reader& args, writer& out, const deferred_reply& later) override {
+    if (method == stable_hash("put")) {
+      auto [v] = args.value<std::tuple<bytes>>();
+      if (!getters_.empty()) {
+        writer w;
+        w.value(v);
+        getters_.front().send(w);
+        getters_.pop_front();
+      } else {
+        items_.push_back(std::move(v));
+      }
+      return true;
+    }
+    if (method == stable_hash("get")) {
+      if (items_.empty()) {
+        getters_.push_back(later);
+        return false;
+      }
+      out.value(items_.front());
+      items_.pop_front();
+      return true;
+    }
+    if (method == stable_hash("try_get")) {
+      std::optional<bytes> v;
+      if (!items_.empty()) {
+        v = std::move(items_.front());
+        items_.pop_front();
+      }
+      out.value(v);
+      return true;
+    }
+    if (method == stable_hash("size")) {
+      out.value(static_cast<std::uint64_t>(items_.size()));
+      return true;
+    }
+    throw error(errc::protocol_error, "the queue has no method with id " + std::to_string(method));
+  }
+
+ private:
+  std::deque<bytes> items_;
+  std::deque<deferred_reply> getters_;
+};
+
+template <class T>
+std::unique_ptr<hosted> make_builtin(reader& in) {
+  (void)in.value<std::tuple<>>();
+  if constexpr (std::is_same_v<T, queue_object>)
+    return std::make_unique<queue_object>();
+  else
+    return std::make_unique<hosted_object<T>>();
+}
+
+[[maybe_unused]] const bool builtins_registered = [] {
+  register_constructor(list_type, "fiber::managed_list", &make_builtin<list_store>);
+  register_constructor(dict_type, "fiber::managed_dict", &make_builtin<dict_store>);
+  register_constructor(namespace_type, "fiber::managed_namespace", &make_builtin<namespace_store>);
+  register_constructor(queue_type, "fiber::managed_queue", &make_builtin<queue_object>);
+  return true;
+}();
+}  // namespace
+
+void deferred_reply::send(writer& result) const {
+  auto rt = context::default_context().runtime();
+  send_reply(manager_, call_, reply_value, to_frames(result));
+}
+
+void manager_server_main(std::uint64_t manager_id, std::string link_address, std::string link_secret) {
+  auto rt = context::default_context().runtime();
+  auto me = current_process().name;
+  if (!link_address.empty()) {
+    asio::local::stream_protocol::socket s(rt->io());
+    s.connect(asio::local::stream_protocol::endpoint(std::string(1, '\0') + link_address));
+    // The master is the peer here (it listens at the address it gave this server), so the link
+    // takes what the config allows from the start.
+    auto link = std::make_shared<stream_link>(std::move(s), rt->cfg().max_message_bytes + stream_link::envelope_bytes);
+    multipart hello;
+    hello.emplace_back(link_secret.data(), link_secret.size());
+    if (auto ec = link->send_blocking(hello)) throw std::system_error(ec, "the manager's link to the master");
+    link->start([rt](multipart m) { rt->push_service_message(std::move(m)); }, [](std::error_code) {});
+    server_link() = std::move(link);
+  }
+  struct close_link {
+    ~close_link() {
+      if (auto& link = server_link()) link->close();
+      server_link().reset();
+    }
+  } closing;
+  std::unordered_map<std::uint64_t, std::unique_ptr<hosted>> objects;
+  std::uint64_t next_object = 1;
+  for (;;) {
+    auto m = rt->next_service_message();
+    auto h = parse_header(m[0]);
+    if (h->type == kind::mgr_stop) return;
+    if (h->type != kind::mgr_call) continue;
+    auto call = h->request;
+    if (m.size() < 3 || m[1].size() != 2 * sizeof(std::uint64_t)) {
+      send_text_reply(manager_id, call, reply_failed, failure_text(errc::malformed_message, "malformed manager call"));
+      continue;
+    }
+    std::uint64_t route[2];
+    std::memcpy(route, m[1].data(), sizeof route);
+    auto [object, method] = route;
+    frames_reader framed(m, 2);
+    auto& args = framed.get();
+    writer out;
+    bool user_code = false;
+    try {
+      if (method == create_method) {
+        hosted_factory make = nullptr;
+        {
+          auto& t = constructors();
+          std::lock_guard lock(t.mutex);
+          if (auto it = t.entries.find(object); it != t.entries.end()) make = it->second.make;
+        }
+        if (!make)
+          throw error(errc::not_registered, "the manager's server knows no constructor with id " + std::to_string(object) +
+                                                ": it runs another build than the caller");
+        user_code = true;
+        auto made = make(args);
+        user_code = false;
+        auto id = next_object++;
+        objects.emplace(id, std::move(made));
+        out.value(id);
+      } else if (method == release_method) {
+        objects.erase(object);
+      } else {
+        auto it = objects.find(object);
+        if (it == objects.end())
+          throw error(errc::closed, "object " + std::to_string(object) + " of this manager was released: every proxy to it "
+                                                                         "in the process that created it is gone");
+        user_code = true;
+        if (!it->second->call(method, args, out, deferred_reply(manager_id, call))) continue;  // answered later
+      }
+    } catch (const error& e) {
+      if (user_code && e.code() != make_error_code(errc::protocol_error) &&
+          e.code() != make_error_code(errc::malformed_message))
+        send_text_reply(manager_id, call, reply_raised, remote_failure::of_current_exception(me).encode());
+      else
+        send_text_reply(manager_id, call, reply_failed, failure_text(static_cast<errc>(e.code().value()), e.what()));
+      continue;
+    } catch (...) {
+      send_text_reply(manager_id, call, reply_raised, remote_failure::of_current_exception(me).encode());
+      continue;
+    }
+    if (auto over = message_limit_text("the call's result would", out.total_size(), rt->cfg().max_message_bytes, "return less");
+        !over.empty()) {
+      // The master would drop the connection rather than take it: say so instead.
+      send_text_reply(manager_id, call, reply_failed, failure_text(errc::message_too_large, over));
+      continue;
+    }
+    send_reply(manager_id, call, reply_value, to_frames(out));
+  }
+}
+
+}  // namespace fiber::detail

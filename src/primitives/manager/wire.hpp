@@ -1,0 +1,41 @@
+// The managers' wire: calls, replies and the stop, and the helpers both sides use.
+//
+// Messages (see runtime/protocol.hpp), channel = manager id:
+//   mgr_call   caller -> master -> server   request = call id; frames: [object u64, method u64],
+//                                           then the encoded arguments (head, large frames)
+//   mgr_reply  server -> master -> caller   request = call id, aux = status; frames:
+//                                           0 value: the encoded result
+//                                           1 raised, 2 failed (fiber's own errors): a
+//                                           core/remote_failure
+//   mgr_stop   master -> server             exit
+// Every call goes through the master, which relays calls made in other processes (a proxy
+// passed to a child) under ids of its own, and answers them all when the server dies.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/remote_failure.hpp"
+#include "fiber/detail/completion.hpp"
+#include "fiber/detail/message.hpp"
+#include "fiber/detail/remote_object.hpp"
+#include "fiber/error.hpp"
+#include "transport/zmq_channel.hpp"
+
+namespace fiber::detail {
+
+enum reply_status : std::uint32_t { reply_value = 0, reply_raised = 1, reply_failed = 2 };
+
+/// fiber's own failure, as a reply's text.
+std::string failure_text(errc code, const std::string& what);
+/// Completes `c` from a reply's status and frames.
+void complete_from_reply(completion<message>& c, std::uint32_t status, multipart&& payload);
+/// A call that failed before it was sent.
+std::shared_ptr<completion<message>> failed_call(errc code, const std::string& what);
+/// A call's frames after its header: [object, method], then the encoded arguments.
+multipart call_frames(const object_ref& ref, std::uint64_t method, writer& args);
+
+/// The server's side: a registered function the manager's process runs (manager/server.cpp).
+void manager_server_main(std::uint64_t manager_id, std::string link_address, std::string link_secret);
+
+}  // namespace fiber::detail
