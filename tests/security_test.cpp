@@ -114,7 +114,7 @@ zmq::socket_t keyed_peer(zmq::context_t& z, fiber::context& ctx) {
   zmq::socket_t peer(z, zmq::socket_type::dealer);
   peer.set(zmq::sockopt::linger, 0);
   peer.set(zmq::sockopt::rcvtimeo, 30000);  // guard against a hang only
-  auto keys = fiber::detail::job_keys::from_worker_text(ctx.runtime()->worker_credentials());
+  auto keys = fiber::detail::job_keys::from_worker_text(ctx.runtime()->master().worker_credentials());
   if (keys.plain) {
     peer.set(zmq::sockopt::plain_username, "fiber");
     peer.set(zmq::sockopt::plain_password, keys.password);
@@ -174,5 +174,5 @@ TEST(security, malformed_frames_over_curve_are_reported_not_fatal) {
 TEST(security, curve_workers_run_when_encryption_is_always) {
   fiber::context ctx(fiber::config::load({{"encryption", "always"}}));
   check_job_works(ctx);
-  EXPECT_FALSE(fiber::detail::job_keys::from_worker_text(ctx.runtime()->worker_credentials()).plain);
+  EXPECT_FALSE(fiber::detail::job_keys::from_worker_text(ctx.runtime()->master().worker_credentials()).plain);
 }

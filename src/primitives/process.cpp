@@ -101,15 +101,15 @@ void begin_start(const std::shared_ptr<process_state>& s, unique_function<void(s
   auto& rt = *s->rt;
   try {
     if (rt.is_shut_down()) throw error(errc::closed, "cannot start " + s->name + ": its fiber context has been stopped");
-    if (rt.my_role() != runtime::role::master)
+    if (!rt.is_master())
       throw error(errc::spawn_failed,
                   "starting processes from inside a worker is not supported yet; start them from the master");
     require_init();
     check_message_size("the arguments of " + s->name, s->call.args.total_size(), rt.cfg().max_message_bytes,
                        "send large data through a queue or a pipe in pieces");
-    auto endpoint = rt.listen();
+    auto endpoint = rt.master().listen();
     s->routing_id = std::to_string(next_token++);
-    rt.attach_child(s->routing_id, s);
+    rt.master().attach_child(s->routing_id, s);
     spawn_spec spec;
     spec.name = s->name;
     spec.job_id = rt.job_id();
@@ -118,20 +118,20 @@ void begin_start(const std::shared_ptr<process_state>& s, unique_function<void(s
     spec.env = {{env_token, s->routing_id},
                 {env_endpoint, endpoint},
                 {env_job, rt.job_id()},
-                {env_keys, rt.worker_credentials()},
+                {env_keys, rt.master().worker_credentials()},
                 {env_name, s->name}};
     spec.cpu = s->needs.cpu ? s->needs.cpu : rt.cfg().cpu_per_job;
     spec.memory_mb = s->needs.memory_mb ? s->needs.memory_mb : rt.cfg().mem_per_job;
     spec.gpu = s->needs.gpu;
-    s->child = rt.the_backend().spawn(spec);
+    s->child = rt.master().the_backend().spawn(spec);
   } catch (...) {
     // Not started: the object may be started again, and nothing is left registered.
-    if (!s->routing_id.empty()) rt.detach_child(s->routing_id);
+    if (!s->routing_id.empty()) rt.master().detach_child(s->routing_id);
     s->state = phase::created;
     throw;
   }
   s->on_started = std::move(done);
-  rt.track_job(s->child.get());
+  rt.master().track_job(s->child.get());
   s->pid = s->child->pid();
   s->child->on_exit([weak = std::weak_ptr<process_state>(s)](int code) {
     if (auto self = weak.lock()) self->on_exit(code);
@@ -212,7 +212,7 @@ process_info current_process() { return {detail::process_name(), static_cast<int
 std::vector<int> active_children() {
   auto rt = context::default_context().runtime();
   std::vector<int> pids;
-  rt->run_sync([&] { pids = rt->live_pids(); });
+  rt->run_sync([&] { pids = rt->master().live_pids(); });
   return pids;
 }
 

@@ -75,7 +75,7 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
       multipart refuse;
       refuse.push_back(make_header(kind::refuse));
       refuse.emplace_back(problem.data(), problem.size());
-      rt->send_to_child(routing_id, std::move(refuse));
+      rt->master().send_to_child(routing_id, std::move(refuse));
       logf(log_level::error, "refused ", name, ": ", problem);
       complete_start(make_error_code(problem.starts_with("worker binary") ? errc::binary_mismatch : errc::protocol_error),
                      "cannot start " + name + ": " + problem);
@@ -98,7 +98,7 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
     child->when_identified([weak = weak_from_this(), welcome = std::move(welcome)]() mutable {
       auto self = weak.lock();
       if (!self) return;
-      self->rt->send_to_child(self->routing_id, std::move(welcome));
+      self->rt->master().send_to_child(self->routing_id, std::move(welcome));
       self->complete_start({}, {});
     });
   }
@@ -117,7 +117,7 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
   void on_exit(int code) {
     exited = true;
     exit_code = code;
-    rt->untrack_job(child.get());
+    rt->master().untrack_job(child.get());
     if (on_started) {
       auto detail = child->exit_detail();
       complete_start(make_error_code(errc::spawn_failed),
@@ -144,7 +144,7 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
     if (grace_timer) grace_timer->cancel();
     if (kill_timer) kill_timer->cancel();
     state = phase::ended;
-    rt->detach_child(routing_id);
+    rt->master().detach_child(routing_id);
     auto waiters = std::move(on_ended);
     on_ended.clear();
     for (auto& w : waiters) w();
@@ -160,7 +160,7 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
   void kill_now() noexcept {
     if (!child || state == phase::ended || state == phase::created) return;
     child->kill_and_reap();
-    rt->untrack_job(child.get());
+    rt->master().untrack_job(child.get());
     exited = true;
     exit_code = -SIGKILL;
     complete_start(make_error_code(errc::spawn_failed), "process " + name + " was killed while starting");

@@ -60,7 +60,7 @@ context::context(std::shared_ptr<detail::runtime> rt) noexcept : rt_(std::move(r
 context::~context() { stop(); }
 
 void context::stop() noexcept {
-  if (rt_ && rt_->my_role() == detail::runtime::role::master) rt_->stop();
+  if (rt_ && rt_->is_master()) rt_->stop();
 }
 
 const fiber::config& context::config() const noexcept { return rt_->cfg(); }
@@ -69,7 +69,7 @@ const std::string& context::job_id() const noexcept { return rt_->job_id(); }
 
 std::vector<std::string> context::endpoints() const {
   std::vector<std::string> out;
-  rt_->run_sync([&] { out = rt_->endpoints(); });
+  rt_->run_sync([&] { out = rt_->master().endpoints(); });
   return out;
 }
 

@@ -59,7 +59,7 @@ int run_worker() {
   auto rt = std::make_shared<runtime>(fiber::config{}, env_or_empty(env_job), keys, env_or_empty(env_endpoint),
                                       env_or_empty(env_token));
   worker_runtime() = rt;
-  if (env_or_empty(env_parent_pid).empty()) rt->watch_master();  // not a local child
+  if (env_or_empty(env_parent_pid).empty()) rt->worker().watch_master();  // not a local child
 
   boost::json::object hello{{"protocol", protocol_version},
                             {"build_id", build_id()},
@@ -70,12 +70,12 @@ int run_worker() {
   multipart m;
   m.push_back(make_header(kind::hello));
   m.emplace_back(hello_text.data(), hello_text.size());
-  rt->send_upstream(std::move(m));
+  rt->worker().send_upstream(std::move(m));
 
   // The master answers with welcome (config, call) or refuse.
   std::atomic<bool> answered{false};
   multipart answer;
-  rt->on_first_message([&](std::error_code, multipart parts) {
+  rt->worker().on_first_message([&](std::error_code, multipart parts) {
     answer = std::move(parts);
     rt->notify_done(answered);
   });
@@ -116,7 +116,7 @@ int run_worker() {
   multipart done;
   done.push_back(make_header(kind::done, 0, 0, failure ? 1 : 0));
   done.emplace_back(detail.data(), detail.size());
-  rt->send_upstream(std::move(done));
+  rt->worker().send_upstream(std::move(done));
   int code = failure ? 1 : 0;
   std::fflush(nullptr);
   worker_runtime().reset();

@@ -1,4 +1,10 @@
 // The wire: multipart ZeroMQ messages, a fixed binary header frame, then payload frames.
+//
+// The runtime's own kinds are below; a service (a pool, a manager) numbers its kinds from
+// first_service_kind on, in its own wire header, and the runtime routes them without reading
+// them: at the master to the service the channel names; at a worker to the service the channel
+// names when the header is flagged a reply, else to the worker's service loop
+// (runtime::worker_side::next_service_message).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -7,29 +13,32 @@
 
 namespace fiber::detail {
 
-inline constexpr std::uint16_t protocol_version = 1;
+inline constexpr std::uint16_t protocol_version = 2;
 
 enum class kind : std::uint8_t {
-  hello = 1,    // worker -> master: JSON {protocol, build_id, registry, pid, executable}
-  welcome,      // master -> worker: JSON config snapshot, then the call (function id + args)
-  refuse,       // master -> worker: text reason; the worker exits
-  done,         // worker -> master: target finished; aux=0 ok, 1 exception (JSON type/message)
-  put,          // any -> owner: channel, payload frames
-  get,          // any -> owner: channel, request id
-  item,         // owner -> getter: channel, request id, payload frames
-  cancel_get,   // getter -> owner: channel, request id
-  cancelled,    // owner -> getter: the get with this request id was withdrawn
-  failure,      // owner -> peer: text; request id names the failed request, if any
-  pool_ready,   // pool worker -> master: channel = pool id, aux = tasks it can take now
-  pool_task,    // master -> pool worker: channel = pool id, request = task id; see pool.cpp
-  pool_result,  // pool worker -> master: channel = pool id, request = task id; see pool.cpp
-  pool_stop,    // master -> pool worker: finish and exit
-  probe,        // master -> any worker: ignored; its delivery failing means the peer is gone
-  mgr_call,     // caller -> master -> manager server: channel = manager id, request = call id
-  mgr_reply,    // server -> master -> caller: channel = manager id, request = call id, aux = status
-  mgr_stop,     // master -> manager server: exit
+  hello = 1,     // worker -> master: JSON {protocol, build_id, registry, pid, executable}
+  welcome,       // master -> worker: JSON config snapshot, then the call (function id + args)
+  refuse,        // master -> worker: text reason; the worker exits
+  done,          // worker -> master: target finished; aux=0 ok, 1 raised (core/remote_failure)
+  put,           // any -> owner: channel, payload frames
+  get,           // any -> owner: channel, request id
+  item,          // owner -> getter: channel, request id, payload frames
+  cancel_get,    // getter -> owner: channel, request id
+  cancelled,     // owner -> getter: the get with this request id was withdrawn
+  failure,       // owner -> peer: text; request id names the failed request, if any
+  probe,         // master -> any worker: ignored; its delivery failing means the peer is gone
+  service_gone,  // master -> worker: the service `channel` is gone; `request` is the call that asked
 };
-inline constexpr std::uint8_t last_kind = static_cast<std::uint8_t>(kind::mgr_stop);
+inline constexpr std::uint8_t last_runtime_kind = static_cast<std::uint8_t>(kind::service_gone);
+/// Kinds from here on belong to services (pool/wire.hpp, manager/wire.hpp).
+inline constexpr std::uint8_t first_service_kind = 32;
+inline constexpr std::uint8_t last_service_kind = 63;
+constexpr kind service_kind(std::uint8_t n) { return static_cast<kind>(first_service_kind + n); }
+constexpr bool is_service_kind(kind k) { return static_cast<std::uint8_t>(k) >= first_service_kind; }
+
+/// header::flags
+inline constexpr std::uint8_t flag_reply = 1;          // to a worker: for its service `channel`, not its loop
+inline constexpr std::uint8_t flag_expects_reply = 2;  // to the master: answer service_gone if `channel` is gone
 
 struct header {
   kind type{};
@@ -41,8 +50,9 @@ struct header {
 };
 static_assert(sizeof(header) == 24);
 
-inline zmq::message_t make_header(kind k, std::uint64_t channel = 0, std::uint64_t request = 0, std::uint32_t aux = 0) {
-  header h{k, 0, protocol_version, aux, channel, request};
+inline zmq::message_t make_header(kind k, std::uint64_t channel = 0, std::uint64_t request = 0, std::uint32_t aux = 0,
+                                  std::uint8_t flags = 0) {
+  header h{k, flags, protocol_version, aux, channel, request};
   return zmq::message_t(&h, sizeof h);
 }
 
@@ -52,7 +62,8 @@ inline std::optional<header> parse_header(const zmq::message_t& m) {
   header h;
   std::memcpy(&h, m.data(), sizeof h);
   auto k = static_cast<std::uint8_t>(h.type);
-  if (h.version != protocol_version || k == 0 || k > last_kind) return std::nullopt;
+  bool known = (k >= 1 && k <= last_runtime_kind) || (k >= first_service_kind && k <= last_service_kind);
+  if (h.version != protocol_version || !known) return std::nullopt;
   return h;
 }
 

@@ -70,7 +70,9 @@ inline void decode_one(const std::uint8_t* data, std::size_t size) {
       zmq::message_t m(rest.data(), rest.size());
       if (auto h = fiber::detail::parse_header(m)) {
         auto k = static_cast<unsigned>(h->type);
-        if (k == 0 || k > fiber::detail::last_kind) __builtin_trap();  // an accepted kind out of range
+        bool runtime_kind = k >= 1 && k <= fiber::detail::last_runtime_kind;
+        bool service_kind = k >= fiber::detail::first_service_kind && k <= fiber::detail::last_service_kind;
+        if (!runtime_kind && !service_kind) __builtin_trap();  // an accepted kind out of range
       }
       return;
     }

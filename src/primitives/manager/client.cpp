@@ -22,9 +22,9 @@ class manager_client final : public service {
     auto id = next_call_++;
     pending_.emplace(id, c);
     multipart m;
-    m.push_back(make_header(kind::mgr_call, id_, id));
+    m.push_back(make_header(manager_kind::call, id_, id, 0, flag_expects_reply));
     for (auto& f : call_frames(ref, method, args)) m.push_back(std::move(f));
-    rt_.send_upstream(std::move(m));
+    rt_.worker().send_upstream(std::move(m));
     return c;
   }
 
@@ -33,6 +33,11 @@ class manager_client final : public service {
     if (it == pending_.end()) return;
     auto c = std::move(it->second);
     pending_.erase(it);
+    if (h.type == kind::service_gone) {
+      c->set_error(std::make_exception_ptr(error(errc::server_lost, "manager " + std::to_string(id_) +
+                                                                        " has been shut down: its objects are gone")));
+      return;
+    }
     complete_from_reply(*c, h.aux, std::move(payload));
   }
 
@@ -56,14 +61,14 @@ std::shared_ptr<completion<message>> send_object_call(runtime& rt, const object_
       !over.empty())
     return failed_call(errc::message_too_large, over);
   if (rt.is_shut_down()) return failed_call(errc::closed, "the fiber context has been stopped");
-  if (rt.my_role() == runtime::role::master) {
+  if (rt.is_master()) {
     return call_at_master(rt, ref, method, args);
   }
   auto& clients = worker_clients();
   auto& client = clients[ref.manager];
   if (!client) {
     client = std::make_shared<manager_client>(rt, ref.manager);
-    rt.add_service(ref.manager, client);
+    rt.services().add(ref.manager, client);
   }
   return client->call(ref, method, args);
 }

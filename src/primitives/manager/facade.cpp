@@ -11,7 +11,7 @@ manager::manager() : manager(context::default_context(), false) {}
 manager::manager(context& ctx) : manager(ctx, false) {}
 manager::manager(context& ctx, bool async)
     : rt_(ctx.runtime()), core_(detail::make_manager_core(rt_, async)) {
-  if (rt_->my_role() != detail::runtime::role::master)
+  if (!rt_->is_master())
     throw error(errc::spawn_failed, "a manager cannot be created inside a worker yet; create it in the master and "
                                     "pass its proxies to the workers");
   // Not waiting: with the caller's own io_context the loop may not run yet. Calls made before

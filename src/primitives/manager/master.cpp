@@ -34,14 +34,14 @@ class manager_core final : public service, public std::enable_shared_from_this<m
 
   void start() {
     if (stopping_) return;  // shut down before it could start
-    rt_->add_service(id_, weak_from_this());
+    rt_->services().add(id_, weak_from_this());
     encoded_call call;
     const auto& entry = require_registered(&manager_server_main);
     call.function_id = entry.id;
     call.function_name = entry.name;
     std::string link_address;
     try {
-      if (rt_->the_backend().name() == "local") link_address = listen_for_link();
+      if (rt_->master().the_backend().name() == "local") link_address = listen_for_link();
     } catch (const std::exception& e) {
       logf(log_level::warn, "manager calls go through ZeroMQ: no direct link (", e.what(), ")");
       link_address.clear();
@@ -74,7 +74,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
   }
 
   /// The manager object is gone: calls from now on are told so by the runtime.
-  void detach() { rt_->remove_service(id_); }
+  void detach() { rt_->services().remove(id_); }
 
   void when_ready(unique_function<void(std::exception_ptr)> f) {
     if (started_ || dead_) return f(dead_ ? std::make_exception_ptr(error(errc::server_lost, dead_text_)) : nullptr);
@@ -97,11 +97,11 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     stopping_ = true;
     if (started_) {
       multipart m;
-      m.push_back(make_header(kind::mgr_stop, id_));
+      m.push_back(make_header(manager_kind::stop, id_));
       if (link_)
         link_->send(std::move(m));
       else
-        rt_->send_to_child(proc_->routing_id, std::move(m));
+        rt_->master().send_to_child(proc_->routing_id, std::move(m));
     }
     kill_timer_ = std::make_unique<asio::steady_timer>(rt_->io(), std::chrono::milliseconds(started_ ? rt_->cfg().terminate_grace_ms : 0));
     kill_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
@@ -112,12 +112,12 @@ class manager_core final : public service, public std::enable_shared_from_this<m
   }
 
   void on_message(const std::string& peer, const header& h, multipart&& payload) override {
-    if (h.type == kind::mgr_call) {
+    if (h.type == manager_kind::call) {
       // From a child holding a proxy: relay under an id of ours.
       auto relay = next_relay_++;
       pending_.emplace(relay, pending{peer, h.request, nullptr});
       forward(relay, std::move(payload));
-    } else if (h.type == kind::mgr_reply) {
+    } else if (h.type == manager_kind::reply) {
       if (!proc_ || peer != proc_->routing_id) return;
       on_reply(h, std::move(payload));
     }
@@ -139,9 +139,9 @@ class manager_core final : public service, public std::enable_shared_from_this<m
       complete_from_reply(*p.local, h.aux, std::move(payload));
     } else {
       multipart m;
-      m.push_back(make_header(kind::mgr_reply, id_, p.call, h.aux));
+      m.push_back(make_header(manager_kind::reply, id_, p.call, h.aux, flag_reply));
       for (auto& f : payload) m.push_back(std::move(f));
-      rt_->send_to_child(p.peer, std::move(m));
+      rt_->master().send_to_child(p.peer, std::move(m));
     }
   }
 
@@ -199,7 +199,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
           }
           if (m.empty()) return;
           auto h = parse_header(m[0]);
-          if (!h || h->type != kind::mgr_reply) return;
+          if (!h || h->type != manager_kind::reply) return;
           m.erase(m.begin());
           self->on_reply(*h, std::move(m));
         },
@@ -220,7 +220,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
 
   void send_to_server(multipart&& m, std::uint64_t relay) {
     if (link_) return link_->send(std::move(m));
-    if (auto ec = rt_->try_send_to_child(proc_->routing_id, std::move(m)))
+    if (auto ec = rt_->master().try_send_to_child(proc_->routing_id, std::move(m)))
       fail(relay, errc::server_lost, "cannot reach the manager's server " + proc_->name + ": " + ec.message());
   }
 
@@ -242,7 +242,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     if (dead_) return fail(relay, errc::server_lost, dead_text_);
     if (stopping_) return fail(relay, errc::server_lost, "the manager is shutting down: its objects are gone");
     multipart m;
-    m.push_back(make_header(kind::mgr_call, id_, relay));
+    m.push_back(make_header(manager_kind::call, id_, relay));
     for (auto& f : body) m.push_back(std::move(f));
     if (!ready_to_send()) {
       waiting_.push_back(std::move(m));
@@ -262,9 +262,9 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     }
     auto text = failure_text(code, what);
     multipart m;
-    m.push_back(make_header(kind::mgr_reply, id_, p.call, reply_failed));
+    m.push_back(make_header(manager_kind::reply, id_, p.call, reply_failed, flag_reply));
     m.emplace_back(text.data(), text.size());
-    rt_->send_to_child(p.peer, std::move(m));
+    rt_->master().send_to_child(p.peer, std::move(m));
   }
 
   void on_started(std::error_code ec, const std::string& what) {
@@ -362,7 +362,7 @@ void manager_when_ready(manager_core& core, unique_function<void(std::exception_
 int manager_pid(const manager_core& core) { return core.pid(); }
 std::shared_ptr<completion<message>> call_at_master(runtime& rt, const object_ref& ref, std::uint64_t method,
                                                     writer& args) {
-  auto core = std::dynamic_pointer_cast<manager_core>(rt.find_service(ref.manager));
+  auto core = std::dynamic_pointer_cast<manager_core>(rt.services().find(ref.manager));
   if (!core)
     return failed_call(errc::server_lost, "manager " + std::to_string(ref.manager) +
                                               " has been shut down (or its server ended): its objects are gone");

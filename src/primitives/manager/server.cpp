@@ -51,13 +51,13 @@ std::shared_ptr<stream_link>& server_link() {
 void send_reply(std::uint64_t manager, std::uint64_t call, std::uint32_t status, multipart&& body) {
   auto rt = context::default_context().runtime();
   multipart m;
-  m.push_back(make_header(kind::mgr_reply, manager, call, status));
+  m.push_back(make_header(manager_kind::reply, manager, call, status));
   for (auto& f : body) m.push_back(std::move(f));
   if (auto& link = server_link()) {
     if (auto ec = link->send_blocking(m)) logf(log_level::error, "the link to the master failed: ", ec.message());
     return;
   }
-  rt->send_upstream(std::move(m));
+  rt->worker().send_upstream(std::move(m));
 }
 
 void send_text_reply(std::uint64_t manager, std::uint64_t call, std::uint32_t status, const std::string& text) {
@@ -217,7 +217,7 @@ void manager_server_main(std::uint64_t manager_id, std::string link_address, std
     multipart hello;
     hello.emplace_back(link_secret.data(), link_secret.size());
     if (auto ec = link->send_blocking(hello)) throw std::system_error(ec, "the manager's link to the master");
-    link->start([rt](multipart m) { rt->push_service_message(std::move(m)); }, [](std::error_code) {});
+    link->start([rt](multipart m) { rt->worker().push_service_message(std::move(m)); }, [](std::error_code) {});
     server_link() = std::move(link);
   }
   struct close_link {
@@ -229,10 +229,10 @@ void manager_server_main(std::uint64_t manager_id, std::string link_address, std
   std::unordered_map<std::uint64_t, std::unique_ptr<hosted>> objects;
   std::uint64_t next_object = 1;
   for (;;) {
-    auto m = rt->next_service_message();
+    auto m = rt->worker().next_service_message();
     auto h = parse_header(m[0]);
-    if (h->type == kind::mgr_stop) return;
-    if (h->type != kind::mgr_call) continue;
+    if (h->type == manager_kind::stop) return;
+    if (h->type != manager_kind::call) continue;
     auto call = h->request;
     if (m.size() < 3 || m[1].size() != 2 * sizeof(std::uint64_t)) {
       send_text_reply(manager_id, call, reply_failed, failure_text(errc::malformed_message, "malformed manager call"));

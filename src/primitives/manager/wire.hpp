@@ -1,13 +1,13 @@
 // The managers' wire: calls, replies and the stop, and the helpers both sides use.
 //
 // Messages (see runtime/protocol.hpp), channel = manager id:
-//   mgr_call   caller -> master -> server   request = call id; frames: [object u64, method u64],
+//   call       caller -> master -> server   request = call id; frames: [object u64, method u64],
 //                                           then the encoded arguments (head, large frames)
-//   mgr_reply  server -> master -> caller   request = call id, aux = status; frames:
+//   reply      server -> master -> caller   request = call id, aux = status; frames:
 //                                           0 value: the encoded result
 //                                           1 raised, 2 failed (fiber's own errors): a
 //                                           core/remote_failure
-//   mgr_stop   master -> server             exit
+//   stop       master -> server             exit
 // Every call goes through the master, which relays calls made in other processes (a proxy
 // passed to a child) under ids of its own, and answers them all when the server dies.
 #pragma once
@@ -20,9 +20,19 @@
 #include "fiber/detail/message.hpp"
 #include "fiber/detail/remote_object.hpp"
 #include "fiber/error.hpp"
+#include "runtime/protocol.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {
+
+/// The managers' message kinds (runtime/protocol.hpp routes them by the manager's id, the
+/// channel). A call from a worker is flagged flag_expects_reply, so that the master answers
+/// service_gone when the manager is gone; a reply relayed to a worker is flagged flag_reply.
+namespace manager_kind {
+inline constexpr kind call = service_kind(8);
+inline constexpr kind reply = service_kind(9);
+inline constexpr kind stop = service_kind(10);
+}  // namespace manager_kind
 
 enum reply_status : std::uint32_t { reply_value = 0, reply_raised = 1, reply_failed = 2 };
 

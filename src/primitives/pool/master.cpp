@@ -37,7 +37,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
   // ---- all below on the loop thread
 
   void start() {
-    rt_->add_service(id_, weak_from_this());
+    rt_->services().add(id_, weak_from_this());
     probe_timer_ = std::make_unique<asio::steady_timer>(rt_->io());
     schedule_probe();
     top_up();
@@ -86,7 +86,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     for (auto& p : procs) p->kill_now();  // each end erases its worker (on_worker_ended)
     probe_timer_->cancel();
     if (progress_timer_) progress_timer_->cancel();
-    rt_->remove_service(id_);
+    rt_->services().remove(id_);
     check_joined();
   }
 
@@ -135,7 +135,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     auto it = workers_.find(peer);
     if (it == workers_.end()) return;  // a worker we already gave up on
     auto& w = it->second;
-    if (h.type == kind::pool_ready) {
+    if (h.type == pool_kind::ready) {
       w.connected = true;
       start_failures_ = 0;
       if (w.leaving) {  // told to leave before it could be reached
@@ -144,7 +144,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       }
       grant(w, static_cast<int>(h.aux));
       check_ready();
-    } else if (h.type == kind::pool_result) {
+    } else if (h.type == pool_kind::result) {
       on_results(w, h.request, std::move(payload));
       grant(w, static_cast<int>(h.aux));
       if (options_.maxtasksperchild && ++w.completed >= options_.maxtasksperchild) {
@@ -320,8 +320,8 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
 
   void send_stop(worker& w) {
     multipart m;
-    m.push_back(make_header(kind::pool_stop, id_));
-    rt_->send_to_child(w.rid, std::move(m));
+    m.push_back(make_header(pool_kind::stop, id_));
+    rt_->master().send_to_child(w.rid, std::move(m));
   }
 
   void maybe_stop_workers() {
@@ -392,7 +392,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
         if (!w.connected) continue;
         multipart m;
         m.push_back(make_header(kind::probe, self->id_));
-        if (auto err = self->rt_->try_send_to_child(rid, std::move(m))) {
+        if (auto err = self->rt_->master().try_send_to_child(rid, std::move(m))) {
           logf(log_level::warn, w.proc->name, " stopped answering (", err.message(), "); killing it");
           w.proc->child->signal(SIGKILL);
         }
@@ -463,10 +463,10 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       queue_.pop_front();
       if (t.sub->finished) continue;  // its caller already has an error
       multipart m;
-      m.push_back(make_header(kind::pool_task, id_, t.id, static_cast<std::uint32_t>(t.count)));
+      m.push_back(make_header(pool_kind::task, id_, t.id, static_cast<std::uint32_t>(t.count)));
       m.emplace_back(&t.sub->function_id, sizeof t.sub->function_id);
       for (auto& f : t.frames) m.emplace_back(f->data(), f->size());  // copy: kept for a resend
-      if (auto ec = rt_->try_send_to_child(rid, std::move(m))) {
+      if (auto ec = rt_->master().try_send_to_child(rid, std::move(m))) {
         queue_.push_front(std::move(t));
         w.credit = 0;  // unreachable: its end (or the probe) takes it out
         continue;

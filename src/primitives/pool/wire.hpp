@@ -1,15 +1,15 @@
 // The pool's wire: what its master and workers say to each other.
 //
 // Messages (see runtime/protocol.hpp), channel = pool id:
-//   pool_ready   worker -> master  aux = chunks it can take now (its credit)
-//   pool_task    master -> worker  request = task id, aux = items;
+//   ready        worker -> master  aux = chunks it can take now (its credit)
+//   task         master -> worker  request = task id, aux = items;
 //                                  frames: function id (u64), the packed items, their large frames
-//   pool_result  worker -> master  request = task id, aux = credit it gives back;
+//   result       worker -> master  request = task id, aux = credit it gives back;
 //                                  frames: the packed results, their large frames
 // Packed: per item [u32 inline bytes][u32 large frames][inline bytes] (see detail::append_item);
 // a result item starts with a status byte (0 value, 1 exception, 2 fiber's own error in the
 // worker; both followed by a core/remote_failure).
-//   pool_stop    master -> worker  finish what was sent, then exit
+//   stop         master -> worker  finish what was sent, then exit
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -19,9 +19,18 @@
 
 #include "core/remote_failure.hpp"
 #include "fiber/codec.hpp"
+#include "runtime/protocol.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {
+
+/// The pool's message kinds (runtime/protocol.hpp routes them by the pool's id, the channel).
+namespace pool_kind {
+inline constexpr kind ready = service_kind(0);
+inline constexpr kind task = service_kind(1);
+inline constexpr kind result = service_kind(2);
+inline constexpr kind stop = service_kind(3);
+}  // namespace pool_kind
 
 
 enum item_status : char { item_value = 0, item_raised = 1, item_failed = 2 };

@@ -28,14 +28,14 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
   int granted = maxtasks ? std::min(credit, maxtasks) : credit;
   {
     multipart m;
-    m.push_back(make_header(kind::pool_ready, pool_id, 0, static_cast<std::uint32_t>(granted)));
-    rt->send_upstream(std::move(m));
+    m.push_back(make_header(pool_kind::ready, pool_id, 0, static_cast<std::uint32_t>(granted)));
+    rt->worker().send_upstream(std::move(m));
   }
   int done = 0;
   for (;;) {
-    auto m = rt->next_service_message();
+    auto m = rt->worker().next_service_message();
     auto h = parse_header(m[0]);
-    if (h->type == kind::pool_stop) return;
+    if (h->type == pool_kind::stop) return;
     if (m.size() < 3) throw error(errc::malformed_message, "malformed pool task");
     std::uint64_t fn_id;
     if (m[1].size() != sizeof fn_id) throw error(errc::malformed_message, "malformed pool task");
@@ -73,9 +73,9 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
     int give_back = (!maxtasks || granted < maxtasks) ? 1 : 0;
     granted += give_back;
     multipart reply;
-    reply.push_back(make_header(kind::pool_result, pool_id, h->request, static_cast<std::uint32_t>(give_back)));
+    reply.push_back(make_header(pool_kind::result, pool_id, h->request, static_cast<std::uint32_t>(give_back)));
     for (auto& f : to_frames(results)) reply.push_back(std::move(f));
-    rt->send_upstream(std::move(reply));
+    rt->worker().send_upstream(std::move(reply));
     if (maxtasks && done >= maxtasks) return;  // retire: the master starts a replacement
   }
 }

@@ -1,0 +1,180 @@
+#include "runtime/event_loop.hpp"
+
+#include <asio/post.hpp>
+
+#include "core/log.hpp"
+#include "fiber/error.hpp"
+
+namespace fiber::detail {
+
+event_loop::event_loop(asio::io_context* external, bool standby) {
+  if (external) {
+    io_ = external;
+    return;
+  }
+  owned_io_ = std::make_unique<asio::io_context>(1);
+  io_ = owned_io_.get();
+  self_driven_ = true;
+  work_.emplace(io_->get_executor());
+  if (standby) standby_ = std::thread([this] { standby_loop(); });
+}
+
+event_loop::~event_loop() {
+  stop([] {});
+}
+
+void event_loop::stop(unique_function<void()> last) noexcept {
+  if (!standby_.joinable()) {
+    if (last) last();
+    work_.reset();
+    return;
+  }
+  if (in_loop_thread()) {
+    last();
+  } else {
+    try {
+      run_sync([&] { last(); });
+    } catch (...) {
+      last();  // the loop is gone: nothing else runs it
+    }
+  }
+  {
+    std::lock_guard lock(wait_mutex_);
+    stopping_ = true;
+  }
+  standby_cv_.notify_all();
+  work_.reset();
+  io_->stop();  // wakes a standby blocked in run_one
+  if (std::this_thread::get_id() == standby_.get_id())
+    standby_.detach();  // last reference dropped by a handler on the standby itself
+  else
+    standby_.join();
+}
+
+bool event_loop::in_loop_thread() const noexcept { return io_->get_executor().running_in_this_thread(); }
+
+// How long the standby thread leaves the loop to callers after the last one let go of it: a
+// caller that blocks again within this time drives the loop without waking another thread.
+static constexpr auto standby_linger = std::chrono::milliseconds(1);
+// While callers drive, the standby looks again this often; callers never wake it (that would
+// cost a cross-core wake-up on every blocking call).
+static constexpr auto standby_recheck = std::chrono::milliseconds(2);
+
+bool event_loop::run_one_logged() noexcept {
+  try {
+    return io_->run_one() != 0;
+  } catch (const std::exception& e) {
+    // A handler let an exception escape (a detached coroutine that threw). It is nobody's
+    // operation in particular, and the loop must go on serving the others.
+    logf(log_level::error, "exception escaped a handler on fiber's event loop: ", e.what());
+  } catch (...) {
+    logf(log_level::error, "exception escaped a handler on fiber's event loop");
+  }
+  return true;
+}
+
+void event_loop::standby_loop() {
+  std::unique_lock lock(wait_mutex_);
+  while (!stopping_) {
+    if (driving_ || want_to_drive_ > 0) {
+      standby_cv_.wait_for(lock, standby_recheck);
+      continue;
+    }
+    auto idle = std::chrono::steady_clock::now() - last_release_;
+    if (idle < standby_linger) {
+      standby_cv_.wait_for(lock, standby_linger - idle);
+      continue;
+    }
+    driving_ = standby_driving_ = true;
+    lock.unlock();
+    run_one_logged();
+    lock.lock();
+    driving_ = standby_driving_ = false;
+    kicked_ = false;
+    if (want_to_drive_ > 0) wait_cv_.notify_all();
+  }
+}
+
+void event_loop::notify_done(std::atomic<bool>& done) noexcept {
+  {
+    std::lock_guard lock(wait_mutex_);
+    done.store(true, std::memory_order_release);
+  }
+  wait_cv_.notify_all();
+}
+
+void event_loop::drive(unique_function<void()> start, const std::atomic<bool>& done) {
+  auto is_done = [&] { return done.load(std::memory_order_acquire); };
+  if (!self_driven_) {
+    if (start) run_sync(std::move(start));
+    std::unique_lock lock(wait_mutex_);
+    wait_cv_.wait(lock, is_done);
+    return;
+  }
+  std::unique_lock lock(wait_mutex_);
+  ++want_to_drive_;
+  for (;;) {
+    if (!start && is_done()) break;
+    if (!driving_) {
+      // Take the loop and run it until our own operation completes; others wait for us.
+      driving_ = true;
+      --want_to_drive_;
+      lock.unlock();
+      std::exception_ptr failure;
+      bool stopped = false;
+      try {
+        if (auto f = std::move(start)) {
+          start = nullptr;
+          f();  // the caller's own operation: its exceptions are the caller's
+        }
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      while (!failure && !is_done() && !stopped) stopped = !run_one_logged();
+      lock.lock();
+      driving_ = false;
+      last_release_ = std::chrono::steady_clock::now();
+      if (want_to_drive_ > 0) wait_cv_.notify_all();  // another caller takes the loop
+      if (failure) std::rethrow_exception(failure);
+      if (is_done()) return;
+      if (stopped) throw error(errc::closed, "fiber's event loop has stopped");
+      ++want_to_drive_;
+      continue;
+    }
+    if (standby_driving_ && !kicked_) {
+      kicked_ = true;
+      asio::post(*io_, [] {});  // makes the standby's run_one return and hand over
+    }
+    wait_cv_.wait(lock);
+  }
+  --want_to_drive_;
+}
+
+void event_loop::run_sync(unique_function<void()> f) {
+  if (in_loop_thread()) {
+    f();
+    return;
+  }
+  std::atomic<bool> done{false};
+  std::exception_ptr failure;
+  asio::post(*io_, [&] {
+    try {
+      f();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    notify_done(done);
+  });
+  wait_until(done);
+  if (failure) std::rethrow_exception(failure);
+}
+
+void event_loop::run_or_post(unique_function<void()> f) {
+  if (in_loop_thread() || owned_io_) {
+    run_sync(std::move(f));
+    return;
+  }
+  asio::post(*io_, std::move(f));
+}
+
+}  // namespace fiber::detail

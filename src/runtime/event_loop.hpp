@@ -1,0 +1,75 @@
+// Who runs the io_context: a caller's own (embedding), or one fiber owns. With an owned loop a
+// caller that blocks runs the loop itself while it waits (no thread hop between the caller and
+// the loop), and a standby thread runs it while nobody does (a master's; a worker's main thread
+// always drives its own). See docs/design.md, "Who runs the event loop".
+#pragma once
+#include <asio/any_io_executor.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "fiber/detail/unique_function.hpp"
+
+namespace fiber::detail {
+
+class event_loop {
+ public:
+  /// The caller's io_context (it runs it), or, when `external` is null, one of fiber's, run by a
+  /// standby thread while no caller drives it when `standby` is true.
+  explicit event_loop(asio::io_context* external, bool standby = true);
+  ~event_loop();
+  event_loop(const event_loop&) = delete;
+  event_loop& operator=(const event_loop&) = delete;
+
+  asio::io_context& io() noexcept { return *io_; }
+  asio::any_io_executor executor() noexcept { return io_->get_executor(); }
+  bool in_loop_thread() const noexcept;
+  /// True when fiber owns the io_context (a blocking caller may run it).
+  bool owns_loop() const noexcept { return owned_io_ != nullptr; }
+
+  /// Blocks until `done` is set with notify_done; with an owned loop, runs the loop meanwhile.
+  void wait_until(const std::atomic<bool>& done) { drive(nullptr, done); }
+  void notify_done(std::atomic<bool>& done) noexcept;
+  /// Takes the loop (waiting for it if another thread has it), runs `start` on this thread,
+  /// then runs the loop until `done`. Without an owned loop, `start` runs on the loop's thread.
+  /// An exception from `start` is rethrown here.
+  void drive(unique_function<void()> start, const std::atomic<bool>& done);
+  /// Runs `f` on the loop and waits for it; rethrows what it throws.
+  void run_sync(unique_function<void()> f);
+  /// Runs `f` now when this thread can take the loop (run_sync), else posts it to the caller's
+  /// io_context: never waits on a loop that nobody may be running.
+  void run_or_post(unique_function<void()> f);
+
+  /// Runs `last` on the loop (or here, when the loop is gone; it must be idempotent), then ends
+  /// the standby thread and lets an owned loop run out. Safe from any thread, the loop's included.
+  void stop(unique_function<void()> last) noexcept;
+
+ private:
+  void standby_loop();
+  /// io_->run_one(), logging an exception that escapes a handler; false when the loop stopped.
+  bool run_one_logged() noexcept;
+
+  std::unique_ptr<asio::io_context> owned_io_;
+  asio::io_context* io_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::thread standby_;
+
+  std::mutex wait_mutex_;
+  std::condition_variable wait_cv_;     // callers blocked in wait_until
+  std::condition_variable standby_cv_;  // the standby thread; signalled only at stop
+  bool self_driven_ = false;   // owned loop: whoever blocks runs it
+  bool driving_ = false;       // some thread is inside run_one
+  bool standby_driving_ = false;
+  bool kicked_ = false;        // a wake-up is on its way to the standby's run_one
+  bool stopping_ = false;
+  int want_to_drive_ = 0;      // callers waiting for the baton
+  std::chrono::steady_clock::time_point last_release_{};
+};
+
+}  // namespace fiber::detail

@@ -1,0 +1,205 @@
+#include "runtime/master_side.hpp"
+
+#include "core/log.hpp"
+#include "fiber/error.hpp"
+
+namespace fiber::detail {
+
+master_side::master_side(asio::io_context& io, zmq::context_t& zctx, const fiber::config& cfg,
+                         const std::string& job_id, const job_keys& keys, pending_gets& gets,
+                         service_registry& services)
+    : io_(io),
+      zctx_(zctx),
+      cfg_(cfg),
+      job_id_(job_id),
+      keys_(keys),
+      gets_(gets),
+      services_(services),
+      broker_([this](const channel_reader& r, std::uint64_t channel, multipart& payload, bool may_run_inline) {
+        return deliver(r, channel, payload, may_run_inline);
+      }) {}
+
+backend& master_side::the_backend() {
+  if (!backend_) backend_ = make_backend(io_, cfg_, job_id_);
+  return *backend_;
+}
+
+const std::string& master_side::listen() {
+  if (router_) return endpoint_;
+  if (closed_) throw error(errc::closed, "the fiber context has shut down");
+  zmq::socket_t s(zctx_, zmq::socket_type::router);
+  configure_socket(s, cfg_);
+  s.set(zmq::sockopt::router_mandatory, 1);
+  auto endpoint = the_backend().listen_endpoint(job_id_);
+  plain_auth_ = endpoint.starts_with("ipc://") && cfg_.encryption == "auto";
+  zap_ = std::make_shared<zap_handler>(io_, zctx_, keys_, plain_auth_);
+  zap_->start();
+  secure_as_server(s, keys_, plain_auth_);
+  try {
+    s.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw error(errc::spawn_failed, "cannot listen on " + endpoint + ": " + e.what());
+  }
+  endpoint_ = the_backend().advertised(s.get(zmq::sockopt::last_endpoint));
+  router_ = std::make_shared<zmq_channel>(io_, std::move(s));
+  logf(log_level::debug, "listening on ", endpoint_);
+  receive_next();
+  return endpoint_;
+}
+
+std::vector<std::string> master_side::endpoints() const {
+  if (endpoint_.empty()) return {};
+  return {endpoint_};
+}
+
+void master_side::receive_next() {
+  router_->async_receive([weak = weak_from_this()](std::error_code ec, multipart m) {
+    auto self = weak.lock();
+    if (ec || !self || self->closed_) return;
+    self->handle(std::move(m));
+    self->receive_next();
+  });
+}
+
+void master_side::reply(const std::string& peer, multipart&& parts) {
+  multipart m;
+  m.reserve(parts.size() + 1);
+  m.emplace_back(peer.data(), peer.size());
+  for (auto& p : parts) m.push_back(std::move(p));
+  (void)router_->send(std::move(m));
+}
+
+void master_side::handle(multipart&& m) {
+  std::string peer = m.empty() ? std::string() : m[0].to_string();
+  auto h = m.size() >= 2 ? parse_header(m[1]) : std::nullopt;
+  if (!h) {
+    logf(log_level::error, "malformed message from ", peer, " (", m.size(),
+         " frames): not a fiber header of protocol version ", protocol_version, "; ignored and reported to the sender");
+    multipart r;
+    r.push_back(make_header(kind::failure));
+    r.emplace_back(std::string_view("malformed message: not a fiber header of this protocol version"));
+    reply(peer, std::move(r));
+    return;
+  }
+  auto payload = [&] {
+    multipart p;
+    for (std::size_t i = 2; i < m.size(); ++i) p.push_back(std::move(m[i]));
+    return p;
+  };
+  if (is_service_kind(h->type)) {
+    if (auto svc = services_.find(h->channel)) {
+      svc->on_message(peer, *h, payload());
+    } else if (h->flags & flag_expects_reply) {
+      // The caller waits for an answer: tell it the service is gone rather than let it hang.
+      multipart r;
+      r.push_back(make_header(kind::service_gone, h->channel, h->request, 0, flag_reply));
+      reply(peer, std::move(r));
+    } else {
+      logf(log_level::debug, "message for service ", h->channel, " that is gone, from ", peer, "; ignored");
+    }
+    return;
+  }
+  switch (h->type) {
+    case kind::hello:
+    case kind::done: {
+      auto it = children_.find(peer);
+      auto child = it == children_.end() ? nullptr : it->second.lock();
+      if (!child) {
+        // A child that has been let go (terminated pool worker) may still have been talking.
+        logf(log_level::debug, "message from child ", peer, " that is no longer tracked; ignored");
+        return;
+      }
+      std::string text = m.size() > 2 ? m[2].to_string() : std::string();
+      if (h->type == kind::hello)
+        child->on_hello(text);
+      else
+        child->on_done(h->aux != 0, text);
+      return;
+    }
+    case kind::put: broker_.put(h->channel, payload(), true); return;
+    case kind::get: broker_.get(h->channel, channel_reader{peer, h->request}); return;
+    case kind::cancel_get:
+      if (broker_.cancel(h->channel, peer, h->request)) {
+        multipart r;
+        r.push_back(make_header(kind::cancelled, h->channel, h->request));
+        reply(peer, std::move(r));
+      }
+      return;
+    default: logf(log_level::error, "unexpected message kind ", int(h->type), " from ", peer, "; ignored");
+  }
+}
+
+bool master_side::deliver(const channel_reader& r, std::uint64_t channel, multipart& payload, bool may_run_inline) {
+  if (r.peer.empty()) {
+    gets_.complete(r.request, {}, std::move(payload), may_run_inline);
+    return true;
+  }
+  multipart m;
+  m.reserve(payload.size() + 2);
+  m.emplace_back(r.peer.data(), r.peer.size());
+  m.push_back(make_header(kind::item, channel, r.request));
+  for (auto& f : payload) m.push_back(std::move(f));
+  if (auto ec = router_->send(std::move(m))) {
+    // The reader is gone: the item stays in the queue for the next reader.
+    logf(log_level::warn, "reader ", r.peer, " is gone (", ec.message(), "); message kept for the next reader");
+    payload.clear();
+    for (std::size_t i = 2; i < m.size(); ++i) payload.push_back(std::move(m[i]));
+    return false;
+  }
+  return true;
+}
+
+void master_side::cancel_get(std::uint64_t channel, std::uint64_t request) {
+  if (broker_.cancel(channel, {}, request)) gets_.complete(request, make_error_code(errc::timeout), {}, true);
+}
+
+void master_side::attach_child(const std::string& routing_id, std::weak_ptr<child_endpoint> child) {
+  children_[routing_id] = std::move(child);
+}
+
+void master_side::detach_child(const std::string& routing_id) {
+  children_.erase(routing_id);
+  broker_.forget_peer(routing_id);  // readers that died while waiting must not receive messages
+}
+
+void master_side::send_to_child(const std::string& routing_id, multipart&& parts) {
+  if (auto ec = try_send_to_child(routing_id, std::move(parts)))
+    logf(log_level::warn, "cannot reach child ", routing_id, ": ", ec.message());
+}
+
+std::error_code master_side::try_send_to_child(const std::string& routing_id, multipart&& parts) {
+  if (!router_) return make_error_code(errc::closed);
+  multipart m;
+  m.reserve(parts.size() + 1);
+  m.emplace_back(routing_id.data(), routing_id.size());
+  for (auto& p : parts) m.push_back(std::move(p));
+  return router_->send(std::move(m));
+}
+
+std::vector<int> master_side::live_pids() const {
+  std::vector<int> pids;
+  for (auto* j : live_jobs_) pids.push_back(j->pid());
+  return pids;
+}
+
+void master_side::shutdown() noexcept {
+  if (closed_) return;
+  closed_ = true;
+  auto children = std::move(children_);
+  children_.clear();
+  for (auto& [id, weak] : children)
+    if (auto child = weak.lock()) child->on_master_shutdown();
+  for (auto* j : live_jobs_) {
+    logf(log_level::warn, "child pid ", j->pid(), " still running at shutdown: killed");
+    j->kill_and_reap();
+  }
+  live_jobs_.clear();
+  children_.clear();
+  backend_.reset();  // ends helpers such as the fork server
+  gets_.fail_all(make_error_code(errc::closed));
+  broker_.clear();
+  if (router_) router_->close();
+  if (zap_) zap_->close();
+}
+
+}  // namespace fiber::detail

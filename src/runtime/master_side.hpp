@@ -1,0 +1,86 @@
+// The master's side of the runtime: the socket its children connect to (with the job's ZAP
+// handler), its children's handshakes and ends, the queue broker, the backend, and the routing
+// of service messages to the services that own them.
+#pragma once
+#include <asio/io_context.hpp>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "fiber/config.hpp"
+#include "runtime/channel_broker.hpp"
+#include "runtime/channel_route.hpp"
+#include "runtime/job_security.hpp"
+#include "runtime/pending_gets.hpp"
+#include "runtime/service_registry.hpp"
+#include "transport/zmq_channel.hpp"
+
+namespace fiber::detail {
+
+/// What a master needs from a child it started (implemented by process_state).
+class child_endpoint {
+ public:
+  virtual ~child_endpoint() = default;
+  virtual void on_hello(const std::string& hello_json) = 0;
+  virtual void on_done(bool raised, const std::string& detail) = 0;
+  /// The master is shutting down: kill, reap, and complete whoever waits.
+  virtual void on_master_shutdown() noexcept = 0;
+};
+
+class master_side final : public channel_route, public std::enable_shared_from_this<master_side> {
+ public:
+  /// Everything referred to outlives this (the runtime owns them all).
+  master_side(asio::io_context& io, zmq::context_t& zctx, const fiber::config& cfg, const std::string& job_id,
+              const job_keys& keys, pending_gets& gets, service_registry& services);
+
+  /// Binds the listening socket on first use; returns the endpoint children connect to.
+  const std::string& listen();
+  std::vector<std::string> endpoints() const;
+  backend& the_backend();
+  /// Credentials for a child (valid after listen()).
+  std::string worker_credentials() const { return keys_.for_worker(plain_auth_); }
+
+  void attach_child(const std::string& routing_id, std::weak_ptr<child_endpoint> child);
+  void detach_child(const std::string& routing_id);
+  void send_to_child(const std::string& routing_id, multipart&& parts);
+  /// As send_to_child, but tells: an error means the child's connection is gone.
+  std::error_code try_send_to_child(const std::string& routing_id, multipart&& parts);
+  /// Children still running, and what to do with them when the master goes.
+  void track_job(job* j) { live_jobs_.push_back(j); }
+  void untrack_job(job* j) { std::erase(live_jobs_, j); }
+  std::vector<int> live_pids() const;
+
+  // channel_route: the broker is here
+  void put(std::uint64_t channel, multipart&& payload) override { broker_.put(channel, std::move(payload), false); }
+  void get(std::uint64_t channel, std::uint64_t request) override { broker_.get(channel, channel_reader{{}, request}); }
+  void cancel_get(std::uint64_t channel, std::uint64_t request) override;
+  void release(std::uint64_t channel) noexcept override { broker_.release(channel); }
+  void shutdown() noexcept override;
+
+ private:
+  void receive_next();
+  void handle(multipart&& m);
+  void reply(const std::string& peer, multipart&& parts);
+  bool deliver(const channel_reader& r, std::uint64_t channel, multipart& payload, bool may_run_inline);
+
+  asio::io_context& io_;
+  zmq::context_t& zctx_;
+  const fiber::config& cfg_;
+  const std::string& job_id_;
+  const job_keys& keys_;
+  pending_gets& gets_;
+  service_registry& services_;
+  channel_broker broker_;
+  std::shared_ptr<zmq_channel> router_;
+  std::shared_ptr<zap_handler> zap_;
+  std::string endpoint_;
+  bool plain_auth_ = false;  // listening on a local unix socket with encryption=auto
+  std::unique_ptr<backend> backend_;
+  std::unordered_map<std::string, std::weak_ptr<child_endpoint>> children_;
+  std::vector<job*> live_jobs_;
+  bool closed_ = false;
+};
+
+}  // namespace fiber::detail

@@ -1,0 +1,156 @@
+#include "runtime/worker_side.hpp"
+
+#include "core/log.hpp"
+#include "fiber/error.hpp"
+#include "runtime/init.hpp"
+#include "transport/master_watch.hpp"
+
+namespace fiber::detail {
+
+worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::config& cfg, const job_keys& keys,
+                         const std::string& master_endpoint, const std::string& token, pending_gets& gets,
+                         service_registry& services)
+    : loop_(loop), zctx_(zctx), cfg_(cfg), gets_(gets), services_(services) {
+  zmq::socket_t s(zctx_, zmq::socket_type::dealer);
+  configure_socket(s, cfg_);
+  // The only peer is the master, proven by the job's keys; its config (and so its
+  // max_message_bytes, which senders check) arrives only in the handshake, after this socket
+  // exists: a default limit here silently dropped larger messages a raised limit allowed.
+  s.set(zmq::sockopt::maxmsgsize, std::int64_t{-1});
+  s.set(zmq::sockopt::routing_id, token);
+  secure_as_client(s, keys);
+  s.set(zmq::sockopt::linger, 10000);  // what the worker sent reaches the master before it exits
+  s.connect(master_endpoint);
+  upstream_ = std::make_shared<zmq_channel>(loop_.io(), std::move(s));
+}
+
+worker_side::~worker_side() = default;
+
+void worker_side::send_upstream(multipart&& parts) {
+  if (auto ec = upstream_->send(std::move(parts))) logf(log_level::error, "cannot send to the master: ", ec.message());
+}
+
+void worker_side::watch_master() {
+  master_watch_ = std::make_unique<master_watch>(zctx_, upstream_->socket(),
+                                                 std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
+                                                 [] { exit_worker(exit_master_lost); });
+}
+
+void worker_side::on_first_message(unique_function<void(std::error_code, multipart)> h) {
+  first_message_ = std::move(h);
+  receive_next();
+}
+
+void worker_side::push_service_message(multipart m) {
+  inbox_.push_back(std::move(m));
+  loop_.notify_done(inbox_filled_);
+}
+
+multipart worker_side::next_service_message() {
+  if (inbox_.empty()) {
+    inbox_filled_ = false;
+    // Set by the loop (on this thread, inside drive) when a service message arrives.
+    loop_.drive([this] { if (!inbox_.empty()) loop_.notify_done(inbox_filled_); }, inbox_filled_);
+  }
+  auto m = std::move(inbox_.front());
+  inbox_.pop_front();
+  return m;
+}
+
+void worker_side::put(std::uint64_t channel, multipart&& payload) {
+  multipart m;
+  m.reserve(payload.size() + 1);
+  m.push_back(make_header(kind::put, channel));
+  for (auto& f : payload) m.push_back(std::move(f));
+  send_upstream(std::move(m));
+}
+
+void worker_side::get(std::uint64_t channel, std::uint64_t request) {
+  multipart m;
+  m.push_back(make_header(kind::get, channel, request));
+  send_upstream(std::move(m));
+}
+
+void worker_side::cancel_get(std::uint64_t channel, std::uint64_t request) {
+  // The master answers with `cancelled`, or with the item if it was already on its way.
+  multipart m;
+  m.push_back(make_header(kind::cancel_get, channel, request));
+  send_upstream(std::move(m));
+}
+
+void worker_side::receive_next() {
+  upstream_->async_receive([weak = weak_from_this()](std::error_code ec, multipart m) {
+    auto self = weak.lock();
+    if (ec || !self || self->closed_) return;
+    self->handle(std::move(m));
+    self->receive_next();
+  });
+}
+
+void worker_side::handle(multipart&& m) {
+  auto h = m.empty() ? std::nullopt : parse_header(m[0]);
+  if (!h) {
+    logf(log_level::error, "malformed message from the master (", m.size(), " frames); ignored");
+    return;
+  }
+  auto to_service = [&] {
+    multipart payload;
+    for (std::size_t i = 1; i < m.size(); ++i) payload.push_back(std::move(m[i]));
+    if (auto svc = services_.find(h->channel))
+      svc->on_message({}, *h, std::move(payload));
+    else
+      logf(log_level::debug, "reply for service ", h->channel, " nobody waits for; ignored");
+  };
+  if (h->type == kind::service_gone) {
+    to_service();
+    return;
+  }
+  if (is_service_kind(h->type)) {
+    if (h->flags & flag_reply)
+      to_service();
+    else
+      push_service_message(std::move(m));  // a command for this worker's service loop
+    return;
+  }
+  multipart payload;
+  for (std::size_t i = 1; i < m.size(); ++i) payload.push_back(std::move(m[i]));
+  switch (h->type) {
+    case kind::welcome:
+    case kind::refuse:
+      if (first_message_) {
+        auto f = std::move(first_message_);
+        first_message_ = nullptr;
+        payload.insert(payload.begin(), std::move(m[0]));
+        f({}, std::move(payload));
+      }
+      return;
+    case kind::item:
+      if (!gets_.contains(h->request)) {
+        // Not asked for (any more): give it back rather than lose it.
+        logf(log_level::warn, "unrequested message on channel ", h->channel, " returned to its queue");
+        put(h->channel, std::move(payload));
+        return;
+      }
+      gets_.complete(h->request, {}, std::move(payload), true);
+      return;
+    case kind::cancelled: gets_.complete(h->request, make_error_code(errc::timeout), {}, true); return;
+    case kind::probe: return;
+    case kind::failure: {
+      auto text = payload.empty() ? std::string("(no detail)") : payload[0].to_string();
+      logf(log_level::error, "the master reported: ", text);
+      if (h->request) gets_.complete(h->request, make_error_code(errc::protocol_error), {}, true);
+      return;
+    }
+    default: logf(log_level::error, "unexpected message kind ", int(h->type), " from the master; ignored");
+  }
+}
+
+void worker_side::shutdown() noexcept {
+  if (closed_) return;
+  closed_ = true;
+  gets_.fail_all(make_error_code(errc::closed));
+  master_watch_.reset();
+  upstream_->close();
+}
+
+}  // namespace fiber::detail

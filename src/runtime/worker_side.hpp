@@ -1,0 +1,67 @@
+// A worker's side of the runtime: its one connection to the master (authenticated with the
+// credentials it was given), the watch on that connection, the master's first answer, the
+// commands for the worker's service loop, and the answers to its own reads and calls.
+#pragma once
+#include <asio/io_context.hpp>
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "fiber/config.hpp"
+#include "runtime/channel_route.hpp"
+#include "runtime/event_loop.hpp"
+#include "runtime/job_security.hpp"
+#include "runtime/pending_gets.hpp"
+#include "runtime/service_registry.hpp"
+#include "transport/zmq_channel.hpp"
+
+namespace fiber::detail {
+class master_watch;
+
+class worker_side final : public channel_route, public std::enable_shared_from_this<worker_side> {
+ public:
+  /// Connects to `master_endpoint` as `token` (its routing id). Everything referred to outlives
+  /// this (the runtime owns them all).
+  worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::config& cfg, const job_keys& keys,
+              const std::string& master_endpoint, const std::string& token, pending_gets& gets,
+              service_registry& services);
+  ~worker_side() override;
+
+  void send_upstream(multipart&& parts);
+  /// Exit when the connection to the master stays down (a child that cannot see its master's
+  /// process, e.g. in a container).
+  void watch_master();
+  /// Starts receiving; `h` gets the master's first answer (welcome or refuse), header first.
+  void on_first_message(unique_function<void(std::error_code, multipart)> h);
+  /// Blocks (running the loop) until the master sends a command for this worker's service loop
+  /// (a pool's task or stop, a manager call or stop); returns it with its header frame first.
+  multipart next_service_message();
+  /// A service message that came another way (a manager's direct link); on the loop thread.
+  void push_service_message(multipart m);
+
+  // channel_route: the broker is at the master
+  void put(std::uint64_t channel, multipart&& payload) override;
+  void get(std::uint64_t channel, std::uint64_t request) override;
+  void cancel_get(std::uint64_t channel, std::uint64_t request) override;
+  void release(std::uint64_t) noexcept override {}
+  void shutdown() noexcept override;
+
+ private:
+  void receive_next();
+  void handle(multipart&& m);
+
+  event_loop& loop_;
+  zmq::context_t& zctx_;
+  const fiber::config& cfg_;
+  pending_gets& gets_;
+  service_registry& services_;
+  std::shared_ptr<zmq_channel> upstream_;
+  std::unique_ptr<master_watch> master_watch_;
+  unique_function<void(std::error_code, multipart)> first_message_;
+  std::deque<multipart> inbox_;
+  std::atomic<bool> inbox_filled_{false};
+  bool closed_ = false;
+};
+
+}  // namespace fiber::detail

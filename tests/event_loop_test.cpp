@@ -1,0 +1,109 @@
+// The event loop's hand-over: who runs the io_context while callers block, and where handlers run.
+#include "runtime/event_loop.hpp"
+
+#include <gtest/gtest.h>
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "fiber/error.hpp"
+
+namespace {
+using fiber::detail::event_loop;
+
+TEST(event_loop, a_blocking_caller_runs_the_handlers_itself) {
+  event_loop loop(nullptr, /*standby=*/false);  // a worker's: only callers drive it
+  std::atomic<bool> done{false};
+  std::thread::id ran_on;
+  asio::post(loop.io(), [&] {
+    ran_on = std::this_thread::get_id();
+    loop.notify_done(done);
+  });
+  loop.wait_until(done);
+  EXPECT_EQ(ran_on, std::this_thread::get_id());  // no hop to another thread
+}
+
+TEST(event_loop, run_sync_from_another_thread_runs_on_the_loop_and_returns_its_exception) {
+  event_loop loop(nullptr);
+  bool on_loop = false;
+  loop.run_sync([&] { on_loop = loop.in_loop_thread(); });
+  EXPECT_TRUE(on_loop);
+  EXPECT_THROW(loop.run_sync([] { throw std::runtime_error("from the loop"); }), std::runtime_error);
+  loop.run_sync([&] { on_loop = loop.in_loop_thread(); });  // the loop goes on after a throw
+  EXPECT_TRUE(on_loop);
+}
+
+TEST(event_loop, callers_on_many_threads_hand_the_loop_over_until_each_is_done) {
+  event_loop loop(nullptr);
+  constexpr int callers = 8, rounds = 200;
+  std::vector<std::thread> threads;
+  std::atomic<int> finished{0};
+  for (int t = 0; t < callers; ++t)
+    threads.emplace_back([&] {
+      for (int r = 0; r < rounds; ++r) {
+        std::atomic<bool> done{false};
+        bool on_loop = false;
+        // The operation starts on the loop and completes from a later handler, as a reply would.
+        loop.drive(
+            [&] {
+              asio::post(loop.io(), [&] {
+                on_loop = loop.in_loop_thread();
+                loop.notify_done(done);
+              });
+            },
+            done);
+        EXPECT_TRUE(on_loop);
+      }
+      ++finished;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(finished.load(), callers);
+}
+
+TEST(event_loop, an_exception_from_the_start_is_the_callers_and_frees_the_loop) {
+  event_loop loop(nullptr);
+  std::atomic<bool> never{false};
+  EXPECT_THROW(loop.drive([] { throw fiber::error(fiber::errc::closed, "refused"); }, never), fiber::error);
+  std::atomic<bool> done{false};
+  asio::post(loop.io(), [&] { loop.notify_done(done); });
+  loop.wait_until(done);  // another caller takes the loop
+  EXPECT_TRUE(done.load());
+}
+
+TEST(event_loop, with_the_callers_io_context_nothing_runs_until_the_caller_runs_it) {
+  asio::io_context io;
+  event_loop loop(&io);
+  EXPECT_FALSE(loop.owns_loop());
+  bool ran = false;
+  loop.run_or_post([&] { ran = true; });  // not this thread's loop: posted, not waited for
+  EXPECT_FALSE(ran);
+  io.run_one();
+  EXPECT_TRUE(ran);
+
+  std::atomic<bool> result{false};
+  io.restart();  // it ran out of work above
+  auto busy = asio::make_work_guard(io);  // run_one waits for the call rather than return idle
+  std::thread caller([&] { loop.run_sync([&] { result = loop.in_loop_thread(); }); });
+  io.run_one();  // the caller's loop runs the call
+  caller.join();
+  EXPECT_TRUE(result.load());
+}
+
+TEST(event_loop, stop_runs_the_last_step_on_the_loop_once_and_ends_the_standby) {
+  event_loop loop(nullptr);
+  int runs = 0;
+  bool on_loop = false;
+  loop.stop([&] {
+    ++runs;
+    on_loop = loop.in_loop_thread();
+  });
+  loop.stop([&] { ++runs; });  // the standby is gone: a second stop runs here, without a loop
+  EXPECT_EQ(runs, 2);
+  EXPECT_TRUE(on_loop);
+}
+
+}  // namespace
