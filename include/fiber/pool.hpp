@@ -40,7 +40,7 @@ class result_stream {
       : core_(std::move(core)), source_(std::move(source)) {}
 
   op<std::optional<R>> next() {
-    return detail::lazy_op<std::optional<R>>(core_, [core = core_, source = source_] {
+    return detail::deferred_op<std::optional<R>>(detail::pool_runtime(*core_), [core = core_, source = source_] {
       auto c = std::make_shared<detail::completion<std::optional<R>>>();
       poll(c, source, core);
       return c;
@@ -144,7 +144,7 @@ class pool {
   /// f(args...) in a worker.
   template <class R, class... P, class... A>
   op<detail::result_t<R>> apply(R (*f)(P...), A&&... args) {
-    return detail::lazy_op<detail::result_t<R>>(core_, apply_starter<R, P...>(f, std::forward<A>(args)...));
+    return detail::deferred_op<detail::result_t<R>>(rt_, apply_starter<R, P...>(f, std::forward<A>(args)...));
   }
 
   /// As map, but already submitted: the returned op may be awaited or waited for any time later.
@@ -241,7 +241,7 @@ class pool {
   op<std::vector<T>> run_map(F f, It first, It last, std::size_t hint, std::size_t chunksize, Encode encode) {
     detail::pool_check_open(*core_);
     auto id = detail::require_registered(f).id;
-    return detail::lazy_op<std::vector<T>>(core_, [core = core_, id, first, last, hint, chunksize, encode,
+    return detail::deferred_op<std::vector<T>>(rt_, [core = core_, id, first, last, hint, chunksize, encode,
                                                    opts = call_options_]() {
       auto c = std::make_shared<detail::completion<std::vector<T>>>();
       detail::pool_submit(core, id, chunksize, hint,

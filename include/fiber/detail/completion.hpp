@@ -8,6 +8,8 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <type_traits>
+#include <variant>
 
 #include "fiber/detail/unique_function.hpp"
 #include "fiber/op.hpp"
@@ -80,9 +82,48 @@ T block_on_completion(runtime& rt, const std::shared_ptr<completion<T>>& c) {
   return take(*c);
 }
 
+/// The one way fiber makes an op out of work that completes a completion: `start` runs on
+/// fiber's loop when the op is first awaited or waited for, and returns the completion (for
+/// op<void>, a completion<std::monostate>). Awaited, the coroutine runs it on the loop; waited
+/// for, the calling thread runs it while it holds the loop (no extra hop).
+template <class T, class Start>
+op<T> deferred_op(std::shared_ptr<runtime> rt, Start start) {
+  using V = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+  struct body {
+    static asio::awaitable<T> run(Start start) {
+      std::shared_ptr<completion<V>> c = start();  // the coroutine runs on fiber's loop (see op)
+      if constexpr (std::is_void_v<T>)
+        (void)co_await await_completion(std::move(c));
+      else
+        co_return co_await await_completion(std::move(c));
+    }
+  };
+  auto direct = [rt, start]() -> T {
+    std::shared_ptr<completion<V>> c;
+    auto flag = std::make_shared<std::atomic<bool>>(false);
+    auto* r = rt.get();
+    wait_until_started(*r, [&] {
+      c = start();
+      if (c->done)
+        notify_done(*r, *flag);
+      else
+        c->waiter = [flag, r] { notify_done(*r, *flag); };
+    }, *flag);
+    if constexpr (std::is_void_v<T>)
+      (void)take(*c);
+    else
+      return take(*c);
+  };
+  return {rt, body::run(std::move(start)), std::move(direct)};
+}
+
+/// An op for work already under way.
 template <class T>
 op<T> completion_op(const std::shared_ptr<runtime>& rt, std::shared_ptr<completion<T>> c) {
-  return {rt, await_completion(c), [rt, c] { return block_on_completion(*rt, c); }};
+  return deferred_op<T>(rt, [c] { return c; });
+}
+inline op<void> completion_op(const std::shared_ptr<runtime>& rt, std::shared_ptr<completion<std::monostate>> c) {
+  return deferred_op<void>(rt, [c] { return c; });
 }
 
 }  // namespace fiber::detail

@@ -225,21 +225,5 @@ std::size_t size_hint(const Range& r) {
     return 0;
 }
 
-/// An op that submits its work when first awaited or waited for (map, apply, next).
-template <class T, class Start>
-op<T> lazy_op(const std::shared_ptr<pool_core>& core, Start start) {
-  auto rt = pool_runtime(*core);
-  struct body {
-    static asio::awaitable<T> run(Start start) {
-      auto c = start();  // the coroutine runs on fiber's loop (see op)
-      co_return co_await await_completion(c);
-    }
-  };
-  return {rt, body::run(start), [rt, core, start]() {
-            std::shared_ptr<completion<T>> c;
-            pool_on_loop(core, [&](pool_core&) { c = start(); });
-            return block_on_completion(*rt, c);
-          }};
-}
 }  // namespace detail
 }  // namespace fiber

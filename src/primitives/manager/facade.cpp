@@ -41,18 +41,6 @@ manager::~manager() {
   }
 }
 
-namespace {
-/// An op that completes when `c` does (on fiber's loop).
-op<void> completion_void_op(const std::shared_ptr<detail::runtime>& rt,
-                            std::shared_ptr<detail::completion<std::monostate>> c) {
-  struct body {
-    static asio::awaitable<void> run(std::shared_ptr<detail::completion<std::monostate>> c) {
-      (void)co_await detail::await_completion(std::move(c));
-    }
-  };
-  return {rt, body::run(c), [rt, c] { (void)detail::block_on_completion(*rt, c); }};
-}
-}  // namespace
 
 op<void> manager::ready() {
   auto c = std::make_shared<detail::completion<std::monostate>>();
@@ -64,13 +52,13 @@ op<void> manager::ready() {
         c->set_value({});
     });
   });
-  return completion_void_op(rt_, c);
+  return detail::completion_op(rt_, c);
 }
 
 op<void> manager::shutdown() {
   auto c = std::make_shared<detail::completion<std::monostate>>();
   rt_->run_sync([&, core = core_] { detail::manager_shutdown(*core, [c] { c->set_value({}); }); });
-  return completion_void_op(rt_, c);
+  return detail::completion_op(rt_, c);
 }
 
 int manager::pid() const { return core_ ? detail::manager_pid(*core_) : 0; }

@@ -28,19 +28,11 @@ using arm_fn = void (*)(detail::pool_core&, detail::unique_function<void()>);
 
 /// An op that completes when `arm` calls back (on fiber's loop).
 op<void> when(const std::shared_ptr<detail::pool_core>& core, arm_fn arm) {
-  auto rt = detail::pool_runtime(*core);
-  struct body {
-    static asio::awaitable<void> run(std::shared_ptr<detail::pool_core> core, arm_fn arm) {
-      auto c = std::make_shared<detail::completion<std::monostate>>();
-      arm(*core, [c] { c->set_value({}); });
-      (void)co_await detail::await_completion(c);
-    }
-  };
-  return {rt, body::run(core, arm), [rt, core, arm] {
-            auto c = std::make_shared<detail::completion<std::monostate>>();
-            detail::pool_on_loop(core, [&](detail::pool_core& p) { arm(p, [c] { c->set_value({}); }); });
-            (void)detail::block_on_completion(*rt, c);
-          }};
+  return detail::deferred_op<void>(detail::pool_runtime(*core), [core, arm] {
+    auto c = std::make_shared<detail::completion<std::monostate>>();
+    arm(*core, [c] { c->set_value({}); });
+    return c;
+  });
 }
 }  // namespace
 
