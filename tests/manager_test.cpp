@@ -69,6 +69,11 @@ void append_from_child(fiber::managed_list<int> list, fiber::proxy<counter> c, i
 }  // namespace
 FIBER_REMOTE(append_from_child);
 
+namespace {
+void add_from_child(fiber::proxy<counter> c) { (void)c.add(1).get(); }
+}  // namespace
+FIBER_REMOTE(add_from_child);
+
 TEST(manager, registered_class_with_methods_of_several_signatures) {
   fiber::manager mgr;
   auto c = mgr.create<counter>("apples", 5).get();
@@ -237,6 +242,22 @@ TEST(manager, destroying_the_manager_stops_its_server) {
   }
   EXPECT_NE(::kill(pid, 0), 0) << "the server process is gone";
   fiber_test::expect_error([&] { (void)c.add(1).get(); }, fiber::errc::server_lost, {"shut down"});
+}
+
+TEST(manager, a_child_calling_a_manager_that_is_gone_is_told_so_not_left_waiting) {
+  fiber::proxy<counter> c;
+  {
+    fiber::manager mgr;
+    c = mgr.create<counter>(0).get();
+  }
+  // The call goes to the master, which no longer has the manager: it answers service_gone.
+  fiber::process p(&add_from_child, c);
+  p.start().get();
+  p.join().get();
+  ASSERT_TRUE(p.exception());
+  EXPECT_EQ(p.exception()->type(), "fiber::error");
+  EXPECT_NE(p.exception()->message().find("has been shut down: its objects are gone"), std::string::npos)
+      << p.exception()->what();
 }
 
 TEST(manager, released_objects_are_gone_from_the_server) {

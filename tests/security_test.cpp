@@ -115,14 +115,7 @@ zmq::socket_t keyed_peer(zmq::context_t& z, fiber::context& ctx) {
   peer.set(zmq::sockopt::linger, 0);
   peer.set(zmq::sockopt::rcvtimeo, 30000);  // guard against a hang only
   auto keys = fiber::detail::job_keys::from_worker_text(ctx.runtime()->master().worker_credentials());
-  if (keys.plain) {
-    peer.set(zmq::sockopt::plain_username, "fiber");
-    peer.set(zmq::sockopt::plain_password, keys.password);
-  } else {
-    peer.set(zmq::sockopt::curve_serverkey, keys.server_public);
-    peer.set(zmq::sockopt::curve_publickey, keys.client_public);
-    peer.set(zmq::sockopt::curve_secretkey, keys.client_secret);
-  }
+  fiber::detail::secure_as_client(peer, keys);
   peer.connect(ctx.endpoints().at(0));
   return peer;
 }

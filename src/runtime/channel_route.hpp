@@ -2,9 +2,6 @@
 // the master (a worker). Answers come back through pending_gets.
 #pragma once
 #include <cstdint>
-#include <zmq.hpp>
-
-#include "fiber/config.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {
@@ -21,8 +18,5 @@ class channel_route {
   /// Closes this side's sockets and ends what it started; idempotent.
   virtual void shutdown() noexcept = 0;
 };
-
-/// The options every fiber socket gets: unbounded queues, heartbeats, the size limit.
-void configure_socket(zmq::socket_t& s, const fiber::config& cfg);
 
 }  // namespace fiber::detail

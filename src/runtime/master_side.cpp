@@ -61,14 +61,6 @@ void master_side::receive_next() {
   });
 }
 
-void master_side::reply(const std::string& peer, multipart&& parts) {
-  multipart m;
-  m.reserve(parts.size() + 1);
-  m.emplace_back(peer.data(), peer.size());
-  for (auto& p : parts) m.push_back(std::move(p));
-  (void)router_->send(std::move(m));
-}
-
 void master_side::handle(multipart&& m) {
   std::string peer = m.empty() ? std::string() : m[0].to_string();
   auto h = m.size() >= 2 ? parse_header(m[1]) : std::nullopt;
@@ -78,7 +70,7 @@ void master_side::handle(multipart&& m) {
     multipart r;
     r.push_back(make_header(kind::failure));
     r.emplace_back(std::string_view("malformed message: not a fiber header of this protocol version"));
-    reply(peer, std::move(r));
+    (void)try_send_to_child(peer, std::move(r));
     return;
   }
   auto payload = [&] {
@@ -93,7 +85,7 @@ void master_side::handle(multipart&& m) {
       // The caller waits for an answer: tell it the service is gone rather than let it hang.
       multipart r;
       r.push_back(make_header(kind::service_gone, h->channel, h->request, 0, flag_reply));
-      reply(peer, std::move(r));
+      (void)try_send_to_child(peer, std::move(r));
     } else {
       logf(log_level::debug, "message for service ", h->channel, " that is gone, from ", peer, "; ignored");
     }
@@ -122,7 +114,7 @@ void master_side::handle(multipart&& m) {
       if (broker_.cancel(h->channel, peer, h->request)) {
         multipart r;
         r.push_back(make_header(kind::cancelled, h->channel, h->request));
-        reply(peer, std::move(r));
+        (void)try_send_to_child(peer, std::move(r));
       }
       return;
     default: logf(log_level::error, "unexpected message kind ", int(h->type), " from ", peer, "; ignored");

@@ -12,6 +12,7 @@
 #include "fiber/config.hpp"
 #include "runtime/channel_broker.hpp"
 #include "runtime/channel_route.hpp"
+#include "runtime/socket_options.hpp"
 #include "runtime/job_security.hpp"
 #include "runtime/pending_gets.hpp"
 #include "runtime/service_registry.hpp"
@@ -62,7 +63,6 @@ class master_side final : public channel_route, public std::enable_shared_from_t
  private:
   void receive_next();
   void handle(multipart&& m);
-  void reply(const std::string& peer, multipart&& parts);
   bool deliver(const channel_reader& r, std::uint64_t channel, multipart& payload, bool may_run_inline);
 
   asio::io_context& io_;

@@ -4,7 +4,7 @@
 // first_service_kind on, in its own wire header, and the runtime routes them without reading
 // them: at the master to the service the channel names; at a worker to the service the channel
 // names when the header is flagged a reply, else to the worker's service loop
-// (runtime::worker_side::next_service_message).
+// (worker_side::next_service_message).
 #pragma once
 #include <cstdint>
 #include <cstring>

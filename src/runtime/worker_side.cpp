@@ -93,27 +93,19 @@ void worker_side::handle(multipart&& m) {
     logf(log_level::error, "malformed message from the master (", m.size(), " frames); ignored");
     return;
   }
-  auto to_service = [&] {
-    multipart payload;
-    for (std::size_t i = 1; i < m.size(); ++i) payload.push_back(std::move(m[i]));
-    if (auto svc = services_.find(h->channel))
-      svc->on_message({}, *h, std::move(payload));
-    else
-      logf(log_level::debug, "reply for service ", h->channel, " nobody waits for; ignored");
-  };
-  if (h->type == kind::service_gone) {
-    to_service();
-    return;
-  }
-  if (is_service_kind(h->type)) {
-    if (h->flags & flag_reply)
-      to_service();
-    else
-      push_service_message(std::move(m));  // a command for this worker's service loop
+  if (is_service_kind(h->type) && !(h->flags & flag_reply)) {
+    push_service_message(std::move(m));  // a command for this worker's service loop
     return;
   }
   multipart payload;
   for (std::size_t i = 1; i < m.size(); ++i) payload.push_back(std::move(m[i]));
+  if (is_service_kind(h->type) || h->type == kind::service_gone) {  // a reply for a local service
+    if (auto svc = services_.find(h->channel))
+      svc->on_message({}, *h, std::move(payload));
+    else
+      logf(log_level::debug, "reply for service ", h->channel, " nobody waits for; ignored");
+    return;
+  }
   switch (h->type) {
     case kind::welcome:
     case kind::refuse:

@@ -10,6 +10,7 @@
 
 #include "fiber/config.hpp"
 #include "runtime/channel_route.hpp"
+#include "runtime/socket_options.hpp"
 #include "runtime/event_loop.hpp"
 #include "runtime/job_security.hpp"
 #include "runtime/pending_gets.hpp"
