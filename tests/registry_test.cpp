@@ -1,5 +1,6 @@
 #include <fiber/meta.hpp>
 #include <fiber/registry.hpp>
+#include <fiber/remote_class.hpp>
 #include <gtest/gtest.h>
 
 #include "support.hpp"
@@ -14,6 +15,15 @@ FIBER_REMOTE(sample::shout);
 FIBER_META(sample::shout, .cpu = 2, .gpu = 1);
 
 int not_registered_function(int x) { return x; }
+
+namespace sample {
+struct tally {
+  explicit tally(int start) : total(start) {}
+  int bump(int by) { return total += by; }
+  int total;
+};
+}  // namespace sample
+FIBER_REMOTE_CLASS(sample::tally, bump);
 
 TEST(registry, registered_functions_are_found_and_invoked_by_id) {
   const auto& e = fiber::detail::require_registered(&sample::add);
@@ -38,6 +48,24 @@ TEST(registry, unregistered_function_names_itself_and_the_macro) {
   fiber_test::expect_error([] { (void)fiber::detail::require_registered(&not_registered_function); },
                            fiber::errc::not_registered,
                            {"not_registered_function", "FIBER_REMOTE(not_registered_function)"});
+}
+
+TEST(registry, a_class_constructor_is_found_by_its_id_and_makes_the_object) {
+  auto id = fiber::detail::constructor_id<sample::tally, int>::value;
+  auto make = fiber::detail::find_constructor(id);
+  ASSERT_NE(make, nullptr);
+  EXPECT_EQ(fiber::detail::find_constructor(id + 1), nullptr);
+  fiber::writer args;
+  args.value(std::make_tuple(40));
+  std::vector<std::span<const std::byte>> none;
+  fiber::reader in({reinterpret_cast<const std::byte*>(args.head().data()), args.head().size()}, none);
+  auto object = make(in);
+  fiber::writer call_args, out;
+  call_args.value(std::make_tuple(2));
+  fiber::reader call_in({reinterpret_cast<const std::byte*>(call_args.head().data()), call_args.head().size()}, none);
+  object->call(fiber::detail::stable_hash("bump"), call_in, out, fiber::detail::deferred_reply(0, 0));
+  fiber::reader result({reinterpret_cast<const std::byte*>(out.head().data()), out.head().size()}, none);
+  EXPECT_EQ(result.value<int>(), 42);
 }
 
 TEST(registry, digest_is_stable) { EXPECT_EQ(fiber::detail::registry_digest(), fiber::detail::registry_digest()); }

@@ -7,6 +7,7 @@
 // of the function travels, never a code address.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -30,6 +31,14 @@ const function_entry* find_function(std::uint64_t id) noexcept;
 /// Digest of every registered id: a worker whose registry differs runs other code.
 std::uint64_t registry_digest() noexcept;
 [[noreturn]] void throw_not_registered(const void* address);
+
+/// The other kind of entry the registry holds: how a manager's server makes an object of a
+/// registered class (fiber/remote_class.hpp) from its constructor's arguments. Constructors share
+/// the functions' ids, duplicate check and digest.
+class hosted;
+using hosted_factory = std::unique_ptr<hosted> (*)(reader& args);
+void register_constructor(std::uint64_t id, std::string_view signature, hosted_factory make);
+hosted_factory find_constructor(std::uint64_t id) noexcept;
 /// FNV-1a: ids that are the same in every process and every build of the same names.
 constexpr std::uint64_t stable_hash(std::string_view s) noexcept {
   std::uint64_t h = 1469598103934665603ull;

@@ -19,6 +19,11 @@ struct registry {
   std::unordered_map<const void*, function_entry*> by_address;
   std::unordered_map<std::uint64_t, std::unique_ptr<function_entry>> by_id;
   std::unordered_map<std::uint64_t, meta> needs;
+  struct constructor_entry {
+    std::string signature;
+    hosted_factory make;
+  };
+  std::unordered_map<std::uint64_t, constructor_entry> constructors;
 };
 registry& the_registry() {
   static registry* r = new registry;  // registrations run during static initialization
@@ -68,11 +73,30 @@ meta find_meta(std::uint64_t function_id) noexcept {
   return it == r.needs.end() ? meta{} : it->second;
 }
 
+void register_constructor(std::uint64_t id, std::string_view signature, hosted_factory make) {
+  auto& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  auto [it, added] = r.constructors.emplace(id, registry::constructor_entry{std::string(signature), make});
+  if (!added && it->second.signature != signature) {
+    std::fprintf(stderr, "fiber: two constructors share the registry id of %.*s; rename the class\n",
+                 static_cast<int>(signature.size()), signature.data());
+    std::abort();
+  }
+}
+
+hosted_factory find_constructor(std::uint64_t id) noexcept {
+  auto& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.constructors.find(id);
+  return it == r.constructors.end() ? nullptr : it->second.make;
+}
+
 std::uint64_t registry_digest() noexcept {
   auto& r = the_registry();
   std::lock_guard lock(r.mutex);
   std::vector<std::uint64_t> ids;
   for (auto& [id, e] : r.by_id) ids.push_back(id);
+  for (auto& [id, e] : r.constructors) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
   std::uint64_t h = 1469598103934665603ull;
   for (auto id : ids) h = (h ^ id) * 1099511628211ull;

@@ -139,7 +139,4 @@ class hosted {
   virtual bool call(std::uint64_t method, reader& args, writer& out, const deferred_reply& later) = 0;
 };
 
-using hosted_factory = std::unique_ptr<hosted> (*)(reader& args);
-void register_constructor(std::uint64_t id, std::string_view signature, hosted_factory make);
-
 }  // namespace fiber::detail

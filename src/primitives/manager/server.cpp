@@ -20,28 +20,6 @@ FIBER_REMOTE(fiber::detail::manager_server_main);
 
 namespace fiber::detail {
 namespace {
-
-struct constructor_entry {
-  std::string signature;
-  hosted_factory make;
-};
-struct constructor_table {
-  std::mutex mutex;
-  std::unordered_map<std::uint64_t, constructor_entry> entries;
-};
-constructor_table& constructors() {
-  static auto* t = new constructor_table;  // filled during static initialization
-  return *t;
-}
-}  // namespace
-
-void register_constructor(std::uint64_t id, std::string_view signature, hosted_factory make) {
-  auto& t = constructors();
-  std::lock_guard lock(t.mutex);
-  t.entries.emplace(id, constructor_entry{std::string(signature), make});
-}
-
-namespace {
 /// The server's direct link to the master (local backend), if it has one.
 std::shared_ptr<stream_link>& server_link() {
   static std::shared_ptr<stream_link> link;
@@ -247,12 +225,7 @@ void manager_server_main(std::uint64_t manager_id, std::string link_address, std
     bool user_code = false;
     try {
       if (method == create_method) {
-        hosted_factory make = nullptr;
-        {
-          auto& t = constructors();
-          std::lock_guard lock(t.mutex);
-          if (auto it = t.entries.find(object); it != t.entries.end()) make = it->second.make;
-        }
+        auto make = find_constructor(object);
         if (!make)
           throw error(errc::not_registered, "the manager's server knows no constructor with id " + std::to_string(object) +
                                                 ": it runs another build than the caller");
