@@ -72,10 +72,7 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
                   "); run the same build in workers: rebuild the image or redeploy the executable";
     }
     if (!problem.empty()) {
-      multipart refuse;
-      refuse.push_back(make_header(kind::refuse));
-      refuse.emplace_back(problem.data(), problem.size());
-      rt->master().send_to_child(routing_id, std::move(refuse));
+      rt->master().send_to_child(routing_id, make_message(kind::refuse, {}, problem));
       logf(log_level::error, "refused ", name, ": ", problem);
       complete_start(make_error_code(problem.starts_with("worker binary") ? errc::binary_mismatch : errc::protocol_error),
                      "cannot start " + name + ": " + problem);
@@ -84,11 +81,7 @@ struct process_state final : child_endpoint, std::enable_shared_from_this<proces
     boost::json::object snapshot;
     for (auto& [k, v] : rt->cfg().items()) snapshot[k] = v;
     auto cfg_text = boost::json::serialize(snapshot);
-    multipart welcome;
-    welcome.push_back(make_header(kind::welcome));
-    welcome.emplace_back(cfg_text.data(), cfg_text.size());
-    welcome.emplace_back(&call.function_id, sizeof call.function_id);
-    for (auto& f : to_frames(call.args)) welcome.push_back(std::move(f));
+    auto welcome = make_message(kind::welcome, {}, cfg_text, as_pod(call.function_id), call.args);
     if (auto* pid_field = hello.if_contains("pid"); pid_field && pid_field->is_int64())
       child->reported_pid(static_cast<int>(pid_field->as_int64()));
     state = phase::running;

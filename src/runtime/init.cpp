@@ -67,10 +67,7 @@ int run_worker() {
                             {"pid", ::getpid()},
                             {"executable", executable_path()}};
   auto hello_text = boost::json::serialize(hello);
-  multipart m;
-  m.push_back(make_header(kind::hello));
-  m.emplace_back(hello_text.data(), hello_text.size());
-  rt->worker().send_upstream(std::move(m));
+  rt->worker().send_upstream(make_message(kind::hello, {}, hello_text));
 
   // The master answers with welcome (config, call) or refuse.
   std::atomic<bool> answered{false};
@@ -113,10 +110,7 @@ int run_worker() {
   }
   if (failure) log(log_level::error, "target raised " + failure->type + ": " + failure->message);
   auto detail = failure ? failure->encode() : std::string();
-  multipart done;
-  done.push_back(make_header(kind::done, 0, 0, failure ? 1 : 0));
-  done.emplace_back(detail.data(), detail.size());
-  rt->worker().send_upstream(std::move(done));
+  rt->worker().send_upstream(make_message(kind::done, {.aux = failure ? 1u : 0u}, detail));
   int code = failure ? 1 : 0;
   std::fflush(nullptr);
   worker_runtime().reset();

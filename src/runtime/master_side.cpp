@@ -67,10 +67,7 @@ void master_side::handle(multipart&& m) {
   if (!h) {
     logf(log_level::error, "malformed message from ", peer, " (", m.size(),
          " frames): not a fiber header of protocol version ", protocol_version, "; ignored and reported to the sender");
-    multipart r;
-    r.push_back(make_header(kind::failure));
-    r.emplace_back(std::string_view("malformed message: not a fiber header of this protocol version"));
-    (void)try_send_to_child(peer, std::move(r));
+    (void)try_send_to_child(peer, make_message(kind::failure, {}, "malformed message: not a fiber header of this protocol version"));
     return;
   }
   auto payload = [&] {
@@ -83,9 +80,7 @@ void master_side::handle(multipart&& m) {
       svc->on_message(peer, *h, payload());
     } else if (h->flags & flag_expects_reply) {
       // The caller waits for an answer: tell it the service is gone rather than let it hang.
-      multipart r;
-      r.push_back(make_header(kind::service_gone, h->channel, h->request, 0, flag_reply));
-      (void)try_send_to_child(peer, std::move(r));
+      (void)try_send_to_child(peer, make_message(kind::service_gone, {.channel = h->channel, .request = h->request, .flags = flag_reply}));
     } else {
       logf(log_level::debug, "message for service ", h->channel, " that is gone, from ", peer, "; ignored");
     }
@@ -112,9 +107,7 @@ void master_side::handle(multipart&& m) {
     case kind::get: broker_.get(h->channel, channel_reader{peer, h->request}); return;
     case kind::cancel_get:
       if (broker_.cancel(h->channel, peer, h->request)) {
-        multipart r;
-        r.push_back(make_header(kind::cancelled, h->channel, h->request));
-        (void)try_send_to_child(peer, std::move(r));
+        (void)try_send_to_child(peer, make_message(kind::cancelled, {.channel = h->channel, .request = h->request}));
       }
       return;
     default: logf(log_level::error, "unexpected message kind ", int(h->type), " from ", peer, "; ignored");
@@ -128,7 +121,7 @@ bool master_side::deliver(const channel_reader& r, std::uint64_t channel, multip
   }
   multipart m;
   m.reserve(payload.size() + 2);
-  m.emplace_back(r.peer.data(), r.peer.size());
+  m.emplace_back(r.peer.data(), r.peer.size());  // the router's envelope, then the message
   m.push_back(make_header(kind::item, channel, r.request));
   for (auto& f : payload) m.push_back(std::move(f));
   if (auto ec = router_->send(std::move(m))) {

@@ -9,7 +9,11 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string_view>
+#include <type_traits>
 #include <zmq.hpp>
+
+#include "transport/message_frames.hpp"
 
 namespace fiber::detail {
 
@@ -54,6 +58,50 @@ inline zmq::message_t make_header(kind k, std::uint64_t channel = 0, std::uint64
                                   std::uint8_t flags = 0) {
   header h{k, flags, protocol_version, aux, channel, request};
   return zmq::message_t(&h, sizeof h);
+}
+
+/// Where a message goes and what it answers: the header's fields besides its kind.
+struct route {
+  std::uint64_t channel = 0;
+  std::uint64_t request = 0;
+  std::uint32_t aux = 0;
+  std::uint8_t flags = 0;
+};
+
+/// A trivially copyable value sent as one frame of its bytes.
+template <class T>
+struct pod_part {
+  static_assert(std::is_trivially_copyable_v<T>);
+  const T& value;
+};
+template <class T>
+pod_part<T> as_pod(const T& value) {
+  return {value};
+}
+
+namespace message_parts {
+inline void add(multipart& m, zmq::message_t&& frame) { m.push_back(std::move(frame)); }
+inline void add(multipart& m, std::string_view bytes) { m.emplace_back(bytes.data(), bytes.size()); }
+template <class T>
+void add(multipart& m, pod_part<T> p) {
+  m.emplace_back(&p.value, sizeof(T));
+}
+inline void add(multipart& m, multipart&& frames) {
+  for (auto& f : frames) m.push_back(std::move(f));
+}
+/// An encoded value: its frames (large ranges without copies when the writer owns them).
+inline void add(multipart& m, writer& w) { add(m, to_frames(w)); }
+}  // namespace message_parts
+
+/// The one way fiber builds a message: the header of kind `k` on `r`, then each part in order
+/// (a frame, bytes, as_pod(value), frames to append, or an encoded writer).
+template <class... Parts>
+multipart make_message(kind k, route r, Parts&&... parts) {
+  multipart m;
+  m.reserve(1 + sizeof...(Parts));
+  m.push_back(make_header(k, r.channel, r.request, r.aux, r.flags));
+  (message_parts::add(m, std::forward<Parts>(parts)), ...);
+  return m;
 }
 
 /// nullopt when the frame is not a header of this protocol version.

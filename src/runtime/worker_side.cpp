@@ -58,24 +58,16 @@ multipart worker_side::next_service_message() {
 }
 
 void worker_side::put(std::uint64_t channel, multipart&& payload) {
-  multipart m;
-  m.reserve(payload.size() + 1);
-  m.push_back(make_header(kind::put, channel));
-  for (auto& f : payload) m.push_back(std::move(f));
-  send_upstream(std::move(m));
+  send_upstream(make_message(kind::put, {.channel = channel}, std::move(payload)));
 }
 
 void worker_side::get(std::uint64_t channel, std::uint64_t request) {
-  multipart m;
-  m.push_back(make_header(kind::get, channel, request));
-  send_upstream(std::move(m));
+  send_upstream(make_message(kind::get, {.channel = channel, .request = request}));
 }
 
 void worker_side::cancel_get(std::uint64_t channel, std::uint64_t request) {
   // The master answers with `cancelled`, or with the item if it was already on its way.
-  multipart m;
-  m.push_back(make_header(kind::cancel_get, channel, request));
-  send_upstream(std::move(m));
+  send_upstream(make_message(kind::cancel_get, {.channel = channel, .request = request}));
 }
 
 void worker_side::receive_next() {

@@ -21,10 +21,8 @@ class manager_client final : public service {
     auto c = std::make_shared<completion<message>>();
     auto id = next_call_++;
     pending_.emplace(id, c);
-    multipart m;
-    m.push_back(make_header(manager_kind::call, id_, id, 0, flag_expects_reply));
-    for (auto& f : call_frames(ref, method, args)) m.push_back(std::move(f));
-    rt_.worker().send_upstream(std::move(m));
+    rt_.worker().send_upstream(
+        make_message(manager_kind::call, {.channel = id_, .request = id, .flags = flag_expects_reply}, call_frames(ref, method, args)));
     return c;
   }
 

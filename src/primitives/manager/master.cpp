@@ -96,8 +96,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     if (stopping_) return;
     stopping_ = true;
     if (started_) {
-      multipart m;
-      m.push_back(make_header(manager_kind::stop, id_));
+      auto m = make_message(manager_kind::stop, {.channel = id_});
       if (link_)
         link_->send(std::move(m));
       else
@@ -138,10 +137,8 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     if (p.local) {
       complete_from_reply(*p.local, h.aux, std::move(payload));
     } else {
-      multipart m;
-      m.push_back(make_header(manager_kind::reply, id_, p.call, h.aux, flag_reply));
-      for (auto& f : payload) m.push_back(std::move(f));
-      rt_->master().send_to_child(p.peer, std::move(m));
+      rt_->master().send_to_child(
+          p.peer, make_message(manager_kind::reply, {.channel = id_, .request = p.call, .aux = h.aux, .flags = flag_reply}, std::move(payload)));
     }
   }
 
@@ -241,9 +238,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
   void forward(std::uint64_t relay, multipart&& body) {
     if (dead_) return fail(relay, errc::server_lost, dead_text_);
     if (stopping_) return fail(relay, errc::server_lost, "the manager is shutting down: its objects are gone");
-    multipart m;
-    m.push_back(make_header(manager_kind::call, id_, relay));
-    for (auto& f : body) m.push_back(std::move(f));
+    auto m = make_message(manager_kind::call, {.channel = id_, .request = relay}, std::move(body));
     if (!ready_to_send()) {
       waiting_.push_back(std::move(m));
       return;
@@ -261,10 +256,8 @@ class manager_core final : public service, public std::enable_shared_from_this<m
       return;
     }
     auto text = failure_text(code, what);
-    multipart m;
-    m.push_back(make_header(manager_kind::reply, id_, p.call, reply_failed, flag_reply));
-    m.emplace_back(text.data(), text.size());
-    rt_->master().send_to_child(p.peer, std::move(m));
+    rt_->master().send_to_child(
+        p.peer, make_message(manager_kind::reply, {.channel = id_, .request = p.call, .aux = reply_failed, .flags = flag_reply}, text));
   }
 
   void on_started(std::error_code ec, const std::string& what) {

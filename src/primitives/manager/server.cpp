@@ -26,22 +26,15 @@ std::shared_ptr<stream_link>& server_link() {
   return link;
 }
 
-void send_reply(std::uint64_t manager, std::uint64_t call, std::uint32_t status, multipart&& body) {
-  auto rt = context::default_context().runtime();
-  multipart m;
-  m.push_back(make_header(manager_kind::reply, manager, call, status));
-  for (auto& f : body) m.push_back(std::move(f));
+/// A reply to call `call` of manager `manager`: over the direct link when there is one.
+template <class... Parts>
+void send_reply(std::uint64_t manager, std::uint64_t call, std::uint32_t status, Parts&&... parts) {
+  auto m = make_message(manager_kind::reply, {.channel = manager, .request = call, .aux = status}, std::forward<Parts>(parts)...);
   if (auto& link = server_link()) {
     if (auto ec = link->send_blocking(m)) logf(log_level::error, "the link to the master failed: ", ec.message());
     return;
   }
-  rt->worker().send_upstream(std::move(m));
-}
-
-void send_text_reply(std::uint64_t manager, std::uint64_t call, std::uint32_t status, const std::string& text) {
-  multipart body;
-  body.emplace_back(text.data(), text.size());
-  send_reply(manager, call, status, std::move(body));
+  context::default_context().runtime()->worker().send_upstream(std::move(m));
 }
 
 // Built-in types: elements are stored encoded (flat strings), so the server needs no types.
@@ -213,7 +206,7 @@ void manager_server_main(std::uint64_t manager_id, std::string link_address, std
     if (h->type != manager_kind::call) continue;
     auto call = h->request;
     if (m.size() < 3 || m[1].size() != 2 * sizeof(std::uint64_t)) {
-      send_text_reply(manager_id, call, reply_failed, failure_text(errc::malformed_message, "malformed manager call"));
+      send_reply(manager_id, call, reply_failed, failure_text(errc::malformed_message, "malformed manager call"));
       continue;
     }
     std::uint64_t route[2];
@@ -248,18 +241,18 @@ void manager_server_main(std::uint64_t manager_id, std::string link_address, std
     } catch (const error& e) {
       if (user_code && e.code() != make_error_code(errc::protocol_error) &&
           e.code() != make_error_code(errc::malformed_message))
-        send_text_reply(manager_id, call, reply_raised, remote_failure::of_current_exception(me).encode());
+        send_reply(manager_id, call, reply_raised, remote_failure::of_current_exception(me).encode());
       else
-        send_text_reply(manager_id, call, reply_failed, failure_text(static_cast<errc>(e.code().value()), e.what()));
+        send_reply(manager_id, call, reply_failed, failure_text(static_cast<errc>(e.code().value()), e.what()));
       continue;
     } catch (...) {
-      send_text_reply(manager_id, call, reply_raised, remote_failure::of_current_exception(me).encode());
+      send_reply(manager_id, call, reply_raised, remote_failure::of_current_exception(me).encode());
       continue;
     }
     if (auto over = message_limit_text("the call's result would", out.total_size(), rt->cfg().max_message_bytes, "return less");
         !over.empty()) {
       // The master would drop the connection rather than take it: say so instead.
-      send_text_reply(manager_id, call, reply_failed, failure_text(errc::message_too_large, over));
+      send_reply(manager_id, call, reply_failed, failure_text(errc::message_too_large, over));
       continue;
     }
     send_reply(manager_id, call, reply_value, to_frames(out));

@@ -319,9 +319,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
   }
 
   void send_stop(worker& w) {
-    multipart m;
-    m.push_back(make_header(pool_kind::stop, id_));
-    rt_->master().send_to_child(w.rid, std::move(m));
+    rt_->master().send_to_child(w.rid, make_message(pool_kind::stop, {.channel = id_}));
   }
 
   void maybe_stop_workers() {
@@ -390,9 +388,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       if (ec || !self || self->rt_->is_shut_down()) return;
       for (auto& [rid, w] : self->workers_) {
         if (!w.connected) continue;
-        multipart m;
-        m.push_back(make_header(kind::probe, self->id_));
-        if (auto err = self->rt_->master().try_send_to_child(rid, std::move(m))) {
+        if (auto err = self->rt_->master().try_send_to_child(rid, make_message(kind::probe, {.channel = self->id_}))) {
           logf(log_level::warn, w.proc->name, " stopped answering (", err.message(), "); killing it");
           w.proc->child->signal(SIGKILL);
         }
@@ -462,10 +458,11 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       auto t = std::move(queue_.front());
       queue_.pop_front();
       if (t.sub->finished) continue;  // its caller already has an error
-      multipart m;
-      m.push_back(make_header(pool_kind::task, id_, t.id, static_cast<std::uint32_t>(t.count)));
-      m.emplace_back(&t.sub->function_id, sizeof t.sub->function_id);
-      for (auto& f : t.frames) m.emplace_back(f->data(), f->size());  // copy: kept for a resend
+      multipart args;
+      args.reserve(t.frames.size());
+      for (auto& f : t.frames) args.emplace_back(f->data(), f->size());  // copy: kept for a resend
+      auto m = make_message(pool_kind::task, {.channel = id_, .request = t.id, .aux = static_cast<std::uint32_t>(t.count)},
+                            as_pod(t.sub->function_id), std::move(args));
       if (auto ec = rt_->master().try_send_to_child(rid, std::move(m))) {
         queue_.push_front(std::move(t));
         w.credit = 0;  // unreachable: its end (or the probe) takes it out

@@ -26,11 +26,7 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
   }
   // With maxtasksperchild, never ask for more chunks than this worker will run.
   int granted = maxtasks ? std::min(credit, maxtasks) : credit;
-  {
-    multipart m;
-    m.push_back(make_header(pool_kind::ready, pool_id, 0, static_cast<std::uint32_t>(granted)));
-    rt->worker().send_upstream(std::move(m));
-  }
+  rt->worker().send_upstream(make_message(pool_kind::ready, {.channel = pool_id, .aux = static_cast<std::uint32_t>(granted)}));
   int done = 0;
   for (;;) {
     auto m = rt->worker().next_service_message();
@@ -72,10 +68,8 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
     // Give the credit back unless this worker is about to retire.
     int give_back = (!maxtasks || granted < maxtasks) ? 1 : 0;
     granted += give_back;
-    multipart reply;
-    reply.push_back(make_header(pool_kind::result, pool_id, h->request, static_cast<std::uint32_t>(give_back)));
-    for (auto& f : to_frames(results)) reply.push_back(std::move(f));
-    rt->worker().send_upstream(std::move(reply));
+    rt->worker().send_upstream(
+        make_message(pool_kind::result, {.channel = pool_id, .request = h->request, .aux = static_cast<std::uint32_t>(give_back)}, results));
     if (maxtasks && done >= maxtasks) return;  // retire: the master starts a replacement
   }
 }
