@@ -27,19 +27,11 @@ namespace fiber {
 
 namespace detail {
 class manager_core;
-/// Creates an object on the server (constructor `ctor` with `args`); runs on fiber's loop.
-/// Completes with the new object's id.
-asio::awaitable<std::uint64_t> create_object(std::shared_ptr<manager_core> core, std::uint64_t ctor,
-                                             std::shared_ptr<writer> args);
-object_handle created_object(const std::shared_ptr<manager_core>& core, std::uint64_t id);
-/// The same, blocking the calling thread.
-object_handle create_object_blocking(const std::shared_ptr<manager_core>& core, std::uint64_t ctor, writer& args);
-
-template <class P>
-asio::awaitable<P> as_proxy(std::shared_ptr<manager_core> core, std::uint64_t ctor, std::shared_ptr<writer> args) {
-  auto id = co_await create_object(core, ctor, std::move(args));
-  co_return P(created_object(core, id));
-}
+/// On fiber's loop: asks the server for a new object (constructor `ctor` with `args`); the
+/// completion gets the server's reply, which created_object turns into a handle.
+std::shared_ptr<completion<message>> create_object(const std::shared_ptr<manager_core>& core, std::uint64_t ctor,
+                                                   writer& args);
+object_handle created_object(const std::shared_ptr<manager_core>& core, const message& reply);
 }  // namespace detail
 
 class manager {
@@ -90,8 +82,9 @@ class manager {
  private:
   template <class P>
   op<P> make(std::uint64_t ctor, std::shared_ptr<writer> args) {
-    return {rt_, detail::as_proxy<P>(core_, ctor, args),
-            [core = core_, ctor, args] { return P(detail::create_object_blocking(core, ctor, *args)); }};
+    return detail::deferred_op<P>(
+        rt_, [core = core_, ctor, args] { return detail::create_object(core, ctor, *args); },
+        [core = core_](const detail::message& reply) { return P(detail::created_object(core, reply)); });
   }
 
   std::shared_ptr<detail::runtime> rt_;

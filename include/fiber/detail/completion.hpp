@@ -19,6 +19,7 @@ namespace fiber::detail {
 /// Touched only on fiber's loop thread.
 template <class T>
 struct completion {
+  using value_type = T;
   std::optional<T> value;
   std::exception_ptr error;
   bool done = false;
@@ -51,9 +52,9 @@ T take(completion<T>& c) {
   return std::move(*c.value);
 }
 
-/// Awaits `c` (the coroutine runs on fiber's executor, see op).
+/// Waits until `c` is done (the coroutine runs on fiber's executor, see op).
 template <class T>
-asio::awaitable<T> await_completion(std::shared_ptr<completion<T>> c) {
+asio::awaitable<void> until_done(std::shared_ptr<completion<T>> c) {
   if (!c->done) {
     // g++ 12 miscompiles a closure that captures a shared_ptr when use_awaitable's initiation
     // (a coroutine) takes it by value: the copy skips the reference count. So `c` goes as an
@@ -65,56 +66,67 @@ asio::awaitable<T> await_completion(std::shared_ptr<completion<T>> c) {
         },
         asio::use_awaitable, c);
   }
-  T v = take(*c);
-  co_return v;
 }
 
-/// Blocks until `c` is done, running fiber's loop on this thread when it can.
-template <class T>
-T block_on_completion(runtime& rt, const std::shared_ptr<completion<T>>& c) {
-  auto flag = std::make_shared<std::atomic<bool>>(false);
-  wait_until_started(rt, [c, flag, &rt] {
-    if (c->done)
-      notify_done(rt, *flag);
-    else
-      c->waiter = [flag, &rt] { notify_done(rt, *flag); };
-  }, *flag);
-  return take(*c);
-}
+/// What deferred_op does with the completion's value when given no finishing step.
+struct as_is {
+  template <class V>
+  V operator()(V&& v) const {
+    return std::forward<V>(v);
+  }
+};
 
-/// The one way fiber makes an op out of work that completes a completion: `start` runs on
-/// fiber's loop when the op is first awaited or waited for, and returns the completion (for
-/// op<void>, a completion<std::monostate>). Awaited, the coroutine runs it on the loop; waited
-/// for, the calling thread runs it while it holds the loop (no extra hop).
-template <class T, class Start>
-op<T> deferred_op(std::shared_ptr<runtime> rt, Start start) {
-  using V = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
-  struct body {
-    static asio::awaitable<T> run(Start start) {
-      std::shared_ptr<completion<V>> c = start();  // the coroutine runs on fiber's loop (see op)
-      if constexpr (std::is_void_v<T>)
-        (void)co_await await_completion(std::move(c));
-      else
-        co_return co_await await_completion(std::move(c));
+/// The one way fiber makes an op: `start` runs on fiber's loop when the op is first awaited or
+/// waited for and returns a completion (a std::shared_ptr<completion<V>>); `finish` turns its
+/// value into the op's T (decoding a reply, making a proxy) on the side that waits: in the
+/// coroutine when awaited, on the calling thread when waited for. Awaited, the coroutine runs
+/// `start` on the loop; waited for, the calling thread runs it while it holds the loop (no extra
+/// hop). What `start` throws is the op's error. For op<void>, `finish` may return nothing.
+template <class T, class Start, class Finish = as_is>
+op<T> deferred_op(std::shared_ptr<runtime> rt, Start start, Finish finish = {}) {
+  using C = typename std::invoke_result_t<Start&>::element_type;
+  using V = typename C::value_type;
+  static_assert(std::is_void_v<T> || std::is_invocable_r_v<T, Finish&, V&&>, "deferred_op: finish must make a T from the completion's value");
+  struct parts {
+    static std::shared_ptr<C> started(Start& start) noexcept {
+      try {
+        return start();
+      } catch (...) {
+        auto failed = std::make_shared<C>();
+        failed->set_error(std::current_exception());
+        return failed;
+      }
+    }
+    static T finished(Finish& finish, C& c) {
+      if constexpr (std::is_void_v<T>) {
+        if constexpr (std::is_same_v<Finish, as_is>)
+          (void)take(c);
+        else
+          (void)finish(take(c));
+      } else {
+        return finish(take(c));
+      }
+    }
+    static asio::awaitable<T> run(Start start, Finish finish) {
+      auto c = started(start);  // the coroutine runs on fiber's loop (see op)
+      co_await until_done(c);
+      co_return finished(finish, *c);
     }
   };
-  auto direct = [rt, start]() -> T {
-    std::shared_ptr<completion<V>> c;
+  auto direct = [rt, start, finish]() mutable -> T {
+    std::shared_ptr<C> c;
     auto flag = std::make_shared<std::atomic<bool>>(false);
     auto* r = rt.get();
     wait_until_started(*r, [&] {
-      c = start();
+      c = parts::started(start);
       if (c->done)
         notify_done(*r, *flag);
       else
         c->waiter = [flag, r] { notify_done(*r, *flag); };
     }, *flag);
-    if constexpr (std::is_void_v<T>)
-      (void)take(*c);
-    else
-      return take(*c);
+    return parts::finished(finish, *c);
   };
-  return {rt, body::run(std::move(start)), std::move(direct)};
+  return {rt, parts::run(std::move(start), std::move(finish)), std::move(direct)};
 }
 
 /// An op for work already under way.

@@ -52,38 +52,9 @@ R decode_result(const message& m) {
 template <class R>
 using result_decoder = R (*)(const message&);
 
-template <class R>
-struct object_call {
-  static asio::awaitable<R> lazy(std::shared_ptr<runtime> rt, object_ref ref, std::uint64_t method,
-                                 std::shared_ptr<writer> args, result_decoder<R> decode, [[maybe_unused]] std::shared_ptr<void> keep) {
-    // `keep` (the object's owner) holds the object alive until the call is done.
-    auto c = send_object_call(*rt, ref, method, *args);  // the coroutine runs on fiber's loop (see op)
-    co_return co_await finish(std::move(c), decode);
-  }
-  static asio::awaitable<R> finish(std::shared_ptr<completion<message>> c, result_decoder<R> decode) {
-    auto m = co_await await_completion(std::move(c));
-    co_return decode(m);
-  }
-};
-template <>
-struct object_call<void> {
-  static asio::awaitable<void> lazy(std::shared_ptr<runtime> rt, object_ref ref, std::uint64_t method,
-                                    std::shared_ptr<writer> args, result_decoder<void> decode, [[maybe_unused]] std::shared_ptr<void> keep) {
-    auto c = send_object_call(*rt, ref, method, *args);
-    co_await finish(std::move(c), decode);
-  }
-  static asio::awaitable<void> finish(std::shared_ptr<completion<message>> c, result_decoder<void> decode) {
-    (void)co_await await_completion(std::move(c));
-    (void)decode;
-  }
-};
-
 /// Sends now from any thread (async_manager).
 std::shared_ptr<completion<message>> send_object_call_now(runtime& rt, const object_ref& ref, std::uint64_t method,
                                                           writer& args);
-/// Blocks the calling thread for a call, running fiber's loop on it when it can.
-message call_object_blocking(runtime& rt, const object_ref& ref, std::uint64_t method, writer& args);
-
 /// `method(args)` on the object: a manager's proxies complete the call when awaited; an
 /// async_manager's send it now and complete when awaited.
 template <class R>
@@ -92,16 +63,11 @@ op<R> call_object(const object_handle& h, std::uint64_t method, std::shared_ptr<
   auto rt = h.rt;
   if (h.ref.async) {
     auto c = send_object_call_now(*rt, h.ref, method, *args);
-    return {rt, object_call<R>::finish(c, decode), [rt, c, decode]() -> R {
-              return decode(block_on_completion(*rt, c));
-            }};
+    return deferred_op<R>(rt, [c] { return c; }, decode);
   }
-  auto ref = h.ref;
   // The handle's owner rides along: the object lives at least until the call is done.
-  return {rt, object_call<R>::lazy(rt, ref, method, args, decode, h.owner),
-          [rt, ref, method, args, decode, owner = h.owner]() -> R {
-            return decode(call_object_blocking(*rt, ref, method, *args));
-          }};
+  return deferred_op<R>(
+      rt, [rt, ref = h.ref, method, args, owner = h.owner] { return send_object_call(*rt, ref, method, *args); }, decode);
 }
 
 /// Arguments as they travel: string literals become strings.

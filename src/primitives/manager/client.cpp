@@ -98,10 +98,6 @@ std::shared_ptr<completion<message>> send_object_call_now(runtime& rt, const obj
 }
 
 
-message call_object_blocking(runtime& rt, const object_ref& ref, std::uint64_t method, writer& args) {
-  return block_on_call(rt, [&] { return send_object_call(rt, ref, method, args); });
-}
-
 object_handle adopt_object(object_ref ref) {
   return object_handle{context::default_context().runtime(), ref, nullptr};
 }

@@ -318,27 +318,14 @@ class manager_core final : public service, public std::enable_shared_from_this<m
   std::shared_ptr<stream_link> link_;
 };
 
-namespace {
-object_handle made_object(const std::shared_ptr<manager_core>& core, const message& m) {
-  return created_object(core, decode_message<std::uint64_t>(m));
-}
-}  // namespace
-
-asio::awaitable<std::uint64_t> create_object(std::shared_ptr<manager_core> core, std::uint64_t ctor,
-                                             std::shared_ptr<writer> args) {
-  auto c = core->call(object_ref{core->id(), ctor, false}, create_method, *args);
-  auto m = co_await await_completion(c);
-  co_return decode_message<std::uint64_t>(m);
-}
-
-object_handle created_object(const std::shared_ptr<manager_core>& core, std::uint64_t id) {
-  return own_object(core->rt(), object_ref{core->id(), id, core->async()});
-}
-
-object_handle create_object_blocking(const std::shared_ptr<manager_core>& core, std::uint64_t ctor, writer& args) {
+std::shared_ptr<completion<message>> create_object(const std::shared_ptr<manager_core>& core, std::uint64_t ctor,
+                                                   writer& args) {
   // Through the core itself: the server may not be registered as a service yet.
-  auto m = block_on_call(*core->rt(), [&] { return core->call(object_ref{core->id(), ctor, false}, create_method, args); });
-  return made_object(core, m);
+  return core->call(object_ref{core->id(), ctor, false}, create_method, args);
+}
+
+object_handle created_object(const std::shared_ptr<manager_core>& core, const message& reply) {
+  return own_object(core->rt(), object_ref{core->id(), decode_message<std::uint64_t>(reply), core->async()});
 }
 
 // ---- what the facade and the callers ask of it

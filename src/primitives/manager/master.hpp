@@ -27,21 +27,4 @@ int manager_pid(const manager_core& core);
 std::shared_ptr<completion<message>> call_at_master(runtime& rt, const object_ref& ref, std::uint64_t method,
                                                     writer& args);
 
-/// Runs `send` on the loop (on this thread when it can take the loop) and waits for its result.
-template <class Send>
-message block_on_call(runtime& rt, Send&& send) {
-  std::shared_ptr<completion<message>> c;
-  std::atomic<bool> done{false};
-  rt.drive(
-      [&] {
-        c = send();
-        if (c->done)
-          rt.notify_done(done);
-        else
-          c->waiter = [&rt, &done] { rt.notify_done(done); };
-      },
-      done);
-  return take(*c);
-}
-
 }  // namespace fiber::detail
