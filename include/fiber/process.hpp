@@ -19,7 +19,7 @@
 namespace fiber {
 
 namespace detail {
-struct process_state;
+class child_process;
 }  // namespace detail
 
 class process {
@@ -70,7 +70,7 @@ class process {
   }
   process(context& ctx, detail::encoded_call call);
 
-  std::shared_ptr<detail::process_state> state_;
+  std::shared_ptr<detail::child_process> state_;
 };
 
 struct process_info {

@@ -44,14 +44,7 @@ class local_job final : public job {
       return;
     }
     callback_ = std::move(cb);
-    fd_.async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
-      if (ec) return;  // cancelled: the job is going away
-      if (try_reap() && callback_) {
-        auto cb = std::move(callback_);
-        callback_ = nullptr;
-        cb(code_);
-      }
-    });
+    wait_for_exit();
   }
 
   void signal(int sig) noexcept override {
@@ -71,6 +64,19 @@ class local_job final : public job {
   }
 
  private:
+  void wait_for_exit() {
+    fd_.async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
+      if (ec) return;  // cancelled: the job is going away
+      // The pidfd may turn readable a moment before the child can be reaped (seen on Linux 6.18
+      // with a fork-server child: waitpid said "not yet"): wait again rather than never.
+      if (!try_reap()) return wait_for_exit();
+      if (auto cb = std::move(callback_)) {
+        callback_ = nullptr;
+        cb(code_);
+      }
+    });
+  }
+
   bool try_reap() {
     int status = 0;
     pid_t r;

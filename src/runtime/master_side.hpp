@@ -20,7 +20,7 @@
 
 namespace fiber::detail {
 
-/// What a master needs from a child it started (implemented by process_state).
+/// What a master needs from a child it started (implemented by child_process).
 class child_endpoint {
  public:
   virtual ~child_endpoint() = default;

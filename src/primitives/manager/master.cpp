@@ -13,7 +13,8 @@
 #include "fiber/manager.hpp"
 #include "primitives/manager/master.hpp"
 #include "primitives/manager/wire.hpp"
-#include "primitives/process_state.hpp"
+#include "core/log.hpp"
+#include "primitives/child_process.hpp"
 #include "transport/stream_link.hpp"
 
 namespace fiber::detail {
@@ -28,7 +29,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
   std::uint64_t id() const { return id_; }
   bool async() const { return async_; }
   const std::shared_ptr<runtime>& rt() const { return rt_; }
-  int pid() const { return proc_ ? proc_->current_pid() : 0; }
+  int pid() const { return proc_ ? proc_->pid() : 0; }
 
   // ---- on the loop thread
 
@@ -47,19 +48,19 @@ class manager_core final : public service, public std::enable_shared_from_this<m
       link_address.clear();
     }
     call.args.value(std::make_tuple(id_, link_address, link_secret_));
-    proc_ = make_process_state(rt_, std::move(call));
-    proc_->name = "Manager-" + std::to_string(next_manager_number++);
+    proc_ = child_process::make(rt_, std::move(call));
+    proc_->set_name("Manager-" + std::to_string(next_manager_number++));
     unique_function<void(std::error_code, std::string)> done = [weak = weak_from_this()](std::error_code ec,
                                                                                        std::string what) {
       if (auto self = weak.lock()) self->on_started(ec, what);
     };
     try {
-      begin_start(proc_, done);
+      proc_->start(done);
     } catch (const error& e) {
       on_started(e.code(), e.what());
       return;
     }
-    proc_->on_ended.push_back([weak = weak_from_this()] {
+    proc_->when_ended([weak = weak_from_this()] {
       if (auto self = weak.lock()) self->on_server_ended();
     });
   }
@@ -83,7 +84,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
 
   /// Asks the server to exit; kills it after terminate_grace_ms. `done` once it is gone.
   void shutdown(unique_function<void()> done) {
-    if (!proc_ || proc_->state == phase::ended) {
+    if (!proc_ || proc_->state() == child_process::phase::ended) {
       stopping_ = true;
       if (!dead_) {
         dead_ = true;
@@ -92,7 +93,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
       fail_all();
       return done();
     }
-    proc_->on_ended.push_back(std::move(done));
+    proc_->when_ended(std::move(done));
     if (stopping_) return;
     stopping_ = true;
     if (started_) {
@@ -100,13 +101,13 @@ class manager_core final : public service, public std::enable_shared_from_this<m
       if (link_)
         link_->send(std::move(m));
       else
-        rt_->master().send_to_child(proc_->routing_id, std::move(m));
+        rt_->master().send_to_child(proc_->peer(), std::move(m));
     }
     kill_timer_ = std::make_unique<asio::steady_timer>(rt_->io(), std::chrono::milliseconds(started_ ? rt_->cfg().terminate_grace_ms : 0));
     kill_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
       auto self = weak.lock();
       if (ec || !self || !self->proc_) return;
-      if (self->proc_->state != phase::ended) self->proc_->kill_now();
+      if (self->proc_->state() != child_process::phase::ended) self->proc_->kill_now();
     });
   }
 
@@ -117,7 +118,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
       pending_.emplace(relay, pending{peer, h.request, nullptr});
       forward(relay, std::move(payload));
     } else if (h.type == manager_kind::reply) {
-      if (!proc_ || peer != proc_->routing_id) return;
+      if (!proc_ || peer != proc_->peer()) return;
       on_reply(h, std::move(payload));
     }
   }
@@ -217,8 +218,8 @@ class manager_core final : public service, public std::enable_shared_from_this<m
 
   void send_to_server(multipart&& m, std::uint64_t relay) {
     if (link_) return link_->send(std::move(m));
-    if (auto ec = rt_->master().try_send_to_child(proc_->routing_id, std::move(m)))
-      fail(relay, errc::server_lost, "cannot reach the manager's server " + proc_->name + ": " + ec.message());
+    if (auto ec = rt_->master().try_send_to_child(proc_->peer(), std::move(m)))
+      fail(relay, errc::server_lost, "cannot reach the manager's server " + proc_->name() + ": " + ec.message());
   }
 
   /// Calls wait until the server is up, and its link too where it has one, so that they all go
@@ -277,10 +278,10 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     if (link_) link_->close();
     if (!dead_) {
       dead_ = true;
-      int code = proc_->exit_code;
+      int code = proc_->exit_code().value_or(0);
       auto how = code < 0 ? "killed by signal " + std::to_string(-code) : "exit code " + std::to_string(code);
       dead_text_ = stopping_ ? "the manager was shut down: its objects are gone"
-                             : "the manager's server " + proc_->name + " (pid " + std::to_string(proc_->current_pid()) +
+                             : "the manager's server " + proc_->name() + " (pid " + std::to_string(proc_->pid()) +
                                    ") ended (" + how + "): the objects it hosted are gone";
       if (!stopping_) logf(log_level::warn, dead_text_);
     }
@@ -304,7 +305,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
   std::shared_ptr<runtime> rt_;
   std::uint64_t id_;
   bool async_;
-  std::shared_ptr<process_state> proc_;
+  std::shared_ptr<child_process> proc_;
   bool started_ = false, stopping_ = false, dead_ = false;
   std::string dead_text_;
   std::unordered_map<std::uint64_t, pending> pending_;

@@ -15,7 +15,8 @@
 #include "fiber/pool.hpp"
 #include "primitives/pool/master.hpp"
 #include "primitives/pool/wire.hpp"
-#include "primitives/process_state.hpp"
+#include "core/log.hpp"
+#include "primitives/child_process.hpp"
 
 namespace fiber::detail {
 
@@ -81,7 +82,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     closed_ = true;
     terminating_ = true;
     fail_everything(std::make_exception_ptr(error(errc::closed, "the pool was terminated before this work finished")));
-    std::vector<std::shared_ptr<process_state>> procs;
+    std::vector<std::shared_ptr<child_process>> procs;
     for (auto& [rid, w] : workers_) procs.push_back(w.proc);
     for (auto& p : procs) p->kill_now();  // each end erases its worker (on_worker_ended)
     probe_timer_->cancel();
@@ -176,7 +177,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     std::string worker;  // while in flight
   };
   struct worker {
-    std::shared_ptr<process_state> proc;
+    std::shared_ptr<child_process> proc;
     std::string rid;
     meta needs;  // what it was started with
     bool connected = false;
@@ -227,28 +228,28 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       for (auto& b : init.args.blobs()) init_frames.emplace_back(reinterpret_cast<const char*>(b.data), b.size);
     }
     call.args.value(std::make_tuple(id_, options_.prefetch + 1, options_.maxtasksperchild, init_id, init_frames));
-    auto proc = make_process_state(rt_, std::move(call));
-    proc->name = "PoolWorker-" + std::to_string(id_) + "-" + std::to_string(++started_);
-    proc->needs = worker_needs_;
+    auto proc = child_process::make(rt_, std::move(call));
+    proc->set_name("PoolWorker-" + std::to_string(id_) + "-" + std::to_string(++started_));
+    proc->set_needs(worker_needs_);
     unique_function<void(std::error_code, std::string)> done = [weak = weak_from_this(), proc](std::error_code ec,
                                                                                              std::string what) {
       auto self = weak.lock();
       if (!self || !ec) return;
-      self->on_start_failed(ec, what, proc->exited ? std::optional<int>(proc->exit_code.load()) : std::nullopt);
+      self->on_start_failed(ec, what, proc->exit_code());
     };
     try {
-      begin_start(proc, done);
+      proc->start(done);
     } catch (const error& e) {
       on_start_failed(e.code(), e.what());
       return;
     }
-    auto rid = proc->routing_id;
+    auto rid = proc->peer();
     worker w;
     w.proc = proc;
     w.rid = rid;
     w.needs = worker_needs_;
     workers_.emplace(rid, std::move(w));
-    proc->on_ended.push_back([weak = weak_from_this(), rid] {
+    proc->when_ended([weak = weak_from_this(), rid] {
       if (auto self = weak.lock()) self->on_worker_ended(rid);
     });
   }
@@ -278,8 +279,8 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     workers_.erase(it);
     bool lost = !w.leaving && !terminating_ && !rt_->is_shut_down();
     if (lost || (!w.tasks.empty() && !rt_->is_shut_down())) {
-      auto code = w.proc->exit_code.load();
-      logf(log_level::warn, w.proc->name, " (pid ", w.proc->current_pid(), ") ended with code ", code, " holding ",
+      auto code = w.proc->exit_code().value_or(0);
+      logf(log_level::warn, w.proc->name(), " (pid ", w.proc->pid(), ") ended with code ", code, " holding ",
            w.tasks.size(), " task(s)");
       if (lost && w.connected) ++stats_.workers_lost;
     }
@@ -296,7 +297,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       bool retry = options_.retry && tk.sub->retry;
       if (tk.attempts > 0 && (!retry || tk.attempts >= options_.max_attempts)) {
         auto why = std::make_exception_ptr(
-            error(errc::worker_lost, "a task was running on " + w.proc->name + " when it died (" +
+            error(errc::worker_lost, "a task was running on " + w.proc->name() + " when it died (" +
                                          std::to_string(tk.attempts) + " worker(s) lost running it" +
                                          (retry ? "; max_attempts reached)" : "; retries are off)")));
         for (std::size_t i = 0; i < tk.count; ++i) deliver_error(*tk.sub, tk.first + i, why);
@@ -389,8 +390,8 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       for (auto& [rid, w] : self->workers_) {
         if (!w.connected) continue;
         if (auto err = self->rt_->master().try_send_to_child(rid, make_message(kind::probe, {.channel = self->id_}))) {
-          logf(log_level::warn, w.proc->name, " stopped answering (", err.message(), "); killing it");
-          w.proc->child->signal(SIGKILL);
+          logf(log_level::warn, w.proc->name(), " stopped answering (", err.message(), "); killing it");
+          w.proc->signal(SIGKILL);
         }
       }
       self->schedule_probe();
@@ -498,7 +499,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
         } else {
           auto f = remote_failure::decode(
               std::string_view(reinterpret_cast<const char*>(it.head.data()), it.head.size()));
-          if (f.where.empty()) f.where = w.proc->name;
+          if (f.where.empty()) f.where = w.proc->name();
           deliver_error(*t.sub, t.first + i, f.exception());
         }
       }

@@ -1,0 +1,257 @@
+#include "primitives/child_process.hpp"
+
+#include <boost/json.hpp>
+#include <csignal>
+
+#include "core/build_id.hpp"
+#include "core/log.hpp"
+#include "core/message_limit.hpp"
+#include "core/remote_failure.hpp"
+#include "runtime/init.hpp"
+
+namespace fiber::detail {
+
+namespace {
+std::atomic<std::uint64_t> next_peer{1};
+std::atomic<int> next_number{1};
+}  // namespace
+
+child_process::child_process(std::shared_ptr<runtime> rt, encoded_call call)
+    : rt_(std::move(rt)), name_("Process-" + std::to_string(next_number++)), call_(std::move(call)),
+      needs_(find_meta(call_.function_id)) {}
+
+std::shared_ptr<child_process> child_process::make(std::shared_ptr<runtime> rt, encoded_call call) {
+  return std::shared_ptr<child_process>(new child_process(std::move(rt), std::move(call)));
+}
+
+void child_process::set_name(std::string name) {
+  if (state() != phase::created) throw error(errc::already_started, "set_name on process " + name_ + " after start()");
+  name_ = std::move(name);
+}
+
+std::optional<int> child_process::exit_code() const noexcept {
+  if (!exited_.load()) return std::nullopt;
+  return exit_code_.load();
+}
+
+std::optional<remote_error> child_process::raised() const {
+  if (state() != phase::ended) return std::nullopt;
+  return raised_;
+}
+
+int child_process::pid() const noexcept {
+  if (int p = pid_.load()) return p;
+  auto s = state();
+  return (s == phase::running || s == phase::ended) && child_ ? child_->pid() : 0;
+}
+
+// ---- starting
+
+void child_process::start(started_handler& done) {
+  auto expected = phase::created;
+  if (!state_.compare_exchange_strong(expected, phase::starting))
+    throw error(errc::already_started, "process " + name_ + " was already started; create a new process object");
+  try {
+    spawn();
+  } catch (...) {
+    // Not started: the object may be started again, and nothing is left registered.
+    if (!peer_.empty()) rt_->master().detach_child(peer_);
+    state_ = phase::created;
+    throw;
+  }
+  on_started_ = std::move(done);
+  rt_->master().track_job(child_.get());
+  pid_ = child_->pid();
+  child_->on_exit([weak = weak_from_this()](int code) {
+    if (auto self = weak.lock()) self->on_exit(code);
+  });
+  // The handshake deadline counts from when the child runs: a scheduler's queue wait is not the
+  // child's fault (a backend that queues fails a hopeless wait itself).
+  child_->when_running([weak = weak_from_this()] {
+    if (auto self = weak.lock()) self->arm_start_deadline();
+  });
+}
+
+void child_process::spawn() {
+  auto& rt = *rt_;
+  if (rt.is_shut_down()) throw error(errc::closed, "cannot start " + name_ + ": its fiber context has been stopped");
+  if (!rt.is_master())
+    throw error(errc::spawn_failed, "starting processes from inside a worker is not supported yet; start them from the master");
+  require_init();
+  check_message_size("the arguments of " + name_, call_.args.total_size(), rt.cfg().max_message_bytes,
+                     "send large data through a queue or a pipe in pieces");
+  auto endpoint = rt.master().listen();
+  peer_ = std::to_string(next_peer++);
+  rt.master().attach_child(peer_, weak_from_this());
+  spawn_spec spec;
+  spec.name = name_;
+  spec.job_id = rt.job_id();
+  spec.executable = rt.cfg().executable.empty() ? executable_path() : rt.cfg().executable;
+  spec.args = {worker_flag};
+  spec.env = {{env_token, peer_},
+              {env_endpoint, endpoint},
+              {env_job, rt.job_id()},
+              {env_keys, rt.master().worker_credentials()},
+              {env_name, name_}};
+  spec.cpu = needs_.cpu ? needs_.cpu : rt.cfg().cpu_per_job;
+  spec.memory_mb = needs_.memory_mb ? needs_.memory_mb : rt.cfg().mem_per_job;
+  spec.gpu = needs_.gpu;
+  child_ = rt.master().the_backend().spawn(spec);
+}
+
+void child_process::arm_start_deadline() {
+  if (!on_started_) return;
+  auto limit = std::chrono::milliseconds(rt_->cfg().start_timeout_ms);
+  start_timer_ = std::make_unique<asio::steady_timer>(rt_->io(), limit);
+  start_timer_->async_wait([weak = weak_from_this(), limit](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || !self->on_started_) return;
+    self->complete_start(make_error_code(errc::timeout), "process " + self->name_ +
+                                                             " did not complete its handshake within start_timeout_ms (" +
+                                                             std::to_string(limit.count()) + " ms); killed");
+    self->child_->signal(SIGKILL);
+  });
+}
+
+void child_process::complete_start(std::error_code ec, std::string detail) {
+  if (start_timer_) start_timer_->cancel();
+  if (auto f = std::move(on_started_)) {
+    on_started_ = nullptr;
+    f(ec, std::move(detail));
+  }
+}
+
+// ---- what the child says
+
+void child_process::on_hello(const std::string& text) {
+  std::string problem;
+  boost::json::object hello;
+  try {
+    hello = boost::json::parse(text).as_object();
+  } catch (const std::exception& e) {
+    problem = std::string("unreadable hello: ") + e.what();
+  }
+  auto field = [&](const char* k) -> std::string {
+    auto* v = hello.if_contains(k);
+    return v && v->is_string() ? std::string(v->as_string()) : std::string();
+  };
+  if (problem.empty()) {
+    auto proto = hello.if_contains("protocol");
+    if (!proto || !proto->is_int64() || proto->as_int64() != protocol_version)
+      problem = "worker speaks protocol " + (proto ? boost::json::serialize(*proto) : std::string("?")) + ", the master " +
+                std::to_string(protocol_version);
+    else if (field("build_id") != build_id() || field("registry") != std::to_string(registry_digest()))
+      problem = "worker binary " + field("executable") + " (build-id " + field("build_id") + ", registry " +
+                field("registry") + ") differs from the master's " + executable_path() + " (build-id " + build_id() +
+                ", registry " + std::to_string(registry_digest()) +
+                "); run the same build in workers: rebuild the image or redeploy the executable";
+  }
+  if (!problem.empty()) {
+    rt_->master().send_to_child(peer_, make_message(kind::refuse, {}, problem));
+    logf(log_level::error, "refused ", name_, ": ", problem);
+    complete_start(make_error_code(problem.starts_with("worker binary") ? errc::binary_mismatch : errc::protocol_error),
+                   "cannot start " + name_ + ": " + problem);
+    return;
+  }
+  boost::json::object snapshot;
+  for (auto& [k, v] : rt_->cfg().items()) snapshot[k] = v;
+  auto cfg_text = boost::json::serialize(snapshot);
+  auto welcome = make_message(kind::welcome, {}, cfg_text, as_pod(call_.function_id), call_.args);
+  if (auto* pid_field = hello.if_contains("pid"); pid_field && pid_field->is_int64())
+    child_->reported_pid(static_cast<int>(pid_field->as_int64()));
+  state_ = phase::running;
+  // The child runs its target once welcomed, so it is welcomed, and start() completes, once
+  // pid() has its value on every backend: a container that ran and ended before the engine
+  // was asked for its pid reported 0 (seen under load).
+  child_->when_identified([weak = weak_from_this(), welcome = std::move(welcome)]() mutable {
+    auto self = weak.lock();
+    if (!self) return;
+    self->rt_->master().send_to_child(self->peer_, std::move(welcome));
+    self->complete_start({}, {});
+  });
+}
+
+void child_process::on_done(bool threw, const std::string& detail) {
+  done_received_ = true;
+  if (!exited_ && child_) child_->expect_exit();
+  if (threw) {
+    auto f = remote_failure::decode(detail);
+    if (f.in_fiber) logf(log_level::warn, name_, " reported its end in an unreadable form: ", f.message);
+    raised_.emplace(f.in_fiber ? "fiber::error" : f.type, f.message, name_);
+  }
+  if (exited_) finish();
+}
+
+// ---- ending
+
+void child_process::on_exit(int code) {
+  exit_code_ = code;
+  exited_ = true;
+  rt_->master().untrack_job(child_.get());
+  if (on_started_) {
+    auto detail = child_->exit_detail();
+    complete_start(make_error_code(errc::spawn_failed),
+                   "process " + name_ + " (pid " + std::to_string(child_->pid()) + ") exited with code " +
+                       std::to_string(code) + " before its handshake" +
+                       (detail.empty() ? "; see its log (config log_file) or stderr" : ": " + detail));
+    finish();
+    return;
+  }
+  bool normal_exit = code == 0 || code == 1;
+  if (done_received_ || !normal_exit || state() != phase::running) {
+    finish();
+    return;
+  }
+  // What the child sent before exiting may still be in flight: wait briefly for its `done`.
+  grace_timer_ = std::make_unique<asio::steady_timer>(rt_->io(), std::chrono::milliseconds(500));
+  grace_timer_->async_wait([weak = weak_from_this()](std::error_code) {
+    if (auto self = weak.lock()) self->finish();
+  });
+}
+
+void child_process::finish() {
+  if (state() == phase::ended) return;
+  if (grace_timer_) grace_timer_->cancel();
+  if (kill_timer_) kill_timer_->cancel();
+  state_ = phase::ended;
+  rt_->master().detach_child(peer_);
+  auto waiters = std::move(on_ended_);
+  on_ended_.clear();
+  for (auto& w : waiters) w();
+}
+
+void child_process::when_ended(unique_function<void()> f) {
+  if (state() == phase::ended) return f();
+  on_ended_.push_back(std::move(f));
+}
+
+void child_process::signal(int sig) noexcept {
+  if (child_ && state() != phase::ended) child_->signal(sig);
+}
+
+void child_process::terminate() {
+  if (state() == phase::ended || !child_) return;
+  child_->signal(SIGTERM);
+  kill_timer_ = std::make_unique<asio::steady_timer>(rt_->io(), std::chrono::milliseconds(rt_->cfg().terminate_grace_ms));
+  kill_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
+    auto self = weak.lock();
+    if (!ec && self) self->signal(SIGKILL);
+  });
+}
+
+void child_process::on_master_shutdown() noexcept {
+  if (is_alive()) logf(log_level::warn, "process ", name_, " still running when its context stopped: killed");
+  kill_now();
+}
+
+void child_process::kill_now() noexcept {
+  if (!child_ || state() == phase::ended || state() == phase::created) return;
+  child_->kill_and_reap();
+  rt_->master().untrack_job(child_.get());
+  exit_code_ = -SIGKILL;
+  exited_ = true;
+  complete_start(make_error_code(errc::spawn_failed), "process " + name_ + " was killed while starting");
+  finish();
+}
+
+}  // namespace fiber::detail

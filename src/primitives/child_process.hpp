@@ -1,0 +1,92 @@
+// The master's record of one child it starts: spawn, handshake, end, and what the child raised.
+// fiber::process, each pool worker and each manager's server own one. Methods marked "loop" run
+// on fiber's loop thread; the others answer from any thread.
+#pragma once
+#include <asio/steady_timer.hpp>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fiber/detail/unique_function.hpp"
+#include "fiber/meta.hpp"
+#include "fiber/process.hpp"
+#include "fiber/registry.hpp"
+#include "runtime/runtime.hpp"
+
+namespace fiber::detail {
+
+class child_process final : public child_endpoint, public std::enable_shared_from_this<child_process> {
+ public:
+  enum class phase { created, starting, running, ended };
+  /// Called once on the loop: no error once the child passed its handshake, else why not.
+  using started_handler = unique_function<void(std::error_code, std::string)>;
+
+  /// A child that will run `call`, named "Process-N", with the needs FIBER_META gave its target.
+  static std::shared_ptr<child_process> make(std::shared_ptr<runtime> rt, encoded_call call);
+
+  const std::shared_ptr<runtime>& rt() const noexcept { return rt_; }
+  const std::string& name() const noexcept { return name_; }
+  /// Before start() only.
+  void set_name(std::string name);
+  void set_needs(const meta& needs) { needs_ = needs; }
+  phase state() const noexcept { return state_.load(); }
+  bool is_alive() const noexcept {
+    auto s = state();
+    return s == phase::starting || s == phase::running;
+  }
+  /// Once the child has exited: its exit code (-N: killed by signal N).
+  std::optional<int> exit_code() const noexcept;
+  /// Once ended: what its target raised, if it raised.
+  std::optional<remote_error> raised() const;
+  /// Its pid on its host; 0 before it is known.
+  int pid() const noexcept;
+  /// Its id on the master's socket, for messages to it (set by start()).
+  const std::string& peer() const noexcept { return peer_; }
+
+  /// loop: spawns the child. `done` is taken (moved from) and called on the loop once the child
+  /// passed its handshake or failed to. Throws, leaving `done` alone and the object startable
+  /// again, when the child cannot even be spawned.
+  void start(started_handler& done);
+  /// loop: `f` runs once the child has ended (now, if it has).
+  void when_ended(unique_function<void()> f);
+  /// loop
+  void signal(int sig) noexcept;
+  /// loop: SIGTERM, then SIGKILL after terminate_grace_ms if it is still there.
+  void terminate();
+  /// loop: kills and reaps now.
+  void kill_now() noexcept;
+
+ private:
+  child_process(std::shared_ptr<runtime> rt, encoded_call call);
+
+  // child_endpoint: what the master's socket hears from the child
+  void on_hello(const std::string& hello_json) override;
+  void on_done(bool raised, const std::string& detail) override;
+  void on_master_shutdown() noexcept override;
+
+  void spawn();
+  void arm_start_deadline();
+  void complete_start(std::error_code ec, std::string detail);
+  void on_exit(int code);
+  void finish();
+
+  std::shared_ptr<runtime> rt_;
+  std::string name_;
+  encoded_call call_;
+  meta needs_;
+  std::atomic<phase> state_{phase::created};
+  std::atomic<bool> exited_{false};
+  std::atomic<int> exit_code_{0};
+  std::atomic<int> pid_{0};
+  std::unique_ptr<job> child_;  // set before state_ leaves `starting`
+  std::string peer_;
+  started_handler on_started_;
+  std::unique_ptr<asio::steady_timer> start_timer_, grace_timer_, kill_timer_;
+  std::vector<unique_function<void()>> on_ended_;
+  bool done_received_ = false;
+  std::optional<remote_error> raised_;  // written on the loop before state_ becomes ended
+};
+
+}  // namespace fiber::detail
