@@ -354,41 +354,6 @@ FIBER_CO_TEST(process, awaitable_api_on_the_callers_io_context) {
   EXPECT_EQ(b.exitcode(), 0);
 }
 
-namespace {
-asio::awaitable<void> throw_from_a_detached_coroutine() {
-  throw std::runtime_error("thrown by a detached coroutine");
-  co_return;
-}
-}  // namespace
-
-TEST(process, exception_escaping_a_detached_coroutine_does_not_break_other_calls) {
-  fiber::context ctx;
-  fiber::simple_queue<int> q(ctx);
-  asio::co_spawn(ctx.get_executor(), throw_from_a_detached_coroutine(), asio::detached);
-  q.put(7).get();  // whoever runs the loop meets the exception: it is logged, not passed on
-  EXPECT_EQ(q.get().get(), 7);
-  fiber::process p(ctx, &do_nothing);
-  p.start().get();
-  p.join().get();
-  EXPECT_EQ(p.exitcode(), 0);
-}
-
-TEST(process, blocking_get_on_the_loop_thread_is_refused) {
-  asio::io_context io;
-  fiber::context ctx(io);
-  std::error_code seen;
-  asio::post(io, [&] {
-    fiber::simple_queue<int> q(ctx);
-    try {
-      (void)q.get().get();
-    } catch (const fiber::error& e) {
-      seen = e.code();
-    }
-  });
-  io.run();
-  EXPECT_EQ(seen, fiber::errc::would_deadlock);
-}
-
 TEST(process, children_die_with_their_master) {
   int out[2];
   ASSERT_EQ(pipe(out), 0);
@@ -425,22 +390,6 @@ TEST(process, children_die_with_their_master) {
     if (fiber_test::on_docker()) EXPECT_TRUE(fiber_test::containers_of(owner).empty());
     if (fiber_test::on_slurm()) EXPECT_TRUE(fiber_test::live_slurm_jobs_of(owner).empty());
   }
-}
-
-TEST(process, stopping_a_context_leaves_no_process_behind) {
-  FIBER_TEST_LOCAL_ONLY("counts the fork server among this process's children");
-  auto before = fiber_test::child_pids(true);  // other contexts' fork servers, if any
-  {
-    fiber::context ctx;  // start_method=forkserver by default: a fork server runs too
-    fiber::simple_queue<int> gate(ctx);
-    fiber::process p(ctx, &wait_on, gate);
-    p.start().get();
-    EXPECT_GE(fiber_test::child_pids(true).size(), before.size() + 2);  // the child and the fork server
-    ctx.stop();
-    EXPECT_FALSE(p.is_alive());
-    fiber_test::expect_error([&] { fiber::process(ctx, &do_nothing).start().get(); }, fiber::errc::closed);
-  }
-  EXPECT_EQ(fiber_test::child_pids(true), before);
 }
 
 TEST(process, both_start_methods_run_children) {

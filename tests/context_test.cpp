@@ -1,0 +1,87 @@
+// fiber::context (fiber/context.hpp): its own loop or the caller's, its config, its identity,
+// and what stop() leaves behind.
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <fiber/fiber.hpp>
+#include <gtest/gtest.h>
+
+#include "co_test.hpp"
+#include "support.hpp"
+
+namespace {
+void do_nothing() {}
+// Blocks until something arrives on `gate`: a child that is "busy" without sleeping.
+void wait_on(fiber::simple_queue<int> gate) { (void)gate.get().get(); }
+void report_job(fiber::simple_queue<std::string> out) { out.put(fiber::context::default_context().job_id()).get(); }
+asio::awaitable<void> throw_from_a_detached_coroutine() {
+  throw std::runtime_error("thrown by a detached coroutine");
+  co_return;
+}
+}  // namespace
+FIBER_REMOTE(do_nothing);
+FIBER_REMOTE(wait_on);
+FIBER_REMOTE(report_job);
+
+TEST(context, keeps_the_config_it_was_given) {
+  fiber::context ctx(fiber::config::load({{"heartbeat_interval_ms", "1234"}}));
+  EXPECT_EQ(ctx.config().heartbeat_interval_ms, 1234);
+}
+
+TEST(context, listens_only_once_a_child_needs_it_and_children_share_its_job) {
+  fiber::context ctx;
+  EXPECT_TRUE(ctx.endpoints().empty());
+  EXPECT_FALSE(ctx.job_id().empty());
+  fiber::simple_queue<std::string> out(ctx);
+  fiber::process p(ctx, &report_job, out);
+  p.start().get();
+  EXPECT_FALSE(ctx.endpoints().empty());
+  EXPECT_EQ(out.get().get(), ctx.job_id());
+  p.join().get();
+}
+
+TEST(context, two_contexts_are_two_jobs) {
+  fiber::context a, b;
+  EXPECT_NE(a.job_id(), b.job_id());
+}
+
+TEST(context, on_the_callers_io_context_its_executor_is_that_io_context) {
+  asio::io_context io;
+  fiber::context ctx(io);
+  EXPECT_TRUE(ctx.get_executor() == asio::any_io_executor(io.get_executor()));
+}
+
+FIBER_CO_TEST(context, a_stopped_context_lets_the_callers_io_context_run_out) {
+  // run_coroutine's io.run() returns only when fiber left no work behind after ctx.stop().
+  fiber::simple_queue<int> q(ctx);
+  co_await q.put(1);
+  EXPECT_EQ(co_await q.get(), 1);
+}
+
+TEST(context, exception_escaping_a_detached_coroutine_does_not_break_other_calls) {
+  fiber::context ctx;
+  fiber::simple_queue<int> q(ctx);
+  asio::co_spawn(ctx.get_executor(), throw_from_a_detached_coroutine(), asio::detached);
+  q.put(7).get();  // whoever runs the loop meets the exception: it is logged, not passed on
+  EXPECT_EQ(q.get().get(), 7);
+  fiber::process p(ctx, &do_nothing);
+  p.start().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+}
+
+TEST(context, stopping_a_context_leaves_no_process_behind) {
+  FIBER_TEST_LOCAL_ONLY("counts the fork server among this process's children");
+  auto before = fiber_test::child_pids(true);  // other contexts' fork servers, if any
+  {
+    fiber::context ctx;  // start_method=forkserver by default: a fork server runs too
+    fiber::simple_queue<int> gate(ctx);
+    fiber::process p(ctx, &wait_on, gate);
+    p.start().get();
+    EXPECT_GE(fiber_test::child_pids(true).size(), before.size() + 2);  // the child and the fork server
+    ctx.stop();
+    EXPECT_FALSE(p.is_alive());
+    fiber_test::expect_error([&] { fiber::process(ctx, &do_nothing).start().get(); }, fiber::errc::closed);
+  }
+  EXPECT_EQ(fiber_test::child_pids(true), before);
+}
