@@ -32,6 +32,8 @@ struct config {
   std::uint64_t max_message_bytes = std::uint64_t{1} << 30;  // larger payloads are refused
   int start_timeout_ms = 60000;             // a child must complete the handshake in this time
   int terminate_grace_ms = 2000;            // SIGTERM, then SIGKILL after this
+  std::uint64_t malloc_keep_mb = 256;       // freed memory a process keeps for reuse (glibc malloc);
+                                            // 0: malloc's own defaults
   std::string start_method = "forkserver";  // local children: forkserver (forked by a clean helper
                                             // process started once) or spawn (exec each child)
   std::string encryption = "auto";          // auto: CURVE across networks, authentication only on

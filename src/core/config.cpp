@@ -136,6 +136,7 @@ const std::vector<key_def>& key_table() {
       int_key<std::uint64_t>("max_message_bytes", &config::max_message_bytes, 1, std::numeric_limits<std::uint64_t>::max()),
       int_key("start_timeout_ms", &config::start_timeout_ms, 1, int_max),
       int_key("terminate_grace_ms", &config::terminate_grace_ms, 0, int_max),
+      int_key<std::uint64_t>("malloc_keep_mb", &config::malloc_keep_mb, 0, std::uint64_t{1} << 20),
       {"start_method",
        [](config& c, std::string_view v) {
          if (v != "forkserver" && v != "spawn") bad_value("start_method", v, "forkserver or spawn");

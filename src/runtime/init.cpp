@@ -15,6 +15,7 @@
 #include "core/frames_reader.hpp"
 #include "core/demangle.hpp"
 #include "core/remote_failure.hpp"
+#include "core/malloc_tuning.hpp"
 #include "fiber/registry.hpp"
 #include "core/log.hpp"
 #include "backend/zygote.hpp"
@@ -92,6 +93,7 @@ int run_worker() {
     return 2;
   }
   rt->replace_config(cfg);
+  keep_freed_memory(cfg.malloc_keep_mb);
   configure_log(cfg.log_level, cfg.log_file, name);
 
   // The target runs on this thread; its blocking calls run the event loop while they wait.

@@ -1,4 +1,5 @@
 #include "runtime/runtime.hpp"
+#include "core/malloc_tuning.hpp"
 
 #include <asio/post.hpp>
 
@@ -23,6 +24,7 @@ std::string random_job_id() {
 
 runtime::runtime(asio::io_context* external, fiber::config cfg)
     : cfg_(std::move(cfg)), job_id_(random_job_id()), keys_(job_keys::generate()), loop_(external) {
+  keep_freed_memory(cfg_.malloc_keep_mb);
   master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, keys_, gets_, services_);
   route_ = master_.get();
 }
