@@ -12,6 +12,15 @@ std::span<const std::span<const std::byte>> message::blobs() const noexcept {
   return frames_->blob_spans;
 }
 
+namespace {
+void release_owner(void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }
+/// A frame over `size` bytes at `data`, which `owner` keeps alive.
+zmq::message_t shared_frame(const void* data, std::size_t size, std::shared_ptr<const void> owner) {
+  if (size == 0) return zmq::message_t();
+  return zmq::message_t(const_cast<void*>(data), size, &release_owner, new std::shared_ptr<const void>(std::move(owner)));
+}
+}  // namespace
+
 multipart to_frames(writer& w) {
   multipart out;
   out.reserve(1 + w.blobs().size());
@@ -19,10 +28,17 @@ multipart to_frames(writer& w) {
   out.emplace_back(head.data(), head.size());
   for (auto& b : w.blobs()) {
     // Zero-copy: ZeroMQ frees the frame by dropping our reference to its owner.
-    auto* keep = new std::shared_ptr<const void>(b.keep);
-    out.emplace_back(const_cast<std::byte*>(b.data), b.size,
-                     [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, keep);
+    out.push_back(shared_frame(b.data, b.size, b.keep));
   }
+  return out;
+}
+
+multipart to_shared_frames(const std::shared_ptr<writer>& w) {
+  multipart out;
+  out.reserve(1 + w->blobs().size());
+  auto& head = w->head();
+  out.push_back(shared_frame(head.data(), head.size(), w));
+  for (auto& b : w->blobs()) out.push_back(shared_frame(b.data, b.size, b.keep));
   return out;
 }
 

@@ -31,5 +31,9 @@ struct message::frames {
 /// Encoded value as payload frames (head first); large ranges go without copies when the writer
 /// owns them.
 multipart to_frames(writer& w);
+/// The same without copying the inline part either: every frame references `w`'s memory and
+/// keeps `w` alive until ZeroMQ has sent it, so a message kept for a resend is framed again at
+/// no cost.
+multipart to_shared_frames(const std::shared_ptr<writer>& w);
 
 }  // namespace fiber::detail

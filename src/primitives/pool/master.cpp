@@ -172,7 +172,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     std::uint64_t id = 0;
     std::shared_ptr<submission> sub;
     std::size_t first = 0, count = 0;
-    std::vector<std::shared_ptr<zmq::message_t>> frames;  // packed items + large frames, kept for a resend
+    std::shared_ptr<writer> args;  // packed items + large ranges, kept for a resend
     int attempts = 0;
     std::string worker;  // while in flight
   };
@@ -433,7 +433,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       t.count = count;
       sub->next_index += count;
       sub->outstanding += count;
-      for (auto& f : to_frames(chunk)) t.frames.push_back(std::make_shared<zmq::message_t>(std::move(f)));
+      t.args = std::make_shared<writer>(std::move(chunk));
       queue_.push_back(std::move(t));
     }
     std::erase_if(feeding_, [](auto& s) { return s->input_done; });
@@ -459,11 +459,9 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       auto t = std::move(queue_.front());
       queue_.pop_front();
       if (t.sub->finished) continue;  // its caller already has an error
-      multipart args;
-      args.reserve(t.frames.size());
-      for (auto& f : t.frames) args.emplace_back(f->data(), f->size());  // copy: kept for a resend
+      // The frames reference the task's arguments: kept for a resend, never copied.
       auto m = make_message(pool_kind::task, {.channel = id_, .request = t.id, .aux = static_cast<std::uint32_t>(t.count)},
-                            as_pod(t.sub->function_id), std::move(args));
+                            as_pod(t.sub->function_id), to_shared_frames(t.args));
       if (auto ec = rt_->master().try_send_to_child(rid, std::move(m))) {
         queue_.push_front(std::move(t));
         w.credit = 0;  // unreachable: its end (or the probe) takes it out
