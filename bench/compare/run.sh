@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs fiber's benchmarks beside the anchors (Python multiprocessing, raw ZeroMQ, plain sockets,
 # the Docker engine's own floor) in one go, and prints each figure with its ratio to the anchor.
-# Usage: bench/compare/run.sh [build-dir] [channels|pool|managers|docker|slurm|all]   (default: build, all)
+# Usage: bench/compare/run.sh [build-dir] [channels|pool|data|managers|docker|slurm|all]   (default: build, all)
 # Each part runs on its own: one that cannot run (no engine, a missing anchor, a failing
 # benchmark) says what it could not do, the others still run, and the script then exits 1.
 # The docker part starts a Docker engine through scripts/engines.sh and stops it again if it did.
@@ -9,7 +9,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd) || { echo "no build folder ${1:-$root/build}: run scripts/build.sh first" >&2; exit 2; }
 what=${2:-all}
-case "$what" in channels|pool|managers|docker|slurm|all) ;; *) echo "unknown part '$what' (channels|pool|managers|docker|slurm|all)" >&2; exit 2 ;; esac
+case "$what" in channels|pool|data|managers|docker|slurm|all) ;; *) echo "unknown part '$what' (channels|pool|data|managers|docker|slurm|all)" >&2; exit 2 ;; esac
 anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -55,6 +55,30 @@ for b in fib("pool_overhead_with_kills"):
     print(f"pool overhead W=4 D=1ms with a worker killed every second: {b['ovh_cal_us']:.1f} us/task calibrated, killed {b['killed']:.0f}, results exact")
     break
 PY2
+}
+
+# The data path (issue 16): the evolution-strategies round and 8 MB payloads, beside
+# multiprocessing running the same workloads (bench/compare/data_path.py), alternating.
+part_data() {
+  for round in 1 2; do
+    echo "== data: multiprocessing, round $round"
+    python3 "$root/bench/compare/data_path.py" --repeat 1 | tee -a "$tmp/pydata.txt"
+    echo "== data: fiber, round $round"
+    "$build/bench/data_path_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/data-$round.json" 2>/dev/null
+  done
+  python3 - "$tmp" <<'PYD'
+import json, re, sys
+tmp = sys.argv[1]
+py = open(f"{tmp}/pydata.txt").read()
+mp_es = [float(x) for x in re.findall(r"es_round .*ms_per_generation=([\d.]+)", py)]
+mp_mb = [float(x) for x in re.findall(r"payload_8MB .*MB_per_s=([\d.]+)", py)]
+for rnd in (1, 2):
+    rows = {b["run_name"]: b for b in json.load(open(f"{tmp}/data-{rnd}.json"))["benchmarks"] if b.get("aggregate_name") == "median"}
+    es = next(b for n, b in rows.items() if n.startswith("es_round"))["real_time"]
+    mb = next(b for n, b in rows.items() if n.startswith("payload_8MB"))["bytes_per_second"] / 1e6
+    print(f"round {rnd}: ES round fiber {es:.1f} ms/generation  mp {mp_es[rnd-1]:.1f}  fiber/mp {es/mp_es[rnd-1]:.2f}x time"
+          f";  8 MB payloads fiber {mb:.0f} MB/s  mp {mp_mb[rnd-1]:.0f}  fiber/mp {mb/mp_mb[rnd-1]:.2f}x speed")
+PYD
 }
 
 part_managers() {
@@ -211,7 +235,7 @@ started_docker=false
 [ -f "$root/build/engines/docker.pid" ] || started_docker=true
 started_slurm=false
 [ -f "$root/build/engines/slurmctld.pid" ] || started_slurm=true
-for p in pool managers docker slurm channels; do
+for p in pool data managers docker slurm channels; do
   if [ "$what" = all ] || [ "$what" = "$p" ]; then run_part "$p"; fi
 done
 # Only stop an engine this run started (its pid file did not exist before).
