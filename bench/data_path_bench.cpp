@@ -7,8 +7,16 @@
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <numeric>
+#include <sstream>
+#include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -56,5 +64,49 @@ void payload_8MB(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * tasks * n * sizeof(double));
 }
 BENCHMARK(payload_8MB)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3)->Repetitions(3);
+
+/// CPU seconds (user + system) a process has used, from /proc; 0 once it is gone.
+double cpu_seconds_of(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), {});
+  auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string skip;
+  for (int i = 3; i < 14; ++i) fields >> skip;  // state .. cmajflt: fields 3-13
+  double utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+double own_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](timeval t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+/// What an idle pool costs: CPU seconds per second of the master and all its workers together,
+/// over 5 s after every worker is ready (multiprocessing's idle workers block in a read: ~0).
+void idle_pool(benchmark::State& state) {
+  const int workers = static_cast<int>(state.range(0));
+  fiber::pool p(workers);
+  p.ready().get();
+  for (auto _ : state) {
+    auto pids = fiber::active_children();
+    auto cpu = [&] {
+      double total = own_cpu_seconds();
+      for (int pid : pids) total += cpu_seconds_of(pid);
+      return total;
+    };
+    auto c0 = cpu();
+    auto t0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::seconds(5));  // the measurement window, not a wait for an event
+    auto wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.counters["cpu_s_per_s"] = (cpu() - c0) / wall;
+    state.counters["workers"] = static_cast<double>(pids.size());
+    state.SetIterationTime(wall);
+  }
+}
+BENCHMARK(idle_pool)->Arg(256)->ArgName("W")->UseManualTime()->Unit(benchmark::kSecond)->Iterations(1)->Repetitions(1);
 
 }  // namespace

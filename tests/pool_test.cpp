@@ -4,10 +4,12 @@
 #include <pty.h>
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <filesystem>
@@ -317,6 +319,30 @@ TEST(pool, stopped_worker_is_detected_by_heartbeat_and_its_task_rerun) {
   EXPECT_EQ(r, 7);
   EXPECT_EQ(p.stats().workers_lost, 1u);
   std::filesystem::remove(marker);
+}
+
+TEST(pool, a_worker_stopped_while_idle_is_found_out_when_work_comes_and_replaced) {
+  FIBER_TEST_LOCAL_ONLY("stops a worker by its pid on this host");
+  // An idle pool probes nobody: the stopped worker is found out once it is sent work.
+  fiber::context ctx(fiber::config::load({{"heartbeat_interval_ms", "50"}, {"heartbeat_timeout_ms", "300"}}));
+  auto before = fiber_test::child_pids();
+  fiber::pool p(ctx, {.processes = 2});
+  p.ready().get();
+  std::vector<int> workers;
+  for (int pid : fiber_test::child_pids())
+    if (std::find(before.begin(), before.end(), pid) == before.end()) workers.push_back(pid);
+  ASSERT_EQ(workers.size(), 2u);
+  int stopped = workers[0];
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, stopped, 0));
+  ASSERT_GE(pidfd, 0);
+  ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
+  std::vector<int> xs(20);
+  std::iota(xs.begin(), xs.end(), 0);
+  EXPECT_EQ(p.map(&square, xs, 1).get().back(), 19 * 19);  // every item, the stopped worker's too
+  pollfd ended{pidfd, POLLIN, 0};
+  EXPECT_EQ(poll(&ended, 1, 60000), 1) << "the stopped worker " << stopped << " was never killed";  // bounded only against a hang
+  close(pidfd);
+  EXPECT_EQ(p.stats().workers_lost, 1u);
 }
 
 TEST(pool, initializer_runs_in_every_worker) {

@@ -4,13 +4,15 @@
 
 namespace fiber::detail {
 
-void configure_socket(zmq::socket_t& s, const fiber::config& cfg) {
+void configure_socket(zmq::socket_t& s, const fiber::config& cfg, bool heartbeats) {
   s.set(zmq::sockopt::sndhwm, 0);  // queues are unbounded, like multiprocessing's
   s.set(zmq::sockopt::rcvhwm, 0);
   s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::heartbeat_ivl, cfg.heartbeat_interval_ms);
-  s.set(zmq::sockopt::heartbeat_timeout, cfg.heartbeat_timeout_ms);
-  s.set(zmq::sockopt::heartbeat_ttl, std::min(cfg.heartbeat_timeout_ms, 6553599));
+  if (heartbeats) {
+    s.set(zmq::sockopt::heartbeat_ivl, cfg.heartbeat_interval_ms);
+    s.set(zmq::sockopt::heartbeat_timeout, cfg.heartbeat_timeout_ms);
+    s.set(zmq::sockopt::heartbeat_ttl, std::min(cfg.heartbeat_timeout_ms, 6553599));
+  }
   s.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(cfg.max_message_bytes + 4096));
 }
 

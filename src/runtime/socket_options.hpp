@@ -6,7 +6,8 @@
 
 namespace fiber::detail {
 
-/// Unbounded queues (like multiprocessing's), no linger, heartbeats, and the size limit.
-void configure_socket(zmq::socket_t& s, const fiber::config& cfg);
+/// Unbounded queues (like multiprocessing's), no linger, the size limit, and ZeroMQ heartbeats
+/// when `heartbeats` (each costs a wake-up per peer per heartbeat_interval_ms on both sides).
+void configure_socket(zmq::socket_t& s, const fiber::config& cfg, bool heartbeats = true);
 
 }  // namespace fiber::detail

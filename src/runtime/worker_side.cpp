@@ -12,7 +12,10 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
                          service_registry& services)
     : loop_(loop), zctx_(zctx), cfg_(cfg), gets_(gets), services_(services) {
   zmq::socket_t s(zctx_, zmq::socket_type::dealer);
-  configure_socket(s, cfg_);
+  // A child on the master's host reaches it over a unix socket and dies with it (the
+  // parent-death signal): its own heartbeats would only wake both sides every interval. The
+  // master's heartbeats still tell it when this child stops answering (it answers them).
+  configure_socket(s, cfg_, /*heartbeats=*/!master_endpoint.starts_with("ipc://"));
   // The only peer is the master, proven by the job's keys; its config (and so its
   // max_message_bytes, which senders check) arrives only in the handshake, after this socket
   // exists: a default limit here silently dropped larger messages a raised limit allowed.

@@ -379,7 +379,9 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
   }
 
   // A stopped worker (SIGSTOP) keeps its process but not its connection: ZeroMQ's heartbeat
-  // drops it, and then a message to it cannot be routed. Probe every heartbeat interval.
+  // drops it, and then a message to it cannot be routed. Probe every heartbeat interval the
+  // workers that hold tasks; an idle one meets the same check when it is next sent a task
+  // (dispatch), so an idle pool sends nothing.
   void schedule_probe() {
     probe_timer_->expires_after(std::chrono::milliseconds(rt_->cfg().heartbeat_interval_ms));
     probe_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
@@ -388,7 +390,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       // able to run out of work.
       if (ec || !self || self->rt_->is_shut_down()) return;
       for (auto& [rid, w] : self->workers_) {
-        if (!w.connected) continue;
+        if (!w.connected || w.tasks.empty()) continue;
         if (auto err = self->rt_->master().try_send_to_child(rid, make_message(kind::probe, {.channel = self->id_}))) {
           logf(log_level::warn, w.proc->name(), " stopped answering (", err.message(), "); killing it");
           w.proc->signal(SIGKILL);
@@ -464,7 +466,12 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
                             as_pod(t.sub->function_id), to_shared_frames(t.args));
       if (auto ec = rt_->master().try_send_to_child(rid, std::move(m))) {
         queue_.push_front(std::move(t));
-        w.credit = 0;  // unreachable: its end (or the probe) takes it out
+        w.credit = 0;
+        if (!w.leaving) {
+          // Unreachable (its connection dropped: stopped, or going): its end replaces it.
+          logf(log_level::warn, w.proc->name(), " cannot be reached (", ec.message(), "); killing it");
+          w.proc->signal(SIGKILL);
+        }
         continue;
       }
       --w.credit;
