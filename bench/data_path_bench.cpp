@@ -107,6 +107,6 @@ void idle_pool(benchmark::State& state) {
     state.SetIterationTime(wall);
   }
 }
-BENCHMARK(idle_pool)->Arg(256)->ArgName("W")->UseManualTime()->Unit(benchmark::kSecond)->Iterations(1)->Repetitions(1);
+BENCHMARK(idle_pool)->Arg(256)->Arg(1024)->ArgName("W")->UseManualTime()->Unit(benchmark::kSecond)->Iterations(1)->Repetitions(1);
 
 }  // namespace

@@ -94,6 +94,30 @@ void pool_start(benchmark::State& state) {
 }
 BENCHMARK(pool_start)->Arg(2)->Arg(4)->ArgName("W")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
 
+// The framework test of uber/fiber's paper: 5 workers, rounds of 5 apply_async tasks of D each,
+// the round's results collected before the next round starts. The ideal round takes D (the five
+// run side by side); ratio = wall / (rounds x measured D). Sleeping tasks run side by side on
+// any number of cores.
+void framework_rounds(benchmark::State& state) {
+  const int workers = 5, per_round = 5, rounds = 200, d_us = static_cast<int>(state.range(0));
+  const double d_cal = measured_sleep_s(d_us);
+  fiber::pool p(workers);
+  p.ready().get();
+  for (auto _ : state) {
+    auto t0 = clock_type::now();
+    for (int r = 0; r < rounds; ++r) {
+      std::vector<fiber::op<int>> pending;
+      for (int i = 0; i < per_round; ++i) pending.push_back(p.apply_async(&sleep_us, d_us));
+      for (auto& o : pending) benchmark::DoNotOptimize(std::move(o).get());
+    }
+    double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
+    state.SetIterationTime(wall);
+    state.counters["ratio_to_ideal"] = wall / (rounds * d_cal);
+    state.counters["ovh_per_round_us"] = (wall - rounds * d_cal) / rounds * 1e6;
+  }
+}
+BENCHMARK(framework_rounds)->Arg(1000)->ArgName("D_us")->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(3);
+
 // W=4, D=1 ms, N=5000, with one worker SIGKILLed every second: results stay exact.
 void pool_overhead_with_kills(benchmark::State& state) {
   const int workers = 4, d_us = 1000, n = 5000;

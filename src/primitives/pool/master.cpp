@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <list>
 #include <optional>
 #include <typeinfo>
@@ -144,6 +145,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
         return;
       }
       grant(w, static_cast<int>(h.aux));
+      top_up();  // the next start, where starts are limited
       check_ready();
     } else if (h.type == pool_kind::result) {
       on_results(w, h.request, std::move(payload));
@@ -200,8 +202,29 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
 
   void top_up() {
     if (closed_ || terminating_ || fatal_ || rt_->is_shut_down()) return;
+    auto live = live_workers(), starting = starting_workers();
+    const auto limit = start_limit();
     // A worker that cannot be spawned counts towards on_start_failed's limit, which ends this.
-    while (static_cast<int>(live_workers()) < target_ && !fatal_) start_worker();
+    while (static_cast<int>(live) < target_ && starting < limit && !fatal_) {
+      if (start_worker()) {
+        ++live;
+        ++starting;
+      }
+    }
+  }
+
+  /// Local children start at most this many at a time: thousands started at once on a few cores
+  /// missed their handshake deadline (2,048 on 2 cores: 88 killed by start_timeout_ms). The next
+  /// start follows each handshake. An engine that queues (docker, slurm) takes every request.
+  std::size_t start_limit() {
+    if (rt_->master().the_backend().name() != "local") return std::numeric_limits<std::size_t>::max();
+    return static_cast<std::size_t>(std::max(16, 4 * cpu_count()));
+  }
+  std::size_t starting_workers() const {
+    std::size_t n = 0;
+    for (auto& [rid, w] : workers_)
+      if (!w.connected && !w.leaving) ++n;
+    return n;
   }
 
   /// Workers started with less than `needs` finish what they hold and are replaced.
@@ -214,7 +237,8 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     top_up();
   }
 
-  void start_worker() {
+  /// False when the worker could not even be spawned (on_start_failed counted it).
+  bool start_worker() {
     encoded_call call;
     const auto& entry = require_registered(&pool_worker_main);
     call.function_id = entry.id;
@@ -241,7 +265,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       proc->start(done);
     } catch (const error& e) {
       on_start_failed(e.code(), e.what());
-      return;
+      return false;
     }
     auto rid = proc->peer();
     worker w;
@@ -252,6 +276,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     proc->when_ended([weak = weak_from_this(), rid] {
       if (auto self = weak.lock()) self->on_worker_ended(rid);
     });
+    return true;
   }
 
   /// A worker killed from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP) before its handshake says
