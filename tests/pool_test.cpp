@@ -618,3 +618,22 @@ TEST(pool, workers_that_cannot_start_fail_each_item_and_new_work_tries_again) {
   fiber_test::expect_error([&] { (void)p.map(&square, xs).get(); }, fiber::errc::spawn_failed,
                            {"pool workers cannot start", "/nonexistent/worker"});
 }
+
+// A big pool ends without leaving a child, destroyed at once or closed and joined (issue 16 saw
+// one child left after a pool of 1,024 shut down; not reproduced at 1,024 here: 2 rounds).
+TEST(pool, a_big_pool_leaves_no_child_after_either_shutdown) {
+  FIBER_TEST_LOCAL_ONLY("counts this process's children");
+  auto before = fiber_test::child_pids();
+  for (bool close_and_join : {false, true}) {
+    {
+      fiber::pool p(256);
+      p.ready().get();
+      EXPECT_EQ(p.map(&square, std::vector<int>(1024, 3)).get(), std::vector<int>(1024, 9));
+      if (close_and_join) {
+        p.close();
+        p.join().get();
+      }
+    }
+    EXPECT_EQ(fiber_test::child_pids(), before) << (close_and_join ? "after close and join" : "after destruction");
+  }
+}
