@@ -311,7 +311,7 @@ TEST(pool, retries_can_be_turned_off_per_call) {
   EXPECT_EQ(p.stats().workers_lost, 4u);  // the pool itself retries: 3 more workers lost
 }
 
-TEST(pool, stopped_worker_is_detected_by_heartbeat_and_its_task_rerun) {
+TEST(pool, stopped_worker_is_detected_and_its_task_rerun) {
   fiber::context ctx(fiber::config::load({{"heartbeat_interval_ms", "50"}, {"heartbeat_timeout_ms", "300"}}));
   fiber::pool p(ctx, {.processes = 2});
   auto marker = marker_path("stop");

@@ -27,10 +27,13 @@ backend& master_side::the_backend() {
 const std::string& master_side::listen() {
   if (router_) return endpoint_;
   if (closed_) throw error(errc::closed, "the fiber context has shut down");
-  zmq::socket_t s(zctx_, zmq::socket_type::router);
-  configure_socket(s, cfg_);
-  s.set(zmq::sockopt::router_mandatory, 1);
   auto endpoint = the_backend().listen_endpoint(job_id_);
+  zmq::socket_t s(zctx_, zmq::socket_type::router);
+  // Children on this host (a unix socket) are watched through their pidfd, and a stopped one by
+  // the state the kernel reports (the pool's probe): heartbeats would only wake every child
+  // every interval. Across a network they are how a silent peer is found out.
+  configure_socket(s, cfg_, /*heartbeats=*/!endpoint.starts_with("ipc://"));
+  s.set(zmq::sockopt::router_mandatory, 1);
   plain_auth_ = endpoint.starts_with("ipc://") && cfg_.encryption == "auto";
   zap_ = std::make_shared<zap_handler>(io_, zctx_, keys_, plain_auth_);
   zap_->start();

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +21,23 @@
 #include "primitives/child_process.hpp"
 
 namespace fiber::detail {
+namespace {
+/// A process on this host that is stopped (SIGSTOP, or traced): its state in /proc/<pid>/stat.
+bool process_is_stopped(int pid) {
+  if (pid <= 0) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  std::FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  char buf[512];
+  auto n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* close = std::strrchr(buf, ')');  // the name may hold spaces and parentheses
+  return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+}
+}  // namespace
+
 
 class pool_core final : public service, public std::enable_shared_from_this<pool_core> {
  public:
@@ -187,6 +205,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     int credit = 0;
     int completed = 0;
     std::deque<std::uint64_t> tasks;  // in the order sent, which is the order it runs them
+    std::optional<std::chrono::steady_clock::time_point> stopped_since;  // local: seen stopped (SIGSTOP)
   };
 
   std::size_t live_workers() const {
@@ -414,8 +433,26 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       // After the context stopped nothing is left to watch, and a caller's io_context must be
       // able to run out of work.
       if (ec || !self || self->rt_->is_shut_down()) return;
+      bool local = self->rt_->master().the_backend().name() == "local";
+      auto now = std::chrono::steady_clock::now();
+      auto patience = std::chrono::milliseconds(self->rt_->cfg().heartbeat_timeout_ms);
       for (auto& [rid, w] : self->workers_) {
-        if (!w.connected || w.tasks.empty()) continue;
+        if (!w.connected || w.tasks.empty()) {
+          w.stopped_since.reset();
+          continue;
+        }
+        if (local) {
+          // No heartbeats on this host's unix sockets: the kernel says whether it is stopped.
+          if (!process_is_stopped(w.proc->pid())) {
+            w.stopped_since.reset();
+          } else if (!w.stopped_since) {
+            w.stopped_since = now;
+          } else if (now - *w.stopped_since >= patience) {
+            logf(log_level::warn, w.proc->name(), " has been stopped for heartbeat_timeout_ms holding tasks; killing it");
+            w.proc->signal(SIGKILL);
+          }
+          continue;
+        }
         if (auto err = self->rt_->master().try_send_to_child(rid, make_message(kind::probe, {.channel = self->id_}))) {
           logf(log_level::warn, w.proc->name(), " stopped answering (", err.message(), "); killing it");
           w.proc->signal(SIGKILL);
