@@ -52,6 +52,9 @@ class job {
   virtual void reported_pid(int) {}
   /// The child said it is done and is about to exit: a backend that polls for the end looks soon.
   virtual void expect_exit() {}
+  /// True while the child is stopped (SIGSTOP, traced), where the backend can tell; one that
+  /// cannot says false, and its children are watched by heartbeats instead.
+  virtual bool is_stopped() const noexcept { return false; }
 };
 
 class backend {

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -45,6 +46,20 @@ class local_job final : public job {
     }
     callback_ = std::move(cb);
     wait_for_exit();
+  }
+
+  bool is_stopped() const noexcept override {
+    if (reaped_) return false;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid_));
+    std::FILE* f = std::fopen(path, "r");
+    if (!f) return false;
+    char buf[512];
+    auto n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = 0;
+    const char* close = std::strrchr(buf, ')');  // the name may hold spaces and parentheses
+    return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
   }
 
   void signal(int sig) noexcept override {

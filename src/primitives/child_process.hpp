@@ -42,6 +42,8 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   std::optional<remote_error> raised() const;
   /// Its pid on its host; 0 before it is known.
   int pid() const noexcept;
+  /// True while it is stopped (SIGSTOP), where its backend can tell (see job::is_stopped).
+  bool is_stopped() const noexcept { return child_ && state() == phase::running && child_->is_stopped(); }
   /// Its id on the master's socket, for messages to it (set by start()).
   const std::string& peer() const noexcept { return peer_; }
 

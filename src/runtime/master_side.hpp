@@ -39,6 +39,9 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   /// Binds the listening socket on first use; returns the endpoint children connect to.
   const std::string& listen();
   std::vector<std::string> endpoints() const;
+  /// Whether ZeroMQ heartbeats watch the children (they reach this master over a network); on
+  /// this host's unix sockets they do not, and a stopped child is found by its state instead.
+  bool heartbeats() const noexcept { return !endpoint_.starts_with("ipc://"); }
   backend& the_backend();
   /// Credentials for a child (valid after listen()).
   std::string worker_credentials() const { return keys_.for_worker(plain_auth_); }

@@ -21,23 +21,6 @@
 #include "primitives/child_process.hpp"
 
 namespace fiber::detail {
-namespace {
-/// A process on this host that is stopped (SIGSTOP, or traced): its state in /proc/<pid>/stat.
-bool process_is_stopped(int pid) {
-  if (pid <= 0) return false;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  std::FILE* f = std::fopen(path, "r");
-  if (!f) return false;
-  char buf[512];
-  auto n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = 0;
-  const char* close = std::strrchr(buf, ')');  // the name may hold spaces and parentheses
-  return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
-}
-}  // namespace
-
 
 class pool_core final : public service, public std::enable_shared_from_this<pool_core> {
  public:
@@ -433,7 +416,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       // After the context stopped nothing is left to watch, and a caller's io_context must be
       // able to run out of work.
       if (ec || !self || self->rt_->is_shut_down()) return;
-      bool local = self->rt_->master().the_backend().name() == "local";
+      bool by_state = !self->rt_->master().heartbeats();
       auto now = std::chrono::steady_clock::now();
       auto patience = std::chrono::milliseconds(self->rt_->cfg().heartbeat_timeout_ms);
       for (auto& [rid, w] : self->workers_) {
@@ -441,9 +424,9 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
           w.stopped_since.reset();
           continue;
         }
-        if (local) {
+        if (by_state) {
           // No heartbeats on this host's unix sockets: the kernel says whether it is stopped.
-          if (!process_is_stopped(w.proc->pid())) {
+          if (!w.proc->is_stopped()) {
             w.stopped_since.reset();
           } else if (!w.stopped_since) {
             w.stopped_since = now;
