@@ -8,12 +8,6 @@
 #include <asio/io_context.hpp>
 #include <chrono>
 #include <thread>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 
 #include "support.hpp"
 
@@ -326,74 +320,3 @@ TEST(manager, awaitable_from_the_callers_io_context) {
   EXPECT_EQ(result, 15);
 }
 
-namespace {
-/// The abstract names of this process's manager links now listening ("fiber-mgr-<job>-<pid>-<n>").
-std::vector<std::string> manager_link_addresses() {
-  std::vector<std::string> out;
-  std::ifstream table("/proc/net/unix");  // Num RefCount Protocol Flags Type St Inode Path
-  std::string line, mine = "-" + std::to_string(getpid()) + "-";
-  while (std::getline(table, line)) {
-    std::istringstream fields(line);
-    std::string num, refs, protocol, flags;
-    fields >> num >> refs >> protocol >> flags;
-    auto at = line.find("@fiber-mgr-");
-    bool listening = flags == "00010000";  // __SO_ACCEPTCON; accepted sockets show the name too
-    if (listening && at != std::string::npos && line.find(mine, at) != std::string::npos) out.push_back(line.substr(at + 1));
-  }
-  return out;
-}
-int connect_abstract(const std::string& name) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path + 1, name.data(), std::min(name.size(), sizeof addr.sun_path - 2));
-  auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-std::string frame(std::initializer_list<std::uint64_t> sizes) {
-  auto parts = static_cast<std::uint32_t>(sizes.size());
-  std::string h(reinterpret_cast<const char*>(&parts), sizeof parts);
-  for (auto s : sizes) h.append(reinterpret_cast<const char*>(&s), sizeof s);
-  return h;
-}
-}  // namespace
-
-// Found by probing: junk on a manager's link while it waited for its server crashed the master
-// (part sizes that wrap past 2^64), and connections that never spoke stayed open.
-TEST(manager, junk_peers_racing_the_server_for_its_link_neither_crash_nor_stay) {
-  FIBER_TEST_LOCAL_ONLY("the direct link exists on the local backend");
-  fiber::manager mgr;
-  std::vector<std::string> listening;
-  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while ((listening = manager_link_addresses()).empty() && std::chrono::steady_clock::now() < give_up)
-    std::this_thread::yield();  // the listener opens on the loop thread
-  std::vector<int> peers;
-  for (auto& name : listening) {
-    const std::uint64_t wraps = (std::uint64_t{1} << 63) + 14;
-    for (const std::string& junk : {frame({wraps, wraps}) + std::string(28, 'x'),              // sizes that wrap
-                                     frame({std::uint64_t{2} << 30}) + std::string(1 << 20, 'y'),  // 2 GiB announced
-                                     frame({5}) + "wrong", std::string(64, '\xff'), std::string()}) {  // wrong secret, noise, silence
-      int fd = connect_abstract(name);
-      if (fd < 0) continue;  // the server's link won the race: the listener is gone
-      if (!junk.empty()) (void)!::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      peers.push_back(fd);
-    }
-  }
-  auto c = mgr.create<counter>(1).get();
-  EXPECT_EQ(c.add(2).get(), 3);  // the master lives and its calls go through
-  for (int fd : peers) {  // every junk connection was closed by the master, none is held
-    pollfd p{fd, POLLIN, 0};
-    ASSERT_EQ(::poll(&p, 1, 30'000), 1) << "a junk connection is still held open by the master";
-    char buf[256];
-    ssize_t n;
-    while ((n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) {
-    }
-    EXPECT_TRUE(n == 0 || errno == ECONNRESET) << "expected the master to have closed the connection";
-    ::close(fd);
-  }
-  EXPECT_TRUE(manager_link_addresses().empty()) << "the link's listener stays open after the server's link is up";
-}

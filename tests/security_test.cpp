@@ -1,11 +1,19 @@
-// CURVE on every channel and malformed frames on the wire, tested with raw ZeroMQ peers.
+// Who may talk to a master: raw ZeroMQ peers without the job's keys (CURVE, PLAIN), junk and
+// strangers on the direct links of local children, and malformed frames on the wire.
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <zmq.hpp>
+
+#include <cstring>
 
 #include "runtime/protocol.hpp"
 #include "runtime/runtime.hpp"
+#include "support.hpp"
 
 namespace {
 void add_one(fiber::simple_queue<int> in, fiber::simple_queue<int> out) { out.put(in.get().get() + 1).get(); }
@@ -55,8 +63,13 @@ int handshake_outcome(zmq::context_t& z, zmq::socket_t& peer, const std::string&
 }  // namespace
 FIBER_REMOTE(add_one);
 
+namespace {
+/// Children on this host over ZeroMQ (not the default direct links), as across a network.
+fiber::config local_zeromq() { return fiber::config::load({{"local_transport", "zeromq"}}); }
+}  // namespace
+
 TEST(security, plain_zeromq_client_gets_nothing_in_or_out) {
-  fiber::context ctx;
+  fiber::context ctx(local_zeromq());
   check_job_works(ctx);
   auto endpoints = ctx.endpoints();
   ASSERT_FALSE(endpoints.empty());
@@ -77,8 +90,8 @@ TEST(security, plain_zeromq_client_gets_nothing_in_or_out) {
   check_job_works(ctx);
 }
 
-TEST(security, local_socket_peer_without_the_jobs_secret_is_refused) {
-  fiber::context ctx;  // encryption=auto: a local unix socket checks the job's secret
+TEST(security, local_zeromq_peer_without_the_jobs_secret_is_refused) {
+  fiber::context ctx(local_zeromq());  // encryption=auto: a local unix socket checks the job's secret
   check_job_works(ctx);
   auto endpoint = ctx.endpoints().at(0);
   zmq::context_t z;
@@ -155,7 +168,7 @@ void malformed_frames_are_reported_not_fatal(fiber::context& ctx) {
 }  // namespace
 
 TEST(security, malformed_frames_from_an_authenticated_peer_are_reported_not_fatal) {
-  fiber::context ctx;
+  fiber::context ctx(local_zeromq());
   malformed_frames_are_reported_not_fatal(ctx);
 }
 
@@ -168,4 +181,88 @@ TEST(security, curve_workers_run_when_encryption_is_always) {
   fiber::context ctx(fiber::config::load({{"encryption", "always"}}));
   check_job_works(ctx);
   EXPECT_FALSE(fiber::detail::job_keys::from_worker_text(ctx.runtime()->master().worker_credentials()).plain);
+}
+
+namespace {
+int connect_abstract(const std::string& name) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path + 1, name.data(), std::min(name.size(), sizeof addr.sun_path - 2));
+  auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+/// A direct link's frame head: part count, then each part's size.
+std::string frame(std::initializer_list<std::uint64_t> sizes) {
+  auto parts = static_cast<std::uint32_t>(sizes.size());
+  std::string h(reinterpret_cast<const char*>(&parts), sizeof parts);
+  for (auto s : sizes) h.append(reinterpret_cast<const char*>(&s), sizeof s);
+  return h;
+}
+/// A whole message of `parts`.
+std::string message(std::initializer_list<std::string> parts) {
+  std::string head, body;
+  auto n = static_cast<std::uint32_t>(parts.size());
+  head.append(reinterpret_cast<const char*>(&n), sizeof n);
+  for (auto& p : parts) {
+    std::uint64_t size = p.size();
+    head.append(reinterpret_cast<const char*>(&size), sizeof size);
+    body += p;
+  }
+  return head + body;
+}
+}  // namespace
+
+// Any process of this user can connect to the master's abstract unix socket. Junk (part sizes
+// that wrap past 2^64 crashed an earlier link), a huge announced message, a greeting with a wrong
+// secret or for a child the master does not wait for, noise and silence: the master closes each
+// connection, holds none, and the job goes on.
+TEST(security, junk_and_strangers_on_the_direct_links_neither_crash_the_master_nor_stay_connected) {
+  FIBER_TEST_LOCAL_ONLY("direct links exist on the local backend");
+  // Silence is closed after start_timeout_ms; children greet at once, long before that.
+  fiber::context ctx(fiber::config::load({{"start_timeout_ms", "3000"}}));
+  check_job_works(ctx);
+  auto endpoint = ctx.endpoints().at(0);
+  ASSERT_TRUE(endpoint.starts_with("unix:@")) << endpoint;
+  auto name = endpoint.substr(6);
+  auto password = ctx.runtime()->keys().password;
+  const std::uint64_t wraps = (std::uint64_t{1} << 63) + 14;
+  std::vector<int> peers;
+  for (const std::string& junk :
+       {frame({wraps, wraps}) + std::string(28, 'x'),                        // sizes that wrap
+        frame({std::uint64_t{2} << 30}) + std::string(1 << 20, 'y'),        // 2 GiB announced
+        message({"fiber direct link 1", "1", "a guess"}),                   // wrong secret
+        message({"fiber direct link 1", "no such child", password}),        // the secret, but no child of ours
+        message({"something else", "1", password}),                         // not a greeting
+        std::string(64, '\xff'), std::string()}) {                          // noise, silence
+    int fd = connect_abstract(name);
+    ASSERT_GE(fd, 0) << "cannot connect to " << name;
+    if (!junk.empty()) (void)!::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    peers.push_back(fd);
+  }
+  check_job_works(ctx);  // the master lives and its children's links work
+  for (int fd : peers) {  // every junk connection was closed by the master
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 30'000), 1) << "a junk connection is still held open by the master";
+    char buf[256];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) {
+    }
+    EXPECT_TRUE(n == 0 || errno == ECONNRESET) << "expected the master to have closed the connection";
+    ::close(fd);
+  }
+  check_job_works(ctx);
+}
+
+TEST(security, local_children_use_direct_links_unless_zeromq_is_asked_for) {
+  FIBER_TEST_LOCAL_ONLY("direct links exist on the local backend");
+  fiber::context direct, zeromq(local_zeromq()), curve(fiber::config::load({{"encryption", "always"}}));
+  for (auto* ctx : {&direct, &zeromq, &curve}) check_job_works(*ctx);
+  EXPECT_TRUE(direct.endpoints().at(0).starts_with("unix:@"));
+  EXPECT_TRUE(zeromq.endpoints().at(0).starts_with("ipc://"));
+  EXPECT_TRUE(curve.endpoints().at(0).starts_with("ipc://"));  // encryption=always: CURVE over ZeroMQ
 }

@@ -1,4 +1,4 @@
-// The direct link managers use on the local backend: multipart messages over a unix stream
+// The direct link between a master and its local children: multipart messages over a unix stream
 // socket, in order, whole, whatever their sizes and however the bytes arrive.
 #include <gtest/gtest.h>
 
@@ -146,4 +146,37 @@ TEST(stream_link, the_limit_counts_every_part_and_can_be_raised_once_the_peer_is
   EXPECT_TRUE(p.b_closed);
   EXPECT_EQ(p.closed, fiber::errc::message_too_large);
   EXPECT_EQ(p.received.size(), 2u);
+}
+
+TEST(stream_link, a_send_to_a_closed_peer_fails_and_leaves_the_message_as_it_was) {
+  linked_pair p;
+  p.b->close();
+  auto m = message_of({"header", "payload"});
+  EXPECT_TRUE(p.a->send(std::move(m)));
+  EXPECT_EQ(texts(m), (std::vector<std::string>{"header", "payload"}));  // the caller still has it
+  EXPECT_TRUE(p.a->send(message_of({"later"})));                         // and the link stays broken
+}
+
+TEST(stream_link, flush_writes_what_send_queued_before_the_link_closes) {
+  // The reader runs on a thread of its own, as the master does while a worker exits.
+  asio::io_context writer_io, reader_io;
+  asio::local::stream_protocol::socket sa(writer_io), sb(reader_io);
+  asio::local::connect_pair(sa, sb);
+  auto a = std::make_shared<stream_link>(std::move(sa), std::size_t{1} << 30);
+  auto b = std::make_shared<stream_link>(std::move(sb), std::size_t{1} << 30);
+  std::vector<multipart> received;
+  bool closed = false;
+  b->start([&](multipart m) { received.push_back(std::move(m)); }, [&](std::error_code) { closed = true; });
+  std::thread reader([&] { reader_io.run(); });
+  std::string big(16 << 20, 'q');
+  ASSERT_FALSE(a->send(message_of({"results", big})));  // far more than the socket holds: queued
+  ASSERT_FALSE(a->send(message_of({"done"})));
+  EXPECT_TRUE(a->flush(std::chrono::seconds(60)));  // a bound against a hang only
+  a->close();
+  reader.join();  // the reader's loop ends when it has read the close
+  ASSERT_EQ(received.size(), 2u);
+  EXPECT_EQ(received[0][1].size(), big.size());
+  EXPECT_EQ(received[0][1].to_string(), big);
+  EXPECT_EQ(texts(received[1]), std::vector<std::string>{"done"});
+  EXPECT_TRUE(closed);
 }

@@ -38,6 +38,9 @@ struct config {
                                             // process started once) or spawn (exec each child)
   std::string encryption = "auto";          // auto: CURVE across networks, authentication only on
                                             // local unix sockets; always: CURVE everywhere
+  std::string local_transport = "direct";   // children on this host: direct (a unix stream socket
+                                            // each, no ZeroMQ) or zeromq (as across a network);
+                                            // encryption=always implies zeromq
   // backend=slurm
   std::string slurm_mode = "auto";          // auto: steps inside an allocation (SLURM_JOB_ID set),
                                             // batch jobs outside; steps | batch force one

@@ -149,6 +149,12 @@ const std::vector<key_def>& key_table() {
          c.encryption = std::string(v);
        },
        [](const config& c) { return c.encryption; }},
+      {"local_transport",
+       [](config& c, std::string_view v) {
+         if (v != "direct" && v != "zeromq") bad_value("local_transport", v, "direct or zeromq");
+         c.local_transport = std::string(v);
+       },
+       [](const config& c) { return c.local_transport; }},
       {"slurm_mode",
        [](config& c, std::string_view v) {
          if (v != "auto" && v != "steps" && v != "batch") bad_value("slurm_mode", v, "auto, steps or batch");

@@ -1,5 +1,7 @@
 #include "runtime/master_side.hpp"
 
+#include <unistd.h>
+
 #include "core/log.hpp"
 #include "fiber/error.hpp"
 
@@ -25,9 +27,13 @@ backend& master_side::the_backend() {
 }
 
 const std::string& master_side::listen() {
-  if (router_) return endpoint_;
+  if (router_ || direct_) return endpoint_;
   if (closed_) throw error(errc::closed, "the fiber context has shut down");
   auto endpoint = the_backend().listen_endpoint(job_id_);
+  if (endpoint.starts_with("ipc://") && cfg_.local_transport == "direct" && cfg_.encryption == "auto") {
+    listen_direct();
+    return endpoint_;
+  }
   zmq::socket_t s(zctx_, zmq::socket_type::router);
   // Children on this host (a unix socket) are watched through their pidfd, and a stopped one by
   // the state the kernel reports (the pool's probe): heartbeats would only wake every child
@@ -50,6 +56,21 @@ const std::string& master_side::listen() {
   return endpoint_;
 }
 
+void master_side::listen_direct() {
+  direct_ = std::make_shared<direct_listener>(
+      io_, keys_.password, cfg_.max_message_bytes + stream_link::envelope_bytes,
+      std::chrono::milliseconds(cfg_.start_timeout_ms),  // a child greets long before its handshake is due
+      [this](const std::string& id) { return children_.contains(id); },
+      [weak = weak_from_this()](const std::string& peer, multipart&& m) {
+        auto self = weak.lock();
+        if (self && !self->closed_) self->handle(peer, std::move(m), 0);
+      });
+  direct_->listen("fiber-" + job_id_ + "-" + std::to_string(::getpid()));
+  endpoint_ = direct_->endpoint();
+  plain_auth_ = true;  // children prove themselves with the password
+  logf(log_level::debug, "listening on ", endpoint_);
+}
+
 std::vector<std::string> master_side::endpoints() const {
   if (endpoint_.empty()) return {};
   return {endpoint_};
@@ -59,23 +80,23 @@ void master_side::receive_next() {
   router_->async_receive([weak = weak_from_this()](std::error_code ec, multipart m) {
     auto self = weak.lock();
     if (ec || !self || self->closed_) return;
-    self->handle(std::move(m));
+    std::string peer = m.empty() ? std::string() : m[0].to_string();  // the router's envelope
+    self->handle(peer, std::move(m), 1);
     self->receive_next();
   });
 }
 
-void master_side::handle(multipart&& m) {
-  std::string peer = m.empty() ? std::string() : m[0].to_string();
-  auto h = m.size() >= 2 ? parse_header(m[1]) : std::nullopt;
+void master_side::handle(const std::string& peer, multipart&& m, std::size_t first) {
+  auto h = m.size() > first ? parse_header(m[first]) : std::nullopt;
   if (!h) {
-    logf(log_level::error, "malformed message from ", peer, " (", m.size(),
+    logf(log_level::error, "malformed message from ", peer, " (", m.size() - std::min(first, m.size()),
          " frames): not a fiber header of protocol version ", protocol_version, "; ignored and reported to the sender");
     (void)try_send_to_child(peer, make_message(kind::failure, {}, "malformed message: not a fiber header of this protocol version"));
     return;
   }
   auto payload = [&] {
     multipart p;
-    for (std::size_t i = 2; i < m.size(); ++i) p.push_back(std::move(m[i]));
+    for (std::size_t i = first + 1; i < m.size(); ++i) p.push_back(std::move(m[i]));
     return p;
   };
   if (is_service_kind(h->type)) {
@@ -99,7 +120,7 @@ void master_side::handle(multipart&& m) {
         logf(log_level::debug, "message from child ", peer, " that is no longer tracked; ignored");
         return;
       }
-      std::string text = m.size() > 2 ? m[2].to_string() : std::string();
+      std::string text = m.size() > first + 1 ? m[first + 1].to_string() : std::string();
       if (h->type == kind::hello)
         child->on_hello(text);
       else
@@ -123,15 +144,14 @@ bool master_side::deliver(const channel_reader& r, std::uint64_t channel, multip
     return true;
   }
   multipart m;
-  m.reserve(payload.size() + 2);
-  m.emplace_back(r.peer.data(), r.peer.size());  // the router's envelope, then the message
+  m.reserve(payload.size() + 1);
   m.push_back(make_header(kind::item, channel, r.request));
   for (auto& f : payload) m.push_back(std::move(f));
-  if (auto ec = router_->send(std::move(m))) {
+  if (auto ec = try_send_to_child(r.peer, std::move(m))) {
     // The reader is gone: the item stays in the queue for the next reader.
     logf(log_level::warn, "reader ", r.peer, " is gone (", ec.message(), "); message kept for the next reader");
     payload.clear();
-    for (std::size_t i = 2; i < m.size(); ++i) payload.push_back(std::move(m[i]));
+    for (std::size_t i = 1; i < m.size(); ++i) payload.push_back(std::move(m[i]));
     return false;
   }
   return true;
@@ -156,12 +176,12 @@ void master_side::send_to_child(const std::string& routing_id, multipart&& parts
 }
 
 std::error_code master_side::try_send_to_child(const std::string& routing_id, multipart&& parts) {
+  if (direct_) return direct_->send(routing_id, std::move(parts));
   if (!router_) return make_error_code(errc::closed);
-  multipart m;
-  m.reserve(parts.size() + 1);
-  m.emplace_back(routing_id.data(), routing_id.size());
-  for (auto& p : parts) m.push_back(std::move(p));
-  return router_->send(std::move(m));
+  parts.insert(parts.begin(), zmq::message_t(routing_id.data(), routing_id.size()));  // the router's envelope
+  auto ec = router_->send(std::move(parts));
+  if (ec) parts.erase(parts.begin());  // not taken: as it was
+  return ec;
 }
 
 std::vector<int> master_side::live_pids() const {
@@ -187,6 +207,7 @@ void master_side::shutdown() noexcept {
   gets_.fail_all(make_error_code(errc::closed));
   broker_.clear();
   if (router_) router_->close();
+  if (direct_) direct_->close();
   if (zap_) zap_->close();
 }
 

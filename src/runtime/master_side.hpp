@@ -12,6 +12,7 @@
 #include "fiber/config.hpp"
 #include "runtime/channel_broker.hpp"
 #include "runtime/channel_route.hpp"
+#include "runtime/direct_links.hpp"
 #include "runtime/socket_options.hpp"
 #include "runtime/job_security.hpp"
 #include "runtime/pending_gets.hpp"
@@ -41,7 +42,7 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   std::vector<std::string> endpoints() const;
   /// Whether ZeroMQ heartbeats watch the children (they reach this master over a network); on
   /// this host's unix sockets they do not, and a stopped child is found by its state instead.
-  bool heartbeats() const noexcept { return !endpoint_.starts_with("ipc://"); }
+  bool heartbeats() const noexcept { return !direct_ && !endpoint_.starts_with("ipc://"); }
   backend& the_backend();
   /// Credentials for a child (valid after listen()).
   std::string worker_credentials() const { return keys_.for_worker(plain_auth_); }
@@ -49,7 +50,8 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   void attach_child(const std::string& routing_id, std::weak_ptr<child_endpoint> child);
   void detach_child(const std::string& routing_id);
   void send_to_child(const std::string& routing_id, multipart&& parts);
-  /// As send_to_child, but tells: an error means the child's connection is gone.
+  /// As send_to_child, but tells: an error means the child's connection is gone, and `parts`
+  /// is left as it was.
   std::error_code try_send_to_child(const std::string& routing_id, multipart&& parts);
   /// Children still running, and what to do with them when the master goes.
   void track_job(job* j) { live_jobs_.push_back(j); }
@@ -64,8 +66,10 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   void shutdown() noexcept override;
 
  private:
+  void listen_direct();
   void receive_next();
-  void handle(multipart&& m);
+  /// A message from child `peer`; its header is m[first].
+  void handle(const std::string& peer, multipart&& m, std::size_t first);
   bool deliver(const channel_reader& r, std::uint64_t channel, multipart& payload, bool may_run_inline);
 
   asio::io_context& io_;
@@ -78,8 +82,9 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   channel_broker broker_;
   std::shared_ptr<zmq_channel> router_;
   std::shared_ptr<zap_handler> zap_;
+  std::shared_ptr<direct_listener> direct_;  // children on this host, without ZeroMQ
   std::string endpoint_;
-  bool plain_auth_ = false;  // listening on a local unix socket with encryption=auto
+  bool plain_auth_ = false;  // listening on a local unix socket with encryption=auto (password, no CURVE)
   std::unique_ptr<backend> backend_;
   std::unordered_map<std::string, std::weak_ptr<child_endpoint>> children_;
   std::vector<job*> live_jobs_;

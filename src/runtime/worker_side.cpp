@@ -2,6 +2,7 @@
 
 #include "core/log.hpp"
 #include "fiber/error.hpp"
+#include "runtime/direct_links.hpp"
 #include "runtime/init.hpp"
 #include "transport/master_watch.hpp"
 
@@ -11,6 +12,15 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
                          const std::string& master_endpoint, const std::string& token, pending_gets& gets,
                          service_registry& services)
     : loop_(loop), zctx_(zctx), cfg_(cfg), gets_(gets), services_(services) {
+  if (master_endpoint.starts_with(direct_scheme)) {
+    try {
+      link_ = connect_direct_link(loop_.io(), master_endpoint, token, keys.password);
+    } catch (const std::system_error& e) {
+      logf(log_level::error, "cannot reach the master at ", master_endpoint, ": ", e.what());
+      exit_worker(exit_master_lost);
+    }
+    return;
+  }
   zmq::socket_t s(zctx_, zmq::socket_type::dealer);
   // A child on the master's host reaches it over a unix socket and dies with it (the
   // parent-death signal): its own heartbeats would only wake both sides every interval. The
@@ -30,10 +40,12 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
 worker_side::~worker_side() = default;
 
 void worker_side::send_upstream(multipart&& parts) {
-  if (auto ec = upstream_->send(std::move(parts))) logf(log_level::error, "cannot send to the master: ", ec.message());
+  auto ec = link_ ? link_->send(std::move(parts)) : upstream_->send(std::move(parts));
+  if (ec) logf(log_level::error, "cannot send to the master: ", ec.message());
 }
 
 void worker_side::watch_master() {
+  if (link_) return;  // the link's closing tells
   master_watch_ = std::make_unique<master_watch>(zctx_, upstream_->socket(),
                                                  std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
                                                  [] { exit_worker(exit_master_lost); });
@@ -74,6 +86,23 @@ void worker_side::cancel_get(std::uint64_t channel, std::uint64_t request) {
 }
 
 void worker_side::receive_next() {
+  if (link_) {
+    if (link_started_) return;  // it reads until it closes
+    link_started_ = true;
+    link_->start(
+        [weak = weak_from_this()](multipart m) {
+          auto self = weak.lock();
+          if (self && !self->closed_) self->handle(std::move(m));
+        },
+        [weak = weak_from_this()](std::error_code ec) {
+          auto self = weak.lock();
+          if (!self || self->closed_) return;
+          // The master closed its end or died: nobody is left to work for.
+          logf(log_level::debug, "the link to the master closed (", ec.message(), "); exiting");
+          exit_worker(exit_master_lost);
+        });
+    return;
+  }
   upstream_->async_receive([weak = weak_from_this()](std::error_code ec, multipart m) {
     auto self = weak.lock();
     if (ec || !self || self->closed_) return;
@@ -137,6 +166,13 @@ void worker_side::shutdown() noexcept {
   closed_ = true;
   gets_.fail_all(make_error_code(errc::closed));
   master_watch_.reset();
+  if (link_) {
+    // What this worker sent (its results, its `done`) reaches the master before it exits.
+    if (!link_->flush(std::chrono::milliseconds(10000)))
+      logf(log_level::warn, "the master did not take this worker's last messages within 10 s");
+    link_->close();
+    return;
+  }
   upstream_->close();
 }
 

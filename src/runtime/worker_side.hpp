@@ -1,5 +1,5 @@
 // A worker's side of the runtime: its one connection to the master (authenticated with the
-// credentials it was given), the watch on that connection, the master's first answer, the
+// credentials it was given; a direct link when the master is on this host, else ZeroMQ), the watch on that connection, the master's first answer, the
 // commands for the worker's service loop, and the answers to its own reads and calls.
 #pragma once
 #include <asio/io_context.hpp>
@@ -15,6 +15,7 @@
 #include "runtime/job_security.hpp"
 #include "runtime/pending_gets.hpp"
 #include "runtime/service_registry.hpp"
+#include "transport/stream_link.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {
@@ -57,7 +58,9 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   const fiber::config& cfg_;
   pending_gets& gets_;
   service_registry& services_;
-  std::shared_ptr<zmq_channel> upstream_;
+  std::shared_ptr<zmq_channel> upstream_;  // over ZeroMQ, or
+  std::shared_ptr<stream_link> link_;      // a direct link (a master on this host)
+  bool link_started_ = false;
   std::unique_ptr<master_watch> master_watch_;
   unique_function<void(std::error_code, multipart)> first_message_;
   std::deque<multipart> inbox_;

@@ -1,15 +1,18 @@
 #include "transport/stream_link.hpp"
 
-#include <asio/write.hpp>
+#include <asio/read.hpp>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <vector>
 
-#include "fiber/error.hpp"
 #include "core/log.hpp"
+#include "fiber/error.hpp"
 
 namespace fiber::detail {
 
@@ -24,8 +27,41 @@ std::string frame_head(const multipart& parts) {
   return head;
 }
 
+namespace {
+/// One sendmsg of `iov` without blocking and without SIGPIPE: bytes written, or -errno.
+ssize_t write_vector(int fd, iovec* iov, std::size_t count) {
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = std::min<std::size_t>(count, IOV_MAX);
+  for (;;) {
+    auto n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return n;
+    if (errno != EINTR) return -errno;
+  }
+}
+
+void add_message(std::vector<iovec>& iov, const std::string& head, const multipart& parts, std::size_t skip) {
+  auto add = [&](const void* data, std::size_t size) {
+    if (skip >= size) {
+      skip -= size;
+      return;
+    }
+    iov.push_back({const_cast<char*>(static_cast<const char*>(data)) + skip, size - skip});
+    skip = 0;
+  };
+  add(head.data(), head.size());
+  for (auto& p : parts) add(p.data(), p.size());
+}
+
+std::size_t message_bytes(const std::string& head, const multipart& parts) {
+  std::size_t n = head.size();
+  for (auto& p : parts) n += p.size();
+  return n;
+}
+}  // namespace
+
 stream_link::stream_link(asio::local::stream_protocol::socket socket, std::size_t max_message_bytes)
-    : socket_(std::move(socket)), max_message_bytes_(max_message_bytes) {}
+    : socket_(std::move(socket)), in_(new char[buffer_bytes]), max_message_bytes_(max_message_bytes) {}
 
 void stream_link::start(on_message_fn on_message, on_closed_fn on_closed) {
   on_message_ = std::move(on_message);
@@ -40,101 +76,195 @@ void stream_link::closed(std::error_code ec) {
   }
 }
 
-bool stream_link::stop(std::error_code why) {
+stream_link::parsed stream_link::stop(std::error_code why) {
   close();
   closed(why);
-  return false;
+  return parsed::stopped;
 }
+
+// ---- reading
 
 void stream_link::read_some() {
-  socket_.async_read_some(asio::buffer(buffer_), [self = shared_from_this()](std::error_code ec, std::size_t n) {
-    if (ec) return self->closed(ec);
-    self->in_.append(self->buffer_, n);
-    if (self->parse()) self->read_some();
-  });
+  if (in_begin_ == in_end_) {
+    in_begin_ = in_end_ = 0;
+  } else if (in_end_ == buffer_bytes) {  // a message's start is at the end: move it to the front
+    std::memmove(in_.get(), in_.get() + in_begin_, in_end_ - in_begin_);
+    in_end_ -= in_begin_;
+    in_begin_ = 0;
+  }
+  socket_.async_read_some(asio::buffer(in_.get() + in_end_, buffer_bytes - in_end_),
+                          [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                            if (ec) return self->closed(ec);
+                            self->in_end_ += n;
+                            if (self->parse() == parsed::need_more) self->read_some();
+                          });
 }
 
-bool stream_link::parse() {
-  std::size_t pos = 0;
+bool stream_link::deliver(multipart&& m) {
+  if (on_message_) on_message_(std::move(m));
+  return socket_.is_open();
+}
+
+stream_link::parsed stream_link::parse() {
   for (;;) {
+    const char* at = in_.get() + in_begin_;
+    std::size_t available = in_end_ - in_begin_;
     std::uint32_t parts = 0;
-    if (in_.size() - pos < sizeof parts) break;
-    std::memcpy(&parts, in_.data() + pos, sizeof parts);
+    if (available < sizeof parts) return parsed::need_more;
+    std::memcpy(&parts, at, sizeof parts);
     if (parts > max_parts) return stop(make_error_code(errc::malformed_message));
     auto head = sizeof parts + std::size_t{parts} * sizeof(std::uint64_t);
-    if (in_.size() - pos < head) break;
-    std::vector<std::uint64_t> sizes(parts);
-    std::memcpy(sizes.data(), in_.data() + pos + sizeof parts, parts * sizeof(std::uint64_t));
+    if (available < head) return parsed::need_more;
+    std::uint64_t sizes[max_parts];
+    std::memcpy(sizes, at + sizeof parts, parts * sizeof(std::uint64_t));
     // Each size is checked against what is left of the limit, so the sum cannot wrap.
     std::size_t payload = 0;
-    for (auto s : sizes) {
-      if (s > max_message_bytes_ - payload) {
+    for (std::uint32_t i = 0; i < parts; ++i) {
+      if (sizes[i] > max_message_bytes_ - payload) {
         logf(log_level::warn, "a direct link's peer announced a message over ", max_message_bytes_,
-             " bytes (max_message_bytes); link closed");
+             " bytes, the most this link takes (max_message_bytes, or less before the peer proved itself); link closed");
         return stop(make_error_code(errc::message_too_large));
       }
-      payload += s;
+      payload += sizes[i];
     }
-    if (in_.size() - pos - head < payload) break;
+    if (payload >= direct_read_bytes || head + payload > buffer_bytes) {
+      in_begin_ += head;
+      auto r = read_body(sizes, parts);
+      if (r != parsed::need_more) return r;
+      continue;  // it was all in the buffer already
+    }
+    if (available - head < payload) return parsed::need_more;
     multipart m;
-    auto at = pos + head;
-    for (auto s : sizes) {
-      m.emplace_back(in_.data() + at, s);
-      at += s;
+    m.reserve(parts);
+    const char* data = at + head;
+    for (std::uint32_t i = 0; i < parts; ++i) {
+      m.emplace_back(data, sizes[i]);
+      data += sizes[i];
     }
-    pos += head + payload;
-    if (on_message_) on_message_(std::move(m));
-    if (!socket_.is_open()) return stop(asio::error::operation_aborted);  // the handler closed it: nothing more
+    in_begin_ += head + payload;
+    if (!deliver(std::move(m))) return stop(asio::error::operation_aborted);  // the handler closed it
   }
-  in_.erase(0, pos);
-  return true;
 }
 
-void stream_link::send(multipart&& parts) {
-  auto head = frame_head(parts);
-  out_.emplace_back(std::move(head), std::move(parts));
-  if (!writing_) write_next();
-}
-
-void stream_link::write_next() {
-  if (out_.empty()) {
-    writing_ = false;
-    return;
+// A large message: what the buffer holds is copied into its parts, the rest read straight into
+// them. need_more: it was delivered at once; reading_body: the read goes on.
+stream_link::parsed stream_link::read_body(const std::uint64_t* sizes, std::uint32_t parts) {
+  body_.clear();
+  body_.reserve(parts);
+  std::vector<asio::mutable_buffer> rest;
+  for (std::uint32_t i = 0; i < parts; ++i) {
+    auto& part = body_.emplace_back(static_cast<std::size_t>(sizes[i]));
+    auto take = std::min<std::size_t>(sizes[i], in_end_ - in_begin_);
+    std::memcpy(part.data(), in_.get() + in_begin_, take);
+    in_begin_ += take;
+    if (take < sizes[i]) rest.emplace_back(static_cast<char*>(part.data()) + take, sizes[i] - take);
   }
-  writing_ = true;
-  std::vector<asio::const_buffer> buffers;
-  auto& [head, parts] = out_.front();
-  buffers.emplace_back(asio::buffer(head));
-  for (auto& p : parts) buffers.emplace_back(p.data(), p.size());
-  asio::async_write(socket_, buffers, [self = shared_from_this()](std::error_code ec, std::size_t) {
-    self->out_.pop_front();
-    if (ec) {
-      self->out_.clear();
-      self->writing_ = false;
-      return;  // the reader reports the close
-    }
-    self->write_next();
+  if (rest.empty()) {
+    if (!deliver(std::move(body_))) return stop(asio::error::operation_aborted);
+    return parsed::need_more;
+  }
+  asio::async_read(socket_, rest, [self = shared_from_this()](std::error_code ec, std::size_t) {
+    if (ec) return self->closed(ec);
+    if (!self->deliver(std::move(self->body_))) return void(self->stop(asio::error::operation_aborted));
+    if (self->parse() == parsed::need_more) self->read_some();
   });
+  return parsed::reading_body;
+}
+
+// ---- writing
+
+std::error_code stream_link::send(multipart&& parts) {
+  if (broken_) return broken_;
+  if (!socket_.is_open()) return asio::error::bad_descriptor;
+  auto head = frame_head(parts);
+  std::size_t written = 0;
+  if (out_.empty()) {  // write at once what the socket takes
+    std::vector<iovec> iov;
+    iov.reserve(parts.size() + 1);
+    add_message(iov, head, parts, 0);
+    auto n = write_vector(socket_.native_handle(), iov.data(), iov.size());
+    if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK) return broken_ = std::error_code(static_cast<int>(-n), std::system_category());
+    written = n > 0 ? static_cast<std::size_t>(n) : 0;
+    if (written == message_bytes(head, parts)) return {};
+  }
+  out_.push_back({std::move(head), std::move(parts)});
+  if (out_.size() == 1) front_written_ = written;
+  if (!write_waiting_) wait_writable();
+  return {};
+}
+
+void stream_link::consume_written(std::size_t n) {
+  while (n > 0 && !out_.empty()) {
+    auto left = message_bytes(out_.front().head, out_.front().parts) - front_written_;
+    if (n < left) {
+      front_written_ += n;
+      return;
+    }
+    n -= left;
+    out_.pop_front();
+    front_written_ = 0;
+  }
+}
+
+std::error_code stream_link::write_queued() {
+  std::vector<iovec> iov;
+  while (!out_.empty()) {
+    iov.clear();
+    std::size_t skip = front_written_;
+    for (auto& m : out_) {
+      add_message(iov, m.head, m.parts, skip);
+      skip = 0;
+      if (iov.size() >= IOV_MAX) break;
+    }
+    auto n = write_vector(socket_.native_handle(), iov.data(), iov.size());
+    if (n == -EAGAIN || n == -EWOULDBLOCK) return {};
+    if (n < 0) {
+      broken_ = std::error_code(static_cast<int>(-n), std::system_category());
+      out_.clear();  // the reader reports the close
+      return broken_;
+    }
+    consume_written(static_cast<std::size_t>(n));
+  }
+  return {};
+}
+
+void stream_link::wait_writable() {
+  write_waiting_ = true;
+  socket_.async_wait(asio::socket_base::wait_write, [self = shared_from_this()](std::error_code ec) {
+    self->write_waiting_ = false;
+    if (ec || self->broken_) return;
+    self->write_queued();
+    if (!self->out_.empty() && !self->broken_) self->wait_writable();
+  });
+}
+
+bool stream_link::flush(std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!out_.empty() && !broken_ && socket_.is_open()) {
+    if (write_queued()) return false;
+    if (out_.empty()) break;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{socket_.native_handle(), POLLOUT, 0};
+    ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), INT_MAX)));
+  }
+  return out_.empty();
 }
 
 std::error_code stream_link::send_blocking(const multipart& parts) {
   auto head = frame_head(parts);
   std::vector<iovec> iov;
-  iov.push_back({head.data(), head.size()});
-  for (auto& p : parts) iov.push_back({const_cast<void*>(p.data()), p.size()});
+  add_message(iov, head, parts, 0);
   std::size_t first = 0;
   int fd = socket_.native_handle();
   while (first < iov.size()) {
-    auto n = ::writev(fd, iov.data() + first, static_cast<int>(std::min<std::size_t>(iov.size() - first, IOV_MAX)));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        pollfd p{fd, POLLOUT, 0};
-        ::poll(&p, 1, -1);
-        continue;
-      }
-      return {errno, std::system_category()};
+    auto n = write_vector(fd, iov.data() + first, iov.size() - first);
+    if (n == -EAGAIN || n == -EWOULDBLOCK) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, -1);
+      continue;
     }
+    if (n < 0) return {static_cast<int>(-n), std::system_category()};
     auto left = static_cast<std::size_t>(n);
     while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
     if (first < iov.size()) {

@@ -1,15 +1,19 @@
 // A direct link between two local processes: a unix stream socket carrying multipart messages,
 // read on the io_context and written without ZeroMQ's I/O thread in between. One wake-up per
-// direction instead of three (see docs/performance.md, managers); used for a manager's calls on
-// the local backend. The socket's peer is authenticated by the caller (a secret sent first), so
-// every length read from the peer is bounded before anything is kept: a link accepts messages of
-// at most `max_message_bytes` (small until the caller raises it once the peer is proven) and
-// closes, reporting message_too_large, on a frame that declares more.
+// direction instead of three (see docs/performance.md); on the local backend every message
+// between a master and its children travels on one (docs/design.md, "Direct links"). The
+// socket's peer is authenticated by the caller (a secret sent first), so every length read from
+// the peer is bounded before anything is kept: a link accepts messages of at most
+// `max_message_bytes` (small until the caller raises it once the peer is proven) and closes,
+// reporting message_too_large, on a frame that declares more.
 //
-// Frame: [u32 parts][u64 size]×parts, then the parts' bytes.
+// Frame: [u32 parts][u64 size]×parts, then the parts' bytes. Small messages are read through the
+// link's buffer, several per system call; a large one straight into its parts' own memory.
+// Sends write at once as far as the socket takes them and queue only the rest.
 #pragma once
 #include <asio/io_context.hpp>
 #include <asio/local/stream_protocol.hpp>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
@@ -29,17 +33,26 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   static constexpr std::uint32_t max_parts = 4096;
   /// Room for a message's own headers beside a payload of max_message_bytes.
   static constexpr std::size_t envelope_bytes = 4096;
+  /// Messages whose parts total this much or more are read into their parts directly.
+  static constexpr std::size_t direct_read_bytes = 16 * 1024;
+  /// The read buffer (small messages, several per read).
+  static constexpr std::size_t buffer_bytes = 64 * 1024;
 
   stream_link(asio::local::stream_protocol::socket socket, std::size_t max_message_bytes);
 
   /// Reads messages until the link closes; each goes to `on_message` on the io_context.
   void start(on_message_fn on_message, on_closed_fn on_closed);
-  /// Queues `parts` and writes them as the socket takes them (never blocks).
-  void send(multipart&& parts);
+  /// Writes `parts` now as far as the socket takes them and the rest as it drains (never blocks;
+  /// on the io_context's thread). An error means the link is closed or broken and `parts` was
+  /// not taken (it is left as it was).
+  std::error_code send(multipart&& parts);
   /// Writes `parts` now, waiting for room if the socket is full (for a thread that drives no
-  /// loop while it sends, e.g. a worker's main thread between two calls). A link is written
-  /// either with send() or with send_blocking(), not both at once: their bytes would interleave.
+  /// loop while it sends). A link is written either with send() or with send_blocking(), not
+  /// both at once: their bytes would interleave.
   std::error_code send_blocking(const multipart& parts);
+  /// Writes what send() has queued, waiting at most `limit` for the peer to take it (before a
+  /// process exits). False when something was left unwritten.
+  bool flush(std::chrono::milliseconds limit);
   void close();
   /// The largest message (all parts together) the peer may send from now on.
   void set_max_message_bytes(std::size_t n) noexcept { max_message_bytes_ = n; }
@@ -47,20 +60,34 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   asio::local::stream_protocol::socket& socket() noexcept { return socket_; }
 
  private:
+  enum class parsed { need_more, reading_body, stopped };
   void read_some();
-  bool parse();  // false: the peer broke the framing or a limit, and the link was closed
+  parsed parse();
+  parsed read_body(const std::uint64_t* sizes, std::uint32_t parts);
+  bool deliver(multipart&& m);  // false: the handler closed the link
   void closed(std::error_code ec);
-  bool stop(std::error_code why);  // closes, reports `why`, and returns false for parse()
-  void write_next();
+  parsed stop(std::error_code why);  // closes and reports `why`
+
+  struct outgoing {
+    std::string head;
+    multipart parts;
+  };
+  /// Writes queued messages until the socket is full; 0 bytes is not an error.
+  std::error_code write_queued();
+  void wait_writable();
+  void consume_written(std::size_t n);
 
   asio::local::stream_protocol::socket socket_;
   on_message_fn on_message_;
   on_closed_fn on_closed_;
-  std::string in_;
-  std::deque<std::pair<std::string, multipart>> out_;  // frame head, parts
-  bool writing_ = false;
+  std::unique_ptr<char[]> in_;
+  std::size_t in_begin_ = 0, in_end_ = 0;
+  multipart body_;  // a large message being read into its parts
+  std::deque<outgoing> out_;
+  std::size_t front_written_ = 0;  // bytes of out_.front() already written
+  bool write_waiting_ = false;
+  std::error_code broken_;
   std::size_t max_message_bytes_;
-  char buffer_[65536];
 };
 
 /// The frame head for `parts`.

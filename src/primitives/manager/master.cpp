@@ -1,12 +1,10 @@
 // The master's side of a manager: one service per manager, which starts the server, relays every
 // call to it (from this process and from workers holding proxies), and answers them all when the
 // server dies.
-#include <asio/local/stream_protocol.hpp>
 #include <asio/post.hpp>
 #include <cstring>
 #include <deque>
 #include <map>
-#include <random>
 #include <unordered_map>
 
 #include "core/message_limit.hpp"
@@ -15,7 +13,6 @@
 #include "primitives/manager/wire.hpp"
 #include "core/log.hpp"
 #include "primitives/child_process.hpp"
-#include "transport/stream_link.hpp"
 
 namespace fiber::detail {
 namespace {
@@ -40,14 +37,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     const auto& entry = require_registered(&manager_server_main);
     call.function_id = entry.id;
     call.function_name = entry.name;
-    std::string link_address;
-    try {
-      if (rt_->master().the_backend().name() == "local") link_address = listen_for_link();
-    } catch (const std::exception& e) {
-      logf(log_level::warn, "manager calls go through ZeroMQ: no direct link (", e.what(), ")");
-      link_address.clear();
-    }
-    call.args.value(std::make_tuple(id_, link_address, link_secret_));
+    call.args.value(std::make_tuple(id_));
     proc_ = child_process::make(rt_, std::move(call));
     proc_->set_name("Manager-" + std::to_string(next_manager_number++));
     unique_function<void(std::error_code, std::string)> done = [weak = weak_from_this()](std::error_code ec,
@@ -97,11 +87,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     if (stopping_) return;
     stopping_ = true;
     if (started_) {
-      auto m = make_message(manager_kind::stop, {.channel = id_});
-      if (link_)
-        link_->send(std::move(m));
-      else
-        rt_->master().send_to_child(proc_->peer(), std::move(m));
+      rt_->master().send_to_child(proc_->peer(), make_message(manager_kind::stop, {.channel = id_}));
     }
     kill_timer_ = std::make_unique<asio::steady_timer>(rt_->io(), std::chrono::milliseconds(started_ ? rt_->cfg().terminate_grace_ms : 0));
     kill_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
@@ -143,88 +129,13 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     }
   }
 
-  /// Local backend: the server's calls travel over a unix socket of their own (io/stream_link).
-  std::string listen_for_link() {
-    std::random_device rd;
-    for (int i = 0; i < 4; ++i) link_secret_ += std::to_string(rd());
-    auto address = "fiber-mgr-" + rt_->job_id() + "-" + std::to_string(::getpid()) + "-" + std::to_string(id_);
-    acceptor_ = std::make_unique<asio::local::stream_protocol::acceptor>(rt_->io());
-    acceptor_->open();
-    acceptor_->bind(asio::local::stream_protocol::endpoint(std::string(1, '\0') + address));  // abstract
-    acceptor_->listen(4);
-    accept_link();
-    return address;
-  }
-
-  /// Until the server's link arrives; a connection without the secret is closed (below).
-  void accept_link() {
-    acceptor_->async_accept([weak = weak_from_this()](std::error_code ec, asio::local::stream_protocol::socket s) {
-      auto self = weak.lock();
-      if (!self || ec || !self->acceptor_) return;
-      self->on_link(std::move(s));
-      self->accept_link();
-    });
-  }
-
-  /// A connection is held to a few bytes (the secret) until it proves the secret; only a few
-  /// unproven ones may wait at once, and all of them are closed once the server's link is up.
-  static constexpr std::size_t max_unproven_links = 8;
-
-  void on_link(asio::local::stream_protocol::socket s) {
-    std::erase_if(unproven_links_, [](auto& w) { return w.expired(); });
-    if (unproven_links_.size() >= max_unproven_links) {
-      logf(log_level::warn, "more than ", max_unproven_links,
-           " unproven connections wait on a manager's link; closing a new one");
-      return;  // `s` closes here
-    }
-    auto link = std::make_shared<stream_link>(std::move(s), link_secret_.size());
-    link->start(
-        [weak = weak_from_this(), link = std::weak_ptr<stream_link>(link)](multipart m) {
-          auto self = weak.lock();
-          auto l = link.lock();
-          if (!self || !l) return;
-          if (self->link_ != l) {  // the first message is the secret
-            if (!self->link_ && m.size() == 1 && m[0].to_string() == self->link_secret_) {
-              l->set_max_message_bytes(self->rt_->cfg().max_message_bytes + stream_link::envelope_bytes);
-              self->link_ = std::move(l);
-              self->close_unproven_links();
-              self->link_up();
-            } else {
-              logf(log_level::error, "a process that does not know the manager's secret connected to its link; closed");
-              l->close();
-            }
-            return;
-          }
-          if (m.empty()) return;
-          auto h = parse_header(m[0]);
-          if (!h || h->type != manager_kind::reply) return;
-          m.erase(m.begin());
-          self->on_reply(*h, std::move(m));
-        },
-        [](std::error_code) {});  // the server's end is seen through its process
-    unproven_links_.push_back(link);
-  }
-
-  void close_unproven_links() {
-    acceptor_.reset();  // one server, one link
-    for (auto& w : unproven_links_)
-      if (auto l = w.lock(); l && l != link_) l->close();
-    unproven_links_.clear();
-  }
-
-  void link_up() {
-    if (started_) flush_waiting();
-  }
-
   void send_to_server(multipart&& m, std::uint64_t relay) {
-    if (link_) return link_->send(std::move(m));
     if (auto ec = rt_->master().try_send_to_child(proc_->peer(), std::move(m)))
       fail(relay, errc::server_lost, "cannot reach the manager's server " + proc_->name() + ": " + ec.message());
   }
 
-  /// Calls wait until the server is up, and its link too where it has one, so that they all go
-  /// one way, in order.
-  bool ready_to_send() const { return started_ && (link_ || link_secret_.empty()); }
+  /// Calls wait until the server is up.
+  bool ready_to_send() const { return started_; }
 
   void flush_waiting() {
     auto waiting = std::move(waiting_);
@@ -274,8 +185,6 @@ class manager_core final : public service, public std::enable_shared_from_this<m
 
   void on_server_ended() {
     if (kill_timer_) kill_timer_->cancel();
-    close_unproven_links();
-    if (link_) link_->close();
     if (!dead_) {
       dead_ = true;
       int code = proc_->exit_code().value_or(0);
@@ -313,10 +222,6 @@ class manager_core final : public service, public std::enable_shared_from_this<m
   std::uint64_t next_relay_ = 1;
   std::vector<unique_function<void(std::exception_ptr)>> ready_waiters_;
   std::unique_ptr<asio::steady_timer> kill_timer_;
-  std::string link_secret_;  // empty: no direct link
-  std::unique_ptr<asio::local::stream_protocol::acceptor> acceptor_;
-  std::vector<std::weak_ptr<stream_link>> unproven_links_;
-  std::shared_ptr<stream_link> link_;
 };
 
 std::shared_ptr<completion<message>> create_object(const std::shared_ptr<manager_core>& core, std::uint64_t ctor,

@@ -14,27 +14,16 @@
 #include "fiber/process.hpp"
 #include "primitives/manager/wire.hpp"
 #include "runtime/runtime.hpp"
-#include "transport/stream_link.hpp"
 
 FIBER_REMOTE(fiber::detail::manager_server_main);
 
 namespace fiber::detail {
 namespace {
-/// The server's direct link to the master (local backend), if it has one.
-std::shared_ptr<stream_link>& server_link() {
-  static std::shared_ptr<stream_link> link;
-  return link;
-}
-
-/// A reply to call `call` of manager `manager`: over the direct link when there is one.
+/// A reply to call `call` of manager `manager`.
 template <class... Parts>
 void send_reply(std::uint64_t manager, std::uint64_t call, std::uint32_t status, Parts&&... parts) {
-  auto m = make_message(manager_kind::reply, {.channel = manager, .request = call, .aux = status}, std::forward<Parts>(parts)...);
-  if (auto& link = server_link()) {
-    if (auto ec = link->send_blocking(m)) logf(log_level::error, "the link to the master failed: ", ec.message());
-    return;
-  }
-  context::default_context().runtime()->worker().send_upstream(std::move(m));
+  context::default_context().runtime()->worker().send_upstream(
+      make_message(manager_kind::reply, {.channel = manager, .request = call, .aux = status}, std::forward<Parts>(parts)...));
 }
 
 // Built-in types: elements are stored encoded (flat strings), so the server needs no types.
@@ -176,27 +165,9 @@ void deferred_reply::send(writer& result) const {
   send_reply(manager_, call_, reply_value, to_frames(result));
 }
 
-void manager_server_main(std::uint64_t manager_id, std::string link_address, std::string link_secret) {
+void manager_server_main(std::uint64_t manager_id) {
   auto rt = context::default_context().runtime();
   auto me = current_process().name;
-  if (!link_address.empty()) {
-    asio::local::stream_protocol::socket s(rt->io());
-    s.connect(asio::local::stream_protocol::endpoint(std::string(1, '\0') + link_address));
-    // The master is the peer here (it listens at the address it gave this server), so the link
-    // takes what the config allows from the start.
-    auto link = std::make_shared<stream_link>(std::move(s), rt->cfg().max_message_bytes + stream_link::envelope_bytes);
-    multipart hello;
-    hello.emplace_back(link_secret.data(), link_secret.size());
-    if (auto ec = link->send_blocking(hello)) throw std::system_error(ec, "the manager's link to the master");
-    link->start([rt](multipart m) { rt->worker().push_service_message(std::move(m)); }, [](std::error_code) {});
-    server_link() = std::move(link);
-  }
-  struct close_link {
-    ~close_link() {
-      if (auto& link = server_link()) link->close();
-      server_link().reset();
-    }
-  } closing;
   std::unordered_map<std::uint64_t, std::unique_ptr<hosted>> objects;
   std::uint64_t next_object = 1;
   for (;;) {

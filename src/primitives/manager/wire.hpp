@@ -46,6 +46,6 @@ std::shared_ptr<completion<message>> failed_call(errc code, const std::string& w
 multipart call_frames(const object_ref& ref, std::uint64_t method, writer& args);
 
 /// The server's side: a registered function the manager's process runs (manager/server.cpp).
-void manager_server_main(std::uint64_t manager_id, std::string link_address, std::string link_secret);
+void manager_server_main(std::uint64_t manager_id);
 
 }  // namespace fiber::detail
