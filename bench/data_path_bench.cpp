@@ -1,8 +1,13 @@
 // The data path (issue 16): the workloads the anchors in bench/compare/data_path.py run with
 // multiprocessing, computed the same way.
-//   es_round: an evolution-strategies generation, pool(4).map of 256 tasks, each a
-//             10,000-double parameter vector and a seed, each returning a double; the time of a
-//             generation includes building its tasks, as the Python side's does.
+//   es_round: an evolution-strategies generation, pool(4).map of 256 tasks, each the
+//             generation's 10,000-double parameter vector and a seed, each returning a double;
+//             the time of a generation includes building its tasks, as the Python side's does.
+//             As in the Python program, every task refers to the one vector (a
+//             shared_ptr<const vector<double>> here, one array object there), and it travels once
+//             per chunk (fiber's shared_ptr, pickle's memo).
+//   es_round_copies: the same with a copy of the vector in every task (256 × 80 KB per
+//             generation built and sent): what a program gets that copies.
 //   payload_8MB: pool(4).map of 64 tasks of a 1,000,000-double vector: MB/s of arguments.
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
@@ -13,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -21,12 +27,16 @@
 #include <vector>
 
 namespace {
-double es_evaluate(std::vector<double> theta, std::uint64_t seed) {
-  return theta[seed % theta.size()] + static_cast<double>(seed);  // the work is not what is measured
+double es_evaluate(std::shared_ptr<const std::vector<double>> theta, std::uint64_t seed) {
+  return (*theta)[seed % theta->size()] + static_cast<double>(seed);  // the work is not what is measured
+}
+double es_evaluate_copy(std::vector<double> theta, std::uint64_t seed) {
+  return theta[seed % theta.size()] + static_cast<double>(seed);
 }
 double payload_sum(std::vector<double> v) { return v.front() + v.back() + static_cast<double>(v.size()); }
 }  // namespace
 FIBER_REMOTE(es_evaluate);
+FIBER_REMOTE(es_evaluate_copy);
 FIBER_REMOTE(payload_sum);
 
 namespace {
@@ -39,9 +49,10 @@ void es_round(benchmark::State& state) {
   std::iota(theta.begin(), theta.end(), 0.0);
   std::uint64_t generation = 0;
   for (auto _ : state) {
-    std::vector<std::tuple<std::vector<double>, std::uint64_t>> batch;
+    auto shared = std::make_shared<const std::vector<double>>(theta);  // this generation's parameters
+    std::vector<std::tuple<std::shared_ptr<const std::vector<double>>, std::uint64_t>> batch;
     batch.reserve(tasks);
-    for (int i = 0; i < tasks; ++i) batch.emplace_back(theta, generation * tasks + i);
+    for (int i = 0; i < tasks; ++i) batch.emplace_back(shared, generation * tasks + i);
     auto fitness = p.starmap(&es_evaluate, batch).get();
     benchmark::DoNotOptimize(fitness);
     theta[generation % dim] += 1e-3 * fitness[0];  // the next generation depends on this one
@@ -50,6 +61,25 @@ void es_round(benchmark::State& state) {
 }
 // real_time is the time of one generation.
 BENCHMARK(es_round)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
+
+void es_round_copies(benchmark::State& state) {
+  const int workers = 4, tasks = 256, dim = 10000;
+  fiber::pool p(workers);
+  p.ready().get();
+  std::vector<double> theta(dim);
+  std::iota(theta.begin(), theta.end(), 0.0);
+  std::uint64_t generation = 0;
+  for (auto _ : state) {
+    std::vector<std::tuple<std::vector<double>, std::uint64_t>> batch;
+    batch.reserve(tasks);
+    for (int i = 0; i < tasks; ++i) batch.emplace_back(theta, generation * tasks + i);
+    auto fitness = p.starmap(&es_evaluate_copy, batch).get();
+    benchmark::DoNotOptimize(fitness);
+    theta[generation % dim] += 1e-3 * fitness[0];
+    ++generation;
+  }
+}
+BENCHMARK(es_round_copies)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
 
 void payload_8MB(benchmark::State& state) {
   const int workers = 4, tasks = 64;

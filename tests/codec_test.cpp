@@ -206,3 +206,82 @@ TEST(codec, a_bool_is_a_zero_or_one_byte_and_anything_else_is_malformed) {
     fiber_test::expect_error([&] { decode<std::vector<bool>>(ev); }, fiber::errc::malformed_message, "bool");
   }
 }
+
+// ---- shared_ptr: sharing kept within a message, as pickle's memo keeps it
+
+TEST(codec, shared_ptr_round_trips_with_null_and_const) {
+  auto p = round_trip(std::make_shared<point>(point{1, 2, "p", {3}}));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->label, "p");
+  EXPECT_EQ(p->tags, std::vector<int>{3});
+  EXPECT_EQ(round_trip(std::shared_ptr<int>()), nullptr);
+  auto c = round_trip(std::shared_ptr<const std::string>(std::make_shared<std::string>("constant")));
+  EXPECT_EQ(*c, "constant");
+}
+
+TEST(codec, an_object_several_pointers_share_travels_once_and_is_shared_again) {
+  auto theta = std::make_shared<const std::vector<double>>(10000, 0.5);  // 80 KB
+  std::vector<std::shared_ptr<const std::vector<double>>> batch(16, theta);
+  fiber::writer w;
+  w.value(batch);
+  ASSERT_EQ(w.blobs().size(), 1u);  // one frame for sixteen references...
+  EXPECT_LT(w.total_size(), theta->size() * sizeof(double) + 1024);
+  EXPECT_EQ(w.blobs()[0].data, reinterpret_cast<const std::byte*>(theta->data()));  // ...referenced, not copied
+  encoded e;
+  e.head = w.head();
+  for (auto& b : w.blobs()) e.frames.emplace_back(b.data, b.data + b.size);
+  for (auto& f : e.frames) e.spans.emplace_back(f.data(), f.size());
+  auto back = decode<std::vector<std::shared_ptr<const std::vector<double>>>>(e);
+  ASSERT_EQ(back.size(), 16u);
+  EXPECT_EQ(*back[0], *theta);
+  for (auto& p : back) EXPECT_EQ(p, back[0]);  // one object again, as in the sender
+}
+
+TEST(codec, readers_of_one_writers_parts_can_share_its_objects) {
+  // A pool chunk: items written one after the other by one writer, each read by a reader of its own.
+  auto shared = std::make_shared<std::string>("written once");
+  fiber::writer w;
+  w.value(shared);
+  auto first_end = w.head().size();
+  w.value(shared);
+  auto bytes = [&](std::size_t from, std::size_t to) {
+    return std::span<const std::byte>(reinterpret_cast<const std::byte*>(w.head().data()) + from, to - from);
+  };
+  fiber::shared_objects table;
+  fiber::reader first(bytes(0, first_end), {}), second(bytes(first_end, w.head().size()), {});
+  first.share_objects(table);
+  second.share_objects(table);
+  auto a = first.value<std::shared_ptr<std::string>>();
+  auto b = second.value<std::shared_ptr<std::string>>();
+  EXPECT_EQ(*b, "written once");
+  EXPECT_EQ(a, b);
+  // Read alone, the second item refers to an object its reader never saw: malformed, not a crash.
+  fiber::reader alone(bytes(first_end, w.head().size()), {});
+  fiber_test::expect_error([&] { alone.value<std::shared_ptr<std::string>>(); }, fiber::errc::malformed_message, "shared object number");
+}
+
+TEST(codec, an_object_that_died_does_not_lend_its_address_to_the_next) {
+  // Each temporary dies after it is written; had the writer not kept it, the second could reuse
+  // its address and be written as a reference to the first.
+  fiber::writer w;
+  for (int i = 0; i < 2; ++i) w.value(std::make_shared<int>(i + 1));
+  fiber::reader r({reinterpret_cast<const std::byte*>(w.head().data()), w.head().size()}, {});
+  EXPECT_EQ(*r.value<std::shared_ptr<int>>(), 1);
+  EXPECT_EQ(*r.value<std::shared_ptr<int>>(), 2);
+}
+
+TEST(codec, a_reference_to_an_object_of_another_type_or_an_unknown_number_is_malformed) {
+  fiber::writer w;
+  auto n = std::make_shared<int>(7);
+  w.value(n);
+  w.value(n);
+  fiber::reader other_type({reinterpret_cast<const std::byte*>(w.head().data()), w.head().size()}, {});
+  EXPECT_EQ(*other_type.value<std::shared_ptr<int>>(), 7);
+  fiber_test::expect_error([&] { other_type.value<std::shared_ptr<double>>(); }, fiber::errc::malformed_message, "another type");
+  std::string unknown{'\x02', '\x05', '\0', '\0', '\0'};  // "again", object number 5
+  fiber::reader r({reinterpret_cast<const std::byte*>(unknown.data()), unknown.size()}, {});
+  fiber_test::expect_error([&] { r.value<std::shared_ptr<int>>(); }, fiber::errc::malformed_message, "shared object number");
+  std::string bad_flag{'\x07'};
+  fiber::reader f({reinterpret_cast<const std::byte*>(bad_flag.data()), bad_flag.size()}, {});
+  fiber_test::expect_error([&] { f.value<std::shared_ptr<int>>(); }, fiber::errc::malformed_message, "shared_ptr flag");
+}

@@ -26,6 +26,10 @@
 namespace {
 int square(int x) { return x * x; }
 int add(int a, int b) { return a + b; }
+// An evolution-strategies task: every item of a generation points to the same parameters.
+double perturbed_sum(std::shared_ptr<const std::vector<double>> theta, std::uint64_t seed) {
+  return std::accumulate(theta->begin(), theta->end(), 0.0) + static_cast<double>(seed);
+}
 // Which worker ran a task: its process name, unique in a context on every backend (pids repeat
 // across containers).
 std::string me() { return fiber::current_process().name; }
@@ -98,6 +102,7 @@ std::string marker_path(const char* name) {
 }  // namespace
 FIBER_REMOTE(square);
 FIBER_REMOTE(add);
+FIBER_REMOTE(perturbed_sum);
 FIBER_REMOTE(my_name);
 FIBER_REMOTE(nothing);
 FIBER_REMOTE(sleep_ms);
@@ -349,6 +354,20 @@ TEST(pool, initializer_runs_in_every_worker) {
   fiber::pool p(fiber::pool_options{.processes = 2, .initializer = fiber::bind_remote(&set_value, 17)});
   auto r = p.map(&read_value, std::vector<int>(10, 0), 1).get();
   EXPECT_EQ(r, std::vector<int>(10, 17));
+}
+
+// The items of a chunk are written by one writer, so the parameters they share travel once per
+// chunk; the worker must read them with one table of shared objects, in order.
+TEST(pool, items_sharing_an_object_get_it_whole_however_they_are_chunked) {
+  fiber::pool p(2);
+  auto theta = std::make_shared<const std::vector<double>>(10000, 0.25);  // 80 KB, sum 2500
+  std::vector<std::tuple<std::shared_ptr<const std::vector<double>>, std::uint64_t>> batch;
+  for (std::uint64_t i = 0; i < 64; ++i) batch.emplace_back(theta, i);
+  for (std::size_t chunksize : {1, 7, 16, 64}) {
+    auto fitness = p.starmap(&perturbed_sum, batch, chunksize).get();
+    ASSERT_EQ(fitness.size(), batch.size());
+    for (std::size_t i = 0; i < fitness.size(); ++i) EXPECT_EQ(fitness[i], 2500.0 + static_cast<double>(i)) << i;
+  }
 }
 
 TEST(pool, maxtasksperchild_replaces_workers) {

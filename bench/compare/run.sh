@@ -74,9 +74,11 @@ mp_es = [float(x) for x in re.findall(r"es_round .*ms_per_generation=([\d.]+)", 
 mp_mb = [float(x) for x in re.findall(r"payload_8MB .*MB_per_s=([\d.]+)", py)]
 for rnd in (1, 2):
     rows = {b["run_name"]: b for b in json.load(open(f"{tmp}/data-{rnd}.json"))["benchmarks"] if b.get("aggregate_name") == "median"}
-    es = next(b for n, b in rows.items() if n.startswith("es_round"))["real_time"]
+    es = next(b for n, b in rows.items() if n.startswith("es_round/"))["real_time"]
+    copies = next(b for n, b in rows.items() if n.startswith("es_round_copies/"))["real_time"]
     mb = next(b for n, b in rows.items() if n.startswith("payload_8MB"))["bytes_per_second"] / 1e6
-    print(f"round {rnd}: ES round fiber {es:.1f} ms/generation  mp {mp_es[rnd-1]:.1f}  fiber/mp {es/mp_es[rnd-1]:.2f}x time"
+    print(f"round {rnd}: ES round fiber {es:.2f} ms/generation  mp {mp_es[rnd-1]:.2f}  fiber/mp {es/mp_es[rnd-1]:.2f}x time"
+          f" (fiber with a copy of theta per task {copies:.2f} ms, {copies/mp_es[rnd-1]:.2f}x)"
           f";  8 MB payloads fiber {mb:.0f} MB/s  mp {mp_mb[rnd-1]:.0f}  fiber/mp {mb/mp_mb[rnd-1]:.2f}x speed")
 PYD
 }

@@ -4,8 +4,10 @@
 //   static void encode(fiber::writer&, const T&);
 //   static T decode(fiber::reader&);
 // The defaults cover arithmetic and enum types, strings, the standard containers, pair, tuple,
-// optional, variant and plain aggregates (through Boost.PFR). Large contiguous ranges of
-// trivially copyable values travel as frames of their own, not copied into the header frame.
+// optional, variant, shared_ptr and plain aggregates (through Boost.PFR). Large contiguous
+// ranges of trivially copyable values travel as frames of their own, not copied into the header
+// frame. A shared_ptr keeps its sharing within one message, as pickle's memo does: an object
+// several values point to travels once (and, in a pool, once per chunk of items).
 #pragma once
 #include <array>
 #include <boost/pfr.hpp>
@@ -21,6 +23,7 @@
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -88,6 +91,31 @@ class writer {
     codec<std::remove_cvref_t<T>>::encode(*this, v);
   }
 
+  /// codec<shared_ptr>: the number of the object `p` points to in this writer, and whether this
+  /// is its first appearance (numbers count first appearances from 0). The writer keeps the
+  /// object alive, so no other object can take its address while the number stands.
+  std::pair<std::uint32_t, bool> shared_id(std::shared_ptr<const void> p) {
+    auto key = p.get();
+    auto [it, first] = shared_ids_.try_emplace(key, static_cast<std::uint32_t>(shared_ids_.size()), std::move(p));
+    return {it->second.first, first};
+  }
+  /// Starts a new scope of shared objects: what comes next is read by a reader of its own.
+  void forget_shared() noexcept { shared_ids_.clear(); }
+  /// Runs `f` with `owner` keeping large ranges alive: a shared object's data is referenced, not
+  /// copied.
+  template <class F>
+  void with_owner(std::shared_ptr<const void> owner, F&& f) {
+    if (flat_) return f();
+    auto outer = std::exchange(keep_, std::move(owner));
+    try {
+      f();
+    } catch (...) {
+      keep_ = std::move(outer);
+      throw;
+    }
+    keep_ = std::move(outer);
+  }
+
   std::string& head() noexcept { return head_; }
   std::vector<detail::blob>& blobs() noexcept { return blobs_; }
   std::size_t total_size() const noexcept {
@@ -100,7 +128,14 @@ class writer {
   std::string head_;
   std::vector<detail::blob> blobs_;
   std::shared_ptr<const void> keep_;
+  std::unordered_map<const void*, std::pair<std::uint32_t, std::shared_ptr<const void>>> shared_ids_;
   bool flat_ = false;
+};
+
+/// The objects shared_ptrs in a message decoded to, by number (codec<shared_ptr>); several
+/// readers of one message's parts (a pool chunk's items) may share one.
+struct shared_objects {
+  std::vector<std::pair<const std::type_info*, std::shared_ptr<void>>> objects;
 };
 
 /// Reads an encoded value back; every read is bounds-checked and throws
@@ -111,6 +146,16 @@ class reader {
       : head_(head), blobs_(blobs) {}
   /// Reads what a flat writer wrote.
   reader(writer::flat_t, std::span<const std::byte> flat) : head_(flat), flat_(true) {}
+  /// Decodes shared_ptrs into `table`, which outlives this reader (the items of a pool chunk,
+  /// read one after the other, share one).
+  void share_objects(shared_objects& table) noexcept { shared_ = &table; }
+  shared_objects& shared() {
+    if (!shared_) {
+      own_shared_ = std::make_shared<shared_objects>();
+      shared_ = own_shared_.get();
+    }
+    return *shared_;
+  }
 
   void bytes(void* out, std::size_t n) {
     if (n > head_.size() - pos_) detail::throw_malformed("inline data", n, head_.size() - pos_);
@@ -164,6 +209,8 @@ class reader {
   std::size_t pos_ = 0;
   std::size_t next_blob_ = 0;
   bool flat_ = false;
+  shared_objects* shared_ = nullptr;
+  std::shared_ptr<shared_objects> own_shared_;  // when nobody shared a table with this reader
 };
 
 /// `v` as one flat string, and back (throws malformed_message on trailing bytes).
@@ -331,6 +378,43 @@ struct codec<std::optional<T>> {
     if (has > 1) detail::throw_malformed("optional flag", 1, has);
     if (!has) return std::nullopt;
     return r.value<T>();
+  }
+};
+
+/// Null, the object (its first appearance in the message), or the number of an object already
+/// written. Large ranges inside the object are referenced, not copied: do not change it until
+/// the call that sends it has completed.
+template <class T>
+struct codec<std::shared_ptr<T>> {
+  using object = std::remove_const_t<T>;
+  enum : std::uint8_t { null = 0, first = 1, again = 2 };
+  static void encode(writer& w, const std::shared_ptr<T>& p) {
+    if (!p) return w.pod(std::uint8_t{null});
+    auto [id, is_first] = w.shared_id(p);
+    if (!is_first) {
+      w.pod(std::uint8_t{again});
+      return w.pod(id);
+    }
+    w.pod(std::uint8_t{first});
+    w.with_owner(p, [&] { w.value(*p); });
+  }
+  static std::shared_ptr<T> decode(reader& r) {
+    auto flag = r.pod<std::uint8_t>();
+    if (flag == null) return nullptr;
+    auto& table = r.shared().objects;
+    if (flag == first) {
+      auto at = table.size();
+      table.emplace_back(&typeid(object), nullptr);  // numbered when it starts, as the writer does
+      auto made = std::make_shared<object>(r.value<object>());
+      table[at].second = made;
+      return made;
+    }
+    if (flag != again) detail::throw_malformed("shared_ptr flag", again, flag);
+    auto id = r.pod<std::uint32_t>();
+    if (id >= table.size()) detail::throw_malformed("shared object number", table.size(), id);
+    if (*table[id].first != typeid(object) || !table[id].second)
+      throw error(errc::malformed_message, "a shared_ptr refers to an object of another type, or to one that contains it");
+    return std::static_pointer_cast<object>(table[id].second);
   }
 };
 

@@ -40,7 +40,9 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
     auto* entry = find_function(fn_id);
 
     writer results;
+    shared_objects chunk_objects;  // the master wrote the chunk's items with one writer
     for (auto& item : items) {
+      results.forget_shared();  // the master reads each result on its own
       auto& head = results.head();
       auto status_at = head.size();
       auto blobs_at = results.blobs().size();
@@ -49,6 +51,7 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
         if (!entry) throw error(errc::not_registered, "function id " + std::to_string(fn_id) + " is not registered in this worker");
         append_item(results, [&](writer& out) {
           reader args(item.head, item.blobs);
+          args.share_objects(chunk_objects);
           entry->invoke(args, out);
         });
       } catch (...) {
