@@ -64,6 +64,37 @@ TEST(event_loop, callers_on_many_threads_hand_the_loop_over_until_each_is_done) 
   EXPECT_EQ(finished.load(), callers);
 }
 
+// A caller blocked on a get while another thread puts what it waits for (or releases the GPU a
+// starting child waits for): the second caller's operation must start although the first one
+// holds the loop until its own is done.
+TEST(event_loop, a_caller_waiting_for_another_callers_operation_does_not_keep_it_from_starting) {
+  event_loop loop(nullptr);
+  std::atomic<bool> first_done{false}, second_done{false}, first_driving{false};
+  std::thread first([&] {
+    loop.drive([&] { first_driving = true; }, first_done);  // done only once the second starts
+  });
+  while (!first_driving) std::this_thread::yield();  // the first caller holds the loop
+  loop.drive(
+      [&] {
+        EXPECT_TRUE(loop.in_loop_thread());
+        loop.notify_done(first_done);
+        loop.notify_done(second_done);
+      },
+      second_done);
+  first.join();
+  EXPECT_TRUE(first_done.load());
+}
+
+TEST(event_loop, an_exception_from_a_start_handed_to_the_driving_caller_is_still_the_callers) {
+  event_loop loop(nullptr);
+  std::atomic<bool> first_done{false}, first_driving{false}, never{false};
+  std::thread first([&] { loop.drive([&] { first_driving = true; }, first_done); });
+  while (!first_driving) std::this_thread::yield();
+  EXPECT_THROW(loop.drive([] { throw fiber::error(fiber::errc::closed, "refused"); }, never), fiber::error);
+  loop.run_sync([&] { loop.notify_done(first_done); });
+  first.join();
+}
+
 TEST(event_loop, an_exception_from_the_start_is_the_callers_and_frees_the_loop) {
   event_loop loop(nullptr);
   std::atomic<bool> never{false};

@@ -112,9 +112,32 @@ void event_loop::drive(unique_function<void()> start, const std::atomic<bool>& d
     return;
   }
   std::unique_lock lock(wait_mutex_);
+  // Set when `start` was handed to the caller that drives and threw there.
+  auto handed = std::make_shared<std::exception_ptr>();
   ++want_to_drive_;
   for (;;) {
+    if (*handed) {
+      --want_to_drive_;
+      std::rethrow_exception(*handed);
+    }
     if (!start && is_done()) break;
+    if (driving_ && !standby_driving_ && start) {
+      // Another caller holds the loop until its own operation is done, which may wait for ours
+      // (a get for what this put sends): the loop runs our start, we wait for our end.
+      asio::post(*io_, [this, f = std::move(start), handed]() mutable {
+        try {
+          f();
+        } catch (...) {
+          {
+            std::lock_guard failed(wait_mutex_);
+            *handed = std::current_exception();
+          }
+          wait_cv_.notify_all();
+        }
+      });
+      start = nullptr;
+      continue;
+    }
     if (!driving_) {
       // Take the loop and run it until our own operation completes; others wait for us.
       driving_ = true;
