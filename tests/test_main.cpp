@@ -46,7 +46,13 @@ void choose_backend() {
     fiber_test::use_test_cluster();
     return;
   }
-  if (!chosen || std::string_view(chosen) != "docker") return;
+  if (!chosen) {
+    // Local children get GPUs as slots from the devices the host has: the tests name two, which
+    // children only see in CUDA_VISIBLE_DEVICES (nothing opens them).
+    ::setenv("FIBER_GPUS", "0,1", 0);
+    return;
+  }
+  if (std::string_view(chosen) != "docker") return;
   ::setenv("FIBER_BACKEND", "docker", 1);
   ::setenv("FIBER_IMAGE", fiber_test::test_image, 1);
   std::string build = FIBER_TEST_BUILD_DIR;

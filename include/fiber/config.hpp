@@ -34,6 +34,8 @@ struct config {
   int terminate_grace_ms = 2000;            // SIGTERM, then SIGKILL after this
   std::uint64_t malloc_keep_mb = 256;       // freed memory a process keeps for reuse (glibc malloc);
                                             // 0: malloc's own defaults
+  std::string gpus = "auto";                // local backend: the devices children get, as slots:
+                                            // auto (NVML, else nvidia-smi -L), none, or ids "0,1"
   std::string start_method = "forkserver";  // local children: forkserver (forked by a clean helper
                                             // process started once) or spawn (exec each child)
   std::string encryption = "auto";          // auto: CURVE across networks, authentication only on

@@ -24,6 +24,7 @@ struct spawn_spec {
   std::vector<std::string> args;                           // argv[1..]
   std::vector<std::pair<std::string, std::string>> env;    // added to the inherited environment
   int cpu = 1;
+  bool cpu_declared = false;  // the function or pool asked for `cpu` (local children are pinned then)
   int memory_mb = 0;
   int gpu = 0;
 };

@@ -137,6 +137,14 @@ const std::vector<key_def>& key_table() {
       int_key("start_timeout_ms", &config::start_timeout_ms, 1, int_max),
       int_key("terminate_grace_ms", &config::terminate_grace_ms, 0, int_max),
       int_key<std::uint64_t>("malloc_keep_mb", &config::malloc_keep_mb, 0, std::uint64_t{1} << 20),
+      {"gpus",
+       [](config& c, std::string_view v) {
+         if (v.empty() || v.find_first_of(" \t") != std::string_view::npos || v.front() == ',' || v.back() == ',' ||
+             v.find(",,") != std::string_view::npos)
+           bad_value("gpus", v, "auto, none, or a comma-separated list of device ids such as 0,1");
+         c.gpus = std::string(v);
+       },
+       [](const config& c) { return c.gpus; }},
       {"start_method",
        [](config& c, std::string_view v) {
          if (v != "forkserver" && v != "spawn") bad_value("start_method", v, "forkserver or spawn");

@@ -94,6 +94,7 @@ void child_process::spawn() {
               {env_keys, rt.master().worker_credentials()},
               {env_name, name_}};
   spec.cpu = needs_.cpu ? needs_.cpu : rt.cfg().cpu_per_job;
+  spec.cpu_declared = needs_.cpu != 0;
   spec.memory_mb = needs_.memory_mb ? needs_.memory_mb : rt.cfg().mem_per_job;
   spec.gpu = needs_.gpu;
   child_ = rt.master().the_backend().spawn(spec);

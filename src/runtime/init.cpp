@@ -18,6 +18,7 @@
 #include "core/malloc_tuning.hpp"
 #include "fiber/registry.hpp"
 #include "core/log.hpp"
+#include "backend/local/local_resources.hpp"
 #include "backend/zygote.hpp"
 #include "core/build_id.hpp"
 #include "runtime/runtime.hpp"
@@ -49,6 +50,8 @@ int run_worker() {
     if (std::to_string(::getppid()) != parent) return 70;
   }
   configure_log(log_level::warn, "", name.empty() ? "Worker" : name);
+  // The CPUs and memory its backend gave it, before anything else runs (local backend).
+  if (auto problem = apply_local_limits(); !problem.empty()) log(log_level::warn, "limits not applied: " + problem);
 
   job_keys keys;
   try {

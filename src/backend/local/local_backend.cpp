@@ -1,6 +1,9 @@
-// Local backend: posix_spawn of the executable, exit detected through a pidfd on the io_context.
+// Local backend: children forked by the fork server (or posix_spawn'd), each watched through a
+// pidfd on the io_context, given the GPUs and CPUs it asks for (local_resources).
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/posix/stream_descriptor.hpp>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -10,9 +13,13 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <atomic>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/local/local_resources.hpp"
 #include "backend/command.hpp"
 #include "backend/spawner.hpp"
 #include "backend/zygote.hpp"
@@ -32,12 +39,36 @@ int decode_status(int status) {
   return -1;
 }
 
+/// A local child: pending while the GPUs it asks for are all taken, then a process watched
+/// through its pidfd. Its grant goes back when it is reaped, and the next waiting child starts.
 class local_job final : public job {
  public:
-  local_job(asio::io_context& io, pid_t pid, int pidfd) : pid_(pid), fd_(io, pidfd) {}
-  ~local_job() override { kill_and_reap(); }
+  local_job(asio::io_context& io, std::shared_ptr<local_resources> resources)
+      : io_(io), resources_(std::move(resources)) {}
+  ~local_job() override {
+    kill_and_reap();
+    if (ticket_) resources_->cancel(ticket_);
+  }
 
-  int pid() const noexcept override { return pid_; }
+  /// The process runs: watch it, and tell whoever waited for that.
+  void started(pid_t pid, int pidfd, local_grant grant) {
+    ticket_ = 0;
+    pid_ = pid;
+    grant_ = std::move(grant);
+    fd_.emplace(io_, pidfd);
+    for (auto& f : std::exchange(when_running_, {})) f();
+    if (callback_) wait_for_exit();
+  }
+  /// It could not be started: it ends without having run.
+  void failed(std::string why) {
+    ticket_ = 0;
+    detail_ = std::move(why);
+    end_without_running(127);
+  }
+  void set_ticket(std::uint64_t t) noexcept { ticket_ = t; }
+
+  int pid() const noexcept override { return pid_.load(); }
+  std::string exit_detail() const override { return detail_; }
 
   void on_exit(unique_function<void(int)> cb) override {
     if (reaped_) {
@@ -45,11 +76,16 @@ class local_job final : public job {
       return;
     }
     callback_ = std::move(cb);
-    wait_for_exit();
+    if (fd_) wait_for_exit();
+  }
+  void when_identified(unique_function<void()> f) override { when_running(std::move(f)); }
+  void when_running(unique_function<void()> f) override {
+    if (fd_ || reaped_) return f();
+    when_running_.push_back(std::move(f));
   }
 
   bool is_stopped() const noexcept override {
-    if (reaped_) return false;
+    if (reaped_ || !fd_) return false;
     char path[64];
     std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid_));
     std::FILE* f = std::fopen(path, "r");
@@ -63,11 +99,25 @@ class local_job final : public job {
   }
 
   void signal(int sig) noexcept override {
-    if (!reaped_) ::syscall(SYS_pidfd_send_signal, fd_.native_handle(), sig, nullptr, 0);
+    if (reaped_) return;
+    if (!fd_) {  // still waiting for its GPUs: it ends as if the signal had killed it
+      if (sig == SIGTERM || sig == SIGKILL || sig == SIGINT) {
+        detail_ = "it was still waiting for a free GPU";
+        end_without_running(-sig);
+      }
+      return;
+    }
+    ::syscall(SYS_pidfd_send_signal, fd_->native_handle(), sig, nullptr, 0);
   }
 
   void kill_and_reap() noexcept override {
     if (reaped_) return;
+    if (!fd_) {
+      if (ticket_) resources_->cancel(std::exchange(ticket_, 0));
+      reaped_ = true;
+      code_ = -SIGKILL;
+      return;
+    }
     signal(SIGKILL);
     int status = 0;
     while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
@@ -75,16 +125,37 @@ class local_job final : public job {
     reaped_ = true;
     code_ = decode_status(status);
     std::error_code ignored;
-    fd_.cancel(ignored);
+    fd_->cancel(ignored);
+    release();
   }
 
  private:
+  void end_without_running(int code) {
+    if (ticket_) resources_->cancel(std::exchange(ticket_, 0));
+    reaped_ = true;
+    code_ = code;
+    for (auto& f : std::exchange(when_running_, {})) f();
+    if (auto cb = std::move(callback_)) {
+      callback_ = nullptr;
+      asio::post(io_, [cb = std::move(cb), code]() mutable { cb(code); });
+    }
+  }
+
+  void release() {
+    if (released_) return;
+    released_ = true;
+    resources_->give_back(grant_);
+    // Children waiting for these GPUs start from the loop, not inside whoever reaped this one.
+    asio::post(io_, [resources = resources_] { resources->start_waiting(); });
+  }
+
   void wait_for_exit() {
-    fd_.async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
+    fd_->async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
       if (ec) return;  // cancelled: the job is going away
       // The pidfd may turn readable a moment before the child can be reaped (seen on Linux 6.18
       // with a fork-server child: waitpid said "not yet"): wait again rather than never.
       if (!try_reap()) return wait_for_exit();
+      release();
       if (auto cb = std::move(callback_)) {
         callback_ = nullptr;
         cb(code_);
@@ -103,17 +174,39 @@ class local_job final : public job {
     return true;
   }
 
-  pid_t pid_;
-  asio::posix::stream_descriptor fd_;
+  asio::io_context& io_;
+  std::shared_ptr<local_resources> resources_;
+  std::atomic<pid_t> pid_{0};  // read by callers' threads (process::pid)
+  std::optional<asio::posix::stream_descriptor> fd_;  // set once the process runs
+  local_grant grant_;
+  std::uint64_t ticket_ = 0;  // waiting for GPUs
+  std::vector<unique_function<void()>> when_running_;
   unique_function<void(int)> callback_;
+  std::string detail_;
   bool reaped_ = false;
+  bool released_ = false;
   int code_ = 0;
 };
+
+/// The CPUs this process may run on.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int i = 0; i < CPU_SETSIZE; ++i)
+      if (CPU_ISSET(i, &set)) cpus.push_back(i);
+  }
+  return cpus;
+}
 
 class local_backend final : public backend {
  public:
   local_backend(asio::io_context& io, const fiber::config& cfg)
-      : io_(io), forkserver_(cfg.start_method == "forkserver") {}
+      : io_(io),
+        forkserver_(cfg.start_method == "forkserver"),
+        resources_(std::make_shared<local_resources>(find_gpus(cfg.gpus), allowed_cpus())) {}
+  ~local_backend() override { resources_->clear_waiting(); }  // nothing starts once the backend is gone
+
   std::string name() const override { return "local"; }
   std::string listen_endpoint(const std::string& job_id) const override {
     // Abstract unix socket: nothing on disk to clean up.
@@ -121,33 +214,64 @@ class local_backend final : public backend {
   }
 
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
+    resources_->check(spec);  // what the host can never give fails now
+    auto j = std::make_unique<local_job>(io_, resources_);
+    if (auto grant = resources_->try_take(spec)) {
+      start(spec, *j, std::move(*grant));  // throws: nothing was started
+      return j;
+    }
+    logf(log_level::info, spec.name, " waits for ", spec.gpu, " free GPU", spec.gpu == 1 ? "" : "s", " of ",
+         resources_->gpus().ids.size());
+    auto* job = j.get();
+    job->set_ticket(resources_->wait([this, spec, job] {
+      auto grant = resources_->try_take(spec);
+      if (!grant) return false;
+      try {
+        start(spec, *job, std::move(*grant));
+      } catch (const std::exception& e) {
+        job->failed(e.what());
+      }
+      return true;
+    }));
+    return j;
+  }
+
+ private:
+  void start(const spawn_spec& spec, local_job& j, local_grant grant) {
     auto added = spec.env;
     added.emplace_back("FIBER_WORKER_PARENT_PID", std::to_string(::getpid()));
-    if (spec.gpu > 0) {
-      // Children see only their share of devices; a real scheduler of devices comes with `meta`.
-      std::string devices;
-      for (int i = 0; i < spec.gpu; ++i) devices += (i ? "," : "") + std::to_string(i);
-      added.emplace_back("CUDA_VISIBLE_DEVICES", devices);
-    }
+    std::string devices, cpus;
+    for (auto& g : grant.gpus) devices += (devices.empty() ? "" : ",") + g;
+    for (int c : grant.cpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
+    // A child sees only its own devices; one that asked for none sees none.
+    added.emplace_back("CUDA_VISIBLE_DEVICES", devices);
+    added.emplace_back("NVIDIA_VISIBLE_DEVICES", devices.empty() ? "void" : devices);
+    if (!cpus.empty()) added.emplace_back(env_cpus, cpus);
+    if (spec.memory_mb > 0) added.emplace_back(env_memory_mb, std::to_string(spec.memory_mb));
     auto env_storage = environment_with(added);
     pid_t pid = 0;
-    run_on_spawner_thread([&] {
-      pid = fork_from_zygote(spec, env_storage);
-      if (pid <= 0) pid = exec_child(spec, env_storage);
-    });
+    try {
+      run_on_spawner_thread([&] {
+        pid = fork_from_zygote(spec, env_storage);
+        if (pid <= 0) pid = exec_child(spec, env_storage);
+      });
+    } catch (...) {
+      resources_->give_back(grant);
+      throw;
+    }
     int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
     if (pidfd < 0) {
       int err = errno;
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
+      resources_->give_back(grant);
       throw error(errc::spawn_failed, std::string("pidfd_open failed: ") + std::strerror(err) +
                                           " (the local backend needs Linux 5.3 or newer)");
     }
     logf(log_level::debug, "started ", spec.name, " as pid ", pid);
-    return std::make_unique<local_job>(io_, pid, pidfd);
+    j.started(pid, pidfd, std::move(grant));
   }
 
- private:
   /// 0 when this child cannot come from the fork server (another executable, start_method=spawn,
   /// or the helper is not usable); the caller then execs it.
   pid_t fork_from_zygote(const spawn_spec& spec, const std::vector<std::string>& env) {
@@ -208,6 +332,7 @@ class local_backend final : public backend {
   asio::io_context& io_;
   bool forkserver_;
   std::unique_ptr<zygote> zygote_;
+  std::shared_ptr<local_resources> resources_;
 };
 
 }  // namespace
