@@ -31,6 +31,7 @@ void limited(fiber::simple_queue<std::string> arrived, fiber::simple_queue<int> 
   (void)release.get().get();
 }
 void wants_a_gpu() {}
+void wants_many_cpus() {}
 void write_file(std::string path, std::string text) { std::ofstream(path) << text; }
 void read_file(std::string path, fiber::simple_queue<std::string> out) {
   std::ifstream in(path);
@@ -45,6 +46,8 @@ FIBER_REMOTE(limited);
 FIBER_META(limited, .cpu = 2, .memory_mb = 300);
 FIBER_REMOTE(wants_a_gpu);
 FIBER_META(wants_a_gpu, .gpu = 1);
+FIBER_REMOTE(wants_many_cpus);
+FIBER_META(wants_many_cpus, .cpu = 4096);
 FIBER_REMOTE(write_file);
 FIBER_REMOTE(read_file);
 FIBER_REMOTE(wait_for);
@@ -154,6 +157,12 @@ TEST_F(docker_backend, a_gpu_function_asks_the_engine_for_a_gpu) {
     EXPECT_EQ(e.code(), fiber::errc::spawn_failed);
     EXPECT_NE(std::string(e.what()).find("nvidia"), std::string::npos) << e.what();
   }
+}
+
+// A request the engine can never run fails at start with the engine's reason, not pending.
+TEST_F(docker_backend, more_cpus_than_the_engine_has_fail_start_with_its_reason) {
+  fiber::context ctx(config());
+  fiber_test::expect_error([&] { fiber::process(ctx, &wants_many_cpus).start().get(); }, fiber::errc::spawn_failed, "CPUs");
 }
 
 TEST_F(docker_backend, a_named_volume_and_the_bridge_network) {
