@@ -41,7 +41,10 @@ FIBER_REMOTE(payload_sum);
 
 namespace {
 
-void es_round(benchmark::State& state) {
+// One generation per iteration: `batch_of(theta, first_seed, tasks)` builds its tasks and `f`
+// evaluates each; the next generation depends on this one's result.
+template <class F, class BatchOf>
+void es_generations(benchmark::State& state, F f, BatchOf batch_of) {
   const int workers = 4, tasks = 256, dim = 10000;
   fiber::pool p(workers);
   p.ready().get();
@@ -49,35 +52,33 @@ void es_round(benchmark::State& state) {
   std::iota(theta.begin(), theta.end(), 0.0);
   std::uint64_t generation = 0;
   for (auto _ : state) {
+    auto batch = batch_of(theta, generation * tasks, tasks);
+    auto fitness = p.starmap(f, batch).get();
+    benchmark::DoNotOptimize(fitness);
+    theta[generation % dim] += 1e-3 * fitness[0];
+    ++generation;
+  }
+}
+
+void es_round(benchmark::State& state) {
+  es_generations(state, &es_evaluate, [](const std::vector<double>& theta, std::uint64_t first, int tasks) {
     auto shared = std::make_shared<const std::vector<double>>(theta);  // this generation's parameters
     std::vector<std::tuple<std::shared_ptr<const std::vector<double>>, std::uint64_t>> batch;
     batch.reserve(tasks);
-    for (int i = 0; i < tasks; ++i) batch.emplace_back(shared, generation * tasks + i);
-    auto fitness = p.starmap(&es_evaluate, batch).get();
-    benchmark::DoNotOptimize(fitness);
-    theta[generation % dim] += 1e-3 * fitness[0];  // the next generation depends on this one
-    ++generation;
-  }
+    for (int i = 0; i < tasks; ++i) batch.emplace_back(shared, first + i);
+    return batch;
+  });
 }
 // real_time is the time of one generation.
 BENCHMARK(es_round)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
 
 void es_round_copies(benchmark::State& state) {
-  const int workers = 4, tasks = 256, dim = 10000;
-  fiber::pool p(workers);
-  p.ready().get();
-  std::vector<double> theta(dim);
-  std::iota(theta.begin(), theta.end(), 0.0);
-  std::uint64_t generation = 0;
-  for (auto _ : state) {
+  es_generations(state, &es_evaluate_copy, [](const std::vector<double>& theta, std::uint64_t first, int tasks) {
     std::vector<std::tuple<std::vector<double>, std::uint64_t>> batch;
     batch.reserve(tasks);
-    for (int i = 0; i < tasks; ++i) batch.emplace_back(theta, generation * tasks + i);
-    auto fitness = p.starmap(&es_evaluate_copy, batch).get();
-    benchmark::DoNotOptimize(fitness);
-    theta[generation % dim] += 1e-3 * fitness[0];
-    ++generation;
-  }
+    for (int i = 0; i < tasks; ++i) batch.emplace_back(theta, first + i);
+    return batch;
+  });
 }
 BENCHMARK(es_round_copies)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
 
