@@ -23,6 +23,7 @@ enum class errc {
   would_deadlock,       // a blocking call was made from the thread that runs fiber's event loop
   backend_unavailable,  // the configured backend/engine cannot be reached
   server_lost,          // a manager's server process ended: its objects are gone
+  member_lost,          // a member of a ring ended with an error: the ring cannot go on
 };
 
 }  // namespace fiber

@@ -14,4 +14,5 @@
 #include "fiber/process.hpp"
 #include "fiber/registry.hpp"
 #include "fiber/remote_class.hpp"
+#include "fiber/ring.hpp"
 #include "fiber/simple_queue.hpp"

@@ -28,6 +28,7 @@ class category : public std::error_category {
       case errc::would_deadlock: return "blocking call on fiber's event-loop thread";
       case errc::backend_unavailable: return "backend unavailable";
       case errc::server_lost: return "manager server lost";
+      case errc::member_lost: return "ring member lost";
     }
     return "unknown fiber error";
   }

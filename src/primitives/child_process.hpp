@@ -44,6 +44,8 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   int pid() const noexcept;
   /// True while it is stopped (SIGSTOP), where its backend can tell (see job::is_stopped).
   bool is_stopped() const noexcept { return child_ && state() == phase::running && child_->is_stopped(); }
+  /// The host it runs on, as it said in its handshake (empty before).
+  const std::string& host() const noexcept { return host_; }
   /// Its id on the master's socket, for messages to it (set by start()).
   const std::string& peer() const noexcept { return peer_; }
 
@@ -84,6 +86,7 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   std::atomic<int> pid_{0};
   std::unique_ptr<job> child_;  // set before state_ leaves `starting`
   std::string peer_;
+  std::string host_;  // written on the loop before start completes
   started_handler on_started_;
   std::unique_ptr<asio::steady_timer> start_timer_, grace_timer_, kill_timer_;
   std::vector<unique_function<void()>> on_ended_;

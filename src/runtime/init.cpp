@@ -35,6 +35,12 @@ void exit_worker(int code) {
 std::vector<std::pair<std::string, std::string>>& init_overrides();
 
 namespace {
+std::string this_host_name() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
@@ -69,6 +75,7 @@ int run_worker() {
                             {"build_id", build_id()},
                             {"registry", std::to_string(registry_digest())},
                             {"pid", ::getpid()},
+                            {"host", this_host_name()},
                             {"executable", executable_path()}};
   auto hello_text = boost::json::serialize(hello);
   rt->worker().send_upstream(make_message(kind::hello, {}, hello_text));

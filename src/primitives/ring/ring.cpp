@@ -1,0 +1,289 @@
+// fiber::ring: the master's ring service (members, their ends, the rendezvous store) and the
+// facade's operations over it.
+#include "fiber/ring.hpp"
+
+#include <asio/steady_timer.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include "core/log.hpp"
+#include "fiber/detail/completion.hpp"
+#include "primitives/child_process.hpp"
+#include "primitives/ring/wire.hpp"
+#include "runtime/runtime.hpp"
+
+namespace fiber::detail {
+namespace {
+std::atomic<int> next_ring_number{1};
+}
+
+class ring_core final : public service, public std::enable_shared_from_this<ring_core> {
+ public:
+  ring_core(std::shared_ptr<runtime> rt, int size, void (*f)(ring_member&)) : rt_(std::move(rt)), id_(rt_->new_channel_id()) {
+    if (size < 1) throw error(errc::config_error, "a ring needs at least one member; got " + std::to_string(size));
+    if (!rt_->is_master())
+      throw error(errc::spawn_failed, "a ring cannot be started inside a worker yet; start it from the master");
+    const auto& entry = require_registered(f);
+    auto number = next_ring_number++;
+    for (int rank = 0; rank < size; ++rank) {
+      encoded_call call{entry.id, entry.name, {}};
+      call.args.value(std::tuple<ring_member>(ring_member(id_, rank, size)));
+      auto p = child_process::make(rt_, std::move(call));
+      p->set_name("Ring-" + std::to_string(number) + "-" + std::to_string(rank));
+      members_.push_back(std::move(p));
+    }
+  }
+  /// loop: no more messages for this ring.
+  void detach() { rt_->services().remove(id_); }
+
+  int size() const noexcept { return static_cast<int>(members_.size()); }
+  const std::vector<std::shared_ptr<child_process>>& members() const noexcept { return members_; }
+
+  // ---- on the loop
+
+  std::shared_ptr<completion<std::monostate>> start() {
+    if (started_) throw error(errc::already_started, "ring::start() called twice");
+    started_ = true;
+    rt_->services().add(id_, weak_from_this());
+    starting_ = std::make_shared<completion<std::monostate>>();
+    auto c = starting_;
+    for (int rank = 0; rank < size(); ++rank) {
+      child_process::started_handler done = [weak = weak_from_this(), rank](std::error_code ec, std::string what) {
+        if (auto self = weak.lock()) self->on_member_started(rank, ec, what);
+      };
+      try {
+        members_[rank]->start(done);
+      } catch (const error& e) {
+        fail_start(rank, e.what());
+        return c;
+      }
+      members_[rank]->when_ended([weak = weak_from_this(), rank] {
+        if (auto self = weak.lock()) self->on_member_ended(rank);
+      });
+    }
+    return c;
+  }
+
+  std::shared_ptr<completion<std::monostate>> join() {
+    if (!started_) throw error(errc::not_started, "ring::join() before start()");
+    auto c = std::make_shared<completion<std::monostate>>();
+    joins_.push_back(c);
+    finish_joins();
+    return c;
+  }
+
+  void kill_all() noexcept {
+    for (auto& m : members_)
+      if (m->is_alive()) m->kill_now();
+  }
+  bool any_alive() const noexcept {
+    for (auto& m : members_)
+      if (m->is_alive()) return true;
+    return false;
+  }
+
+  void on_message(const std::string& peer, const header& h, multipart&& payload) override {
+    if (payload.empty()) return reply_error(peer, h.request, errc::malformed_message, "malformed ring message");
+    auto key = payload[0].to_string();
+    if (h.type == ring_kind::set) {
+      if (payload.size() != 2) return reply_error(peer, h.request, errc::malformed_message, "malformed ring set");
+      store_[key] = payload[1].to_string();
+      reply(peer, h.request, {});
+      wake(key);
+    } else if (h.type == ring_kind::get) {
+      get(peer, h.request, key, std::chrono::milliseconds(h.aux));
+    } else if (h.type == ring_kind::add) {
+      std::int64_t delta = 0;
+      if (payload.size() != 2 || payload[1].size() != sizeof delta)
+        return reply_error(peer, h.request, errc::malformed_message, "malformed ring add");
+      std::memcpy(&delta, payload[1].data(), sizeof delta);
+      std::int64_t sum = delta;
+      if (auto it = store_.find(key); it != store_.end()) {
+        try {
+          sum += std::stoll(it->second);
+        } catch (const std::exception&) {
+          return reply_error(peer, h.request, errc::malformed_message,
+                             "add on key '" + key + "', which holds '" + it->second + "', not a number");
+        }
+      }
+      store_[key] = std::to_string(sum);
+      reply(peer, h.request, std::string(reinterpret_cast<const char*>(&sum), sizeof sum));
+      wake(key);
+    }
+  }
+
+  void on_shutdown() noexcept override {
+    for (auto& [key, list] : waiting_)
+      for (auto& w : list) w.timer->cancel();
+    waiting_.clear();
+  }
+
+ private:
+  struct waiter {
+    std::string peer;
+    std::uint64_t request;
+    std::shared_ptr<asio::steady_timer> timer;
+  };
+
+  void get(const std::string& peer, std::uint64_t request, const std::string& key, std::chrono::milliseconds timeout) {
+    if (auto it = store_.find(key); it != store_.end()) return reply(peer, request, it->second);
+    if (lost_) return reply_error(peer, request, errc::member_lost, *lost_);
+    auto timer = std::make_shared<asio::steady_timer>(rt_->io(), timeout);
+    timer->async_wait([weak = weak_from_this(), key, request, peer, timeout](std::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self) return;
+      auto it = self->waiting_.find(key);
+      if (it == self->waiting_.end()) return;
+      std::erase_if(it->second, [&](const waiter& w) { return w.request == request && w.peer == peer; });
+      if (it->second.empty()) self->waiting_.erase(it);
+      self->reply_error(peer, request, errc::timeout,
+                        "key '" + key + "' was not set within " + std::to_string(timeout.count()) + " ms");
+    });
+    waiting_[key].push_back({peer, request, std::move(timer)});
+  }
+
+  void wake(const std::string& key) {
+    auto it = waiting_.find(key);
+    if (it == waiting_.end()) return;
+    auto list = std::move(it->second);
+    waiting_.erase(it);
+    for (auto& w : list) {
+      w.timer->cancel();
+      reply(w.peer, w.request, store_[key]);
+    }
+  }
+
+  void reply(const std::string& peer, std::uint64_t request, std::string_view value) {
+    rt_->master().send_to_child(
+        peer, make_message(ring_kind::reply, {.channel = id_, .request = request, .aux = ring_reply_ok, .flags = flag_reply}, value));
+  }
+  void reply_error(const std::string& peer, std::uint64_t request, errc code, const std::string& text) {
+    auto value = static_cast<std::int32_t>(code);
+    rt_->master().send_to_child(peer, make_message(ring_kind::reply,
+                                                   {.channel = id_, .request = request, .aux = ring_reply_failed, .flags = flag_reply},
+                                                   as_pod(value), text));
+  }
+
+  void on_member_started(int rank, std::error_code ec, const std::string& what) {
+    if (ec) return fail_start(rank, what);
+    if (++running_ < size()) return;
+    // Everyone runs: each member's rank among those on its host.
+    std::map<std::string, int> per_host;
+    for (auto& m : members_) ++per_host[m->host()];
+    std::map<std::string, int> seen;
+    for (int rank = 0; rank < size(); ++rank) {
+      auto& host = members_[rank]->host();
+      store_[ring_local_key(rank)] = std::to_string(seen[host]++) + "," + std::to_string(per_host[host]);
+      wake(ring_local_key(rank));
+    }
+    if (auto c = std::exchange(starting_, nullptr)) c->set_value({});
+  }
+
+  void fail_start(int rank, const std::string& what) {
+    if (!lost_) lost_ = "ring member " + std::to_string(rank) + " could not start: " + what;
+    fail_waiting();
+    kill_all();
+    if (auto c = std::exchange(starting_, nullptr)) c->set_error(std::make_exception_ptr(error(errc::spawn_failed, *lost_)));
+  }
+
+  void on_member_ended(int rank) {
+    ++ended_;
+    auto& m = members_[rank];
+    int code = m->exit_code().value_or(0);
+    auto raised = m->raised();
+    if (!lost_ && (code != 0 || raised)) {
+      auto how = raised ? "raised " + raised->type() + ": " + raised->message()
+                        : code < 0 ? "was killed by signal " + std::to_string(-code) : "exited with code " + std::to_string(code);
+      lost_ = "ring member " + std::to_string(rank) + " (" + m->name() + ", pid " + std::to_string(m->pid()) + ") " + how;
+      logf(log_level::warn, *lost_);
+      fail_waiting();
+    }
+    finish_joins();
+  }
+
+  /// Every get waiting for a key now fails: the member that would have set it may be the lost one.
+  void fail_waiting() {
+    auto waiting = std::move(waiting_);
+    waiting_.clear();
+    for (auto& [key, list] : waiting)
+      for (auto& w : list) {
+        w.timer->cancel();
+        reply_error(w.peer, w.request, errc::member_lost, *lost_);
+      }
+  }
+
+  void finish_joins() {
+    if (ended_ < size()) return;
+    for (auto& c : std::exchange(joins_, {})) {
+      if (lost_)
+        c->set_error(std::make_exception_ptr(error(errc::member_lost, *lost_)));
+      else
+        c->set_value({});
+    }
+  }
+
+  std::shared_ptr<runtime> rt_;
+  std::uint64_t id_;
+  std::vector<std::shared_ptr<child_process>> members_;
+  bool started_ = false;
+  int running_ = 0, ended_ = 0;
+  std::shared_ptr<completion<std::monostate>> starting_;
+  std::vector<std::shared_ptr<completion<std::monostate>>> joins_;
+  std::unordered_map<std::string, std::string> store_;
+  std::unordered_map<std::string, std::vector<waiter>> waiting_;
+  std::optional<std::string> lost_;
+};
+
+}  // namespace fiber::detail
+
+namespace fiber {
+
+ring::ring(context& ctx, int size, void (*f)(ring_member&))
+    : core_(std::make_shared<detail::ring_core>(ctx.runtime(), size, f)) {}
+ring::ring(ring&&) noexcept = default;
+ring& ring::operator=(ring&&) noexcept = default;
+
+ring::~ring() {
+  if (!core_) return;
+  auto core = core_;
+  auto rt = core->members().front()->rt();
+  if (rt->is_shut_down()) return;
+  if (core->any_alive()) detail::logf(log_level::warn, "a ring was destroyed while members still ran: killed");
+  try {
+    // Not waiting: with the caller's own io_context the loop may not run now.
+    rt->run_soon([core] {
+      core->kill_all();
+      core->detach();
+    });
+  } catch (const std::exception& e) {
+    detail::logf(log_level::error, "could not stop a ring's members: ", e.what());
+  }
+}
+
+int ring::size() const noexcept { return core_->size(); }
+
+op<void> ring::start() {
+  return detail::deferred_op<void>(core_->members().front()->rt(), [core = core_] { return core->start(); });
+}
+
+op<void> ring::join() {
+  return detail::deferred_op<void>(core_->members().front()->rt(), [core = core_] { return core->join(); });
+}
+
+std::vector<std::optional<int>> ring::exitcodes() const {
+  std::vector<std::optional<int>> out;
+  for (auto& m : core_->members())
+    out.push_back(m->state() == detail::child_process::phase::ended ? m->exit_code() : std::nullopt);
+  return out;
+}
+
+std::vector<int> ring::pids() const {
+  std::vector<int> out;
+  for (auto& m : core_->members()) out.push_back(m->pid());
+  return out;
+}
+
+}  // namespace fiber
