@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <map>
+#include <span>
+#include <vector>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -120,4 +123,80 @@ TEST(ring, bad_input_fails_at_once) {
   fiber_test::expect_error([] { fiber::ring(2, &unregistered); }, fiber::errc::not_registered, "FIBER_REMOTE");
   fiber::ring r(1, &meet);
   fiber_test::expect_error([&] { r.join().get(); }, fiber::errc::not_started, "before start");
+}
+
+// ---- collectives
+
+namespace {
+double value_of(int rank, std::size_t i) { return (rank + 1) * 0.5 + static_cast<double>(i % 13); }  // exact sums
+
+void collectives(fiber::ring_member& me) {
+  const int n = me.size(), r = me.rank();
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t(3 * n + 1), std::size_t{1} << 20}) {
+    std::vector<double> v(count);
+    for (std::size_t i = 0; i < count; ++i) v[i] = value_of(r, i);
+    me.allreduce(std::span<double>(v));
+    for (std::size_t i = 0; i < count; ++i) {
+      double want = 0;
+      for (int k = 0; k < n; ++k) want += value_of(k, i);
+      check(v[i] == want, "allreduce sum of " + std::to_string(count) + " at " + std::to_string(i));
+    }
+  }
+  std::vector<std::int64_t> m{r + 2, -r, 5 * r};
+  auto lo = m, hi = m, prod = m;
+  me.allreduce(std::span<std::int64_t>(lo), fiber::reduce::min);
+  me.allreduce(std::span<std::int64_t>(hi), fiber::reduce::max);
+  me.allreduce(std::span<std::int64_t>(prod), fiber::reduce::prod);
+  std::int64_t p = 1;
+  for (int k = 0; k < n; ++k) p *= k + 2;
+  check(lo[0] == 2 && lo[1] == -(n - 1) && hi[0] == n + 1 && hi[2] == 5 * (n - 1) && prod[0] == p, "min, max, prod");
+  std::vector<std::uint32_t> bits{1u << r};
+  me.allreduce(std::span<std::uint32_t>(bits), [](std::uint32_t a, std::uint32_t b) { return a | b; });
+  check(bits[0] == (1u << n) - 1, "a user's operation");
+  std::vector<int> b(1001, r == n - 1 ? 42 : -1);
+  me.broadcast(std::span<int>(b), n - 1);
+  for (int x : b) check(x == 42, "broadcast");
+  std::vector<int> mine{r, r * 10}, all(2 * static_cast<std::size_t>(n));
+  me.allgather(std::span<const int>(mine), std::span<int>(all));
+  for (int k = 0; k < n; ++k) check(all[2 * k] == k && all[2 * k + 1] == 10 * k, "allgather");
+  me.add("arrived", 1).get();
+  me.barrier();
+  check(me.add("arrived", 0).get() == n, "a member left the barrier before all had arrived");
+}
+
+// Rank 1 dies once the links are up; the others' next allreduce fails with member_lost.
+void dies_mid_allreduce(fiber::ring_member& me) {
+  std::vector<double> v(1 << 16, 1.0);
+  me.allreduce(std::span<double>(v));
+  if (me.rank() == 1) std::_Exit(3);
+  try {
+    for (int i = 0; i < 100; ++i) me.allreduce(std::span<double>(v));
+  } catch (const fiber::error& e) {
+    if (e.code() == fiber::errc::member_lost) return;
+    throw;
+  }
+  throw std::runtime_error("allreduce went on without rank 1");
+}
+}  // namespace
+FIBER_REMOTE(collectives);
+FIBER_REMOTE(dies_mid_allreduce);
+
+TEST(ring, collectives_match_references_for_every_size_and_ring_size) {
+  for (int n : {1, 2, 3, 4, 5}) {
+    if (fiber_test::backend_under_test() != "local" && n != 3) continue;  // the other backends: one ring size
+    fiber::ring r(n, &collectives);
+    r.start().get();
+    r.join().get();
+    for (auto& code : r.exitcodes()) EXPECT_EQ(code, 0) << "ring of " << n;
+  }
+}
+
+TEST(ring, a_member_killed_between_allreduces_fails_the_others_with_member_lost) {
+  fiber::ring r(3, &dies_mid_allreduce);
+  r.start().get();
+  fiber_test::expect_error([&] { r.join().get(); }, fiber::errc::member_lost, "ring member 1");
+  auto codes = r.exitcodes();
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 3);
+  EXPECT_EQ(codes[2], 0);
 }

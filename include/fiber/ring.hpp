@@ -10,14 +10,18 @@
 //   r.join().get();    // every member ended; a member that failed is fiber::errc::member_lost
 //
 // Members are processes of the configured backend (rank 0 included: nothing runs outside it),
-// with the needs FIBER_META gave the target. A member that dies makes the store's waiting and
-// later gets of the others fail with member_lost instead of leaving them waiting.
+// with the needs FIBER_META gave the target. Collectives (allreduce, broadcast, allgather,
+// barrier) run between the members directly: unix sockets on one host, TCP across hosts. A
+// member that dies makes the store's waiting and later gets of the others fail with member_lost
+// instead of leaving them waiting, and so do collectives that need it.
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "fiber/codec.hpp"
@@ -27,9 +31,26 @@
 #include "fiber/registry.hpp"
 
 namespace fiber {
+class ring_member;
+enum class reduce { sum, min, max, prod };
+
 namespace detail {
 class ring_core;
+/// Combines `n` elements: inout[i] = op(inout[i], in[i]).
+using combine_fn = void (*)(const void* op, void* inout, const void* in, std::size_t n);
+void ring_allreduce(const ring_member& me, void* data, std::size_t count, std::size_t element, combine_fn combine,
+                    const void* op);
+void ring_broadcast(const ring_member& me, void* data, std::size_t bytes, int root);
+void ring_allgather(const ring_member& me, const void* mine, void* all, std::size_t bytes_each);
+
+template <class T, class F>
+void combine(const void* op, void* inout, const void* in, std::size_t n) {
+  auto& f = *static_cast<const F*>(op);
+  auto* a = static_cast<T*>(inout);
+  auto* b = static_cast<const T*>(in);
+  for (std::size_t i = 0; i < n; ++i) a[i] = f(a[i], b[i]);
 }
+}  // namespace detail
 
 /// What a member knows of itself, and its way to the rendezvous store.
 class ring_member {
@@ -53,13 +74,55 @@ class ring_member {
   /// tickets, a barrier of your own.
   op<std::int64_t> add(std::string key, std::int64_t delta) const;
 
+  // ---- collectives, between the members directly (not through the master); every member of
+  // the ring calls each one in the same order. Blocking. A member that is gone makes them fail
+  // with errc::member_lost.
+
+  /// Every member's `data` becomes the element-wise reduction of all members' `data` (the same
+  /// length on every member), identical on every member.
+  template <class T>
+  void allreduce(std::span<T> data, reduce op = reduce::sum) const {
+    static_assert(std::is_arithmetic_v<T>, "allreduce with a reduce: arithmetic elements");
+    switch (op) {
+      case reduce::sum: return allreduce(data, [](T a, T b) { return static_cast<T>(a + b); });
+      case reduce::min: return allreduce(data, [](T a, T b) { return b < a ? b : a; });
+      case reduce::max: return allreduce(data, [](T a, T b) { return a < b ? b : a; });
+      case reduce::prod: return allreduce(data, [](T a, T b) { return static_cast<T>(a * b); });
+    }
+  }
+  /// The same with a user's operation `T op(T, T)` (associative and commutative).
+  template <class T, class F>
+  void allreduce(std::span<T> data, F op) const {
+    static_assert(std::is_trivially_copyable_v<T>, "allreduce: trivially copyable elements");
+    detail::ring_allreduce(*this, data.data(), data.size(), sizeof(T), &detail::combine<T, F>, &op);
+  }
+  /// Every member's `data` becomes `root`'s.
+  template <class T>
+  void broadcast(std::span<T> data, int root) const {
+    static_assert(std::is_trivially_copyable_v<T>, "broadcast: trivially copyable elements");
+    detail::ring_broadcast(*this, data.data(), data.size_bytes(), root);
+  }
+  /// `all` (size() × mine.size() elements) becomes every member's `mine`, in rank order.
+  template <class T>
+  void allgather(std::span<const T> mine, std::span<T> all) const {
+    static_assert(std::is_trivially_copyable_v<T>, "allgather: trivially copyable elements");
+    if (all.size() != mine.size() * static_cast<std::size_t>(size_))
+      throw error(errc::config_error, "allgather: `all` must hold size() x mine.size() elements");
+    detail::ring_allgather(*this, mine.data(), all.data(), mine.size_bytes());
+  }
+  /// Returns once every member has called it.
+  void barrier() const;
+
   // What travels to the member (codec<ring_member>); not for users.
-  ring_member(std::uint64_t ring, int rank, int size) : ring_(ring), rank_(rank), size_(size) {}
+  ring_member(std::uint64_t ring, int rank, int size, std::string secret)
+      : ring_(ring), rank_(rank), size_(size), secret_(std::move(secret)) {}
   std::uint64_t ring_id() const noexcept { return ring_; }
+  const std::string& secret() const noexcept { return secret_; }
 
  private:
   std::uint64_t ring_;
   int rank_, size_;
+  std::string secret_;  // members prove themselves to each other with it
 };
 
 template <>
@@ -68,13 +131,15 @@ struct codec<ring_member> {
     w.value(m.ring_id());
     w.value(m.rank());
     w.value(m.size());
+    w.value(m.secret());
   }
   static ring_member decode(reader& r) {
     auto ring = r.value<std::uint64_t>();
     auto rank = r.value<int>();
     auto size = r.value<int>();
+    auto secret = r.value<std::string>();
     if (size < 1 || rank < 0 || rank >= size) detail::throw_malformed("ring rank", static_cast<std::size_t>(size), static_cast<std::size_t>(rank));
-    return {ring, rank, size};
+    return {ring, rank, size, std::move(secret)};
   }
 };
 

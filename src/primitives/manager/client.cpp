@@ -8,6 +8,7 @@
 #include "fiber/manager.hpp"
 #include "primitives/manager/master.hpp"
 #include "primitives/manager/wire.hpp"
+#include "runtime/pending_calls.hpp"
 #include "runtime/runtime.hpp"
 
 namespace fiber::detail {
@@ -18,19 +19,15 @@ class manager_client final : public service {
   manager_client(runtime& rt, std::uint64_t id) : rt_(rt), id_(id) {}
 
   std::shared_ptr<completion<message>> call(const object_ref& ref, std::uint64_t method, writer& args) {
-    auto c = std::make_shared<completion<message>>();
-    auto id = next_call_++;
-    pending_.emplace(id, c);
+    auto [id, c] = pending_.open();
     rt_.worker().send_upstream(
         make_message(manager_kind::call, {.channel = id_, .request = id, .flags = flag_expects_reply}, call_frames(ref, method, args)));
     return c;
   }
 
   void on_message(const std::string&, const header& h, multipart&& payload) override {
-    auto it = pending_.find(h.request);
-    if (it == pending_.end()) return;
-    auto c = std::move(it->second);
-    pending_.erase(it);
+    auto c = pending_.take(h.request);
+    if (!c) return;
     if (h.type == kind::service_gone) {
       c->set_error(std::make_exception_ptr(error(errc::server_lost, "manager " + std::to_string(id_) +
                                                                         " has been shut down: its objects are gone")));
@@ -42,8 +39,7 @@ class manager_client final : public service {
  private:
   runtime& rt_;
   std::uint64_t id_;
-  std::uint64_t next_call_ = 1;
-  std::unordered_map<std::uint64_t, std::shared_ptr<completion<message>>> pending_;
+  pending_calls<message> pending_;
 };
 
 // A worker has one runtime; its clients live as long as the process.

@@ -6,6 +6,7 @@
 #include "fiber/detail/completion.hpp"
 #include "fiber/ring.hpp"
 #include "primitives/ring/wire.hpp"
+#include "runtime/pending_calls.hpp"
 #include "runtime/runtime.hpp"
 
 namespace fiber::detail {
@@ -16,19 +17,15 @@ class ring_client final : public service {
   ring_client(runtime& rt, std::uint64_t id) : rt_(rt), id_(id) {}
 
   std::shared_ptr<completion<std::string>> call(kind k, std::uint32_t aux, multipart&& frames) {
-    auto c = std::make_shared<completion<std::string>>();
-    auto request = next_++;
-    pending_.emplace(request, c);
+    auto [request, c] = pending_.open();
     rt_.worker().send_upstream(
         make_message(k, {.channel = id_, .request = request, .aux = aux, .flags = flag_expects_reply}, std::move(frames)));
     return c;
   }
 
   void on_message(const std::string&, const header& h, multipart&& payload) override {
-    auto it = pending_.find(h.request);
-    if (it == pending_.end()) return;
-    auto c = std::move(it->second);
-    pending_.erase(it);
+    auto c = pending_.take(h.request);
+    if (!c) return;
     if (h.type == kind::service_gone)
       return c->set_error(std::make_exception_ptr(error(errc::closed, "the ring is gone: its master let it go")));
     if (h.aux == ring_reply_ok) return c->set_value(payload.empty() ? std::string() : payload[0].to_string());
@@ -41,8 +38,7 @@ class ring_client final : public service {
  private:
   runtime& rt_;
   std::uint64_t id_;
-  std::uint64_t next_ = 1;
-  std::unordered_map<std::uint64_t, std::shared_ptr<completion<std::string>>> pending_;
+  pending_calls<std::string> pending_;
 };
 
 // A member has one runtime; its clients live as long as the process.

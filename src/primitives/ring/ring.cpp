@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <random>
 #include <unordered_map>
 
 #include "core/log.hpp"
@@ -28,9 +29,12 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
       throw error(errc::spawn_failed, "a ring cannot be started inside a worker yet; start it from the master");
     const auto& entry = require_registered(f);
     auto number = next_ring_number++;
+    std::random_device rd;
+    std::string secret;
+    for (int i = 0; i < 4; ++i) secret += std::to_string(rd());
     for (int rank = 0; rank < size; ++rank) {
       encoded_call call{entry.id, entry.name, {}};
-      call.args.value(std::tuple<ring_member>(ring_member(id_, rank, size)));
+      call.args.value(std::tuple<ring_member>(ring_member(id_, rank, size, secret)));
       auto p = child_process::make(rt_, std::move(call));
       p->set_name("Ring-" + std::to_string(number) + "-" + std::to_string(rank));
       members_.push_back(std::move(p));

@@ -1,0 +1,93 @@
+// Collectives between a ring's members over their mesh (mesh.hpp). allreduce is the ring
+// algorithm (reduce-scatter, then allgather: each member sends and receives 2(N-1)/N of the data,
+// the bandwidth-optimal schedule); every chunk is reduced along one path and then copied, so all
+// members end with the same bits, floating point included.
+#include <cstring>
+#include <vector>
+
+#include "fiber/ring.hpp"
+#include "primitives/ring/mesh.hpp"
+
+namespace fiber::detail {
+
+namespace {
+/// Chunk k of `count` elements cut into n balanced chunks: [begin, end).
+std::pair<std::size_t, std::size_t> chunk(std::size_t count, int n, int k) {
+  return {count * static_cast<std::size_t>(k) / static_cast<std::size_t>(n),
+          count * static_cast<std::size_t>(k + 1) / static_cast<std::size_t>(n)};
+}
+int mod(int a, int n) { return ((a % n) + n) % n; }
+}  // namespace
+
+void ring_allreduce(const ring_member& me, void* data, std::size_t count, std::size_t element, combine_fn combine,
+                    const void* op) {
+  int n = me.size(), r = me.rank();
+  if (n == 1 || count == 0) return;
+  auto& mesh = mesh_of(me);
+  int right = mod(r + 1, n), left = mod(r - 1, n);
+  auto* bytes = static_cast<char*>(data);
+  std::vector<char> incoming((count / static_cast<std::size_t>(n) + 1) * element);
+  for (int s = 0; s < n - 1; ++s) {  // reduce-scatter
+    auto [sb, se] = chunk(count, n, mod(r - s, n));
+    auto [rb, re] = chunk(count, n, mod(r - s - 1, n));
+    mesh.exchange(right, bytes + sb * element, (se - sb) * element, left, incoming.data(), (re - rb) * element, "allreduce");
+    combine(op, bytes + rb * element, incoming.data(), re - rb);
+  }
+  for (int s = 0; s < n - 1; ++s) {  // allgather of the reduced chunks
+    auto [sb, se] = chunk(count, n, mod(r + 1 - s, n));
+    auto [rb, re] = chunk(count, n, mod(r - s, n));
+    mesh.exchange(right, bytes + sb * element, (se - sb) * element, left, bytes + rb * element, (re - rb) * element,
+                  "allreduce");
+  }
+}
+
+void ring_broadcast(const ring_member& me, void* data, std::size_t bytes, int root) {
+  int n = me.size(), r = me.rank();
+  if (root < 0 || root >= n)
+    throw error(errc::config_error, "broadcast from rank " + std::to_string(root) + " in a ring of " + std::to_string(n));
+  if (n == 1 || bytes == 0) return;
+  auto& mesh = mesh_of(me);
+  // Along the ring from the root: each member receives from its left and passes on to its right
+  // (the last one does not), so the root sends the data once.
+  int pos = mod(r - root, n);
+  int left = mod(r - 1, n), right = mod(r + 1, n);
+  if (pos != 0) mesh.exchange(-1, nullptr, 0, left, data, bytes, "broadcast");
+  if (pos != n - 1) mesh.exchange(right, data, bytes, -1, nullptr, 0, "broadcast");
+}
+
+void ring_allgather(const ring_member& me, const void* mine, void* all, std::size_t bytes_each) {
+  int n = me.size(), r = me.rank();
+  auto* out = static_cast<char*>(all);
+  if (bytes_each) std::memmove(out + static_cast<std::size_t>(r) * bytes_each, mine, bytes_each);
+  if (n == 1 || bytes_each == 0) return;
+  auto& mesh = mesh_of(me);
+  int right = mod(r + 1, n), left = mod(r - 1, n);
+  for (int s = 0; s < n - 1; ++s) {
+    auto send = static_cast<std::size_t>(mod(r - s, n)), recv = static_cast<std::size_t>(mod(r - s - 1, n));
+    mesh.exchange(right, out + send * bytes_each, bytes_each, left, out + recv * bytes_each, bytes_each, "allgather");
+  }
+}
+
+}  // namespace fiber::detail
+
+namespace fiber {
+
+void ring_member::barrier() const {
+  // One byte around the ring twice: no member leaves before every member has arrived.
+  int n = size_;
+  if (n == 1) return;
+  auto& mesh = detail::mesh_of(*this);
+  int right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
+  char token = 0;
+  for (int round = 0; round < 2; ++round) {
+    if (rank_ == 0) {
+      mesh.exchange(right, &token, 1, -1, nullptr, 0, "barrier");
+      mesh.exchange(-1, nullptr, 0, left, &token, 1, "barrier");
+    } else {
+      mesh.exchange(-1, nullptr, 0, left, &token, 1, "barrier");
+      mesh.exchange(right, &token, 1, -1, nullptr, 0, "barrier");
+    }
+  }
+}
+
+}  // namespace fiber

@@ -1,0 +1,41 @@
+// The links between a ring's members, for collectives: a member listens (an abstract unix socket
+// for members on its host, TCP for the others), publishes where in the ring's store, and links
+// to a peer when a collective first needs it: the lower rank connects, the higher accepts, and
+// the connector proves itself with the ring's secret. Blocking, on the member's thread.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fiber/ring.hpp"
+
+namespace fiber::detail {
+
+class member_mesh {
+ public:
+  explicit member_mesh(const ring_member& me);
+  ~member_mesh();
+  member_mesh(const member_mesh&) = delete;
+
+  /// Sends `out` to `to` while receiving `in` from `from` (either may be -1: none), without
+  /// deadlocking on full sockets. Throws fiber::error(member_lost) when a link breaks.
+  void exchange(int to, const void* out, std::size_t out_bytes, int from, void* in, std::size_t in_bytes,
+                const char* during);
+
+ private:
+  int link(int peer);
+  int accept_from(int peer);
+  void listen();
+
+  ring_member me_;
+  std::string host_;
+  int unix_listener_ = -1, tcp_listener_ = -1;
+  std::map<int, int> links_;  // rank -> socket
+};
+
+/// The mesh of this process's member of ring `me` (made on first use).
+member_mesh& mesh_of(const ring_member& me);
+
+}  // namespace fiber::detail
