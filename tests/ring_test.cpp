@@ -11,6 +11,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "support.hpp"
 
@@ -199,4 +200,15 @@ TEST(ring, a_member_killed_between_allreduces_fails_the_others_with_member_lost)
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 3);
   EXPECT_EQ(codes[2], 0);
+}
+
+TEST(ring, two_rings_run_their_collectives_at_once) {
+  fiber::ring a(3, &collectives), b(2, &collectives);
+  a.start().get();
+  b.start().get();
+  std::thread other([&] { b.join().get(); });  // both rings' members work at the same time
+  a.join().get();
+  other.join();
+  for (auto& code : a.exitcodes()) EXPECT_EQ(code, 0);
+  for (auto& code : b.exitcodes()) EXPECT_EQ(code, 0);
 }

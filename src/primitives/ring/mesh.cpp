@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <unordered_map>
 
 #include "core/worker_env.hpp"
@@ -103,7 +104,11 @@ member_mesh::~member_mesh() {
 
 void member_mesh::listen() {
   // Bound first (port 0, a fresh abstract name), published after: no window for a collision.
-  auto name = "fiber-ring-" + std::to_string(me_.ring_id()) + "-" + std::to_string(me_.rank()) + "-" + std::to_string(::getpid());
+  // Unique across hosts' namespaces too: containers on the host network share abstract names,
+  // and every one of them may have pid 7 and the same ring number.
+  std::random_device rd;
+  auto name = "fiber-ring-" + std::to_string(me_.ring_id()) + "-" + std::to_string(me_.rank()) + "-" +
+              std::to_string((std::uint64_t{rd()} << 32) | rd());
   unix_listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   socklen_t len;
   auto ua = abstract_address(name, len);
