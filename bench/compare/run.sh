@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs fiber's benchmarks beside the anchors (Python multiprocessing, raw ZeroMQ, plain sockets,
 # the Docker engine's own floor) in one go, and prints each figure with its ratio to the anchor.
-# Usage: bench/compare/run.sh [build-dir] [channels|pool|data|managers|docker|slurm|all]   (default: build, all)
+# Usage: bench/compare/run.sh [build-dir] [channels|pool|data|managers|ring|docker|slurm|all]   (default: build, all)
 # Each part runs on its own: one that cannot run (no engine, a missing anchor, a failing
 # benchmark) says what it could not do, the others still run, and the script then exits 1.
 # The docker part starts a Docker engine through scripts/engines.sh and stops it again if it did.
@@ -9,7 +9,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd) || { echo "no build folder ${1:-$root/build}: run scripts/build.sh first" >&2; exit 2; }
 what=${2:-all}
-case "$what" in channels|pool|data|managers|docker|slurm|all) ;; *) echo "unknown part '$what' (channels|pool|data|managers|docker|slurm|all)" >&2; exit 2 ;; esac
+case "$what" in channels|pool|data|managers|ring|docker|slurm|all) ;; *) echo "unknown part '$what' (channels|pool|data|managers|ring|docker|slurm|all)" >&2; exit 2 ;; esac
 anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -225,6 +225,35 @@ for name, mp in (("simple_queue_bulk_1MB", mp_qb), ("pipe_bulk_1MB", mp_pb)):
 PY
 }
 
+# Ring collectives (issue 17): 4 members on this host, fiber's ring beside Open MPI's
+# (Debian's openmpi-bin, libopenmpi-dev; shared memory between the ranks), alternating twice.
+part_ring() {
+  command -v mpicc >/dev/null || { echo "!! ring: no mpicc: apt-get install openmpi-bin libopenmpi-dev" >&2; return 1; }
+  mpicc -O2 "$root/bench/compare/mpi_collectives.c" -o "$tmp/mpi_collectives"
+  for round in 1 2; do
+    echo "== ring: Open MPI, round $round"
+    mpirun --allow-run-as-root --oversubscribe -np 4 "$tmp/mpi_collectives" | tee "$tmp/mpi-$round.txt"
+    echo "== ring: fiber, round $round"
+    "$build/bench/ring_bench" 4 | tee "$tmp/fiber-$round.txt"
+  done
+  python3 - "$tmp" <<'PYR'
+import re, sys
+tmp = sys.argv[1]
+def read(path):
+    return {(m[0], int(m[1])): float(m[2]) for m in re.findall(r"(\w+) bytes=(\d+) us=([\d.]+)", open(path).read())}
+for rnd in (1, 2):
+    mpi, fib = read(f"{tmp}/mpi-{rnd}.txt"), read(f"{tmp}/fiber-{rnd}.txt")
+    for key in sorted(fib, key=lambda k: (k[0], k[1])):
+        if key not in mpi: continue
+        kind, size = key
+        line = f"round {rnd}: {kind:9s} {size:>9d} B  fiber {fib[key]:9.1f} us  Open MPI {mpi[key]:9.1f} us  fiber/MPI {fib[key]/mpi[key]:6.2f}x time"
+        if kind == "allreduce" and size:
+            bus = lambda t: size * 2 * 3 / 4 / t / 1e3  # GB/s, N = 4
+            line += f"  busbw fiber {bus(fib[key]):.2f} GB/s, MPI {bus(mpi[key]):.2f}"
+        print(line)
+PYR
+}
+
 # Runs part $1 in a subshell that stops at its first failing command, and remembers the parts
 # that could not run.
 failed=()
@@ -237,7 +266,7 @@ started_docker=false
 [ -f "$root/build/engines/docker.pid" ] || started_docker=true
 started_slurm=false
 [ -f "$root/build/engines/slurmctld.pid" ] || started_slurm=true
-for p in pool data managers docker slurm channels; do
+for p in pool data managers ring docker slurm channels; do
   if [ "$what" = all ] || [ "$what" = "$p" ]; then run_part "$p"; fi
 done
 # Only stop an engine this run started (its pid file did not exist before).
