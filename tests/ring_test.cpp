@@ -2,6 +2,9 @@
 // member that fails ends the others' waits with member_lost and the ring's join reports it.
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -211,4 +214,35 @@ TEST(ring, two_rings_run_their_collectives_at_once) {
   other.join();
   for (auto& code : a.exitcodes()) EXPECT_EQ(code, 0);
   for (auto& code : b.exitcodes()) EXPECT_EQ(code, 0);
+}
+
+namespace {
+// Every member gets the same MASTER_ADDR:MASTER_PORT, where rank 0 already listens, and its own
+// RANK/WORLD_SIZE/LOCAL_*, in its environment.
+void framework_rendezvous(fiber::ring_member& me) {
+  auto rdv = me.framework_env();
+  auto env = [](const char* k) { return std::string(std::getenv(k) ? std::getenv(k) : ""); };
+  check(env("RANK") == std::to_string(me.rank()) && env("WORLD_SIZE") == std::to_string(me.size()), "RANK/WORLD_SIZE");
+  check(env("LOCAL_RANK") == std::to_string(me.local_rank()) && env("LOCAL_WORLD_SIZE") == std::to_string(me.local_size()),
+        "LOCAL_RANK/LOCAL_WORLD_SIZE");
+  check(!env("MASTER_ADDR").empty() && std::stoi(env("MASTER_PORT")) > 0, "MASTER_ADDR/MASTER_PORT");
+  check((me.rank() == 0) == (rdv.listen_fd >= 0), "only rank 0 holds the listening socket");
+  // The port is rank 0's already: a connection succeeds before any framework has started.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(env("MASTER_PORT"))));
+  ::inet_pton(AF_INET, env("MASTER_ADDR").c_str(), &a.sin_addr);
+  check(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0, "MASTER_ADDR:MASTER_PORT does not answer");
+  ::close(fd);
+  me.barrier();  // rank 0 keeps listening until everyone has connected
+}
+}  // namespace
+FIBER_REMOTE(framework_rendezvous);
+
+TEST(ring, members_get_the_environment_other_frameworks_expect) {
+  fiber::ring r(3, &framework_rendezvous);
+  r.start().get();
+  r.join().get();
+  for (auto& code : r.exitcodes()) EXPECT_EQ(code, 0);
 }

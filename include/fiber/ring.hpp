@@ -113,6 +113,19 @@ class ring_member {
   /// Returns once every member has called it.
   void barrier() const;
 
+  /// For another framework's rendezvous (torch `env://`, gloo, NCCL, Horovod): rank 0 binds a
+  /// TCP port first (port 0: the kernel picks a free one) and publishes it through the store, so
+  /// no other program can take it in between; every member then gets, in its environment and
+  /// returned, MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and, for
+  /// gloo and NCCL, GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME. On rank 0, `listen_fd` is the bound,
+  /// listening socket: hand it to the framework (torch's TCPStore takes `master_listen_fd`), or
+  /// close it just before the framework binds the port itself. Every member calls it.
+  struct framework_rendezvous {
+    std::vector<std::pair<std::string, std::string>> env;
+    int listen_fd = -1;
+  };
+  framework_rendezvous framework_env() const;
+
   // What travels to the member (codec<ring_member>); not for users.
   ring_member(std::uint64_t ring, int rank, int size, std::string secret)
       : ring_(ring), rank_(rank), size_(size), secret_(std::move(secret)) {}

@@ -40,8 +40,8 @@ sockaddr_un abstract_address(const std::string& name, socklen_t& len) {
   return addr;
 }
 
-/// The address of this host that the master's network reaches (TCP members on other hosts dial
-/// it): the source address of a route to the master; loopback when the master is local.
+}  // namespace
+
 std::string reachable_address() {
   const char* endpoint = std::getenv(env_endpoint);
   std::string e = endpoint ? endpoint : "";
@@ -67,6 +67,7 @@ std::string reachable_address() {
   return ip;
 }
 
+namespace {
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 /// Reads exactly n bytes from a non-blocking socket, waiting at most stall_ms without progress.

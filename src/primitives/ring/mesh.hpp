@@ -35,6 +35,10 @@ class member_mesh {
   std::map<int, int> links_;  // rank -> socket
 };
 
+/// The address of this host that the master's network reaches (members on other hosts dial it):
+/// the source address of the route to the master; loopback when the master is on this host.
+std::string reachable_address();
+
 /// The mesh of this process's member of ring `me` (made on first use).
 member_mesh& mesh_of(const ring_member& me);
 
