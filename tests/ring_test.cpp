@@ -246,3 +246,18 @@ TEST(ring, members_get_the_environment_other_frameworks_expect) {
   r.join().get();
   for (auto& code : r.exitcodes()) EXPECT_EQ(code, 0);
 }
+
+namespace {
+void wants_three_gpus(fiber::ring_member&) {}
+}  // namespace
+FIBER_REMOTE(wants_three_gpus);
+FIBER_META(wants_three_gpus, .gpu = 3);
+
+// A member that cannot even be spawned (the test host names two GPUs) fails start(), and join()
+// then reports it instead of waiting for members that never started.
+TEST(ring, a_member_that_cannot_start_fails_start_and_join_does_not_wait_for_it) {
+  FIBER_TEST_LOCAL_ONLY("the local backend's GPU slots refuse at spawn");
+  fiber::ring r(2, &wants_three_gpus);
+  fiber_test::expect_error([&] { r.start().get(); }, fiber::errc::spawn_failed, "asks for 3 GPUs");
+  fiber_test::expect_error([&] { r.join().get(); }, fiber::errc::member_lost, "could not start");
+}

@@ -194,7 +194,6 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
   }
 
   void on_member_ended(int rank) {
-    ++ended_;
     auto& m = members_[rank];
     int code = m->exit_code().value_or(0);
     auto raised = m->raised();
@@ -220,7 +219,9 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
   }
 
   void finish_joins() {
-    if (ended_ < size()) return;
+    // A member that never started (one before it could not be spawned) is not waited for.
+    for (auto& m : members_)
+      if (m->state() != child_process::phase::created && m->state() != child_process::phase::ended) return;
     for (auto& c : std::exchange(joins_, {})) {
       if (lost_)
         c->set_error(std::make_exception_ptr(error(errc::member_lost, *lost_)));
@@ -233,7 +234,7 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
   std::uint64_t id_;
   std::vector<std::shared_ptr<child_process>> members_;
   bool started_ = false;
-  int running_ = 0, ended_ = 0;
+  int running_ = 0;
   std::shared_ptr<completion<std::monostate>> starting_;
   std::vector<std::shared_ptr<completion<std::monostate>>> joins_;
   std::unordered_map<std::string, std::string> store_;
