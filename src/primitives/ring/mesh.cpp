@@ -186,9 +186,10 @@ int member_mesh::accept_from(int peer) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now()).count();
     if (left <= 0) lost(peer, "did not link to this member within 60 s");
     if (::poll(pf, 2, static_cast<int>(std::min<long long>(left, 500))) <= 0) {
-      // Still nobody: a member that has failed makes the store say so (member_lost) at once.
+      // Still nobody: once a member has failed, a get of a key nobody sets says so (member_lost)
+      // at once, even for a peer that published its address before it died.
       try {
-        (void)me_.get("fiber/mesh/" + std::to_string(peer), std::chrono::milliseconds(1)).get();
+        (void)me_.get("fiber/never-set", std::chrono::milliseconds(1)).get();
       } catch (const error& e) {
         if (e.code() == errc::member_lost) throw;
       }
