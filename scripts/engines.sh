@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Starts or stops the real engines the tests use: a Docker engine, and a two-node Slurm cluster
-# (the registry and the Kubernetes double join as their issues land).
+# Starts or stops the engines the tests use: a Docker engine, a two-node Slurm cluster, and the
+# Kubernetes API double (tests/kubernetes/api_double.py: no real API server can run here; its pods
+# are real containers on the Docker engine, so it needs docker first).
 #   start [ENGINE...]  installs and starts each engine (default: all) unless one answers already,
 #                      recording the pid of what it started in build/engines/ENGINE.pid
 #   stop [ENGINE...]   stops only what start started (default: all of it), by pid
@@ -10,8 +11,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 state=build/engines
 docker_sock=/var/run/docker.sock
-all_engines=(docker slurm)    # what `start` brings up by default: what the suite uses
-known_engines=(docker slurm)
+all_engines=(docker slurm kubernetes)    # what `start` brings up by default: what the suite uses
+known_engines=(docker slurm kubernetes)
 
 required() {
   local v=${FIBER_REQUIRE_ENGINES-${CI-}}
@@ -131,6 +132,37 @@ stop_slurm() {
   fi
 }
 
+# The Kubernetes API double: HTTPS on a port of its own, pods on the Docker network kube-double
+# (10.78.0.0/24). Its kubeconfig, tokens and CA are in build/engines/kubernetes; Debian's
+# python3-kubernetes lets it check every manifest against the real schema, and kubectl (any that
+# runs, else Debian's kubernetes-client) is what the tests point at it.
+kube_dir=$PWD/$state/kubernetes
+kube_up() { [ -f "$kube_dir/ready" ] && [ -f "$state/kubernetes.pid" ] && kill -0 "$(cat "$state/kubernetes.pid")" 2>/dev/null; }
+start_kubernetes() {
+  if kube_up; then echo "engines: the Kubernetes API double already runs"; return; fi
+  docker_up || { unavailable kubernetes "the API double runs its pods on Docker, which is not up"; return; }
+  if ! /usr/bin/python3 -c 'import kubernetes' 2>/dev/null; then
+    echo "engines: installing python3-kubernetes"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-kubernetes >"$state/apt-kubernetes.log" 2>&1 ||
+      { unavailable kubernetes "python3-kubernetes could not be installed (see $state/apt-kubernetes.log)"; return; }
+  fi
+  if ! kubectl version --client >/dev/null 2>&1; then
+    echo "engines: installing kubernetes-client (kubectl)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >>"$state/apt-kubernetes.log" 2>&1 ||
+      echo "engines: no kubectl (see $state/apt-kubernetes.log): the kubectl test will skip" >&2
+  fi
+  rm -rf "$kube_dir"
+  mkdir -p "$kube_dir"
+  /usr/bin/python3 tests/kubernetes/api_double.py --state "$kube_dir" >"$state/kubernetes.log" 2>&1 &
+  echo $! >"$state/kubernetes.pid"
+  for _ in $(seq 1 100); do [ -f "$kube_dir/ready" ] && break; sleep 0.1; done
+  if [ -f "$kube_dir/ready" ]; then echo "engines: Kubernetes API double up ($(cat "$kube_dir/url"); KUBECONFIG=$kube_dir/kubeconfig)"
+  else
+    stop_pid kubernetes
+    unavailable kubernetes "the API double did not come up (see $state/kubernetes.log)"
+  fi
+}
+
 stop_pid() {  # engine
   local file="$state/$1.pid" pid
   [ -f "$file" ] || return 0
@@ -152,6 +184,7 @@ case "${1:-}" in
       case "$e" in
         docker) start_docker ;;
         slurm) start_slurm ;;
+        kubernetes) start_kubernetes ;;
         *) echo "engines: unknown engine '$e' (known: ${known_engines[*]})" >&2; exit 2 ;;
       esac
     done
@@ -166,7 +199,7 @@ case "${1:-}" in
   stop)
     shift
     engines=("$@")
-    ((${#engines[@]})) || engines=("${known_engines[@]}")
+    ((${#engines[@]})) || engines=(kubernetes slurm docker)  # the double's pods are Docker's: it goes first
     for e in "${engines[@]}"; do
       case "$e" in
         slurm) stop_slurm ;;

@@ -47,7 +47,7 @@ TEST_F(config_test, defaults) {
   EXPECT_EQ(c.backend, "local");
   EXPECT_EQ(c.log_level, fiber::log_level::warn);
   EXPECT_EQ(c.cpu_per_job, 1);
-  EXPECT_EQ(c.kubernetes_namespace, "default");
+  EXPECT_EQ(c.kubernetes_namespace, "");
 }
 
 TEST_F(config_test, file_values) {

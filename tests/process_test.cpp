@@ -8,6 +8,7 @@
 #include "docker_support.hpp"
 #include "co_test.hpp"
 #include "slurm_support.hpp"
+#include "kubernetes_support.hpp"
 #include "support.hpp"
 
 #include <poll.h>
@@ -214,7 +215,7 @@ TEST(process, names_and_pids) {
   a.start().get();
   b.start().get();
   EXPECT_GT(a.pid(), 0);
-  EXPECT_NE(a.pid(), b.pid());
+  if (!fiber_test::on_kubernetes()) EXPECT_NE(a.pid(), b.pid());  // pods: a pid namespace each
   EXPECT_THROW(a.set_name("late"), fiber::error);
   a.join().get();
   b.join().get();
@@ -227,7 +228,7 @@ TEST(process, child_knows_its_name_and_pid) {
   p.start().get();
   auto text = out.get().get();
   p.join().get();
-  if (fiber_test::on_docker())  // the child sees its pid in its container's namespace
+  if (fiber_test::on_docker() || fiber_test::on_kubernetes())  // it sees its pid in its own namespace
     EXPECT_TRUE(text.starts_with("reporter ") && text.ends_with(" worker") && p.pid() > 0) << text;
   else
     EXPECT_EQ(text, "reporter " + std::to_string(p.pid()) + " worker");
@@ -370,7 +371,8 @@ TEST(process, children_die_with_their_master) {
   close(out[0]);
   int child = std::atoi(line);
   ASSERT_GT(child, 0);
-  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
+  // A pod's pid is its own namespace's: it names no process on this host.
+  int pidfd = fiber_test::on_kubernetes() ? -1 : static_cast<int>(syscall(SYS_pidfd_open, child, 0));
 
   kill(master, SIGKILL);
   int status = 0;
@@ -380,15 +382,16 @@ TEST(process, children_die_with_their_master) {
     EXPECT_EQ(poll(&p, 1, 60000), 1) << "child " << child << " outlived its master";
     close(pidfd);
   }  // else it was already gone and reaped
-  if (fiber_test::on_docker() || fiber_test::on_slurm()) {
-    // Its container (its Slurm job, if it has not ended with it) stays until the next master on
-    // this machine removes what dead masters left.
+  if (fiber_test::on_docker() || fiber_test::on_slurm() || fiber_test::on_kubernetes()) {
+    // Its container (its pod, its Slurm job, if it has not ended with it) stays until the next
+    // master on this machine removes what dead masters left.
     fiber::context ctx;
     fiber::process(ctx, &do_nothing).start().get();
     auto owner = fiber_test::master_label();
     owner = owner.substr(0, owner.rfind(':') + 1) + std::to_string(master);
     if (fiber_test::on_docker()) EXPECT_TRUE(fiber_test::containers_of(owner).empty());
     if (fiber_test::on_slurm()) EXPECT_TRUE(fiber_test::live_slurm_jobs_of(owner).empty());
+    if (fiber_test::on_kubernetes()) EXPECT_TRUE(fiber_test::pods_of(owner).empty());
   }
 }
 

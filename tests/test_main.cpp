@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "docker_support.hpp"
+#include "kubernetes_support.hpp"
 #include "slurm_support.hpp"
 #include "support.hpp"
 
@@ -22,6 +23,14 @@ class no_leftover_children : public ::testing::EmptyTestEventListener {
         std::string ids;
         for (auto& id : containers) ids += " " + id.substr(0, 12);
         ADD_FAILURE() << info.test_suite_name() << "." << info.name() << " left containers behind:" << ids;
+      }
+    }
+    if (fiber_test::on_kubernetes()) {
+      auto pods = fiber_test::pods_of(fiber_test::master_label());
+      if (!pods.empty()) {
+        std::string names;
+        for (auto& p : pods) names += " " + p;
+        ADD_FAILURE() << info.test_suite_name() << "." << info.name() << " left pods behind:" << names;
       }
     }
     if (fiber_test::on_slurm()) {
@@ -52,10 +61,19 @@ void choose_backend() {
     ::setenv("FIBER_GPUS", "0,1", 0);
     return;
   }
+  std::string build = FIBER_TEST_BUILD_DIR;
+  if (std::string_view(chosen) == "kubernetes") {
+    // Pods of the test image see the host's /usr, /tmp and the build folder through hostPath
+    // volumes, as the docker run's containers do through bind mounts.
+    ::setenv("FIBER_BACKEND", "kubernetes", 1);
+    ::setenv("FIBER_IMAGE", fiber_test::test_image, 1);
+    ::setenv("FIBER_VOLUMES", ("/usr:/usr:ro,/tmp:/tmp," + build + ":" + build + ":ro").c_str(), 1);
+    fiber_test::use_kube_double();
+    return;
+  }
   if (std::string_view(chosen) != "docker") return;
   ::setenv("FIBER_BACKEND", "docker", 1);
   ::setenv("FIBER_IMAGE", fiber_test::test_image, 1);
-  std::string build = FIBER_TEST_BUILD_DIR;
   ::setenv("FIBER_VOLUMES", ("/usr:/usr:ro,/tmp:/tmp," + build + ":" + build + ":ro").c_str(), 1);
 }
 
@@ -66,6 +84,17 @@ class docker_engine_present : public ::testing::Environment {
     fiber::detail::docker_engine engine(io);
     if (auto why = fiber_test::prepare_test_image(io, engine); !why.empty())
       FIBER_TEST_ENGINE_MISSING("Docker", "for the docker run of this suite: " + why);
+  }
+};
+class kube_double_present : public ::testing::Environment {
+  void SetUp() override {
+    if (!fiber_test::on_kubernetes()) return;
+    if (auto why = fiber_test::kube_double_problem(); !why.empty())
+      FIBER_TEST_ENGINE_MISSING("Kubernetes API double", "for the kubernetes run of this suite: " + why);
+    asio::io_context io;
+    fiber::detail::docker_engine engine(io);
+    if (auto why = fiber_test::prepare_test_image(io, engine); !why.empty())
+      FIBER_TEST_ENGINE_MISSING("Docker", "for the kubernetes double's pods: " + why);
   }
 };
 class slurm_cluster_present : public ::testing::Environment {
@@ -83,6 +112,7 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   ::testing::AddGlobalTestEnvironment(new docker_engine_present);
   ::testing::AddGlobalTestEnvironment(new slurm_cluster_present);
+  ::testing::AddGlobalTestEnvironment(new kube_double_present);
   ::testing::UnitTest::GetInstance()->listeners().Append(new no_leftover_children);
   return RUN_ALL_TESTS();
 }

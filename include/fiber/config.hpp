@@ -20,9 +20,9 @@ struct config {
   std::string log_file;                     // prefix: each process logs to <prefix>.<name>.log; empty: stderr
   int cpu_per_job = 1;                      // default cpus of a child
   int mem_per_job = 0;                      // default MiB of a child, 0: no limit
-  std::string kubernetes_namespace = "default";
-  std::string volumes;                      // container backends: "src:/path[:ro],..." where src is a
-                                            // host path or a named volume
+  std::string volumes;                      // container backends: "src[:/path][:ro],..." where src is a
+                                            // host path, a named volume (docker) or a claim
+                                            // (kubernetes); the path defaults to /persistent
   std::string docker_network = "host";      // host, bridge, or the name of a Docker network
   std::string master_address;               // address children use to reach the master; empty: the
                                             // backend picks one they can reach
@@ -43,6 +43,21 @@ struct config {
   std::string local_transport = "direct";   // children on this host: direct (a unix stream socket
                                             // each, no ZeroMQ) or zeromq (as across a network);
                                             // encryption=always implies zeromq
+  // backend=kubernetes
+  std::string kubernetes_namespace;         // empty: the master pod's namespace, else the kubeconfig
+                                            // context's, else "default"
+  std::string kubernetes_context;           // kubeconfig context; empty: its current-context
+  std::string kubernetes_gpu_resource = "nvidia.com/gpu";  // the extended resource `gpu` asks for
+  std::string kubernetes_pod_patch;         // a JSON merge patch (RFC 7386) applied to every worker
+                                            // pod: node selectors, tolerations, pull secrets, ...
+  std::string kubernetes_service_account;   // serviceAccountName of worker pods; empty: the master
+                                            // pod's, else the namespace's default
+  int kubernetes_pending_timeout_ms = 300000;  // a pod not running after this fails its start
+  bool kubernetes_autoscaling = false;      // unschedulable pods wait (for nodes an autoscaler adds)
+                                            // up to the pending timeout; false: they fail at once
+  int kubernetes_qps = 20;                  // API requests per second (creates, deletes), and
+  int kubernetes_burst = 40;                // how many may go at once above that rate
+
   // backend=slurm
   std::string slurm_mode = "auto";          // auto: steps inside an allocation (SLURM_JOB_ID set),
                                             // batch jobs outside; steps | batch force one
@@ -73,6 +88,9 @@ struct config {
 
   friend bool operator==(const config&, const config&) = default;
 };
+
+/// Where a volume is mounted when its entry names no path.
+inline constexpr std::string_view default_volume_target = "/persistent";
 
 /// One entry of config::volumes.
 struct volume {

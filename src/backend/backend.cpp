@@ -18,7 +18,7 @@ std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config&
   if (cfg.backend == "local") return make_local_backend(io, cfg);
   if (cfg.backend == "docker") return make_docker_backend(io, cfg, job_id);
   if (cfg.backend == "slurm") return make_slurm_backend(io, cfg, job_id);
-  throw error(errc::backend_unavailable, "backend '" + cfg.backend +
-                                             "' is not available in this build of fiber yet; use backend=local, docker or slurm");
+  if (cfg.backend == "kubernetes") return make_kubernetes_backend(io, cfg, job_id);
+  throw error(errc::backend_unavailable, "backend '" + cfg.backend + "' is unknown; use backend=local, docker, kubernetes or slurm");
 }
 }  // namespace fiber::detail

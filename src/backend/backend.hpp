@@ -97,6 +97,8 @@ std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config&
 std::unique_ptr<backend> make_local_backend(asio::io_context& io, const fiber::config& cfg);
 std::unique_ptr<backend> make_docker_backend(asio::io_context& io, const fiber::config& cfg,
                                              const std::string& job_id);
+std::unique_ptr<backend> make_kubernetes_backend(asio::io_context& io, const fiber::config& cfg,
+                                                 const std::string& job_id);
 std::unique_ptr<backend> make_slurm_backend(asio::io_context& io, const fiber::config& cfg,
                                             const std::string& job_id);
 

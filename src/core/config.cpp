@@ -45,6 +45,15 @@ key_def int_key(std::string_view name, Int config::*field, Int lo, Int hi) {
   return {name, [=](config& c, std::string_view v) { c.*field = parse_int<Int>(name, v, lo, hi); },
           [=](const config& c) { return std::to_string(c.*field); }};
 }
+key_def bool_key(std::string_view name, bool config::*field) {
+  return {name,
+          [=](config& c, std::string_view v) {
+            if (v == "true" || v == "1" || v == "yes" || v == "on") c.*field = true;
+            else if (v == "false" || v == "0" || v == "no" || v == "off") c.*field = false;
+            else bad_value(name, v, "true or false");
+          },
+          [=](const config& c) { return std::string(c.*field ? "true" : "false"); }};
+}
 key_def string_key(std::string_view name, std::string config::*field) {
   return {name, [=](config& c, std::string_view v) { c.*field = std::string(v); },
           [=](const config& c) { return c.*field; }};
@@ -73,17 +82,22 @@ std::vector<volume> parse_volumes(std::string_view text) {
     if (entry.empty()) continue;
     volume v;
     auto first = entry.find(':');
-    if (first == std::string_view::npos || first == 0)
-      bad_value("volumes", entry, "'source:/path/in/container[:ro]' (source: a host path or a volume name)");
+    if (first == 0)
+      bad_value("volumes", entry, "'source[:/path/in/container][:ro]' (source: a host path, a volume or a claim)");
     v.source = std::string(entry.substr(0, first));
-    auto rest = entry.substr(first + 1);
-    auto second = rest.find(':');
-    v.target = std::string(rest.substr(0, second));
-    if (second != std::string_view::npos) {
-      auto mode = rest.substr(second + 1);
+    // "claim", "claim:ro" and "claim:/path[:ro]": the path defaults to /persistent.
+    auto rest = first == std::string_view::npos ? std::string_view{} : entry.substr(first + 1);
+    std::string_view mode;
+    if (rest == "ro" || rest == "rw") {
+      mode = rest;
+      rest = {};
+    } else if (auto second = rest.find(':'); second != std::string_view::npos) {
+      mode = rest.substr(second + 1);
+      rest = rest.substr(0, second);
       if (mode != "ro" && mode != "rw") bad_value("volumes", entry, "mode ro or rw after the second ':'");
-      v.read_only = mode == "ro";
     }
+    v.read_only = mode == "ro";
+    v.target = rest.empty() ? std::string(default_volume_target) : std::string(rest);
     if (!v.target.starts_with('/')) bad_value("volumes", entry, "an absolute path in the container after the ':'");
     out.push_back(std::move(v));
   }
@@ -116,7 +130,6 @@ const std::vector<key_def>& key_table() {
       string_key("log_file", &config::log_file),
       int_key("cpu_per_job", &config::cpu_per_job, 1, 4096),
       int_key("mem_per_job", &config::mem_per_job, 0, int_max),
-      string_key("kubernetes_namespace", &config::kubernetes_namespace),
       {"volumes",
        [](config& c, std::string_view v) {
          parse_volumes(v);  // validates
@@ -163,6 +176,23 @@ const std::vector<key_def>& key_table() {
          c.local_transport = std::string(v);
        },
        [](const config& c) { return c.local_transport; }},
+      {"kubernetes_namespace",
+       [](config& c, std::string_view v) {
+         if (!v.empty() && (v.size() > 63 || !std::all_of(v.begin(), v.end(), [](char ch) {
+               return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
+             }) || v.front() == '-' || v.back() == '-'))
+           bad_value("kubernetes_namespace", v, "a namespace name: lower-case letters, digits and '-', at most 63");
+         c.kubernetes_namespace = std::string(v);
+       },
+       [](const config& c) { return c.kubernetes_namespace; }},
+      string_key("kubernetes_context", &config::kubernetes_context),
+      string_key("kubernetes_gpu_resource", &config::kubernetes_gpu_resource),
+      string_key("kubernetes_pod_patch", &config::kubernetes_pod_patch),
+      string_key("kubernetes_service_account", &config::kubernetes_service_account),
+      int_key("kubernetes_pending_timeout_ms", &config::kubernetes_pending_timeout_ms, 1, int_max),
+      bool_key("kubernetes_autoscaling", &config::kubernetes_autoscaling),
+      int_key("kubernetes_qps", &config::kubernetes_qps, 1, 100000),
+      int_key("kubernetes_burst", &config::kubernetes_burst, 1, 100000),
       {"slurm_mode",
        [](config& c, std::string_view v) {
          if (v != "auto" && v != "steps" && v != "batch") bad_value("slurm_mode", v, "auto, steps or batch");

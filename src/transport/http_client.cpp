@@ -292,6 +292,15 @@ struct http_client::impl {
     if (!req.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, req.ca_file.c_str());
     if (!req.cert_file.empty()) curl_easy_setopt(e, CURLOPT_SSLCERT, req.cert_file.c_str());
     if (!req.key_file.empty()) curl_easy_setopt(e, CURLOPT_SSLKEY, req.key_file.c_str());
+    // Blobs are copied by libcurl (CURL_BLOB_COPY): the request need not outlive this call.
+    auto blob = [e](CURLoption option, std::string& pem) {
+      if (pem.empty()) return;
+      curl_blob b{pem.data(), pem.size(), CURL_BLOB_COPY};
+      curl_easy_setopt(e, option, &b);
+    };
+    blob(CURLOPT_CAINFO_BLOB, req.ca_pem);
+    blob(CURLOPT_SSLCERT_BLOB, req.cert_pem);
+    blob(CURLOPT_SSLKEY_BLOB, req.key_pem);
     if (!req.verify_tls) {
       curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
       curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);

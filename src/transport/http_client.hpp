@@ -35,6 +35,8 @@ struct http_request {
   std::chrono::milliseconds connect_timeout{10000};
   // TLS: a CA bundle, and a client certificate and key (PEM files); empty: the system's CAs, none.
   std::string ca_file, cert_file, key_file;
+  // The same as PEM text held in memory (kubeconfig's *-data fields); used when non-empty.
+  std::string ca_pem, cert_pem, key_pem;
   bool verify_tls = true;
 };
 

@@ -1,0 +1,557 @@
+// Kubernetes backend: every child is a pod of the configured image running this program with the
+// worker flag. One watch per master follows every pod of the job; a pod that cannot run (image,
+// scheduling, configuration) fails its child's start with Kubernetes' own reason; pods are
+// deleted when they end, when they are killed and when the master's context ends, and the pods
+// of a master that runs in a pod are owned by that pod.
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <unistd.h>
+
+#include <asio/executor_work_guard.hpp>
+#include <atomic>
+#include <condition_variable>
+#include <thread>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+
+#include "backend/backend.hpp"
+#include "backend/kubernetes/kube_api.hpp"
+#include "backend/kubernetes/pod_manifest.hpp"
+#include "backend/kubernetes/pod_watch.hpp"
+#include "core/log.hpp"
+#include "fiber/config.hpp"
+#include "fiber/error.hpp"
+
+namespace fiber::detail {
+namespace {
+
+using namespace kube;
+
+/// Exit code of a child whose pod never ran.
+constexpr int not_started = 255;
+
+/// Waiting reasons that do not mend by waiting: the child's start fails with them at once.
+bool hopeless(std::string_view reason) {
+  return reason == "ErrImagePull" || reason == "ImagePullBackOff" || reason == "InvalidImageName" ||
+         reason == "CreateContainerConfigError" || reason == "CreateContainerError" || reason == "RunContainerError" ||
+         reason == "ErrImageNeverPull";
+}
+
+const boost::json::object* object_at(const boost::json::object& o, std::string_view key) {
+  auto* v = o.if_contains(key);
+  return v && v->is_object() ? &v->as_object() : nullptr;
+}
+std::string string_at(const boost::json::object* o, std::string_view key) {
+  if (!o) return {};
+  auto* v = o->if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+/// Runs API calls to completion on a private io_context, for the steps that must block: the first
+/// contact, and removing what is left when a job is reaped or the master ends (the caller's
+/// io_context may not run again).
+class blocking_api {
+ public:
+  blocking_api(const access& where) : api_(io_, where, 1000, 1000) {}
+
+  struct answer {
+    std::error_code ec;
+    long status = 0;
+    boost::json::value body;
+    std::string why;
+  };
+  answer call(std::string method, std::string path, std::string body, verb_on what) {
+    std::lock_guard lock(m_);
+    std::optional<answer> out;
+    api_.call(std::move(method), std::move(path), std::move(body), std::move(what),
+              [&](std::error_code ec, long status, boost::json::value b, std::string why) {
+                out = answer{ec, status, std::move(b), std::move(why)};
+              });
+    io_.restart();
+    while (!out && io_.run_one()) {
+    }
+    if (!out) return {make_error_code(errc::backend_unavailable), 0, nullptr, "the request never completed"};
+    return std::move(*out);
+  }
+
+ private:
+  std::mutex m_;
+  asio::io_context io_;
+  api api_;
+};
+
+std::string delete_body(int grace_seconds) {
+  return boost::json::serialize(boost::json::object{{"kind", "DeleteOptions"},
+                                                    {"apiVersion", "v1"},
+                                                    {"gracePeriodSeconds", grace_seconds},
+                                                    {"propagationPolicy", "Background"}});
+}
+
+/// A pod create, answered on the creator's thread and read on the loop's (or by a caller that
+/// must know whether the pod exists before it can delete it).
+struct pending_create {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::error_code ec;
+  long status = 0;
+  std::string why;
+
+  void wait() {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return done; });
+  }
+};
+
+/// Creates pods on a thread of its own, rate-limited and several at once: the caller's loop never
+/// waits for the API server, and a child killed while its pod is being created can wait for the
+/// answer and delete the pod (a killed child is a deleted pod, always).
+class pod_creator {
+ public:
+  pod_creator(const access& where, double qps, int burst)
+      : api_(io_, where, qps, burst), work_(io_.get_executor()), thread_([this] { io_.run(); }) {}
+  ~pod_creator() {  // creates in flight and queued finish first
+    asio::post(io_, [this] { work_.reset(); });
+    thread_.join();
+  }
+
+  /// `answered` runs on the creator's thread once `pending` is done.
+  void create(std::string path, std::string body, std::shared_ptr<pending_create> pending,
+              unique_function<void()> answered) {
+    asio::post(io_, [this, path = std::move(path), body = std::move(body), pending = std::move(pending),
+                     answered = std::move(answered)]() mutable {
+      api_.call(
+          "POST", std::move(path), std::move(body), {"create", "pods"},
+          [pending, answered = std::move(answered)](std::error_code ec, long status, boost::json::value, std::string why) mutable {
+            {
+              std::lock_guard lock(pending->m);
+              pending->ec = ec;
+              pending->status = status;
+              pending->why = std::move(why);
+              pending->done = true;
+            }
+            pending->cv.notify_all();
+            answered();
+          },
+          /*limited=*/true);
+    });
+  }
+
+ private:
+  asio::io_context io_;
+  api api_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::thread thread_;
+};
+
+/// What every pod of one master shares.
+struct pods_shared {
+  asio::io_context& io;
+  fiber::config cfg;
+  std::string ns, job_id;
+  std::unique_ptr<api> client;
+  std::unique_ptr<pod_creator> creator;
+  std::shared_ptr<pod_watch> watch;
+  std::shared_ptr<blocking_api> blocking;
+  pod_settings settings;
+};
+
+/// One pod's life.
+struct pod_run : std::enable_shared_from_this<pod_run> {
+  enum class stage { creating, pending, running, ended };
+
+  std::shared_ptr<pods_shared> shared;
+  std::string process_name, name, asked;
+  std::atomic<stage> at = stage::creating;
+  bool created = false, deleting = false, logs_open = false;
+  int pending_signal = 0;
+  std::atomic<int> pid{0};
+  int code = 0;
+  std::string detail, last_reason, output_tail;
+  std::optional<int> terminated_code;
+  unique_function<void(int)> on_exit;
+  std::vector<unique_function<void()>> on_running;
+  asio::steady_timer pending_timer, logs_grace;
+  std::uint64_t logs_stream = 0;
+  std::shared_ptr<pending_create> create_answer = std::make_shared<pending_create>();
+
+  pod_run(std::shared_ptr<pods_shared> s, std::string process, std::string pod)
+      : shared(std::move(s)), process_name(std::move(process)), name(std::move(pod)), pending_timer(shared->io),
+        logs_grace(shared->io) {}
+
+  std::string path() const { return "/api/v1/namespaces/" + shared->ns + "/pods/" + name; }
+
+  void create(boost::json::object manifest) {
+    auto body = boost::json::serialize(manifest);
+    std::weak_ptr<pod_run> weak = weak_from_this();
+    shared->watch->follow(name, [weak](const boost::json::object* pod, const std::string& problem) {
+      if (auto self = weak.lock()) self->changed(pod, problem);
+    });
+    // fieldValidation=Strict: a field the server does not know is an error, never silently dropped.
+    shared->creator->create("/api/v1/namespaces/" + shared->ns + "/pods?fieldValidation=Strict", std::move(body),
+                            create_answer, [weak, &io = shared->io] {
+                              asio::post(io, [weak] {
+                                if (auto self = weak.lock()) self->create_answered();
+                              });
+                            });
+    pending_timer.expires_after(std::chrono::milliseconds(shared->cfg.kubernetes_pending_timeout_ms));
+    pending_timer.async_wait([weak](std::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || self->at == stage::running || self->at == stage::ended) return;
+      self->fail("its pod " + self->name + " was still not running after kubernetes_pending_timeout_ms=" +
+                 std::to_string(self->shared->cfg.kubernetes_pending_timeout_ms) +
+                 (self->last_reason.empty() ? std::string() : " (" + self->last_reason + ")"));
+    });
+  }
+
+  void create_answered() {
+    auto& a = *create_answer;
+    // 409: a create that was retried after the answer was lost made it the first time.
+    if (a.ec && a.status != 409) return end(not_started, "Kubernetes could not create its pod: " + a.why);
+    if (at == stage::ended) return;  // killed meanwhile: kill_and_reap deleted it
+    created = true;
+    if (at == stage::creating) at = stage::pending;
+    if (pending_signal) signal(pending_signal);
+  }
+
+  void changed(const boost::json::object* pod, const std::string& problem) {
+    if (at == stage::ended) return;
+    if (!problem.empty()) return fail("the pod watch stopped: " + problem);
+    if (!pod) {
+      if (!created) return;  // the watch saw it vanish before our create was answered: not ours yet
+      // Deleted from outside (kubectl delete pod, a node drained) before it ended.
+      return end(terminated_code.value_or(-SIGKILL),
+                 terminated_code ? detail : "its pod " + name + " was deleted" + (deleting ? "" : " by someone else"));
+    }
+    created = true;
+    if (at == stage::creating) at = stage::pending;
+    auto* status = object_at(*pod, "status");
+    if (!status) return;
+    if (auto* conditions = status->if_contains("conditions"); conditions && conditions->is_array())
+      for (auto& c : conditions->as_array()) {
+        if (!c.is_object()) continue;
+        auto& co = c.as_object();
+        if (string_at(&co, "type") == "PodScheduled" && string_at(&co, "status") == "False" &&
+            string_at(&co, "reason") == "Unschedulable") {
+          last_reason = "Unschedulable: " + string_at(&co, "message");
+          if (!shared->cfg.kubernetes_autoscaling)
+            return fail("Kubernetes cannot schedule its pod " + name + ": " + string_at(&co, "message") +
+                        " (it asked for " + asked + "; set kubernetes_autoscaling=true to wait for new nodes)");
+        }
+      }
+    auto* statuses = status->if_contains("containerStatuses");
+    if (!statuses || !statuses->is_array()) return;
+    for (auto& cs : statuses->as_array()) {
+      if (!cs.is_object()) continue;
+      auto* state = object_at(cs.as_object(), "state");
+      if (!state) continue;
+      if (auto* waiting = object_at(*state, "waiting")) {
+        auto reason = string_at(waiting, "reason");
+        auto message = string_at(waiting, "message");
+        last_reason = reason + (message.empty() ? "" : ": " + message);
+        if (hopeless(reason)) return fail("Kubernetes cannot start its pod " + name + ": " + last_reason);
+      } else if (object_at(*state, "running")) {
+        running();
+      } else if (auto* terminated = object_at(*state, "terminated")) {
+        running();  // it ran, however briefly
+        terminated_now(*terminated);
+      }
+    }
+  }
+
+  void running() {
+    if (at == stage::running || at == stage::ended) return;
+    at = stage::running;
+    pending_timer.cancel();
+    logf(log_level::debug, process_name, ": pod ", name, " runs");
+    follow_logs();
+    auto waiting = std::move(on_running);
+    on_running.clear();
+    for (auto& f : waiting) f();
+  }
+
+  /// The pod's output goes where a local child's would: this process's stdout.
+  void follow_logs() {
+    logs_open = true;
+    logs_stream = shared->client->stream(
+        path() + "/log?follow=true&container=" + std::string(container_name), std::chrono::milliseconds(0),
+        {"get", "pods/log"},
+        [self = shared_from_this()](std::string_view line) {
+          std::string text(line);
+          text += '\n';
+          for (std::size_t done = 0; done < text.size();) {
+            auto n = ::write(1, text.data() + done, text.size() - done);
+            if (n <= 0) break;
+            done += static_cast<std::size_t>(n);
+          }
+          self->output_tail += text;
+          if (self->output_tail.size() > 2048) self->output_tail.erase(0, self->output_tail.size() - 2048);
+        },
+        [self = shared_from_this()](std::error_code, long, std::string) {
+          self->logs_open = false;
+          self->logs_stream = 0;
+          if (self->terminated_code) self->finish();
+        });
+  }
+
+  void terminated_now(const boost::json::object& t) {
+    if (terminated_code) return;
+    auto* exit = t.if_contains("exitCode");
+    int c = exit && exit->is_int64() ? static_cast<int>(exit->as_int64()) : not_started;
+    // The container reports death by signal N as 128 + N; fiber reports -N on every backend.
+    if (c > 128 && c <= 128 + 64) c = -(c - 128);
+    terminated_code = c;
+    auto reason = string_at(&t, "reason");
+    if (reason == "OOMKilled")
+      detail = "OOMKilled: its pod " + name + " used more memory than its limit (memory_mb)";
+    else if (c != 0 && !reason.empty() && reason != "Error" && reason != "Completed")
+      detail = reason + (string_at(&t, "message").empty() ? "" : ": " + string_at(&t, "message"));
+    if (!logs_open) return finish();
+    // The log stream closes right after the container stops; its last lines explain a failure.
+    logs_grace.expires_after(std::chrono::seconds(1));
+    logs_grace.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (!ec) self->finish();
+    });
+  }
+
+  void finish() {
+    if (at == stage::ended) return;
+    logs_grace.cancel();
+    if (detail.empty() && *terminated_code != 0 && !output_tail.empty()) {
+      auto tail = output_tail;
+      while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+      detail = "its last output: " + tail;
+    }
+    remove_then(0, [self = shared_from_this()] { self->end(*self->terminated_code, self->detail); });
+  }
+
+  void fail(std::string why) {
+    logf(log_level::debug, process_name, ": ", why);
+    remove_then(0, [self = shared_from_this(), why = std::move(why)]() mutable { self->end(not_started, std::move(why)); });
+  }
+
+  void end(int exit_code, std::string why) {
+    if (at == stage::ended) return;
+    at = stage::ended;
+    code = exit_code;
+    detail = std::move(why);
+    pending_timer.cancel();
+    shared->watch->unfollow(name);
+    if (logs_stream) shared->client->cancel(logs_stream);
+    on_running.clear();
+    if (auto cb = std::move(on_exit)) {
+      on_exit = nullptr;
+      cb(code);
+    }
+  }
+
+  /// Deletes the pod (once it exists; a create still in flight deletes it when answered).
+  void remove(int grace_seconds) {
+    remove_then(grace_seconds, [] {});
+  }
+  /// ... and then runs `next`: a child has ended once its pod is on its way out.
+  void remove_then(int grace_seconds, unique_function<void()> next) {
+    if (!created || deleting) return next();
+    deleting = true;
+    shared->client->call(
+        "DELETE", path(), delete_body(grace_seconds), {"delete", "pods"},
+        [name = name, next = std::move(next)](std::error_code ec, long status, boost::json::value, std::string why) mutable {
+          if (ec && status != 404) logf(log_level::warn, "could not delete pod ", name, ": ", why);
+          next();
+        },
+        /*limited=*/true);
+  }
+
+  void signal(int sig) {
+    if (at == stage::ended) return;
+    if (!created) {
+      if (pending_signal != SIGKILL) pending_signal = sig;
+      return;
+    }
+    if (sig == SIGKILL || sig == SIGTERM) {
+      // Deleting is how Kubernetes stops a pod: SIGTERM, then SIGKILL after the grace period.
+      int grace = sig == SIGKILL ? 0 : (shared->cfg.terminate_grace_ms + 999) / 1000;
+      deleting = false;  // a SIGKILL after a SIGTERM shortens the grace
+      return remove(grace);
+    }
+    logf(log_level::warn, "signal ", sig, " cannot be sent to ", process_name,
+         ": Kubernetes stops pods (SIGTERM, SIGKILL) and sends no other signals");
+  }
+};
+
+class kubernetes_job final : public job {
+ public:
+  explicit kubernetes_job(std::shared_ptr<pod_run> run) : run_(std::move(run)) {}
+  ~kubernetes_job() override { kill_and_reap(); }
+
+  int pid() const noexcept override { return run_->pid.load(); }
+  void on_exit(unique_function<void(int)> cb) override {
+    if (run_->at == pod_run::stage::ended) return cb(run_->code);
+    run_->on_exit = std::move(cb);
+  }
+  void signal(int sig) noexcept override {
+    asio::post(run_->shared->io, [run = run_, sig] { run->signal(sig); });
+  }
+  void kill_and_reap() noexcept override {
+    if (run_->at == pod_run::stage::ended || reaped_.exchange(true)) return;
+    // Reaped means gone: deleted now, whether or not the loop runs again (a create in flight is
+    // waited for first).
+    asio::post(run_->shared->io, [run = run_] {
+      run->on_exit = nullptr;  // the caller reports the kill itself
+      run->end(-SIGKILL, {});
+    });
+    run_->create_answer->wait();
+    if (run_->create_answer->ec && run_->create_answer->status != 409) return;  // never created
+    auto r = run_->shared->blocking->call("DELETE", run_->path(), delete_body(0), {"delete", "pods"});
+    if (r.ec && r.status != 404) logf(log_level::warn, "could not delete pod ", run_->name, ": ", r.why);
+  }
+  std::string exit_detail() const override { return run_->detail; }
+  void when_running(unique_function<void()> f) override {
+    if (run_->at == pod_run::stage::running) return f();
+    run_->on_running.push_back(std::move(f));
+  }
+  void reported_pid(int pid) override { run_->pid = pid; }
+
+ private:
+  std::shared_ptr<pod_run> run_;
+  std::atomic<bool> reaped_{false};
+};
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+class kubernetes_backend final : public tcp_backend {
+ public:
+  kubernetes_backend(asio::io_context& io, const fiber::config& cfg, std::string job_id)
+      : io_(io), job_id_(std::move(job_id)) {
+    if (cfg.image.empty())
+      throw error(errc::config_error,
+                  "backend=kubernetes needs an image: set the config key 'image' (FIBER_IMAGE) to an image the "
+                  "cluster can pull that holds this program at the same path");
+    auto where = find_access(cfg);
+    shared_ = std::make_shared<pods_shared>(pods_shared{io, cfg, {}, job_id_, nullptr, nullptr, nullptr, {}});
+    auto& s = *shared_;
+    s.ns = !cfg.kubernetes_namespace.empty() ? cfg.kubernetes_namespace
+           : !where.namespace_.empty()       ? where.namespace_
+                                             : "default";
+    s.settings.image = cfg.image;
+    s.settings.gpu_resource = cfg.kubernetes_gpu_resource;
+    s.settings.service_account = cfg.kubernetes_service_account;
+    s.settings.volumes = parse_volumes(cfg.volumes);
+    s.settings.grace_seconds = (cfg.terminate_grace_ms + 999) / 1000;
+    if (!cfg.kubernetes_pod_patch.empty()) {
+      boost::system::error_code ec;
+      s.settings.patch = boost::json::parse(cfg.kubernetes_pod_patch, ec);
+      if (ec || !s.settings.patch.is_object())
+        throw error(errc::config_error, "config key 'kubernetes_pod_patch': not a JSON object (" +
+                                            (ec ? ec.message() : std::string("another JSON value")) +
+                                            "); write a JSON merge patch such as {\"spec\":{\"nodeSelector\":{...}}}");
+    }
+    if (where.in_cluster) {
+      // The master runs in a pod: it listens on the pod's IP, and its workers are its dependents.
+      auto ip = env_or_empty("FIBER_POD_IP");
+      if (ip.empty() && cfg.master_address.empty())
+        throw error(errc::config_error,
+                    "this master runs in a Kubernetes pod but does not know the pod's IP: give the pod the "
+                    "environment variable FIBER_POD_IP from the downward API (valueFrom.fieldRef.fieldPath: "
+                    "status.podIP), or set the config key 'master_address'");
+      bind_host_ = advertise_host_ = cfg.master_address.empty() ? ip : cfg.master_address;
+      if (!cfg.master_address.empty()) bind_host_ = "0.0.0.0";
+      auto pod = env_or_empty("FIBER_POD_NAME"), uid = env_or_empty("FIBER_POD_UID");
+      if (!pod.empty() && !uid.empty()) s.settings.owner = owner_pod{pod, uid};
+    } else {
+      if (cfg.master_address.empty())
+        throw error(errc::config_error,
+                    "backend=kubernetes with the master outside the cluster needs the config key 'master_address' "
+                    "(FIBER_MASTER_ADDRESS): an address of this machine that pods can reach (or run the master in "
+                    "a pod: fiber run)");
+      advertise_host_ = cfg.master_address;
+      bind_host_ = "0.0.0.0";
+      s.settings.master_mark = master_mark();
+    }
+    s.blocking = std::make_shared<blocking_api>(where);
+    // First contact: the server answers, the credentials hold, and listing pods is allowed.
+    auto first = s.blocking->call("GET",
+                                  "/api/v1/namespaces/" + s.ns + "/pods?limit=1&labelSelector=" +
+                                      url_encode(std::string(managed_by_label) + "=fiber"),
+                                  {}, {"list", "pods"});
+    if (first.ec) throw error(errc::backend_unavailable, first.why);
+    if (!where.in_cluster) remove_orphans(*s.blocking);
+    s.client = std::make_unique<api>(io, where, cfg.kubernetes_qps, cfg.kubernetes_burst);
+    s.creator = std::make_unique<pod_creator>(where, cfg.kubernetes_qps, cfg.kubernetes_burst);
+    s.watch = std::make_shared<pod_watch>(io, *s.client, s.ns, std::string(job_label) + "=" + label_value(job_id_));
+    asio::post(io, [watch = s.watch] { watch->start(); });
+    logf(log_level::debug, "kubernetes backend: namespace ", s.ns, " through ", where.source);
+  }
+
+  ~kubernetes_backend() override {
+    auto& s = *shared_;
+    s.creator.reset();  // creates in flight finish
+    s.watch->stop();
+    // Whatever this master started and did not see deleted goes now, running or not.
+    auto r = s.blocking->call("DELETE",
+                              "/api/v1/namespaces/" + s.ns + "/pods?labelSelector=" +
+                                  url_encode(std::string(job_label) + "=" + label_value(job_id_)),
+                              delete_body(0), {"deletecollection", "pods"});
+    if (r.ec) logf(log_level::warn, "could not delete the pods of job ", job_id_, ": ", r.why);
+  }
+
+  std::string name() const override { return "kubernetes"; }
+
+  std::unique_ptr<job> spawn(const spawn_spec& spec) override {
+    auto pod = pod_name(job_id_, ++spawned_, spec.name);
+    auto manifest = pod_manifest(shared_->settings, spec, pod, job_id_);
+    logf(log_level::debug, "starting ", spec.name, " as pod ", pod, " of ", shared_->settings.image);
+    auto run = std::make_shared<pod_run>(shared_, spec.name, pod);
+    run->asked = "cpu " + std::to_string(spec.cpu) + (spec.memory_mb ? ", memory " + std::to_string(spec.memory_mb) + "Mi" : "") +
+                 (spec.gpu ? ", " + std::to_string(spec.gpu) + " " + shared_->settings.gpu_resource : "");
+    asio::post(io_, [run, manifest = std::move(manifest)]() mutable { run->create(std::move(manifest)); });
+    return std::make_unique<kubernetes_job>(std::move(run));
+  }
+
+ private:
+  /// Pods of masters on this machine that are gone (killed before they could clean up).
+  void remove_orphans(blocking_api& b) {
+    auto& s = *shared_;
+    auto r = b.call("GET",
+                    "/api/v1/namespaces/" + s.ns + "/pods?labelSelector=" +
+                        url_encode(std::string(managed_by_label) + "=fiber"),
+                    {}, {"list", "pods"});
+    if (r.ec || !r.body.is_object()) return;
+    auto prefix = this_host() + ":";
+    auto* items = r.body.as_object().if_contains("items");
+    if (!items || !items->is_array()) return;
+    for (auto& item : items->as_array()) {
+      if (!item.is_object()) continue;
+      auto* meta = object_at(item.as_object(), "metadata");
+      auto owner = string_at(meta ? object_at(*meta, "annotations") : nullptr, master_annotation);
+      if (!owner.starts_with(prefix)) continue;
+      int pid = std::atoi(owner.c_str() + prefix.size());
+      if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+      auto name = string_at(meta, "name");
+      logf(log_level::info, "deleting pod ", name, ", left by a fiber master that ended without cleanup");
+      b.call("DELETE", "/api/v1/namespaces/" + s.ns + "/pods/" + name, delete_body(0), {"delete", "pods"});
+    }
+  }
+
+  asio::io_context& io_;
+  std::string job_id_;
+  std::shared_ptr<pods_shared> shared_;
+  std::uint64_t spawned_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_kubernetes_backend(asio::io_context& io, const fiber::config& cfg,
+                                                 const std::string& job_id) {
+  return std::make_unique<kubernetes_backend>(io, cfg, job_id);
+}
+
+}  // namespace fiber::detail

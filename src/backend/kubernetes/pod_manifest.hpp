@@ -1,0 +1,51 @@
+// The pod a child runs in: names Kubernetes accepts, labels, resources, volumes, the downward API,
+// the owner, and the user's patch for what the config keys do not cover.
+#pragma once
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "fiber/config.hpp"
+
+namespace fiber::detail::kube {
+
+/// The master's own pod, when it runs in one: its workers are owned by it.
+struct owner_pod {
+  std::string name, uid;
+};
+
+struct pod_settings {
+  std::string image;
+  std::string gpu_resource = "nvidia.com/gpu";
+  std::string service_account;
+  std::vector<volume> volumes;        // a source starting with '/' is a hostPath, else a claim
+  boost::json::value patch;           // a JSON merge patch; null: none
+  std::optional<owner_pod> owner;
+  std::string master_mark;            // annotation fiber.master: host:pid of a master outside pods
+  int grace_seconds = 2;              // terminationGracePeriodSeconds
+};
+
+/// Label keys every worker pod carries.
+inline constexpr const char* managed_by_label = "app.kubernetes.io/managed-by";
+inline constexpr const char* job_label = "fiber.job";
+inline constexpr const char* process_label = "fiber.process";
+inline constexpr const char* master_annotation = "fiber.master";
+/// The container's name in every worker pod.
+inline constexpr const char* container_name = "worker";
+
+/// A valid label value from any text (at most 63 of [A-Za-z0-9_.-], alphanumeric at both ends).
+std::string label_value(const std::string& text);
+/// A pod name (a DNS-1123 label, so it also serves as the pod's host name): fiber-<job>-<n>-<process>,
+/// lower-cased, other characters as '-', cut to 63.
+std::string pod_name(const std::string& job_id, std::uint64_t n, const std::string& process);
+
+boost::json::object pod_manifest(const pod_settings& settings, const spawn_spec& spec, const std::string& name,
+                                 const std::string& job_id);
+
+/// RFC 7386: objects merge key by key, null deletes, anything else replaces.
+void merge_patch(boost::json::value& target, const boost::json::value& patch);
+
+}  // namespace fiber::detail::kube
