@@ -11,21 +11,6 @@ namespace fiber::detail {
 namespace {
 constexpr const char* api = "/v1.41";
 
-std::string percent_encode(std::string_view s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
-
 /// The engine's message from an error body ({"message": "..."}), or the body itself.
 std::string engine_message(const http_response& r) {
   boost::system::error_code ec;

@@ -42,6 +42,21 @@ const std::error_category& curl_category() noexcept {
   return c;
 }
 
+std::string percent_encode(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
 boost::json::value http_response::json() const {
   boost::system::error_code ec;
   auto v = boost::json::parse(body, ec);

@@ -51,6 +51,10 @@ struct http_response {
   std::string what;  // "METHOD url", for messages
 };
 
+/// `text` for a URL's path segment or query value: RFC 3986's unreserved characters kept, every
+/// other byte as %XX.
+std::string percent_encode(std::string_view text);
+
 /// libcurl's error codes as std::error_code (category "curl").
 const std::error_category& curl_category() noexcept;
 

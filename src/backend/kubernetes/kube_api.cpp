@@ -24,21 +24,6 @@ std::string trimmed(std::string s, std::size_t most = 300) {
 
 }  // namespace
 
-std::string url_encode(std::string_view text) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
-
 std::string status_message(const boost::json::value& body) {
   if (!body.is_object()) return {};
   auto& o = body.as_object();

@@ -72,9 +72,6 @@ class api {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
-/// `text` for a URL's query (RFC 3986 unreserved characters kept, the rest %XX).
-std::string url_encode(std::string_view text);
-
 /// A name's value for a Kubernetes `Status` body: `message` when the body is one, else "".
 std::string status_message(const boost::json::value& body);
 

@@ -480,7 +480,7 @@ class kubernetes_backend final : public tcp_backend {
     // First contact: the server answers, the credentials hold, and listing pods is allowed.
     auto first = s.blocking->call("GET",
                                   "/api/v1/namespaces/" + s.ns + "/pods?limit=1&labelSelector=" +
-                                      url_encode(std::string(managed_by_label) + "=fiber"),
+                                      percent_encode(std::string(managed_by_label) + "=fiber"),
                                   {}, {"list", "pods"});
     if (first.ec) throw error(errc::backend_unavailable, first.why);
     if (!where.in_cluster) remove_orphans(*s.blocking);
@@ -498,7 +498,7 @@ class kubernetes_backend final : public tcp_backend {
     // Whatever this master started and did not see deleted goes now, running or not.
     auto r = s.blocking->call("DELETE",
                               "/api/v1/namespaces/" + s.ns + "/pods?labelSelector=" +
-                                  url_encode(std::string(job_label) + "=" + label_value(job_id_)),
+                                  percent_encode(std::string(job_label) + "=" + label_value(job_id_)),
                               delete_body(0), {"deletecollection", "pods"});
     if (r.ec) logf(log_level::warn, "could not delete the pods of job ", job_id_, ": ", r.why);
   }
@@ -522,7 +522,7 @@ class kubernetes_backend final : public tcp_backend {
     auto& s = *shared_;
     auto r = b.call("GET",
                     "/api/v1/namespaces/" + s.ns + "/pods?labelSelector=" +
-                        url_encode(std::string(managed_by_label) + "=fiber"),
+                        percent_encode(std::string(managed_by_label) + "=fiber"),
                     {}, {"list", "pods"});
     if (r.ec || !r.body.is_object()) return;
     auto prefix = this_host() + ":";

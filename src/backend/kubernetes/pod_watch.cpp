@@ -51,7 +51,7 @@ void pod_watch::follow(const std::string& pod, on_change f) {
 void pod_watch::list() {
   if (stopped_) return;
   ++lists_;
-  api_.call("GET", "/api/v1/namespaces/" + ns_ + "/pods?labelSelector=" + url_encode(selector_), {},
+  api_.call("GET", "/api/v1/namespaces/" + ns_ + "/pods?labelSelector=" + percent_encode(selector_), {},
             {"list", "pods"},
             [self = shared_from_this()](std::error_code ec, long status, boost::json::value body, std::string why) {
               if (self->stopped_) return;
@@ -76,7 +76,7 @@ void pod_watch::watch() {
   ++watches_;
   int seconds = watch_seconds();
   auto path = "/api/v1/namespaces/" + ns_ + "/pods?watch=1&allowWatchBookmarks=true&labelSelector=" +
-              url_encode(selector_) + "&resourceVersion=" + url_encode(rv_) + "&timeoutSeconds=" + std::to_string(seconds);
+              percent_encode(selector_) + "&resourceVersion=" + percent_encode(rv_) + "&timeoutSeconds=" + std::to_string(seconds);
   relist_ = false;
   stream_ = api_.stream(
       path, std::chrono::seconds(seconds) + silence_margin, {"watch", "pods"},
