@@ -97,6 +97,9 @@ std::vector<volume> parse_volumes(std::string_view text) {
       if (mode != "ro" && mode != "rw") bad_value("volumes", entry, "mode ro or rw after the second ':'");
     }
     v.read_only = mode == "ro";
+    // A host path with no target is almost always a slip for "/data:/data": say so.
+    if (rest.empty() && v.source.starts_with('/'))
+      bad_value("volumes", entry, "'/host/path:/path/in/container[:ro]' (only a volume or claim name may leave out the path)");
     v.target = rest.empty() ? std::string(default_volume_target) : std::string(rest);
     if (!v.target.starts_with('/')) bad_value("volumes", entry, "an absolute path in the container after the ':'");
     out.push_back(std::move(v));
