@@ -79,6 +79,15 @@ TEST_F(config_test, unknown_key_in_environment) {
   expect_config_error([] { (void)fiber::config::load(); }, "FIBER_NO_SUCH_KEY");
 }
 
+TEST_F(config_test, a_pods_downward_api_variables_are_not_keys) {
+  // What a master in a Kubernetes pod is given about its pod (docs/backends.md).
+  setenv("FIBER_POD_NAME", "master-0", 1);
+  setenv("FIBER_POD_IP", "10.1.2.3", 1);
+  EXPECT_NO_THROW((void)fiber::config::load());
+  unsetenv("FIBER_POD_NAME");
+  unsetenv("FIBER_POD_IP");
+}
+
 TEST_F(config_test, unknown_key_in_code) {
   expect_config_error([] { (void)fiber::config::load({{"backnd", "local"}}); }, "backnd");
 }

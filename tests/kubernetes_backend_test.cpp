@@ -12,6 +12,8 @@
 #include <fstream>
 #include <numeric>
 
+#include "backend/kubernetes/pod_watch.hpp"
+#include "docker_support.hpp"
 #include "kubernetes_support.hpp"
 #include "support.hpp"
 
@@ -201,6 +203,117 @@ TEST_F(kubernetes_double, kubectl_lists_reads_logs_of_and_deletes_the_pods_of_a_
   auto squares = std::move(rest).get();
   for (std::size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(squares[i], xs[i] * xs[i]);
   EXPECT_GE(p.stats().workers_lost, 1u);
+}
+
+TEST_F(kubernetes_double, deleting_a_master_pod_deletes_its_workers_through_owner_references) {
+  // A master in a pod (tests/orphan_master.cpp: starts one child, then waits) makes itself its
+  // workers' owner; deleting its pod leaves the rest to Kubernetes' garbage collector (the
+  // double's, modelled on the real one), whatever the master could do.
+  std::string build = FIBER_TEST_BUILD_DIR;
+  auto master = "fiber-test-gc-master-" + std::to_string(::getpid());
+  auto field = [](const char* name, const char* path) {
+    return boost::json::object{{"name", name}, {"valueFrom", {{"fieldRef", {{"fieldPath", path}}}}}};
+  };
+  boost::json::array env{
+      boost::json::object{{"name", "FIBER_BACKEND"}, {"value", "kubernetes"}},
+      boost::json::object{{"name", "FIBER_IMAGE"}, {"value", fiber_test::test_image}},
+      boost::json::object{{"name", "FIBER_VOLUMES"}, {"value", "/usr:/usr:ro,/tmp:/tmp," + build + ":" + build + ":ro"}},
+      field("FIBER_POD_NAME", "metadata.name"), field("FIBER_POD_UID", "metadata.uid"),
+      field("FIBER_POD_IP", "status.podIP")};
+  boost::json::array mounts, volumes;
+  for (auto [name, path] : {std::pair<std::string, std::string>{"usr", "/usr"}, {"tmp", "/tmp"}, {"build", build}}) {
+    mounts.push_back({{"name", name}, {"mountPath", path}});
+    volumes.push_back({{"name", name}, {"hostPath", {{"path", path}}}});
+  }
+  boost::json::object pod{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", master}, {"labels", {{"fiber.test", master}}}}},
+      {"spec",
+       {{"restartPolicy", "Never"},
+        {"shareProcessNamespace", true},
+        {"containers", boost::json::array{{{"name", "master"},
+                                           {"image", fiber_test::test_image},
+                                           {"command", boost::json::array{FIBER_TEST_ORPHAN_MASTER}},
+                                           {"env", env},
+                                           {"volumeMounts", mounts}}}},
+        {"volumes", volumes}}}};
+  auto created = fiber_test::kube_call("POST", "/api/v1/namespaces/default/pods", boost::json::serialize(pod));
+  ASSERT_FALSE(created.ec) << created.why;
+  struct remove_master {
+    std::string name;
+    ~remove_master() { fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/pods/" + name, R"({"gracePeriodSeconds":0})"); }
+  } guard{master};
+
+  auto owned_by_master = [&](const boost::json::object& p) {
+    auto* refs = p.at("metadata").as_object().if_contains("ownerReferences");
+    if (!refs) return false;
+    for (auto& r : refs->as_array())
+      if (r.at("kind").as_string() == "Pod" && r.at("name").as_string() == master &&
+          r.at("uid").as_string() == created.body.at("metadata").at("uid").as_string())
+        return true;
+    return false;
+  };
+  std::string worker;
+  ASSERT_TRUE(fiber_test::await_pods("app.kubernetes.io/managed-by=fiber", [&](const auto& pods) {
+    for (auto& [name, p] : pods)
+      if (owned_by_master(p) && p.at("status").as_object().if_contains("podIP")) worker = name;
+    return !worker.empty();
+  })) << "the master in pod " << master << " started no worker that names it as owner";
+
+  auto deleted = fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/pods/" + master, R"({"gracePeriodSeconds":0})");
+  ASSERT_FALSE(deleted.ec) << deleted.why;
+  EXPECT_TRUE(fiber_test::await_pods("app.kubernetes.io/managed-by=fiber",
+                                     [&](const auto& pods) { return !pods.contains(worker); }))
+      << "worker pod " << worker << " outlived its master's pod";
+}
+
+TEST_F(kubernetes_double, a_watch_reconnecting_after_the_token_rotated_reads_it_again) {
+  // A master's watch is often its only request for minutes. When the server ends it after the
+  // token rotated, the new watch is refused once: the token is read again, and the watch goes on.
+  asio::io_context io;
+  auto where = fiber::detail::kube::kubeconfig_access(fiber_test::kube_double_dir() + "/kubeconfig", {});
+  fiber::detail::kube::api api(io, where, 100, 100);
+  auto mark = "watch-" + std::to_string(::getpid());
+  auto watch = std::make_shared<fiber::detail::kube::pod_watch>(io, api, "default", "fiber.test=" + mark);
+  std::string problem;
+  bool seen = false;
+  auto name = "fiber-test-" + mark;
+  watch->follow(name, [&](const boost::json::object* pod, const std::string& why) {
+    if (!why.empty()) problem = why;
+    if (pod) seen = true;
+    if (!why.empty() || pod) io.stop();
+  });
+  watch->start();
+  while (watch->watches() == 0 && io.run_one()) {
+  }
+  ASSERT_EQ(watch->watches(), 1u);
+  // While this loop is idle: the token rotates, the server ends every watch (a compaction), and
+  // a pod the watch must see appears (one no node can run: nothing starts).
+  ASSERT_FALSE(fiber_test::kube_call("POST", "/double/rotate", {}, true).ec);
+  ASSERT_FALSE(fiber_test::kube_call("POST", "/double/compact", {}, true).ec);
+  boost::json::object pod{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", name}, {"labels", {{"fiber.test", mark}}}}},
+      {"spec",
+       {{"restartPolicy", "Never"},
+        {"containers", boost::json::array{{{"name", "c"},
+                                           {"image", fiber_test::test_image},
+                                           {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}};
+  auto created = fiber_test::kube_call("POST", "/api/v1/namespaces/default/pods", boost::json::serialize(pod));
+  ASSERT_FALSE(created.ec) << created.why;
+  asio::steady_timer limit(io, std::chrono::seconds(120));  // against a hang only
+  limit.async_wait([&](std::error_code ec) {
+    if (!ec) io.stop();
+  });
+  io.restart();
+  io.run();
+  watch->stop();
+  fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/pods/" + name, R"({"gracePeriodSeconds":0})");
+  EXPECT_EQ(problem, "");
+  EXPECT_TRUE(seen);
+  EXPECT_GE(watch->lists(), 2u);  // it listed again after the refusal
 }
 
 }  // namespace

@@ -3,8 +3,12 @@
 // state folder it writes. Needs src/ on the include path.
 #pragma once
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 #include <boost/json.hpp>
+#include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -38,6 +42,12 @@ inline std::string kube_double_problem() {
   return {};
 }
 
+/// True in a pod of the double (the suites' master-in-a-pod runs, tests/kubernetes/in_pod.py).
+inline bool in_kube_pod() {
+  const char* h = std::getenv("KUBERNETES_SERVICE_HOST");
+  return h && *h;
+}
+
 struct kube_answer {
   std::error_code ec;
   long status = 0;
@@ -46,11 +56,12 @@ struct kube_answer {
 };
 
 /// One request to the double, to completion. `admin`: with the double's admin token (its
-/// /double/... controls), else with the user's kubeconfig.
+/// /double/... controls), else with the user's kubeconfig (in a pod: the pod's service account).
 inline kube_answer kube_call(const std::string& method, const std::string& path, const std::string& body = {},
                              bool admin = false) {
   asio::io_context io;
-  auto access = fiber::detail::kube::kubeconfig_access(kube_double_dir() + "/kubeconfig", {});
+  auto access = in_kube_pod() ? fiber::detail::kube::in_cluster_access()
+                              : fiber::detail::kube::kubeconfig_access(kube_double_dir() + "/kubeconfig", {});
   if (admin) access.tokens = fiber::detail::kube::token_source::fixed(read_text(kube_double_dir() + "/admin-token"));
   fiber::detail::kube::api api(io, access, 1000, 1000);
   std::optional<kube_answer> out;
@@ -60,6 +71,62 @@ inline kube_answer kube_call(const std::string& method, const std::string& path,
   while (!out && io.run_one()) {
   }
   return out ? std::move(*out) : kube_answer{std::make_error_code(std::errc::timed_out), 0, nullptr, "never answered"};
+}
+
+/// Follows the pods of namespace default that match `selector` (a list, then a watch from its
+/// resourceVersion: nothing is polled) until `done` holds for them. False when it does not
+/// within `limit`, a bound against hangs only.
+inline bool await_pods(const std::string& selector,
+                       const std::function<bool(const std::map<std::string, boost::json::object>&)>& done,
+                       std::chrono::seconds limit = std::chrono::seconds(120)) {
+  asio::io_context io;
+  auto access = in_kube_pod() ? fiber::detail::kube::in_cluster_access()
+                              : fiber::detail::kube::kubeconfig_access(kube_double_dir() + "/kubeconfig", {});
+  fiber::detail::kube::api api(io, access, 1000, 1000);
+  std::map<std::string, boost::json::object> pods;
+  std::string rv;
+  bool held = false;
+  std::uint64_t stream = 0;
+  asio::steady_timer deadline(io, limit);
+  deadline.async_wait([&](std::error_code ec) {
+    if (!ec) io.stop();
+  });
+  auto path = "/api/v1/namespaces/default/pods?labelSelector=" + fiber::detail::percent_encode(selector);
+  std::function<void()> watch = [&] {
+    stream = api.stream(
+        path + "&watch=1&timeoutSeconds=60&resourceVersion=" + rv, std::chrono::seconds(90), {"watch", "pods"},
+        [&](std::string_view line) {
+          boost::system::error_code ec;
+          auto event = boost::json::parse(line, ec);
+          if (ec || !event.is_object()) return;
+          auto& pod = event.at("object").as_object();
+          auto type = event.at("type").as_string();
+          if (type == "ERROR") return;
+          rv = pod.at("metadata").at("resourceVersion").as_string();
+          if (type == "BOOKMARK") return;
+          auto name = std::string(pod.at("metadata").at("name").as_string());
+          if (type == "DELETED") pods.erase(name);
+          else pods[name] = pod;
+          if (done(pods)) {
+            held = true;
+            io.stop();
+          }
+        },
+        [&](std::error_code, long, std::string) { watch(); });
+  };
+  api.call("GET", path, {}, {"list", "pods"}, [&](std::error_code ec, long, boost::json::value body, std::string) {
+    if (ec) return io.stop();
+    for (auto& item : body.at("items").as_array())
+      pods[std::string(item.at("metadata").at("name").as_string())] = item.as_object();
+    rv = body.at("metadata").at("resourceVersion").as_string();
+    if (done(pods)) {
+      held = true;
+      return io.stop();
+    }
+    watch();
+  });
+  io.run();
+  return held;
 }
 
 /// Pods (not being deleted) that the master `mark` (host:pid) started, by name.

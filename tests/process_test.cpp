@@ -382,6 +382,23 @@ TEST(process, children_die_with_their_master) {
     EXPECT_EQ(poll(&p, 1, 60000), 1) << "child " << child << " outlived its master";
     close(pidfd);
   }  // else it was already gone and reaped
+  if (fiber_test::on_kubernetes()) {
+    // The child's pod outlives the master, but the child in it ends: its container terminates.
+    auto owner = fiber_test::master_label();
+    owner = owner.substr(0, owner.rfind(':') + 1) + std::to_string(master);
+    EXPECT_TRUE(fiber_test::await_pods("app.kubernetes.io/managed-by=fiber", [&](const auto& pods) {
+      int seen = 0;
+      for (auto& [name, pod] : pods) {
+        auto* ann = pod.at("metadata").as_object().if_contains("annotations");
+        if (!ann || !ann->as_object().contains("fiber.master") || ann->at("fiber.master").as_string() != owner)
+          continue;
+        auto phase = pod.at("status").at("phase").as_string();
+        if (phase != "Succeeded" && phase != "Failed") return false;
+        ++seen;
+      }
+      return seen == 1;
+    })) << "the child's pod kept running after its master was killed";
+  }
   if (fiber_test::on_docker() || fiber_test::on_slurm() || fiber_test::on_kubernetes()) {
     // Its container (its pod, its Slurm job, if it has not ended with it) stays until the next
     // master on this machine removes what dead masters left.

@@ -1,5 +1,7 @@
 // main() of every test binary: fiber::init first (workers re-execute this binary), and a
 // listener that fails any test that leaves a child process behind.
+#include <cstdio>
+
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 
@@ -91,6 +93,7 @@ class kube_double_present : public ::testing::Environment {
     if (!fiber_test::on_kubernetes()) return;
     if (auto why = fiber_test::kube_double_problem(); !why.empty())
       FIBER_TEST_ENGINE_MISSING("Kubernetes API double", "for the kubernetes run of this suite: " + why);
+    if (fiber_test::in_kube_pod()) return;  // this master runs in the test image already
     asio::io_context io;
     fiber::detail::docker_engine engine(io);
     if (auto why = fiber_test::prepare_test_image(io, engine); !why.empty())
@@ -107,6 +110,15 @@ class slurm_cluster_present : public ::testing::Environment {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (std::getenv("FIBERTEST_PREPARE_IMAGE")) {
+    // For runners that start this binary in a container or pod of the test image: make sure
+    // the engine has it, and nothing else.
+    asio::io_context io;
+    fiber::detail::docker_engine engine(io);
+    auto why = fiber_test::prepare_test_image(io, engine);
+    if (!why.empty()) std::fprintf(stderr, "cannot prepare %s: %s\n", fiber_test::test_image, why.c_str());
+    return why.empty() ? 0 : 1;
+  }
   choose_backend();
   fiber::init(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);

@@ -769,10 +769,9 @@ class cluster:
         for p in self.s.items("pods", ns):
             refs = [r for r in p["metadata"].get("ownerReferences") or [] if r.get("kind") == "Pod"]
             if refs and all(r.get("uid") not in uids for r in refs) and "deletionTimestamp" not in p["metadata"]:
+                # Background propagation: an ordinary delete, the pod's own grace period.
                 log("garbage collector: deleting", p["metadata"]["name"], "(its owner is gone)")
-                p["metadata"]["deletionTimestamp"] = now()
-                p["metadata"]["deletionGracePeriodSeconds"] = p["spec"].get("terminationGracePeriodSeconds", 30)
-                self.s.modify("pods", p)
+                self.delete_pod(ns, p["metadata"]["name"], uid=p["metadata"]["uid"])
 
     def gc_loop(self):
         while True:

@@ -474,8 +474,10 @@ class kubernetes_backend final : public tcp_backend {
                     "a pod: fiber run)");
       advertise_host_ = cfg.master_address;
       bind_host_ = "0.0.0.0";
-      s.settings.master_mark = master_mark();
     }
+    // In a pod too: a master that dies while its pod lives on (a shell in a dev pod, a crashed
+    // process under a supervisor) leaves workers that no owner reference removes.
+    s.settings.master_mark = master_mark();
     s.blocking = std::make_shared<blocking_api>(where);
     // First contact: the server answers, the credentials hold, and listing pods is allowed.
     auto first = s.blocking->call("GET",
@@ -483,7 +485,7 @@ class kubernetes_backend final : public tcp_backend {
                                       percent_encode(std::string(managed_by_label) + "=fiber"),
                                   {}, {"list", "pods"});
     if (first.ec) throw error(errc::backend_unavailable, first.why);
-    if (!where.in_cluster) remove_orphans(*s.blocking);
+    remove_orphans(*s.blocking);
     s.client = std::make_unique<api>(io, where, cfg.kubernetes_qps, cfg.kubernetes_burst);
     s.creator = std::make_unique<pod_creator>(where, cfg.kubernetes_qps, cfg.kubernetes_burst);
     s.watch = std::make_shared<pod_watch>(io, *s.client, s.ns, std::string(job_label) + "=" + label_value(job_id_));
@@ -517,7 +519,8 @@ class kubernetes_backend final : public tcp_backend {
   }
 
  private:
-  /// Pods of masters on this machine that are gone (killed before they could clean up).
+  /// Pods of masters on this machine (this pod, when the master runs in one) that are gone (killed
+  /// before they could clean up).
   void remove_orphans(blocking_api& b) {
     auto& s = *shared_;
     auto r = b.call("GET",

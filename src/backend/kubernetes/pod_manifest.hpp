@@ -24,7 +24,7 @@ struct pod_settings {
   std::vector<volume> volumes;        // a source starting with '/' is a hostPath, else a claim
   boost::json::value patch;           // a JSON merge patch; null: none
   std::optional<owner_pod> owner;
-  std::string master_mark;            // annotation fiber.master: host:pid of a master outside pods
+  std::string master_mark;            // annotation fiber.master: host:pid of the master (the pod's host name in a pod)
   int grace_seconds = 2;              // terminationGracePeriodSeconds
 };
 

@@ -92,6 +92,7 @@ void pod_watch::watch() {
 }
 
 void pod_watch::line(std::string_view text) {
+  renewed_ = false;  // the server took the stream's token
   boost::system::error_code ec;
   auto v = boost::json::parse(text, ec);
   if (ec || !v.is_object()) return logf(log_level::warn, "the pod watch got a line that is not JSON: ", std::string(text.substr(0, 200)));
@@ -129,6 +130,13 @@ void pod_watch::deliver(const std::string& name, const boost::json::object* pod)
 }
 
 void pod_watch::retry_later(const std::string& why, long status) {
+  if (status == 401 && !renewed_ && api_.where().tokens->can_renew()) {
+    // The token rotated since it was last read (a watch reconnecting after its server ended it
+    // has made no other request that would have noticed): the stream marked it refused, so
+    // the next request reads it again.
+    renewed_ = true;
+    return list();
+  }
   // Forbidden and refused credentials do not mend by waiting: every child hears of it.
   if (status == 401 || status == 403) return give_up(why);
   ++failures_;

@@ -49,6 +49,7 @@ class pod_watch : public std::enable_shared_from_this<pod_watch> {
   asio::steady_timer retry_;
   int failures_ = 0;
   bool stopped_ = false, relist_ = false;
+  bool renewed_ = false;  // a 401 was answered by reading the token again; another gives up
   std::string problem_;
 };
 
