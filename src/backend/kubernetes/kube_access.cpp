@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "backend/command.hpp"
@@ -207,22 +208,27 @@ access kubeconfig_access(const std::string& path, const std::string& context) {
     auto v = n[key];
     return v && v.IsScalar() ? v.as<std::string>() : std::string();
   };
-  auto named = [&](const char* list, const std::string& name, const char* inner) -> YAML::Node {
-    for (const auto& item : root[list])
+  // A default YAML::Node is a defined null, not "absent": absence is an empty optional.
+  auto named = [&](const char* list, const std::string& name, const char* inner) -> std::optional<YAML::Node> {
+    const YAML::Node& all = root;  // a const lookup adds nothing to the document
+    for (const auto& item : all[list])
       if (str(item, "name") == name) return item[inner];
-    return {};
+    return std::nullopt;
   };
   auto ctx_name = context.empty() ? str(root, "current-context") : context;
   if (ctx_name.empty())
     config_problem("the kubeconfig " + path +
                    " has no current-context: set one (kubectl config use-context NAME) or the config key "
                    "'kubernetes_context'");
-  auto ctx = named("contexts", ctx_name, "context");
-  if (!ctx)
+  auto found_ctx = named("contexts", ctx_name, "context");
+  if (!found_ctx)
     config_problem("the kubeconfig " + path + " has no context '" + ctx_name + "'" +
                    (context.empty() ? "" : " (from the config key 'kubernetes_context')"));
-  auto cluster = named("clusters", str(ctx, "cluster"), "cluster");
-  if (!cluster) config_problem("the kubeconfig " + path + " has no cluster '" + str(ctx, "cluster") + "' (context " + ctx_name + ")");
+  auto ctx = *found_ctx;
+  auto found_cluster = named("clusters", str(ctx, "cluster"), "cluster");
+  if (!found_cluster)
+    config_problem("the kubeconfig " + path + " has no cluster '" + str(ctx, "cluster") + "' (context " + ctx_name + ")");
+  auto cluster = *found_cluster;
   access a;
   a.source = "the kubeconfig " + path + ", context " + ctx_name;
   a.server = str(cluster, "server");
@@ -233,9 +239,10 @@ access kubeconfig_access(const std::string& path, const std::string& context) {
   a.insecure = str(cluster, "insecure-skip-tls-verify") == "true";
   a.namespace_ = str(ctx, "namespace");
   auto user_name = str(ctx, "user");
-  auto user = named("users", user_name, "user");
-  if (!user_name.empty() && !user) config_problem("the kubeconfig " + path + " has no user '" + user_name + "'");
-  if (user) {
+  auto found_user = named("users", user_name, "user");
+  if (!user_name.empty() && !found_user) config_problem("the kubeconfig " + path + " has no user '" + user_name + "'");
+  if (found_user) {
+    auto user = *found_user;
     if (auto d = str(user, "client-certificate-data"); !d.empty()) a.cert_pem = base64_decode(d, "client-certificate-data");
     if (auto d = str(user, "client-key-data"); !d.empty()) a.key_pem = base64_decode(d, "client-key-data");
     a.cert_file = relative(str(user, "client-certificate"));
