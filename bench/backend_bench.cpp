@@ -4,6 +4,9 @@
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
 
+#include <chrono>
+#include <thread>
+
 namespace {
 void noop() {}
 }
@@ -29,3 +32,26 @@ static void pool4_ready(benchmark::State& state) {
   }
 }
 BENCHMARK(pool4_ready)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5)->Repetitions(3);
+
+// A pool of N workers started, then left idle for S seconds: what an engine's API sees of a
+// pool beyond its start (bench/compare/run.sh kubernetes counts the requests in each phase from
+// the API double's log by these wall-clock marks). Not in the default runs: select it with
+// --benchmark_filter=pool_idle.
+static double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+static void pool_idle(benchmark::State& state) {
+  auto workers = static_cast<int>(state.range(0));
+  auto idle = std::chrono::seconds(state.range(1));
+  for (auto _ : state) {
+    state.counters["t_start"] = wall_seconds();
+    fiber::pool p(workers);
+    p.ready().get();
+    state.counters["t_ready"] = wall_seconds();
+    std::this_thread::sleep_for(idle);  // the phase being measured: nothing to do
+    state.counters["t_idle_end"] = wall_seconds();
+    p.terminate().get();
+    state.counters["t_end"] = wall_seconds();
+  }
+}
+BENCHMARK(pool_idle)->Args({4, 60})->Args({100, 60})->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);

@@ -219,6 +219,26 @@ TEST_F(http, a_streamed_answer_arrives_as_it_comes) {
   EXPECT_TRUE(r.body.empty());
 }
 
+TEST_F(http, a_request_started_from_a_body_callback_goes_out) {
+  // A watch event that makes its reader send a request (a pod ended: delete it) runs inside
+  // curl, where libcurl refuses to add a transfer: the client adds it from the loop instead.
+  std::optional<std::error_code> inner;
+  std::string inner_body;
+  auto [ec, r] = run({.url = srv.base() + "/stream", .timeout = std::chrono::seconds(20)}, [&](std::string_view) {
+    if (inner) return;
+    inner = std::error_code(-1, std::generic_category());  // started, not answered yet
+    client.start({.url = srv.base() + "/json"}, [&](std::error_code e, http_response answer) {
+      inner = e;
+      inner_body = answer.body;
+      srv.release.cancel();  // the stream goes on once the inner request is answered
+    });
+  });
+  ASSERT_FALSE(ec) << ec.message() << " " << r.body;
+  ASSERT_TRUE(inner);
+  EXPECT_FALSE(*inner) << inner->message() << ": " << inner_body;
+  EXPECT_NE(inner_body.find("\"/json\""), std::string::npos) << inner_body;
+}
+
 TEST_F(http, cancellation_completes_the_request_with_operation_aborted) {
   asio::cancellation_signal cancel;
   std::optional<std::error_code> result;

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Runs fiber's benchmarks beside the anchors (Python multiprocessing, raw ZeroMQ, plain sockets,
 # the Docker engine's own floor) in one go, and prints each figure with its ratio to the anchor.
-# Usage: bench/compare/run.sh [build-dir] [channels|pool|data|managers|ring|docker|slurm|all]   (default: build, all)
+# Usage: bench/compare/run.sh [build-dir] [channels|pool|data|managers|ring|docker|slurm|kubernetes|all]   (default: build, all)
 # Each part runs on its own: one that cannot run (no engine, a missing anchor, a failing
 # benchmark) says what it could not do, the others still run, and the script then exits 1.
-# The docker part starts a Docker engine through scripts/engines.sh and stops it again if it did.
+# The docker, slurm and kubernetes parts start their engines through scripts/engines.sh and stop
+# again what they started.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd) || { echo "no build folder ${1:-$root/build}: run scripts/build.sh first" >&2; exit 2; }
 what=${2:-all}
-case "$what" in channels|pool|data|managers|ring|docker|slurm|all) ;; *) echo "unknown part '$what' (channels|pool|data|managers|ring|docker|slurm|all)" >&2; exit 2 ;; esac
+case "$what" in channels|pool|data|managers|ring|docker|slurm|kubernetes|all) ;; *) echo "unknown part '$what' (channels|pool|data|managers|ring|docker|slurm|kubernetes|all)" >&2; exit 2 ;; esac
 anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
 tmp=$(mktemp -d)
+# The start-up benchmarks of backend_bench (pool_idle runs only in the kubernetes part).
+startup='--benchmark_filter=^(child_start_join|pool4_ready)'
 trap 'rm -rf "$tmp"' EXIT
 
 part_pool() {
@@ -119,10 +122,10 @@ part_docker() {
   # The engine's own floor: create, start, wait and remove a container running /bin/true straight
   # over the API (what `docker run --rm` costs here).
   python3 "$root/bench/compare/docker_floor.py" | tee "$tmp/floor.txt"
-  FIBER_BACKEND=local "$build/bench/backend_bench" --benchmark_report_aggregates_only=true \
+  FIBER_BACKEND=local "$build/bench/backend_bench" "$startup" --benchmark_report_aggregates_only=true \
     --benchmark_format=json >"$tmp/local.json" 2>/dev/null
   FIBER_BACKEND=docker FIBER_IMAGE=fiber-test-root:latest FIBER_VOLUMES="/usr:/usr:ro,$build:$build:ro" \
-    "$build/bench/backend_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/docker.json" 2>/dev/null
+    "$build/bench/backend_bench" "$startup" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/docker.json" 2>/dev/null
   python3 - "$tmp" <<'PY3'
 import json, re, sys
 tmp = sys.argv[1]
@@ -140,6 +143,60 @@ for name, label in (("child_start_join", "child start+join"), ("pool4_ready", "P
 PY3
 }
 
+part_kubernetes() {
+  echo "== backends: kubernetes (the API double) beside docker and the double's own floor (same run)"
+  "$root/scripts/engines.sh" start docker kubernetes || return 1
+  local kube="$root/build/engines/kubernetes"
+  "$root/scripts/docker_test_image.sh"
+  python3 "$root/bench/compare/kube_floor.py" "$kube" 10 | tee "$tmp/floor.txt"
+  python3 "$root/bench/compare/docker_floor.py" | tee -a "$tmp/floor.txt"
+  local volumes="/usr:/usr:ro,$build:$build:ro"
+  FIBER_BACKEND=docker FIBER_IMAGE=fiber-test-root:latest FIBER_VOLUMES="$volumes" \
+    "$build/bench/backend_bench" "$startup" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/docker.json" 2>/dev/null
+  # Each benchmark in a namespace of its own: the double's request log tells them apart.
+  local gateway; gateway=$(cat "$kube/gateway")
+  local kenv=(KUBECONFIG="$kube/kubeconfig" FIBER_BACKEND=kubernetes FIBER_IMAGE=fiber-test-root:latest
+              FIBER_VOLUMES="$volumes" FIBER_MASTER_ADDRESS="$gateway")
+  env "${kenv[@]}" FIBER_KUBERNETES_NAMESPACE="bench-startup-$$" "$build/bench/backend_bench" "$startup" \
+    --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/kubernetes.json" 2>/dev/null
+  env "${kenv[@]}" FIBER_KUBERNETES_NAMESPACE="bench-idle-$$" "$build/bench/backend_bench" \
+    --benchmark_filter=pool_idle --benchmark_format=json >"$tmp/idle.json" 2>/dev/null
+  curl -s --cacert "$kube/ca.crt" -H "Authorization: Bearer $(cat "$kube/admin-token")" \
+    "$(cat "$kube/url")/double/requests" >"$tmp/requests.json"
+  python3 - "$tmp" "bench-startup-$$" "bench-idle-$$" <<'PYK'
+import json, re, sys
+from collections import Counter
+tmp, ns_startup, ns_idle = sys.argv[1:4]
+def medians(path):
+    return {b["run_name"].split("/")[0]: b["real_time"] for b in json.load(open(path))["benchmarks"] if b.get("aggregate_name") == "median"}
+floor = open(f"{tmp}/floor.txt").read()
+f = lambda label: float(re.search(rf"^{label}: .*?median=([\d.]+)ms", floor, re.M).group(1))
+docker, kube = medians(f"{tmp}/docker.json"), medians(f"{tmp}/kubernetes.json")
+for name, label, kfloor, dfloor in (("child_start_join", "child start+join", "double floor", "engine floor"),
+                                    ("pool4_ready", "Pool(4) until ready", "double floor x4", "engine floor x4")):
+    k, d = kube[name], docker[name]
+    print(f"{label:20s} kubernetes {k:8.1f} ms  docker {d:8.1f} ms  kubernetes/docker {k/d:5.2f}x  "
+          f"kubernetes/double-floor {k/f(kfloor):5.2f}x  docker/engine-floor {d/f(dfloor):5.2f}x  "
+          f"(floors: double {f(kfloor):.1f} ms, engine {f(dfloor):.1f} ms)")
+requests = json.load(open(f"{tmp}/requests.json"))["requests"]
+def kind(r):
+    q = r["query"]
+    if "watch=1" in q or "watch=true" in q: return "watch"
+    if r["path"].endswith("/log"): return "log"
+    if r["method"] == "GET": return "list" if r["path"].endswith("/pods") else "get"
+    return {"POST": "create", "DELETE": "delete" if not r["path"].endswith("/pods") else "deletecollection"}.get(r["method"], r["method"])
+for b in json.load(open(f"{tmp}/idle.json"))["benchmarks"]:
+    workers = b["run_name"].split("/")[1]
+    mine = [r for r in requests if f"/namespaces/{ns_idle}/" in r["path"] + "/"]
+    phase = lambda a, z: Counter(kind(r) for r in mine if b[a] <= r["time"] < b[z])
+    start, idle, stop = phase("t_start", "t_ready"), phase("t_ready", "t_idle_end"), phase("t_idle_end", "t_end")
+    minutes = (b["t_idle_end"] - b["t_ready"]) / 60
+    fmt = lambda c: ", ".join(f"{k} {v}" for k, v in sorted(c.items())) or "none"
+    print(f"Pool({workers}): ready in {b['t_ready'] - b['t_start']:.1f} s; API requests to start: {sum(start.values())} ({fmt(start)}); "
+          f"per idle minute: {sum(idle.values()) / minutes:.1f} ({fmt(idle)}); to stop: {sum(stop.values())} ({fmt(stop)})")
+PYK
+}
+
 part_slurm() {
   echo "== backends: slurm batch jobs and steps beside Slurm's own floor (same run)"
   "$root/scripts/engines.sh" start slurm || return 1
@@ -147,12 +204,12 @@ part_slurm() {
   sinfo -h -o %T | grep -qE 'idle|mix' || { echo "the test Slurm cluster does not answer"; return 1; }
   # Batch jobs: the master outside any allocation.
   python3 "$root/bench/compare/slurm_floor.py" batch 5 | tee "$tmp/floor_batch.txt"
-  FIBER_BACKEND=slurm "$build/bench/backend_bench" --benchmark_report_aggregates_only=true \
+  FIBER_BACKEND=slurm "$build/bench/backend_bench" "$startup" --benchmark_report_aggregates_only=true \
     --benchmark_format=json >"$tmp/batch.json" 2>/dev/null
   # Steps: the floor and fiber both inside one two-node allocation.
   sbatch --wait --quiet -N2 --cpus-per-task=2 -o "$tmp/steps.out" --wrap \
     "python3 $root/bench/compare/slurm_floor.py steps 10 $build/bench/backend_bench --benchmark_list_tests=true >$tmp/floor_steps.txt &&
-     FIBER_BACKEND=slurm $build/bench/backend_bench --benchmark_report_aggregates_only=true --benchmark_format=json >$tmp/steps.json 2>/dev/null" ||
+     FIBER_BACKEND=slurm $build/bench/backend_bench '$startup' --benchmark_report_aggregates_only=true --benchmark_format=json >$tmp/steps.json 2>/dev/null" ||
     { cat "$tmp/steps.out"; return 1; }
   cat "$tmp/floor_steps.txt"
   python3 - "$tmp" <<'PY3'
@@ -266,10 +323,13 @@ started_docker=false
 [ -f "$root/build/engines/docker.pid" ] || started_docker=true
 started_slurm=false
 [ -f "$root/build/engines/slurmctld.pid" ] || started_slurm=true
-for p in pool data managers ring docker slurm channels; do
+started_kubernetes=false
+[ -f "$root/build/engines/kubernetes.pid" ] || started_kubernetes=true
+for p in pool data managers ring docker kubernetes slurm channels; do
   if [ "$what" = all ] || [ "$what" = "$p" ]; then run_part "$p"; fi
 done
 # Only stop an engine this run started (its pid file did not exist before).
+if $started_kubernetes && [ -f "$root/build/engines/kubernetes.pid" ]; then "$root/scripts/engines.sh" stop kubernetes; fi
 if $started_docker && [ -f "$root/build/engines/docker.pid" ]; then "$root/scripts/engines.sh" stop docker; fi
 if $started_slurm && [ -f "$root/build/engines/slurmctld.pid" ]; then "$root/scripts/engines.sh" stop slurm; fi
 if ((${#failed[@]})); then

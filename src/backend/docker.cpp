@@ -5,12 +5,8 @@
 #include <asio/steady_timer.hpp>
 #include <unistd.h>
 
-#include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -20,6 +16,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/docker_engine.hpp"
+#include "backend/side_thread.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 #include "core/log.hpp"
@@ -66,58 +63,36 @@ class blocking_engine {
   docker_engine engine_;
 };
 
-/// A container create, answered on the creator's thread and read on the loop's.
-struct pending_create {
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
+/// A container create's answer, given on the creator's thread and read on the loop's.
+struct container_created {
   std::error_code ec;
   std::string id, why;
-
-  void wait() {
-    std::unique_lock lock(m);
-    cv.wait(lock, [&] { return done; });
-  }
 };
+using pending_create = one_answer<container_created>;
 
 /// Creates containers on a thread of its own, several at once: the caller's loop never waits for
 /// the engine, and a job killed while its container is being created can wait for the id and
 /// remove it (a killed job is a removed container, always).
 class creator {
  public:
-  explicit creator(const std::string& host)
-      : engine_(io_, host), work_(io_.get_executor()), thread_([this] { io_.run(); }) {}
-  ~creator() {  // creates in flight finish first
-    work_.reset();
-    thread_.join();
-  }
+  explicit creator(const std::string& host) : engine_(thread_.io(), host) {}
+  ~creator() { thread_.finish(); }  // creates in flight finish while the engine still exists
 
-  /// `answered` runs on the creator's thread once `pending` is done.
+  /// `answered` runs on the creator's thread once `pending` is set.
   void create(container_spec spec, std::shared_ptr<pending_create> pending, unique_function<void()> answered) {
-    auto job = std::make_shared<std::tuple<container_spec, std::shared_ptr<pending_create>, unique_function<void()>>>(
-        std::move(spec), std::move(pending), std::move(answered));
-    asio::post(io_, [this, job] {
-      auto& [spec, pending, answered] = *job;
-      engine_.create(spec, [job](std::error_code ec, std::string id, std::string why) {
-        auto& [spec, pending, answered] = *job;
-        {
-          std::lock_guard lock(pending->m);
-          pending->ec = ec;
-          pending->id = std::move(id);
-          pending->why = std::move(why);
-          pending->done = true;
-        }
-        pending->cv.notify_all();
+    asio::post(thread_.io(), [this, spec = std::move(spec), pending = std::move(pending),
+                              answered = std::move(answered)]() mutable {
+      engine_.create(spec, [pending = std::move(pending), answered = std::move(answered)](
+                               std::error_code ec, std::string id, std::string why) mutable {
+        pending->set({ec, std::move(id), std::move(why)});
         answered();
       });
     });
   }
 
  private:
-  asio::io_context io_;
+  side_thread thread_;
   docker_engine engine_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  std::thread thread_;
 };
 
 /// A container name from the job and process names ([a-zA-Z0-9][a-zA-Z0-9_.-]*).
@@ -167,8 +142,9 @@ struct container_run : std::enable_shared_from_this<container_run> {
   }
 
   void created() {
-    if (create->ec) return end(not_started, "the Docker engine could not create its container: " + create->why);
-    id = create->id;
+    auto& made = create->wait();  // set already: this runs after the answer
+    if (made.ec) return end(not_started, "the Docker engine could not create its container: " + made.why);
+    id = made.id;
     if (at == stage::ended) return;  // killed meanwhile: kill_and_reap removed it
     at = stage::starting;
     if (pending_signal == SIGKILL || pending_signal == SIGTERM) {
@@ -309,8 +285,7 @@ class docker_job final : public job {
     run_->end(-SIGKILL, {});
     // Reaped means gone: removed now, whether or not the loop runs again (a container being
     // created is waited for first).
-    run_->create->wait();
-    auto id = run_->id.empty() ? run_->create->id : run_->id;
+    auto id = run_->id.empty() ? run_->create->wait().id : run_->id;
     if (id.empty()) return;  // the engine never created it
     try {
       run_->blocking->remove_all({id});

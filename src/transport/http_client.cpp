@@ -322,12 +322,14 @@ struct http_client::impl {
     }
     auto id = r->id;
     requests.emplace(id, std::move(r));
-    if (auto rc = curl_multi_add_handle(multi, e); rc != CURLM_OK) {
-      // Never complete inside start(): post the failure.
-      asio::post(io, [this, id, alive = alive, rc] {
-        if (*alive) finish(id, std::error_code(static_cast<int>(CURLE_FAILED_INIT), curl_category()), curl_multi_strerror(rc));
-      });
-    }
+    // Added from the loop, never here: start() is called from body callbacks (a watch event that
+    // makes its reader send a request), that is from inside curl, where libcurl refuses to add a
+    // transfer (CURLM_RECURSIVE_API_CALL). And never complete inside start().
+    asio::post(io, [this, id, e, alive = alive] {
+      if (!*alive || !requests.contains(id)) return;  // cancelled before it went out
+      if (auto rc = curl_multi_add_handle(multi, e); rc != CURLM_OK)
+        finish(id, std::error_code(static_cast<int>(CURLE_FAILED_INIT), curl_category()), curl_multi_strerror(rc));
+    });
     return id;
   }
 

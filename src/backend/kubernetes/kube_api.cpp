@@ -119,8 +119,11 @@ void api::answered(std::shared_ptr<pending> p, std::error_code ec, http_response
   };
   if (ec) {
     if (ec == asio::error::operation_aborted) return p->done(ec, 0, {}, "cancelled");
-    if (++p->failed <= max_server_retries && ec != make_error_code(errc::timeout))
+    if (++p->failed <= max_server_retries && ec != make_error_code(errc::timeout)) {
+      logf(log_level::debug, p->what.verb, " ", p->what.resource, " failed (", ec.message(), "); again in ",
+           200 * p->failed, " ms");
       return retry_after(std::chrono::milliseconds(200 * p->failed));
+    }
     return p->done(make_error_code(errc::backend_unavailable), 0, {},
                    "the Kubernetes API server at " + where_.server + " did not answer " + p->what.verb + " " +
                        p->what.resource + " (" + ec.message() + "): is it running and reachable from here? (credentials from " +

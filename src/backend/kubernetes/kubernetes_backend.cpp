@@ -7,10 +7,7 @@
 #include <asio/steady_timer.hpp>
 #include <unistd.h>
 
-#include <asio/executor_work_guard.hpp>
 #include <atomic>
-#include <condition_variable>
-#include <thread>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <cerrno>
@@ -23,6 +20,7 @@
 #include "backend/kubernetes/kube_api.hpp"
 #include "backend/kubernetes/pod_manifest.hpp"
 #include "backend/kubernetes/pod_watch.hpp"
+#include "backend/side_thread.hpp"
 #include "core/log.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
@@ -92,50 +90,32 @@ std::string delete_body(int grace_seconds) {
                                                     {"propagationPolicy", "Background"}});
 }
 
-/// A pod create, answered on the creator's thread and read on the loop's (or by a caller that
-/// must know whether the pod exists before it can delete it).
-struct pending_create {
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
+/// A pod create's answer, given on the creator's thread and read on the loop's (or by a caller
+/// that must know whether the pod exists before it can delete it).
+struct pod_created {
   std::error_code ec;
   long status = 0;
   std::string why;
-
-  void wait() {
-    std::unique_lock lock(m);
-    cv.wait(lock, [&] { return done; });
-  }
 };
+using pending_create = one_answer<pod_created>;
 
 /// Creates pods on a thread of its own, rate-limited and several at once: the caller's loop never
 /// waits for the API server, and a child killed while its pod is being created can wait for the
 /// answer and delete the pod (a killed child is a deleted pod, always).
 class pod_creator {
  public:
-  pod_creator(const access& where, double qps, int burst)
-      : api_(io_, where, qps, burst), work_(io_.get_executor()), thread_([this] { io_.run(); }) {}
-  ~pod_creator() {  // creates in flight and queued finish first
-    asio::post(io_, [this] { work_.reset(); });
-    thread_.join();
-  }
+  pod_creator(const access& where, double qps, int burst) : api_(thread_.io(), where, qps, burst) {}
+  ~pod_creator() { thread_.finish(); }  // creates in flight and queued finish while the client exists
 
-  /// `answered` runs on the creator's thread once `pending` is done.
+  /// `answered` runs on the creator's thread once `pending` is set.
   void create(std::string path, std::string body, std::shared_ptr<pending_create> pending,
               unique_function<void()> answered) {
-    asio::post(io_, [this, path = std::move(path), body = std::move(body), pending = std::move(pending),
-                     answered = std::move(answered)]() mutable {
+    asio::post(thread_.io(), [this, path = std::move(path), body = std::move(body), pending = std::move(pending),
+                              answered = std::move(answered)]() mutable {
       api_.call(
           "POST", std::move(path), std::move(body), {"create", "pods"},
           [pending, answered = std::move(answered)](std::error_code ec, long status, boost::json::value, std::string why) mutable {
-            {
-              std::lock_guard lock(pending->m);
-              pending->ec = ec;
-              pending->status = status;
-              pending->why = std::move(why);
-              pending->done = true;
-            }
-            pending->cv.notify_all();
+            pending->set({ec, status, std::move(why)});
             answered();
           },
           /*limited=*/true);
@@ -143,10 +123,8 @@ class pod_creator {
   }
 
  private:
-  asio::io_context io_;
+  side_thread thread_;
   api api_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  std::thread thread_;
 };
 
 /// What every pod of one master shares.
@@ -210,7 +188,7 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
   }
 
   void create_answered() {
-    auto& a = *create_answer;
+    auto& a = create_answer->wait();  // set already: this runs after the answer
     // 409: a create that was retried after the answer was lost made it the first time.
     if (a.ec && a.status != 409) return end(not_started, "Kubernetes could not create its pod: " + a.why);
     if (at == stage::ended) return;  // killed meanwhile: kill_and_reap deleted it
@@ -306,6 +284,7 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
     // The container reports death by signal N as 128 + N; fiber reports -N on every backend.
     if (c > 128 && c <= 128 + 64) c = -(c - 128);
     terminated_code = c;
+    logf(log_level::debug, process_name, ": pod ", name, " terminated with ", c, logs_open ? " (its log still open)" : "");
     auto reason = string_at(&t, "reason");
     if (reason == "OOMKilled")
       detail = "OOMKilled: its pod " + name + " used more memory than its limit (memory_mb)";
@@ -337,6 +316,7 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
 
   void end(int exit_code, std::string why) {
     if (at == stage::ended) return;
+    logf(log_level::debug, process_name, ": ended (pod ", name, " deleted)");
     at = stage::ended;
     code = exit_code;
     detail = std::move(why);
@@ -405,8 +385,8 @@ class kubernetes_job final : public job {
       run->on_exit = nullptr;  // the caller reports the kill itself
       run->end(-SIGKILL, {});
     });
-    run_->create_answer->wait();
-    if (run_->create_answer->ec && run_->create_answer->status != 409) return;  // never created
+    auto& made = run_->create_answer->wait();
+    if (made.ec && made.status != 409) return;  // never created
     auto r = run_->shared->blocking->call("DELETE", run_->path(), delete_body(0), {"delete", "pods"});
     if (r.ec && r.status != 404) logf(log_level::warn, "could not delete pod ", run_->name, ": ", r.why);
   }
