@@ -197,6 +197,10 @@ TEST_F(kubernetes_double, kubectl_lists_reads_logs_of_and_deletes_the_pods_of_a_
   auto rest = p.map_async(&shout_and_square, xs);
   auto deleted = run("kubectl delete pod --wait=false " + pods[0] + " " + pods[1]);
   EXPECT_NE(deleted.find("deleted"), std::string::npos) << deleted;
+  // Both pods gone (their workers with them) before the held task may finish.
+  EXPECT_TRUE(fiber_test::await_pods("fiber.job=" + ctx.job_id(), [&](const auto& now) {
+    return !now.contains(pods[0]) && !now.contains(pods[1]);
+  }));
   release.put(1).get();
   release.put(1).get();  // for the task's second run, should its first have read the first
   EXPECT_EQ(std::move(held).get(), 0);

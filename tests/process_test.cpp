@@ -2,6 +2,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include "co_test.hpp"
 #include "slurm_support.hpp"
 #include "kubernetes_support.hpp"
+#include "runtime/job_security.hpp"
 #include "support.hpp"
 
 #include <poll.h>
@@ -410,6 +412,41 @@ TEST(process, children_die_with_their_master) {
     if (fiber_test::on_slurm()) EXPECT_TRUE(fiber_test::live_slurm_jobs_of(owner).empty());
     if (fiber_test::on_kubernetes()) EXPECT_TRUE(fiber_test::pods_of(owner).empty());
   }
+}
+
+TEST(process, a_worker_that_never_reaches_its_master_exits) {
+  FIBER_TEST_LOCAL_ONLY("the worker's side alone, whatever the backend");
+  // A worker started after its master died (a pod scheduled late, a container created while
+  // the pool shut down) never connects: it gives up after heartbeat_timeout_ms like a worker
+  // that lost its master, instead of running until someone deletes it.
+  std::string endpoint;
+  {
+    asio::io_context io;
+    asio::ip::tcp::acceptor gone(io, {asio::ip::make_address("127.0.0.1"), 0});
+    endpoint = "tcp://127.0.0.1:" + std::to_string(gone.local_endpoint().port());
+  }  // closed: nothing listens there
+  auto keys = fiber::detail::job_keys::generate().for_worker(false);
+  std::vector<std::string> env_text{"FIBER_WORKER_ENDPOINT=" + endpoint, "FIBER_WORKER_KEYS=" + keys,
+                                    "FIBER_WORKER_TOKEN=7", "FIBER_WORKER_JOB=stray", "FIBER_WORKER_NAME=Stray"};
+  for (char** e = environ; *e; ++e)
+    if (!std::string_view(*e).starts_with("FIBER_")) env_text.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  auto self = std::filesystem::read_symlink("/proc/self/exe").string();
+  char* argv[] = {self.data(), nullptr};
+  pid_t worker = 0;
+  ASSERT_EQ(posix_spawn(&worker, self.c_str(), nullptr, nullptr, argv, envp.data()), 0);
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, worker, 0));
+  pollfd p{pidfd, POLLIN, 0};
+  bool ended = poll(&p, 1, 120000) == 1;  // bounded only to avoid a hang
+  close(pidfd);
+  if (!ended) kill(worker, SIGKILL);
+  EXPECT_TRUE(ended) << "the worker still waits for a master that is not there";
+  int status = 0;
+  ASSERT_EQ(waitpid(worker, &status, 0), worker);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 70);  // exit_master_lost
 }
 
 TEST(process, both_start_methods_run_children) {

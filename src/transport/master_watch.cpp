@@ -30,7 +30,9 @@ master_watch::~master_watch() {
 
 void master_watch::run(std::chrono::milliseconds timeout) {
   using clock = std::chrono::steady_clock;
-  bool down = false;
+  // Down until the first handshake: a worker whose master is already gone (it started late, or
+  // its keys are refused) never sees a disconnect, only connection retries.
+  bool down = true;
   auto down_since = clock::now();
   for (;;) {
     long wait_ms = -1;

@@ -11,8 +11,8 @@ namespace fiber::detail {
 class master_watch {
  public:
   /// Watches `socket` (the worker's connection to the master; still used by its own thread);
-  /// calls `on_lost` on the watch's thread when the connection has been down for `timeout`
-  /// (the worker exits there).
+  /// calls `on_lost` on the watch's thread when the connection has been down for `timeout`, or
+  /// not up within `timeout` of the start (the worker exits there).
   master_watch(zmq::context_t& ctx, zmq::socket_t& socket, std::chrono::milliseconds timeout, void (*on_lost)());
   ~master_watch();  // stops watching
   master_watch(const master_watch&) = delete;

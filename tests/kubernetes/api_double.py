@@ -600,6 +600,12 @@ class cluster:
             p = self.live_pod(ns, name, uid)
             if p:
                 p.setdefault("_container", cid)  # not part of the object: dropped from answers
+            # Deleted while its container was being made (delete_pod saw no container to stop):
+            # the kubelet does not start it.
+            deleted = not p or "deletionTimestamp" in p["metadata"]
+        if deleted:
+            self.engine.call("DELETE", f"/containers/{cid}?force=1&v=1")
+            return self.finish_delete(ns, name, uid)
         status, out = self.engine.call("POST", f"/containers/{cid}/start")
         if status not in (204, 304):
             self.update_status(ns, name, uid, waiting("RunContainerError", str(out)))

@@ -164,19 +164,27 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
 
   std::string path() const { return "/api/v1/namespaces/" + shared->ns + "/pods/" + name; }
 
-  void create(boost::json::object manifest) {
-    auto body = boost::json::serialize(manifest);
+  /// Hands the create to the creator at once, on the caller's thread: a kill right after the
+  /// start waits for the create's answer, and must never wait for a create still queued behind
+  /// it on the loop (pool.terminate() right after a spawn did, for good).
+  void submit(boost::json::object manifest) {
     std::weak_ptr<pod_run> weak = weak_from_this();
-    shared->watch->follow(name, [weak](const boost::json::object* pod, const std::string& problem) {
-      if (auto self = weak.lock()) self->changed(pod, problem);
-    });
     // fieldValidation=Strict: a field the server does not know is an error, never silently dropped.
-    shared->creator->create("/api/v1/namespaces/" + shared->ns + "/pods?fieldValidation=Strict", std::move(body),
-                            create_answer, [weak, &io = shared->io] {
+    shared->creator->create("/api/v1/namespaces/" + shared->ns + "/pods?fieldValidation=Strict",
+                            boost::json::serialize(manifest), create_answer, [weak, &io = shared->io] {
                               asio::post(io, [weak] {
                                 if (auto self = weak.lock()) self->create_answered();
                               });
                             });
+  }
+
+  /// On the loop: follows the pod through the watch (which hands over what it has already seen).
+  void follow() {
+    if (at == stage::ended) return;  // killed before the loop got here
+    std::weak_ptr<pod_run> weak = weak_from_this();
+    shared->watch->follow(name, [weak](const boost::json::object* pod, const std::string& problem) {
+      if (auto self = weak.lock()) self->changed(pod, problem);
+    });
     pending_timer.expires_after(std::chrono::milliseconds(shared->cfg.kubernetes_pending_timeout_ms));
     pending_timer.async_wait([weak](std::error_code ec) {
       auto self = weak.lock();
@@ -494,7 +502,8 @@ class kubernetes_backend final : public tcp_backend {
     auto run = std::make_shared<pod_run>(shared_, spec.name, pod);
     run->asked = "cpu " + std::to_string(spec.cpu) + (spec.memory_mb ? ", memory " + std::to_string(spec.memory_mb) + "Mi" : "") +
                  (spec.gpu ? ", " + std::to_string(spec.gpu) + " " + shared_->settings.gpu_resource : "");
-    asio::post(io_, [run, manifest = std::move(manifest)]() mutable { run->create(std::move(manifest)); });
+    run->submit(std::move(manifest));
+    asio::post(io_, [run] { run->follow(); });
     return std::make_unique<kubernetes_job>(std::move(run));
   }
 
