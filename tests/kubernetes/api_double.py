@@ -949,7 +949,12 @@ class handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         self.status_sent = 0
-        entry = {"time": time.time(), "method": method, "path": url.path, "query": url.query}
+        # Logged on arrival (a watch or a followed log is counted while it is open); its code
+        # is filled in when it ends (None until then).
+        entry = {"time": time.time(), "method": method, "path": url.path, "query": url.query, "code": None}
+        if not url.path.startswith("/double/"):
+            with c.s.lock:
+                c.requests.append(entry)
         try:
             self.route(method, url.path, q, raw)
         except api_error as e:
@@ -963,9 +968,6 @@ class handler(http.server.BaseHTTPRequestHandler):
             except OSError:
                 pass
         entry["code"] = self.status_sent
-        if not url.path.startswith("/double/"):
-            with c.s.lock:
-                c.requests.append(entry)
 
     def authenticate(self, path):
         c = self.cluster
