@@ -727,17 +727,29 @@ class cluster:
                 self.s.lock.wait()
         self.finish_delete(ns, name, uid)
 
-    def finish_delete(self, ns, name, uid):
+    def finish_delete(self, ns, name, uid, report_first=False):
         """The kubelet's half of a delete: stop the container (SIGTERM, SIGKILL after the grace
-        period), remove it, then the object goes."""
+        period), remove it, then the object goes. `report_first` (a delete from the API): a
+        running container's exit is in the pod's status before the pod goes, as the real
+        kubelet's status manager reports it before the final delete."""
         with self.s.lock:
             p = self.live_pod(ns, name, uid)
             if not p:
                 return
             grace = p["metadata"].get("deletionGracePeriodSeconds", 30)
             cid = p.get("_container")
+            running = p["status"].get("phase") == "Running"
         if cid:
             self.engine.call("POST", f"/containers/{cid}/stop?t={int(grace)}", timeout=grace + 30)
+            if report_first and running:
+                # The pod's kubelet thread sees the container end and reports it.
+                deadline = time.time() + 10
+                with self.s.lock:
+                    while time.time() < deadline:
+                        p = self.live_pod(ns, name, uid)
+                        if not p or p["status"].get("phase") in ("Succeeded", "Failed"):
+                            break
+                        self.s.lock.wait(0.5)
             self.engine.call("DELETE", f"/containers/{cid}?force=1&v=1")
         self.engine.call("DELETE", f"/volumes/{pvc_volume(ns, 'emptydir-' + uid)}")
         with self.s.lock:
@@ -765,7 +777,7 @@ class cluster:
                 if p.get("_container"):  # its kubelet thread waits for the container: stop it from here
                     if p["status"].get("phase") == "Running":
                         self.event(p, "Normal", "Killing", f"Stopping container {p['spec']['containers'][0]['name']}")
-                    threading.Thread(target=self.finish_delete, args=(ns, name, p["metadata"]["uid"]),
+                    threading.Thread(target=self.finish_delete, args=(ns, name, p["metadata"]["uid"], True),
                                      daemon=True).start()
             return json.loads(json.dumps(p))
 
