@@ -48,6 +48,12 @@ inline bool in_kube_pod() {
   return h && *h;
 }
 
+/// The user's way to the double: its kubeconfig, or in a pod the pod's service account.
+inline fiber::detail::kube::access user_access() {
+  return in_kube_pod() ? fiber::detail::kube::in_cluster_access()
+                       : fiber::detail::kube::kubeconfig_access(kube_double_dir() + "/kubeconfig", {});
+}
+
 struct kube_answer {
   std::error_code ec;
   long status = 0;
@@ -60,8 +66,7 @@ struct kube_answer {
 inline kube_answer kube_call(const std::string& method, const std::string& path, const std::string& body = {},
                              bool admin = false) {
   asio::io_context io;
-  auto access = in_kube_pod() ? fiber::detail::kube::in_cluster_access()
-                              : fiber::detail::kube::kubeconfig_access(kube_double_dir() + "/kubeconfig", {});
+  auto access = user_access();
   if (admin) access.tokens = fiber::detail::kube::token_source::fixed(read_text(kube_double_dir() + "/admin-token"));
   fiber::detail::kube::api api(io, access, 1000, 1000);
   std::optional<kube_answer> out;
@@ -80,8 +85,7 @@ inline bool await_pods(const std::string& selector,
                        const std::function<bool(const std::map<std::string, boost::json::object>&)>& done,
                        std::chrono::seconds limit = std::chrono::seconds(120)) {
   asio::io_context io;
-  auto access = in_kube_pod() ? fiber::detail::kube::in_cluster_access()
-                              : fiber::detail::kube::kubeconfig_access(kube_double_dir() + "/kubeconfig", {});
+  auto access = user_access();
   fiber::detail::kube::api api(io, access, 1000, 1000);
   std::map<std::string, boost::json::object> pods;
   std::string rv;
