@@ -80,7 +80,9 @@ inline kube_answer kube_call(const std::string& method, const std::string& path,
 
 /// Follows the pods of namespace default that match `selector` (a list, then a watch from its
 /// resourceVersion: nothing is polled) until `done` holds for them. False when it does not
-/// within `limit`, a bound against hangs only.
+/// within `limit`, a bound against hangs only. Other tests share the double: when one of them
+/// compacts its history (410 Gone, as an ERROR event or as the watch's answer), this lists again,
+/// as any client must.
 inline bool await_pods(const std::string& selector,
                        const std::function<bool(const std::map<std::string, boost::json::object>&)>& done,
                        std::chrono::seconds limit = std::chrono::seconds(120)) {
@@ -89,46 +91,67 @@ inline bool await_pods(const std::string& selector,
   fiber::detail::kube::api api(io, access, 1000, 1000);
   std::map<std::string, boost::json::object> pods;
   std::string rv;
-  bool held = false;
-  std::uint64_t stream = 0;
+  bool held = false, stale = false;
   asio::steady_timer deadline(io, limit);
   deadline.async_wait([&](std::error_code ec) {
     if (!ec) io.stop();
   });
   auto path = "/api/v1/namespaces/default/pods?labelSelector=" + fiber::detail::percent_encode(selector);
-  std::function<void()> watch = [&] {
-    stream = api.stream(
-        path + "&watch=1&timeoutSeconds=60&resourceVersion=" + rv, std::chrono::seconds(90), {"watch", "pods"},
+  auto check = [&] {
+    if (!done(pods)) return false;
+    held = true;
+    io.stop();
+    return true;
+  };
+  auto name_of = [](const boost::json::object& pod) -> std::string {
+    auto* meta = pod.if_contains("metadata");
+    auto* name = meta && meta->is_object() ? meta->as_object().if_contains("name") : nullptr;
+    return name && name->is_string() ? std::string(name->as_string()) : std::string();
+  };
+  std::function<void()> list, watch;
+  watch = [&] {
+    stale = false;
+    api.stream(
+        path + "&watch=1&allowWatchBookmarks=true&timeoutSeconds=60&resourceVersion=" + rv, std::chrono::seconds(90),
+        {"watch", "pods"},
         [&](std::string_view line) {
           boost::system::error_code ec;
           auto event = boost::json::parse(line, ec);
-          if (ec || !event.is_object()) return;
-          auto& pod = event.at("object").as_object();
-          auto type = event.at("type").as_string();
-          if (type == "ERROR") return;
-          rv = pod.at("metadata").at("resourceVersion").as_string();
-          if (type == "BOOKMARK") return;
-          auto name = std::string(pod.at("metadata").at("name").as_string());
-          if (type == "DELETED") pods.erase(name);
-          else pods[name] = pod;
-          if (done(pods)) {
-            held = true;
-            io.stop();
+          auto* e = !ec && event.is_object() ? &event.as_object() : nullptr;
+          auto* type = e ? e->if_contains("type") : nullptr;
+          auto* object = e ? e->if_contains("object") : nullptr;
+          if (!type || !type->is_string() || !object || !object->is_object() || type->as_string() == "ERROR") {
+            stale = true;  // 410 Gone (or anything but an event): this watch's resourceVersion is no good
+            return;
           }
+          auto& pod = object->as_object();
+          if (auto* meta = pod.if_contains("metadata"); meta && meta->is_object())
+            if (auto* v = meta->as_object().if_contains("resourceVersion"); v && v->is_string()) rv = v->as_string();
+          if (type->as_string() == "BOOKMARK") return;
+          auto name = name_of(pod);
+          if (type->as_string() == "DELETED") pods.erase(name);
+          else pods[name] = pod;
+          check();
         },
-        [&](std::error_code, long, std::string) { watch(); });
+        [&](std::error_code ec, long status, std::string) {
+          if (stale || ec || status == 410) return list();
+          watch();
+        });
   };
-  api.call("GET", path, {}, {"list", "pods"}, [&](std::error_code ec, long, boost::json::value body, std::string) {
-    if (ec) return io.stop();
-    for (auto& item : body.at("items").as_array())
-      pods[std::string(item.at("metadata").at("name").as_string())] = item.as_object();
-    rv = body.at("metadata").at("resourceVersion").as_string();
-    if (done(pods)) {
-      held = true;
-      return io.stop();
-    }
-    watch();
-  });
+  list = [&] {
+    api.call("GET", path, {}, {"list", "pods"}, [&](std::error_code ec, long, boost::json::value body, std::string) {
+      if (ec || !body.is_object()) return io.stop();
+      pods.clear();
+      if (auto* items = body.as_object().if_contains("items"); items && items->is_array())
+        for (auto& item : items->as_array())
+          if (item.is_object()) pods[name_of(item.as_object())] = item.as_object();
+      rv.clear();
+      if (auto* meta = body.as_object().if_contains("metadata"); meta && meta->is_object())
+        if (auto* v = meta->as_object().if_contains("resourceVersion"); v && v->is_string()) rv = v->as_string();
+      if (!check()) watch();
+    });
+  };
+  list();
   io.run();
   return held;
 }

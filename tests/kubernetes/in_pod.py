@@ -112,9 +112,14 @@ def until(check):
         said = check(p)
         if said is not None:
             return said
-        watch = call("GET", f"/api/v1/namespaces/{ns}/pods?watch=1&labelSelector=fiber.test%3Dmaster-in-pod"
-                            f"&resourceVersion={p['metadata']['resourceVersion']}&timeoutSeconds=30",
-                     stream=True, timeout=60)
+        try:
+            watch = call("GET", f"/api/v1/namespaces/{ns}/pods?watch=1&labelSelector=fiber.test%3Dmaster-in-pod"
+                                f"&resourceVersion={p['metadata']['resourceVersion']}&timeoutSeconds=30",
+                         stream=True, timeout=60)
+        except urllib.error.HTTPError as e:
+            if e.code in (401, 410):  # the token rotated or the history was compacted since the read: read again
+                continue
+            raise
         for line in watch:
             if json.loads(line)["object"].get("metadata", {}).get("name") == name:
                 break
