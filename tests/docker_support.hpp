@@ -11,7 +11,7 @@
 #include <system_error>
 #include <vector>
 
-#include "backend/docker_engine.hpp"
+#include "backend/docker/docker_engine.hpp"
 
 namespace fiber_test {
 

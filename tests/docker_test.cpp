@@ -6,7 +6,7 @@
 #include <asio/io_context.hpp>
 #include <csignal>
 
-#include "backend/docker_engine.hpp"
+#include "backend/docker/docker_engine.hpp"
 #include "docker_support.hpp"
 #include "support.hpp"
 #include "fiber/error.hpp"

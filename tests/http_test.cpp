@@ -19,7 +19,7 @@
 #include <filesystem>
 
 #include "fiber/error.hpp"
-#include "backend/docker_engine.hpp"
+#include "backend/docker/docker_engine.hpp"
 #include "transport/http_client.hpp"
 
 using fiber::detail::http_client;

@@ -1,4 +1,4 @@
-#include "backend/docker_engine.hpp"
+#include "backend/docker/docker_engine.hpp"
 
 #include <arpa/inet.h>
 

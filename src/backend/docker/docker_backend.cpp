@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "backend/backend.hpp"
-#include "backend/docker_engine.hpp"
+#include "backend/docker/docker_engine.hpp"
 #include "backend/side_thread.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
