@@ -11,8 +11,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 state=build/engines
 docker_sock=/var/run/docker.sock
-all_engines=(docker slurm kubernetes)    # what `start` brings up by default: what the suite uses
-known_engines=(docker slurm kubernetes)
+all_engines=(docker slurm kubernetes registry)    # what `start` brings up by default: what the suite uses
+known_engines=(docker slurm kubernetes registry)
 
 required() {
   local v=${FIBER_REQUIRE_ENGINES-${CI-}}
@@ -163,6 +163,47 @@ start_kubernetes() {
   fi
 }
 
+# A container registry: Debian's docker-registry (distribution) on 127.0.0.1:5077, no auth,
+# storage in build/engines/registry. The engine pushes to it without TLS (127.0.0.0/8 counts as
+# an insecure registry); its address is in build/engines/registry/address.
+registry_dir=$PWD/$state/registry
+registry_address=127.0.0.1:5077
+registry_up() { curl -s --max-time 2 "http://$registry_address/v2/" >/dev/null 2>&1; }
+start_registry() {
+  if registry_up; then echo "engines: a registry already answers on $registry_address"; mkdir -p "$registry_dir"; echo "$registry_address" >"$registry_dir/address"; return; fi
+  if ! command -v docker-registry >/dev/null; then
+    echo "engines: installing docker-registry"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >"$state/apt-registry.log" 2>&1 ||
+      { unavailable registry "docker-registry could not be installed (see $state/apt-registry.log)"; return; }
+    # The package starts its own service with Debian's config (htpasswd auth): not ours.
+    { systemctl stop docker-registry || service docker-registry stop || pkill -x docker-registry; } >/dev/null 2>&1
+  fi
+  rm -rf "$registry_dir"
+  mkdir -p "$registry_dir/storage"
+  cat >"$registry_dir/config.yml" <<CONF
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $registry_dir/storage
+  delete:
+    enabled: true
+http:
+  addr: $registry_address
+CONF
+  docker-registry serve "$registry_dir/config.yml" >"$state/registry.log" 2>&1 &
+  echo $! >"$state/registry.pid"
+  for _ in $(seq 1 100); do registry_up && break; sleep 0.1; done
+  if registry_up; then
+    echo "$registry_address" >"$registry_dir/address"
+    echo "engines: registry up ($registry_address, pid $(cat "$state/registry.pid"))"
+  else
+    stop_pid registry
+    unavailable registry "docker-registry did not come up (see $state/registry.log)"
+  fi
+}
+
 stop_pid() {  # engine
   local file="$state/$1.pid" pid
   [ -f "$file" ] || return 0
@@ -185,6 +226,7 @@ case "${1:-}" in
         docker) start_docker ;;
         slurm) start_slurm ;;
         kubernetes) start_kubernetes ;;
+        registry) start_registry ;;
         *) echo "engines: unknown engine '$e' (known: ${known_engines[*]})" >&2; exit 2 ;;
       esac
     done
@@ -199,7 +241,7 @@ case "${1:-}" in
   stop)
     shift
     engines=("$@")
-    ((${#engines[@]})) || engines=(kubernetes slurm docker)  # the double's pods are Docker's: it goes first
+    ((${#engines[@]})) || engines=(registry kubernetes slurm docker)  # the double's pods are Docker's: it goes first
     for e in "${engines[@]}"; do
       case "$e" in
         slurm) stop_slurm ;;

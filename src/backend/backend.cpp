@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 
@@ -12,7 +14,12 @@ std::string this_host() {
   return name;
 }
 
-std::string master_mark() { return this_host() + ":" + std::to_string(::getpid()); }
+std::string master_host() {
+  const char* run = std::getenv("FIBER_CONTAINER_NAME");
+  return run && *run ? std::string(run) : this_host();
+}
+
+std::string master_mark() { return master_host() + ":" + std::to_string(::getpid()); }
 
 std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config& cfg, const std::string& job_id) {
   if (cfg.backend == "local") return make_local_backend(io, cfg);

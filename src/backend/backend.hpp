@@ -88,8 +88,12 @@ class tcp_backend : public backend {
 
 /// This machine's host name.
 std::string this_host();
-/// Who started a child, as container labels and job comments record it: `<host>:<pid>` of this
-/// master. A later master on the same host removes what masters that are gone left behind.
+/// Where this master runs, as its marks name it: the container a `fiber run` master runs in
+/// (FIBER_CONTAINER_NAME, the run's name), else this machine's host name.
+std::string master_host();
+/// Who started a child, as container labels and job comments record it: `<master_host>:<pid>` of
+/// this master. A later master on the same host removes what masters that are gone left behind;
+/// `fiber ps` and `fiber gc` find a run's workers by it.
 std::string master_mark();
 
 /// The backend named by config.backend; an error naming what to do when it cannot be had.

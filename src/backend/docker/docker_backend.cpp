@@ -2,7 +2,9 @@
 // the worker flag. Containers carry the labels fiber.job, fiber.master and fiber.process, and are
 // removed when they end, when they are killed, and when the master's context ends.
 #include <asio/io_context.hpp>
+#include <arpa/inet.h>
 #include <asio/steady_timer.hpp>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <asio/post.hpp>
@@ -322,7 +324,7 @@ class docker_backend final : public tcp_backend {
     for (auto& v : parse_volumes(cfg.volumes))
       binds_.push_back(v.source + ":" + v.target + (v.read_only ? ":ro" : ""));
     bind_host_ = advertise_host_ = pick_master_address(engine);
-    if (!cfg.master_address.empty()) bind_host_ = "0.0.0.0";
+    if (!cfg.master_address.empty() || in_container()) bind_host_ = "0.0.0.0";
     remove_orphans(engine);
     creator_ = std::make_unique<creator>(engine_->host());
   }
@@ -367,8 +369,30 @@ class docker_backend final : public tcp_backend {
   }
 
  private:
+  /// A master `fiber run` started in a container (FIBER_CONTAINER_NAME): its workers are the
+  /// container's neighbours on the same engine.
+  static bool in_container() {
+    const char* name = std::getenv("FIBER_CONTAINER_NAME");
+    return name && *name;
+  }
+
   std::string pick_master_address(blocking_engine& engine) const {
     if (!cfg_.master_address.empty()) return cfg_.master_address;
+    if (in_container()) {
+      // Its address on the network, as the engine wrote it into the container's /etc/hosts.
+      if (cfg_.docker_network == "host") return "127.0.0.1";
+      addrinfo hints{}, *found = nullptr;
+      hints.ai_family = AF_INET;
+      if (::getaddrinfo(this_host().c_str(), nullptr, &hints, &found) == 0 && found) {
+        char text[INET_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text, sizeof text);
+        ::freeaddrinfo(found);
+        if (std::string(text) != "127.0.0.1" && *text) return text;
+      }
+      throw error(errc::config_error, "this master runs in container " + std::string(std::getenv("FIBER_CONTAINER_NAME")) +
+                                          " but cannot find its own address (host name " + this_host() +
+                                          "): set the config key 'master_address' (FIBER_MASTER_ADDRESS)");
+    }
     auto& host = engine_->host();
     bool local_engine = host.starts_with("unix://") || host.starts_with("tcp://127.") ||
                         host.starts_with("tcp://localhost");
@@ -385,7 +409,7 @@ class docker_backend final : public tcp_backend {
   void remove_orphans(blocking_engine& engine) {
     auto labeled = engine.run<std::vector<container_summary>>(
         [](docker_engine& e, auto done) { e.list_labeled("fiber.master", std::move(done)); });
-    auto prefix = this_host() + ":";
+    auto prefix = master_host() + ":";
     std::vector<std::string> orphans;
     for (auto& c : labeled) {
       auto& owner = c.labels["fiber.master"];

@@ -103,7 +103,7 @@ void docker_engine::check(done<std::string> on_done) {
        [shared](std::error_code ec, std::string why) { (*shared)(ec, {}, std::move(why)); });
 }
 
-void docker_engine::create(const container_spec& spec, done<std::string> on_done) {
+std::string container_create_body(const container_spec& spec) {
   boost::json::object body;
   body["Image"] = spec.image;
   body["Cmd"] = boost::json::value_from(spec.cmd);
@@ -125,9 +125,14 @@ void docker_engine::create(const container_spec& spec, done<std::string> on_done
   if (!spec.user.empty()) body["User"] = spec.user;
   if (!spec.working_dir.empty()) body["WorkingDir"] = spec.working_dir;
   body["HostConfig"] = std::move(host);
+  if (!spec.hostname.empty()) body["Hostname"] = spec.hostname;
+  return boost::json::serialize(body);
+}
+
+void docker_engine::create(const container_spec& spec, done<std::string> on_done) {
   auto req = request("POST", std::string(api) + "/containers/create" +
                                  (spec.name.empty() ? "" : "?name=" + percent_encode(spec.name)));
-  req.body = boost::json::serialize(body);
+  req.body = container_create_body(spec);
   auto shared = std::make_shared<done<std::string>>(std::move(on_done));
   auto image = spec.image;
   call(std::move(req),
@@ -165,6 +170,17 @@ void docker_engine::kill(const std::string& id, int signal, done<bool> on_done) 
   auto d = std::make_shared<done<bool>>(std::move(on_done));
   call(request("POST", std::string(api) + "/containers/" + id + "/kill?signal=" + std::to_string(signal)),
        [d](http_response) { (*d)({}, true, {}); }, forward_error(d));
+}
+
+void docker_engine::stop(const std::string& id, int grace_seconds, done<bool> on_done) {
+  auto d = std::make_shared<done<bool>>(std::move(on_done));
+  auto req = request("POST", std::string(api) + "/containers/" + id + "/stop?t=" + std::to_string(grace_seconds));
+  req.timeout = std::chrono::seconds(grace_seconds + 30);
+  call(std::move(req), [d](http_response) { (*d)({}, true, {}); },
+       [d](std::error_code ec, std::string why) {
+         if (why.find("HTTP 304") != std::string::npos) return (*d)({}, true, {});  // stopped already
+         (*d)(ec, false, std::move(why));
+       });
 }
 
 void docker_engine::remove(const std::string& id, bool force, done<bool> on_done) {
@@ -374,6 +390,9 @@ void docker_engine::list_labeled(const std::string& key, done<std::vector<contai
            container_summary s;
            s.id = std::string(c.at("Id").as_string());
            if (auto* st = c.as_object().if_contains("State"); st && st->is_string()) s.state = std::string(st->as_string());
+           if (auto* st = c.as_object().if_contains("Status"); st && st->is_string()) s.status = std::string(st->as_string());
+           if (auto* im = c.as_object().if_contains("Image"); im && im->is_string()) s.image = std::string(im->as_string());
+           if (auto* t = c.as_object().if_contains("Created"); t && t->is_int64()) s.created = t->as_int64();
            if (auto* labels = c.as_object().if_contains("Labels"); labels && labels->is_object())
              for (auto& [k, v] : labels->as_object())
                if (v.is_string()) s.labels[std::string(k)] = std::string(v.as_string());
@@ -382,6 +401,131 @@ void docker_engine::list_labeled(const std::string& key, done<std::vector<contai
          (*d)({}, std::move(out), {});
        },
        forward_error(d));
+}
+
+}  // namespace fiber::detail
+
+namespace fiber::detail {
+
+void docker_engine::json_stream(http_request req, unique_function<void(const boost::json::object&)> on_object,
+                                unique_function<void(std::error_code, std::string)> on_done) {
+  struct state {
+    std::string partial, failure;
+    boost::json::stream_parser parser;
+    unique_function<void(const boost::json::object&)> on_object;
+  };
+  auto st = std::make_shared<state>();
+  st->on_object = std::move(on_object);
+  auto what = req.method + " " + req.url.substr(base_url_.size());
+  req.timeout = std::chrono::milliseconds(0);  // builds and pushes take as long as they take
+  // The engine writes one JSON object after another, not always one per line: a streaming parser
+  // takes them as they complete.
+  auto feed = [st](std::string_view chunk) {
+    st->partial.append(chunk);
+    std::size_t used = 0;
+    while (used < st->partial.size()) {
+      boost::system::error_code ec;
+      auto n = st->parser.write_some(st->partial.data() + used, st->partial.size() - used, ec);
+      used += n;
+      if (ec) {
+        st->failure = "unreadable progress from the engine: " + st->partial.substr(0, 200);
+        used = st->partial.size();
+        break;
+      }
+      if (!st->parser.done()) break;
+      auto v = st->parser.release();
+      st->parser.reset();
+      if (!v.is_object()) continue;
+      auto& o = v.as_object();
+      if (auto* e = o.if_contains("error"); e && e->is_string() && st->failure.empty())
+        st->failure = std::string(e->as_string());
+      st->on_object(o);
+    }
+    st->partial.erase(0, used);
+  };
+  http_.start(std::move(req),
+              [this, st, what, on_done = std::move(on_done)](std::error_code ec, http_response r) mutable {
+                if (ec) return on_done(make_error_code(errc::backend_unavailable), unreachable(r.body));
+                if (r.status < 200 || r.status >= 300) {
+                  r.body = st->partial;
+                  return on_done(make_error_code(errc::spawn_failed), "the Docker engine at " + host_ + " refused " +
+                                                                          what + " (HTTP " + std::to_string(r.status) +
+                                                                          "): " + engine_message(r));
+                }
+                if (!st->failure.empty()) return on_done(make_error_code(errc::spawn_failed), st->failure);
+                on_done({}, {});
+              },
+              feed);
+}
+
+void docker_engine::build(std::string context_tar, const std::string& repo_tag, const std::string& dockerfile,
+                          unique_function<void(std::string_view)> on_output, done<std::string> on_done) {
+  auto req = request("POST", std::string(api) + "/build?t=" + percent_encode(repo_tag) +
+                                 "&dockerfile=" + percent_encode(dockerfile) + "&rm=1&forcerm=1");
+  req.body = std::move(context_tar);
+  req.headers.emplace_back("Content-Type", "application/x-tar");
+  auto id = std::make_shared<std::string>();
+  auto out = std::make_shared<unique_function<void(std::string_view)>>(std::move(on_output));
+  json_stream(
+      std::move(req),
+      [id, out](const boost::json::object& o) {
+        if (auto* s = o.if_contains("stream"); s && s->is_string()) (*out)(s->as_string());
+        if (auto* aux = o.if_contains("aux"); aux && aux->is_object())
+          if (auto* v = aux->as_object().if_contains("ID"); v && v->is_string()) *id = v->as_string();
+      },
+      [id, on_done = std::move(on_done)](std::error_code ec, std::string why) mutable {
+        if (ec) return on_done(ec, {}, "the image build failed: " + why);
+        on_done({}, *id, {});
+      });
+}
+
+void docker_engine::tag(const std::string& image, const std::string& repo, const std::string& tag, done<bool> on_done) {
+  auto d = std::make_shared<done<bool>>(std::move(on_done));
+  call(request("POST", std::string(api) + "/images/" + percent_encode(image) + "/tag?repo=" + percent_encode(repo) +
+                           "&tag=" + percent_encode(tag)),
+       [d](http_response) { (*d)({}, true, {}); }, forward_error(d));
+}
+
+void docker_engine::push(const std::string& repo, const std::string& tag, const std::string& registry_auth,
+                         unique_function<void(std::string_view)> on_output, done<std::string> on_done) {
+  auto req = request("POST", std::string(api) + "/images/" + percent_encode(repo) + "/push?tag=" + percent_encode(tag));
+  req.headers.emplace_back("X-Registry-Auth", registry_auth.empty() ? "e30" : registry_auth);
+  auto digest = std::make_shared<std::string>();
+  auto out = std::make_shared<unique_function<void(std::string_view)>>(std::move(on_output));
+  json_stream(
+      std::move(req),
+      [digest, out](const boost::json::object& o) {
+        auto* status = o.if_contains("status");
+        if (status && status->is_string()) {
+          std::string line(status->as_string());
+          if (auto* id = o.if_contains("id"); id && id->is_string()) line = std::string(id->as_string()) + ": " + line;
+          // Layer progress repeats many times a second: only the states, not the bytes.
+          if (!o.contains("progressDetail") || o.at("progressDetail").as_object().empty()) (*out)(line + "\n");
+        }
+        if (auto* aux = o.if_contains("aux"); aux && aux->is_object())
+          if (auto* v = aux->as_object().if_contains("Digest"); v && v->is_string()) *digest = v->as_string();
+      },
+      [this, digest, repo, on_done = std::move(on_done)](std::error_code ec, std::string why) mutable {
+        if (ec) return on_done(ec, {}, "pushing " + repo + " failed: " + why);
+        if (digest->empty())
+          return on_done(make_error_code(errc::spawn_failed), {},
+                         "pushing " + repo + " through the Docker engine at " + host_ + " reported no digest");
+        on_done({}, *digest, {});
+      });
+}
+
+void docker_engine::inspect_image(const std::string& name, done<std::string> on_done) {
+  auto d = std::make_shared<done<std::string>>(std::move(on_done));
+  call(request("GET", std::string(api) + "/images/" + percent_encode(name) + "/json"),
+       [d](http_response r) { (*d)({}, std::move(r.body), {}); }, forward_error(d));
+}
+
+void docker_engine::create_volume(const std::string& name, done<bool> on_done) {
+  auto d = std::make_shared<done<bool>>(std::move(on_done));
+  auto req = request("POST", std::string(api) + "/volumes/create");
+  req.body = boost::json::serialize(boost::json::object{{"Name", name}});
+  req.headers.emplace_back("Content-Type", "application/json");
+  call(std::move(req), [d](http_response) { (*d)({}, true, {}); }, forward_error(d));
 }
 
 }  // namespace fiber::detail

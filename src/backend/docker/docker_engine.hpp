@@ -25,17 +25,24 @@ struct container_spec {
   std::int64_t memory_bytes = 0;                 // 0: no limit
   int gpus = 0;                                  // DeviceRequests for nvidia GPUs
   std::string name;                              // empty: the engine picks one
+  std::string hostname;                          // empty: the engine's (the id's start)
   bool init = false;                             // the engine's init (tini) as pid 1
   std::string user;                              // "uid:gid"; empty: the image's
   std::string working_dir;                       // empty: the image's
 };
+
+/// The body of POST /containers/create for `spec` (what `fiber run --dry-run` shows).
+std::string container_create_body(const container_spec& spec);
 
 /// A removal that failed only because the container is gone already.
 bool benign_remove_error(const std::string& why);
 
 struct container_summary {
   std::string id;
-  std::string state;  // created, running, exited, ...
+  std::string state;   // created, running, exited, ...
+  std::string status;  // the engine's words: "Up 3 minutes", "Exited (3) 5 seconds ago"
+  std::string image;
+  std::int64_t created = 0;  // seconds since the epoch
   std::map<std::string, std::string> labels;
 };
 
@@ -55,6 +62,8 @@ class docker_engine {
   /// Completes when the container has stopped; result: its exit code.
   void wait(const std::string& id, done<int> on_done);
   void kill(const std::string& id, int signal, done<bool> on_done);
+  /// SIGTERM, then SIGKILL after `grace_seconds`, as `docker stop` does; done once it stopped.
+  void stop(const std::string& id, int grace_seconds, done<bool> on_done);
   /// Completes once the container is gone (also when another removal of it was under way).
   void remove(const std::string& id, bool force, done<bool> on_done);
   /// stdout and stderr, demultiplexed (each stream in order; between the two, as the engine
@@ -81,6 +90,23 @@ class docker_engine {
   /// Ids of the containers (running or not) carrying label `key=value`.
   void list(const std::string& key, const std::string& value, done<std::vector<std::string>> on_done);
 
+  /// Builds an image from `context_tar` (a tar archive holding the Dockerfile at `dockerfile`),
+  /// tagged `repo_tag`; `on_output` gets the build's output as the engine reports it. Result: the
+  /// image id (sha256:...).
+  void build(std::string context_tar, const std::string& repo_tag, const std::string& dockerfile,
+             unique_function<void(std::string_view)> on_output, done<std::string> on_done);
+  /// Gives image `image` (a name or id) the name `repo:tag` as well.
+  void tag(const std::string& image, const std::string& repo, const std::string& tag, done<bool> on_done);
+  /// Pushes `repo:tag` to its registry with `registry_auth` (the X-Registry-Auth header's value:
+  /// base64url JSON of the credentials, "e30" for none). Result: the digest the registry holds it
+  /// under (sha256:...).
+  void push(const std::string& repo, const std::string& tag, const std::string& registry_auth,
+            unique_function<void(std::string_view)> on_output, done<std::string> on_done);
+  /// The image's description (GET /images/{name}/json), as JSON text.
+  void inspect_image(const std::string& name, done<std::string> on_done);
+  /// Ensures named volume `name` exists.
+  void create_volume(const std::string& name, done<bool> on_done);
+
   const std::string& host() const noexcept { return host_; }
 
  private:
@@ -89,6 +115,10 @@ class docker_engine {
   void call(http_request req, unique_function<void(http_response)> ok,
             unique_function<void(std::error_code, std::string)> on_error);
   std::string unreachable(const std::string& detail) const;
+  /// Runs `req`, whose answer is a stream of JSON objects (build and push progress): each goes to
+  /// `on_object` as it arrives; one with "error" fails the whole (the engine answers 200 first).
+  void json_stream(http_request req, unique_function<void(const boost::json::object&)> on_object,
+                   unique_function<void(std::error_code, std::string)> on_done);
 
   std::string host_, socket_path_, base_url_;
   http_client http_;

@@ -1,0 +1,387 @@
+#include "cli/docker_runner.hpp"
+
+#include <asio/io_context.hpp>
+#include <asio/signal_set.hpp>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <tuple>
+
+#include "backend/backend.hpp"
+#include "backend/docker/docker_engine.hpp"
+#include "cli/build_context.hpp"
+#include "cli/registry_auth.hpp"
+#include "fiber/error.hpp"
+
+namespace fiber::cli {
+namespace fs = std::filesystem;
+using detail::container_spec;
+using detail::container_summary;
+using detail::docker_engine;
+
+namespace {
+
+constexpr const char* run_label = "fiber.run";    // on a master container: the run's name
+constexpr const char* user_label = "fiber.user";  // who started it
+constexpr const char* master_label = "fiber.master";
+
+std::string user_name() {
+  if (auto* pw = ::getpwuid(::getuid())) return pw->pw_name;
+  return std::to_string(::getuid());
+}
+
+/// A name the engine and a host name accept: lower-case letters, digits and '-'.
+std::string sanitized(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::isalnum(static_cast<unsigned char>(c))) out.push_back(static_cast<char>(std::tolower(c)));
+    else if (!out.empty() && out.back() != '-') out.push_back('-');
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  if (out.size() > 40) out.resize(40);
+  return out.empty() ? "fiber" : out;
+}
+
+void check_name(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 63 && std::isalnum(static_cast<unsigned char>(name[0]));
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-');
+  if (!ok)
+    throw error(errc::config_error, "run name '" + name +
+                                        "' is not usable: up to 63 letters, digits and '-', starting with a letter "
+                                        "or digit");
+}
+
+std::string random_suffix() {
+  std::random_device rd;
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%06x", rd() & 0xffffff);
+  return buf;
+}
+
+/// "-v CLAIM[:PATH][:ro]" → "CLAIM:PATH[:ro]", the path /persistent unless given.
+std::string volume_bind(const std::string& v) {
+  std::string claim = v, path = "/persistent", ro;
+  if (claim.ends_with(":ro")) {
+    ro = ":ro";
+    claim.resize(claim.size() - 3);
+  }
+  if (auto colon = claim.find(':'); colon != std::string::npos) {
+    path = claim.substr(colon + 1);
+    claim.resize(colon);
+  }
+  bool named = !claim.empty() && std::isalnum(static_cast<unsigned char>(claim[0]));
+  for (char c : claim) named = named && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
+  if (!named || !path.starts_with("/"))
+    throw error(errc::config_error, "-v " + v +
+                                        " is not CLAIM[:PATH][:ro]: CLAIM names a volume (letters, digits, '_', '.', "
+                                        "'-'), PATH is absolute (default /persistent)");
+  return claim + ":" + path + ro;
+}
+
+std::string age(std::int64_t created) {
+  auto s = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::time(nullptr)) - created);
+  if (s < 120) return std::to_string(s) + "s";
+  if (s < 7200) return std::to_string(s / 60) + "m";
+  if (s < 172800) return std::to_string(s / 3600) + "h";
+  return std::to_string(s / 86400) + "d";
+}
+
+/// The run a worker container belongs to: fiber.master is "<master host>:<pid>", and a `fiber run`
+/// master names its run there (FIBER_CONTAINER_NAME).
+std::string master_host(const container_summary& c) {
+  auto it = c.labels.find(master_label);
+  if (it == c.labels.end()) return {};
+  return it->second.substr(0, it->second.rfind(':'));
+}
+
+}  // namespace
+
+struct docker_runner::session {
+  asio::io_context io;
+  docker_engine engine{io};
+
+  /// One engine operation, to completion; fiber::error with the engine's words when it fails.
+  template <class T, class Start>
+  T call(Start start) {
+    std::optional<std::tuple<std::error_code, T, std::string>> out;
+    start(engine, [&](std::error_code ec, T v, std::string why) { out.emplace(ec, std::move(v), std::move(why)); });
+    io.restart();
+    while (!out && io.run_one()) {
+    }
+    if (!out) throw error(errc::backend_unavailable, "the Docker engine at " + engine.host() + " did not answer");
+    auto& [ec, v, why] = *out;
+    if (ec) throw error(ec, why);
+    return std::move(v);
+  }
+
+  std::vector<container_summary> labeled(const char* key) {
+    return call<std::vector<container_summary>>([&](docker_engine& e, auto done) { e.list_labeled(key, std::move(done)); });
+  }
+
+  /// This user's master container of run `name`; fiber::error naming `fiber ps` when none.
+  container_summary master(const std::string& name) {
+    for (auto& c : labeled(run_label))
+      if (c.labels[run_label] == name && c.labels[user_label] == user_name()) return c;
+    throw error(errc::config_error, "no run named '" + name + "' on the Docker engine at " + engine.host() +
+                                        ": `fiber ps` lists yours");
+  }
+
+  std::vector<container_summary> workers_of(const std::string& name) {
+    std::vector<container_summary> out;
+    for (auto& c : labeled(master_label))
+      if (master_host(c) == name) out.push_back(c);
+    return out;
+  }
+};
+
+docker_runner::docker_runner() : s_(std::make_unique<session>()) {}
+docker_runner::~docker_runner() = default;
+
+int docker_runner::run(const run_options& o) {
+  if (o.command.empty())
+    throw error(errc::config_error, "nothing to run: give the program after --, e.g. `fiber run --build -- ./pi_estimation`");
+  if (!o.image.empty() && o.build)
+    throw error(errc::config_error, "--image and --build exclude each other: run an existing image, or build one");
+  auto command = o.command;
+  auto name = o.name.empty() ? sanitized(fs::path(command[0]).filename().string()) + "-" + random_suffix() : o.name;
+  check_name(name);
+
+  // The image: as given, or built here (from the Dockerfile, else from the program itself).
+  std::string ref = o.image;
+  std::optional<build_context> context;
+  std::string repo, tag;
+  if (ref.empty()) {
+    auto dir = fs::path(o.context);
+    bool has_dockerfile = fs::is_regular_file(dir / o.dockerfile);
+    if (!has_dockerfile && !o.build)
+      throw error(errc::config_error, "no image to run: pass --image IMAGE, or --build to build one (from " +
+                                          (dir / o.dockerfile).string() +
+                                          " when it exists, else a minimal image of the program itself)");
+    if (has_dockerfile) {
+      context = context_of_folder(dir, o.dockerfile);
+    } else {
+      context = context_of_program(command[0]);
+      command[0] = fs::canonical(command[0]).string();  // where the generated image holds it
+    }
+    auto app = sanitized(fs::path(o.command[0]).filename().string());
+    repo = (o.registry.empty() ? "fiber/" : o.registry + "/") + app;
+    tag = context->digest.substr(0, 12);
+    ref = repo + ":" + tag;
+  }
+
+  container_spec c;
+  c.image = ref;  // replaced by repo@digest once pushed
+  c.cmd = command;
+  c.name = name;
+  c.init = true;
+  c.cpus = o.cpu;
+  c.memory_bytes = o.memory_bytes;
+  c.gpus = o.gpu;
+  // The master and its workers share a network; on the default bridge the master listens on its
+  // own address there (host networking would need the host's ports).
+  const char* network = std::getenv("FIBER_DOCKER_NETWORK");
+  c.network_mode = network && *network ? network : "bridge";
+  c.labels = {{run_label, name}, {user_label, user_name()}};
+  std::string volumes;
+  for (auto& v : o.volumes) {
+    auto bind = volume_bind(v);
+    c.binds.push_back(bind);
+    volumes += (volumes.empty() ? "" : ",") + bind;
+  }
+  auto& host = s_->engine.host();
+  if (host.starts_with("unix://")) c.binds.push_back(host.substr(7) + ":/var/run/docker.sock");
+  else c.env.push_back("DOCKER_HOST=" + host);
+  c.env.push_back("FIBER_BACKEND=docker");
+  c.env.push_back("FIBER_CONTAINER_NAME=" + name);
+  if (!volumes.empty()) c.env.push_back("FIBER_VOLUMES=" + volumes);
+  c.env.push_back("FIBER_DOCKER_NETWORK=" + c.network_mode);
+  for (auto& kv : o.env) {
+    if (kv.find('=') == std::string::npos || kv.front() == '=')
+      throw error(errc::config_error, "--env " + kv + " is not KEY=VALUE");
+    c.env.push_back(kv);
+  }
+
+  if (o.dry_run) {
+    c.env.push_back("FIBER_IMAGE=" + ref);
+    boost::json::object plan;
+    if (context) {
+      plan["build"] = {{"context", context->dockerfile == "Dockerfile" && !fs::exists(fs::path(o.context) / o.dockerfile)
+                                       ? "generated: the program and its libraries"
+                                       : fs::absolute(o.context).string()},
+                       {"files", context->files},
+                       {"context_sha256", context->digest},
+                       {"tag", ref},
+                       {"push", o.registry.empty() ? boost::json::value(nullptr) : boost::json::value(repo + ":" + tag)}};
+    }
+    plan["engine"] = host;
+    plan["create"] = boost::json::parse(detail::container_create_body(c));
+    std::printf("%s\n", boost::json::serialize(plan).c_str());
+    return 0;
+  }
+
+  s_->call<std::string>([](docker_engine& e, auto done) { e.check(std::move(done)); });
+  if (context) {
+    std::fprintf(stderr, "fiber: building %s (%zu files in the context)\n", ref.c_str(), context->files);
+    s_->call<std::string>([&](docker_engine& e, auto done) {
+      e.build(std::move(context->tar), ref, context->dockerfile,
+              [](std::string_view out) { std::fwrite(out.data(), 1, out.size(), stderr); }, std::move(done));
+    });
+    if (!o.registry.empty()) {
+      auto registry = o.registry.substr(0, o.registry.find('/'));
+      auto auth = registry_auth_header(credentials_for(registry), registry);
+      std::fprintf(stderr, "fiber: pushing %s\n", ref.c_str());
+      auto digest = s_->call<std::string>([&](docker_engine& e, auto done) {
+        e.push(repo, tag, auth, [](std::string_view out) { std::fwrite(out.data(), 1, out.size(), stderr); },
+               std::move(done));
+      });
+      ref = repo + "@" + digest;  // the exact image, for the master and every worker
+    }
+  } else if (!s_->call<bool>([&](docker_engine& e, auto done) { e.has_image(ref, std::move(done)); })) {
+    throw error(errc::config_error, "image '" + ref + "' is not on the Docker engine at " + host +
+                                        ": pull or build it there, or use --build");
+  }
+  c.image = ref;
+  c.env.push_back("FIBER_IMAGE=" + ref);
+  auto id = s_->call<std::string>([&](docker_engine& e, auto done) { e.create(c, std::move(done)); });
+  s_->call<bool>([&](docker_engine& e, auto done) { e.start(id, std::move(done)); });
+  std::fprintf(stderr, "fiber: started %s (container %s, image %s)\n", name.c_str(), id.substr(0, 12).c_str(), ref.c_str());
+  if (!o.attach) {
+    std::printf("%s\n", name.c_str());
+    std::fprintf(stderr, "fiber: `fiber logs -f %s` follows it, `fiber stop %s` stops it\n", name.c_str(), name.c_str());
+    return 0;
+  }
+
+  // Attached: its output as it comes, then its exit code. Ctrl-C leaves it running.
+  std::optional<int> code;
+  bool detached = false, logs_done = false;
+  std::string failure;
+  asio::signal_set signals(s_->io, SIGINT, SIGTERM);
+  signals.async_wait([&](std::error_code ec, int) {
+    if (!ec) detached = true;
+  });
+  s_->engine.follow_logs(
+      id,
+      [](int stream, std::string_view out) {
+        std::fwrite(out.data(), 1, out.size(), stream == 2 ? stderr : stdout);
+        std::fflush(stream == 2 ? stderr : stdout);
+      },
+      [&](std::error_code, bool, std::string) { logs_done = true; });
+  s_->engine.wait(id, [&](std::error_code ec, int exit_code, std::string why) {
+    if (ec) failure = why;
+    else code = exit_code;
+  });
+  s_->io.restart();
+  while (!detached && !((code || !failure.empty()) && logs_done) && s_->io.run_one()) {
+  }
+  if (detached) {
+    std::fprintf(stderr, "\nfiber: detached; %s keeps running: `fiber logs -f %s` follows it again, `fiber stop %s` stops it\n",
+                 name.c_str(), name.c_str(), name.c_str());
+    return 130;
+  }
+  if (!failure.empty()) throw error(errc::backend_unavailable, "waiting for " + name + ": " + failure);
+  return *code;
+}
+
+int docker_runner::ps() {
+  auto masters = s_->labeled(run_label);
+  auto workers = s_->labeled(master_label);
+  std::printf("%-32s %-10s %-28s %-6s %s\n", "NAME", "STATE", "STATUS", "AGE", "WORKERS");
+  for (auto& c : masters) {
+    if (c.labels[user_label] != user_name()) continue;
+    auto name = c.labels[run_label];
+    int running = 0;
+    for (auto& w : workers)
+      if (master_host(w) == name && w.state == "running") ++running;
+    std::printf("%-32s %-10s %-28s %-6s %d\n", name.c_str(), c.state.c_str(), c.status.c_str(), age(c.created).c_str(),
+                running);
+  }
+  return 0;
+}
+
+int docker_runner::logs(const logs_options& o) {
+  auto m = s_->master(o.name);
+  auto id = m.id;
+  if (!o.process.empty()) {
+    id.clear();
+    for (auto& w : s_->workers_of(o.name))
+      if (w.labels["fiber.process"] == o.process) id = w.id;
+    if (id.empty())
+      throw error(errc::config_error, "run " + o.name + " has no process '" + o.process +
+                                          "' now (a worker's container goes when it ends): `fiber ps` shows its workers");
+  }
+  if (!o.follow) {
+    auto text = s_->call<std::string>([&](docker_engine& e, auto done) { e.logs(id, std::move(done)); });
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  s_->call<bool>([&](docker_engine& e, auto done) {
+    e.follow_logs(
+        id,
+        [](int stream, std::string_view out) {
+          std::fwrite(out.data(), 1, out.size(), stream == 2 ? stderr : stdout);
+          std::fflush(stream == 2 ? stderr : stdout);
+        },
+        std::move(done));
+  });
+  return 0;
+}
+
+int docker_runner::stop(const std::string& name) {
+  auto m = s_->master(name);
+  // SIGTERM first: the master removes its workers itself; what it leaves goes after.
+  s_->call<bool>([&](docker_engine& e, auto done) { e.stop(m.id, 10, std::move(done)); });
+  int removed = 0;
+  for (auto& w : s_->workers_of(name)) {
+    s_->call<bool>([&](docker_engine& e, auto done) { e.remove(w.id, true, std::move(done)); });
+    ++removed;
+  }
+  s_->call<bool>([&](docker_engine& e, auto done) { e.remove(m.id, true, std::move(done)); });
+  std::fprintf(stderr, "fiber: stopped %s%s\n", name.c_str(),
+               removed ? (" (and removed " + std::to_string(removed) + " worker container(s) it left)").c_str() : "");
+  return 0;
+}
+
+int docker_runner::gc() {
+  // Ended masters of this user's runs, and workers whose master is gone: a `fiber run` master
+  // that is not running, or a master on this machine whose process has ended.
+  std::map<std::string, std::string> run_state;  // run name → state
+  std::vector<std::string> doomed;
+  for (auto& c : s_->labeled(run_label)) {
+    run_state[c.labels[run_label]] = c.state;
+    if (c.labels[user_label] == user_name() && c.state != "running" && c.state != "created" && c.state != "restarting") {
+      doomed.push_back(c.id);
+      std::printf("removing ended run %s (%s)\n", c.labels[run_label].c_str(), c.status.c_str());
+    }
+  }
+  auto me = detail::master_host();
+  for (auto& w : s_->labeled(master_label)) {
+    auto host = master_host(w);
+    auto& mark = w.labels[master_label];
+    bool gone = false;
+    if (auto it = run_state.find(host); it != run_state.end()) gone = it->second != "running";
+    else if (host == me) {
+      int pid = std::atoi(mark.c_str() + host.size() + 1);
+      gone = pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
+    }
+    if (!gone) continue;
+    doomed.push_back(w.id);
+    std::printf("removing worker %s of ended master %s\n", w.labels["fiber.process"].c_str(), mark.c_str());
+  }
+  for (auto& id : doomed)
+    try {
+      s_->call<bool>([&](docker_engine& e, auto done) { e.remove(id, true, std::move(done)); });
+    } catch (const error& e) {
+      if (!detail::benign_remove_error(e.what())) throw;
+    }
+  std::printf("%zu container(s) removed\n", doomed.size());
+  return 0;
+}
+
+}  // namespace fiber::cli

@@ -1,0 +1,30 @@
+// The `fiber` command's verbs on a Docker engine: the master runs as a container of the program's
+// image (built and pushed first when asked), with the engine's socket so that it starts its
+// workers beside it. Containers of a run carry fiber.run=NAME (the master) and fiber.master=NAME:PID
+// (its workers, as every docker master labels them).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "cli/run_options.hpp"
+
+namespace fiber::cli {
+
+class docker_runner {
+ public:
+  docker_runner();
+  ~docker_runner();
+
+  /// Exit status for the command: with --attach the master's own, else 0 once it started.
+  int run(const run_options& o);
+  int ps();
+  int logs(const logs_options& o);
+  int stop(const std::string& name);
+  int gc();
+
+ private:
+  struct session;
+  std::unique_ptr<session> s_;
+};
+
+}  // namespace fiber::cli

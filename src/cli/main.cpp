@@ -1,0 +1,138 @@
+// The `fiber` command: build, push and run a fiber program's master on an engine, and watch it.
+// `fiber --help` and each subcommand's --help are the reference; docs/cli.md walks through it.
+// Exit status: `run --attach` exits with the master's own code; 125 when fiber itself fails (an
+// engine, a registry, a bad flag), as `docker run` does; 130 after Ctrl-C detached.
+#include <CLI/CLI.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "cli/docker_runner.hpp"
+#include "cli/run_options.hpp"
+#include "fiber/error.hpp"
+
+namespace fiber::cli {
+
+std::int64_t parse_size(const std::string& text, const std::string& flag) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::string unit = end ? end : "";
+  for (auto& ch : unit) ch = static_cast<char>(std::tolower(ch));
+  if (unit.ends_with("ib")) unit.resize(unit.size() - 2);
+  else if (unit.ends_with("i") || unit.ends_with("b")) unit.pop_back();
+  double scale = unit.empty() ? 1 : unit == "k" ? 1024.0 : unit == "m" ? 1024.0 * 1024 : unit == "g" ? 1024.0 * 1024 * 1024 : -1;
+  if (end == text.c_str() || scale < 0 || !(v > 0) || !std::isfinite(v))
+    throw error(errc::config_error, flag + " " + text + " is not a size: a number with K, M or G (512M, 2G)");
+  return static_cast<std::int64_t>(v * scale);
+}
+
+namespace {
+
+/// `--backend local`: the program here, its children local processes; always attached.
+int run_locally(const run_options& o) {
+  if (o.command.empty()) throw error(errc::config_error, "nothing to run: give the program after --");
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("FIBER_BACKEND", "local", 1);
+    for (auto& kv : o.env)
+      if (auto eq = kv.find('='); eq != std::string::npos) ::setenv(kv.substr(0, eq).c_str(), kv.c_str() + eq + 1, 1);
+    std::vector<char*> argv;
+    for (auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "fiber: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+[[noreturn]] void not_here(const std::string& backend, const std::string& verb) {
+  throw error(errc::config_error,
+              "`fiber " + verb + "` on backend " + backend +
+                  " is not available in this version (docker is): run the program there with FIBER_BACKEND=" + backend +
+                  " (docs/backends.md), or use --backend docker");
+}
+
+}  // namespace
+}  // namespace fiber::cli
+
+int main(int argc, char** argv) {
+  using namespace fiber::cli;
+  CLI::App app{"fiber: build, push and run a fiber program's master on Docker (or here), and watch it.\n"
+               "Exit status: the master's own with run --attach; 125 when fiber itself fails."};
+  app.require_subcommand(1);
+  app.fallthrough();  // `fiber run --backend docker ...` as well as `fiber --backend docker run ...`
+  const char* env_backend = std::getenv("FIBER_BACKEND");
+  std::string backend = env_backend && *env_backend ? env_backend : "docker";
+  app.add_option("--backend", backend, "where the master runs (default: FIBER_BACKEND, else docker)")
+      ->check(CLI::IsMember({"docker", "kubernetes", "slurm", "local"}))
+      ->capture_default_str();
+
+  run_options ro;
+  std::string memory;
+  auto* run = app.add_subcommand("run", "run a program's master (and through it, its workers) on the backend");
+  run->add_flag("-a,--attach", ro.attach, "stream the master's output and exit with its exit code (Ctrl-C detaches)");
+  run->add_flag("--build", ro.build,
+                "build the image: from the Dockerfile in --context, else a minimal image of the program and its "
+                "libraries");
+  run->add_option("--image", ro.image, "run this image (built nothing)");
+  run->add_option("--registry", ro.registry, "push the built image to HOST[:PORT][/PATH] and run it by digest")
+      ->envname("FIBER_REGISTRY");
+  run->add_option("--context", ro.context, "the folder to build (default: here)")->capture_default_str();
+  run->add_option("--dockerfile", ro.dockerfile, "the Dockerfile in --context")->capture_default_str();
+  run->add_option("--name", ro.name, "the run's name (default: the program's name and 6 hex digits)");
+  run->add_option("--cpu", ro.cpu, "CPUs for the master")->check(CLI::NonNegativeNumber);
+  run->add_option("--memory", memory, "memory for the master: 512M, 2G");
+  run->add_option("--gpu", ro.gpu, "GPUs for the master")->check(CLI::NonNegativeNumber);
+  run->add_option("-v,--volume", ro.volumes, "CLAIM[:PATH][:ro]: a volume at PATH (default /persistent), for the "
+                                              "master and its workers")
+      ->allow_extra_args(false);
+  run->add_option("--env", ro.env, "KEY=VALUE in the master's environment (its workers inherit fiber's config)")
+      ->allow_extra_args(false);
+  run->add_flag("--dry-run", ro.dry_run, "print what would be built and created, as JSON, and stop");
+  run->add_option("command", ro.command, "the program and its arguments, after --")->required();
+
+  auto* ps = app.add_subcommand("ps", "this user's runs: name, state, status, age, running workers");
+  logs_options lo;
+  auto* logs = app.add_subcommand("logs", "a run's output (its master's, or a worker's with --process)");
+  logs->add_flag("-f,--follow", lo.follow, "keep following until it ends");
+  logs->add_option("--process", lo.process, "a worker by its process name (its fiber.process label, e.g. PoolWorker-1-3)");
+  logs->add_option("name", lo.name, "the run's name")->required();
+  std::string stop_name;
+  auto* stop = app.add_subcommand("stop", "stop a run: its master (SIGTERM, then SIGKILL after 10 s) and its workers");
+  stop->add_option("name", stop_name, "the run's name")->required();
+  auto* gc = app.add_subcommand("gc", "remove ended runs and the workers of masters that are gone");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (!memory.empty()) ro.memory_bytes = parse_size(memory, "--memory");
+    if (backend == "local") {
+      if (*run) return run_locally(ro);
+      not_here(backend, run->parsed() ? "run" : ps->parsed() ? "ps" : logs->parsed() ? "logs" : stop->parsed() ? "stop" : "gc");
+    }
+    if (backend != "docker") not_here(backend, app.get_subcommands().front()->get_name());
+    docker_runner docker;
+    if (*run) return docker.run(ro);
+    if (*ps) return docker.ps();
+    if (*logs) return docker.logs(lo);
+    if (*stop) return docker.stop(stop_name);
+    if (*gc) return docker.gc();
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "fiber: %s\n", e.what());
+    return 125;
+  }
+  return 0;
+}

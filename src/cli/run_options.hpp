@@ -1,0 +1,32 @@
+// What the `fiber` command was asked to do, as CLI11 parsed it (src/cli/main.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fiber::cli {
+
+struct run_options {
+  bool attach = false, build = false, dry_run = false;
+  std::string image;              // --image: run this one, build nothing
+  std::string registry;           // --registry HOST[/PATH]: push there, run by digest
+  std::string context = ".";      // --context: the folder holding the Dockerfile
+  std::string dockerfile = "Dockerfile";
+  std::string name;               // --name; empty: from the program's name
+  double cpu = 0;                 // --cpu: the master's CPUs (0: no limit)
+  std::int64_t memory_bytes = 0;  // --memory: the master's memory (0: no limit)
+  int gpu = 0;                    // --gpu: the master's GPUs
+  std::vector<std::string> volumes;  // -v CLAIM[:PATH][:ro]
+  std::vector<std::string> env;      // --env K=V
+  std::vector<std::string> command;  // after --
+};
+
+struct logs_options {
+  std::string name, process;
+  bool follow = false;
+};
+
+/// "512M", "2G", "1.5Gi", "1000000" (bytes) → bytes; fiber::error(config_error) naming the flag.
+std::int64_t parse_size(const std::string& text, const std::string& flag);
+
+}  // namespace fiber::cli
