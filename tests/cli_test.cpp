@@ -1,0 +1,217 @@
+// The `fiber` command on the real test dockerd and the real registry (scripts/engines.sh starts
+// both): run with a build and a push, attach and the master's exit code, ps, logs, stop, gc, a
+// dry run, and every bad input by its message. Label docker; without the engine or the registry
+// these tests skip (under CI they fail).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "docker_support.hpp"
+#include "support.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct outcome {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+/// The fiber command with `args` (shell words), run to its end.
+outcome fiber_cmd(const std::string& args, const std::string& env = {}) {
+  std::string cmd = env + " " FIBER_TEST_CLI " " + args + " 2>&1";
+  outcome r;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+    int status = ::pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  return r;
+}
+
+std::string http_get(const std::string& url) {
+  std::string out;
+  if (FILE* p = ::popen(("curl -s --max-time 10 " + url).c_str(), "r")) {
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out;
+}
+
+std::string unique(const std::string& what) { return "cli-" + what + "-" + std::to_string(::getpid()); }
+
+class fiber_command : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    asio::io_context io;
+    fiber::detail::docker_engine engine(io);
+    auto v = fiber_test::run_engine<std::string>(io, [&](auto done) { engine.check(std::move(done)); });
+    if (v.ec) FIBER_TEST_ENGINE_MISSING("Docker", v.why);
+    std::ifstream in(std::string(FIBER_TEST_BUILD_DIR) + "/engines/registry/address");
+    if (!(in >> registry_) || http_get("http://" + registry_ + "/v2/").empty())
+      FIBER_TEST_ENGINE_MISSING("registry", "no registry answers (scripts/engines.sh start registry starts one)");
+  }
+  void TearDown() override {
+    for (auto& name : started_) fiber_cmd("stop " + name);
+  }
+  /// Runs one container list to completion: ids of containers labelled key=value.
+  static std::vector<std::string> containers(const std::string& key, const std::string& value) {
+    asio::io_context io;
+    fiber::detail::docker_engine engine(io);
+    return fiber_test::run_engine<std::vector<std::string>>(io, [&](auto done) { engine.list(key, value, std::move(done)); })
+        .value;
+  }
+  /// Waits (on the engine's log stream: no polling) until run `name`'s master has written a line.
+  static std::string first_output(const std::string& name) {
+    asio::io_context io;
+    fiber::detail::docker_engine engine(io);
+    auto ids = containers("fiber.run", name);
+    if (ids.empty()) return {};
+    std::string seen;
+    bool ended = false;
+    engine.follow_logs(
+        ids[0], [&](int, std::string_view out) { seen.append(out); }, [&](std::error_code, bool, std::string) { ended = true; });
+    while (seen.find('\n') == std::string::npos && !ended && io.run_one()) {
+    }
+    return seen;
+  }
+  std::string registry_;
+  std::vector<std::string> started_;
+};
+
+}  // namespace
+
+TEST_F(fiber_command, runs_the_pi_example_built_and_pushed_and_exits_with_its_code) {
+  auto name = unique("pi");
+  started_.push_back(name);
+  auto r = fiber_cmd("run --build --registry " + registry_ + "/fibertest --attach --name " + name + " -- " +
+                     FIBER_TEST_BUILD_DIR "/examples/pi_estimation");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Pi is roughly 3.1"), std::string::npos) << r.out;
+  auto catalog = http_get("http://" + registry_ + "/v2/_catalog");
+  EXPECT_NE(catalog.find("fibertest/pi-estimation"), std::string::npos) << catalog;
+  // The master ran the pushed image by digest, and so did its workers (FIBER_IMAGE).
+  EXPECT_NE(r.out.find("image " + registry_ + "/fibertest/pi-estimation@sha256:"), std::string::npos) << r.out;
+  auto tags = http_get("http://" + registry_ + "/v2/fibertest/pi-estimation/tags/list");
+  EXPECT_NE(tags.find("\"tags\""), std::string::npos) << tags;
+}
+
+TEST_F(fiber_command, attach_exits_with_the_masters_exit_code) {
+  auto name = unique("exit3");
+  started_.push_back(name);
+  auto r = fiber_cmd("run --build --attach --name " + name + " -- " + FIBER_TEST_EXIT_WITH + " 3 hello");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("argument 2: hello"), std::string::npos) << r.out;
+}
+
+TEST_F(fiber_command, ps_logs_and_stop_follow_a_detached_run_and_stop_leaves_nothing) {
+  auto name = unique("held");
+  started_.push_back(name);
+  auto r = fiber_cmd("run --build --name " + name + " -- " FIBER_TEST_ORPHAN_MASTER);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(name), std::string::npos) << r.out;
+  // It prints its child's pid once the child runs.
+  auto line = first_output(name);
+  ASSERT_FALSE(line.empty()) << "the master printed nothing";
+  auto ps = fiber_cmd("ps");
+  EXPECT_EQ(ps.code, 0) << ps.out;
+  auto row = ps.out.substr(ps.out.find(name));
+  row = row.substr(0, row.find('\n'));
+  EXPECT_NE(row.find("running"), std::string::npos) << ps.out;
+  EXPECT_TRUE(row.ends_with(" 1")) << "one running worker: " << row;
+  auto logs = fiber_cmd("logs " + name);
+  EXPECT_NE(logs.out.find(line.substr(0, line.find('\n'))), std::string::npos) << logs.out;
+  auto stopped = fiber_cmd("stop " + name);
+  EXPECT_EQ(stopped.code, 0) << stopped.out;
+  EXPECT_TRUE(containers("fiber.run", name).empty());
+  auto again = fiber_cmd("ps");
+  EXPECT_EQ(again.out.find(name), std::string::npos) << again.out;
+  started_.clear();
+}
+
+TEST_F(fiber_command, logs_follow_returns_when_the_run_ends_with_all_its_output) {
+  auto name = unique("logs");
+  started_.push_back(name);
+  auto r = fiber_cmd("run --build --name " + name + " -- " + FIBER_TEST_EXIT_WITH + " 0 first second");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto logs = fiber_cmd("logs -f " + name);
+  EXPECT_EQ(logs.code, 0) << logs.out;
+  EXPECT_NE(logs.out.find("argument 2: first"), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find("argument 3: second"), std::string::npos) << logs.out;
+}
+
+TEST_F(fiber_command, gc_removes_what_a_killed_master_left) {
+  auto name = unique("killed");
+  started_.push_back(name);
+  ASSERT_EQ(fiber_cmd("run --build --name " + name + " -- " FIBER_TEST_ORPHAN_MASTER).code, 0);
+  ASSERT_FALSE(first_output(name).empty());
+  auto master = containers("fiber.run", name);
+  ASSERT_EQ(master.size(), 1u);
+  // SIGKILL: the master cleans up nothing; its worker stays.
+  asio::io_context io;
+  fiber::detail::docker_engine engine(io);
+  ASSERT_FALSE(fiber_test::run_engine<bool>(io, [&](auto done) { engine.kill(master[0], 9, std::move(done)); }).ec);
+  ASSERT_FALSE(fiber_test::run_engine<int>(io, [&](auto done) { engine.wait(master[0], std::move(done)); }).ec);
+  auto workers = [&] {
+    std::vector<std::string> out;
+    auto all = fiber_test::run_engine<std::vector<fiber::detail::container_summary>>(
+        io, [&](auto done) { engine.list_labeled("fiber.master", std::move(done)); });
+    for (auto& c : all.value)
+      if (c.labels["fiber.master"].starts_with(name + ":")) out.push_back(c.id);
+    return out;
+  };
+  ASSERT_EQ(workers().size(), 1u) << "the killed master's worker";
+  auto gc = fiber_cmd("gc");
+  EXPECT_EQ(gc.code, 0) << gc.out;
+  EXPECT_NE(gc.out.find("removing ended run " + name), std::string::npos) << gc.out;
+  EXPECT_TRUE(workers().empty()) << gc.out;
+  EXPECT_TRUE(containers("fiber.run", name).empty()) << gc.out;
+  started_.clear();
+}
+
+TEST_F(fiber_command, dry_run_prints_the_container_and_creates_nothing) {
+  auto name = unique("dry");
+  auto r = fiber_cmd("run --build --dry-run --cpu 2 --memory 512M -v data:/data:ro --env A=1 --name " + name + " -- " +
+                     FIBER_TEST_EXIT_WITH + " 7");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto plan = boost::json::parse(r.out).as_object();
+  auto& create = plan.at("create").as_object();
+  EXPECT_EQ(create.at("HostConfig").at("NanoCpus").as_int64(), 2000000000);
+  EXPECT_EQ(create.at("HostConfig").at("Memory").as_int64(), 512LL << 20);
+  auto env = boost::json::serialize(create.at("Env"));
+  EXPECT_NE(env.find("FIBER_BACKEND=docker"), std::string::npos) << env;
+  EXPECT_NE(env.find("FIBER_VOLUMES=data:/data:ro"), std::string::npos) << env;
+  EXPECT_NE(env.find("A=1"), std::string::npos) << env;
+  EXPECT_EQ(plan.at("build").at("context_sha256").as_string().size(), 64u);
+  EXPECT_TRUE(containers("fiber.run", name).empty());
+}
+
+TEST_F(fiber_command, bad_input_is_an_error_that_names_the_problem_and_the_fix) {
+  auto expect_error = [](const outcome& r, const std::string& words) {
+    EXPECT_EQ(r.code, 125) << r.out;
+    EXPECT_NE(r.out.find(words), std::string::npos) << r.out;
+  };
+  expect_error(fiber_cmd("run --image fiber-test-no-such-image:1 -- /bin/true"), "is not on the Docker engine");
+  expect_error(fiber_cmd("run --build -- /bin/true", "DOCKER_HOST=unix:///nonexistent.sock"),
+               "cannot reach the Docker engine at unix:///nonexistent.sock");
+  expect_error(fiber_cmd("run --build --registry 127.0.0.1:1/x -- " FIBER_TEST_EXIT_WITH), "pushing 127.0.0.1:1/x");
+  expect_error(fiber_cmd("run --context /tmp -- /bin/true"), "no image to run: pass --image IMAGE, or --build");
+  expect_error(fiber_cmd("run --build -v /abs/path -- " FIBER_TEST_EXIT_WITH), "is not CLAIM[:PATH][:ro]");
+  expect_error(fiber_cmd("run --build --memory lots -- " FIBER_TEST_EXIT_WITH), "--memory lots is not a size");
+  expect_error(fiber_cmd("run --image x --build -- /bin/true"), "--image and --build exclude each other");
+  expect_error(fiber_cmd("logs no-such-run-here"), "no run named 'no-such-run-here'");
+  expect_error(fiber_cmd("stop no-such-run-here"), "`fiber ps` lists yours");
+  expect_error(fiber_cmd("run --name 'bad name!' --build -- " FIBER_TEST_EXIT_WITH), "is not usable");
+  expect_error(fiber_cmd("ps --backend kubernetes"), "not available in this version");
+  auto unknown = fiber_cmd("run --no-such-flag -- /bin/true");
+  EXPECT_NE(unknown.code, 0);
+  EXPECT_NE(unknown.out.find("--no-such-flag"), std::string::npos) << unknown.out;
+}
