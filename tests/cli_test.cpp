@@ -11,30 +11,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cli_support.hpp"
 #include "docker_support.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
+using fiber_test::fiber_cmd;
+using fiber_test::command_outcome;
 
 namespace {
-
-struct outcome {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-/// The fiber command with `args` (shell words), run to its end.
-outcome fiber_cmd(const std::string& args, const std::string& env = {}) {
-  std::string cmd = env + " " FIBER_TEST_CLI " " + args + " 2>&1";
-  outcome r;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-    int status = ::pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  return r;
-}
 
 std::string http_get(const std::string& url) {
   std::string out;
@@ -195,7 +180,7 @@ TEST_F(fiber_command, dry_run_prints_the_container_and_creates_nothing) {
 }
 
 TEST_F(fiber_command, bad_input_is_an_error_that_names_the_problem_and_the_fix) {
-  auto expect_error = [](const outcome& r, const std::string& words) {
+  auto expect_error = [](const command_outcome& r, const std::string& words) {
     EXPECT_EQ(r.code, 125) << r.out;
     EXPECT_NE(r.out.find(words), std::string::npos) << r.out;
   };

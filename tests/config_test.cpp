@@ -90,10 +90,10 @@ TEST_F(config_test, a_pods_downward_api_variables_are_not_keys) {
 
 TEST_F(config_test, the_fiber_commands_variables_are_not_keys) {
   // What `fiber run` gives a master in a container, and the command's own default registry.
-  setenv("FIBER_CONTAINER_NAME", "pi-3fa2c1", 1);
+  setenv("FIBER_RUN_NAME", "pi-3fa2c1", 1);
   setenv("FIBER_REGISTRY", "registry.example:5000/team", 1);
   EXPECT_NO_THROW((void)fiber::config::load());
-  unsetenv("FIBER_CONTAINER_NAME");
+  unsetenv("FIBER_RUN_NAME");
   unsetenv("FIBER_REGISTRY");
 }
 

@@ -15,7 +15,7 @@ std::string this_host() {
 }
 
 std::string master_host() {
-  const char* run = std::getenv("FIBER_CONTAINER_NAME");
+  const char* run = std::getenv("FIBER_RUN_NAME");
   return run && *run ? std::string(run) : this_host();
 }
 

@@ -88,8 +88,8 @@ class tcp_backend : public backend {
 
 /// This machine's host name.
 std::string this_host();
-/// Where this master runs, as its marks name it: the container a `fiber run` master runs in
-/// (FIBER_CONTAINER_NAME, the run's name), else this machine's host name.
+/// Where this master runs, as its marks name it: the run a `fiber run` master belongs to
+/// (FIBER_RUN_NAME, on every backend), else this machine's host name.
 std::string master_host();
 /// Who started a child, as container labels and job comments record it: `<master_host>:<pid>` of
 /// this master. A later master on the same host removes what masters that are gone left behind;

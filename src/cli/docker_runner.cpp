@@ -94,7 +94,7 @@ std::string age(std::int64_t created) {
 }
 
 /// The run a worker container belongs to: fiber.master is "<master host>:<pid>", and a `fiber run`
-/// master names its run there (FIBER_CONTAINER_NAME).
+/// master names its run there (FIBER_RUN_NAME).
 std::string master_host(const container_summary& c) {
   auto it = c.labels.find(master_label);
   if (it == c.labels.end()) return {};
@@ -199,7 +199,7 @@ int docker_runner::run(const run_options& o) {
   if (host.starts_with("unix://")) c.binds.push_back(host.substr(7) + ":/var/run/docker.sock");
   else c.env.push_back("DOCKER_HOST=" + host);
   c.env.push_back("FIBER_BACKEND=docker");
-  c.env.push_back("FIBER_CONTAINER_NAME=" + name);
+  c.env.push_back("FIBER_RUN_NAME=" + name);
   if (!volumes.empty()) c.env.push_back("FIBER_VOLUMES=" + volumes);
   c.env.push_back("FIBER_DOCKER_NETWORK=" + c.network_mode);
   for (auto& kv : o.env) {

@@ -13,6 +13,7 @@
 
 #include "cli/docker_runner.hpp"
 #include "cli/run_options.hpp"
+#include "cli/slurm_runner.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::cli {
@@ -44,7 +45,7 @@ int run_locally(const run_options& o) {
 [[noreturn]] void not_here(const std::string& backend, const std::string& verb) {
   throw error(errc::config_error,
               "`fiber " + verb + "` on backend " + backend +
-                  " is not available in this version (docker is): run the program there with FIBER_BACKEND=" + backend +
+                  " is not available in this version (docker and slurm are): run the program there with FIBER_BACKEND=" + backend +
                   " (docs/backends.md), or use --backend docker");
 }
 
@@ -53,7 +54,7 @@ int run_locally(const run_options& o) {
 
 int main(int argc, char** argv) {
   using namespace fiber::cli;
-  CLI::App app{"fiber: build, push and run a fiber program's master on Docker (or here), and watch it.\n"
+  CLI::App app{"fiber: build, push and run a fiber program's master on Docker or Slurm (or here), and watch it.\n"
                "Exit status: the master's own with run --attach; 125 when fiber itself fails."};
   app.require_subcommand(1);
   app.fallthrough();  // `fiber run --backend docker ...` as well as `fiber --backend docker run ...`
@@ -108,6 +109,14 @@ int main(int argc, char** argv) {
     if (backend == "local") {
       if (*run) return run_locally(ro);
       not_here(backend, run->parsed() ? "run" : ps->parsed() ? "ps" : logs->parsed() ? "logs" : stop->parsed() ? "stop" : "gc");
+    }
+    if (backend == "slurm") {
+      slurm_runner slurm;
+      if (*run) return slurm.run(ro);
+      if (*ps) return slurm.ps();
+      if (*logs) return slurm.logs(lo);
+      if (*stop) return slurm.stop(stop_name);
+      if (*gc) return slurm.gc();
     }
     if (backend != "docker") not_here(backend, app.get_subcommands().front()->get_name());
     docker_runner docker;

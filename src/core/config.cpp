@@ -242,7 +242,7 @@ std::string_view trim(std::string_view s) {
 // switch for engines (scripts/test.sh).
 bool internal_env(std::string_view name) {
   return name.starts_with("FIBER_WORKER") || name == "FIBER_CONFIG_FILE" || name.starts_with("FIBER_INTERNAL_") ||
-         name.starts_with("FIBER_POD_") || name == "FIBER_CONTAINER_NAME" || name == "FIBER_REGISTRY" ||
+         name.starts_with("FIBER_POD_") || name == "FIBER_RUN_NAME" || name == "FIBER_REGISTRY" ||
          name == "FIBER_REQUIRE_ENGINES";
 }
 

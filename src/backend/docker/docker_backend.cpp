@@ -369,10 +369,10 @@ class docker_backend final : public tcp_backend {
   }
 
  private:
-  /// A master `fiber run` started in a container (FIBER_CONTAINER_NAME): its workers are the
-  /// container's neighbours on the same engine.
+  /// A master `fiber run --backend docker` started in a container (FIBER_RUN_NAME): its workers
+  /// are the container's neighbours on the same engine.
   static bool in_container() {
-    const char* name = std::getenv("FIBER_CONTAINER_NAME");
+    const char* name = std::getenv("FIBER_RUN_NAME");
     return name && *name;
   }
 
@@ -389,7 +389,7 @@ class docker_backend final : public tcp_backend {
         ::freeaddrinfo(found);
         if (std::string(text) != "127.0.0.1" && *text) return text;
       }
-      throw error(errc::config_error, "this master runs in container " + std::string(std::getenv("FIBER_CONTAINER_NAME")) +
+      throw error(errc::config_error, "this master runs in container " + std::string(std::getenv("FIBER_RUN_NAME")) +
                                           " but cannot find its own address (host name " + this_host() +
                                           "): set the config key 'master_address' (FIBER_MASTER_ADDRESS)");
     }

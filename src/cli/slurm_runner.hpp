@@ -1,0 +1,24 @@
+// The `fiber` command's verbs on Slurm: the master is a batch job running the program from this
+// file system (which the nodes share: no image), its workers batch jobs of their own as the
+// backend starts them. A run's job carries the comment "fiber run=NAME user=USER"; its workers
+// "fiber master=NAME:PID" (FIBER_RUN_NAME). Its output goes to ~/.fiber/runs/NAME.out.
+#pragma once
+#include <string>
+
+#include "cli/run_options.hpp"
+
+namespace fiber::cli {
+
+class slurm_runner {
+ public:
+  int run(const run_options& o);
+  int ps();
+  int logs(const logs_options& o);
+  int stop(const std::string& name);
+  int gc();
+};
+
+/// The batch script of a run: its environment, then exec of the command.
+std::string run_script(const std::vector<std::string>& env, const std::vector<std::string>& command);
+
+}  // namespace fiber::cli
