@@ -2,7 +2,6 @@
 
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
-#include <pwd.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -11,13 +10,13 @@
 #include <ctime>
 #include <filesystem>
 #include <optional>
-#include <random>
 #include <tuple>
 
 #include "backend/backend.hpp"
 #include "backend/docker/docker_engine.hpp"
 #include "cli/build_context.hpp"
 #include "cli/registry_auth.hpp"
+#include "cli/run_names.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::cli {
@@ -31,39 +30,6 @@ namespace {
 constexpr const char* run_label = "fiber.run";    // on a master container: the run's name
 constexpr const char* user_label = "fiber.user";  // who started it
 constexpr const char* master_label = "fiber.master";
-
-std::string user_name() {
-  if (auto* pw = ::getpwuid(::getuid())) return pw->pw_name;
-  return std::to_string(::getuid());
-}
-
-/// A name the engine and a host name accept: lower-case letters, digits and '-'.
-std::string sanitized(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (std::isalnum(static_cast<unsigned char>(c))) out.push_back(static_cast<char>(std::tolower(c)));
-    else if (!out.empty() && out.back() != '-') out.push_back('-');
-  }
-  while (!out.empty() && out.back() == '-') out.pop_back();
-  if (out.size() > 40) out.resize(40);
-  return out.empty() ? "fiber" : out;
-}
-
-void check_name(const std::string& name) {
-  bool ok = !name.empty() && name.size() <= 63 && std::isalnum(static_cast<unsigned char>(name[0]));
-  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-');
-  if (!ok)
-    throw error(errc::config_error, "run name '" + name +
-                                        "' is not usable: up to 63 letters, digits and '-', starting with a letter "
-                                        "or digit");
-}
-
-std::string random_suffix() {
-  std::random_device rd;
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "%06x", rd() & 0xffffff);
-  return buf;
-}
 
 /// "-v CLAIM[:PATH][:ro]" → "CLAIM:PATH[:ro]", the path /persistent unless given.
 std::string volume_bind(const std::string& v) {
@@ -150,8 +116,8 @@ int docker_runner::run(const run_options& o) {
   if (!o.image.empty() && o.build)
     throw error(errc::config_error, "--image and --build exclude each other: run an existing image, or build one");
   auto command = o.command;
-  auto name = o.name.empty() ? sanitized(fs::path(command[0]).filename().string()) + "-" + random_suffix() : o.name;
-  check_name(name);
+  auto name = o.name.empty() ? default_run_name(command[0]) : o.name;
+  check_run_name(name);
 
   // The image: as given, or built here (from the Dockerfile, else from the program itself).
   std::string ref = o.image;
@@ -170,7 +136,7 @@ int docker_runner::run(const run_options& o) {
       context = context_of_program(command[0]);
       command[0] = fs::canonical(command[0]).string();  // where the generated image holds it
     }
-    auto app = sanitized(fs::path(o.command[0]).filename().string());
+    auto app = sanitized_name(fs::path(o.command[0]).filename().string());
     repo = (o.registry.empty() ? "fiber/" : o.registry + "/") + app;
     tag = context->digest.substr(0, 12);
     ref = repo + ":" + tag;

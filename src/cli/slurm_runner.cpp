@@ -1,6 +1,5 @@
 #include "cli/slurm_runner.hpp"
 
-#include <pwd.h>
 #include <csignal>
 #include <unistd.h>
 
@@ -12,12 +11,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <thread>
 
 #include "backend/backend.hpp"
 #include "backend/command.hpp"
 #include "backend/slurm/slurm_cli.hpp"
+#include "cli/run_names.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 
@@ -31,11 +30,6 @@ using detail::slurm::job_row;
 namespace {
 
 constexpr std::string_view run_comment_prefix = "fiber run=";
-
-std::string user_name() {
-  if (auto* pw = ::getpwuid(::getuid())) return pw->pw_name;
-  return std::to_string(::getuid());
-}
 
 std::string runs_dir() {
   const char* home = std::getenv("HOME");
@@ -165,13 +159,6 @@ void cancel_and_wait(const std::vector<std::string>& ids) {
   }
 }
 
-std::string random_suffix() {
-  std::random_device rd;
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "%06x", rd() & 0xffffff);
-  return buf;
-}
-
 }  // namespace
 
 std::string run_script(const std::vector<std::string>& env, const std::vector<std::string>& command) {
@@ -203,16 +190,8 @@ int slurm_runner::run(const run_options& o) {
     if (ec) throw error(errc::config_error, "program " + command[0] + " is not here: build it first");
     command[0] = exe.string();
   }
-  auto name = o.name;
-  if (name.empty()) {
-    for (char c : fs::path(command[0]).filename().string())
-      name.push_back(std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '-');
-    name += "-" + random_suffix();
-  }
-  for (char c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_')
-      throw error(errc::config_error, "run name '" + name + "' is not usable: letters, digits, '-' and '_'");
-
+  auto name = o.name.empty() ? default_run_name(command[0]) : o.name;
+  check_run_name(name);
   std::vector<std::string> env{"FIBER_BACKEND=slurm", "FIBER_RUN_NAME=" + name,
                                // Workers as batch jobs of their own, each with its own resources:
                                // the master's job holds only what the master asked for.
