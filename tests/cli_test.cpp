@@ -176,6 +176,8 @@ TEST_F(fiber_command, dry_run_prints_the_container_and_creates_nothing) {
   EXPECT_NE(env.find("FIBER_VOLUMES=data:/data:ro"), std::string::npos) << env;
   EXPECT_NE(env.find("A=1"), std::string::npos) << env;
   EXPECT_EQ(plan.at("build").at("context_sha256").as_string().size(), 64u);
+  EXPECT_EQ(plan.at("build").at("context").as_string(), "generated: the program and its libraries")
+      << "no Dockerfile here: the image of the program itself";
   EXPECT_TRUE(containers("fiber.run", name).empty());
 }
 

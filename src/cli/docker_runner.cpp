@@ -10,9 +10,9 @@
 #include <ctime>
 #include <filesystem>
 #include <optional>
-#include <tuple>
 
 #include "backend/backend.hpp"
+#include "backend/docker/blocking_engine.hpp"
 #include "backend/docker/docker_engine.hpp"
 #include "cli/build_context.hpp"
 #include "cli/registry_auth.hpp"
@@ -70,21 +70,13 @@ std::string master_host(const container_summary& c) {
 }  // namespace
 
 struct docker_runner::session {
-  asio::io_context io;
-  docker_engine engine{io};
+  detail::blocking_engine blocking{std::string{}};
+  docker_engine& engine = blocking.engine();
 
   /// One engine operation, to completion; fiber::error with the engine's words when it fails.
   template <class T, class Start>
   T call(Start start) {
-    std::optional<std::tuple<std::error_code, T, std::string>> out;
-    start(engine, [&](std::error_code ec, T v, std::string why) { out.emplace(ec, std::move(v), std::move(why)); });
-    io.restart();
-    while (!out && io.run_one()) {
-    }
-    if (!out) throw error(errc::backend_unavailable, "the Docker engine at " + engine.host() + " did not answer");
-    auto& [ec, v, why] = *out;
-    if (ec) throw error(ec, why);
-    return std::move(v);
+    return blocking.run<T>(std::move(start));
   }
 
   std::vector<container_summary> labeled(const char* key) {
@@ -122,6 +114,7 @@ int docker_runner::run(const run_options& o) {
   // The image: as given, or built here (from the Dockerfile, else from the program itself).
   std::string ref = o.image;
   std::optional<build_context> context;
+  bool generated = false;  // the image of the program itself, no Dockerfile
   std::string repo, tag;
   if (ref.empty()) {
     auto dir = fs::path(o.context);
@@ -134,6 +127,7 @@ int docker_runner::run(const run_options& o) {
       context = context_of_folder(dir, o.dockerfile);
     } else {
       context = context_of_program(command[0]);
+      generated = true;
       command[0] = fs::canonical(command[0]).string();  // where the generated image holds it
     }
     auto app = sanitized_name(fs::path(o.command[0]).filename().string());
@@ -178,9 +172,7 @@ int docker_runner::run(const run_options& o) {
     c.env.push_back("FIBER_IMAGE=" + ref);
     boost::json::object plan;
     if (context) {
-      plan["build"] = {{"context", context->dockerfile == "Dockerfile" && !fs::exists(fs::path(o.context) / o.dockerfile)
-                                       ? "generated: the program and its libraries"
-                                       : fs::absolute(o.context).string()},
+      plan["build"] = {{"context", generated ? "generated: the program and its libraries" : fs::absolute(o.context).string()},
                        {"files", context->files},
                        {"context_sha256", context->digest},
                        {"tag", ref},
@@ -228,7 +220,7 @@ int docker_runner::run(const run_options& o) {
   std::optional<int> code;
   bool detached = false, logs_done = false;
   std::string failure;
-  asio::signal_set signals(s_->io, SIGINT, SIGTERM);
+  asio::signal_set signals(s_->blocking.io(), SIGINT, SIGTERM);
   signals.async_wait([&](std::error_code ec, int) {
     if (!ec) detached = true;
   });
@@ -243,8 +235,9 @@ int docker_runner::run(const run_options& o) {
     if (ec) failure = why;
     else code = exit_code;
   });
-  s_->io.restart();
-  while (!detached && !((code || !failure.empty()) && logs_done) && s_->io.run_one()) {
+  auto& io = s_->blocking.io();
+  io.restart();
+  while (!detached && !((code || !failure.empty()) && logs_done) && io.run_one()) {
   }
   if (detached) {
     std::fprintf(stderr, "\nfiber: detached; %s keeps running: `fiber logs -f %s` follows it again, `fiber stop %s` stops it\n",

@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   std::string stop_name;
   auto* stop = app.add_subcommand("stop", "stop a run: its master (SIGTERM, then SIGKILL after 10 s) and its workers");
   stop->add_option("name", stop_name, "the run's name")->required();
-  auto* gc = app.add_subcommand("gc", "remove ended runs and the workers of masters that are gone");
+  app.add_subcommand("gc", "remove ended runs and the workers of masters that are gone");
 
   try {
     app.parse(argc, argv);
@@ -106,25 +106,22 @@ int main(int argc, char** argv) {
   }
   try {
     if (!memory.empty()) ro.memory_bytes = parse_size(memory, "--memory");
+    auto verb = app.get_subcommands().front()->get_name();
     if (backend == "local") {
       if (*run) return run_locally(ro);
-      not_here(backend, run->parsed() ? "run" : ps->parsed() ? "ps" : logs->parsed() ? "logs" : stop->parsed() ? "stop" : "gc");
+      not_here(backend, verb);
     }
-    if (backend == "slurm") {
-      slurm_runner slurm;
-      if (*run) return slurm.run(ro);
-      if (*ps) return slurm.ps();
-      if (*logs) return slurm.logs(lo);
-      if (*stop) return slurm.stop(stop_name);
-      if (*gc) return slurm.gc();
-    }
-    if (backend != "docker") not_here(backend, app.get_subcommands().front()->get_name());
-    docker_runner docker;
-    if (*run) return docker.run(ro);
-    if (*ps) return docker.ps();
-    if (*logs) return docker.logs(lo);
-    if (*stop) return docker.stop(stop_name);
-    if (*gc) return docker.gc();
+    // Both runners answer the same verbs.
+    auto dispatch = [&](auto&& runner) {
+      if (*run) return runner.run(ro);
+      if (*ps) return runner.ps();
+      if (*logs) return runner.logs(lo);
+      if (*stop) return runner.stop(stop_name);
+      return runner.gc();
+    };
+    if (backend == "slurm") return dispatch(slurm_runner{});
+    if (backend == "docker") return dispatch(docker_runner{});
+    not_here(backend, verb);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "fiber: %s\n", e.what());

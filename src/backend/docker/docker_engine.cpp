@@ -125,7 +125,6 @@ std::string container_create_body(const container_spec& spec) {
   if (!spec.user.empty()) body["User"] = spec.user;
   if (!spec.working_dir.empty()) body["WorkingDir"] = spec.working_dir;
   body["HostConfig"] = std::move(host);
-  if (!spec.hostname.empty()) body["Hostname"] = spec.hostname;
   return boost::json::serialize(body);
 }
 
@@ -500,7 +499,8 @@ void docker_engine::push(const std::string& repo, const std::string& tag, const 
           std::string line(status->as_string());
           if (auto* id = o.if_contains("id"); id && id->is_string()) line = std::string(id->as_string()) + ": " + line;
           // Layer progress repeats many times a second: only the states, not the bytes.
-          if (!o.contains("progressDetail") || o.at("progressDetail").as_object().empty()) (*out)(line + "\n");
+          auto* detail = o.if_contains("progressDetail");
+          if (!detail || !detail->is_object() || detail->as_object().empty()) (*out)(line + "\n");
         }
         if (auto* aux = o.if_contains("aux"); aux && aux->is_object())
           if (auto* v = aux->as_object().if_contains("Digest"); v && v->is_string()) *digest = v->as_string();

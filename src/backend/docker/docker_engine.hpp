@@ -25,7 +25,6 @@ struct container_spec {
   std::int64_t memory_bytes = 0;                 // 0: no limit
   int gpus = 0;                                  // DeviceRequests for nvidia GPUs
   std::string name;                              // empty: the engine picks one
-  std::string hostname;                          // empty: the engine's (the id's start)
   bool init = false;                             // the engine's init (tini) as pid 1
   std::string user;                              // "uid:gid"; empty: the image's
   std::string working_dir;                       // empty: the image's
