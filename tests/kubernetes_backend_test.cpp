@@ -6,6 +6,7 @@
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 
+#include <asio/ip/tcp.hpp>
 #include <boost/json.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -318,6 +319,21 @@ TEST_F(kubernetes_double, a_watch_reconnecting_after_the_token_rotated_reads_it_
   EXPECT_EQ(problem, "");
   EXPECT_TRUE(seen);
   EXPECT_GE(watch->lists(), 2u);  // it listed again after the refusal
+}
+
+// A client that connects and never starts its TLS handshake (a pod killed mid-connect) must not
+// stop the double from answering others: when the double did TLS in accept(), such a client held
+// up every new connection while kept-alive ones went on, and a second context in a suite timed out
+// listing pods (the CI failure of kubernetes-pod:pool).
+TEST_F(kubernetes_double, a_client_that_connects_and_says_nothing_does_not_stop_the_others) {
+  auto url = fiber_test::read_text(fiber_test::kube_double_dir() + "/url");  // https://127.0.0.1:PORT
+  asio::io_context io;
+  asio::ip::tcp::socket silent(io);
+  silent.connect({asio::ip::make_address("127.0.0.1"),
+                  static_cast<unsigned short>(std::stoi(url.substr(url.rfind(':') + 1)))});
+  auto listed = fiber_test::kube_call("GET", "/api/v1/namespaces/default/pods?limit=1");
+  EXPECT_FALSE(listed.ec) << listed.why;
+  EXPECT_EQ(listed.status, 200);
 }
 
 }  // namespace

@@ -288,6 +288,28 @@ TEST(manager, oversized_arguments_and_results_are_clear_errors) {
   ctx.stop();
 }
 
+// A server the backend cannot even spawn (its engine is unreachable): calls fail with the reason,
+// and shutting the manager down returns (it waited for the end of a server that never ran).
+TEST(manager, a_server_that_cannot_be_spawned_fails_calls_and_shutdown_returns) {
+  const char* saved = std::getenv("DOCKER_HOST");
+  std::string before = saved ? saved : "";
+  ::setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock", 1);
+  {
+    fiber::context ctx(fiber::config::load({{"backend", "docker"}, {"image", "any-image"}}));
+    {
+      fiber::manager mgr(ctx);
+      fiber_test::expect_error([&] { (void)mgr.create<counter>(0).get(); }, fiber::errc::server_lost,
+                               {"could not start", "DOCKER_HOST"});
+      mgr.shutdown().get();
+    }  // and its destructor returns too
+    ctx.stop();
+  }
+  if (saved)
+    ::setenv("DOCKER_HOST", before.c_str(), 1);
+  else
+    ::unsetenv("DOCKER_HOST");
+}
+
 TEST(manager, empty_proxy_is_a_clear_error) {
   fiber::proxy<counter> c;
   fiber_test::expect_error([&] { (void)c.add(1); }, fiber::errc::not_started, {"empty proxy"});

@@ -26,6 +26,7 @@ Tests steer it through /double/... (admin token only): deny a verb (in one names
 writes DIR/kubeconfig, DIR/token, DIR/admin-token, DIR/ca.crt, DIR/url, then DIR/ready.
 """
 import argparse
+import bisect
 import datetime
 import http.client
 import http.server
@@ -235,7 +236,9 @@ class store:
 
     def __init__(self):
         self.lock = threading.Condition()
-        self.objects = {}  # (resource, ns, name) -> obj
+        # resource -> {(ns, name): obj}: a list of pods must not walk (or sort) the events, which
+        # pile up over a long test run.
+        self.objects = {}
         self.rv = 1000
         self.history = []  # (rv, resource, type, obj copy)
         self.oldest = self.rv  # a watch from an rv below this gets 410
@@ -253,7 +256,7 @@ class store:
 
     def add(self, resource, obj):
         m = obj["metadata"]
-        self.objects[(resource, m["namespace"], m["name"])] = obj
+        self.objects.setdefault(resource, {})[(m["namespace"], m["name"])] = obj
         self._bump(resource, "ADDED", obj)
 
     def modify(self, resource, obj):
@@ -261,14 +264,19 @@ class store:
 
     def remove(self, resource, obj):
         m = obj["metadata"]
-        self.objects.pop((resource, m["namespace"], m["name"]), None)
+        self.objects.get(resource, {}).pop((m["namespace"], m["name"]), None)
         self._bump(resource, "DELETED", obj)
 
     def get(self, resource, ns, name):
-        return self.objects.get((resource, ns, name))
+        return self.objects.get(resource, {}).get((ns, name))
 
     def items(self, resource, ns=None):
-        return [o for (r, n, _), o in sorted(self.objects.items()) if r == resource and (ns is None or n == ns)]
+        return [o for (n, _), o in sorted(self.objects.get(resource, {}).items()) if ns is None or n == ns]
+
+    def since(self, rv):
+        """The history after rv: a watch woken by a change reads only what is new (history is
+        in rv order), not the whole window; every watch wakes on every change."""
+        return self.history[bisect.bisect_right(self.history, rv, key=lambda h: h[0]):]
 
     def compact(self):
         self.oldest = self.rv
@@ -537,6 +545,9 @@ class cluster:
                 if not p or "deletionTimestamp" in p["metadata"]:
                     return self.finish_delete(ns, name, uid)
                 node, why = self.schedule(p)
+                if node and not self.free_ips:
+                    node, why = None, ('Failed to create pod sandbox: plugin type="bridge" failed (add): failed to '
+                                       'allocate for range 0: no IP addresses available in range set')
                 if node:
                     p["spec"]["nodeName"] = node
                     ip = self.free_ips.pop(0)
@@ -552,7 +563,9 @@ class cluster:
                                                   "message": why, "lastTransitionTime": now()}]
                     self.s.modify("pods", p)
                     self.event(p, "Warning", "FailedScheduling", why, "default-scheduler")
-                self.s.lock.wait(1.0)
+                # Once a second, not on every change in the store (every change wakes waiters).
+                retry = time.time() + 1.0
+                self.s.lock.wait_for(lambda: time.time() >= retry, 1.0)
         c = pod["spec"]["containers"][0]
         cname = c["name"]
 
@@ -577,7 +590,8 @@ class cluster:
             self.update_status(ns, name, uid, waiting("ErrImagePull", msg))
             self.event(pod, "Warning", "Failed", f'Failed to pull image "{image}": {msg}')
             with self.s.lock:
-                self.s.lock.wait(1.0)
+                retry = time.time() + 1.0
+                self.s.lock.wait_for(lambda: time.time() >= retry, 1.0)
             self.update_status(ns, name, uid, waiting("ImagePullBackOff", f'Back-off pulling image "{image}"'))
             self.event(pod, "Normal", "BackOff", f'Back-off pulling image "{image}"')
             return self.wait_for_delete(ns, name, uid)
@@ -902,11 +916,23 @@ class handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def setup(self):
+        # TLS in this connection's own thread, bounded: done in accept() (a wrapped listening
+        # socket) one client that connects and says nothing (a pod killed mid-handshake) stopped
+        # the server from taking any other connection, while kept-alive ones went on working.
+        raw = self.request
+        raw.settimeout(30)
+        self.request = self.server.tls.wrap_socket(raw, server_side=True)
+        self.request.settimeout(None)
         super().setup()
         # As Go's net/http (the real API server): no Nagle. Without it a reply's headers and body,
         # written apart, waited for the client's delayed ACK, 40-200 ms on a kept-alive connection.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            self.request.close()
     def do_GET(self):
         self.serve("GET")
 
@@ -1170,8 +1196,8 @@ class handler(http.server.BaseHTTPRequestHandler):
                     gone = api_error(410, "Expired", f"too old resource version: {since} ({c.s.oldest + 1})")
                     out.append({"type": "ERROR", "object": gone.status()})
                 else:
-                    for rv, res, typ, o in c.s.history:
-                        if rv > since and res == resource and (ns is None or o["metadata"].get("namespace") == ns) and match(o):
+                    for rv, res, typ, o in c.s.since(since):
+                        if res == resource and (ns is None or o["metadata"].get("namespace") == ns) and match(o):
                             out.append({"type": typ, "object": public(o)})
                     since = c.s.rv
                 if not out:
@@ -1256,6 +1282,15 @@ class handler(http.server.BaseHTTPRequestHandler):
 
 class server(http.server.ThreadingHTTPServer):
     daemon_threads = True
+    tls = None  # the SSLContext; connections are wrapped by handler.setup
+
+    def handle_error(self, request, client_address):
+        e = sys.exc_info()[1]
+        if isinstance(e, (ssl.SSLError, OSError)):  # a client that left or never finished its handshake
+            log("connection from", client_address, "dropped:", e)
+        else:
+            super().handle_error(request, client_address)
+    request_queue_size = 128  # the default 5 refuses connections when many masters start at once
     allow_reuse_address = True
 
 
@@ -1310,7 +1345,7 @@ def main():
     srv = server(("0.0.0.0", args.port), handler)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(crt, key)
-    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    srv.tls = ctx
     c.port = srv.server_address[1]
     handler.cluster = c
     with open(ca) as f:

@@ -74,7 +74,9 @@ class manager_core final : public service, public std::enable_shared_from_this<m
 
   /// Asks the server to exit; kills it after terminate_grace_ms. `done` once it is gone.
   void shutdown(unique_function<void()> done) {
-    if (!proc_ || proc_->state() == child_process::phase::ended) {
+    // A server whose spawn failed at once never ran and will never end: nothing to wait for
+    // (waiting for it hung ~manager after the backend could not be reached).
+    if (!proc_ || proc_->state() == child_process::phase::ended || proc_->state() == child_process::phase::created) {
       stopping_ = true;
       if (!dead_) {
         dead_ = true;
