@@ -197,7 +197,7 @@ TEST_F(fiber_command, bad_input_is_an_error_that_names_the_problem_and_the_fix) 
   expect_error(fiber_cmd("logs no-such-run-here"), "no run named 'no-such-run-here'");
   expect_error(fiber_cmd("stop no-such-run-here"), "`fiber ps` lists yours");
   expect_error(fiber_cmd("run --name 'bad name!' --build -- " FIBER_TEST_EXIT_WITH), "is not usable");
-  expect_error(fiber_cmd("ps --backend kubernetes"), "not available in this version");
+  expect_error(fiber_cmd("ps --backend local"), "runs on an engine");
   auto unknown = fiber_cmd("run --no-such-flag -- /bin/true");
   EXPECT_NE(unknown.code, 0);
   EXPECT_NE(unknown.out.find("--no-such-flag"), std::string::npos) << unknown.out;

@@ -8,19 +8,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <filesystem>
 #include <optional>
 
 #include "backend/backend.hpp"
 #include "backend/docker/blocking_engine.hpp"
 #include "backend/docker/docker_engine.hpp"
-#include "cli/build_context.hpp"
-#include "cli/registry_auth.hpp"
+#include "cli/image_plan.hpp"
 #include "cli/run_names.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::cli {
-namespace fs = std::filesystem;
 using detail::container_spec;
 using detail::container_summary;
 using detail::docker_engine;
@@ -103,42 +100,13 @@ docker_runner::docker_runner() : s_(std::make_unique<session>()) {}
 docker_runner::~docker_runner() = default;
 
 int docker_runner::run(const run_options& o) {
-  if (o.command.empty())
-    throw error(errc::config_error, "nothing to run: give the program after --, e.g. `fiber run --build -- ./pi_estimation`");
-  if (!o.image.empty() && o.build)
-    throw error(errc::config_error, "--image and --build exclude each other: run an existing image, or build one");
-  auto command = o.command;
-  auto name = o.name.empty() ? default_run_name(command[0]) : o.name;
+  auto image = plan_image(o);
+  auto name = o.name.empty() ? default_run_name(o.command[0]) : o.name;
   check_run_name(name);
 
-  // The image: as given, or built here (from the Dockerfile, else from the program itself).
-  std::string ref = o.image;
-  std::optional<build_context> context;
-  bool generated = false;  // the image of the program itself, no Dockerfile
-  std::string repo, tag;
-  if (ref.empty()) {
-    auto dir = fs::path(o.context);
-    bool has_dockerfile = fs::is_regular_file(dir / o.dockerfile);
-    if (!has_dockerfile && !o.build)
-      throw error(errc::config_error, "no image to run: pass --image IMAGE, or --build to build one (from " +
-                                          (dir / o.dockerfile).string() +
-                                          " when it exists, else a minimal image of the program itself)");
-    if (has_dockerfile) {
-      context = context_of_folder(dir, o.dockerfile);
-    } else {
-      context = context_of_program(command[0]);
-      generated = true;
-      command[0] = fs::canonical(command[0]).string();  // where the generated image holds it
-    }
-    auto app = sanitized_name(fs::path(o.command[0]).filename().string());
-    repo = (o.registry.empty() ? "fiber/" : o.registry + "/") + app;
-    tag = context->digest.substr(0, 12);
-    ref = repo + ":" + tag;
-  }
-
   container_spec c;
-  c.image = ref;  // replaced by repo@digest once pushed
-  c.cmd = command;
+  c.image = image.ref;  // replaced by repo@digest once pushed
+  c.cmd = image.command;
   c.name = name;
   c.init = true;
   c.cpus = o.cpu;
@@ -169,15 +137,9 @@ int docker_runner::run(const run_options& o) {
   }
 
   if (o.dry_run) {
-    c.env.push_back("FIBER_IMAGE=" + ref);
+    c.env.push_back("FIBER_IMAGE=" + image.ref);
     boost::json::object plan;
-    if (context) {
-      plan["build"] = {{"context", generated ? "generated: the program and its libraries" : fs::absolute(o.context).string()},
-                       {"files", context->files},
-                       {"context_sha256", context->digest},
-                       {"tag", ref},
-                       {"push", o.registry.empty() ? boost::json::value(nullptr) : boost::json::value(repo + ":" + tag)}};
-    }
+    if (image.context) plan["build"] = describe_build(image, o);
     plan["engine"] = host;
     plan["create"] = boost::json::parse(detail::container_create_body(c));
     std::printf("%s\n", boost::json::serialize(plan).c_str());
@@ -185,31 +147,13 @@ int docker_runner::run(const run_options& o) {
   }
 
   s_->call<std::string>([](docker_engine& e, auto done) { e.check(std::move(done)); });
-  if (context) {
-    std::fprintf(stderr, "fiber: building %s (%zu files in the context)\n", ref.c_str(), context->files);
-    s_->call<std::string>([&](docker_engine& e, auto done) {
-      e.build(std::move(context->tar), ref, context->dockerfile,
-              [](std::string_view out) { std::fwrite(out.data(), 1, out.size(), stderr); }, std::move(done));
-    });
-    if (!o.registry.empty()) {
-      auto registry = o.registry.substr(0, o.registry.find('/'));
-      auto auth = registry_auth_header(credentials_for(registry), registry);
-      std::fprintf(stderr, "fiber: pushing %s\n", ref.c_str());
-      auto digest = s_->call<std::string>([&](docker_engine& e, auto done) {
-        e.push(repo, tag, auth, [](std::string_view out) { std::fwrite(out.data(), 1, out.size(), stderr); },
-               std::move(done));
-      });
-      ref = repo + "@" + digest;  // the exact image, for the master and every worker
-    }
-  } else if (!s_->call<bool>([&](docker_engine& e, auto done) { e.has_image(ref, std::move(done)); })) {
-    throw error(errc::config_error, "image '" + ref + "' is not on the Docker engine at " + host +
-                                        ": pull or build it there, or use --build");
-  }
-  c.image = ref;
-  c.env.push_back("FIBER_IMAGE=" + ref);
+  build_and_push(image, o, s_->blocking, /*must_be_local=*/true);
+  c.image = image.ref;
+  c.env.push_back("FIBER_IMAGE=" + image.ref);
   auto id = s_->call<std::string>([&](docker_engine& e, auto done) { e.create(c, std::move(done)); });
   s_->call<bool>([&](docker_engine& e, auto done) { e.start(id, std::move(done)); });
-  std::fprintf(stderr, "fiber: started %s (container %s, image %s)\n", name.c_str(), id.substr(0, 12).c_str(), ref.c_str());
+  std::fprintf(stderr, "fiber: started %s (container %s, image %s)\n", name.c_str(), id.substr(0, 12).c_str(),
+               image.ref.c_str());
   if (!o.attach) {
     std::printf("%s\n", name.c_str());
     std::fprintf(stderr, "fiber: `fiber logs -f %s` follows it, `fiber stop %s` stops it\n", name.c_str(), name.c_str());

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "cli/docker_runner.hpp"
+#include "cli/kubernetes_runner.hpp"
 #include "cli/run_options.hpp"
 #include "cli/slurm_runner.hpp"
 #include "fiber/error.hpp"
@@ -42,11 +43,10 @@ int run_locally(const run_options& o) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-[[noreturn]] void not_here(const std::string& backend, const std::string& verb) {
-  throw error(errc::config_error,
-              "`fiber " + verb + "` on backend " + backend +
-                  " is not available in this version (docker and slurm are): run the program there with FIBER_BACKEND=" + backend +
-                  " (docs/backends.md), or use --backend docker");
+[[noreturn]] void not_here(const std::string& verb) {
+  throw error(errc::config_error, "`fiber " + verb +
+                                      "` runs on an engine, and --backend local runs the program here: use --backend "
+                                      "docker, kubernetes or slurm");
 }
 
 }  // namespace
@@ -54,7 +54,8 @@ int run_locally(const run_options& o) {
 
 int main(int argc, char** argv) {
   using namespace fiber::cli;
-  CLI::App app{"fiber: build, push and run a fiber program's master on Docker or Slurm (or here), and watch it.\n"
+  CLI::App app{"fiber: build, push and run a fiber program's master on Docker, Kubernetes or Slurm (or here), and watch "
+               "it.\n"
                "Exit status: the master's own with run --attach; 125 when fiber itself fails."};
   app.require_subcommand(1);
   app.fallthrough();  // `fiber run --backend docker ...` as well as `fiber --backend docker run ...`
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {
     auto verb = app.get_subcommands().front()->get_name();
     if (backend == "local") {
       if (*run) return run_locally(ro);
-      not_here(backend, verb);
+      not_here(verb);
     }
     // Both runners answer the same verbs.
     auto dispatch = [&](auto&& runner) {
@@ -120,8 +121,8 @@ int main(int argc, char** argv) {
       return runner.gc();
     };
     if (backend == "slurm") return dispatch(slurm_runner{});
-    if (backend == "docker") return dispatch(docker_runner{});
-    not_here(backend, verb);
+    if (backend == "kubernetes") return dispatch(kubernetes_runner{});
+    return dispatch(docker_runner{});
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "fiber: %s\n", e.what());

@@ -8,13 +8,19 @@ What it serves (core/v1, HTTPS with a CA of its own, bearer tokens):
         Debian's python3-kubernetes), get, list, watch, delete, deletecollection, pods/log
   events: list, watch (Scheduled, Pulled, Started, FailedScheduling, Failed, Killing)
   persistentvolumeclaims: create, get, list, delete (each one a named Docker volume)
-  discovery (/api, /api/v1, /apis, /version) so that kubectl can talk to it
+  serviceaccounts: get, list (default's "default" and "fiber", as containers/kubernetes/rbac.yaml)
+and batch/v1:
+  jobs: create, get, list, watch, delete (propagationPolicy Orphan, batch/v1's default,
+        Background, Foreground); a job controller makes the pods (generateName, the controller
+        owner reference, job-name labels), one at a time, a new one per failure up to backoffLimit,
+        and sets Complete or Failed (BackoffLimitExceeded)
+  discovery (/api, /api/v1, /apis, /apis/batch/v1, /version) so that kubectl can talk to it
 Semantics kept from the real server: resourceVersion (one counter for everything, opaque to
 clients), watch from a resourceVersion with bookmarks and `timeoutSeconds`, 410 Gone as an ERROR
 event once history was compacted, `Status` bodies with reason and code (401, 403, 404, 409, 410,
 422 naming the invalid field, 429 with Retry-After), label and field selectors, graceful delete
 (deletionTimestamp, SIGTERM, SIGKILL after the grace period), the garbage collector deleting pods
-whose owner pod is gone, a scheduler that refuses what no node has ("0/2 nodes are available: 2
+whose owner pod or Job is gone, image pulls from a registry the image names (IfNotPresent), a scheduler that refuses what no node has ("0/2 nodes are available: 2
 Insufficient nvidia.com/gpu."), image pull failures (ErrImagePull, ImagePullBackOff,
 InvalidImageName), CreateContainerConfigError, OOMKilled, pod IPs assigned before the containers
 start (a Docker network of the double's own), the downward API and the service account volume.
@@ -380,6 +386,12 @@ class cluster:
         hosts = list(net.hosts())
         self.gateway = str(hosts[0])
         self.free_ips = [str(h) for h in hosts[1:]]
+        # Namespace default's accounts: its own, and fiber's as containers/kubernetes/rbac.yaml
+        # makes it (the double does not enforce RBAC beyond /double/deny).
+        for sa in ("default", "fiber"):
+            with self.s.lock:
+                self.s.add("serviceaccounts", {"kind": "ServiceAccount", "apiVersion": "v1", "metadata": {
+                    "name": sa, "namespace": "default", "uid": str(uuid.uuid4()), "creationTimestamp": now()}})
         self.sa_dir = os.path.join(state_dir, "serviceaccount")
         os.makedirs(self.sa_dir, exist_ok=True)
         self.write_token()
@@ -401,13 +413,14 @@ class cluster:
     # ------------------------------------------------ events
 
     def event(self, pod, typ, reason, message, component="kubelet"):
+        """An event about a pod (or any object: a Job's come from the job controller)."""
         m = pod["metadata"]
         ns = m["namespace"]
         name = f"{m['name']}.{secrets.token_hex(8)}"
         ev = {"kind": "Event", "apiVersion": "v1",
               "metadata": {"name": name, "namespace": ns, "uid": str(uuid.uuid4()), "creationTimestamp": now()},
-              "involvedObject": {"kind": "Pod", "namespace": ns, "name": m["name"], "uid": m["uid"],
-                                 "apiVersion": "v1", "resourceVersion": m.get("resourceVersion", "")},
+              "involvedObject": {"kind": pod.get("kind", "Pod"), "namespace": ns, "name": m["name"], "uid": m["uid"],
+                                 "apiVersion": pod.get("apiVersion", "v1"), "resourceVersion": m.get("resourceVersion", "")},
               "reason": reason, "message": message, "type": typ, "count": 1,
               "firstTimestamp": now(), "lastTimestamp": now(), "source": {"component": component}}
         with self.s.lock:
@@ -584,6 +597,19 @@ class cluster:
             self.event(pod, "Warning", "InspectFailed", msg)
             return self.wait_for_delete(ns, name, uid)
         status, _ = self.engine.call("GET", f"/images/{urllib.parse.quote(image, safe='')}/json")
+        if status != 200 and c.get("imagePullPolicy") != "Never" and names_registry(image):
+            # IfNotPresent. Only from a registry the reference names: the test machines reach no
+            # public one, and a pull from Docker Hub would only wait for its failure.
+            self.event(pod, "Normal", "Pulling", f'Pulling image "{image}"')
+            self.update_status(ns, name, uid, waiting("ContainerCreating", ""))
+            started = time.time()
+            ref = image if ("@" in image or ":" in image.rsplit("/", 1)[-1]) else image + ":latest"
+            self.engine.call("POST", "/images/create?fromImage=" + urllib.parse.quote(ref, safe=""), timeout=600, raw=True)
+            status, _ = self.engine.call("GET", f"/images/{urllib.parse.quote(image, safe='')}/json")
+            if status == 200:
+                self.event(pod, "Normal", "Pulled", f'Successfully pulled image "{image}" in {time.time() - started:.3f}s')
+        elif status == 200:
+            self.event(pod, "Normal", "Pulled", f'Container image "{image}" already present on machine')
         if status != 200:
             msg = (f'rpc error: code = Unknown desc = failed to pull and unpack image "{image}": failed to resolve '
                    f'reference "{image}": pull access denied, repository does not exist or may require authorization')
@@ -595,7 +621,6 @@ class cluster:
             self.update_status(ns, name, uid, waiting("ImagePullBackOff", f'Back-off pulling image "{image}"'))
             self.event(pod, "Normal", "BackOff", f'Back-off pulling image "{image}"')
             return self.wait_for_delete(ns, name, uid)
-        self.event(pod, "Normal", "Pulled", f'Container image "{image}" already present on machine')
         try:
             body = self.container_body(pod, c)
         except api_error as e:
@@ -795,11 +820,173 @@ class cluster:
                                      daemon=True).start()
             return json.loads(json.dumps(p))
 
+    # ------------------------------------------------ jobs (batch/v1): the job controller
+
+    def create_job(self, ns, job, strict):
+        if strict:
+            for e in self.schema.check(job, "V1Job"):
+                raise api_error(400, "BadRequest", f"strict decoding error: {e}")
+        m = job.setdefault("metadata", {})
+        name = m.get("name", "")
+        spec = job.get("spec") or {}
+        template = spec.get("template") or {}
+        causes = []
+        # The job's name goes into its pods' labels: a DNS-1123 label, at most 63.
+        if not DNS1123_LABEL.match(name) or len(name) > 63:
+            causes.append({"field": "metadata.name", "message": f'Invalid value: "{name}": {LABEL_MSG}'})
+        rp = (template.get("spec") or {}).get("restartPolicy", "Always")
+        if rp not in ("OnFailure", "Never"):
+            causes.append({"field": "spec.template.spec.restartPolicy",
+                           "message": f'Unsupported value: "{rp}": supported values: "OnFailure", "Never"'})
+        if causes:
+            raise invalid("Job", name, causes)
+        as_pod = {"metadata": dict(template.get("metadata") or {}, generateName=name + "-"),
+                  "spec": template.get("spec") or {}}
+        try:
+            self.validate_pod(json.loads(json.dumps(as_pod)), False)
+        except api_error as e:
+            causes = [dict(c, field="spec.template." + c["field"]) for c in (e.details or {}).get("causes", [])]
+            raise invalid("Job", name, causes or [{"field": "spec.template", "message": e.message}])
+        with self.s.lock:
+            if self.s.get("jobs", ns, name):
+                raise api_error(409, "AlreadyExists", f'jobs.batch "{name}" already exists', {"name": name, "group": "batch", "kind": "jobs"})
+            uid = str(uuid.uuid4())
+            m.update(namespace=ns, uid=uid, creationTimestamp=now())
+            job["kind"], job["apiVersion"] = "Job", "batch/v1"
+            spec = job.setdefault("spec", {})
+            for k, v in (("backoffLimit", 6), ("completions", 1), ("parallelism", 1), ("completionMode", "NonIndexed"),
+                         ("suspend", False)):
+                spec.setdefault(k, v)
+            own = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+                   "controller-uid": uid, "job-name": name}
+            spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+            spec["template"].setdefault("metadata", {}).setdefault("labels", {}).update(own)
+            m.setdefault("labels", {}).update({k: v for k, v in own.items() if "job-name" in k})
+            job["status"] = {}
+            self.s.add("jobs", job)
+            snapshot = json.loads(json.dumps(job))
+        threading.Thread(target=self.job_controller, args=(ns, name, uid), daemon=True).start()
+        return snapshot
+
+    def live_job(self, ns, name, uid):
+        j = self.s.get("jobs", ns, name)
+        return j if j and j["metadata"]["uid"] == uid and "deletionTimestamp" not in j["metadata"] else None
+
+    def job_controller(self, ns, name, uid):
+        try:
+            self._job_controller(ns, name, uid)
+        except Exception:
+            log("job controller", ns, name, traceback.format_exc())
+
+    def _job_controller(self, ns, name, uid):
+        """One pod at a time (completions = parallelism = 1, what `fiber run` makes): a new one
+        after each failure until backoffLimit failures, then the Job fails."""
+        failed = 0
+        while True:
+            with self.s.lock:
+                j = self.live_job(ns, name, uid)
+                if not j:
+                    return
+                t = json.loads(json.dumps(j["spec"]["template"]))
+                meta = t.get("metadata") or {}
+                pod = {"metadata": {"generateName": name + "-", "labels": meta.get("labels") or {},
+                                    "annotations": meta.get("annotations") or {},
+                                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
+                                                         "controller": True, "blockOwnerDeletion": True}]},
+                       "spec": t["spec"]}
+                if not pod["metadata"]["annotations"]:
+                    del pod["metadata"]["annotations"]
+            made = self.create_pod(ns, pod, False)
+            pname, puid = made["metadata"]["name"], made["metadata"]["uid"]
+            with self.s.lock:
+                j = self.live_job(ns, name, uid)
+                if not j:
+                    return
+                j["status"].setdefault("startTime", now())
+                j["status"]["active"] = 1
+                self.s.modify("jobs", j)
+                self.event(j, "Normal", "SuccessfulCreate", f"Created pod: {pname}", "job-controller")
+                while True:
+                    j = self.live_job(ns, name, uid)
+                    if not j:
+                        return  # deleted: the garbage collector deals with its pod
+                    p = self.live_pod(ns, pname, puid)
+                    phase = "Failed" if not p else p["status"].get("phase")
+                    if phase in ("Succeeded", "Failed"):
+                        break
+                    self.s.lock.wait()
+                j["status"].pop("active", None)
+                if phase == "Succeeded":
+                    j["status"]["succeeded"] = 1
+                    j["status"]["completionTime"] = now()
+                    j["status"]["conditions"] = [{"type": "Complete", "status": "True", "lastProbeTime": now(),
+                                                  "lastTransitionTime": now()}]
+                    self.s.modify("jobs", j)
+                    self.event(j, "Normal", "Completed", "Job completed", "job-controller")
+                    return
+                failed += 1
+                j["status"]["failed"] = failed
+                if failed > j["spec"].get("backoffLimit", 6):
+                    j["status"]["conditions"] = [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                                                  "message": "Job has reached the specified backoff limit",
+                                                  "lastProbeTime": now(), "lastTransitionTime": now()}]
+                    self.s.modify("jobs", j)
+                    self.event(j, "Warning", "BackoffLimitExceeded", "Job has reached the specified backoff limit",
+                               "job-controller")
+                    return
+                self.s.modify("jobs", j)
+                retry = time.time() + 1.0  # the real controller backs off from 10 s
+                self.s.lock.wait_for(lambda: time.time() >= retry, 1.0)
+
+    def delete_job(self, ns, name, policy, grace):
+        """batch/v1 deletes a Job's pods only when asked (propagationPolicy Background or
+        Foreground); its default is to orphan them, as kubectl's users learn."""
+        with self.s.lock:
+            j = self.s.get("jobs", ns, name)
+            if not j:
+                raise api_error(404, "NotFound", f'jobs.batch "{name}" not found', {"name": name, "group": "batch", "kind": "jobs"})
+            uid = j["metadata"]["uid"]
+            owned = [p for p in self.s.items("pods", ns)
+                     if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])]
+            if policy == "Orphan":
+                for p in owned:
+                    p["metadata"]["ownerReferences"] = [r for r in p["metadata"]["ownerReferences"] if r.get("uid") != uid]
+                    if not p["metadata"]["ownerReferences"]:
+                        del p["metadata"]["ownerReferences"]
+                    self.s.modify("pods", p)
+            if policy == "Foreground" and owned:
+                # Gone once its dependents are: a deletionTimestamp and the foreground finalizer until then.
+                j["metadata"]["deletionTimestamp"] = now()
+                j["metadata"]["finalizers"] = ["foregroundDeletion"]
+                self.s.modify("jobs", j)
+            else:
+                self.s.remove("jobs", j)
+            out = json.loads(json.dumps(j))
+        if policy in ("Background", "Foreground"):
+            for p in owned:
+                try:
+                    self.delete_pod(ns, p["metadata"]["name"], grace, p["metadata"]["uid"])
+                except api_error:
+                    pass
+        if policy == "Foreground" and owned:
+            threading.Thread(target=self.finish_foreground, args=(ns, name, uid, [p["metadata"]["uid"] for p in owned]),
+                             daemon=True).start()
+        return out
+
+    def finish_foreground(self, ns, name, uid, pod_uids):
+        with self.s.lock:
+            while any(p["metadata"]["uid"] in pod_uids for p in self.s.items("pods", ns)):
+                self.s.lock.wait()
+            j = self.s.get("jobs", ns, name)
+            if j and j["metadata"]["uid"] == uid:
+                self.s.remove("jobs", j)
+
     def collect_garbage(self, ns):
-        """The garbage collector: a pod whose owner pod is gone (or never was) is deleted."""
+        """The garbage collector: a pod whose owner (a pod or a Job) is gone is deleted."""
         uids = {p["metadata"]["uid"] for p in self.s.items("pods", ns)}
+        uids |= {j["metadata"]["uid"] for j in self.s.items("jobs", ns)}
         for p in self.s.items("pods", ns):
-            refs = [r for r in p["metadata"].get("ownerReferences") or [] if r.get("kind") == "Pod"]
+            refs = [r for r in p["metadata"].get("ownerReferences") or [] if r.get("kind") in ("Pod", "Job")]
             if refs and all(r.get("uid") not in uids for r in refs) and "deletionTimestamp" not in p["metadata"]:
                 # Background propagation: an ordinary delete, the pod's own grace period.
                 log("garbage collector: deleting", p["metadata"]["name"], "(its owner is gone)")
@@ -818,6 +1005,12 @@ class cluster:
                                    urllib.parse.quote(json.dumps({"label": [f"kube-double={self.instance}"]})))
         for c in out if isinstance(out, list) else []:
             self.engine.call("DELETE", f"/containers/{c['Id']}?force=1&v=1")
+
+
+def names_registry(image):
+    """True when an image reference starts with a registry host (localhost, a dot or a port)."""
+    first = image.split("/", 1)[0]
+    return "/" in image and ("." in first or ":" in first or first == "localhost")
 
 
 def pvc_volume(ns, claim):
@@ -903,8 +1096,18 @@ API_RESOURCES = {
         {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]},
         {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event", "shortNames": ["ev"],
          "verbs": ["list", "watch"]},
+        {"name": "serviceaccounts", "singularName": "serviceaccount", "namespaced": True, "kind": "ServiceAccount",
+         "shortNames": ["sa"], "verbs": ["get", "list", "watch"]},
         {"name": "persistentvolumeclaims", "singularName": "persistentvolumeclaim", "namespaced": True,
          "kind": "PersistentVolumeClaim", "shortNames": ["pvc"], "verbs": ["create", "delete", "get", "list"]},
+    ]}
+
+
+BATCH_RESOURCES = {
+    "kind": "APIResourceList", "groupVersion": "batch/v1",
+    "resources": [
+        {"name": "jobs", "singularName": "job", "namespaced": True, "kind": "Job",
+         "verbs": ["create", "delete", "get", "list", "watch"], "categories": ["all"]},
     ]}
 
 
@@ -997,7 +1200,7 @@ class handler(http.server.BaseHTTPRequestHandler):
             self.route(method, url.path, q, raw)
         except api_error as e:
             self.send_json(e.code, e.status(), e.headers)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError):  # the client left
             pass
         except Exception as e:
             log("error serving", method, self.path, traceback.format_exc())
@@ -1045,12 +1248,21 @@ class handler(http.server.BaseHTTPRequestHandler):
             return self.send_json(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{c.gateway}:{c.port}"}]})
         if path == "/apis":
-            return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
+            batch = {"groupVersion": "batch/v1", "version": "v1"}
+            return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                {"name": "batch", "versions": [batch], "preferredVersion": batch}]})
         if path == "/api/v1":
             return self.send_json(200, API_RESOURCES)
-        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/(pods|events|persistentvolumeclaims)(?:/([^/]+))?(?:/(log))?", path)
+        if path == "/apis/batch/v1":
+            return self.send_json(200, BATCH_RESOURCES)
+        mj = re.fullmatch(r"/apis/batch/v1/namespaces/([^/]+)/jobs(?:/([^/]+))?", path)
+        if mj:
+            return self.jobs(method, mj.group(1), mj.group(2), q, raw)
+        if path == "/apis/batch/v1/jobs" and method == "GET":
+            return self.collection(None, "jobs", q)
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/(pods|events|persistentvolumeclaims|serviceaccounts)(?:/([^/]+))?(?:/(log))?", path)
         if not m:
-            m2 = re.fullmatch(r"/api/v1/(pods|events|persistentvolumeclaims)", path)
+            m2 = re.fullmatch(r"/api/v1/(pods|events|persistentvolumeclaims|serviceaccounts)", path)
             if m2 and method == "GET":
                 return self.collection(None, m2.group(1), q)
             raise api_error(404, "NotFound", "the server could not find the requested resource")
@@ -1116,6 +1328,38 @@ class handler(http.server.BaseHTTPRequestHandler):
             return self.send_json(200, public(o))
         raise api_error(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
+    def jobs(self, method, ns, name, q, raw):
+        c = self.cluster
+        verb = {"GET": "get" if name else ("watch" if q.get("watch") in ("1", "true") else "list"),
+                "POST": "create", "DELETE": "delete" if name else "deletecollection"}.get(method, method.lower())
+        if {(verb, "jobs", ns), (verb, "*", ns), (verb, "jobs", None), (verb, "*", None)} & c.denied:
+            raise api_error(403, "Forbidden",
+                            f'jobs.batch is forbidden: User "system:serviceaccount:{ns}:default" cannot {verb} resource '
+                            f'"jobs" in API group "batch" in the namespace "{ns}"', {"group": "batch", "kind": "jobs"})
+        if method == "GET" and name:
+            with c.s.lock:
+                o = c.s.get("jobs", ns, name)
+                if not o:
+                    raise api_error(404, "NotFound", f'jobs.batch "{name}" not found', {"name": name, "group": "batch", "kind": "jobs"})
+                return self.send_json(200, public(o))
+        if method == "GET":
+            return self.collection(ns, "jobs", q)
+        if method == "POST" and not name:
+            try:
+                obj = json.loads(raw or b"{}")
+            except ValueError as e:
+                raise api_error(400, "BadRequest", f"the body of the request was in an unknown format: {e}")
+            return self.send_json(201, public(c.create_job(ns, obj, q.get("fieldValidation") == "Strict")))
+        if method == "DELETE" and name:
+            opts = json.loads(raw) if raw else {}
+            policy = q.get("propagationPolicy") or opts.get("propagationPolicy") or (
+                "Background" if opts.get("orphanDependents") is False else "Orphan")
+            if policy not in ("Orphan", "Background", "Foreground"):
+                raise api_error(400, "BadRequest", f'propagationPolicy "{policy}": supported values: "Orphan", "Background", "Foreground"')
+            grace = q.get("gracePeriodSeconds", opts.get("gracePeriodSeconds"))
+            return self.send_json(200, public(c.delete_job(ns, name, policy, int(grace) if grace is not None else None)))
+        raise api_error(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+
     def create_pvc(self, ns, obj):
         c = self.cluster
         m = obj.setdefault("metadata", {})
@@ -1138,7 +1382,9 @@ class handler(http.server.BaseHTTPRequestHandler):
         allowed = {"pods": ["metadata.name", "metadata.namespace", "status.phase", "spec.nodeName"],
                    "events": ["involvedObject.uid", "involvedObject.name", "involvedObject.kind", "reason", "type",
                               "metadata.name", "metadata.namespace"],
-                   "persistentvolumeclaims": ["metadata.name", "metadata.namespace"]}[resource]
+                   "persistentvolumeclaims": ["metadata.name", "metadata.namespace"],
+                   "serviceaccounts": ["metadata.name", "metadata.namespace"],
+                   "jobs": ["metadata.name", "metadata.namespace", "status.successful"]}[resource]
         fields = parse_field_selector(q.get("fieldSelector"), allowed)
 
         def match(o):
@@ -1148,13 +1394,15 @@ class handler(http.server.BaseHTTPRequestHandler):
             with c.s.lock:
                 items = [public(o) for o in c.s.items(resource, ns) if match(o)]
                 rv = str(c.s.rv)
-            kind = {"pods": "PodList", "events": "EventList", "persistentvolumeclaims": "PersistentVolumeClaimList"}[resource]
+            kind = {"pods": "PodList", "events": "EventList", "persistentvolumeclaims": "PersistentVolumeClaimList",
+                    "serviceaccounts": "ServiceAccountList", "jobs": "JobList"}[resource]
             if resource == "pods" and "as=Table" in (self.headers.get("Accept") or ""):
                 return self.send_json(200, pod_table(items, rv))
             for i in items:
                 i.pop("kind", None)
                 i.pop("apiVersion", None)
-            return self.send_json(200, {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": rv},
+            return self.send_json(200, {"kind": kind, "apiVersion": "batch/v1" if resource == "jobs" else "v1",
+                                        "metadata": {"resourceVersion": rv},
                                         "items": items})
         return self.watch(ns, resource, q, match)
 
@@ -1164,7 +1412,8 @@ class handler(http.server.BaseHTTPRequestHandler):
         timeout = float(q.get("timeoutSeconds") or 1800)
         bookmarks = q.get("allowWatchBookmarks") in ("1", "true")
         deadline = time.time() + timeout
-        kind = {"pods": "Pod", "events": "Event", "persistentvolumeclaims": "PersistentVolumeClaim"}[resource]
+        kind = {"pods": "Pod", "events": "Event", "persistentvolumeclaims": "PersistentVolumeClaim",
+                "serviceaccounts": "ServiceAccount", "jobs": "Job"}[resource]
         with c.s.lock:
             generation = c.s.generation
             if rv_text in ("", "0"):

@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "backend/backend.hpp"
+#include "backend/kubernetes/blocking_api.hpp"
 #include "backend/kubernetes/kube_api.hpp"
 #include "backend/kubernetes/pod_manifest.hpp"
 #include "backend/kubernetes/pod_watch.hpp"
@@ -49,39 +50,6 @@ std::string string_at(const boost::json::object* o, std::string_view key) {
   auto* v = o->if_contains(key);
   return v && v->is_string() ? std::string(v->as_string()) : std::string();
 }
-
-/// Runs API calls to completion on a private io_context, for the steps that must block: the first
-/// contact, and removing what is left when a job is reaped or the master ends (the caller's
-/// io_context may not run again).
-class blocking_api {
- public:
-  blocking_api(const access& where) : api_(io_, where, 1000, 1000) {}
-
-  struct answer {
-    std::error_code ec;
-    long status = 0;
-    boost::json::value body;
-    std::string why;
-  };
-  answer call(std::string method, std::string path, std::string body, verb_on what) {
-    std::lock_guard lock(m_);
-    std::optional<answer> out;
-    api_.call(std::move(method), std::move(path), std::move(body), std::move(what),
-              [&](std::error_code ec, long status, boost::json::value b, std::string why) {
-                out = answer{ec, status, std::move(b), std::move(why)};
-              });
-    io_.restart();
-    while (!out && io_.run_one()) {
-    }
-    if (!out) return {make_error_code(errc::backend_unavailable), 0, nullptr, "the request never completed"};
-    return std::move(*out);
-  }
-
- private:
-  std::mutex m_;
-  asio::io_context io_;
-  api api_;
-};
 
 std::string delete_body(int grace_seconds) {
   return boost::json::serialize(boost::json::object{{"kind", "DeleteOptions"},
@@ -424,7 +392,7 @@ class kubernetes_backend final : public tcp_backend {
                   "backend=kubernetes needs an image: set the config key 'image' (FIBER_IMAGE) to an image the "
                   "cluster can pull that holds this program at the same path");
     auto where = find_access(cfg);
-    shared_ = std::make_shared<pods_shared>(pods_shared{io, cfg, {}, job_id_, nullptr, nullptr, nullptr, {}});
+    shared_ = std::make_shared<pods_shared>(pods_shared{io, cfg, {}, job_id_, nullptr, nullptr, nullptr, nullptr, {}});
     auto& s = *shared_;
     s.ns = !cfg.kubernetes_namespace.empty() ? cfg.kubernetes_namespace
            : !where.namespace_.empty()       ? where.namespace_

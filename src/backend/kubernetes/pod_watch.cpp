@@ -48,6 +48,14 @@ void pod_watch::follow(const std::string& pod, on_change f) {
   if (auto it = known_.find(pod); it != known_.end()) slot(&it->second, {});
 }
 
+void pod_watch::follow_others(on_any f) {
+  if (!problem_.empty()) return f({}, nullptr, problem_);
+  others_ = std::move(f);
+  auto known = known_;  // it may follow by name from inside
+  for (auto& [name, pod] : known)
+    if (others_ && !followed_.contains(name)) others_(name, &pod, {});
+}
+
 void pod_watch::list() {
   if (stopped_) return;
   ++lists_;
@@ -124,7 +132,10 @@ void pod_watch::line(std::string_view text) {
 
 void pod_watch::deliver(const std::string& name, const boost::json::object* pod) {
   auto it = followed_.find(name);
-  if (it == followed_.end()) return;
+  if (it == followed_.end()) {
+    if (auto f = others_) f(name, pod, {});
+    return;
+  }
   auto f = it->second;  // it may unfollow from inside
   f(pod, {});
 }
@@ -153,6 +164,7 @@ void pod_watch::give_up(const std::string& why) {
   problem_ = why;
   auto followed = followed_;
   for (auto& [name, f] : followed) f(nullptr, why);
+  if (auto f = others_) f({}, nullptr, why);
 }
 
 }  // namespace fiber::detail::kube

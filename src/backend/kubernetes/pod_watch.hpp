@@ -26,6 +26,10 @@ class pod_watch : public std::enable_shared_from_this<pod_watch> {
   void start();
   void stop();
   void follow(const std::string& pod, on_change f);
+  /// Every pod of the selector that is not followed by name (the fiber command finds a Job's pod
+  /// this way): `name`, then as on_change. Pods already seen are delivered at once.
+  using on_any = std::function<void(const std::string& name, const boost::json::object* pod, const std::string& problem)>;
+  void follow_others(on_any f);
   void unfollow(const std::string& pod) { followed_.erase(pod); }
   /// Lists and watches made so far (the benchmark counts them).
   std::uint64_t lists() const noexcept { return lists_; }
@@ -44,6 +48,7 @@ class pod_watch : public std::enable_shared_from_this<pod_watch> {
   std::string ns_, selector_;
   std::string rv_;
   std::map<std::string, on_change> followed_;
+  on_any others_;
   std::map<std::string, boost::json::object> known_;  // the latest state of every pod of the job
   std::uint64_t stream_ = 0, lists_ = 0, watches_ = 0;
   asio::steady_timer retry_;

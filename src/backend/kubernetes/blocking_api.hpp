@@ -1,0 +1,53 @@
+// Kubernetes API calls run to completion, for callers that may block.
+#pragma once
+#include <asio/io_context.hpp>
+
+#include <boost/json/value.hpp>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "backend/kubernetes/kube_api.hpp"
+#include "fiber/error.hpp"
+
+namespace fiber::detail::kube {
+
+/// Runs API calls to completion on a private io_context, for the steps that must block: the
+/// backend's first contact, its removal of what is left when a job is reaped or the master ends
+/// (the caller's io_context may not run again), and the fiber command's every step.
+class blocking_api {
+ public:
+  explicit blocking_api(const access& where) : api_(io_, where, 1000, 1000) {}
+
+  struct answer {
+    std::error_code ec;
+    long status = 0;
+    boost::json::value body;
+    std::string why;
+  };
+  answer call(std::string method, std::string path, std::string body, verb_on what) {
+    std::lock_guard lock(m_);
+    std::optional<answer> out;
+    api_.call(std::move(method), std::move(path), std::move(body), std::move(what),
+              [&](std::error_code ec, long status, boost::json::value b, std::string why) {
+                out = answer{ec, status, std::move(b), std::move(why)};
+              });
+    io_.restart();
+    while (!out && io_.run_one()) {
+    }
+    if (!out) return {make_error_code(errc::backend_unavailable), 0, nullptr, "the request never completed"};
+    return std::move(*out);
+  }
+
+  /// For streams (a watch, a followed log) and calls that run side by side: start them on api(),
+  /// then run io(). Not with call() at the same time.
+  kube::api& api() noexcept { return api_; }
+  asio::io_context& io() noexcept { return io_; }
+
+ private:
+  std::mutex m_;
+  asio::io_context io_;
+  kube::api api_;
+};
+
+}  // namespace fiber::detail::kube

@@ -1,0 +1,75 @@
+#include "cli/image_plan.hpp"
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <filesystem>
+
+#include "backend/docker/blocking_engine.hpp"
+#include "cli/registry_auth.hpp"
+#include "cli/run_names.hpp"
+#include "fiber/error.hpp"
+
+namespace fiber::cli {
+namespace fs = std::filesystem;
+using detail::docker_engine;
+
+image_plan plan_image(const run_options& o) {
+  if (o.command.empty())
+    throw error(errc::config_error, "nothing to run: give the program after --, e.g. `fiber run --build -- ./pi_estimation`");
+  if (!o.image.empty() && o.build)
+    throw error(errc::config_error, "--image and --build exclude each other: run an existing image, or build one");
+  image_plan p;
+  p.command = o.command;
+  p.ref = o.image;
+  if (!p.ref.empty()) return p;
+  auto dir = fs::path(o.context);
+  bool has_dockerfile = fs::is_regular_file(dir / o.dockerfile);
+  if (!has_dockerfile && !o.build)
+    throw error(errc::config_error, "no image to run: pass --image IMAGE, or --build to build one (from " +
+                                        (dir / o.dockerfile).string() +
+                                        " when it exists, else a minimal image of the program itself)");
+  if (has_dockerfile) {
+    p.context = context_of_folder(dir, o.dockerfile);
+  } else {
+    p.context = context_of_program(p.command[0]);
+    p.generated = true;
+    p.command[0] = fs::canonical(p.command[0]).string();  // where the generated image holds it
+  }
+  auto app = sanitized_name(fs::path(o.command[0]).filename().string());
+  p.repo = (o.registry.empty() ? "fiber/" : o.registry + "/") + app;
+  p.tag = p.context->digest.substr(0, 12);
+  p.ref = p.repo + ":" + p.tag;
+  return p;
+}
+
+boost::json::object describe_build(const image_plan& p, const run_options& o) {
+  if (!p.context) return {};
+  return {{"context", p.generated ? "generated: the program and its libraries" : fs::absolute(o.context).string()},
+          {"files", p.context->files},
+          {"context_sha256", p.context->digest},
+          {"tag", p.ref},
+          {"push", o.registry.empty() ? boost::json::value(nullptr) : boost::json::value(p.repo + ":" + p.tag)}};
+}
+
+void build_and_push(image_plan& p, const run_options& o, detail::blocking_engine& engine, bool must_be_local) {
+  auto echo = [](std::string_view out) { std::fwrite(out.data(), 1, out.size(), stderr); };
+  if (!p.context) {
+    if (must_be_local &&
+        !engine.run<bool>([&](docker_engine& e, auto done) { e.has_image(p.ref, std::move(done)); }))
+      throw error(errc::config_error, "image '" + p.ref + "' is not on the Docker engine at " + engine.engine().host() +
+                                          ": pull or build it there, or use --build");
+    return;
+  }
+  std::fprintf(stderr, "fiber: building %s (%zu files in the context)\n", p.ref.c_str(), p.context->files);
+  engine.run<std::string>([&](docker_engine& e, auto done) {
+    e.build(std::move(p.context->tar), p.ref, p.context->dockerfile, echo, std::move(done));
+  });
+  if (o.registry.empty()) return;
+  auto registry = o.registry.substr(0, o.registry.find('/'));
+  auto auth = registry_auth_header(credentials_for(registry), registry);
+  std::fprintf(stderr, "fiber: pushing %s\n", p.ref.c_str());
+  auto digest = engine.run<std::string>([&](docker_engine& e, auto done) { e.push(p.repo, p.tag, auth, echo, std::move(done)); });
+  p.ref = p.repo + "@" + digest;  // the exact image, for the master and every worker
+}
+
+}  // namespace fiber::cli

@@ -1,0 +1,634 @@
+#include "cli/kubernetes_runner.hpp"
+
+#include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <ctime>
+#include <map>
+#include <optional>
+
+#include "backend/docker/blocking_engine.hpp"
+#include "backend/kubernetes/blocking_api.hpp"
+#include "backend/kubernetes/kube_access.hpp"
+#include "backend/kubernetes/pod_manifest.hpp"
+#include "backend/kubernetes/pod_watch.hpp"
+#include "cli/image_plan.hpp"
+#include "cli/run_names.hpp"
+#include "fiber/config.hpp"
+#include "fiber/error.hpp"
+#include "transport/http_client.hpp"
+
+namespace fiber::cli {
+namespace json = boost::json;
+using detail::kube::blocking_api;
+
+namespace {
+
+constexpr const char* run_label = "fiber.run";    // on a run's Job and its pod: the run's name
+constexpr const char* user_label = "fiber.user";  // who started it
+constexpr const char* master_container = "master";
+constexpr const char* default_service_account = "fiber";  // containers/kubernetes/rbac.yaml's
+
+// ---- reading JSON that may lack anything
+
+const json::object* obj(const json::value* v) { return v && v->is_object() ? &v->as_object() : nullptr; }
+const json::object* obj(const json::object* o, std::string_view key) { return o ? obj(o->if_contains(key)) : nullptr; }
+const json::array* arr(const json::object* o, std::string_view key) {
+  auto* v = o ? o->if_contains(key) : nullptr;
+  return v && v->is_array() ? &v->as_array() : nullptr;
+}
+std::string str(const json::object* o, std::string_view key) {
+  auto* v = o ? o->if_contains(key) : nullptr;
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+std::int64_t num(const json::object* o, std::string_view key) {
+  auto* v = o ? o->if_contains(key) : nullptr;
+  return v && v->is_int64() ? v->as_int64() : 0;
+}
+
+/// A run's name is its Job's, and its pods' names and labels carry it: a DNS-1123 label with
+/// room for the pod's suffix.
+void check_kubernetes_name(const std::string& name) {
+  check_run_name(name);
+  bool ok = name.size() <= 52 && std::isalnum(static_cast<unsigned char>(name.back()));
+  for (char c : name) ok = ok && !std::isupper(static_cast<unsigned char>(c));
+  if (!ok)
+    throw error(errc::config_error, "run name '" + name +
+                                        "' cannot name a Kubernetes Job: up to 52 lower-case letters, digits and "
+                                        "'-', starting and ending with a letter or digit");
+}
+
+/// "2024-01-02T03:04:05Z" → seconds since the epoch (0 when unreadable).
+std::int64_t epoch_of(const std::string& t) {
+  std::tm tm{};
+  if (!strptime(t.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm)) return 0;
+  return static_cast<std::int64_t>(timegm(&tm));
+}
+
+std::string age(const std::string& created) {
+  auto s = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::time(nullptr)) - epoch_of(created));
+  if (s < 120) return std::to_string(s) + "s";
+  if (s < 7200) return std::to_string(s / 60) + "m";
+  if (s < 172800) return std::to_string(s / 3600) + "h";
+  return std::to_string(s / 86400) + "d";
+}
+
+/// Waiting reasons that do not mend by waiting (as the backend's, for its workers).
+bool hopeless(const std::string& reason) {
+  return reason == "ErrImagePull" || reason == "ImagePullBackOff" || reason == "InvalidImageName" ||
+         reason == "CreateContainerConfigError" || reason == "CreateContainerError" || reason == "RunContainerError" ||
+         reason == "ErrImageNeverPull";
+}
+
+/// What a pod is doing, in a few words, and whether it has ended (with its exit code).
+struct pod_state {
+  std::string phase, reason;  // reason: a waiting reason and message, Unschedulable's message, ...
+  bool unschedulable = false, started = false;
+  std::optional<int> exit_code;
+};
+
+pod_state state_of(const json::object& pod) {
+  pod_state st;
+  auto* status = obj(&pod, "status");
+  st.phase = str(status, "phase");
+  if (auto* conditions = arr(status, "conditions"))
+    for (auto& c : *conditions) {
+      auto* co = obj(&c);
+      if (str(co, "type") == "PodScheduled" && str(co, "status") == "False" && str(co, "reason") == "Unschedulable") {
+        st.unschedulable = true;
+        st.reason = "Unschedulable: " + str(co, "message");
+      }
+    }
+  if (auto* statuses = arr(status, "containerStatuses"))
+    for (auto& cs : *statuses) {
+      auto* state = obj(obj(&cs), "state");
+      if (auto* waiting = obj(state, "waiting")) {
+        auto message = str(waiting, "message");
+        st.reason = str(waiting, "reason") + (message.empty() ? "" : ": " + message);
+      } else if (obj(state, "running")) {
+        st.started = true;
+      } else if (auto* terminated = obj(state, "terminated")) {
+        st.started = true;
+        st.exit_code = static_cast<int>(num(terminated, "exitCode"));
+        auto reason = str(terminated, "reason");
+        if (!reason.empty() && reason != "Completed") st.reason = reason;
+      }
+    }
+  return st;
+}
+
+std::string first_word(const std::string& reason) { return reason.substr(0, reason.find(':')); }
+
+}  // namespace
+
+// ---- the Job
+
+json::object job_manifest(const job_settings& s) {
+  check_kubernetes_name(s.name);
+  if (s.command.empty()) throw error(errc::config_error, "nothing to run: give the program after --");
+  detail::kube::pod_settings ps;
+  ps.image = s.image;
+  ps.gpu_resource = s.gpu_resource;
+  ps.service_account = s.service_account;
+  std::string volumes;
+  for (auto& v : s.volumes) volumes += (volumes.empty() ? "" : ",") + v;
+  ps.volumes = parse_volumes(volumes);
+  if (!s.pod_patch.empty()) {
+    boost::system::error_code ec;
+    ps.patch = json::parse(s.pod_patch, ec);
+    if (ec || !ps.patch.is_object())
+      throw error(errc::config_error, "config key 'kubernetes_pod_patch': not a JSON object; write a JSON merge patch "
+                                      "such as {\"spec\":{\"nodeSelector\":{...}}}");
+  }
+  ps.grace_seconds = 10;  // the master removes its workers when told to stop
+  detail::spawn_spec spec;
+  spec.name = "master";
+  spec.executable = s.command[0];
+  spec.args.assign(s.command.begin() + 1, s.command.end());
+  spec.env = {{"FIBER_BACKEND", "kubernetes"}, {"FIBER_IMAGE", s.image}, {"FIBER_RUN_NAME", s.name}};
+  if (!volumes.empty()) spec.env.emplace_back("FIBER_VOLUMES", volumes);
+  for (auto& kv : s.env) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw error(errc::config_error, "--env " + kv + " is not KEY=VALUE");
+    spec.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  auto pod = detail::kube::pod_manifest(ps, spec, s.name, s.name);
+
+  // The pod the Job makes: named by the Job controller, labelled as the run's.
+  auto& meta = pod.at("metadata").as_object();
+  meta.erase("name");
+  json::object labels{{detail::kube::managed_by_label, "fiber"},
+                      {run_label, s.name},
+                      {user_label, detail::kube::label_value(s.user)}};
+  meta["labels"] = labels;
+  auto& container = pod.at("spec").as_object().at("containers").as_array().at(0).as_object();
+  container["name"] = master_container;
+  // The master's resources, as asked (none: it takes what the node gives).
+  json::object amounts, limits;
+  if (s.cpu > 0) amounts["cpu"] = std::to_string(static_cast<std::int64_t>(s.cpu * 1000 + 0.5)) + "m";
+  if (s.memory_bytes > 0) amounts["memory"] = std::to_string(s.memory_bytes);
+  limits = amounts;
+  if (s.gpu > 0) limits[s.gpu_resource] = std::to_string(s.gpu);
+  if (limits.empty()) container.erase("resources");
+  else container["resources"] = json::object{{"requests", amounts}, {"limits", limits}};
+  pod.erase("apiVersion");
+  pod.erase("kind");
+
+  return {{"apiVersion", "batch/v1"},
+          {"kind", "Job"},
+          {"metadata", {{"name", s.name}, {"labels", labels}}},
+          {"spec", {{"backoffLimit", 0}, {"template", std::move(pod)}}}};
+}
+
+// ---- the session: the API, the namespace, what to say
+
+struct kubernetes_runner::session {
+  fiber::config cfg = fiber::config::load();
+  detail::kube::access where = detail::kube::find_access(cfg);
+  std::string ns = !cfg.kubernetes_namespace.empty() ? cfg.kubernetes_namespace
+                   : !where.namespace_.empty()       ? where.namespace_
+                                                     : "default";
+  blocking_api api{where};
+
+  std::string pods_path() const { return "/api/v1/namespaces/" + ns + "/pods"; }
+  std::string jobs_path() const { return "/apis/batch/v1/namespaces/" + ns + "/jobs"; }
+
+  blocking_api::answer call(const std::string& method, const std::string& path, const std::string& body,
+                            detail::kube::verb_on what) {
+    return api.call(method, path, body, std::move(what));
+  }
+  /// A call that must succeed: fiber::error with the server's words (and what to do) otherwise.
+  json::value must(const std::string& method, const std::string& path, const std::string& body,
+                   detail::kube::verb_on what) {
+    auto r = call(method, path, body, std::move(what));
+    if (r.ec) throw error(r.status == 0 || r.status == 401 || r.status == 403 ? errc::backend_unavailable : errc::config_error, r.why);
+    return std::move(r.body);
+  }
+
+  json::array list(const std::string& path, const std::string& selector, detail::kube::verb_on what) {
+    auto body = must("GET", path + "?labelSelector=" + detail::percent_encode(selector), {}, std::move(what));
+    auto* items = arr(obj(&body), "items");
+    return items ? *items : json::array{};
+  }
+
+  /// Lists `path?query` until `done(items)` holds, watching from each list's resourceVersion for
+  /// the next change (nothing is polled); fiber::error(timeout) saying `what` after `limit`.
+  void await(const std::string& path, const std::string& query, const std::function<bool(const json::array&)>& done,
+             std::chrono::seconds limit, const std::string& what) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      auto body = must("GET", path + "?" + query, {}, {"list", path.substr(path.rfind('/') + 1)});
+      auto* items = arr(obj(&body), "items");
+      if (done(items ? *items : json::array{})) return;
+      auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) throw error(errc::timeout, what);
+      bool changed = false;
+      auto rv = str(obj(obj(&body), "metadata"), "resourceVersion");
+      auto id = api.api().stream(path + "?" + query + "&watch=1&resourceVersion=" + rv +
+                                     "&timeoutSeconds=" + std::to_string(std::max<long>(1, left.count())),
+                                 left + std::chrono::seconds(10), {"watch", path.substr(path.rfind('/') + 1)},
+                                 [&](std::string_view) { changed = true; },
+                                 [&](std::error_code, long, std::string) { changed = true; });
+      api.io().restart();
+      while (!changed && api.io().run_one()) {
+      }
+      api.api().cancel(id);
+    }
+  }
+
+  std::string mine() const { return std::string(user_label) + "=" + detail::kube::label_value(user_name()); }
+
+  /// This user's Job of run `name`; fiber::error naming `fiber ps` when none.
+  json::object job(const std::string& name) {
+    auto r = call("GET", jobs_path() + "/" + name, {}, {"get", "jobs"});
+    if (r.status == 404 || (!r.ec && str(obj(obj(&r.body), "metadata"), "name") != name) ||
+        (!r.ec && str(obj(obj(obj(&r.body), "metadata"), "labels"), user_label) != detail::kube::label_value(user_name())))
+      throw error(errc::config_error, "no run named '" + name + "' of yours in namespace " + ns + " (" + where.server +
+                                          "): `fiber ps --backend kubernetes` lists yours");
+    if (r.ec) throw error(errc::backend_unavailable, r.why);
+    return obj(&r.body) ? *obj(&r.body) : json::object{};
+  }
+
+  /// The run's master pod: the newest the Job made (none: an empty object).
+  json::object master_pod(const std::string& name) {
+    json::object newest;
+    for (auto& p : list(pods_path(), "job-name=" + name, {"list", "pods"})) {
+      auto* po = obj(&p);
+      if (po && str(obj(po, "metadata"), "creationTimestamp") >= str(obj(&newest, "metadata"), "creationTimestamp"))
+        newest = *po;
+    }
+    return newest;
+  }
+};
+
+kubernetes_runner::kubernetes_runner() : s_(std::make_unique<session>()) {}
+kubernetes_runner::~kubernetes_runner() = default;
+
+namespace {
+
+/// Follows a run's master pod on `api`'s loop: says what keeps it pending, streams its output once
+/// it runs, and ends with its exit code. Ctrl-C detaches.
+class attachment {
+ public:
+  attachment(blocking_api& api, std::string ns, std::string job, bool autoscaling)
+      : api_(api), ns_(std::move(ns)), job_(std::move(job)), autoscaling_(autoscaling), signals_(api.io(), SIGINT, SIGTERM),
+        first_pod_limit_(api.io()) {}
+
+  struct outcome {
+    std::optional<int> exit_code;
+    std::string failure, pod;  // failure: why it cannot run (the run is removed then)
+    bool detached = false;
+  };
+
+  /// `print_pod` once the Job made its pod (the pod's name); `attach`: then follow it.
+  outcome run(bool attach, const std::function<void(const std::string&)>& print_pod) {
+    attach_ = attach;
+    print_pod_ = print_pod;
+    watch_ = std::make_shared<detail::kube::pod_watch>(api_.io(), api_.api(), ns_, "job-name=" + job_);
+    watch_->follow_others([this](const std::string& name, const json::object* pod, const std::string& problem) {
+      if (!problem.empty()) return finish_with_failure("watching its pod failed: " + problem);
+      if (!pod || !out_.pod.empty()) return;
+      out_.pod = name;
+      first_pod_limit_.cancel();
+      print_pod_(name);
+      if (!attach_) return done();
+      watch_->follow(name, [this](const json::object* p, const std::string& why) { changed(p, why); });
+    });
+    first_pod_limit_.expires_after(std::chrono::seconds(120));
+    first_pod_limit_.async_wait([this](std::error_code ec) {
+      if (!ec && out_.pod.empty())
+        finish_with_failure("Kubernetes made no pod for Job " + job_ + " in 120 s: `kubectl describe job " + job_ +
+                            "` says why (a missing service account, a quota)");
+    });
+    signals_.async_wait([this](std::error_code ec, int) {
+      if (ec) return;
+      out_.detached = true;
+      done();
+    });
+    api_.io().restart();
+    asio::post(api_.io(), [w = watch_] { w->start(); });
+    while (!finished_ && api_.io().run_one()) {
+    }
+    return out_;
+  }
+
+ private:
+  void changed(const json::object* pod, const std::string& problem) {
+    if (finished_) return;
+    if (!problem.empty()) return finish_with_failure("watching its pod failed: " + problem);
+    if (!pod) {
+      if (!exit_code_) return finish_with_failure("its pod " + out_.pod + " was deleted before it ended");
+      return;
+    }
+    auto st = state_of(*pod);
+    if (!st.reason.empty() && st.reason != said_) {
+      said_ = st.reason;
+      if (!st.started) std::fprintf(stderr, "fiber: %s is pending: %s\n", out_.pod.c_str(), st.reason.c_str());
+    }
+    if (!st.started && hopeless(first_word(st.reason)))
+      return finish_with_failure("its pod " + out_.pod + " cannot start: " + st.reason);
+    if (!st.started && st.unschedulable && !autoscaling_)
+      return finish_with_failure("Kubernetes cannot schedule its pod " + out_.pod + ": " + st.reason.substr(15) +
+                                 " (lower --cpu/--memory/--gpu, or set kubernetes_autoscaling=true to wait for nodes)");
+    if (st.started && !logs_started_) follow_logs();
+    if (st.exit_code && !exit_code_) {
+      exit_code_ = st.exit_code;
+      maybe_done();
+    }
+  }
+
+  void follow_logs() {
+    logs_started_ = true;
+    logs_open_ = true;
+    api_.api().stream(
+        "/api/v1/namespaces/" + ns_ + "/pods/" + out_.pod + "/log?follow=true&container=" + master_container,
+        std::chrono::milliseconds(0), {"get", "pods/log"},
+        [](std::string_view line) {
+          std::fwrite(line.data(), 1, line.size(), stdout);
+          std::fputc('\n', stdout);
+          std::fflush(stdout);
+        },
+        [this](std::error_code, long, std::string) {
+          logs_open_ = false;
+          maybe_done();
+        });
+  }
+
+  void maybe_done() {
+    if (exit_code_ && !logs_open_) {
+      out_.exit_code = exit_code_;
+      done();
+    }
+  }
+
+  void finish_with_failure(std::string why) {
+    if (finished_) return;
+    out_.failure = std::move(why);
+    done();
+  }
+
+  void done() {
+    finished_ = true;
+    watch_->stop();
+    signals_.cancel();
+    first_pod_limit_.cancel();
+  }
+
+  blocking_api& api_;
+  std::string ns_, job_;
+  bool autoscaling_, attach_ = false;
+  asio::signal_set signals_;
+  asio::steady_timer first_pod_limit_;
+  std::shared_ptr<detail::kube::pod_watch> watch_;
+  std::function<void(const std::string&)> print_pod_;
+  outcome out_;
+  std::optional<int> exit_code_;
+  std::string said_;
+  bool finished_ = false, logs_started_ = false, logs_open_ = false;
+};
+
+}  // namespace
+
+int kubernetes_runner::run(const run_options& o) {
+  auto image = plan_image(o);
+  auto name = o.name.empty() ? default_run_name(o.command[0]) : o.name;
+  check_kubernetes_name(name);
+  if (image.context && o.registry.empty())
+    throw error(errc::config_error, "--build on Kubernetes needs --registry HOST[:PORT][/PATH] (or FIBER_REGISTRY): "
+                                    "the cluster's nodes pull the image from a registry, not from this machine");
+  auto& s = *s_;
+  job_settings js;
+  js.name = name;
+  js.user = user_name();
+  js.image = image.ref;
+  js.service_account = s.cfg.kubernetes_service_account.empty() ? default_service_account : s.cfg.kubernetes_service_account;
+  js.gpu_resource = s.cfg.kubernetes_gpu_resource;
+  js.pod_patch = s.cfg.kubernetes_pod_patch;
+  js.command = image.command;
+  js.env = o.env;
+  js.volumes = o.volumes;
+  js.cpu = o.cpu;
+  js.memory_bytes = o.memory_bytes;
+  js.gpu = o.gpu;
+  auto manifest = job_manifest(js);  // checks the flags before anything is built
+
+  if (o.dry_run) {
+    json::object plan;
+    if (image.context) plan["build"] = describe_build(image, o);
+    plan["server"] = s.where.server;
+    plan["namespace"] = s.ns;
+    plan["create"] = manifest;
+    std::printf("%s\n", json::serialize(plan).c_str());
+    return 0;
+  }
+
+  // What the pod needs must exist, or it would wait for it forever: the claims, the account.
+  for (auto& v : parse_volumes([&] {
+         std::string all;
+         for (auto& x : o.volumes) all += (all.empty() ? "" : ",") + x;
+         return all;
+       }()))
+    if (!v.source.starts_with('/')) {
+      auto r = s.call("GET", "/api/v1/namespaces/" + s.ns + "/persistentvolumeclaims/" + v.source, {},
+                      {"get", "persistentvolumeclaims"});
+      if (r.status == 404)
+        throw error(errc::config_error, "no PersistentVolumeClaim named '" + v.source + "' in namespace " + s.ns +
+                                            ": create it (kubectl apply -f a claim of that name) or check -v " + v.source);
+      if (r.ec && r.status != 403) throw error(errc::backend_unavailable, r.why);
+    }
+  auto sa = s.call("GET", "/api/v1/namespaces/" + s.ns + "/serviceaccounts/" + js.service_account, {},
+                   {"get", "serviceaccounts"});
+  if (sa.status == 404)
+    throw error(errc::config_error, "no service account '" + js.service_account + "' in namespace " + s.ns +
+                                        ": the master needs one allowed to manage pods: kubectl apply -n " + s.ns + " -f " +
+                                        detail::kube::rbac_manifest + " (or set kubernetes_service_account)");
+  if (sa.ec && sa.status != 403) throw error(errc::backend_unavailable, sa.why);
+
+  if (image.context) {
+    detail::blocking_engine engine{std::string{}};
+    engine.run<std::string>([](detail::docker_engine& e, auto done) { e.check(std::move(done)); });
+    build_and_push(image, o, engine, /*must_be_local=*/false);
+    js.image = image.ref;
+    manifest = job_manifest(js);
+  }
+
+  auto created = s.call("POST", s.jobs_path() + "?fieldValidation=Strict", json::serialize(manifest), {"create", "jobs"});
+  if (created.status == 409)
+    throw error(errc::config_error, "a run named '" + name + "' exists in namespace " + s.ns + ": `fiber stop " + name +
+                                        "` removes it, or choose another --name");
+  if (created.ec) throw error(errc::backend_unavailable, created.why);
+  std::fprintf(stderr, "fiber: created Job %s in namespace %s (image %s)\n", name.c_str(), s.ns.c_str(), image.ref.c_str());
+
+  attachment a(s.api, s.ns, name, s.cfg.kubernetes_autoscaling);
+  auto out = a.run(o.attach, [](const std::string& pod) {
+    std::printf("Created pod: %s\n", pod.c_str());
+    std::fflush(stdout);
+  });
+  if (out.detached) {
+    std::fprintf(stderr, "\nfiber: detached; %s keeps running: `fiber logs -f %s` follows it again, `fiber stop %s` stops it\n",
+                 name.c_str(), name.c_str(), name.c_str());
+    return 130;
+  }
+  if (!out.failure.empty()) {
+    // Nothing useful is left of a run that cannot start: it goes, and says so.
+    s.call("DELETE", s.jobs_path() + "/" + name, R"({"propagationPolicy":"Background"})", {"delete", "jobs"});
+    throw error(errc::spawn_failed, "run " + name + ": " + out.failure + "; the run was removed");
+  }
+  if (!o.attach) {
+    std::fprintf(stderr, "fiber: `fiber logs -f %s` follows it, `fiber stop %s` stops it\n", name.c_str(), name.c_str());
+    return 0;
+  }
+  return *out.exit_code;
+}
+
+int kubernetes_runner::ps() {
+  auto& s = *s_;
+  auto jobs = s.list(s.jobs_path(), std::string(detail::kube::managed_by_label) + "=fiber," + s.mine(), {"list", "jobs"});
+  auto pods = s.list(s.pods_path(), std::string(detail::kube::managed_by_label) + "=fiber", {"list", "pods"});
+  std::map<std::string, int> workers;                  // master pod uid → running workers
+  std::map<std::string, const json::object*> masters;  // run name → its newest pod
+  for (auto& p : pods) {
+    auto* meta = obj(obj(&p), "metadata");
+    if (meta && meta->contains("deletionTimestamp")) continue;
+    if (auto run = str(obj(meta, "labels"), run_label); !run.empty()) {
+      auto& m = masters[run];
+      if (!m || str(obj(m, "metadata"), "creationTimestamp") <= str(meta, "creationTimestamp")) m = obj(&p);
+    }
+    if (auto* owners = arr(meta, "ownerReferences"))
+      for (auto& r : *owners)
+        if (str(obj(&r), "kind") == "Pod" && str(obj(obj(&p), "status"), "phase") == "Running") ++workers[str(obj(&r), "uid")];
+  }
+  std::printf("%-32s %-10s %-40s %-6s %s\n", "NAME", "STATE", "STATUS", "AGE", "WORKERS");
+  for (auto& j : jobs) {
+    auto* meta = obj(obj(&j), "metadata");
+    auto name = str(meta, "name");
+    std::string state = "pending", status;
+    if (auto* conditions = arr(obj(obj(&j), "status"), "conditions"))
+      for (auto& c : *conditions) {
+        auto type = str(obj(&c), "type");
+        if (str(obj(&c), "status") != "True") continue;
+        if (type == "Complete") state = "succeeded";
+        if (type == "Failed") state = "failed", status = str(obj(&c), "reason");
+      }
+    int running = 0;
+    if (auto it = masters.find(name); it != masters.end()) {
+      auto st = state_of(*it->second);
+      if (state == "pending" && st.phase == "Running") state = "running";
+      if (st.exit_code) status = "exit code " + std::to_string(*st.exit_code) + (st.reason.empty() ? "" : " (" + st.reason + ")");
+      else if (!st.reason.empty()) status = st.reason;
+      running = workers[str(obj(it->second, "metadata"), "uid")];
+    }
+    if (status.size() > 40) status = status.substr(0, 37) + "...";
+    std::printf("%-32s %-10s %-40s %-6s %d\n", name.c_str(), state.c_str(), status.c_str(),
+                age(str(meta, "creationTimestamp")).c_str(), running);
+  }
+  return 0;
+}
+
+int kubernetes_runner::logs(const logs_options& o) {
+  auto& s = *s_;
+  s.job(o.name);
+  auto master = s.master_pod(o.name);
+  auto pod = str(obj(&master, "metadata"), "name");
+  std::string container = master_container;
+  if (pod.empty() && !o.follow)
+    throw error(errc::config_error, "run " + o.name + " has no pod (yet): `fiber ps` says what keeps it pending");
+  if (o.follow && o.process.empty()) {
+    // Through pending, to its end, as run --attach: its output, and the reason when it cannot run.
+    attachment a(s.api, s.ns, o.name, true);
+    auto out = a.run(true, [](const std::string&) {});
+    if (!out.failure.empty()) throw error(errc::spawn_failed, "run " + o.name + ": " + out.failure);
+    return out.detached ? 130 : 0;
+  }
+  if (!o.process.empty()) {
+    auto uid = str(obj(&master, "metadata"), "uid");
+    std::string found;
+    for (auto& p : s.list(s.pods_path(), std::string(detail::kube::process_label) + "=" + detail::kube::label_value(o.process),
+                          {"list", "pods"})) {
+      auto* meta = obj(obj(&p), "metadata");
+      if (auto* owners = arr(meta, "ownerReferences"))
+        for (auto& r : *owners)
+          if (str(obj(&r), "uid") == uid) found = str(meta, "name");
+    }
+    if (found.empty())
+      throw error(errc::config_error, "run " + o.name + " has no process '" + o.process +
+                                          "' now (a worker's pod goes when it ends): `fiber ps` shows its workers");
+    pod = found;
+    container = detail::kube::container_name;
+  }
+  auto path = s.pods_path() + "/" + pod + "/log?container=" + container + (o.follow ? "&follow=true" : "");
+  std::string failure;
+  bool ended = false;
+  s.api.api().stream(
+      path, std::chrono::milliseconds(0), {"get", "pods/log"},
+      [](std::string_view line) {
+        std::fwrite(line.data(), 1, line.size(), stdout);
+        std::fputc('\n', stdout);
+        std::fflush(stdout);
+      },
+      [&](std::error_code ec, long, std::string why) {
+        ended = true;
+        if (ec) failure = why;
+      });
+  s.api.io().restart();
+  while (!ended && s.api.io().run_one()) {
+  }
+  if (!failure.empty()) throw error(errc::backend_unavailable, "reading the output of " + pod + ": " + failure);
+  return 0;
+}
+
+int kubernetes_runner::stop(const std::string& name) {
+  auto& s = *s_;
+  s.job(name);
+  auto master = s.master_pod(name);
+  auto master_uid = str(obj(&master, "metadata"), "uid");
+  // Foreground: the Job goes once its pod has. The master, told by SIGTERM, removes its workers,
+  // and owner references remove whatever it leaves.
+  s.must("DELETE", s.jobs_path() + "/" + name, R"({"propagationPolicy":"Foreground"})", {"delete", "jobs"});
+  // It returns once they are gone.
+  auto limit = std::chrono::seconds(90);
+  s.await(s.jobs_path(), "fieldSelector=" + detail::percent_encode("metadata.name=" + name),
+          [](const json::array& jobs) { return jobs.empty(); }, limit,
+          "run " + name + " was told to stop but its Job is still there: `kubectl describe job " + name + "` says why");
+  s.await(s.pods_path(), "labelSelector=" + detail::percent_encode(std::string(detail::kube::managed_by_label) + "=fiber"),
+          [&](const json::array& pods) {
+            for (auto& p : pods) {
+              auto* meta = obj(obj(&p), "metadata");
+              if (str(obj(meta, "labels"), "job-name") == name) return false;
+              if (auto* owners = arr(meta, "ownerReferences"))
+                for (auto& r : *owners)
+                  if (!master_uid.empty() && str(obj(&r), "uid") == master_uid) return false;
+            }
+            return true;
+          },
+          limit, "run " + name + " was told to stop but pods of it remain: `kubectl get pods -l fiber.run=" + name + "`");
+  std::fprintf(stderr, "fiber: stopped %s\n", name.c_str());
+  return 0;
+}
+
+int kubernetes_runner::gc() {
+  auto& s = *s_;
+  int removed = 0;
+  for (auto& j : s.list(s.jobs_path(), std::string(detail::kube::managed_by_label) + "=fiber," + s.mine(), {"list", "jobs"})) {
+    auto name = str(obj(obj(&j), "metadata"), "name");
+    std::string ended;
+    if (auto* conditions = arr(obj(obj(&j), "status"), "conditions"))
+      for (auto& c : *conditions)
+        if (str(obj(&c), "status") == "True" && (str(obj(&c), "type") == "Complete" || str(obj(&c), "type") == "Failed"))
+          ended = str(obj(&c), "type") == "Complete" ? "succeeded" : "failed";
+    if (ended.empty()) continue;
+    // Background: its pod goes, and with it (owner references) any worker the master left.
+    auto r = s.call("DELETE", s.jobs_path() + "/" + name, R"({"propagationPolicy":"Background"})", {"delete", "jobs"});
+    if (r.ec && r.status != 404) throw error(errc::backend_unavailable, r.why);
+    std::printf("removing ended run %s (%s)\n", name.c_str(), ended.c_str());
+    ++removed;
+  }
+  std::printf("%d run(s) removed\n", removed);
+  return 0;
+}
+
+}  // namespace fiber::cli

@@ -1,0 +1,236 @@
+// The `fiber` command on Kubernetes, against the Kubernetes API DOUBLE (tests/kubernetes/
+// api_double.py, with its batch/v1 Job controller; its pods are containers on the test dockerd,
+// and it pulls images from the test registry as a node would): the master as a Job built and
+// pushed, attach and the master's exit code, ps, logs, stop, gc, a dry run, and each bad input by
+// its message. Label kubernetes; without the double, dockerd or the registry these tests skip
+// (under CI they fail).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "cli_support.hpp"
+#include "docker_support.hpp"
+#include "kubernetes_support.hpp"
+#include "support.hpp"
+
+using fiber_test::command_outcome;
+
+namespace {
+
+std::string unique(const std::string& what) { return "cli-k-" + what + "-" + std::to_string(::getpid()); }
+
+class fiber_command_on_kubernetes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = fiber_test::kube_double_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes API double", why);
+    std::ifstream in(std::string(FIBER_TEST_BUILD_DIR) + "/engines/registry/address");
+    if (!(in >> registry_)) FIBER_TEST_ENGINE_MISSING("registry", "no registry runs (scripts/engines.sh start registry starts one)");
+    env_ = "KUBECONFIG=" + fiber_test::kube_double_dir() + "/kubeconfig";
+  }
+  void TearDown() override {
+    for (auto& name : started_) fiber("stop " + name);
+  }
+  command_outcome fiber(const std::string& args, const std::string& env = {}) const {
+    return fiber_test::fiber_cmd("--backend kubernetes " + args, env_ + " " + env);
+  }
+  /// Runs `program` detached, built and pushed: the run's name.
+  std::string start(const std::string& what, const std::string& program) {
+    auto name = unique(what);
+    started_.push_back(name);
+    auto r = fiber("run --build --registry " + registry_ + "/fibertest-kube --name " + name + " -- " + program);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("Created pod: " + name + "-"), std::string::npos) << r.out;
+    return name;
+  }
+  /// The first line the run's master prints (`logs -f` waits through pending).
+  std::string first_line(const std::string& name) const {
+    ::setenv("KUBECONFIG", (fiber_test::kube_double_dir() + "/kubeconfig").c_str(), 1);
+    return fiber_test::line_of({"--backend", "kubernetes", "logs", "-f", name}, fiber_test::a_pid);
+  }
+  static boost::json::object get(const std::string& path) {
+    auto r = fiber_test::kube_call("GET", path);
+    return r.body.is_object() ? r.body.as_object() : boost::json::object{};
+  }
+  static boost::json::array pods(const std::string& selector) {
+    auto list = get("/api/v1/namespaces/default/pods?labelSelector=" + fiber::detail::percent_encode(selector));
+    auto* items = list.if_contains("items");
+    return items && items->is_array() ? items->as_array() : boost::json::array{};
+  }
+  /// The uid of the run's master pod ("" when it has none).
+  static std::string master_uid(const std::string& name) {
+    auto p = pods("job-name=" + name);
+    return p.empty() ? "" : std::string(p[0].at("metadata").at("uid").as_string());
+  }
+  /// True once no pod is owned by the pod with `uid` (a watch, bounded against hangs only).
+  static bool no_workers_of(const std::string& uid) {
+    return fiber_test::await_pods("app.kubernetes.io/managed-by=fiber", [&](const auto& all) {
+      for (auto& [name, pod] : all) {
+        auto* owners = pod.at("metadata").as_object().if_contains("ownerReferences");
+        if (!owners) continue;
+        for (auto& r : owners->as_array())
+          if (r.at("uid").as_string() == uid) return false;
+      }
+      return true;
+    });
+  }
+  std::string registry_, env_;
+  std::vector<std::string> started_;
+};
+
+}  // namespace
+
+TEST_F(fiber_command_on_kubernetes, runs_the_pi_example_as_a_job_built_and_pushed_and_exits_with_its_code) {
+  auto name = unique("pi");
+  started_.push_back(name);
+  auto r = fiber("run --build --registry " + registry_ + "/fibertest-kube --attach --name " + name + " -- " +
+                 FIBER_TEST_BUILD_DIR "/examples/pi_estimation");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Pi is roughly 3.1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Created pod: " + name + "-"), std::string::npos) << r.out;
+  // The master ran the pushed image by digest (and its workers, FIBER_IMAGE, the same).
+  EXPECT_NE(r.out.find("image " + registry_ + "/fibertest-kube/pi-estimation@sha256:"), std::string::npos) << r.out;
+  auto job = get("/apis/batch/v1/namespaces/default/jobs/" + name);
+  ASSERT_TRUE(job.contains("spec")) << boost::json::serialize(job);
+  EXPECT_EQ(job.at("spec").at("backoffLimit").as_int64(), 0);
+  EXPECT_EQ(job.at("spec").at("template").at("spec").at("serviceAccountName").as_string(), "fiber");
+  EXPECT_EQ(job.at("status").at("succeeded").as_int64(), 1) << boost::json::serialize(job);
+}
+
+TEST_F(fiber_command_on_kubernetes, attach_exits_with_the_masters_exit_code) {
+  auto name = unique("exit3");
+  started_.push_back(name);
+  auto r = fiber("run --build --registry " + registry_ + "/fibertest-kube --attach --name " + name + " -- " +
+                 FIBER_TEST_EXIT_WITH + " 3 hello");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("argument 2: hello"), std::string::npos) << r.out;
+  // backoffLimit 0: the failed master was not run again.
+  EXPECT_EQ(pods("job-name=" + name).size(), 1u);
+}
+
+TEST_F(fiber_command_on_kubernetes, ps_logs_and_stop_follow_a_detached_run_and_stop_leaves_nothing) {
+  auto name = start("held", FIBER_TEST_ORPHAN_MASTER);
+  auto line = first_line(name);  // its child's pid, once the child runs
+  ASSERT_FALSE(line.empty()) << "the master printed nothing";
+  auto ps = fiber("ps");
+  EXPECT_EQ(ps.code, 0) << ps.out;
+  ASSERT_NE(ps.out.find(name), std::string::npos) << ps.out;
+  auto row = ps.out.substr(ps.out.find(name));
+  row = row.substr(0, row.find('\n'));
+  EXPECT_NE(row.find("running"), std::string::npos) << ps.out;
+  EXPECT_TRUE(row.ends_with(" 1")) << "one running worker: " << row;
+  auto logs = fiber("logs " + name);
+  EXPECT_NE(logs.out.find(line), std::string::npos) << logs.out;
+  auto uid = master_uid(name);
+  ASSERT_FALSE(uid.empty());
+  auto stopped = fiber("stop " + name);
+  EXPECT_EQ(stopped.code, 0) << stopped.out;
+  // Gone when stop returns: the Job, its pod, and the worker its master made.
+  EXPECT_EQ(fiber_test::kube_call("GET", "/apis/batch/v1/namespaces/default/jobs/" + name).status, 404);
+  EXPECT_TRUE(pods("job-name=" + name).empty());
+  EXPECT_TRUE(no_workers_of(uid));
+  EXPECT_EQ(fiber("ps").out.find(name), std::string::npos);
+  started_.clear();
+}
+
+TEST_F(fiber_command_on_kubernetes, logs_follow_returns_when_the_run_ends_with_all_its_output) {
+  auto name = start("logs", std::string(FIBER_TEST_EXIT_WITH) + " 0 first second");
+  auto logs = fiber("logs -f " + name);
+  EXPECT_EQ(logs.code, 0) << logs.out;
+  EXPECT_NE(logs.out.find("argument 2: first"), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find("argument 3: second"), std::string::npos) << logs.out;
+}
+
+TEST_F(fiber_command_on_kubernetes, gc_removes_an_ended_run_and_the_workers_its_killed_master_left) {
+  auto name = start("killed", FIBER_TEST_ORPHAN_MASTER);
+  ASSERT_FALSE(first_line(name).empty());
+  auto uid = master_uid(name);
+  auto pod = pods("job-name=" + name);
+  ASSERT_EQ(pod.size(), 1u);
+  // SIGKILL to the master's container: it cleans nothing up, its pod fails, and its worker stays
+  // (its owner, the failed pod, is still there).
+  asio::io_context io;
+  fiber::detail::docker_engine engine(io);
+  auto ids = fiber_test::run_engine<std::vector<std::string>>(io, [&](auto done) {
+    engine.list("io.kubernetes.pod.name", std::string(pod[0].at("metadata").at("name").as_string()), std::move(done));
+  });
+  ASSERT_EQ(ids.value.size(), 1u);
+  ASSERT_FALSE(fiber_test::run_engine<bool>(io, [&](auto done) { engine.kill(ids.value[0], 9, std::move(done)); }).ec);
+  ASSERT_TRUE(fiber_test::await_pods("job-name=" + name, [](const auto& all) {
+    for (auto& [n, p] : all)
+      if (p.at("status").as_object().if_contains("phase") && p.at("status").at("phase").as_string() == "Failed") return true;
+    return false;
+  }));
+  int workers = 0;
+  for (auto& p : pods("app.kubernetes.io/managed-by=fiber"))
+    if (auto* owners = p.at("metadata").as_object().if_contains("ownerReferences"))
+      for (auto& r : owners->as_array()) workers += r.at("uid").as_string() == uid;
+  EXPECT_EQ(workers, 1) << "the killed master's worker is still there";
+  auto ps = fiber("ps");
+  EXPECT_NE(ps.out.find("failed"), std::string::npos) << ps.out;
+  auto gc = fiber("gc");
+  EXPECT_EQ(gc.code, 0) << gc.out;
+  EXPECT_NE(gc.out.find("removing ended run " + name + " (failed)"), std::string::npos) << gc.out;
+  EXPECT_EQ(fiber_test::kube_call("GET", "/apis/batch/v1/namespaces/default/jobs/" + name).status, 404);
+  EXPECT_TRUE(no_workers_of(uid)) << "the killed master's worker";
+  started_.clear();
+}
+
+TEST_F(fiber_command_on_kubernetes, dry_run_prints_the_job_and_creates_nothing) {
+  auto name = unique("dry");
+  auto r = fiber("run --build --registry " + registry_ + "/x --dry-run --cpu 2 --memory 512M --gpu 1 -v data:/data:ro "
+                 "--env A=1 --name " + name + " -- " + FIBER_TEST_EXIT_WITH + " 7");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto plan = boost::json::parse(r.out).as_object();
+  auto& job = plan.at("create").as_object();
+  EXPECT_EQ(job.at("kind").as_string(), "Job");
+  EXPECT_EQ(job.at("spec").at("backoffLimit").as_int64(), 0);
+  auto& pod = job.at("spec").at("template").at("spec").as_object();
+  EXPECT_EQ(pod.at("restartPolicy").as_string(), "Never");
+  auto& container = pod.at("containers").at(0).as_object();
+  EXPECT_EQ(container.at("resources").at("limits").at("cpu").as_string(), "2000m");
+  EXPECT_EQ(container.at("resources").at("limits").at("memory").as_string(), std::to_string(512LL << 20));
+  EXPECT_EQ(container.at("resources").at("limits").at("nvidia.com/gpu").as_string(), "1");
+  EXPECT_EQ(pod.at("volumes").at(0).at("persistentVolumeClaim").at("claimName").as_string(), "data");
+  auto env = boost::json::serialize(container.at("env"));
+  for (auto* want : {"FIBER_BACKEND", "FIBER_POD_IP", "FIBER_VOLUMES", "data:/data:ro", "\"A\""})
+    EXPECT_NE(env.find(want), std::string::npos) << want << " in " << env;
+  EXPECT_EQ(plan.at("build").at("context").as_string(), "generated: the program and its libraries");
+  EXPECT_EQ(fiber_test::kube_call("GET", "/apis/batch/v1/namespaces/default/jobs/" + name).status, 404);
+}
+
+TEST_F(fiber_command_on_kubernetes, bad_input_is_an_error_that_names_the_problem_and_the_fix) {
+  auto expect_error = [](const command_outcome& r, const std::string& words) {
+    EXPECT_EQ(r.code, 125) << r.out;
+    EXPECT_NE(r.out.find(words), std::string::npos) << r.out;
+  };
+  auto program = std::string(" -- ") + FIBER_TEST_EXIT_WITH;
+  auto build = "run --build --registry " + registry_ + "/fibertest-kube ";
+  expect_error(fiber("run --build" + program), "--build on Kubernetes needs --registry");
+  expect_error(fiber(build + "-v no-such-claim" + program), "no PersistentVolumeClaim named 'no-such-claim'");
+  expect_error(fiber(build + "--name Upper-Case" + program), "cannot name a Kubernetes Job");
+  expect_error(fiber(build + program, "FIBER_KUBERNETES_SERVICE_ACCOUNT=nobody"),
+               "no service account 'nobody' in namespace default: the master needs one allowed to manage pods: "
+               "kubectl apply -n default -f containers/kubernetes/rbac.yaml");
+  // What the cluster cannot do is said, and the run does not stay behind.
+  auto missing = unique("missing");
+  expect_error(fiber("run --attach --name " + missing + " --image " + registry_ + "/fibertest-kube/no-such-image:1" + program),
+               "cannot start: ErrImagePull");
+  EXPECT_EQ(fiber_test::kube_call("GET", "/apis/batch/v1/namespaces/default/jobs/" + missing).status, 404);
+  auto greedy = unique("greedy");
+  auto gpu = fiber(build + "--attach --gpu 1 --name " + greedy + program);
+  expect_error(gpu, "Kubernetes cannot schedule its pod");
+  EXPECT_NE(gpu.out.find("Insufficient nvidia.com/gpu"), std::string::npos) << gpu.out;
+  EXPECT_NE(gpu.out.find("the run was removed"), std::string::npos) << gpu.out;
+  expect_error(fiber("logs no-such-run-here"), "no run named 'no-such-run-here'");
+  expect_error(fiber("stop no-such-run-here"), "`fiber ps --backend kubernetes` lists yours");
+  // An API server that does not answer.
+  auto conf = testing::TempDir() + "/unreachable-kubeconfig";
+  std::ofstream(conf) << R"({"apiVersion":"v1","kind":"Config","current-context":"c",)"
+                      << R"("clusters":[{"name":"k","cluster":{"server":"https://127.0.0.1:1"}}],)"
+                      << R"("users":[{"name":"u","user":{"token":"t"}}],)"
+                      << R"("contexts":[{"name":"c","context":{"cluster":"k","user":"u"}}]})";
+  expect_error(fiber("ps", "KUBECONFIG=" + conf), "the Kubernetes API server at https://127.0.0.1:1 did not answer");
+}
