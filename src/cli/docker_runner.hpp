@@ -6,21 +6,20 @@
 #include <memory>
 #include <string>
 
-#include "cli/run_options.hpp"
+#include "cli/runner.hpp"
 
 namespace fiber::cli {
 
-class docker_runner {
+class docker_runner final : public runner {
  public:
   docker_runner();
   ~docker_runner();
 
-  /// Exit status for the command: with --attach the master's own, else 0 once it started.
-  int run(const run_options& o);
-  int ps();
-  int logs(const logs_options& o);
-  int stop(const std::string& name);
-  int gc();
+  int run(const run_options& o) override;
+  int ps() override;
+  int logs(const logs_options& o) override;
+  int stop(const std::string& name) override;
+  int gc() override;
 
  private:
   struct session;

@@ -10,21 +10,20 @@
 #include <string>
 #include <vector>
 
-#include "cli/run_options.hpp"
+#include "cli/runner.hpp"
 
 namespace fiber::cli {
 
-class kubernetes_runner {
+class kubernetes_runner final : public runner {
  public:
   kubernetes_runner();
   ~kubernetes_runner();
 
-  /// Exit status for the command: with --attach the master's own, else 0 once its pod exists.
-  int run(const run_options& o);
-  int ps();
-  int logs(const logs_options& o);
-  int stop(const std::string& name);
-  int gc();
+  int run(const run_options& o) override;
+  int ps() override;
+  int logs(const logs_options& o) override;
+  int stop(const std::string& name) override;
+  int gc() override;
 
  private:
   struct session;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "cli/docker_runner.hpp"
 #include "cli/kubernetes_runner.hpp"
@@ -112,17 +113,15 @@ int main(int argc, char** argv) {
       if (*run) return run_locally(ro);
       not_here(verb);
     }
-    // Both runners answer the same verbs.
-    auto dispatch = [&](auto&& runner) {
-      if (*run) return runner.run(ro);
-      if (*ps) return runner.ps();
-      if (*logs) return runner.logs(lo);
-      if (*stop) return runner.stop(stop_name);
-      return runner.gc();
-    };
-    if (backend == "slurm") return dispatch(slurm_runner{});
-    if (backend == "kubernetes") return dispatch(kubernetes_runner{});
-    return dispatch(docker_runner{});
+    std::unique_ptr<runner> r;
+    if (backend == "slurm") r = std::make_unique<slurm_runner>();
+    else if (backend == "kubernetes") r = std::make_unique<kubernetes_runner>();
+    else r = std::make_unique<docker_runner>();
+    if (*run) return r->run(ro);
+    if (*ps) return r->ps();
+    if (*logs) return r->logs(lo);
+    if (*stop) return r->stop(stop_name);
+    return r->gc();
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "fiber: %s\n", e.what());

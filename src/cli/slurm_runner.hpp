@@ -5,17 +5,17 @@
 #pragma once
 #include <string>
 
-#include "cli/run_options.hpp"
+#include "cli/runner.hpp"
 
 namespace fiber::cli {
 
-class slurm_runner {
+class slurm_runner final : public runner {
  public:
-  int run(const run_options& o);
-  int ps();
-  int logs(const logs_options& o);
-  int stop(const std::string& name);
-  int gc();
+  int run(const run_options& o) override;
+  int ps() override;
+  int logs(const logs_options& o) override;
+  int stop(const std::string& name) override;
+  int gc() override;
 };
 
 /// The batch script of a run: its environment, then exec of the command.
