@@ -226,6 +226,7 @@ TEST_F(fiber_command_on_kubernetes, bad_input_is_an_error_that_names_the_problem
   EXPECT_NE(gpu.out.find("the run was removed"), std::string::npos) << gpu.out;
   expect_error(fiber("logs no-such-run-here"), "no run named 'no-such-run-here'");
   expect_error(fiber("stop no-such-run-here"), "`fiber ps --backend kubernetes` lists yours");
+  expect_error(fiber("cp /etc/hostname data:/x"), "fiber cp on Kubernetes is not available in this version");
   // An API server that does not answer.
   auto conf = testing::TempDir() + "/unreachable-kubeconfig";
   std::ofstream(conf) << R"({"apiVersion":"v1","kind":"Config","current-context":"c",)"

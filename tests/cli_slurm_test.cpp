@@ -123,5 +123,6 @@ TEST_F(fiber_command_on_slurm, bad_input_is_an_error_that_names_the_problem_and_
   expect_error(fiber_cmd("run --backend slurm -- ./no/such/program"), "is not here: build it first");
   expect_error(fiber_cmd("--backend slurm logs no-such-run-here"), "no run named 'no-such-run-here'");
   expect_error(fiber_cmd("--backend slurm stop no-such-run-here"), "`fiber ps` lists yours");
+  expect_error(fiber_cmd("--backend slurm cp /etc/hostname data:/x"), "share this file system");
   expect_error(fiber_cmd("run --backend slurm -- /bin/true", "PATH=/nonexistent"), "install Slurm's client commands");
 }

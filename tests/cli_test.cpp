@@ -162,6 +162,40 @@ TEST_F(fiber_command, gc_removes_what_a_killed_master_left) {
   started_.clear();
 }
 
+TEST_F(fiber_command, cp_round_trips_a_folder_through_a_claim_and_leaves_no_helper) {
+  auto claim = unique("claim");
+  asio::io_context io;
+  fiber::detail::docker_engine engine(io);
+  ASSERT_FALSE(fiber_test::run_engine<bool>(io, [&](auto done) { engine.create_volume(claim, std::move(done)); }).ec);
+  auto dir = fs::path(testing::TempDir()) / claim;
+  fs::create_directories(dir / "results" / "deep");
+  std::ofstream(dir / "results" / "a.txt") << "alpha\n";
+  std::ofstream(dir / "results" / "deep" / "b.bin") << std::string(100000, 'b');
+  fs::permissions(dir / "results" / "deep", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  auto in = fiber_cmd("cp " + (dir / "results").string() + " " + claim + ":/runs/");
+  ASSERT_EQ(in.code, 0) << in.out;
+  auto out = fiber_cmd("cp " + claim + ":/runs/results " + (dir / "back").string());
+  ASSERT_EQ(out.code, 0) << out.out;
+  auto read = [](const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(read(dir / "back" / "a.txt"), "alpha\n");
+  EXPECT_EQ(read(dir / "back" / "deep" / "b.bin"), std::string(100000, 'b'));
+  EXPECT_EQ(fs::status(dir / "back" / "deep").permissions() & fs::perms::all,
+            fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  // One file, into an existing folder under its own name.
+  fs::create_directories(dir / "one");
+  ASSERT_EQ(fiber_cmd("cp " + claim + ":/runs/results/a.txt " + (dir / "one").string()).code, 0);
+  EXPECT_EQ(read(dir / "one" / "a.txt"), "alpha\n");
+  EXPECT_TRUE(containers("fiber.helper", "cp").empty()) << "the helper container is removed";
+  auto missing = fiber_cmd("cp " + claim + ":/no/such " + dir.string());
+  EXPECT_EQ(missing.code, 125);
+  EXPECT_NE(missing.out.find("claim " + claim + " has no 'no/such'"), std::string::npos) << missing.out;
+  EXPECT_TRUE(containers("fiber.helper", "cp").empty()) << "removed after a failure too";
+  fiber_test::run_engine<bool>(io, [&](auto done) { engine.remove_volume(claim, std::move(done)); });
+}
+
 TEST_F(fiber_command, dry_run_prints_the_container_and_creates_nothing) {
   auto name = unique("dry");
   auto r = fiber_cmd("run --build --dry-run --cpu 2 --memory 512M -v data:/data:ro --env A=1 --name " + name + " -- " +
@@ -181,6 +215,27 @@ TEST_F(fiber_command, dry_run_prints_the_container_and_creates_nothing) {
   EXPECT_TRUE(containers("fiber.run", name).empty());
 }
 
+TEST_F(fiber_command, build_args_reach_the_build_and_tell_images_apart) {
+  auto dir = fs::path(testing::TempDir()) / unique("args");
+  fs::create_directories(dir);
+  std::ofstream(dir / "Dockerfile") << "FROM scratch\nARG TARGET\nCOPY ${TARGET} /app/\n";
+  std::ofstream(dir / "a.txt") << "a";
+  auto plan = [&](const std::string& args) {
+    auto r = fiber_cmd("run --dry-run --context " + dir.string() + " " + args + " -- /app/x");
+    EXPECT_EQ(r.code, 0) << r.out;
+    return boost::json::parse(r.out).at("build").as_object();
+  };
+  auto a = plan("--build-arg TARGET=a.txt"), b = plan("--build-arg TARGET=b.txt"), none = plan("");
+  EXPECT_EQ(a.at("build_args").at("TARGET").as_string(), "a.txt");
+  EXPECT_NE(a.at("tag"), b.at("tag")) << "other arguments, another image";
+  EXPECT_NE(a.at("tag"), none.at("tag"));
+  EXPECT_EQ(a.at("tag"), plan("--build-arg TARGET=a.txt").at("tag")) << "the same ones, the same tag";
+  // They reach the builder: a file the argument names that is not there fails with its words.
+  auto r = fiber_cmd("run --context " + dir.string() + " --build-arg TARGET=missing.txt -- /app/x");
+  EXPECT_EQ(r.code, 125) << r.out;
+  EXPECT_NE(r.out.find("missing.txt"), std::string::npos) << r.out;
+}
+
 TEST_F(fiber_command, bad_input_is_an_error_that_names_the_problem_and_the_fix) {
   auto expect_error = [](const command_outcome& r, const std::string& words) {
     EXPECT_EQ(r.code, 125) << r.out;
@@ -198,6 +253,10 @@ TEST_F(fiber_command, bad_input_is_an_error_that_names_the_problem_and_the_fix) 
   expect_error(fiber_cmd("stop no-such-run-here"), "`fiber ps` lists yours");
   expect_error(fiber_cmd("run --name 'bad name!' --build -- " FIBER_TEST_EXIT_WITH), "is not usable");
   expect_error(fiber_cmd("ps --backend local"), "runs on an engine");
+  expect_error(fiber_cmd("cp /etc/hostname no-such-volume-here:/x"), "no volume named 'no-such-volume-here'");
+  expect_error(fiber_cmd("cp a b"), "one side as CLAIM:PATH");
+  expect_error(fiber_cmd("run --build --build-arg A=1 -- " FIBER_TEST_EXIT_WITH), "--build-arg needs a Dockerfile");
+  expect_error(fiber_cmd("run --image x --build-arg A -- /bin/true"), "--build-arg A is not KEY=VALUE");
   auto unknown = fiber_cmd("run --no-such-flag -- /bin/true");
   EXPECT_NE(unknown.code, 0);
   EXPECT_NE(unknown.out.find("--no-such-flag"), std::string::npos) << unknown.out;

@@ -1,7 +1,5 @@
 #include "cli/build_context.hpp"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <fnmatch.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
@@ -13,6 +11,7 @@
 #include <memory>
 #include <sstream>
 
+#include "cli/tar_archive.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::cli {
@@ -21,55 +20,7 @@ namespace {
 
 [[noreturn]] void fail(const std::string& why) { throw fiber::error(fiber::errc::config_error, why); }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail("cannot read " + p.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-/// A tar archive built in memory, its entries in the order added, owners and times zeroed so
-/// that the same content gives the same bytes (and the same digest, and the same tag).
-class tar_writer {
- public:
-  tar_writer() : a_(archive_write_new(), archive_write_free) {
-    archive_write_set_format_pax_restricted(a_.get());
-    archive_write_set_bytes_in_last_block(a_.get(), 1);
-    archive_write_open(a_.get(), &out_, nullptr, &tar_writer::append, nullptr);
-  }
-  void file(const std::string& path, const std::string& data, int mode) {
-    entry(path, AE_IFREG, mode, data.size(), {});
-    if (!data.empty() && archive_write_data(a_.get(), data.data(), data.size()) < 0) failed(path);
-  }
-  void directory(const std::string& path, int mode) { entry(path, AE_IFDIR, mode, 0, {}); }
-  void symlink(const std::string& path, const std::string& target) { entry(path, AE_IFLNK, 0777, 0, target); }
-  std::string finish() {
-    if (archive_write_close(a_.get()) != ARCHIVE_OK) failed("the end of the archive");
-    return std::move(out_);
-  }
-
- private:
-  static la_ssize_t append(struct archive*, void* out, const void* data, size_t n) {
-    static_cast<std::string*>(out)->append(static_cast<const char*>(data), n);
-    return static_cast<la_ssize_t>(n);
-  }
-  void entry(const std::string& path, unsigned type, int mode, std::size_t size, const std::string& link) {
-    std::unique_ptr<archive_entry, decltype(&archive_entry_free)> e(archive_entry_new(), archive_entry_free);
-    archive_entry_set_pathname(e.get(), path.c_str());
-    archive_entry_set_filetype(e.get(), type);
-    archive_entry_set_perm(e.get(), mode);
-    archive_entry_set_size(e.get(), static_cast<la_int64_t>(size));
-    if (!link.empty()) archive_entry_set_symlink(e.get(), link.c_str());
-    archive_entry_set_mtime(e.get(), 0, 0);
-    if (archive_write_header(a_.get(), e.get()) != ARCHIVE_OK) failed(path);
-  }
-  [[noreturn]] void failed(const std::string& what) {
-    fail("cannot write " + what + " into the build context: " + archive_error_string(a_.get()));
-  }
-  std::string out_;
-  std::unique_ptr<struct archive, decltype(&archive_write_free)> a_;
-};
+std::string read_file(const fs::path& p) { return read_whole_file(p); }
 
 std::string trim(std::string s) {
   auto b = s.find_first_not_of(" \t\r");

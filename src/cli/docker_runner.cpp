@@ -8,16 +8,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <optional>
 
 #include "backend/backend.hpp"
 #include "backend/docker/blocking_engine.hpp"
 #include "backend/docker/docker_engine.hpp"
+#include "cli/claim_copy.hpp"
 #include "cli/image_plan.hpp"
+#include "cli/tar_archive.hpp"
 #include "cli/run_names.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::cli {
+namespace fs = std::filesystem;
 using detail::container_spec;
 using detail::container_summary;
 using detail::docker_engine;
@@ -27,6 +31,8 @@ namespace {
 constexpr const char* run_label = "fiber.run";    // on a master container: the run's name
 constexpr const char* user_label = "fiber.user";  // who started it
 constexpr const char* master_label = "fiber.master";
+constexpr const char* helper_label = "fiber.helper";  // fiber cp's container, removed when it is done
+constexpr const char* cp_helper_image = "fiber/cp-helper:1";
 
 /// "-v CLAIM[:PATH][:ro]" → "CLAIM:PATH[:ro]", the path /persistent unless given.
 std::string volume_bind(const std::string& v) {
@@ -284,6 +290,54 @@ int docker_runner::gc() {
       if (!detail::benign_remove_error(e.what())) throw;
     }
   std::printf("%zu container(s) removed\n", doomed.size());
+  return 0;
+}
+
+int docker_runner::cp(const std::string& src, const std::string& dst) {
+  auto plan = plan_copy(src, dst);
+  auto& host = s_->engine.host();
+  if (!s_->call<bool>([&](docker_engine& e, auto done) { e.has_volume(plan.claim, std::move(done)); }))
+    throw error(errc::config_error, "no volume named '" + plan.claim + "' on the Docker engine at " + host +
+                                        ": `fiber run -v " + plan.claim + " ...` creates it (or `docker volume create " +
+                                        plan.claim + "`)");
+  // A container that mounts the claim and never runs: the engine itself reads and writes the
+  // archive, so the image needs nothing (an empty one, imported once).
+  if (!s_->call<bool>([&](docker_engine& e, auto done) { e.has_image(cp_helper_image, std::move(done)); })) {
+    tar_writer empty;
+    empty.directory("claim", 0755);
+    s_->call<bool>([&](docker_engine& e, auto done) { e.import_image(empty.finish(), cp_helper_image, std::move(done)); });
+  }
+  container_spec c;
+  c.image = cp_helper_image;
+  c.cmd = {"/never-started"};
+  c.network_mode = "none";
+  c.binds = {plan.claim + ":/claim"};
+  c.labels = {{helper_label, "cp"}, {user_label, user_name()}};
+  auto id = s_->call<std::string>([&](docker_engine& e, auto done) { e.create(c, std::move(done)); });
+  struct removed_at_end {
+    detail::blocking_engine& b;
+    std::string id;
+    ~removed_at_end() { b.remove_all({id}); }
+  } helper{s_->blocking, id};
+  if (plan.upload) {
+    tar_writer t;
+    t.tree(plan.local, plan.in_claim);
+    s_->call<bool>([&](docker_engine& e, auto done) { e.put_archive(id, "/claim", t.finish(), std::move(done)); });
+    std::fprintf(stderr, "fiber: copied %s to %s:/%s\n", src.c_str(), plan.claim.c_str(), plan.in_claim.c_str());
+    return 0;
+  }
+  std::string tar;
+  try {
+    tar = s_->call<std::string>([&](docker_engine& e, auto done) { e.get_archive(id, "/claim/" + plan.in_claim, std::move(done)); });
+  } catch (const error& e) {
+    if (std::string(e.what()).find("HTTP 404") == std::string::npos) throw;
+    throw error(errc::config_error, "claim " + plan.claim + " has no '" + plan.in_claim + "': `fiber cp " + plan.claim +
+                                        ":/ DIR` copies all of it");
+  }
+  fs::create_directories(plan.local_parent);
+  auto n = extract_tar(tar, plan.local_parent, plan.local_name);
+  std::fprintf(stderr, "fiber: copied %s to %s (%zu %s)\n", src.c_str(), (plan.local_parent / plan.local_name).c_str(), n,
+               n == 1 ? "entry" : "entries");
   return 0;
 }
 

@@ -21,6 +21,13 @@ image_plan plan_image(const run_options& o) {
   image_plan p;
   p.command = o.command;
   p.ref = o.image;
+  for (auto& kv : o.build_args) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw error(errc::config_error, "--build-arg " + kv + " is not KEY=VALUE");
+    p.build_args.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  if (!p.build_args.empty() && !p.ref.empty())
+    throw error(errc::config_error, "--build-arg with --image: nothing is built; drop one of them");
   if (!p.ref.empty()) return p;
   auto dir = fs::path(o.context);
   bool has_dockerfile = fs::is_regular_file(dir / o.dockerfile);
@@ -31,23 +38,38 @@ image_plan plan_image(const run_options& o) {
   if (has_dockerfile) {
     p.context = context_of_folder(dir, o.dockerfile);
   } else {
+    if (!p.build_args.empty())
+      throw error(errc::config_error, "--build-arg needs a Dockerfile (" + (dir / o.dockerfile).string() +
+                                          " does not exist): the generated image of the program has no ARGs");
     p.context = context_of_program(p.command[0]);
     p.generated = true;
     p.command[0] = fs::canonical(p.command[0]).string();  // where the generated image holds it
   }
   auto app = sanitized_name(fs::path(o.command[0]).filename().string());
   p.repo = (o.registry.empty() ? "fiber/" : o.registry + "/") + app;
-  p.tag = p.context->digest.substr(0, 12);
+  // The same context built with other arguments is another image: another tag.
+  auto digest = p.context->digest;
+  if (!p.build_args.empty()) {
+    std::string all = digest;
+    for (auto& [k, v] : p.build_args) all += "\n" + k + "=" + v;
+    digest = sha256_hex(all);
+  }
+  p.tag = digest.substr(0, 12);
   p.ref = p.repo + ":" + p.tag;
   return p;
 }
 
 boost::json::object describe_build(const image_plan& p, const run_options& o) {
   if (!p.context) return {};
-  return {{"context", p.generated ? "generated: the program and its libraries" : fs::absolute(o.context).string()},
+  return {{"context", p.generated ? "generated: the program and its libraries" : fs::absolute(o.context).lexically_normal().string()},
           {"files", p.context->files},
           {"context_sha256", p.context->digest},
           {"tag", p.ref},
+          {"build_args", [&] {
+             boost::json::object a;
+             for (auto& [k, v] : p.build_args) a[k] = v;
+             return a;
+           }()},
           {"push", o.registry.empty() ? boost::json::value(nullptr) : boost::json::value(p.repo + ":" + p.tag)}};
 }
 
@@ -62,7 +84,7 @@ void build_and_push(image_plan& p, const run_options& o, detail::blocking_engine
   }
   std::fprintf(stderr, "fiber: building %s (%zu files in the context)\n", p.ref.c_str(), p.context->files);
   engine.run<std::string>([&](docker_engine& e, auto done) {
-    e.build(std::move(p.context->tar), p.ref, p.context->dockerfile, echo, std::move(done));
+    e.build(std::move(p.context->tar), p.ref, p.context->dockerfile, echo, std::move(done), p.build_args);
   });
   if (o.registry.empty()) return;
   auto registry = o.registry.substr(0, o.registry.find('/'));

@@ -23,6 +23,7 @@ struct image_plan {
   std::optional<build_context> context;   // set: there is something to build
   bool generated = false;                 // the program's own minimal image (no Dockerfile)
   std::vector<std::string> command;       // the run's command; a generated image's program by its full path
+  std::vector<std::pair<std::string, std::string>> build_args;  // --build-arg, in the tag's digest too
 };
 
 /// Decides, without contacting anything: fiber::error(config_error) for nothing to run, --image

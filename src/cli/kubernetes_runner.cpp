@@ -16,6 +16,7 @@
 #include "backend/kubernetes/kube_access.hpp"
 #include "backend/kubernetes/pod_manifest.hpp"
 #include "backend/kubernetes/pod_watch.hpp"
+#include "cli/claim_copy.hpp"
 #include "cli/image_plan.hpp"
 #include "cli/run_names.hpp"
 #include "fiber/config.hpp"
@@ -629,6 +630,12 @@ int kubernetes_runner::gc() {
   }
   std::printf("%d run(s) removed\n", removed);
   return 0;
+}
+
+int kubernetes_runner::cp(const std::string& src, const std::string& dst) {
+  plan_copy(src, dst);  // the same checks of the arguments
+  throw error(errc::config_error, "fiber cp on Kubernetes is not available in this version (it is on Docker): copy "
+                                  "through a pod that mounts the claim, e.g. kubectl cp");
 }
 
 }  // namespace fiber::cli

@@ -78,6 +78,9 @@ int main(int argc, char** argv) {
       ->envname("FIBER_REGISTRY");
   run->add_option("--context", ro.context, "the folder to build (default: here)")->capture_default_str();
   run->add_option("--dockerfile", ro.dockerfile, "the Dockerfile in --context")->capture_default_str();
+  run->add_option("--build-arg", ro.build_args, "KEY=VALUE for an ARG of the Dockerfile (e.g. TARGET=my_program for "
+                                                 "containers/Dockerfile)")
+      ->allow_extra_args(false);
   run->add_option("--name", ro.name, "the run's name (default: the program's name and 6 hex digits)");
   run->add_option("--cpu", ro.cpu, "CPUs for the master")->check(CLI::NonNegativeNumber);
   run->add_option("--memory", memory, "memory for the master: 512M, 2G");
@@ -100,6 +103,11 @@ int main(int argc, char** argv) {
   auto* stop = app.add_subcommand("stop", "stop a run: its master (SIGTERM, then SIGKILL after 10 s) and its workers");
   stop->add_option("name", stop_name, "the run's name")->required();
   app.add_subcommand("gc", "remove ended runs and the workers of masters that are gone");
+  std::string cp_src, cp_dst;
+  auto* cp = app.add_subcommand("cp", "copy between a claim and this machine: fiber cp ./data results:/in, "
+                                      "fiber cp results:/out ./out (no tools needed in any image)");
+  cp->add_option("src", cp_src, "a local file or folder, or CLAIM:PATH")->required();
+  cp->add_option("dst", cp_dst, "CLAIM:PATH, or a local path (ending in / or an existing folder: into it)")->required();
 
   try {
     app.parse(argc, argv);
@@ -121,6 +129,7 @@ int main(int argc, char** argv) {
     if (*ps) return r->ps();
     if (*logs) return r->logs(lo);
     if (*stop) return r->stop(stop_name);
+    if (*cp) return r->cp(cp_src, cp_dst);
     return r->gc();
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -21,4 +21,14 @@ std::int64_t parse_size(const std::string& text, const std::string& flag) {
   return static_cast<std::int64_t>(v * scale);
 }
 
+std::optional<claim_path> parse_claim_path(const std::string& text) {
+  auto colon = text.find(':');
+  if (colon == std::string::npos || colon == 0 || text[0] == '.' || text[0] == '/') return std::nullopt;
+  for (std::size_t i = 0; i < colon; ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (!std::isalnum(c) && c != '_' && c != '.' && c != '-') return std::nullopt;
+  }
+  return claim_path{text.substr(0, colon), text.substr(colon + 1)};
+}
+
 }  // namespace fiber::cli

@@ -1,6 +1,7 @@
 // What the `fiber` command was asked to do, as CLI11 parsed it (src/cli/main.cpp).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct run_options {
   int gpu = 0;                    // --gpu: the master's GPUs
   std::vector<std::string> volumes;  // -v CLAIM[:PATH][:ro]
   std::vector<std::string> env;      // --env K=V
+  std::vector<std::string> build_args;  // --build-arg K=V, for the Dockerfile's ARGs
   std::vector<std::string> command;  // after --
 };
 
@@ -25,6 +27,14 @@ struct logs_options {
   std::string name, process;
   bool follow = false;
 };
+
+/// One side of `fiber cp`: "CLAIM:PATH" (PATH inside the claim, "" for all of it).
+struct claim_path {
+  std::string claim, path;
+};
+/// CLAIM:PATH when `text` has a ':' after a claim's name (letters, digits, '_', '.', '-'; not
+/// starting with '.' or '/'), else nothing: a local path ("./a:b" is local).
+std::optional<claim_path> parse_claim_path(const std::string& text);
 
 /// "512M", "2G", "1.5Gi", "1000000" (bytes) → bytes; fiber::error(config_error) naming the flag.
 std::int64_t parse_size(const std::string& text, const std::string& flag);

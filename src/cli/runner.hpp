@@ -18,6 +18,8 @@ class runner {
   virtual int stop(const std::string& name) = 0;
   /// Removes ended runs and what masters that are gone left.
   virtual int gc() = 0;
+  /// Copies between a claim and this machine: one side is CLAIM:PATH (parse_claim_path).
+  virtual int cp(const std::string& src, const std::string& dst) = 0;
 };
 
 }  // namespace fiber::cli

@@ -305,4 +305,10 @@ int slurm_runner::gc() {
   return 0;
 }
 
+int slurm_runner::cp(const std::string& src, const std::string& dst) {
+  throw error(errc::config_error, "fiber cp " + src + " " + dst +
+                                      ": Slurm's nodes share this file system, which is where a run keeps its files: "
+                                      "use cp");
+}
+
 }  // namespace fiber::cli

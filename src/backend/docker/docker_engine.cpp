@@ -458,9 +458,13 @@ void docker_engine::json_stream(http_request req, unique_function<void(const boo
 }
 
 void docker_engine::build(std::string context_tar, const std::string& repo_tag, const std::string& dockerfile,
-                          unique_function<void(std::string_view)> on_output, done<std::string> on_done) {
+                          unique_function<void(std::string_view)> on_output, done<std::string> on_done,
+                          const std::vector<std::pair<std::string, std::string>>& build_args) {
+  boost::json::object args;
+  for (auto& [k, v] : build_args) args[k] = v;
   auto req = request("POST", std::string(api) + "/build?t=" + percent_encode(repo_tag) +
-                                 "&dockerfile=" + percent_encode(dockerfile) + "&rm=1&forcerm=1");
+                                 "&dockerfile=" + percent_encode(dockerfile) + "&rm=1&forcerm=1" +
+                                 (args.empty() ? "" : "&buildargs=" + percent_encode(boost::json::serialize(args))));
   req.body = std::move(context_tar);
   req.headers.emplace_back("Content-Type", "application/x-tar");
   auto id = std::make_shared<std::string>();
@@ -526,6 +530,34 @@ void docker_engine::create_volume(const std::string& name, done<bool> on_done) {
   req.body = boost::json::serialize(boost::json::object{{"Name", name}});
   req.headers.emplace_back("Content-Type", "application/json");
   call(std::move(req), [d](http_response) { (*d)({}, true, {}); }, forward_error(d));
+}
+
+void docker_engine::has_volume(const std::string& name, done<bool> on_done) {
+  auto d = std::make_shared<done<bool>>(std::move(on_done));
+  http_.start(request("GET", std::string(api) + "/volumes/" + percent_encode(name)),
+              [this, d](std::error_code ec, http_response r) {
+                if (ec) return (*d)(make_error_code(errc::backend_unavailable), false, unreachable(r.body));
+                if (r.status == 404) return (*d)({}, false, {});
+                if (r.status < 200 || r.status >= 300)
+                  return (*d)(make_error_code(errc::spawn_failed), false,
+                              "the Docker engine at " + host_ + " refused to inspect a volume (HTTP " +
+                                  std::to_string(r.status) + "): " + engine_message(r));
+                (*d)({}, true, {});
+              });
+}
+
+void docker_engine::put_archive(const std::string& id, const std::string& path, std::string tar, done<bool> on_done) {
+  auto d = std::make_shared<done<bool>>(std::move(on_done));
+  auto req = request("PUT", std::string(api) + "/containers/" + id + "/archive?path=" + percent_encode(path));
+  req.body = std::move(tar);
+  req.headers.emplace_back("Content-Type", "application/x-tar");
+  call(std::move(req), [d](http_response) { (*d)({}, true, {}); }, forward_error(d));
+}
+
+void docker_engine::get_archive(const std::string& id, const std::string& path, done<std::string> on_done) {
+  auto d = std::make_shared<done<std::string>>(std::move(on_done));
+  call(request("GET", std::string(api) + "/containers/" + id + "/archive?path=" + percent_encode(path)),
+       [d](http_response r) { (*d)({}, std::move(r.body), {}); }, forward_error(d));
 }
 
 }  // namespace fiber::detail

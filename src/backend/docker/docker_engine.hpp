@@ -93,7 +93,8 @@ class docker_engine {
   /// tagged `repo_tag`; `on_output` gets the build's output as the engine reports it. Result: the
   /// image id (sha256:...).
   void build(std::string context_tar, const std::string& repo_tag, const std::string& dockerfile,
-             unique_function<void(std::string_view)> on_output, done<std::string> on_done);
+             unique_function<void(std::string_view)> on_output, done<std::string> on_done,
+             const std::vector<std::pair<std::string, std::string>>& build_args = {});
   /// Gives image `image` (a name or id) the name `repo:tag` as well.
   void tag(const std::string& image, const std::string& repo, const std::string& tag, done<bool> on_done);
   /// Pushes `repo:tag` to its registry with `registry_auth` (the X-Registry-Auth header's value:
@@ -105,6 +106,13 @@ class docker_engine {
   void inspect_image(const std::string& name, done<std::string> on_done);
   /// Ensures named volume `name` exists.
   void create_volume(const std::string& name, done<bool> on_done);
+  /// Whether named volume `name` exists.
+  void has_volume(const std::string& name, done<bool> on_done);
+  /// Extracts the tar archive `tar` at `path` in container `id` (created, not necessarily started:
+  /// the engine does the work, the image needs no tar).
+  void put_archive(const std::string& id, const std::string& path, std::string tar, done<bool> on_done);
+  /// `path` in container `id` as a tar archive (its top entry named as the path's last part).
+  void get_archive(const std::string& id, const std::string& path, done<std::string> on_done);
 
   const std::string& host() const noexcept { return host_; }
 
