@@ -170,7 +170,17 @@ registry_dir=$PWD/$state/registry
 registry_address=127.0.0.1:5077
 registry_up() { curl -s --max-time 2 "http://$registry_address/v2/" >/dev/null 2>&1; }
 start_registry() {
-  if registry_up; then echo "engines: a registry already answers on $registry_address"; mkdir -p "$registry_dir"; echo "$registry_address" >"$registry_dir/address"; return; fi
+  if registry_up; then
+    echo "engines: a registry already answers on $registry_address"
+    mkdir -p "$registry_dir"
+    echo "$registry_address" >"$registry_dir/address"
+    if curl -s --max-time 2 -o /dev/null "http://$auth_registry_address/v2/"; then
+      echo "$auth_registry_address" >"$registry_dir/auth-address"
+    else
+      start_registry_with_auth
+    fi
+    return
+  fi
   if ! command -v docker-registry >/dev/null; then
     echo "engines: installing docker-registry"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >"$state/apt-registry.log" 2>&1 ||
@@ -201,6 +211,43 @@ CONF
   else
     stop_pid registry
     unavailable registry "docker-registry did not come up (see $state/registry.log)"
+    return
+  fi
+  start_registry_with_auth
+}
+
+# A second one that wants credentials (htpasswd: user fiber, password fiber-test-secret; the
+# bcrypt hash below is of that test password), for the tests of refused and accepted logins. Its
+# address is in build/engines/registry/auth-address.
+auth_registry_address=127.0.0.1:5078
+start_registry_with_auth() {
+  local dir=$registry_dir/auth
+  mkdir -p "$dir/storage"
+  echo 'fiber:$2y$05$oLG.0VbYXJfGgxj1A28g6eI0oZ96CHlNqklr2YWX3fIhG7O38lzKC' >"$dir/htpasswd"
+  cat >"$dir/config.yml" <<CONF
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $dir/storage
+auth:
+  htpasswd:
+    realm: fiber-test
+    path: $dir/htpasswd
+http:
+  addr: $auth_registry_address
+CONF
+  docker-registry serve "$dir/config.yml" >"$state/registry-auth.log" 2>&1 &
+  echo $! >"$state/registry-auth.pid"
+  # It answers 401 to an anonymous /v2/: up.
+  for _ in $(seq 1 100); do curl -s --max-time 2 -o /dev/null "http://$auth_registry_address/v2/" && break; sleep 0.1; done
+  if curl -s --max-time 2 -o /dev/null "http://$auth_registry_address/v2/"; then
+    echo "$auth_registry_address" >"$registry_dir/auth-address"
+    echo "engines: registry with logins up ($auth_registry_address, pid $(cat "$state/registry-auth.pid"))"
+  else
+    stop_pid registry-auth
+    unavailable registry "docker-registry with htpasswd did not come up (see $state/registry-auth.log)"
   fi
 }
 
@@ -245,6 +292,7 @@ case "${1:-}" in
     for e in "${engines[@]}"; do
       case "$e" in
         slurm) stop_slurm ;;
+        registry) stop_pid registry-auth; stop_pid registry ;;
         *) stop_pid "$e" ;;
       esac
     done

@@ -89,6 +89,34 @@ TEST_F(fiber_command, runs_the_pi_example_built_and_pushed_and_exits_with_its_co
   EXPECT_NE(tags.find("\"tags\""), std::string::npos) << tags;
 }
 
+// The second test registry wants a login (htpasswd: fiber / fiber-test-secret, scripts/engines.sh).
+TEST_F(fiber_command, a_registry_wanting_a_login_gets_it_from_the_docker_config_and_a_refusal_says_what_to_do) {
+  std::ifstream in(std::string(FIBER_TEST_BUILD_DIR) + "/engines/registry/auth-address");
+  std::string registry;
+  if (!(in >> registry)) FIBER_TEST_ENGINE_MISSING("registry", "no registry with logins runs (scripts/engines.sh start registry)");
+  auto config = [&](const std::string& name, const std::string& auth) {
+    auto dir = fs::path(testing::TempDir()) / unique(name);
+    fs::create_directories(dir);
+    if (!auth.empty()) std::ofstream(dir / "config.json") << R"({"auths":{")" << registry << R"(":{"auth":")" << auth << R"("}}})";
+    return "DOCKER_CONFIG=" + dir.string();
+  };
+  auto name = unique("login");
+  started_.push_back(name);
+  auto push = "run --build --registry " + registry + "/logins --attach --name " + name + " -- " + FIBER_TEST_EXIT_WITH +
+              " 0 pushed";
+  auto none = fiber_cmd(push, config("none", ""));
+  EXPECT_EQ(none.code, 125) << none.out;
+  EXPECT_NE(none.out.find("registry " + registry + " wants credentials"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("`docker login " + registry + "`"), std::string::npos) << none.out;
+  auto wrong = fiber_cmd(push, config("wrong", "ZmliZXI6d3Jvbmc="));  // fiber:wrong
+  EXPECT_EQ(wrong.code, 125) << wrong.out;
+  EXPECT_NE(wrong.out.find("refused the credentials of user fiber from"), std::string::npos) << wrong.out;
+  auto right = fiber_cmd(push, config("right", "ZmliZXI6ZmliZXItdGVzdC1zZWNyZXQ="));  // fiber:fiber-test-secret
+  EXPECT_EQ(right.code, 0) << right.out;
+  EXPECT_NE(right.out.find("argument 2: pushed"), std::string::npos) << right.out;
+  EXPECT_NE(right.out.find("image " + registry + "/logins/exit-with@sha256:"), std::string::npos) << right.out;
+}
+
 TEST_F(fiber_command, attach_exits_with_the_masters_exit_code) {
   auto name = unique("exit3");
   started_.push_back(name);

@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "backend/docker/blocking_engine.hpp"
@@ -88,9 +89,30 @@ void build_and_push(image_plan& p, const run_options& o, detail::blocking_engine
   });
   if (o.registry.empty()) return;
   auto registry = o.registry.substr(0, o.registry.find('/'));
-  auto auth = registry_auth_header(credentials_for(registry), registry);
+  auto credentials = credentials_for(registry);
+  auto auth = registry_auth_header(credentials, registry);
   std::fprintf(stderr, "fiber: pushing %s\n", p.ref.c_str());
-  auto digest = engine.run<std::string>([&](docker_engine& e, auto done) { e.push(p.repo, p.tag, auth, echo, std::move(done)); });
+  std::string digest;
+  try {
+    digest = engine.run<std::string>([&](docker_engine& e, auto done) { e.push(p.repo, p.tag, auth, echo, std::move(done)); });
+  } catch (const error& e) {
+    // The registry's words, and what to do about them.
+    std::string said = e.what();
+    // system_error appends its code's words; the registry's own come first.
+    if (auto tail = ": " + e.code().message(); said.ends_with(tail)) said.resize(said.size() - tail.size());
+    if (credentials.username.empty() && (said.find("no basic auth credentials") != std::string::npos ||
+                                         said.find("authentication required") != std::string::npos))
+      throw error(errc::config_error, said + "; registry " + registry + " wants credentials and " +
+                                          (std::getenv("DOCKER_CONFIG") ? std::string("$DOCKER_CONFIG") : std::string("~/.docker")) +
+                                          "/config.json has none for it: `docker login " + registry + "` stores them");
+    if (!credentials.username.empty() && (said.find("unauthorized") != std::string::npos ||
+                                          said.find("denied") != std::string::npos))
+      throw error(errc::config_error, said + "; registry " + registry + " refused the credentials of user " +
+                                          credentials.username + " from " + credentials.source +
+                                          ": `docker login " + registry + "` again (or check that the user may push to " +
+                                          p.repo + ")");
+    throw;
+  }
   p.ref = p.repo + "@" + digest;  // the exact image, for the master and every worker
 }
 
