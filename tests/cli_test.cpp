@@ -3,6 +3,7 @@
 // dry run, and every bad input by its message. Label docker; without the engine or the registry
 // these tests skip (under CI they fail).
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -222,6 +223,45 @@ TEST_F(fiber_command, cp_round_trips_a_folder_through_a_claim_and_leaves_no_help
   EXPECT_NE(missing.out.find("claim " + claim + " has no 'no/such'"), std::string::npos) << missing.out;
   EXPECT_TRUE(containers("fiber.helper", "cp").empty()) << "removed after a failure too";
   fiber_test::run_engine<bool>(io, [&](auto done) { engine.remove_volume(claim, std::move(done)); });
+}
+
+// A master that is not a `fiber run` (a program started here) killed with SIGKILL leaves its
+// worker's container; `fiber gc` removes it (issue 15, finding 7), as the next master here would.
+TEST_F(fiber_command, gc_removes_the_containers_of_a_master_killed_on_this_host) {
+  asio::io_context io;
+  fiber::detail::docker_engine engine(io);
+  ASSERT_EQ(fiber_test::prepare_test_image(io, engine), "");
+  std::string build = FIBER_TEST_BUILD_DIR;
+  std::vector<std::string> env{"FIBER_BACKEND=docker", std::string("FIBER_IMAGE=") + fiber_test::test_image,
+                               "FIBER_VOLUMES=/usr:/usr:ro,/tmp:/tmp," + build + ":" + build + ":ro"};
+  for (char** e = environ; *e; ++e)
+    if (!std::string_view(*e).starts_with("FIBER_")) env.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  char* argv[] = {const_cast<char*>(FIBER_TEST_ORPHAN_MASTER), nullptr};
+  pid_t master = 0;
+  ASSERT_EQ(posix_spawn(&master, FIBER_TEST_ORPHAN_MASTER, &actions, nullptr, argv, envp.data()), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  char line[32] = {};
+  ASSERT_GT(::read(out[0], line, sizeof line - 1), 0) << "the master printed its child's pid";
+  ::close(out[0]);
+  ::kill(master, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(master, &status, 0), master);
+  auto owner = fiber_test::master_label();
+  owner = owner.substr(0, owner.rfind(':') + 1) + std::to_string(master);
+  ASSERT_EQ(fiber_test::containers_of(owner).size(), 1u) << "the killed master's worker";
+  auto gc = fiber_cmd("gc");
+  EXPECT_EQ(gc.code, 0) << gc.out;
+  EXPECT_NE(gc.out.find("of ended master " + owner), std::string::npos) << gc.out;
+  EXPECT_TRUE(fiber_test::containers_of(owner).empty()) << gc.out;
 }
 
 TEST_F(fiber_command, dry_run_prints_the_container_and_creates_nothing) {
