@@ -326,18 +326,21 @@ void docker_engine::remove_volume(const std::string& name, done<bool> on_done) {
        forward_error(d));
 }
 
-void docker_engine::has_image(const std::string& name, done<bool> on_done) {
+void docker_engine::exists(const std::string& path, const std::string& what, done<bool> on_done) {
   auto d = std::make_shared<done<bool>>(std::move(on_done));
-  http_.start(request("GET", std::string(api) + "/images/" + percent_encode(name) + "/json"),
-              [this, d](std::error_code ec, http_response r) {
-                if (ec) return (*d)(make_error_code(errc::backend_unavailable), false, unreachable(r.body));
-                if (r.status == 404) return (*d)({}, false, {});
-                if (r.status < 200 || r.status >= 300)
-                  return (*d)(make_error_code(errc::spawn_failed), false,
-                              "the Docker engine at " + host_ + " refused to inspect an image (HTTP " +
-                                  std::to_string(r.status) + "): " + engine_message(r));
-                (*d)({}, true, {});
-              });
+  http_.start(request("GET", std::string(api) + path), [this, d, what](std::error_code ec, http_response r) {
+    if (ec) return (*d)(make_error_code(errc::backend_unavailable), false, unreachable(r.body));
+    if (r.status == 404) return (*d)({}, false, {});
+    if (r.status < 200 || r.status >= 300)
+      return (*d)(make_error_code(errc::spawn_failed), false,
+                  "the Docker engine at " + host_ + " refused to inspect " + what + " (HTTP " + std::to_string(r.status) +
+                      "): " + engine_message(r));
+    (*d)({}, true, {});
+  });
+}
+
+void docker_engine::has_image(const std::string& name, done<bool> on_done) {
+  exists("/images/" + percent_encode(name) + "/json", "an image", std::move(on_done));
 }
 
 std::string first_host_of(const std::string& subnet) {
@@ -533,17 +536,7 @@ void docker_engine::create_volume(const std::string& name, done<bool> on_done) {
 }
 
 void docker_engine::has_volume(const std::string& name, done<bool> on_done) {
-  auto d = std::make_shared<done<bool>>(std::move(on_done));
-  http_.start(request("GET", std::string(api) + "/volumes/" + percent_encode(name)),
-              [this, d](std::error_code ec, http_response r) {
-                if (ec) return (*d)(make_error_code(errc::backend_unavailable), false, unreachable(r.body));
-                if (r.status == 404) return (*d)({}, false, {});
-                if (r.status < 200 || r.status >= 300)
-                  return (*d)(make_error_code(errc::spawn_failed), false,
-                              "the Docker engine at " + host_ + " refused to inspect a volume (HTTP " +
-                                  std::to_string(r.status) + "): " + engine_message(r));
-                (*d)({}, true, {});
-              });
+  exists("/volumes/" + percent_encode(name), "a volume", std::move(on_done));
 }
 
 void docker_engine::put_archive(const std::string& id, const std::string& path, std::string tar, done<bool> on_done) {

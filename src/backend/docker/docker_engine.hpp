@@ -122,6 +122,8 @@ class docker_engine {
   void call(http_request req, unique_function<void(http_response)> ok,
             unique_function<void(std::error_code, std::string)> on_error);
   std::string unreachable(const std::string& detail) const;
+  /// GET `path` (under the API version): true for 2xx, false for 404, an error otherwise.
+  void exists(const std::string& path, const std::string& what, done<bool> on_done);
   /// Runs `req`, whose answer is a stream of JSON objects (build and push progress): each goes to
   /// `on_object` as it arrives; one with "error" fails the whole (the engine answers 200 first).
   void json_stream(http_request req, unique_function<void(const boost::json::object&)> on_object,
