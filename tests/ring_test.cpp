@@ -163,6 +163,48 @@ void collectives(fiber::ring_member& me) {
   std::vector<int> mine{r, r * 10}, all(2 * static_cast<std::size_t>(n));
   me.allgather(std::span<const int>(mine), std::span<int>(all));
   for (int k = 0; k < n; ++k) check(all[2 * k] == k && all[2 * k + 1] == 10 * k, "allgather");
+  // reduce_scatter: member r gets block r of the sum; 3 elements a block, and 0.
+  std::vector<int> in(3 * static_cast<std::size_t>(n)), out(3);
+  for (int k = 0; k < n; ++k)
+    for (int i = 0; i < 3; ++i) in[3 * k + i] = r * 100 + k * 10 + i;
+  me.reduce_scatter(std::span<const int>(in), std::span<int>(out));
+  for (int i = 0; i < 3; ++i) check(out[i] == 100 * (n * (n - 1) / 2) + n * (r * 10 + i), "reduce_scatter sum");
+  std::vector<double> none_in, none_out;
+  me.reduce_scatter(std::span<const double>(none_in), std::span<double>(none_out), fiber::reduce::max);
+  std::vector<std::int64_t> big(static_cast<std::size_t>(n) << 16, r), mine_big(1 << 16);
+  me.reduce_scatter(std::span<const std::int64_t>(big), std::span<std::int64_t>(mine_big), fiber::reduce::max);
+  check(mine_big.front() == n - 1 && mine_big.back() == n - 1, "reduce_scatter max");
+  // send/recv around the ring (even ranks send first, odd ones receive first), 1 MB each.
+  if (n > 1) {
+    std::vector<int> to_right(1 << 18, r), from_left(1 << 18, -1);
+    int right = (r + 1) % n, left = (r + n - 1) % n;
+    if (r % 2 == 0) {
+      me.send(std::span<const int>(to_right), right);
+      me.recv(std::span<int>(from_left), left);
+    } else {
+      me.recv(std::span<int>(from_left), left);
+      me.send(std::span<const int>(to_right), right);
+    }
+    check(from_left.front() == left && from_left.back() == left, "recv from the left");
+    // A size other than the one sent is an error, and the link stays usable.
+    std::vector<int> two{1, 2}, three(3);
+    if (r == 0) me.send(std::span<const int>(two), 1);
+    if (r == 1) {
+      bool refused = false;
+      try {
+        me.recv(std::span<int>(three), 0);
+      } catch (const fiber::error& e) {
+        refused = e.code() == fiber::errc::config_error;
+      }
+      check(refused, "recv of another size is an error");
+    }
+    if (r == 0) me.send(std::span<const int>(two), 1);
+    if (r == 1) {
+      std::vector<int> again(2);
+      me.recv(std::span<int>(again), 0);
+      check(again[1] == 2, "the link after a refused recv");
+    }
+  }
   me.add("arrived", 1).get();
   me.barrier();
   check(me.add("arrived", 0).get() == n, "a member left the barrier before all had arrived");

@@ -42,6 +42,10 @@ void ring_allreduce(const ring_member& me, void* data, std::size_t count, std::s
                     const void* op);
 void ring_broadcast(const ring_member& me, void* data, std::size_t bytes, int root);
 void ring_allgather(const ring_member& me, const void* mine, void* all, std::size_t bytes_each);
+void ring_reduce_scatter(const ring_member& me, const void* in, void* out, std::size_t count_each, std::size_t element,
+                         combine_fn combine, const void* op);
+void ring_send(const ring_member& me, const void* data, std::size_t bytes, int peer);
+void ring_recv(const ring_member& me, void* data, std::size_t bytes, int peer);
 
 template <class T, class F>
 void combine(const void* op, void* inout, const void* in, std::size_t n) {
@@ -110,6 +114,43 @@ class ring_member {
       throw error(errc::config_error, "allgather: `all` must hold size() x mine.size() elements");
     detail::ring_allgather(*this, mine.data(), all.data(), mine.size_bytes());
   }
+  /// Reduces `in` (size() blocks of out.size() elements, block k for member k) across the members:
+  /// member r gets block r of the reduction in `out` (MPI's reduce_scatter_block). The first
+  /// half of the ring allreduce: each member sends (N-1)/N of `in`.
+  template <class T>
+  void reduce_scatter(std::span<const T> in, std::span<T> out, reduce op = reduce::sum) const {
+    static_assert(std::is_arithmetic_v<T>, "reduce_scatter with a reduce: arithmetic elements");
+    switch (op) {
+      case reduce::sum: return reduce_scatter(in, out, [](T a, T b) { return static_cast<T>(a + b); });
+      case reduce::min: return reduce_scatter(in, out, [](T a, T b) { return b < a ? b : a; });
+      case reduce::max: return reduce_scatter(in, out, [](T a, T b) { return a < b ? b : a; });
+      case reduce::prod: return reduce_scatter(in, out, [](T a, T b) { return static_cast<T>(a * b); });
+    }
+  }
+  template <class T, class F>
+    requires std::is_invocable_r_v<T, F, T, T>
+  void reduce_scatter(std::span<const T> in, std::span<T> out, F op) const {
+    static_assert(std::is_trivially_copyable_v<T>, "reduce_scatter: trivially copyable elements");
+    if (in.size() != out.size() * static_cast<std::size_t>(size_))
+      throw error(errc::config_error, "reduce_scatter: `in` must hold size() x out.size() elements");
+    detail::ring_reduce_scatter(*this, in.data(), out.data(), out.size(), sizeof(T), &detail::combine<T, F>, &op);
+  }
+
+  /// Point to point: `data` to member `peer`, which takes it with recv() of the same size. Like
+  /// MPI_Send it may wait until the peer receives (a large message does), so two members that
+  /// send to each other at once should order their calls (one sends first, the other receives).
+  template <class T>
+  void send(std::span<const T> data, int peer) const {
+    static_assert(std::is_trivially_copyable_v<T>, "send: trivially copyable elements");
+    detail::ring_send(*this, data.data(), data.size_bytes(), peer);
+  }
+  /// What member `peer` sent with send(); a size other than the one sent is an error.
+  template <class T>
+  void recv(std::span<T> data, int peer) const {
+    static_assert(std::is_trivially_copyable_v<T>, "recv: trivially copyable elements");
+    detail::ring_recv(*this, data.data(), data.size_bytes(), peer);
+  }
+
   /// Returns once every member has called it.
   void barrier() const;
 

@@ -2,7 +2,9 @@
 // algorithm (reduce-scatter, then allgather: each member sends and receives 2(N-1)/N of the data,
 // the bandwidth-optimal schedule); every chunk is reduced along one path and then copied, so all
 // members end with the same bits, floating point included.
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "fiber/ring.hpp"
@@ -66,6 +68,61 @@ void ring_allgather(const ring_member& me, const void* mine, void* all, std::siz
     auto send = static_cast<std::size_t>(mod(r - s, n)), recv = static_cast<std::size_t>(mod(r - s - 1, n));
     mesh.exchange(right, out + send * bytes_each, bytes_each, left, out + recv * bytes_each, bytes_each, "allgather");
   }
+}
+
+void ring_reduce_scatter(const ring_member& me, const void* in, void* out, std::size_t count_each, std::size_t element,
+                         combine_fn combine, const void* op) {
+  int n = me.size(), r = me.rank();
+  auto block = count_each * element;
+  if (n == 1 || block == 0) {
+    if (block) std::memmove(out, in, block);
+    return;
+  }
+  auto& mesh = mesh_of(me);
+  int right = mod(r + 1, n), left = mod(r - 1, n);
+  // allreduce's first half, shifted by one block so that member r ends with block r reduced.
+  std::vector<char> work(static_cast<const char*>(in), static_cast<const char*>(in) + block * static_cast<std::size_t>(n));
+  std::vector<char> incoming(block);
+  for (int s = 0; s < n - 1; ++s) {
+    auto send = static_cast<std::size_t>(mod(r - s - 1, n)), recv = static_cast<std::size_t>(mod(r - s - 2, n));
+    mesh.exchange(right, work.data() + send * block, block, left, incoming.data(), block, "reduce_scatter");
+    combine(op, work.data() + recv * block, incoming.data(), count_each);
+  }
+  std::memcpy(out, work.data() + static_cast<std::size_t>(r) * block, block);
+}
+
+namespace {
+void check_peer(const ring_member& me, int peer, const char* what) {
+  if (peer < 0 || peer >= me.size() || peer == me.rank())
+    throw error(errc::config_error, std::string(what) + " with rank " + std::to_string(peer) + " from rank " +
+                                        std::to_string(me.rank()) + " of a ring of " + std::to_string(me.size()) +
+                                        ": name another member, 0 to size()-1");
+}
+}  // namespace
+
+// Each message carries its size first, so that a receiver expecting another size says so
+// instead of reading into the next message.
+void ring_send(const ring_member& me, const void* data, std::size_t bytes, int peer) {
+  check_peer(me, peer, "send");
+  auto& mesh = mesh_of(me);
+  std::uint64_t size = bytes;
+  mesh.exchange(peer, &size, sizeof size, -1, nullptr, 0, "send");
+  if (bytes) mesh.exchange(peer, data, bytes, -1, nullptr, 0, "send");
+}
+
+void ring_recv(const ring_member& me, void* data, std::size_t bytes, int peer) {
+  check_peer(me, peer, "recv");
+  auto& mesh = mesh_of(me);
+  std::uint64_t size = 0;
+  mesh.exchange(-1, nullptr, 0, peer, &size, sizeof size, "recv");
+  if (size != bytes) {
+    // Take it off the link all the same: the next message must start where it should.
+    std::vector<char> skipped(static_cast<std::size_t>(size));
+    if (size) mesh.exchange(-1, nullptr, 0, peer, skipped.data(), skipped.size(), "recv");
+    throw error(errc::config_error, "recv of " + std::to_string(bytes) + " bytes from rank " + std::to_string(peer) +
+                                        ", which sent " + std::to_string(size) + ": both sides must use the same size");
+  }
+  if (bytes) mesh.exchange(-1, nullptr, 0, peer, data, bytes, "recv");
 }
 
 }  // namespace fiber::detail
