@@ -54,14 +54,6 @@ std::string volume_bind(const std::string& v) {
   return claim + ":" + path + ro;
 }
 
-std::string age(std::int64_t created) {
-  auto s = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::time(nullptr)) - created);
-  if (s < 120) return std::to_string(s) + "s";
-  if (s < 7200) return std::to_string(s / 60) + "m";
-  if (s < 172800) return std::to_string(s / 3600) + "h";
-  return std::to_string(s / 86400) + "d";
-}
-
 /// The run a worker container belongs to: fiber.master is "<master host>:<pid>", and a `fiber run`
 /// master names its run there (FIBER_RUN_NAME).
 std::string master_host(const container_summary& c) {
@@ -208,7 +200,7 @@ int docker_runner::ps() {
     int running = 0;
     for (auto& w : workers)
       if (master_host(w) == name && w.state == "running") ++running;
-    std::printf("%-32s %-10s %-28s %-6s %d\n", name.c_str(), c.state.c_str(), c.status.c_str(), age(c.created).c_str(),
+    std::printf("%-32s %-10s %-28s %-6s %d\n", name.c_str(), c.state.c_str(), c.status.c_str(), age_since(c.created).c_str(),
                 running);
   }
   return 0;

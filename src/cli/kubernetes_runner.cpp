@@ -70,20 +70,7 @@ std::int64_t epoch_of(const std::string& t) {
   return static_cast<std::int64_t>(timegm(&tm));
 }
 
-std::string age(const std::string& created) {
-  auto s = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::time(nullptr)) - epoch_of(created));
-  if (s < 120) return std::to_string(s) + "s";
-  if (s < 7200) return std::to_string(s / 60) + "m";
-  if (s < 172800) return std::to_string(s / 3600) + "h";
-  return std::to_string(s / 86400) + "d";
-}
-
-/// Waiting reasons that do not mend by waiting (as the backend's, for its workers).
-bool hopeless(const std::string& reason) {
-  return reason == "ErrImagePull" || reason == "ImagePullBackOff" || reason == "InvalidImageName" ||
-         reason == "CreateContainerConfigError" || reason == "CreateContainerError" || reason == "RunContainerError" ||
-         reason == "ErrImageNeverPull";
-}
+std::string age(const std::string& created) { return age_since(epoch_of(created)); }
 
 /// What a pod is doing, in a few words, and whether it has ended (with its exit code).
 struct pod_state {
@@ -122,6 +109,13 @@ pod_state state_of(const json::object& pod) {
   return st;
 }
 
+/// -v flags as the volumes config key writes them: comma-separated.
+std::string joined(const std::vector<std::string>& volumes) {
+  std::string all;
+  for (auto& v : volumes) all += (all.empty() ? "" : ",") + v;
+  return all;
+}
+
 std::string first_word(const std::string& reason) { return reason.substr(0, reason.find(':')); }
 
 }  // namespace
@@ -135,8 +129,7 @@ json::object job_manifest(const job_settings& s) {
   ps.image = s.image;
   ps.gpu_resource = s.gpu_resource;
   ps.service_account = s.service_account;
-  std::string volumes;
-  for (auto& v : s.volumes) volumes += (volumes.empty() ? "" : ",") + v;
+  auto volumes = joined(s.volumes);
   ps.volumes = parse_volumes(volumes);
   if (!s.pod_patch.empty()) {
     boost::system::error_code ec;
@@ -330,7 +323,7 @@ class attachment {
       said_ = st.reason;
       if (!st.started) std::fprintf(stderr, "fiber: %s is pending: %s\n", out_.pod.c_str(), st.reason.c_str());
     }
-    if (!st.started && hopeless(first_word(st.reason)))
+    if (!st.started && detail::kube::hopeless_waiting_reason(first_word(st.reason)))
       return finish_with_failure("its pod " + out_.pod + " cannot start: " + st.reason);
     if (!st.started && st.unschedulable && !autoscaling_)
       return finish_with_failure("Kubernetes cannot schedule its pod " + out_.pod + ": " + st.reason.substr(15) +
@@ -428,11 +421,7 @@ int kubernetes_runner::run(const run_options& o) {
   }
 
   // What the pod needs must exist, or it would wait for it forever: the claims, the account.
-  for (auto& v : parse_volumes([&] {
-         std::string all;
-         for (auto& x : o.volumes) all += (all.empty() ? "" : ",") + x;
-         return all;
-       }()))
+  for (auto& v : parse_volumes(joined(o.volumes)))
     if (!v.source.starts_with('/')) {
       auto r = s.call("GET", "/api/v1/namespaces/" + s.ns + "/persistentvolumeclaims/" + v.source, {},
                       {"get", "persistentvolumeclaims"});

@@ -3,7 +3,9 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <ctime>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -33,6 +35,14 @@ std::string default_run_name(const std::string& program) {
   char suffix[8];
   std::snprintf(suffix, sizeof suffix, "%06x", rd() & 0xffffff);
   return sanitized_name(std::filesystem::path(program).filename().string()) + "-" + suffix;
+}
+
+std::string age_since(std::int64_t epoch_seconds) {
+  auto s = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::time(nullptr)) - epoch_seconds);
+  if (s < 120) return std::to_string(s) + "s";
+  if (s < 7200) return std::to_string(s / 60) + "m";
+  if (s < 172800) return std::to_string(s / 3600) + "h";
+  return std::to_string(s / 86400) + "d";
 }
 
 void check_run_name(const std::string& name) {

@@ -34,13 +34,6 @@ using namespace kube;
 /// Exit code of a child whose pod never ran.
 constexpr int not_started = 255;
 
-/// Waiting reasons that do not mend by waiting: the child's start fails with them at once.
-bool hopeless(std::string_view reason) {
-  return reason == "ErrImagePull" || reason == "ImagePullBackOff" || reason == "InvalidImageName" ||
-         reason == "CreateContainerConfigError" || reason == "CreateContainerError" || reason == "RunContainerError" ||
-         reason == "ErrImageNeverPull";
-}
-
 const boost::json::object* object_at(const boost::json::object& o, std::string_view key) {
   auto* v = o.if_contains(key);
   return v && v->is_object() ? &v->as_object() : nullptr;
@@ -208,7 +201,7 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
         auto reason = string_at(waiting, "reason");
         auto message = string_at(waiting, "message");
         last_reason = reason + (message.empty() ? "" : ": " + message);
-        if (hopeless(reason)) return fail("Kubernetes cannot start its pod " + name + ": " + last_reason);
+        if (hopeless_waiting_reason(reason)) return fail("Kubernetes cannot start its pod " + name + ": " + last_reason);
       } else if (object_at(*state, "running")) {
         running();
       } else if (auto* terminated = object_at(*state, "terminated")) {

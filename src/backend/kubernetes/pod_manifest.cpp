@@ -100,6 +100,12 @@ boost::json::object pod_manifest(const pod_settings& s, const spawn_spec& spec, 
   return std::move(pod.as_object());
 }
 
+bool hopeless_waiting_reason(std::string_view reason) {
+  return reason == "ErrImagePull" || reason == "ImagePullBackOff" || reason == "InvalidImageName" ||
+         reason == "CreateContainerConfigError" || reason == "CreateContainerError" || reason == "RunContainerError" ||
+         reason == "ErrImageNeverPull";
+}
+
 void merge_patch(boost::json::value& target, const boost::json::value& patch) {
   if (!patch.is_object()) {
     target = patch;

@@ -5,6 +5,7 @@
 #include <boost/json/value.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -44,6 +45,10 @@ std::string pod_name(const std::string& job_id, std::uint64_t n, const std::stri
 
 boost::json::object pod_manifest(const pod_settings& settings, const spawn_spec& spec, const std::string& name,
                                  const std::string& job_id);
+
+/// A container's waiting reason that does not mend by waiting (a pull that failed, a bad
+/// configuration): a start waiting on it fails at once with it.
+bool hopeless_waiting_reason(std::string_view reason);
 
 /// RFC 7386: objects merge key by key, null deletes, anything else replaces.
 void merge_patch(boost::json::value& target, const boost::json::value& patch);
