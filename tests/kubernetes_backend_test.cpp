@@ -79,11 +79,55 @@ TEST_F(kubernetes_double, a_missing_image_fails_the_start_with_the_pull_error) {
   EXPECT_NE(why.find("fiber-no-such-image:1"), std::string::npos) << why;
 }
 
-TEST_F(kubernetes_double, a_gpu_no_node_has_fails_the_start_with_the_schedulers_words) {
-  fiber::context ctx;
-  auto why = start_error(ctx, &wants_a_gpu);
-  EXPECT_NE(why.find("Insufficient nvidia.com/gpu"), std::string::npos) << why;
-  EXPECT_NE(why.find("kubernetes_autoscaling"), std::string::npos) << why;
+// One test, because the nodes are the whole double's: the steps must not interleave with another
+// test that changes them.
+TEST_F(kubernetes_double, a_gpu_no_node_has_fails_at_start_before_any_pod_and_a_node_that_joins_is_found) {
+  auto ns = "capacity-" + std::to_string(::getpid());
+  fiber::context ctx(fiber::config::load({{"kubernetes_namespace", ns}}));
+  auto pods_posted = [&] {
+    auto log = fiber_test::kube_call("GET", "/double/requests", {}, true);
+    for (auto& r : log.body.at("requests").as_array())
+      if (r.at("method").as_string() == "POST" && r.at("path").as_string() == "/api/v1/namespaces/" + ns + "/pods")
+        return true;
+    return false;
+  };
+  // The nodes' allocatable says no before anything is created.
+  try {
+    fiber::process(ctx, &wants_a_gpu).start().get();
+    FAIL() << "started on a cluster without GPUs";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::unsatisfiable) << e.what();
+    std::string why = e.what();
+    EXPECT_NE(why.find("1 nvidia.com/gpu"), std::string::npos) << why;
+    EXPECT_NE(why.find("double-node-1 has cpu 64, memory 65536 MiB, 0 nvidia.com/gpu"), std::string::npos) << why;
+    EXPECT_NE(why.find("kubernetes_autoscaling"), std::string::npos) << why;
+  }
+  EXPECT_FALSE(pods_posted());
+
+  // Without the right to list nodes, the scheduler's refusal still fails the start. (Only this
+  // test depends on listing nodes: the others' checks fall back to the scheduler meanwhile.)
+  ASSERT_FALSE(fiber_test::kube_call("POST", "/double/deny?verb=list&resource=nodes", {}, true).ec);
+  {
+    fiber::context blind(fiber::config::load({{"kubernetes_namespace", ns}}));
+    auto why = start_error(blind, &wants_a_gpu);
+    fiber_test::kube_call("DELETE", "/double/deny?verb=list&resource=nodes", {}, true);
+    EXPECT_NE(why.find("Insufficient nvidia.com/gpu"), std::string::npos) << why;
+    EXPECT_NE(why.find("kubernetes_autoscaling"), std::string::npos) << why;
+  }
+
+  // A GPU node joins: the same context looks again and the child runs there.
+  ASSERT_FALSE(fiber_test::kube_call("POST", "/double/node?name=double-node-2&gpu=1", {}, true).ec);
+  std::string why;
+  try {
+    fiber::process p(ctx, &wants_a_gpu);
+    p.start().get();
+    p.join().get();
+    EXPECT_EQ(p.exitcode(), 0);
+  } catch (const fiber::error& e) {
+    why = e.what();
+  }
+  fiber_test::kube_call("POST", "/double/node?name=double-node-2&gpu=0", {}, true);
+  EXPECT_EQ(why, "");
 }
 
 TEST_F(kubernetes_double, a_denied_verb_is_named_with_the_rbac_manifest_to_apply) {

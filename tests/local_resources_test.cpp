@@ -70,10 +70,10 @@ TEST(local_resources, gpus_are_handed_out_once_and_come_back) {
 
 TEST(local_resources, a_request_larger_than_the_host_fails_at_once_naming_both) {
   local_resources r(gpu_inventory{{"0", "1"}, "config gpus=0,1"}, {0, 1});
-  fiber_test::expect_error([&] { r.check(asking(3)); }, fiber::errc::spawn_failed, "asks for 3 GPUs and this host has 2");
-  fiber_test::expect_error([&] { r.check(asking(0, 3, true)); }, fiber::errc::spawn_failed, "asks for 3 CPUs");
+  fiber_test::expect_error([&] { r.check(asking(3)); }, fiber::errc::unsatisfiable, "asks for 3 GPUs and this host has 2");
+  fiber_test::expect_error([&] { r.check(asking(0, 3, true)); }, fiber::errc::unsatisfiable, "asks for 3 CPUs");
   local_resources none(gpu_inventory{{}, "no NVIDIA driver found"}, {0});
-  fiber_test::expect_error([&] { none.check(asking(1)); }, fiber::errc::spawn_failed, "no NVIDIA driver found");
+  fiber_test::expect_error([&] { none.check(asking(1)); }, fiber::errc::unsatisfiable, "no NVIDIA driver found");
   EXPECT_NO_THROW(r.check(asking(2, 2, true)));
 }
 
@@ -157,7 +157,7 @@ TEST(local_resources, children_asking_for_a_gpu_each_take_turns_on_devices_of_th
     EXPECT_EQ(c->exitcode(), 0);
   }
   fiber::process three(ctx, &want_three_gpus);
-  fiber_test::expect_error([&] { three.start().get(); }, fiber::errc::spawn_failed, "asks for 3 GPUs and this host has 2");
+  fiber_test::expect_error([&] { three.start().get(); }, fiber::errc::unsatisfiable, "asks for 3 GPUs and this host has 2");
 }
 
 TEST(local_resources, a_child_sees_the_cpus_it_asked_for) {

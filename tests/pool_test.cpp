@@ -82,6 +82,7 @@ std::string where_plain(int) {
   return me() + " " + (v && *v ? v : "none");
 }
 std::string where_gpu(int x) { return where_plain(x); }
+std::string where_three_gpus(int x) { return where_plain(x); }
 
 std::set<std::string> workers_of(const std::vector<std::string>& where) {
   std::set<std::string> pids;
@@ -118,6 +119,8 @@ FIBER_REMOTE(make_big);
 FIBER_REMOTE(where_plain);
 FIBER_REMOTE(where_gpu);
 FIBER_META(where_gpu, .gpu = 1);
+FIBER_REMOTE(where_three_gpus);
+FIBER_META(where_three_gpus, .gpu = 3);
 
 TEST(pool, map_of_3_and_1000_items) {
   fiber::pool p(2);
@@ -390,6 +393,21 @@ TEST(pool, a_function_needing_more_than_the_workers_have_gets_new_workers_starte
   // The pool's workers now cover both; plain work runs on them too, and the pool kept its size.
   auto after = p.map(&where_plain, std::vector<int>(8, 0), 1).get();
   for (auto& d : gpus_of(after)) EXPECT_TRUE(devices.count(d)) << "a task ran seeing " << d;
+  p.close();
+  p.join().get();
+  EXPECT_EQ(p.stats().workers_lost, 0u);
+}
+
+TEST(pool, work_needing_more_than_any_node_has_fails_at_once_and_the_workers_stay) {
+  FIBER_TEST_LOCAL_ONLY("the test's host has the two GPUs of its config; each backend's check has its own test");
+  fiber::pool p(2);
+  auto before = p.map(&where_plain, std::vector<int>(8, 0), 1).get();
+  // The test's config gives this host two GPUs (test_main.cpp).
+  fiber_test::expect_error([&] { (void)p.map(&where_three_gpus, std::vector<int>(4, 0)).get(); },
+                           fiber::errc::unsatisfiable, {"asks for 3 GPUs and this host has 2"});
+  // Nothing was retired for workers that could never start: the same workers go on.
+  auto after = p.map(&where_plain, std::vector<int>(8, 0), 1).get();
+  for (auto& pid : workers_of(after)) EXPECT_TRUE(workers_of(before).count(pid)) << "a new worker " << pid;
   p.close();
   p.join().get();
   EXPECT_EQ(p.stats().workers_lost, 0u);

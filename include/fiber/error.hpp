@@ -24,6 +24,7 @@ enum class errc {
   backend_unavailable,  // the configured backend/engine cannot be reached
   server_lost,          // a manager's server process ended: its objects are gone
   member_lost,          // a member of a ring ended with an error: the ring cannot go on
+  unsatisfiable,        // a child asks for more (CPUs, memory, GPUs) than any node of the backend has
 };
 
 }  // namespace fiber
@@ -44,6 +45,9 @@ class error : public std::system_error {
  public:
   error(errc code, const std::string& what) : std::system_error(make_error_code(code), what) {}
   error(std::error_code code, const std::string& what) : std::system_error(code, what) {}
+  /// what() without the code's words that std::system_error appends: the reason alone, for
+  /// errors that wrap this one.
+  std::string reason() const;
 };
 
 /// An exception thrown by user code in another process: its type and message travel back.

@@ -67,9 +67,15 @@ class backend {
   /// The address children dial, given the endpoint the master bound (e.g. tcp://0.0.0.0:5000
   /// becomes tcp://<master_address>:5000).
   virtual std::string advertised(const std::string& bound) const { return bound; }
+  /// Throws fiber::error(errc::unsatisfiable), naming what was asked and what the nodes have,
+  /// when no node of this backend can ever run a child with `spec`'s cpu, memory and GPUs. Cheap:
+  /// it checks against what the backend learned when it started (the host, the engine, the nodes),
+  /// so a pool can ask before it replaces workers for a function's larger needs.
+  virtual void check_capacity(const spawn_spec&) const {}
   /// Starts a child; throws fiber::error(errc::spawn_failed) with the reason.
   virtual std::unique_ptr<job> spawn(const spawn_spec& spec) = 0;
 };
+
 
 /// A backend whose children dial the master over TCP: it binds `bind_host_` and children dial
 /// `advertise_host_` (the same, or an address that reaches a wider bind, e.g. master_address

@@ -97,9 +97,7 @@ void build_and_push(image_plan& p, const run_options& o, detail::blocking_engine
     digest = engine.run<std::string>([&](docker_engine& e, auto done) { e.push(p.repo, p.tag, auth, echo, std::move(done)); });
   } catch (const error& e) {
     // The registry's words, and what to do about them.
-    std::string said = e.what();
-    // system_error appends its code's words; the registry's own come first.
-    if (auto tail = ": " + e.code().message(); said.ends_with(tail)) said.resize(said.size() - tail.size());
+    std::string said = e.reason();
     if (credentials.username.empty() && (said.find("no basic auth credentials") != std::string::npos ||
                                          said.find("authentication required") != std::string::npos))
       throw error(errc::config_error, said + "; registry " + registry + " wants credentials and " +

@@ -29,6 +29,7 @@ class category : public std::error_category {
       case errc::backend_unavailable: return "backend unavailable";
       case errc::server_lost: return "manager server lost";
       case errc::member_lost: return "ring member lost";
+      case errc::unsatisfiable: return "no node can satisfy the request";
     }
     return "unknown fiber error";
   }
@@ -38,6 +39,12 @@ class category : public std::error_category {
 const std::error_category& fiber_category() noexcept {
   static const category c;
   return c;
+}
+
+std::string error::reason() const {
+  std::string said = what();
+  if (auto tail = ": " + code().message(); said.ends_with(tail)) said.resize(said.size() - tail.size());
+  return said;
 }
 
 namespace detail {

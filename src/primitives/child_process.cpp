@@ -93,11 +93,23 @@ void child_process::spawn() {
               {env_job, rt.job_id()},
               {env_keys, rt.master().worker_credentials()},
               {env_name, name_}};
-  spec.cpu = needs_.cpu ? needs_.cpu : rt.cfg().cpu_per_job;
-  spec.cpu_declared = needs_.cpu != 0;
-  spec.memory_mb = needs_.memory_mb ? needs_.memory_mb : rt.cfg().mem_per_job;
-  spec.gpu = needs_.gpu;
-  child_ = rt.master().the_backend().spawn(spec);
+  auto sized = spec_for_needs(needs_, rt.cfg());
+  spec.cpu = sized.cpu;
+  spec.cpu_declared = sized.cpu_declared;
+  spec.memory_mb = sized.memory_mb;
+  spec.gpu = sized.gpu;
+  auto& backend = rt.master().the_backend();
+  backend.check_capacity(spec);  // a request no node can meet fails before anything starts
+  child_ = backend.spawn(spec);
+}
+
+spawn_spec spec_for_needs(const meta& needs, const fiber::config& cfg) {
+  spawn_spec spec;
+  spec.cpu = needs.cpu ? needs.cpu : cfg.cpu_per_job;
+  spec.cpu_declared = needs.cpu != 0;
+  spec.memory_mb = needs.memory_mb ? needs.memory_mb : cfg.mem_per_job;
+  spec.gpu = needs.gpu;
+  return spec;
 }
 
 void child_process::arm_start_deadline() {

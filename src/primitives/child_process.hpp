@@ -17,6 +17,11 @@
 
 namespace fiber::detail {
 
+struct spawn_spec;
+/// The cpu, memory and GPUs a child with `needs` is started with (a need left at 0 takes the
+/// config's default), as a spec with only those set: what backend::check_capacity weighs.
+spawn_spec spec_for_needs(const meta& needs, const fiber::config& cfg);
+
 class child_process final : public child_endpoint, public std::enable_shared_from_this<child_process> {
  public:
   enum class phase { created, starting, running, ended };

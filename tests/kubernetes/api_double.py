@@ -381,7 +381,7 @@ class cluster:
         self.requests = []
         self.instance = secrets.token_hex(4)
         self.nodes = [{"name": f"double-node-{i + 1}", "cpu": args.node_cpus, "memory": args.node_memory_mi * 2**20,
-                       "gpu": 0} for i in range(args.nodes)]
+                       "gpu": 0, "uid": str(uuid.uuid4()), "created": now()} for i in range(args.nodes)]
         net = ipaddress.ip_network(args.subnet)
         hosts = list(net.hosts())
         self.gateway = str(hosts[0])
@@ -521,6 +521,19 @@ class cluster:
             self.s.modify("pods", p)
             return "deletionTimestamp" not in p["metadata"]
 
+    def node_object(self, n):
+        cpu = n["cpu"]
+        room = {"cpu": str(int(cpu)) if float(cpu).is_integer() else f"{int(round(cpu * 1000))}m",
+                "memory": f"{int(n['memory']) // 1024}Ki", "pods": "110"}
+        if n["gpu"]:
+            room[self.args.gpu_resource] = str(int(n["gpu"]))
+        return {"kind": "Node", "apiVersion": "v1",
+                "metadata": {"name": n["name"], "uid": n["uid"], "creationTimestamp": n["created"],
+                             "labels": {"kubernetes.io/hostname": n["name"], "kubernetes.io/os": "linux"}},
+                "spec": {"unschedulable": True} if n.get("cordoned") else {},
+                "status": {"capacity": dict(room), "allocatable": dict(room),
+                           "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
+
     def schedule(self, pod):
         """A node with room for the pod's requests, or the scheduler's reason there is none."""
         want = pod_requests(pod["spec"])
@@ -532,13 +545,17 @@ class cluster:
                     used[node][k] += v
         short = {}
         for n in self.nodes:
+            if n.get("cordoned"):
+                short["cordoned"] = short.get("cordoned", 0) + 1
+                continue
             lacking = [k for k, v in want.items() if v > 0 and used[n["name"]][k] + v > n[k] + 1e-9]
             if not lacking:
                 return n["name"], None
             for k in lacking:
                 short[k] = short.get(k, 0) + 1
-        words = {"cpu": "cpu", "memory": "memory", "gpu": self.args.gpu_resource}
-        parts = ", ".join(f"{c} Insufficient {words[k]}" for k, c in sorted(short.items(), key=lambda kv: words[kv[0]]))
+        words = {"cpu": "Insufficient cpu", "memory": "Insufficient memory", "gpu": f"Insufficient {self.args.gpu_resource}",
+                 "cordoned": "node(s) were unschedulable"}
+        parts = ", ".join(f"{c} {words[k]}" for k, c in sorted(short.items(), key=lambda kv: words[kv[0]]))
         total = len(self.nodes)
         return None, (f"0/{total} nodes are available: {parts}. preemption: 0/{total} nodes are available: "
                       f"{total} No preemption victims found for incoming pod.")
@@ -1094,6 +1111,8 @@ API_RESOURCES = {
         {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "shortNames": ["po"],
          "verbs": ["create", "delete", "deletecollection", "get", "list", "watch"], "categories": ["all"]},
         {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]},
+        {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node", "shortNames": ["no"],
+         "verbs": ["get", "list"]},
         {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event", "shortNames": ["ev"],
          "verbs": ["list", "watch"]},
         {"name": "serviceaccounts", "singularName": "serviceaccount", "namespaced": True, "kind": "ServiceAccount",
@@ -1255,6 +1274,9 @@ class handler(http.server.BaseHTTPRequestHandler):
             return self.send_json(200, API_RESOURCES)
         if path == "/apis/batch/v1":
             return self.send_json(200, BATCH_RESOURCES)
+        mn = re.fullmatch(r"/api/v1/nodes(?:/([^/]+))?", path)
+        if mn and method == "GET":
+            return self.nodes(mn.group(1))
         mj = re.fullmatch(r"/apis/batch/v1/namespaces/([^/]+)/jobs(?:/([^/]+))?", path)
         if mj:
             return self.jobs(method, mj.group(1), mj.group(2), q, raw)
@@ -1327,6 +1349,27 @@ class handler(http.server.BaseHTTPRequestHandler):
             c.engine.call("DELETE", f"/volumes/{pvc_volume(ns, name)}")
             return self.send_json(200, public(o))
         raise api_error(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+
+    def nodes(self, name):
+        """Nodes as the scheduler sees them: capacity = allocatable (no system reservations)."""
+        c = self.cluster
+        verb = "get" if name else "list"
+        if {(verb, "nodes", None), (verb, "*", None)} & c.denied:
+            raise api_error(403, "Forbidden",
+                            f'nodes is forbidden: User "system:serviceaccount:default:default" cannot {verb} resource '
+                            f'"nodes" in API group "" at the cluster scope', {"kind": "nodes"})
+        with c.s.lock:
+            items = [c.node_object(n) for n in c.nodes if not name or n["name"] == name]
+            rv = str(c.s.rv)
+        if name:
+            if not items:
+                raise api_error(404, "NotFound", f'nodes "{name}" not found', {"name": name, "kind": "nodes"})
+            return self.send_json(200, items[0])
+        for i in items:
+            i.pop("kind", None)
+            i.pop("apiVersion", None)
+        return self.send_json(200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": rv},
+                                    "items": items})
 
     def jobs(self, method, ns, name, q, raw):
         c = self.cluster
@@ -1509,13 +1552,26 @@ class handler(http.server.BaseHTTPRequestHandler):
         c = self.cluster
         with c.s.lock:
             if path == "/double/deny":
-                if method == "DELETE":
+                if method == "DELETE" and "verb" in q:
+                    c.denied.discard((q["verb"], q.get("resource", "*"), q.get("namespace")))
+                elif method == "DELETE":
                     c.denied.clear()
                 else:
                     c.denied.add((q["verb"], q.get("resource", "*"), q.get("namespace")))
             elif path == "/double/throttle":
                 c.throttle = {"count": int(q.get("count", 1)), "retry_after": int(q.get("retry_after", 1)),
                               "namespace": q.get("namespace")}
+            elif path == "/double/node":
+                # A node's room changes (a GPU node joins, a node is cordoned), as an autoscaler or an
+                # admin would do it.
+                n = next((n for n in c.nodes if n["name"] == q["name"]), None)
+                if not n:
+                    raise api_error(404, "NotFound", f'nodes "{q["name"]}" not found')
+                for k in ("cpu", "gpu"):
+                    if k in q:
+                        n[k] = float(q[k]) if k == "cpu" else int(q[k])
+                if "cordoned" in q:
+                    n["cordoned"] = q["cordoned"] in ("1", "true")
             elif path == "/double/compact":
                 c.s.compact()
             elif path == "/double/requests":

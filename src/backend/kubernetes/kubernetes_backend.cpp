@@ -19,6 +19,7 @@
 #include "backend/backend.hpp"
 #include "backend/kubernetes/blocking_api.hpp"
 #include "backend/kubernetes/kube_api.hpp"
+#include "backend/kubernetes/node_list.hpp"
 #include "backend/kubernetes/pod_manifest.hpp"
 #include "backend/kubernetes/pod_watch.hpp"
 #include "backend/side_thread.hpp"
@@ -435,6 +436,7 @@ class kubernetes_backend final : public tcp_backend {
                                   {}, {"list", "pods"});
     if (first.ec) throw error(errc::backend_unavailable, first.why);
     remove_orphans(*s.blocking);
+    load_nodes();
     s.client = std::make_unique<api>(io, where, cfg.kubernetes_qps, cfg.kubernetes_burst);
     s.creator = std::make_unique<pod_creator>(where, cfg.kubernetes_qps, cfg.kubernetes_burst);
     s.watch = std::make_shared<pod_watch>(io, *s.client, s.ns, std::string(job_label) + "=" + label_value(job_id_));
@@ -455,6 +457,21 @@ class kubernetes_backend final : public tcp_backend {
   }
 
   std::string name() const override { return "kubernetes"; }
+
+  void check_capacity(const spawn_spec& spec) const override {
+    // With an autoscaler, a node that fits may yet come: the pending timeout bounds the wait.
+    if (shared_->cfg.kubernetes_autoscaling || !nodes_) return;
+    room_words words{"the " + std::to_string(nodes_->size()) + " schedulable nodes of the cluster (allocatable)",
+                     shared_->settings.gpu_resource, "add a node that has it (or set kubernetes_autoscaling=true)"};
+    try {
+      check_rooms(*nodes_, spec, words);
+    } catch (const error&) {
+      load_nodes();  // nodes come and go: look again before saying no
+      if (!nodes_) return;
+      words.where = "the " + std::to_string(nodes_->size()) + " schedulable nodes of the cluster (allocatable)";
+      check_rooms(*nodes_, spec, words);
+    }
+  }
 
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
     auto pod = pod_name(job_id_, ++spawned_, spec.name);
@@ -494,9 +511,26 @@ class kubernetes_backend final : public tcp_backend {
     }
   }
 
+  /// What each node can give a pod, for check_capacity. Left unknown without the right to list
+  /// nodes (a namespaced Role): the scheduler's refusal (Unschedulable) fails the start then.
+  void load_nodes() const {
+    auto r = shared_->blocking->call("GET", "/api/v1/nodes", {}, {"list", "nodes"});
+    if (r.ec) {
+      if (!nodes_unknown_logged_)
+        logf(log_level::info, "kubernetes backend: cannot list nodes (", r.why,
+             "); requests are checked by the scheduler alone");
+      nodes_unknown_logged_ = true;
+      nodes_.reset();
+      return;
+    }
+    nodes_ = node_rooms(r.body, shared_->settings.gpu_resource);
+  }
+
   asio::io_context& io_;
   std::string job_id_;
   std::shared_ptr<pods_shared> shared_;
+  mutable std::optional<std::vector<node_room>> nodes_;
+  mutable bool nodes_unknown_logged_ = false;
   std::uint64_t spawned_ = 0;
 };
 

@@ -213,8 +213,9 @@ class local_backend final : public backend {
     return "ipc://@fiber-" + job_id + "-" + std::to_string(::getpid());
   }
 
+  void check_capacity(const spawn_spec& spec) const override { resources_->check(spec); }
+
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
-    resources_->check(spec);  // what the host can never give fails now
     auto j = std::make_unique<local_job>(io_, resources_);
     if (auto grant = resources_->try_take(spec)) {
       start(spec, *j, std::move(*grant));  // throws: nothing was started

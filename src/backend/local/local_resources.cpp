@@ -91,12 +91,12 @@ local_resources::local_resources(gpu_inventory gpus, std::vector<int> cpus)
 void local_resources::check(const spawn_spec& spec) const {
   auto have = inventory_.ids.size();
   if (spec.gpu > 0 && static_cast<std::size_t>(spec.gpu) > have)
-    throw error(errc::spawn_failed,
+    throw error(errc::unsatisfiable,
                 spec.name + " asks for " + std::to_string(spec.gpu) + " GPU" + (spec.gpu == 1 ? "" : "s") +
                     " and this host has " + std::to_string(have) + " (" + inventory_.source +
                     "): ask for fewer (FIBER_META .gpu), or name the devices to use in the config key gpus");
   if (spec.cpu_declared && static_cast<std::size_t>(spec.cpu) > cpus_.size())
-    throw error(errc::spawn_failed, spec.name + " asks for " + std::to_string(spec.cpu) + " CPUs and this process may run on " +
+    throw error(errc::unsatisfiable, spec.name + " asks for " + std::to_string(spec.cpu) + " CPUs and this process may run on " +
                                         std::to_string(cpus_.size()) + ": ask for fewer (FIBER_META .cpu)");
 }
 

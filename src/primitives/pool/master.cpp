@@ -53,6 +53,14 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
   void submit(std::uint64_t function_id, std::size_t chunksize, std::size_t hint, std::shared_ptr<pool_sink> sink,
               call_options call) {
     if (closed_) throw error(errc::closed, "pool is closed: no more work can be submitted");
+    auto needs = find_meta(function_id);
+    if (!worker_needs_.covers(needs)) {
+      // Asked before anything changes: work no node can run fails here, and the pool's workers
+      // go on as they were.
+      auto spec = spec_for_needs(worker_needs_.joined(needs), rt_->cfg());
+      spec.name = "a worker of pool " + std::to_string(id_);
+      rt_->master().the_backend().check_capacity(spec);
+    }
     bool start_again = false;
     if (fatal_) {  // the workers could not start for the work before: try again for this one
       fatal_ = nullptr;
@@ -64,7 +72,6 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
       auto per = static_cast<std::size_t>(target_) * 4;
       chunksize = hint ? std::max<std::size_t>(1, (hint + per - 1) / per) : 1;
     }
-    auto needs = find_meta(function_id);
     if (!worker_needs_.covers(needs)) raise_needs(needs);
     feeding_.push_back(
         std::make_shared<submission>(submission{function_id, chunksize, std::move(sink), call.retry, needs}));
@@ -266,7 +273,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     try {
       proc->start(done);
     } catch (const error& e) {
-      on_start_failed(e.code(), e.what());
+      on_start_failed(e.code(), e.reason());
       return false;
     }
     auto rid = proc->peer();
@@ -293,8 +300,12 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     // A worker that cannot start (binary mismatch, missing executable, an error before its
     // handshake) will not start next time either: fail the work at hand instead of trying
     // forever. New work tries again (submit).
-    logf(log_level::warn, "a pool worker could not start (", start_failures_ + 1, " in a row): ", what);
-    if (++start_failures_ < max_start_failures) return;
+    // A request no node can meet is not met by the next worker either: fail at once.
+    bool hopeless = ec == make_error_code(errc::unsatisfiable);
+    if (++start_failures_ < max_start_failures && !hopeless) {
+      logf(log_level::warn, "a pool worker could not start (", start_failures_, " in a row): ", what);
+      return;
+    }
     fatal_ = std::make_exception_ptr(error(ec, "pool workers cannot start: " + what));
     fail_everything(fatal_);
   }

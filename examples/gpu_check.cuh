@@ -1,0 +1,23 @@
+// CUDA failures as exceptions in CUDA's words, naming the devices the process was given.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace gpu {
+
+inline void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(e) +
+                           " (CUDA_VISIBLE_DEVICES=" + (visible ? visible : "unset") + ")");
+}
+
+inline int usable_devices_here() noexcept {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+}  // namespace gpu
