@@ -153,16 +153,18 @@ TEST_F(docker_backend, a_gpu_function_asks_the_engine_for_a_gpu) {
     p.join().get();  // an engine with GPUs ran it
     EXPECT_EQ(p.exitcode(), 0);
   } catch (const fiber::error& e) {
-    // This engine has none; its refusal shows that a GPU was asked for.
-    EXPECT_EQ(e.code(), fiber::errc::spawn_failed);
+    // This engine has none; its refusal shows that a GPU was asked for, and that none will come.
+    EXPECT_EQ(e.code(), fiber::errc::unsatisfiable) << e.what();
     EXPECT_NE(std::string(e.what()).find("nvidia"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("NVIDIA Container Toolkit"), std::string::npos) << e.what();
   }
 }
 
-// A request the engine can never run fails at start with the engine's reason, not pending.
-TEST_F(docker_backend, more_cpus_than_the_engine_has_fail_start_with_its_reason) {
+// A request the engine's host can never meet fails at start (before any container), naming both.
+TEST_F(docker_backend, more_cpus_than_the_engine_has_fail_start_naming_both) {
   fiber::context ctx(config());
-  fiber_test::expect_error([&] { fiber::process(ctx, &wants_many_cpus).start().get(); }, fiber::errc::spawn_failed, "CPUs");
+  fiber_test::expect_error([&] { fiber::process(ctx, &wants_many_cpus).start().get(); }, fiber::errc::unsatisfiable,
+                           {"asks for cpu 4096", "the engine's host has cpu "});
 }
 
 TEST_F(docker_backend, a_named_volume_and_the_bridge_network) {

@@ -44,6 +44,9 @@ class job {
   /// Why the child ended, when the backend knows more than its exit code (the engine refused to
   /// start it; the last lines it wrote to stderr). Empty otherwise.
   virtual std::string exit_detail() const { return {}; }
+  /// True when the backend learned only by trying that no node can run this child (an engine
+  /// without the device driver its GPU needs): its start fails with errc::unsatisfiable.
+  virtual bool never_fits() const noexcept { return false; }
   /// Calls `f` on the io_context once pid() is known (at once where it always is).
   virtual void when_identified(unique_function<void()> f) { f(); }
   /// Calls `f` on the io_context once the child runs, queue waits over (at once where there is no

@@ -204,7 +204,7 @@ void child_process::on_exit(int code) {
   rt_->master().untrack_job(child_.get());
   if (on_started_) {
     auto detail = child_->exit_detail();
-    complete_start(make_error_code(errc::spawn_failed),
+    complete_start(make_error_code(child_->never_fits() ? errc::unsatisfiable : errc::spawn_failed),
                    "process " + name_ + " (pid " + std::to_string(child_->pid()) + ") exited with code " +
                        std::to_string(code) + " before its handshake" +
                        (detail.empty() ? "; see its log (config log_file) or stderr" : ": " + detail));

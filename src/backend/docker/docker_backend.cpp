@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "backend/backend.hpp"
+#include "backend/node_room.hpp"
 #include "backend/docker/blocking_engine.hpp"
 #include "backend/docker/docker_engine.hpp"
 #include "backend/side_thread.hpp"
@@ -87,6 +88,7 @@ struct container_run : std::enable_shared_from_this<container_run> {
   std::atomic<int> pid{0};
   int code = 0;
   std::string detail, stderr_tail;
+  bool never_fits = false;  // the engine refused for good (no GPU driver)
   bool wait_done = false, logs_done = false, removing = false;
   unique_function<void(int)> on_exit;
   bool known = false;  // pid has its final value
@@ -122,10 +124,16 @@ struct container_run : std::enable_shared_from_this<container_run> {
 
   void started(std::error_code ec, std::string why) {
     if (at == stage::ended) return;
-    if (ec)
+    if (ec) {
+      // The engine has no driver for the GPU the child asked for: no container here ever gets one.
+      if (why.find("could not select device driver") != std::string::npos) {
+        never_fits = true;
+        why += "; this engine cannot give containers GPUs (it needs the NVIDIA Container Toolkit)";
+      }
       return remove_then([self = shared_from_this(), why = std::move(why)] {
         self->end(not_started, "the Docker engine could not start its container: " + why);
       });
+    }
     at = stage::running;
     logf(log_level::debug, process_name, ": container ", id.substr(0, 12), " started");
     auto self = shared_from_this();
@@ -258,6 +266,7 @@ class docker_job final : public job {
     }
   }
   std::string exit_detail() const override { return run_->detail; }
+  bool never_fits() const noexcept override { return run_->never_fits; }
   void when_identified(unique_function<void()> f) override {
     if (run_->known) return f();
     run_->on_identified.push_back(std::move(f));
@@ -283,6 +292,9 @@ class docker_backend final : public tcp_backend {
       throw error(errc::config_error, "image '" + cfg.image + "' is not on the Docker engine at " + engine_->host() +
                                           ": build or pull it there, or set the config key 'image' (FIBER_IMAGE) "
                                           "to one that is");
+    auto room = engine.run<docker_engine::host_room>([](docker_engine& e, auto done) { e.room(std::move(done)); });
+    // GPUs are the engine's to find at start (a device driver it may or may not have).
+    if (room.cpus > 0) rooms_.push_back(node_room{"the engine's host", static_cast<double>(room.cpus), room.memory_bytes >> 20, -1});
     for (auto& v : parse_volumes(cfg.volumes))
       binds_.push_back(v.source + ":" + v.target + (v.read_only ? ":ro" : ""));
     bind_host_ = advertise_host_ = pick_master_address(engine);
@@ -304,6 +316,11 @@ class docker_backend final : public tcp_backend {
   }
 
   std::string name() const override { return "docker"; }
+
+  void check_capacity(const spawn_spec& spec) const override {
+    if (rooms_.empty()) return;
+    check_rooms(rooms_, spec, {"the Docker engine at " + engine_->host() + " (one host)", "GPU", "run on an engine with more"});
+  }
 
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
     container_spec c;
@@ -389,6 +406,7 @@ class docker_backend final : public tcp_backend {
   std::string job_id_, master_;
   std::shared_ptr<docker_engine> engine_;
   std::shared_ptr<blocking_engine> blocking_;
+  std::vector<node_room> rooms_;  // empty: the engine did not say (nothing is checked)
   std::unique_ptr<creator> creator_;
   std::vector<std::string> binds_;
 };

@@ -339,6 +339,20 @@ void docker_engine::exists(const std::string& path, const std::string& what, don
   });
 }
 
+void docker_engine::room(done<host_room> on_done) {
+  auto shared = std::make_shared<done<host_room>>(std::move(on_done));
+  call(request("GET", "/info"),
+       [shared](http_response r) {
+         auto json = r.json();
+         auto& info = json.as_object();
+         host_room room;
+         if (auto* n = info.if_contains("NCPU"); n && n->is_int64()) room.cpus = static_cast<int>(n->as_int64());
+         if (auto* m = info.if_contains("MemTotal"); m && m->is_int64()) room.memory_bytes = m->as_int64();
+         (*shared)({}, room, {});
+       },
+       [shared](std::error_code ec, std::string why) { (*shared)(ec, {}, std::move(why)); });
+}
+
 void docker_engine::has_image(const std::string& name, done<bool> on_done) {
   exists("/images/" + percent_encode(name) + "/json", "an image", std::move(on_done));
 }

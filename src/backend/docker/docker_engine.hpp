@@ -81,6 +81,12 @@ class docker_engine {
   void pid(const std::string& id, done<int> on_done);
   /// Whether the engine has image `name`.
   void has_image(const std::string& name, done<bool> on_done);
+  /// What the engine's host has (GET /info): its CPUs and memory.
+  struct host_room {
+    int cpus = 0;
+    std::int64_t memory_bytes = 0;
+  };
+  void room(done<host_room> on_done);
   /// The gateway address of network `name` (how its containers reach the host): the one the
   /// engine reports, else the first address of its subnet.
   void gateway(const std::string& network, done<std::string> on_done);
