@@ -59,6 +59,23 @@ TEST(slurm_cli, only_final_states_end_a_job) {
   for (auto s : {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"}) EXPECT_FALSE(slurm::ended_state(s)) << s;
 }
 
+TEST(slurm_cli, sinfo_rooms_count_gpus_from_gres_and_list_each_node_once) {
+  auto rooms = slurm::parse_sinfo_rooms(
+      "n1|4|2000|(null)\n"
+      "g1|64|512000|gpu:a100:4(S:0-1),mps:400\n"
+      "g2|32|256000|gpu:2,gpu:t4:1\n"
+      "n1|4|2000|(null)\n"  // the same node in a second partition
+      "garbage\n");
+  ASSERT_EQ(rooms.size(), 3u);
+  EXPECT_EQ(rooms[0].name, "n1");
+  EXPECT_DOUBLE_EQ(rooms[0].cpus, 4);
+  EXPECT_EQ(rooms[0].memory_mb, 2000);
+  EXPECT_EQ(rooms[0].gpus, 0);
+  EXPECT_EQ(rooms[1].gpus, 4);
+  EXPECT_EQ(rooms[1].memory_mb, 512000);
+  EXPECT_EQ(rooms[2].gpus, 3);
+}
+
 TEST(slurm_cli, reasons_that_cannot_resolve_are_told_from_waiting) {
   for (auto r : {"PartitionConfig", "PartitionDown", "QOSJobLimit", "InvalidAccount", "ReqNodeNotAvail"})
     EXPECT_TRUE(slurm::hopeless_reason(r)) << r;

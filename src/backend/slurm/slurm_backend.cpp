@@ -106,6 +106,7 @@ class slurm_backend final : public tcp_backend {
       nodes = lines_of(ask_slurm({"scontrol", "show", "hostnames", list}));
     }
     pick_address(nodes);
+    load_rooms(nodes);
     if (steps_) {
       logf(log_level::debug, "slurm: children are steps of job ", allocation, " on ", nodes.size(), " node(s)");
       steps_jobs_ = std::make_unique<slurm::step_jobs>(io, cfg_, std::move(nodes));
@@ -118,11 +119,43 @@ class slurm_backend final : public tcp_backend {
 
   std::string name() const override { return "slurm"; }
 
+  void check_capacity(const spawn_spec& spec) const override {
+    if (rooms_.empty()) return;  // sinfo said nothing: Slurm's own refusal decides
+    check_rooms(rooms_, spec,
+                {where_, "gres gpu",
+                 cfg_.slurm_partition.empty() ? "use a partition whose nodes have it (slurm_partition)"
+                                              : "use another partition (slurm_partition)"});
+  }
+
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
     return steps_ ? steps_jobs_->start(spec) : batch_->submit(spec);
   }
 
  private:
+  /// sinfo, one line per node, of the nodes children may run on: the allocation's, else the
+  /// partition's, else the cluster's.
+  std::vector<std::string> sinfo_of(const std::vector<std::string>& allocation_nodes, const char* format) const {
+    std::vector<std::string> args{"sinfo", "-h", "-N", "-o", format};
+    if (!allocation_nodes.empty()) {
+      std::string list;
+      for (auto& n : allocation_nodes) list += (list.empty() ? "" : ",") + n;
+      args.push_back("--nodes=" + list);
+    } else if (!cfg_.slurm_partition.empty()) {
+      args.push_back("--partition=" + cfg_.slurm_partition);
+    }
+    return args;
+  }
+
+  /// What each node has, for check_capacity (cpus, memory, gres GPUs).
+  void load_rooms(const std::vector<std::string>& allocation_nodes) {
+    rooms_ = slurm::parse_sinfo_rooms(ask_slurm(sinfo_of(allocation_nodes, slurm::sinfo_room_format.data())));
+    where_ = "the " + std::to_string(rooms_.size()) +
+             (!allocation_nodes.empty()          ? " nodes of this allocation"
+              : !cfg_.slurm_partition.empty() ? " nodes of partition " + cfg_.slurm_partition
+                                              : " nodes of the cluster") +
+             " (sinfo)";
+  }
+
   /// Where children reach the master: master_address, else the address of this host on the route
   /// to the nodes (never every interface without need).
   void pick_address(const std::vector<std::string>& allocation_nodes) {
@@ -131,14 +164,7 @@ class slurm_backend final : public tcp_backend {
       bind_host_ = is_local_address(cfg_.master_address) ? cfg_.master_address : "0.0.0.0";
       return;
     }
-    std::vector<std::string> args{"sinfo", "-h", "-N", "-o", "%N|%o"};
-    if (!allocation_nodes.empty()) {
-      std::string list;
-      for (auto& n : allocation_nodes) list += (list.empty() ? "" : ",") + n;
-      args.push_back("--nodes=" + list);
-    } else if (!cfg_.slurm_partition.empty()) {
-      args.push_back("--partition=" + cfg_.slurm_partition);
-    }
+    auto args = sinfo_of(allocation_nodes, "%N|%o");
     auto me = short_name(this_host());
     std::string chosen, chosen_node;
     auto listed = lines_of(ask_slurm(args));
@@ -168,6 +194,8 @@ class slurm_backend final : public tcp_backend {
 
   fiber::config cfg_;
   std::string master_;
+  std::vector<node_room> rooms_;
+  std::string where_;
   bool steps_ = false;
   std::unique_ptr<slurm::step_jobs> steps_jobs_;
   std::unique_ptr<slurm::batch_jobs> batch_;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 
 #include "backend/backend.hpp"
 #include "backend/command.hpp"
@@ -118,6 +119,41 @@ std::string job_name(const std::string& job_id, const std::string& process) {
   std::string out = "fiber-" + job_id + "-";
   for (char c : process) out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ? c : '_';
   return out;
+}
+
+std::vector<node_room> parse_sinfo_rooms(std::string_view out) {
+  std::vector<node_room> rooms;
+  while (!out.empty()) {
+    auto eol = out.find('\n');
+    auto line = out.substr(0, eol);
+    out = eol == std::string_view::npos ? std::string_view{} : out.substr(eol + 1);
+    std::vector<std::string_view> f;
+    for (std::size_t at = 0;;) {
+      auto bar = line.find('|', at);
+      f.push_back(line.substr(at, bar == std::string_view::npos ? std::string_view::npos : bar - at));
+      if (bar == std::string_view::npos) break;
+      at = bar + 1;
+    }
+    if (f.size() < 4 || f[0].empty()) continue;
+    node_room room;
+    room.name = std::string(f[0]);
+    room.cpus = std::atof(std::string(f[1]).c_str());
+    room.memory_mb = std::atoll(std::string(f[2]).c_str());
+    room.gpus = 0;
+    // gres: comma-separated name[:type]:count[(extra)]; a GPU count is the last number of "gpu..."
+    for (std::size_t at = 0; at < f[3].size();) {
+      auto comma = f[3].find(',', at);
+      auto item = f[3].substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
+      at = comma == std::string_view::npos ? f[3].size() : comma + 1;
+      if (!item.starts_with("gpu:")) continue;
+      item = item.substr(0, item.find('('));
+      room.gpus += std::atoll(std::string(item.substr(item.rfind(':') + 1)).c_str());
+    }
+    bool seen = false;
+    for (auto& r : rooms) seen = seen || r.name == room.name;
+    if (!seen) rooms.push_back(std::move(room));
+  }
+  return rooms;
 }
 
 std::string master_comment(const std::string& master) { return "fiber master=" + master; }

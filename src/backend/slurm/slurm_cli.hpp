@@ -6,15 +6,20 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/node_room.hpp"
+
 namespace fiber {
 struct config;
 }
 
-namespace fiber::detail {
-struct spawn_spec;
-}
 
 namespace fiber::detail::slurm {
+
+/// The `-o` format of `sinfo -h -N` that parse_sinfo_rooms reads: node, CPUs, memory (MB), gres.
+inline constexpr std::string_view sinfo_room_format = "%N|%c|%m|%G";
+/// Each node once (sinfo -N lists a node once per partition), with its GPUs counted from its
+/// gres ("gpu:2", "gpu:a100:4(S:0-1)", "(null)").
+std::vector<node_room> parse_sinfo_rooms(std::string_view out);
 
 /// One row of `squeue -O <squeue_fields>`.
 struct job_row {
