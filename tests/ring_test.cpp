@@ -2,6 +2,8 @@
 // member that fails ends the others' waits with member_lost and the ring's join reports it.
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -124,6 +126,7 @@ TEST(ring, a_get_nobody_answers_times_out) {
 
 TEST(ring, bad_input_fails_at_once) {
   fiber_test::expect_error([] { fiber::ring(0, &meet); }, fiber::errc::config_error, "at least one member");
+  fiber_test::expect_error([] { fiber::ring(2, &meet, {.max_restarts = -1}); }, fiber::errc::config_error, "max_restarts");
   fiber_test::expect_error([] { fiber::ring(2, &unregistered); }, fiber::errc::not_registered, "FIBER_REMOTE");
   fiber::ring r(1, &meet);
   fiber_test::expect_error([&] { r.join().get(); }, fiber::errc::not_started, "before start");
@@ -289,6 +292,56 @@ TEST(ring, members_get_the_environment_other_frameworks_expect) {
   for (auto& code : r.exitcodes()) EXPECT_EQ(code, 0);
 }
 
+// ---- restarts
+
+namespace {
+// The first run loses rank 1 once the links are up; the restarted run (restart() == 1) ends well.
+void fails_on_first_run(fiber::ring_member& me) {
+  if (me.restart() == 0 && me.rank() == 0) me.set("first run", "was here").get();
+  std::vector<double> v(1000, me.rank() + 1.0);
+  me.allreduce(std::span<double>(v));
+  if (me.restart() == 0) {
+    if (me.rank() == 1) std::_Exit(3);
+    for (;;) me.allreduce(std::span<double>(v));  // until the restart ends this member
+  }
+  check(me.restart() == 1, "a member of run " + std::to_string(me.restart()));
+  check(v[0] == 6.0, "the restarted ring's allreduce");
+  try {
+    me.get("first run", std::chrono::milliseconds(1)).get();
+    check(false, "the store outlived the restart");
+  } catch (const fiber::error& e) {
+    check(e.code() == fiber::errc::timeout, std::string("expected a timeout, got ") + e.what());
+  }
+}
+
+void rank_0_always_fails(fiber::ring_member& me) {
+  if (me.rank() == 0) throw std::runtime_error("run " + std::to_string(me.restart()) + " failed");
+  me.barrier();  // never passes: rank 0 is gone
+}
+}  // namespace
+FIBER_REMOTE(fails_on_first_run);
+FIBER_REMOTE(rank_0_always_fails);
+
+TEST(ring, a_member_lost_restarts_the_whole_ring_which_then_ends_well) {
+  fiber::ring r(3, &fails_on_first_run, {.max_restarts = 2});
+  r.start().get();
+  auto first = r.pids();
+  r.join().get();
+  EXPECT_EQ(r.restarts(), 1);
+  for (auto& code : r.exitcodes()) EXPECT_EQ(code, 0);
+  // New processes (host pids: a pod's pid is its own namespace's, and Slurm's nodes have theirs).
+  if (fiber_test::backend_under_test() == "local" || fiber_test::backend_under_test() == "docker")
+    for (int pid : r.pids()) EXPECT_EQ(std::count(first.begin(), first.end(), pid), 0) << "a member of the first run";
+}
+
+TEST(ring, restarts_are_bounded_and_join_names_the_last_loss) {
+  fiber::ring r(2, &rank_0_always_fails, {.max_restarts = 2});
+  r.start().get();
+  fiber_test::expect_error([&] { r.join().get(); }, fiber::errc::member_lost,
+                           {"ring member 0", "run 2 failed", "after 2 restarts"});
+  EXPECT_EQ(r.restarts(), 2);
+}
+
 namespace {
 void wants_three_gpus(fiber::ring_member&) {}
 }  // namespace
@@ -300,6 +353,6 @@ FIBER_META(wants_three_gpus, .gpu = 3);
 TEST(ring, a_member_that_cannot_start_fails_start_and_join_does_not_wait_for_it) {
   FIBER_TEST_LOCAL_ONLY("the local backend's GPU slots refuse at spawn");
   fiber::ring r(2, &wants_three_gpus);
-  fiber_test::expect_error([&] { r.start().get(); }, fiber::errc::spawn_failed, "asks for 3 GPUs");
+  fiber_test::expect_error([&] { r.start().get(); }, fiber::errc::unsatisfiable, "asks for 3 GPUs");
   fiber_test::expect_error([&] { r.join().get(); }, fiber::errc::member_lost, "could not start");
 }

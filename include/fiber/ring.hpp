@@ -167,16 +167,21 @@ class ring_member {
   };
   framework_rendezvous framework_env() const;
 
+  /// How many times the ring was restarted before this member started (ring_options::
+  /// max_restarts): 0 on the first run. A restarted ring starts from nothing (a new store, new
+  /// links), so a member that should resume reads its own checkpoint when this is not 0.
+  int restart() const noexcept { return restart_; }
+
   // What travels to the member (codec<ring_member>); not for users.
-  ring_member(std::uint64_t ring, int rank, int size, std::string secret)
-      : ring_(ring), rank_(rank), size_(size), secret_(std::move(secret)) {}
+  ring_member(std::uint64_t ring, int rank, int size, std::string secret, int restart = 0)
+      : ring_(ring), rank_(rank), size_(size), restart_(restart), secret_(std::move(secret)) {}
   std::uint64_t ring_id() const noexcept { return ring_; }
   const std::string& secret() const noexcept { return secret_; }
 
  private:
   std::uint64_t ring_;
-  int rank_, size_;
-  std::string secret_;  // members prove themselves to each other with it
+  int rank_, size_, restart_;
+  std::string secret_;  // members prove themselves to each other with it (new at each restart)
 };
 
 template <>
@@ -186,22 +191,33 @@ struct codec<ring_member> {
     w.value(m.rank());
     w.value(m.size());
     w.value(m.secret());
+    w.value(m.restart());
   }
   static ring_member decode(reader& r) {
     auto ring = r.value<std::uint64_t>();
     auto rank = r.value<int>();
     auto size = r.value<int>();
     auto secret = r.value<std::string>();
+    auto restart = r.value<int>();
     if (size < 1 || rank < 0 || rank >= size) detail::throw_malformed("ring rank", static_cast<std::size_t>(size), static_cast<std::size_t>(rank));
-    return {ring, rank, size, std::move(secret)};
+    return {ring, rank, size, std::move(secret), restart};
   }
+};
+
+struct ring_options {
+  /// A member that fails (exits with an error, is killed, raises) after the ring has started
+  /// ends every member, and the whole ring starts again, up to this many times; then join()
+  /// fails with member_lost. 0: no restart. A member that cannot start at the first start()
+  /// fails start() instead.
+  int max_restarts = 0;
 };
 
 class ring {
  public:
   /// `size` members, each running `f(member)`; `f` must be registered with FIBER_REMOTE.
-  ring(int size, void (*f)(ring_member&)) : ring(context::default_context(), size, f) {}
-  ring(context& ctx, int size, void (*f)(ring_member&));
+  ring(int size, void (*f)(ring_member&), ring_options options = {})
+      : ring(context::default_context(), size, f, options) {}
+  ring(context& ctx, int size, void (*f)(ring_member&), ring_options options = {});
   ring(ring&&) noexcept;
   ring& operator=(ring&&) noexcept;
   /// Members still running are killed and reaped.
@@ -218,6 +234,8 @@ class ring {
   std::vector<std::optional<int>> exitcodes() const;
   /// Each member's pid (0 before it is known).
   std::vector<int> pids() const;
+  /// How many times the ring has been restarted (ring_options::max_restarts).
+  int restarts() const noexcept;
 
  private:
   std::shared_ptr<detail::ring_core> core_;

@@ -2,11 +2,14 @@
 // facade's operations over it.
 #include "fiber/ring.hpp"
 
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <set>
 #include <random>
 #include <unordered_map>
 
@@ -23,28 +26,29 @@ std::atomic<int> next_ring_number{1};
 
 class ring_core final : public service, public std::enable_shared_from_this<ring_core> {
  public:
-  ring_core(std::shared_ptr<runtime> rt, int size, void (*f)(ring_member&)) : rt_(std::move(rt)), id_(rt_->new_channel_id()) {
+  ring_core(std::shared_ptr<runtime> rt, int size, void (*f)(ring_member&), ring_options options)
+      : rt_(std::move(rt)), id_(rt_->new_channel_id()), options_(options) {
     if (size < 1) throw error(errc::config_error, "a ring needs at least one member; got " + std::to_string(size));
+    if (options.max_restarts < 0)
+      throw error(errc::config_error, "ring_options::max_restarts must be 0 or more; got " + std::to_string(options.max_restarts));
     if (!rt_->is_master())
       throw error(errc::spawn_failed, "a ring cannot be started inside a worker yet; start it from the master");
-    const auto& entry = require_registered(f);
-    auto number = next_ring_number++;
-    std::random_device rd;
-    std::string secret;
-    for (int i = 0; i < 4; ++i) secret += std::to_string(rd());
-    for (int rank = 0; rank < size; ++rank) {
-      encoded_call call{entry.id, entry.name, {}};
-      call.args.value(std::tuple<ring_member>(ring_member(id_, rank, size, secret)));
-      auto p = child_process::make(rt_, std::move(call));
-      p->set_name("Ring-" + std::to_string(number) + "-" + std::to_string(rank));
-      members_.push_back(std::move(p));
-    }
+    entry_ = &require_registered(f);
+    number_ = next_ring_number++;
+    size_ = size;
+    make_members();
   }
   /// loop: no more messages for this ring.
   void detach() { rt_->services().remove(id_); }
 
-  int size() const noexcept { return static_cast<int>(members_.size()); }
-  const std::vector<std::shared_ptr<child_process>>& members() const noexcept { return members_; }
+  int size() const noexcept { return size_; }
+  /// The members of the current run (a restart replaces them), from any thread.
+  std::vector<std::shared_ptr<child_process>> members() const {
+    std::lock_guard lock(members_mutex_);
+    return members_;
+  }
+  const std::shared_ptr<runtime>& rt() const noexcept { return rt_; }
+  int restarts() const noexcept { return restarts_.load(); }
 
   // ---- on the loop
 
@@ -54,23 +58,9 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
     rt_->services().add(id_, weak_from_this());
     starting_ = std::make_shared<completion<std::monostate>>();
     auto c = starting_;
-    for (int rank = 0; rank < size(); ++rank) {
-      child_process::started_handler done = [weak = weak_from_this(), rank](std::error_code ec, std::string what) {
-        if (auto self = weak.lock()) self->on_member_started(rank, ec, what);
-      };
-      try {
-        members_[rank]->start(done);
-      } catch (const error& e) {
-        fail_start(rank, e.what());
-        return c;
-      }
-      members_[rank]->when_ended([weak = weak_from_this(), rank] {
-        if (auto self = weak.lock()) self->on_member_ended(rank);
-      });
-    }
+    start_members();
     return c;
   }
-
   std::shared_ptr<completion<std::monostate>> join() {
     if (!started_) throw error(errc::not_started, "ring::join() before start()");
     auto c = std::make_shared<completion<std::monostate>>();
@@ -91,6 +81,9 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
 
   void on_message(const std::string& peer, const header& h, multipart&& payload) override {
     if (payload.empty()) return reply_error(peer, h.request, errc::malformed_message, "malformed ring message");
+    // A member of a run before a restart (killed, its last words still arriving) must not touch
+    // the new run's store.
+    if (!current_peers_.count(peer)) return reply_error(peer, h.request, errc::member_lost, "this ring was restarted");
     auto key = payload[0].to_string();
     if (h.type == ring_kind::set) {
       if (payload.size() != 2) return reply_error(peer, h.request, errc::malformed_message, "malformed ring set");
@@ -171,8 +164,83 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
                                                    as_pod(value), text));
   }
 
+  /// The members of a run: new processes, a new secret (links of an earlier run cannot mix in).
+  void make_members() {
+    std::random_device rd;
+    std::string secret;
+    for (int i = 0; i < 4; ++i) secret += std::to_string(rd());
+    std::vector<std::shared_ptr<child_process>> made;
+    for (int rank = 0; rank < size_; ++rank) {
+      encoded_call call{entry_->id, entry_->name, {}};
+      call.args.value(std::tuple<ring_member>(ring_member(id_, rank, size_, secret, restarts_.load())));
+      auto p = child_process::make(rt_, std::move(call));
+      p->set_name("Ring-" + std::to_string(number_) + "-" + std::to_string(rank) +
+                  (restarts_ ? "-r" + std::to_string(restarts_.load()) : ""));
+      made.push_back(std::move(p));
+    }
+    std::lock_guard lock(members_mutex_);
+    members_ = std::move(made);
+  }
+
+  void start_members() {
+    int run = restarts_;
+    current_peers_.clear();
+    for (int rank = 0; rank < size_; ++rank) {
+      child_process::started_handler done = [weak = weak_from_this(), rank, run](std::error_code ec, std::string what) {
+        auto self = weak.lock();
+        if (self && self->restarts_ == run) self->on_member_started(rank, ec, what);
+      };
+      try {
+        members_[rank]->start(done);
+      } catch (const error& e) {
+        fail_start(rank, e.code(), e.reason());
+        return;
+      }
+      current_peers_.insert(members_[rank]->peer());
+      members_[rank]->when_ended([weak = weak_from_this(), rank, run] {
+        auto self = weak.lock();
+        if (self && self->restarts_ == run) self->on_member_ended(rank);
+      });
+    }
+  }
+
+  /// After a loss, with restarts left: every member ends, then a new run starts from nothing.
+  bool restart_if_allowed() {
+    if (restarts_ >= options_.max_restarts || !started_ || rt_->is_shut_down()) return false;
+    restarting_ = true;
+    logf(log_level::warn, *lost_, "; restarting the ring (", restarts_ + 1, " of ", options_.max_restarts, ")");
+    fail_waiting();
+    kill_all();
+    begin_next_run_soon();
+    return true;
+  }
+
+  /// Posted: this runs inside a member's own callback, and the next run replaces the members.
+  void begin_next_run_soon() {
+    asio::post(rt_->io(), [weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->maybe_begin_next_run();
+    });
+  }
+
+  void maybe_begin_next_run() {
+    if (!restarting_ || any_not_ended()) return;
+    restarting_ = false;
+    ++restarts_;
+    lost_.reset();
+    store_.clear();
+    running_ = 0;
+    make_members();
+    start_members();
+  }
+
+  bool any_not_ended() const {
+    for (auto& m : members_)
+      if (m->state() != child_process::phase::created && m->state() != child_process::phase::ended) return true;
+    return false;
+  }
+
   void on_member_started(int rank, std::error_code ec, const std::string& what) {
-    if (ec) return fail_start(rank, what);
+    if (ec) return fail_start(rank, ec, what);
     if (++running_ < size()) return;
     // Everyone runs: each member's rank among those on its host.
     std::map<std::string, int> per_host;
@@ -186,14 +254,19 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
     if (auto c = std::exchange(starting_, nullptr)) c->set_value({});
   }
 
-  void fail_start(int rank, const std::string& what) {
+  void fail_start(int rank, std::error_code ec, const std::string& what) {
+    if (restarting_) return;  // the run is being ended anyway
     if (!lost_) lost_ = "ring member " + std::to_string(rank) + " could not start: " + what;
+    // A restarted run that cannot start counts as a loss; the first start() fails instead.
+    if (!starting_ && restart_if_allowed()) return;
     fail_waiting();
     kill_all();
-    if (auto c = std::exchange(starting_, nullptr)) c->set_error(std::make_exception_ptr(error(errc::spawn_failed, *lost_)));
+    // The member's own code: a request no node can meet stays errc::unsatisfiable.
+    if (auto c = std::exchange(starting_, nullptr)) c->set_error(std::make_exception_ptr(error(ec, *lost_)));
   }
 
   void on_member_ended(int rank) {
+    if (restarting_) return begin_next_run_soon();
     auto& m = members_[rank];
     int code = m->exit_code().value_or(0);
     auto raised = m->raised();
@@ -201,6 +274,8 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
       auto how = raised ? "raised " + raised->type() + ": " + raised->message()
                         : code < 0 ? "was killed by signal " + std::to_string(-code) : "exited with code " + std::to_string(code);
       lost_ = "ring member " + std::to_string(rank) + " (" + m->name() + ", pid " + std::to_string(m->pid()) + ") " + how;
+      if (restart_if_allowed()) return;
+      if (options_.max_restarts > 0) *lost_ += " (after " + std::to_string(restarts_.load()) + " restart" + (restarts_ == 1 ? ")" : "s)");
       logf(log_level::warn, *lost_);
       fail_waiting();
     }
@@ -220,8 +295,7 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
 
   void finish_joins() {
     // A member that never started (one before it could not be spawned) is not waited for.
-    for (auto& m : members_)
-      if (m->state() != child_process::phase::created && m->state() != child_process::phase::ended) return;
+    if (restarting_ || any_not_ended()) return;
     for (auto& c : std::exchange(joins_, {})) {
       if (lost_)
         c->set_error(std::make_exception_ptr(error(errc::member_lost, *lost_)));
@@ -232,7 +306,14 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
 
   std::shared_ptr<runtime> rt_;
   std::uint64_t id_;
+  ring_options options_;
+  const function_entry* entry_ = nullptr;
+  int number_ = 0, size_ = 0;
+  mutable std::mutex members_mutex_;  // members_ is replaced on the loop and read by pids()
   std::vector<std::shared_ptr<child_process>> members_;
+  std::set<std::string> current_peers_;
+  std::atomic<int> restarts_{0};
+  bool restarting_ = false;
   bool started_ = false;
   int running_ = 0;
   std::shared_ptr<completion<std::monostate>> starting_;
@@ -246,15 +327,15 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
 
 namespace fiber {
 
-ring::ring(context& ctx, int size, void (*f)(ring_member&))
-    : core_(std::make_shared<detail::ring_core>(ctx.runtime(), size, f)) {}
+ring::ring(context& ctx, int size, void (*f)(ring_member&), ring_options options)
+    : core_(std::make_shared<detail::ring_core>(ctx.runtime(), size, f, options)) {}
 ring::ring(ring&&) noexcept = default;
 ring& ring::operator=(ring&&) noexcept = default;
 
 ring::~ring() {
   if (!core_) return;
   auto core = core_;
-  auto rt = core->members().front()->rt();
+  auto rt = core->rt();
   if (rt->is_shut_down()) return;
   if (core->any_alive()) detail::logf(log_level::warn, "a ring was destroyed while members still ran: killed");
   try {
@@ -271,11 +352,11 @@ ring::~ring() {
 int ring::size() const noexcept { return core_->size(); }
 
 op<void> ring::start() {
-  return detail::deferred_op<void>(core_->members().front()->rt(), [core = core_] { return core->start(); });
+  return detail::deferred_op<void>(core_->rt(), [core = core_] { return core->start(); });
 }
 
 op<void> ring::join() {
-  return detail::deferred_op<void>(core_->members().front()->rt(), [core = core_] { return core->join(); });
+  return detail::deferred_op<void>(core_->rt(), [core = core_] { return core->join(); });
 }
 
 std::vector<std::optional<int>> ring::exitcodes() const {
@@ -284,6 +365,8 @@ std::vector<std::optional<int>> ring::exitcodes() const {
     out.push_back(m->state() == detail::child_process::phase::ended ? m->exit_code() : std::nullopt);
   return out;
 }
+
+int ring::restarts() const noexcept { return core_->restarts(); }
 
 std::vector<int> ring::pids() const {
   std::vector<int> out;
