@@ -14,6 +14,7 @@
 
 #include "cli/docker_runner.hpp"
 #include "cli/kubernetes_runner.hpp"
+#include "cli/local_runner.hpp"
 #include "cli/run_options.hpp"
 #include "cli/slurm_runner.hpp"
 #include "fiber/error.hpp"
@@ -21,28 +22,6 @@
 namespace fiber::cli {
 
 namespace {
-
-/// `--backend local`: the program here, its children local processes; always attached.
-int run_locally(const run_options& o) {
-  if (o.command.empty()) throw error(errc::config_error, "nothing to run: give the program after --");
-  std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setenv("FIBER_BACKEND", "local", 1);
-    for (auto& kv : o.env)
-      if (auto eq = kv.find('='); eq != std::string::npos) ::setenv(kv.substr(0, eq).c_str(), kv.c_str() + eq + 1, 1);
-    std::vector<char*> argv;
-    for (auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "fiber: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 [[noreturn]] void not_here(const std::string& verb) {
   throw error(errc::config_error, "`fiber " + verb +

@@ -188,17 +188,6 @@ class local_job final : public job {
   int code_ = 0;
 };
 
-/// The CPUs this process may run on.
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  std::vector<int> cpus;
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int i = 0; i < CPU_SETSIZE; ++i)
-      if (CPU_ISSET(i, &set)) cpus.push_back(i);
-  }
-  return cpus;
-}
-
 class local_backend final : public backend {
  public:
   local_backend(asio::io_context& io, const fiber::config& cfg)

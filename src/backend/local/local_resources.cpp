@@ -156,22 +156,44 @@ void local_resources::start_waiting() {
   starting_ = false;
 }
 
-std::string apply_local_limits() {
+std::string apply_limits(const std::vector<int>& cpus, std::uint64_t memory_mb) {
   std::string problems;
-  if (const char* cpus = std::getenv(env_cpus); cpus && *cpus) {
+  if (!cpus.empty()) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    for (auto& c : split_list(cpus)) CPU_SET(std::atoi(c.c_str()), &set);
-    if (::sched_setaffinity(0, sizeof set, &set) != 0)
-      problems += std::string("cannot pin to CPUs ") + cpus + ": " + std::strerror(errno) + "; ";
+    for (int c : cpus) CPU_SET(c, &set);
+    if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+      std::string list;
+      for (int c : cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
+      problems += "cannot pin to CPUs " + list + ": " + std::strerror(errno) + "; ";
+    }
   }
-  if (const char* mb = std::getenv(env_memory_mb); mb && *mb) {
-    rlim_t bytes = static_cast<rlim_t>(std::strtoull(mb, nullptr, 10)) << 20;
+  if (memory_mb > 0) {
+    rlim_t bytes = static_cast<rlim_t>(memory_mb) << 20;
     rlimit limit{bytes, bytes};
     if (::setrlimit(RLIMIT_AS, &limit) != 0)
-      problems += std::string("cannot limit memory to ") + mb + " MiB: " + std::strerror(errno) + "; ";
+      problems += "cannot limit memory to " + std::to_string(memory_mb) + " MiB: " + std::strerror(errno) + "; ";
   }
   return problems;
+}
+
+std::string apply_local_limits() {
+  std::vector<int> cpus;
+  if (const char* list = std::getenv(env_cpus); list && *list)
+    for (auto& c : split_list(list)) cpus.push_back(std::atoi(c.c_str()));
+  std::uint64_t mb = 0;
+  if (const char* text = std::getenv(env_memory_mb); text && *text) mb = std::strtoull(text, nullptr, 10);
+  return apply_limits(cpus, mb);
+}
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int i = 0; i < CPU_SETSIZE; ++i)
+      if (CPU_ISSET(i, &set)) cpus.push_back(i);
+  }
+  return cpus;
 }
 
 }  // namespace fiber::detail

@@ -33,7 +33,7 @@ class local_resources {
  public:
   local_resources(gpu_inventory gpus, std::vector<int> cpus);
 
-  /// Throws fiber::error(spawn_failed) when this host can never give what `spec` asks for.
+  /// Throws fiber::error(unsatisfiable) when this host can never give what `spec` asks for.
   void check(const spawn_spec& spec) const;
   /// The grant for `spec` when its GPUs are free now; the CPUs are the least used ones.
   std::optional<local_grant> try_take(const spawn_spec& spec);
@@ -66,5 +66,11 @@ inline constexpr const char* env_memory_mb = "FIBER_WORKER_MEMORY_MB";  // RLIMI
 /// In a child, first thing: applies the limits its environment names. Returns what failed, or
 /// an empty string.
 std::string apply_local_limits();
+/// Pins this process to `cpus` (none: left as it is) and limits its address space to
+/// `memory_mb` MiB (0: no limit). Returns what failed, or an empty string.
+std::string apply_limits(const std::vector<int>& cpus, std::uint64_t memory_mb);
+
+/// The CPUs this process may run on.
+std::vector<int> allowed_cpus();
 
 }  // namespace fiber::detail
