@@ -292,6 +292,65 @@ TEST(ring, members_get_the_environment_other_frameworks_expect) {
   for (auto& code : r.exitcodes()) EXPECT_EQ(code, 0);
 }
 
+// ---- collectives as operations
+
+namespace {
+// Two async collectives are queued, a blocking one follows (it must wait for them: the links
+// carry them in call order), then the operations are waited for; every result is checked.
+void async_in_order(fiber::ring_member& me) {
+  int n = me.size(), r = me.rank(), root = n - 1;
+  std::vector<double> a(100000, r + 1.0), b(1000, r == root ? 7.0 : 0.0), c(10, 1.0);
+  std::vector<int> mine{r}, all(static_cast<std::size_t>(n));
+  auto sum = me.async_allreduce(std::span<double>(a));
+  auto from_root = me.async_broadcast(std::span<double>(b), root);
+  auto gathered = me.async_allgather(std::span<const int>(mine), std::span<int>(all));
+  me.allreduce(std::span<double>(c), fiber::reduce::max);  // after the three, on every member
+  std::move(sum).get();
+  std::move(from_root).get();
+  std::move(gathered).get();
+  check(a.front() == n * (n + 1) / 2.0 && a.back() == a.front(), "async allreduce");
+  check(b.front() == 7.0 && b.back() == 7.0, "async broadcast");
+  for (int k = 0; k < n; ++k) check(all[k] == k, "async allgather");
+  check(c[0] == 1.0, "the blocking allreduce after them");
+  me.async_barrier().get();
+}
+
+// Rank 1 leaves at once: the others' async allreduce fails with member_lost through the op.
+void async_member_lost(fiber::ring_member& me) {
+  std::vector<double> v(1000, 1.0);
+  me.allreduce(std::span<double>(v));
+  if (me.rank() == 1) std::_Exit(3);
+  auto pending = me.async_allreduce(std::span<double>(v));
+  try {
+    std::move(pending).get();
+  } catch (const fiber::error& e) {
+    if (e.code() == fiber::errc::member_lost) return;
+    throw;
+  }
+  throw std::runtime_error("an async allreduce went on without rank 1");
+}
+}  // namespace
+FIBER_REMOTE(async_in_order);
+FIBER_REMOTE(async_member_lost);
+
+TEST(ring, async_collectives_run_in_call_order_beside_the_caller) {
+  for (int n : {1, 3}) {
+    fiber::ring r(n, &async_in_order);
+    r.start().get();
+    r.join().get();
+    for (auto& code : r.exitcodes()) EXPECT_EQ(code, 0) << "ring of " << n;
+  }
+}
+
+TEST(ring, an_async_collective_fails_with_member_lost_when_a_member_is_gone) {
+  fiber::ring r(3, &async_member_lost);
+  r.start().get();
+  fiber_test::expect_error([&] { r.join().get(); }, fiber::errc::member_lost, "ring member 1");
+  auto codes = r.exitcodes();
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[2], 0);
+}
+
 // ---- restarts
 
 namespace {

@@ -26,6 +26,7 @@
 
 #include "fiber/codec.hpp"
 #include "fiber/context.hpp"
+#include "fiber/detail/unique_function.hpp"
 #include "fiber/meta.hpp"
 #include "fiber/op.hpp"
 #include "fiber/registry.hpp"
@@ -45,6 +46,8 @@ void ring_allgather(const ring_member& me, const void* mine, void* all, std::siz
 void ring_reduce_scatter(const ring_member& me, const void* in, void* out, std::size_t count_each, std::size_t element,
                          combine_fn combine, const void* op);
 void ring_send(const ring_member& me, const void* data, std::size_t bytes, int peer);
+/// Runs `work` (a collective) on the member's collective thread, after its earlier ones.
+op<void> ring_async(const ring_member& me, unique_function<void()> work);
 void ring_recv(const ring_member& me, void* data, std::size_t bytes, int peer);
 
 template <class T, class F>
@@ -153,6 +156,43 @@ class ring_member {
 
   /// Returns once every member has called it.
   void barrier() const;
+
+  // ---- the same collectives as operations: `co_await` them, or `.get()` when the result is
+  // needed. Each runs on a thread of this member's own, after the member's earlier ones, so the
+  // caller goes on computing meanwhile (overlap one layer's gradients with the next layer's
+  // backward pass). The spans must stay alive and untouched until the operation completes. A
+  // blocking collective called meanwhile first waits for the queued ones.
+  template <class T>
+  op<void> async_allreduce(std::span<T> data, reduce how = reduce::sum) const {
+    return detail::ring_async(*this, [me = *this, data, how] { me.allreduce(data, how); });
+  }
+  template <class T, class F>
+  op<void> async_allreduce(std::span<T> data, F how) const {
+    return detail::ring_async(*this, [me = *this, data, how] { me.allreduce(data, how); });
+  }
+  template <class T>
+  op<void> async_broadcast(std::span<T> data, int root) const {
+    return detail::ring_async(*this, [me = *this, data, root] { me.broadcast(data, root); });
+  }
+  template <class T>
+  op<void> async_allgather(std::span<const T> mine, std::span<T> all) const {
+    return detail::ring_async(*this, [me = *this, mine, all] { me.allgather(mine, all); });
+  }
+  template <class T>
+  op<void> async_reduce_scatter(std::span<const T> in, std::span<T> out, reduce how = reduce::sum) const {
+    return detail::ring_async(*this, [me = *this, in, out, how] { me.reduce_scatter(in, out, how); });
+  }
+  template <class T>
+  op<void> async_send(std::span<const T> data, int peer) const {
+    return detail::ring_async(*this, [me = *this, data, peer] { me.send(data, peer); });
+  }
+  template <class T>
+  op<void> async_recv(std::span<T> data, int peer) const {
+    return detail::ring_async(*this, [me = *this, data, peer] { me.recv(data, peer); });
+  }
+  op<void> async_barrier() const {
+    return detail::ring_async(*this, [me = *this] { me.barrier(); });
+  }
 
   /// For another framework's rendezvous (torch `env://`, gloo, NCCL, Horovod): rank 0 binds a
   /// TCP port first (port 0: the kernel picks a free one) and publishes it through the store, so

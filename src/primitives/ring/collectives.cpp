@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fiber/ring.hpp"
+#include "primitives/ring/collective_thread.hpp"
 #include "primitives/ring/mesh.hpp"
 
 namespace fiber::detail {
@@ -23,6 +24,7 @@ int mod(int a, int n) { return ((a % n) + n) % n; }
 
 void ring_allreduce(const ring_member& me, void* data, std::size_t count, std::size_t element, combine_fn combine,
                     const void* op) {
+  wait_for_queued(me);  // after this member's async collectives, in call order
   int n = me.size(), r = me.rank();
   if (n == 1 || count == 0) return;
   auto& mesh = mesh_of(me);
@@ -44,6 +46,7 @@ void ring_allreduce(const ring_member& me, void* data, std::size_t count, std::s
 }
 
 void ring_broadcast(const ring_member& me, void* data, std::size_t bytes, int root) {
+  wait_for_queued(me);  // after this member's async collectives, in call order
   int n = me.size(), r = me.rank();
   if (root < 0 || root >= n)
     throw error(errc::config_error, "broadcast from rank " + std::to_string(root) + " in a ring of " + std::to_string(n));
@@ -58,6 +61,7 @@ void ring_broadcast(const ring_member& me, void* data, std::size_t bytes, int ro
 }
 
 void ring_allgather(const ring_member& me, const void* mine, void* all, std::size_t bytes_each) {
+  wait_for_queued(me);  // after this member's async collectives, in call order
   int n = me.size(), r = me.rank();
   auto* out = static_cast<char*>(all);
   if (bytes_each) std::memmove(out + static_cast<std::size_t>(r) * bytes_each, mine, bytes_each);
@@ -72,6 +76,7 @@ void ring_allgather(const ring_member& me, const void* mine, void* all, std::siz
 
 void ring_reduce_scatter(const ring_member& me, const void* in, void* out, std::size_t count_each, std::size_t element,
                          combine_fn combine, const void* op) {
+  wait_for_queued(me);  // after this member's async collectives, in call order
   int n = me.size(), r = me.rank();
   auto block = count_each * element;
   if (n == 1 || block == 0) {
@@ -103,6 +108,7 @@ void check_peer(const ring_member& me, int peer, const char* what) {
 // Each message carries its size first, so that a receiver expecting another size says so
 // instead of reading into the next message.
 void ring_send(const ring_member& me, const void* data, std::size_t bytes, int peer) {
+  wait_for_queued(me);  // after this member's async collectives, in call order
   check_peer(me, peer, "send");
   auto& mesh = mesh_of(me);
   std::uint64_t size = bytes;
@@ -111,6 +117,7 @@ void ring_send(const ring_member& me, const void* data, std::size_t bytes, int p
 }
 
 void ring_recv(const ring_member& me, void* data, std::size_t bytes, int peer) {
+  wait_for_queued(me);  // after this member's async collectives, in call order
   check_peer(me, peer, "recv");
   auto& mesh = mesh_of(me);
   std::uint64_t size = 0;
@@ -130,6 +137,7 @@ void ring_recv(const ring_member& me, void* data, std::size_t bytes, int peer) {
 namespace fiber {
 
 void ring_member::barrier() const {
+  detail::wait_for_queued(*this);  // after this member's async collectives, in call order
   // One byte around the ring twice: no member leaves before every member has arrived.
   int n = size_;
   if (n == 1) return;

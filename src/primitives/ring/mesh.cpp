@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <unordered_map>
 
@@ -258,10 +259,19 @@ void member_mesh::exchange(int to, const void* out, std::size_t out_bytes, int f
 }
 
 member_mesh& mesh_of(const ring_member& me) {
+  // One thread at a time uses a ring's mesh (collective_thread keeps them in order), but two
+  // rings may be used from two threads.
+  static std::mutex m;
   static auto* meshes = new std::unordered_map<std::uint64_t, std::unique_ptr<member_mesh>>;
-  auto& m = (*meshes)[me.ring_id()];
-  if (!m) m = std::make_unique<member_mesh>(me);
-  return *m;
+  std::unique_lock lock(m);
+  auto& mesh = (*meshes)[me.ring_id()];
+  if (mesh) return *mesh;
+  lock.unlock();  // making it waits for the peers' addresses in the store
+  auto made = std::make_unique<member_mesh>(me);
+  lock.lock();
+  auto& slot = (*meshes)[me.ring_id()];
+  if (!slot) slot = std::move(made);
+  return *slot;
 }
 
 }  // namespace fiber::detail
