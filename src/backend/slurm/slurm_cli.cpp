@@ -19,19 +19,30 @@ std::string squeue_fields() {
   return "JobArrayID:|,ArrayTaskID:|,State:|,Reason:|,exit_code:|,NodeList:|,Name:|,Comment:|";
 }
 
-std::vector<job_row> parse_squeue(std::string_view out) {
-  std::vector<job_row> rows;
+namespace {
+/// A tool's output, line by line, each line cut at '|' (a '|' after the last field, as squeue -O
+/// writes, leaves an empty field at the end).
+std::vector<std::vector<std::string_view>> bar_separated(std::string_view out) {
+  std::vector<std::vector<std::string_view>> lines;
   while (!out.empty()) {
     auto eol = out.find('\n');
     auto line = out.substr(0, eol);
     out = eol == std::string_view::npos ? std::string_view{} : out.substr(eol + 1);
-    std::vector<std::string_view> f;
-    for (std::size_t pos = 0; pos < line.size();) {
-      auto bar = line.find('|', pos);
+    auto& f = lines.emplace_back();
+    for (std::size_t at = 0;;) {
+      auto bar = line.find('|', at);
+      f.push_back(line.substr(at, bar == std::string_view::npos ? std::string_view::npos : bar - at));
       if (bar == std::string_view::npos) break;
-      f.push_back(line.substr(pos, bar - pos));
-      pos = bar + 1;
+      at = bar + 1;
     }
+  }
+  return lines;
+}
+}  // namespace
+
+std::vector<job_row> parse_squeue(std::string_view out) {
+  std::vector<job_row> rows;
+  for (auto& f : bar_separated(out)) {
     if (f.size() < 8 || f[0].empty()) continue;
     auto trim = [](std::string_view s) {
       while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
@@ -123,17 +134,7 @@ std::string job_name(const std::string& job_id, const std::string& process) {
 
 std::vector<node_room> parse_sinfo_rooms(std::string_view out) {
   std::vector<node_room> rooms;
-  while (!out.empty()) {
-    auto eol = out.find('\n');
-    auto line = out.substr(0, eol);
-    out = eol == std::string_view::npos ? std::string_view{} : out.substr(eol + 1);
-    std::vector<std::string_view> f;
-    for (std::size_t at = 0;;) {
-      auto bar = line.find('|', at);
-      f.push_back(line.substr(at, bar == std::string_view::npos ? std::string_view::npos : bar - at));
-      if (bar == std::string_view::npos) break;
-      at = bar + 1;
-    }
+  for (auto& f : bar_separated(out)) {
     if (f.size() < 4 || f[0].empty()) continue;
     node_room room;
     room.name = std::string(f[0]);
