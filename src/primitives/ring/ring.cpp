@@ -39,7 +39,10 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
     make_members();
   }
   /// loop: no more messages for this ring.
-  void detach() { rt_->services().remove(id_); }
+  void detach() {
+    detached_ = true;  // a restart already posted must not start members nobody will stop
+    rt_->services().remove(id_);
+  }
 
   int size() const noexcept { return size_; }
   /// The members of the current run (a restart replaces them), from any thread.
@@ -206,7 +209,7 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
 
   /// After a loss, with restarts left: every member ends, then a new run starts from nothing.
   bool restart_if_allowed() {
-    if (restarts_ >= options_.max_restarts || !started_ || rt_->is_shut_down()) return false;
+    if (restarts_ >= options_.max_restarts || !started_ || detached_ || rt_->is_shut_down()) return false;
     restarting_ = true;
     logf(log_level::warn, *lost_, "; restarting the ring (", restarts_ + 1, " of ", options_.max_restarts, ")");
     fail_waiting();
@@ -223,7 +226,7 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
   }
 
   void maybe_begin_next_run() {
-    if (!restarting_ || any_not_ended()) return;
+    if (!restarting_ || detached_ || any_not_ended()) return;
     restarting_ = false;
     ++restarts_;
     lost_.reset();
@@ -314,6 +317,7 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
   std::set<std::string> current_peers_;
   std::atomic<int> restarts_{0};
   bool restarting_ = false;
+  bool detached_ = false;  // the ring object is gone
   bool started_ = false;
   int running_ = 0;
   std::shared_ptr<completion<std::monostate>> starting_;
