@@ -119,3 +119,13 @@ TEST(op, blocking_get_on_the_loop_thread_is_refused) {
   io.run();
   EXPECT_EQ(seen, fiber::errc::would_deadlock);
 }
+
+// An error's reason is its what() without the code's words std::system_error appends, so an
+// error that wraps another says them once.
+TEST(op, an_errors_reason_leaves_out_the_codes_words) {
+  fiber::error e(fiber::errc::unsatisfiable, "Process-1 asks for 3 GPUs");
+  EXPECT_EQ(std::string(e.what()), "Process-1 asks for 3 GPUs: no node can satisfy the request");
+  EXPECT_EQ(e.reason(), "Process-1 asks for 3 GPUs");
+  fiber::error wrapped(e.code(), "pool workers cannot start: " + e.reason());
+  EXPECT_EQ(std::string(wrapped.what()), "pool workers cannot start: Process-1 asks for 3 GPUs: no node can satisfy the request");
+}
