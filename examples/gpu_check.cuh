@@ -15,9 +15,4 @@ inline void check(cudaError_t e, const char* what) {
                            " (CUDA_VISIBLE_DEVICES=" + (visible ? visible : "unset") + ")");
 }
 
-inline int usable_devices_here() noexcept {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
 }  // namespace gpu

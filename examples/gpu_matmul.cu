@@ -28,7 +28,10 @@ __global__ void multiply_kernel(const float* a, const float* b, float* c, int n)
 
 }  // namespace
 
-int usable_devices() noexcept { return usable_devices_here(); }
+int usable_devices() noexcept {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
 
 matmul::matmul(int n) : n_(n) {
   check(cudaSetDevice(0), "cudaSetDevice");

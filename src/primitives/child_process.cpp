@@ -83,7 +83,7 @@ void child_process::spawn() {
   auto endpoint = rt.master().listen();
   peer_ = std::to_string(next_peer++);
   rt.master().attach_child(peer_, weak_from_this());
-  spawn_spec spec;
+  auto spec = spec_for_needs(needs_, rt.cfg());  // cpu, memory, GPUs
   spec.name = name_;
   spec.job_id = rt.job_id();
   spec.executable = rt.cfg().executable.empty() ? executable_path() : rt.cfg().executable;
@@ -93,11 +93,6 @@ void child_process::spawn() {
               {env_job, rt.job_id()},
               {env_keys, rt.master().worker_credentials()},
               {env_name, name_}};
-  auto sized = spec_for_needs(needs_, rt.cfg());
-  spec.cpu = sized.cpu;
-  spec.cpu_declared = sized.cpu_declared;
-  spec.memory_mb = sized.memory_mb;
-  spec.gpu = sized.gpu;
   auto& backend = rt.master().the_backend();
   backend.check_capacity(spec);  // a request no node can meet fails before anything starts
   child_ = backend.spawn(spec);
