@@ -139,7 +139,9 @@ double value_of(int rank, std::size_t i) { return (rank + 1) * 0.5 + static_cast
 
 void collectives(fiber::ring_member& me) {
   const int n = me.size(), r = me.rank();
-  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t(3 * n + 1), std::size_t{1} << 20}) {
+  // Small sizes take recursive doubling, 8 KiB and more the ring; 64 MB as the issue asks.
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t(3 * n + 1), std::size_t{1} << 10,
+                            std::size_t{3} << 10, std::size_t{8} << 20}) {
     std::vector<double> v(count);
     for (std::size_t i = 0; i < count; ++i) v[i] = value_of(r, i);
     me.allreduce(std::span<double>(v));
@@ -163,6 +165,13 @@ void collectives(fiber::ring_member& me) {
   std::vector<int> b(1001, r == n - 1 ? 42 : -1);
   me.broadcast(std::span<int>(b), n - 1);
   for (int x : b) check(x == 42, "broadcast");
+  // Past 64 KiB broadcast goes along the ring in 256 KiB chunks: a size that is no multiple of
+  // them, from a root that is not rank 0.
+  std::vector<std::uint8_t> long_b((3 << 18) + 5);
+  for (std::size_t i = 0; i < long_b.size(); ++i) long_b[i] = r == 1 % n ? static_cast<std::uint8_t>(i * 7) : 0;
+  me.broadcast(std::span<std::uint8_t>(long_b), 1 % n);
+  for (std::size_t i = 0; i < long_b.size(); ++i)
+    if (long_b[i] != static_cast<std::uint8_t>(i * 7)) check(false, "long broadcast at " + std::to_string(i));
   std::vector<int> mine{r, r * 10}, all(2 * static_cast<std::size_t>(n));
   me.allgather(std::span<const int>(mine), std::span<int>(all));
   for (int k = 0; k < n; ++k) check(all[2 * k] == k && all[2 * k + 1] == 10 * k, "allgather");

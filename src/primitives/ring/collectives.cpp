@@ -1,7 +1,7 @@
-// Collectives between a ring's members over their mesh (mesh.hpp). allreduce is the ring
-// algorithm (reduce-scatter, then allgather: each member sends and receives 2(N-1)/N of the data,
-// the bandwidth-optimal schedule); every chunk is reduced along one path and then copied, so all
-// members end with the same bits, floating point included.
+// Collectives between a ring's members over their mesh (mesh.hpp), with the schedule that suits
+// the size: few steps for small messages, every link busy for large ones. Every value is reduced
+// along one path and then copied, so all members end with the same bits, floating point included.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -22,14 +22,58 @@ std::pair<std::size_t, std::size_t> chunk(std::size_t count, int n, int k) {
 int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace
 
-void ring_allreduce(const ring_member& me, void* data, std::size_t count, std::size_t element, combine_fn combine,
-                    const void* op) {
-  wait_for_queued(me);  // after this member's async collectives, in call order
-  int n = me.size(), r = me.rank();
-  if (n == 1 || count == 0) return;
-  auto& mesh = mesh_of(me);
+namespace {
+/// At most this many bytes, allreduce uses recursive doubling: log2(N) steps of the whole vector
+/// instead of the ring's 2(N-1) steps of 1/N of it. Steps cost more than bytes when they are few.
+constexpr std::size_t small_allreduce_bytes = 16 << 10;
+/// At most this many bytes, broadcast goes down a binomial tree (log2(N) steps); more goes along
+/// the ring in pipelined chunks (the root sends the data once, every link carries it once).
+constexpr std::size_t small_broadcast_bytes = 64 << 10;
+constexpr std::size_t broadcast_chunk_bytes = 256 << 10;
+
+/// The largest power of two at most n.
+int power_of_two_floor(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+/// Recursive doubling. With N not a power of two, the members past the largest power of two P
+/// first fold their data into member r - P and get the result from it at the end. Every step
+/// combines (lower rank's value, higher rank's value) in that order on both sides, so all members
+/// end with the same bits, floating point and non-commutative operations included.
+void allreduce_by_doubling(member_mesh& mesh, int r, int n, char* data, std::size_t count, std::size_t element,
+                           combine_fn combine, const void* op) {
+  auto bytes = count * element;
+  int p = power_of_two_floor(n), extra = n - p;
+  if (r >= p) {
+    mesh.exchange(r - p, data, bytes, -1, nullptr, 0, "allreduce");
+    mesh.exchange(-1, nullptr, 0, r - p, data, bytes, "allreduce");
+    return;
+  }
+  std::vector<char> theirs(bytes);
+  if (r < extra) {
+    mesh.exchange(-1, nullptr, 0, r + p, theirs.data(), bytes, "allreduce");
+    combine(op, data, theirs.data(), count);
+  }
+  for (int mask = 1; mask < p; mask <<= 1) {
+    int partner = r ^ mask;
+    mesh.exchange(partner, data, bytes, partner, theirs.data(), bytes, "allreduce");
+    if (partner > r) {
+      combine(op, data, theirs.data(), count);
+    } else {
+      combine(op, theirs.data(), data, count);
+      std::memcpy(data, theirs.data(), bytes);
+    }
+  }
+  if (r < extra) mesh.exchange(r + p, data, bytes, -1, nullptr, 0, "allreduce");
+}
+
+/// The ring algorithm (reduce-scatter, then allgather): each member sends and receives 2(N-1)/N
+/// of the data, the bandwidth-optimal schedule.
+void allreduce_by_ring(member_mesh& mesh, int r, int n, char* bytes, std::size_t count, std::size_t element,
+                       combine_fn combine, const void* op) {
   int right = mod(r + 1, n), left = mod(r - 1, n);
-  auto* bytes = static_cast<char*>(data);
   std::vector<char> incoming((count / static_cast<std::size_t>(n) + 1) * element);
   for (int s = 0; s < n - 1; ++s) {  // reduce-scatter
     auto [sb, se] = chunk(count, n, mod(r - s, n));
@@ -44,6 +88,19 @@ void ring_allreduce(const ring_member& me, void* data, std::size_t count, std::s
                   "allreduce");
   }
 }
+}  // namespace
+
+void ring_allreduce(const ring_member& me, void* data, std::size_t count, std::size_t element, combine_fn combine,
+                    const void* op) {
+  wait_for_queued(me);  // after this member's async collectives, in call order
+  int n = me.size(), r = me.rank();
+  if (n == 1 || count == 0) return;
+  auto& mesh = mesh_of(me);
+  if (count * element <= small_allreduce_bytes)
+    allreduce_by_doubling(mesh, r, n, static_cast<char*>(data), count, element, combine, op);
+  else
+    allreduce_by_ring(mesh, r, n, static_cast<char*>(data), count, element, combine, op);
+}
 
 void ring_broadcast(const ring_member& me, void* data, std::size_t bytes, int root) {
   wait_for_queued(me);  // after this member's async collectives, in call order
@@ -52,12 +109,35 @@ void ring_broadcast(const ring_member& me, void* data, std::size_t bytes, int ro
     throw error(errc::config_error, "broadcast from rank " + std::to_string(root) + " in a ring of " + std::to_string(n));
   if (n == 1 || bytes == 0) return;
   auto& mesh = mesh_of(me);
-  // Along the ring from the root: each member receives from its left and passes on to its right
-  // (the last one does not), so the root sends the data once.
-  int pos = mod(r - root, n);
+  int pos = mod(r - root, n);  // position counted from the root
+  if (bytes <= small_broadcast_bytes) {
+    // Binomial tree: position v receives from v minus its lowest set bit, then sends to v + 2^k
+    // for the powers of two below that bit.
+    int mask = 1;
+    for (; mask < n; mask <<= 1)
+      if (pos & mask) {
+        mesh.exchange(-1, nullptr, 0, mod(pos - mask + root, n), data, bytes, "broadcast");
+        break;
+      }
+    for (mask >>= 1; mask > 0; mask >>= 1)
+      if (pos + mask < n) mesh.exchange(mod(pos + mask + root, n), data, bytes, -1, nullptr, 0, "broadcast");
+    return;
+  }
+  // Along the ring from the root in chunks: a member passes chunk k-1 on while it receives chunk
+  // k, so every link is busy at once; the last member passes nothing on.
   int left = mod(r - 1, n), right = mod(r + 1, n);
-  if (pos != 0) mesh.exchange(-1, nullptr, 0, left, data, bytes, "broadcast");
-  if (pos != n - 1) mesh.exchange(right, data, bytes, -1, nullptr, 0, "broadcast");
+  auto* p = static_cast<char*>(data);
+  auto chunks = (bytes + broadcast_chunk_bytes - 1) / broadcast_chunk_bytes;
+  auto piece = [&](std::size_t k) {
+    return std::pair{p + k * broadcast_chunk_bytes, std::min(broadcast_chunk_bytes, bytes - k * broadcast_chunk_bytes)};
+  };
+  if (pos == 0) return mesh.exchange(right, data, bytes, -1, nullptr, 0, "broadcast");
+  for (std::size_t k = 0; k <= chunks; ++k) {
+    bool pass = pos != n - 1 && k > 0, take = k < chunks;
+    auto [out, out_bytes] = pass ? piece(k - 1) : std::pair<char*, std::size_t>{nullptr, 0};
+    auto [in, in_bytes] = take ? piece(k) : std::pair<char*, std::size_t>{nullptr, 0};
+    mesh.exchange(pass ? right : -1, out, out_bytes, take ? left : -1, in, in_bytes, "broadcast");
+  }
 }
 
 void ring_allgather(const ring_member& me, const void* mine, void* all, std::size_t bytes_each) {
@@ -138,21 +218,14 @@ namespace fiber {
 
 void ring_member::barrier() const {
   detail::wait_for_queued(*this);  // after this member's async collectives, in call order
-  // One byte around the ring twice: no member leaves before every member has arrived.
+  // Dissemination: in round k each member signals the one 2^k after it and waits for the one 2^k
+  // before it; after ceil(log2 N) rounds every member has heard, through others, from all.
   int n = size_;
   if (n == 1) return;
   auto& mesh = detail::mesh_of(*this);
-  int right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
-  char token = 0;
-  for (int round = 0; round < 2; ++round) {
-    if (rank_ == 0) {
-      mesh.exchange(right, &token, 1, -1, nullptr, 0, "barrier");
-      mesh.exchange(-1, nullptr, 0, left, &token, 1, "barrier");
-    } else {
-      mesh.exchange(-1, nullptr, 0, left, &token, 1, "barrier");
-      mesh.exchange(right, &token, 1, -1, nullptr, 0, "barrier");
-    }
-  }
+  char out = 0, in = 0;
+  for (int d = 1; d < n; d <<= 1)
+    mesh.exchange((rank_ + d) % n, &out, 1, (rank_ - d % n + n) % n, &in, 1, "barrier");
 }
 
 }  // namespace fiber

@@ -1,15 +1,19 @@
 // The links between a ring's members, for collectives: a member listens (an abstract unix socket
 // for members on its host, TCP for the others), publishes where in the ring's store, and links
 // to a peer when a collective first needs it: the lower rank connects, the higher accepts, and
-// the connector proves itself with the ring's secret. Blocking, on the member's thread.
+// the connector proves itself with the ring's secret. Members on one host then move their bytes
+// through shared memory (shared_channel.hpp); the socket stays to tell when the peer is gone.
+// Blocking, on the member's thread.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "fiber/ring.hpp"
+#include "primitives/ring/shared_channel.hpp"
 
 namespace fiber::detail {
 
@@ -25,14 +29,19 @@ class member_mesh {
                 const char* during);
 
  private:
-  int link(int peer);
-  int accept_from(int peer);
+  struct peer_link {
+    int fd = -1;
+    std::unique_ptr<shared_channel> shared;  // members on one host; null: bytes go over fd
+    bool ended = false;                      // a shared link's peer hung up (what it wrote stays)
+  };
+  peer_link& link(int peer);
+  peer_link& accept_from(int peer);
   void listen();
 
   ring_member me_;
   std::string host_;
   int unix_listener_ = -1, tcp_listener_ = -1;
-  std::map<int, int> links_;  // rank -> socket
+  std::map<int, peer_link> links_;  // by rank
 };
 
 /// The address of this host that the master's network reaches (members on other hosts dial it):
