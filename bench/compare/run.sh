@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs fiber's benchmarks beside the anchors (Python multiprocessing, raw ZeroMQ, plain sockets,
 # the Docker engine's own floor) in one go, and prints each figure with its ratio to the anchor.
-# Usage: bench/compare/run.sh [build-dir] [channels|pool|data|managers|ring|docker|slurm|kubernetes|all]   (default: build, all)
+# Usage: bench/compare/run.sh [build-dir] [channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|all]   (default: build, all)
 # Each part runs on its own: one that cannot run (no engine, a missing anchor, a failing
 # benchmark) says what it could not do, the others still run, and the script then exits 1.
 # The docker, slurm and kubernetes parts start their engines through scripts/engines.sh and stop
@@ -10,7 +10,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd) || { echo "no build folder ${1:-$root/build}: run scripts/build.sh first" >&2; exit 2; }
 what=${2:-all}
-case "$what" in channels|pool|data|managers|ring|docker|slurm|kubernetes|all) ;; *) echo "unknown part '$what' (channels|pool|data|managers|ring|docker|slurm|kubernetes|all)" >&2; exit 2 ;; esac
+case "$what" in channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|all) ;; *) echo "unknown part '$what' (channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|all)" >&2; exit 2 ;; esac
 anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
 tmp=$(mktemp -d)
 # The start-up benchmarks of backend_bench (pool_idle runs only in the kubernetes part).
@@ -311,6 +311,35 @@ for rnd in (1, 2):
 PYR
 }
 
+# Ring collectives across the two Slurm nodes (TCP between them): 2 members, one per node, beside
+# Open MPI's TCP transport started by mpirun inside a two-node allocation.
+part_ring_slurm() {
+  command -v mpicc >/dev/null || { echo "!! ring_slurm: no mpicc: apt-get install openmpi-bin libopenmpi-dev" >&2; return 1; }
+  "$root/scripts/engines.sh" start slurm || return 1
+  export SLURM_CONF="$root/build/engines/slurm/slurm.conf"
+  mpicc -O2 "$root/bench/compare/mpi_collectives.c" -o "$tmp/mpi_collectives"
+  for round in 1 2; do
+    echo "== ring across nodes: Open MPI (TCP), round $round"
+    salloc -N2 --ntasks-per-node=1 mpirun --allow-run-as-root --mca plm_slurm_args "--mpi=none" --mca btl tcp,self \
+      --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 -np 2 "$tmp/mpi_collectives" |
+      tee "$tmp/mpi-$round.txt"
+    echo "== ring across nodes: fiber, round $round"
+    FIBER_BACKEND=slurm FIBER_SLURM_SBATCH_ARGS=--exclusive "$build/bench/ring_bench" 2 | tee "$tmp/fiber-$round.txt"
+  done
+  python3 - "$tmp" <<'PYR'
+import re, sys
+tmp = sys.argv[1]
+def read(path):
+    return {(m[0], int(m[1])): float(m[2]) for m in re.findall(r"(\w+) bytes=(\d+) us=([\d.]+)", open(path).read())}
+for rnd in (1, 2):
+    mpi, fib = read(f"{tmp}/mpi-{rnd}.txt"), read(f"{tmp}/fiber-{rnd}.txt")
+    for key in sorted(fib, key=lambda k: (k[0], k[1])):
+        if key in mpi:
+            print(f"round {rnd}: {key[0]:9s} {key[1]:>9d} B  fiber {fib[key]:9.1f} us  Open MPI {mpi[key]:9.1f} us  "
+                  f"fiber/MPI {fib[key]/mpi[key]:6.3f}x time")
+PYR
+}
+
 # Runs part $1 in a subshell that stops at its first failing command, and remembers the parts
 # that could not run.
 failed=()
@@ -325,7 +354,7 @@ started_slurm=false
 [ -f "$root/build/engines/slurmctld.pid" ] || started_slurm=true
 started_kubernetes=false
 [ -f "$root/build/engines/kubernetes.pid" ] || started_kubernetes=true
-for p in pool data managers ring docker kubernetes slurm channels; do
+for p in pool data managers ring ring_slurm docker kubernetes slurm channels; do
   if [ "$what" = all ] || [ "$what" = "$p" ]; then run_part "$p"; fi
 done
 # Only stop an engine this run started (its pid file did not exist before).

@@ -11,7 +11,7 @@
 //
 // Members are processes of the configured backend (rank 0 included: nothing runs outside it),
 // with the needs FIBER_META gave the target. Collectives (allreduce, broadcast, allgather,
-// barrier) run between the members directly: unix sockets on one host, TCP across hosts. A
+// barrier) run between the members directly: shared memory on one host, TCP across hosts. A
 // member that dies makes the store's waiting and later gets of the others fail with member_lost
 // instead of leaving them waiting, and so do collectives that need it.
 #pragma once

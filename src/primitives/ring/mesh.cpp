@@ -252,6 +252,9 @@ member_mesh::peer_link& member_mesh::accept_from(int peer) {
       if (member && fds.size() == 3) {
         shared = shared_channel::join(fds[0], fds[1], fds[2]);
         fds.clear();  // taken over (closed by the channel, made or not)
+        // The dialer writes into the segment: a link that cannot map it is closed, and the
+        // dialer's next step fails with member_lost instead of waiting for bytes never read.
+        member = shared != nullptr;
       }
       for (int passed : fds) ::close(passed);
       if (!member) {
