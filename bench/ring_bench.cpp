@@ -1,6 +1,6 @@
 // Collectives of a fiber::ring, measured inside the members (rank 0 reports), in the format
 // bench/compare/mpi_collectives.c prints for Open MPI, so bench/compare/run.sh can set them side
-// by side: "<collective> bytes=<B> us=<median time per call>".
+// by side: "<collective> bytes=<B> us=<median time per call>" (allgather: B from each member).
 //   build/bench/ring_bench [members=4] [overlap]
 // Time per call is the median over repeats of the mean over a batch; allreduce's bus bandwidth
 // (nccl-tests' definition) is bytes × 2(N−1)/N ÷ time.
@@ -39,6 +39,9 @@ void sweep(fiber::ring_member& me) {
     if (me.rank() == 0) std::printf("allreduce bytes=%zu us=%.2f\n", bytes, t);
     auto b = median_us(me, bytes, [&] { me.broadcast(std::span<float>(v), 0); });
     if (me.rank() == 0) std::printf("broadcast bytes=%zu us=%.2f\n", bytes, b);
+    std::vector<float> all(v.size() * static_cast<std::size_t>(me.size()));
+    auto g = median_us(me, bytes, [&] { me.allgather(std::span<const float>(v), std::span<float>(all)); });
+    if (me.rank() == 0) std::printf("allgather bytes=%zu us=%.2f\n", bytes, g);
     std::fflush(stdout);
   }
   auto t = median_us(me, 0, [&] { me.barrier(); });

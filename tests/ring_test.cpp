@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <span>
@@ -162,30 +164,42 @@ void collectives(fiber::ring_member& me) {
   std::vector<std::uint32_t> bits{1u << r};
   me.allreduce(std::span<std::uint32_t>(bits), [](std::uint32_t a, std::uint32_t b) { return a | b; });
   check(bits[0] == (1u << n) - 1, "a user's operation");
-  std::vector<int> b(1001, r == n - 1 ? 42 : -1);
-  me.broadcast(std::span<int>(b), n - 1);
-  for (int x : b) check(x == 42, "broadcast");
-  // Past 64 KiB broadcast goes along the ring in 256 KiB chunks: a size that is no multiple of
-  // them, from a root that is not rank 0.
-  std::vector<std::uint8_t> long_b((3 << 18) + 5);
-  for (std::size_t i = 0; i < long_b.size(); ++i) long_b[i] = r == 1 % n ? static_cast<std::uint8_t>(i * 7) : 0;
-  me.broadcast(std::span<std::uint8_t>(long_b), 1 % n);
-  for (std::size_t i = 0; i < long_b.size(); ++i)
-    if (long_b[i] != static_cast<std::uint8_t>(i * 7)) check(false, "long broadcast at " + std::to_string(i));
-  std::vector<int> mine{r, r * 10}, all(2 * static_cast<std::size_t>(n));
-  me.allgather(std::span<const int>(mine), std::span<int>(all));
-  for (int k = 0; k < n; ++k) check(all[2 * k] == k && all[2 * k + 1] == 10 * k, "allgather");
-  // reduce_scatter: member r gets block r of the sum; 3 elements a block, and 0.
-  std::vector<int> in(3 * static_cast<std::size_t>(n)), out(3);
-  for (int k = 0; k < n; ++k)
-    for (int i = 0; i < 3; ++i) in[3 * k + i] = r * 100 + k * 10 + i;
-  me.reduce_scatter(std::span<const int>(in), std::span<int>(out));
-  for (int i = 0; i < 3; ++i) check(out[i] == 100 * (n * (n - 1) / 2) + n * (r * 10 + i), "reduce_scatter sum");
-  std::vector<double> none_in, none_out;
-  me.reduce_scatter(std::span<const double>(none_in), std::span<double>(none_out), fiber::reduce::max);
-  std::vector<std::int64_t> big(static_cast<std::size_t>(n) << 16, r), mine_big(1 << 16);
-  me.reduce_scatter(std::span<const std::int64_t>(big), std::span<std::int64_t>(mine_big), fiber::reduce::max);
-  check(mine_big.front() == n - 1 && mine_big.back() == n - 1, "reduce_scatter max");
+  // The other collectives over the same kinds of size: none, one, odd, not divisible by N, the
+  // sizes where broadcast changes algorithm (64 KiB) and chunk (256 KiB), and 64 MB in all.
+  constexpr std::size_t big = std::size_t{64} << 20;
+  auto byte_of = [](int rank, std::size_t i) { return static_cast<std::uint8_t>(rank * 31 + i * 7 + i / 251); };
+  int root = 1 % n;
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t(3 * n + 1), std::size_t{64} << 10,
+                            (std::size_t{3} << 18) + 5, big}) {
+    std::vector<std::uint8_t> b(bytes);
+    for (std::size_t i = 0; i < bytes; ++i) b[i] = r == root ? byte_of(root, i) : 0;
+    me.broadcast(std::span<std::uint8_t>(b), root);
+    for (std::size_t i = 0; i < bytes; ++i)
+      if (b[i] != byte_of(root, i)) check(false, "broadcast of " + std::to_string(bytes) + " B at " + std::to_string(i));
+  }
+  for (std::size_t each : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t(3 * n + 1), big / n}) {
+    std::vector<std::uint8_t> mine(each), all(each * static_cast<std::size_t>(n), 0);
+    for (std::size_t i = 0; i < each; ++i) mine[i] = byte_of(r, i);
+    me.allgather(std::span<const std::uint8_t>(mine), std::span<std::uint8_t>(all));
+    for (int k = 0; k < n; ++k)
+      for (std::size_t i = 0; i < each; ++i)
+        if (all[k * each + i] != byte_of(k, i))
+          check(false, "allgather of " + std::to_string(each) + " B each, rank " + std::to_string(k) + " at " + std::to_string(i));
+  }
+  // reduce_scatter: member r gets block r of the sum.
+  for (std::size_t each : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t(3 * n + 1), big / 8 / n}) {
+    std::vector<double> in(each * static_cast<std::size_t>(n)), out(each, -1);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = value_of(r, i);
+    me.reduce_scatter(std::span<const double>(in), std::span<double>(out));
+    for (std::size_t i = 0; i < each; ++i) {
+      double want = 0;
+      for (int k = 0; k < n; ++k) want += value_of(k, r * each + i);
+      if (out[i] != want) check(false, "reduce_scatter of " + std::to_string(each) + " each at " + std::to_string(i));
+    }
+  }
+  std::vector<std::int64_t> big_max(static_cast<std::size_t>(n) << 16, r), mine_max(1 << 16);
+  me.reduce_scatter(std::span<const std::int64_t>(big_max), std::span<std::int64_t>(mine_max), fiber::reduce::max);
+  check(mine_max.front() == n - 1 && mine_max.back() == n - 1, "reduce_scatter max");
   // send/recv around the ring (even ranks send first, odd ones receive first), 1 MB each.
   if (n > 1) {
     std::vector<int> to_right(1 << 18, r), from_left(1 << 18, -1);
@@ -235,9 +249,28 @@ void dies_mid_allreduce(fiber::ring_member& me) {
   }
   throw std::runtime_error("allreduce went on without rank 1");
 }
+
+// Rank 1 is SIGKILLed inside an allreduce, by its own reduction after the first exchange, while
+// its peers are between steps of the same allreduce (over shared memory on one host).
+void killed_inside_allreduce(fiber::ring_member& me) {
+  std::vector<double> v(1 << 20, 1.0);
+  me.allreduce(std::span<double>(v));
+  bool kill_me = me.rank() == 1;
+  try {
+    me.allreduce(std::span<double>(v), [kill_me](double a, double b) {
+      if (kill_me) ::raise(SIGKILL);
+      return a + b;
+    });
+  } catch (const fiber::error& e) {
+    if (e.code() == fiber::errc::member_lost) return;
+    throw;
+  }
+  throw std::runtime_error("an allreduce ended without rank 1");
+}
 }  // namespace
 FIBER_REMOTE(collectives);
 FIBER_REMOTE(dies_mid_allreduce);
+FIBER_REMOTE(killed_inside_allreduce);
 
 TEST(ring, collectives_match_references_for_every_size_and_ring_size) {
   for (int n : {1, 2, 3, 4, 5}) {
@@ -256,6 +289,16 @@ TEST(ring, a_member_killed_between_allreduces_fails_the_others_with_member_lost)
   auto codes = r.exitcodes();
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 3);
+  EXPECT_EQ(codes[2], 0);
+}
+
+TEST(ring, a_member_killed_inside_an_allreduce_fails_the_others_with_member_lost) {
+  fiber::ring r(3, &killed_inside_allreduce);
+  r.start().get();
+  fiber_test::expect_error([&] { r.join().get(); }, fiber::errc::member_lost, "ring member 1");
+  auto codes = r.exitcodes();
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], -9);
   EXPECT_EQ(codes[2], 0);
 }
 
