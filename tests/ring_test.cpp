@@ -231,6 +231,21 @@ void collectives(fiber::ring_member& me) {
       check(again[1] == 2, "the link after a refused recv");
     }
   }
+  // A 12-byte element type through the ring algorithm, after a 5-byte message has left every
+  // ring link at an odd position: elements arrive cut by the shared ring's end and at addresses
+  // they cannot be read from in place (the reduction then goes through its carry).
+  if (n > 1) {
+    std::vector<std::uint8_t> odd(5, static_cast<std::uint8_t>(r)), odd_in(5);
+    me.send(std::span<const std::uint8_t>(odd), (r + 1) % n);
+    me.recv(std::span<std::uint8_t>(odd_in), (r + n - 1) % n);
+    check(odd_in[4] == (r + n - 1) % n, "the odd message");
+  }
+  struct triple {
+    std::int32_t a, b, c;
+  };
+  std::vector<triple> t((std::size_t{1} << 17) + 1, triple{r, 1, -r});
+  me.allreduce(std::span<triple>(t), [](triple x, triple y) { return triple{x.a + y.a, x.b + y.b, std::max(x.c, y.c)}; });
+  for (auto& x : t) check(x.a == n * (n - 1) / 2 && x.b == n && x.c == 0, "allreduce of 12-byte elements");
   me.add("arrived", 1).get();
   me.barrier();
   check(me.add("arrived", 0).get() == n, "a member left the barrier before all had arrived");

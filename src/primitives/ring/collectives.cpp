@@ -74,12 +74,12 @@ void allreduce_by_doubling(member_mesh& mesh, int r, int n, char* data, std::siz
 void allreduce_by_ring(member_mesh& mesh, int r, int n, char* bytes, std::size_t count, std::size_t element,
                        combine_fn combine, const void* op) {
   int right = mod(r + 1, n), left = mod(r - 1, n);
-  std::vector<char> incoming((count / static_cast<std::size_t>(n) + 1) * element);
-  for (int s = 0; s < n - 1; ++s) {  // reduce-scatter
+  member_mesh::reduction reduce{element, combine, op};
+  for (int s = 0; s < n - 1; ++s) {  // reduce-scatter: what arrives is combined as it arrives
     auto [sb, se] = chunk(count, n, mod(r - s, n));
     auto [rb, re] = chunk(count, n, mod(r - s - 1, n));
-    mesh.exchange(right, bytes + sb * element, (se - sb) * element, left, incoming.data(), (re - rb) * element, "allreduce");
-    combine(op, bytes + rb * element, incoming.data(), re - rb);
+    mesh.exchange(right, bytes + sb * element, (se - sb) * element, left, bytes + rb * element, (re - rb) * element,
+                  "allreduce", &reduce);
   }
   for (int s = 0; s < n - 1; ++s) {  // allgather of the reduced chunks
     auto [sb, se] = chunk(count, n, mod(r + 1 - s, n));
@@ -167,11 +167,11 @@ void ring_reduce_scatter(const ring_member& me, const void* in, void* out, std::
   int right = mod(r + 1, n), left = mod(r - 1, n);
   // allreduce's first half, shifted by one block so that member r ends with block r reduced.
   std::vector<char> work(static_cast<const char*>(in), static_cast<const char*>(in) + block * static_cast<std::size_t>(n));
-  std::vector<char> incoming(block);
+  member_mesh::reduction reduce{element, combine, op};
   for (int s = 0; s < n - 1; ++s) {
     auto send = static_cast<std::size_t>(mod(r - s - 1, n)), recv = static_cast<std::size_t>(mod(r - s - 2, n));
-    mesh.exchange(right, work.data() + send * block, block, left, incoming.data(), block, "reduce_scatter");
-    combine(op, work.data() + recv * block, incoming.data(), count_each);
+    mesh.exchange(right, work.data() + send * block, block, left, work.data() + recv * block, block, "reduce_scatter",
+                  &reduce);
   }
   std::memcpy(out, work.data() + static_cast<std::size_t>(r) * block, block);
 }

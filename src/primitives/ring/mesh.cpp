@@ -281,10 +281,60 @@ namespace {
 constexpr auto look_for = std::chrono::microseconds(30);
 }  // namespace
 
+namespace {
+/// Combines what `link` holds into `into` (in_bytes in all, `got` of them done), element by
+/// element, from the ring where it is aligned for the element type; an element cut by the
+/// ring's end, or bytes placed at an odd address, go through `carry` first. Returns the bytes
+/// taken.
+std::size_t combine_some(shared_channel& link, const member_mesh::reduction& r, char* into, std::size_t in_bytes,
+                         std::size_t& got, std::vector<char>& carry, std::size_t& carried) {
+  // alignof(T) divides sizeof(T): the largest power of two dividing the size is enough.
+  auto align = std::min<std::size_t>(r.element & (~r.element + 1), 64);
+  std::size_t taken = 0;
+  for (;;) {
+    auto [from, ready] = link.readable();
+    ready = std::min(ready, in_bytes - got - carried);
+    if (ready == 0) return taken;
+    auto whole = ready / r.element * r.element;
+    if (carried == 0 && whole && reinterpret_cast<std::uintptr_t>(from) % align == 0) {
+      r.combine(r.op, into + got, from, whole / r.element);
+      got += whole;
+      link.consume(whole);
+      taken += whole;
+      continue;
+    }
+    auto take = std::min(ready, carry.size() - carried);
+    std::memcpy(carry.data() + carried, from, take);
+    link.consume(take);
+    carried += take;
+    taken += take;
+    auto ready_whole = carried / r.element * r.element;
+    if (ready_whole) {
+      r.combine(r.op, into + got, carry.data(), ready_whole / r.element);
+      got += ready_whole;
+      std::memmove(carry.data(), carry.data() + ready_whole, carried - ready_whole);
+      carried -= ready_whole;
+    }
+  }
+}
+}  // namespace
+
 void member_mesh::exchange(int to, const void* out, std::size_t out_bytes, int from, void* in, std::size_t in_bytes,
-                           const char* during) {
+                           const char* during, const reduction* reduce) {
   peer_link* out_link = to >= 0 && out_bytes ? &link(to) : nullptr;
   peer_link* in_link = from >= 0 && in_bytes ? &link(from) : nullptr;
+  if (reduce && in_link && !in_link->shared) {
+    // A socket's bytes are copied out of the kernel anyway: receive, then combine.
+    std::vector<char> incoming(in_bytes);
+    exchange(to, out, out_bytes, from, incoming.data(), in_bytes, during);
+    reduce->combine(reduce->op, in, incoming.data(), in_bytes / reduce->element);
+    return;
+  }
+  // The carry holds whole elements, at least 64 KiB of them (an element cut by the ring's end,
+  // or data at an address the element type cannot be read from).
+  std::vector<char> carry;
+  std::size_t carried = 0;
+  if (reduce) carry.resize(std::max<std::size_t>(1, (64 << 10) / reduce->element) * reduce->element);
   auto* o = static_cast<const char*>(out);
   auto* i = static_cast<char*>(in);
   std::size_t sent = 0, got = 0;
@@ -310,8 +360,9 @@ void member_mesh::exchange(int to, const void* out, std::size_t out_bytes, int f
     }
     if (got < in_bytes) {
       if (in_link->shared) {
-        auto r = in_link->shared->read_some(i + got, in_bytes - got);
-        got += r;
+        auto r = reduce ? combine_some(*in_link->shared, *reduce, i, in_bytes, got, carry, carried)
+                        : in_link->shared->read_some(i + got, in_bytes - got);
+        if (!reduce) got += r;
         moved |= r > 0;
       } else {
         auto r = ::recv(in_link->fd, i + got, in_bytes - got, MSG_DONTWAIT);

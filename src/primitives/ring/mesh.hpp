@@ -23,10 +23,19 @@ class member_mesh {
   ~member_mesh();
   member_mesh(const member_mesh&) = delete;
 
+  /// How received elements are combined into `in` instead of copied over it.
+  struct reduction {
+    std::size_t element;
+    combine_fn combine;
+    const void* op;
+  };
+
   /// Sends `out` to `to` while receiving `in` from `from` (either may be -1: none), without
-  /// deadlocking on full sockets. Throws fiber::error(member_lost) when a link breaks.
+  /// deadlocking on full sockets. Throws fiber::error(member_lost) when a link breaks. With a
+  /// reduction, what arrives is combined into `in` (from shared memory where it lies, so the
+  /// bytes are not copied first).
   void exchange(int to, const void* out, std::size_t out_bytes, int from, void* in, std::size_t in_bytes,
-                const char* during);
+                const char* during, const reduction* reduce = nullptr);
 
  private:
   struct peer_link {

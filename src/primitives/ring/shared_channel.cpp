@@ -95,19 +95,31 @@ std::size_t shared_channel::write_some(const char* data, std::size_t n) noexcept
   return n;
 }
 
-std::size_t shared_channel::read_some(char* data, std::size_t n) noexcept {
+std::pair<const char*, std::size_t> shared_channel::readable() const noexcept {
   auto& r = in();
   auto tail = r.tail.load(std::memory_order_relaxed);
   auto head = r.head.load(std::memory_order_acquire);
-  n = std::min<std::size_t>(n, head - tail);
-  if (n == 0) return 0;
   auto at = static_cast<std::size_t>(tail % capacity);
-  auto first = std::min(n, capacity - at);
-  std::memcpy(data, in_data() + at, first);
-  std::memcpy(data + first, in_data(), n - first);
-  r.tail.store(tail + n, std::memory_order_seq_cst);
+  return {in_data() + at, std::min<std::size_t>(head - tail, capacity - at)};
+}
+
+void shared_channel::consume(std::size_t n) noexcept {
+  auto& r = in();
+  r.tail.store(r.tail.load(std::memory_order_relaxed) + n, std::memory_order_seq_cst);
   if (r.writer_sleeps.load(std::memory_order_seq_cst)) ring_peer();
-  return n;
+}
+
+std::size_t shared_channel::read_some(char* data, std::size_t n) noexcept {
+  std::size_t moved = 0;
+  while (moved < n) {  // up to the ring's end, then from its start
+    auto [from, ready] = readable();
+    auto take = std::min(ready, n - moved);
+    if (take == 0) break;
+    std::memcpy(data + moved, from, take);
+    consume(take);
+    moved += take;
+  }
+  return moved;
 }
 
 bool shared_channel::sleep_for_write() noexcept {

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <utility>
 
 namespace fiber::detail {
 
@@ -29,6 +30,10 @@ class shared_channel {
   /// Non-blocking: bytes moved (0 when the ring is full, or empty).
   std::size_t write_some(const char* data, std::size_t n) noexcept;
   std::size_t read_some(char* data, std::size_t n) noexcept;
+  /// The bytes that can be read in one piece (up to the ring's end), left in place, so that a
+  /// reduction can combine them from here; consume() takes them.
+  std::pair<const char*, std::size_t> readable() const noexcept;
+  void consume(std::size_t n) noexcept;
 
   /// Before sleeping on doorbell(): says so to the other side. False when progress became
   /// possible meanwhile (then do not sleep; the flag is cleared).
