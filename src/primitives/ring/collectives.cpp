@@ -30,6 +30,9 @@ constexpr std::size_t small_allreduce_bytes = 16 << 10;
 /// the ring in pipelined chunks (the root sends the data once, every link carries it once).
 constexpr std::size_t small_broadcast_bytes = 64 << 10;
 constexpr std::size_t broadcast_chunk_bytes = 256 << 10;
+/// At most this many bytes gathered in all, allgather takes Bruck's ceil(log2 N) steps; more goes
+/// around the ring (N-1 steps, each link carrying each block once).
+constexpr std::size_t small_allgather_bytes = 64 << 10;
 
 /// The largest power of two at most n.
 int power_of_two_floor(int n) {
@@ -144,6 +147,24 @@ void ring_allgather(const ring_member& me, const void* mine, void* all, std::siz
   wait_for_queued(me);  // after this member's async collectives, in call order
   int n = me.size(), r = me.rank();
   auto* out = static_cast<char*>(all);
+  if (n > 1 && bytes_each && bytes_each * static_cast<std::size_t>(n) <= small_allgather_bytes) {
+    // Bruck: after the step of distance d a member holds the blocks of ranks r .. r+2d-1 (in
+    // that order); it sends the ones it has to r - d and appends those of r + d. ceil(log2 N)
+    // steps instead of N-1, then the blocks are put in rank order.
+    auto& mesh = mesh_of(me);
+    std::vector<char> held(bytes_each * static_cast<std::size_t>(n));
+    std::memcpy(held.data(), mine, bytes_each);
+    int have = 1;
+    for (int d = 1; d < n; d <<= 1) {
+      auto count = static_cast<std::size_t>(std::min(d, n - have)) * bytes_each;
+      mesh.exchange(mod(r - d, n), held.data(), count, mod(r + d, n), held.data() + have * bytes_each, count,
+                    "allgather");
+      have += std::min(d, n - have);
+    }
+    for (int k = 0; k < n; ++k)
+      std::memcpy(out + static_cast<std::size_t>(mod(r + k, n)) * bytes_each, held.data() + k * bytes_each, bytes_each);
+    return;
+  }
   if (bytes_each) std::memmove(out + static_cast<std::size_t>(r) * bytes_each, mine, bytes_each);
   if (n == 1 || bytes_each == 0) return;
   auto& mesh = mesh_of(me);
