@@ -4,15 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <poll.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <zmq.hpp>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "runtime/protocol.hpp"
 #include "runtime/runtime.hpp"
+#include "transport/message_frames.hpp"
 #include "support.hpp"
 
 namespace {
@@ -121,6 +126,50 @@ TEST(security, curve_client_without_the_jobs_key_is_refused) {
   check_job_works(ctx);
 }
 
+// ZeroMQ applies its size limit to every frame, the handshake's commands included: a stranger
+// that announces a frame larger than fiber ever sends is cut off at once, before it has proven
+// anything, instead of being read into the master's memory (a 1 GiB frame used to be accepted).
+TEST(security, a_stranger_announcing_a_huge_frame_before_authenticating_is_cut_off) {
+  fiber::context ctx(local_zeromq());
+  check_job_works(ctx);
+  auto endpoint = ctx.endpoints().at(0);
+  ASSERT_TRUE(endpoint.starts_with("ipc://@")) << endpoint;
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  auto name = endpoint.substr(7);
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())), 0);
+  // A ZMTP 3.0 greeting (PLAIN, as client), then a command frame announcing 1 GiB.
+  std::string greeting(64, '\0');
+  greeting[0] = '\xff';
+  greeting[9] = '\x7f';
+  greeting[10] = 3;
+  std::memcpy(greeting.data() + 12, "PLAIN", 5);
+  std::string frame = {'\x06', 0, 0, 0, 0, '\x40', 0, 0, 0};  // command, long size: 2^30, big-endian
+  ASSERT_EQ(::send(fd, greeting.data(), greeting.size(), MSG_NOSIGNAL), 64);
+  ASSERT_EQ(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL), 9);
+  // Then the gigabyte itself: before the frame limit the master read all of it into memory.
+  // Now the connection ends at once and the sends fail (a send timeout guards against a hang).
+  timeval guard{30, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &guard, sizeof guard);
+  std::string body(64 << 10, 'x');
+  std::size_t sent = 0;
+  bool closed = false;
+  while (sent < (std::size_t{1} << 30)) {
+    auto w = ::send(fd, body.data(), body.size(), MSG_NOSIGNAL);
+    if (w < 0) {
+      closed = errno == EPIPE || errno == ECONNRESET;
+      break;
+    }
+    sent += static_cast<std::size_t>(w);
+  }
+  ::close(fd);
+  EXPECT_LT(sent, std::size_t{64} << 20) << "the master took " << sent << " bytes from a stranger";
+  EXPECT_TRUE(closed) << "the connection was not ended: " << std::strerror(errno);
+  check_job_works(ctx);
+}
+
 namespace {
 // Connects with the job's own credentials, as a worker would.
 zmq::socket_t keyed_peer(zmq::context_t& z, fiber::context& ctx) {
@@ -155,7 +204,42 @@ void malformed_frames_are_reported_not_fatal(fiber::context& ctx) {
   ASSERT_TRUE(peer.recv(text));
   EXPECT_EQ(fiber::detail::parse_header(header)->type, fiber::detail::kind::failure);
 
-  // 3. a well-formed put still reaches a queue, and the job keeps working
+  // 3. a put of a large string in pieces behind a layout frame (as every fiber sender splits
+  // parts over max_frame_bytes) arrives joined; pieces that do not match their layout are
+  // dropped, and the channel goes on
+  fiber::simple_queue<std::string> strings(ctx);
+  std::string large(3 * fiber::detail::max_frame_bytes + 17, 'x');
+  for (std::size_t i = 0; i < large.size(); i += 997) large[i] = static_cast<char>('a' + i % 26);
+  auto send_in_pieces = [&](const std::string& value, bool mismatched) {
+    fiber::writer lw;
+    lw.value(value);
+    fiber::detail::multipart parts;
+    parts.push_back(fiber::detail::make_header(fiber::detail::kind::put, strings.id()));
+    for (auto& f : fiber::detail::to_frames(lw)) parts.push_back(std::move(f));
+    std::string layout("\xf1" "BSPLIT\x01", 8);
+    layout.append(8, '\0');
+    std::uint64_t count = parts.size();
+    layout.append(reinterpret_cast<const char*>(&count), 8);
+    for (auto& part : parts) {
+      std::uint64_t size = part.size() + (mismatched ? 1 : 0);
+      layout.append(reinterpret_cast<const char*>(&size), 8);
+    }
+    ASSERT_TRUE(peer.send(zmq::buffer(layout), zmq::send_flags::sndmore));
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      auto* data = static_cast<const char*>(parts[k].data());
+      for (std::size_t at = 0; at < parts[k].size() || at == 0; at += fiber::detail::max_frame_bytes) {
+        auto piece = std::min(fiber::detail::max_frame_bytes, parts[k].size() - at);
+        bool last = k + 1 == parts.size() && at + piece >= parts[k].size();
+        ASSERT_TRUE(peer.send(zmq::buffer(data + at, piece), last ? zmq::send_flags::none : zmq::send_flags::sndmore));
+        if (piece == 0) break;
+      }
+    }
+  };
+  send_in_pieces("dropped", true);
+  send_in_pieces(large, false);
+  EXPECT_EQ(strings.get().get(), large);
+
+  // 4. a well-formed put still reaches a queue, and the job keeps working
   fiber::simple_queue<int> q(ctx);
   fiber::writer w;
   w.value(1234);

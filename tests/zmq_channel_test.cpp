@@ -142,3 +142,74 @@ TEST(zmq_channel, send_on_a_socket_with_a_parked_receive_does_not_lose_the_wakeu
   p.io.run();
   EXPECT_EQ(rounds, 2000);
 }
+
+namespace {
+multipart three_parts_one_large(std::size_t large) {
+  multipart m;
+  m.emplace_back(std::string_view("head"));
+  std::string big(large, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 + i / 7);
+  m.emplace_back(big);
+  m.emplace_back(std::string_view("tail"));
+  return m;
+}
+}  // namespace
+
+TEST(zmq_channel, a_part_larger_than_a_frame_travels_in_pieces_and_arrives_whole) {
+  pair_of_channels p;
+  const std::size_t large = 3 * fiber::detail::max_frame_bytes + 5;
+  ASSERT_FALSE(p.a->send(three_parts_one_large(large)));
+  multipart got;
+  bool done = false;
+  p.b->async_receive([&](std::error_code ec, multipart m) {
+    ASSERT_FALSE(ec);
+    got = std::move(m);
+    done = true;
+  });
+  while (!done && p.io.run_one()) {
+  }
+  auto expected = three_parts_one_large(large);
+  ASSERT_EQ(got.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i].to_string(), expected[i].to_string()) << "part " << i;
+
+  // On the wire, no frame is larger than max_frame_bytes: a raw peer sees the pieces.
+  zmq::context_t zctx;
+  zmq::socket_t raw(zctx, zmq::socket_type::pair);
+  raw.bind("inproc://raw-peer");
+  zmq::socket_t s(zctx, zmq::socket_type::pair);
+  s.connect("inproc://raw-peer");
+  auto sender = std::make_shared<zmq_channel>(p.io, std::move(s));
+  ASSERT_FALSE(sender->send(three_parts_one_large(large)));
+  std::size_t frames = 0, largest = 0;
+  for (bool more = true; more;) {
+    zmq::message_t m;
+    ASSERT_TRUE(raw.recv(m));
+    ++frames;
+    largest = std::max(largest, m.size());
+    more = m.more();
+  }
+  EXPECT_LE(largest, fiber::detail::max_frame_bytes);
+  EXPECT_EQ(frames, 1u + 1 + 4 + 1);  // layout, head, four pieces, tail
+  sender->close();
+}
+
+TEST(zmq_channel, a_send_to_a_gone_peer_leaves_the_parts_as_they_came) {
+  // Callers keep what a failed send refused (the pool resends a chunk to another worker).
+  asio::io_context io;
+  zmq::context_t zctx;
+  zmq::socket_t router(zctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::router_mandatory, 1);
+  router.bind("inproc://gone-peer");
+  auto channel = std::make_shared<zmq_channel>(io, std::move(router));
+  for (std::size_t large : {std::size_t{10}, 2 * fiber::detail::max_frame_bytes + 1}) {
+    auto parts = three_parts_one_large(large);
+    parts.insert(parts.begin(), zmq::message_t(std::string_view("nobody")));
+    auto ec = channel->send(std::move(parts));
+    EXPECT_EQ(ec, std::error_code(EHOSTUNREACH, std::generic_category())) << large;
+    auto expected = three_parts_one_large(large);
+    ASSERT_EQ(parts.size(), 4u) << large;
+    EXPECT_EQ(parts[0].to_string(), "nobody");
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(parts[i + 1].to_string(), expected[i].to_string()) << large;
+  }
+  channel->close();
+}

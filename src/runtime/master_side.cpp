@@ -51,6 +51,7 @@ const std::string& master_side::listen() {
   }
   endpoint_ = the_backend().advertised(s.get(zmq::sockopt::last_endpoint));
   router_ = std::make_shared<zmq_channel>(io_, std::move(s));
+  router_->limit_joined_messages(cfg_.max_message_bytes + 4096);
   logf(log_level::debug, "listening on ", endpoint_);
   receive_next();
   return endpoint_;

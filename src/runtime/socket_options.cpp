@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "transport/zmq_channel.hpp"
+
 namespace fiber::detail {
 
 void configure_socket(zmq::socket_t& s, const fiber::config& cfg, bool heartbeats) {
@@ -13,7 +15,10 @@ void configure_socket(zmq::socket_t& s, const fiber::config& cfg, bool heartbeat
     s.set(zmq::sockopt::heartbeat_timeout, cfg.heartbeat_timeout_ms);
     s.set(zmq::sockopt::heartbeat_ttl, std::min(cfg.heartbeat_timeout_ms, 6553599));
   }
-  s.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(cfg.max_message_bytes + 4096));
+  // No frame fiber sends is larger (zmq_channel splits larger parts), and the limit holds before
+  // a peer has authenticated too: a stranger cannot make this side hold more per connection.
+  // max_message_bytes is checked on the joined message (zmq_channel::limit_joined_messages).
+  s.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(max_frame_bytes + 4096));
 }
 
 }  // namespace fiber::detail

@@ -2,10 +2,119 @@
 
 #include <asio/error.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "core/log.hpp"
+
 namespace fiber::detail {
 
 zmq_channel::zmq_channel(asio::io_context& io, zmq::socket_t socket)
-    : io_(io), socket_(std::move(socket)), fd_(io, socket_.get(zmq::sockopt::fd)) {}
+    : io_(io), socket_(std::move(socket)), fd_(io, socket_.get(zmq::sockopt::fd)) {
+  router_ = socket_.get(zmq::sockopt::type) == ZMQ_ROUTER;
+}
+
+namespace {
+// The layout frame: magic, a reserved word, the number of parts, then each part's size. It is
+// at least 32 bytes, so it cannot be taken for a message's first frame, a 24-byte header.
+constexpr char layout_magic[8] = {'\xf1', 'B', 'S', 'P', 'L', 'I', 'T', '\x01'};
+constexpr std::size_t layout_fixed = 24;
+
+std::uint64_t word_at(const zmq::message_t& m, std::size_t at) {
+  std::uint64_t w;
+  std::memcpy(&w, static_cast<const char*>(m.data()) + at, sizeof w);
+  return w;
+}
+}  // namespace
+
+bool zmq_channel::needs_split(const multipart& parts) const {
+  for (std::size_t i = router_ ? 1 : 0; i < parts.size(); ++i)
+    if (parts[i].size() > max_frame_bytes) return true;
+  return false;
+}
+
+zmq::message_t zmq_channel::layout_of(const multipart& parts) const {
+  std::size_t first = router_ ? 1 : 0;
+  std::uint64_t count = parts.size() - first;
+  zmq::message_t layout(layout_fixed + count * 8);
+  auto* l = static_cast<char*>(layout.data());
+  std::memcpy(l, layout_magic, 8);
+  std::memset(l + 8, 0, 8);
+  std::memcpy(l + 16, &count, 8);
+  for (std::size_t i = first; i < parts.size(); ++i) {
+    std::uint64_t size = parts[i].size();
+    std::memcpy(l + layout_fixed + (i - first) * 8, &size, 8);
+  }
+  return layout;
+}
+
+void zmq_channel::append_pieces(multipart& parts, multipart& out) const {
+  for (std::size_t i = router_ ? 1 : 0; i < parts.size(); ++i) {
+    if (parts[i].size() <= max_frame_bytes) {
+      out.push_back(std::move(parts[i]));
+      continue;
+    }
+    // The pieces point into the part, which the last of them to be sent releases.
+    auto whole = std::make_shared<zmq::message_t>(std::move(parts[i]));
+    auto* data = static_cast<char*>(whole->data());
+    for (std::size_t at = 0; at < whole->size(); at += max_frame_bytes) {
+      auto* keep = new std::shared_ptr<zmq::message_t>(whole);
+      out.emplace_back(data + at, std::min(max_frame_bytes, whole->size() - at),
+                       [](void*, void* hint) { delete static_cast<std::shared_ptr<zmq::message_t>*>(hint); }, keep);
+    }
+  }
+}
+
+multipart zmq_channel::split(multipart&& parts) const {
+  if (!needs_split(parts)) return std::move(parts);
+  multipart out;
+  if (router_ && !parts.empty()) out.push_back(std::move(parts[0]));
+  out.push_back(layout_of(parts));
+  append_pieces(parts, out);
+  return out;
+}
+
+std::string zmq_channel::join(multipart& parts) const {
+  static const std::string malformed = "whose pieces do not match its layout";
+  std::size_t first = router_ ? 1 : 0;
+  if (parts.size() <= first) return {};
+  auto& layout = parts[first];
+  if (layout.size() < layout_fixed + 8 || std::memcmp(layout.data(), layout_magic, 8) != 0) return {};
+  auto count = word_at(layout, 16);
+  if (count > layout.size() / 8 || layout.size() != layout_fixed + count * 8) return malformed;
+  std::uint64_t total = 0;
+  for (std::uint64_t k = 0; k < count; ++k) {
+    auto size = word_at(layout, layout_fixed + k * 8);
+    if (size > (std::uint64_t{1} << 50)) return malformed;
+    total += size;
+  }
+  if (max_joined_ && total > max_joined_)
+    return "of " + std::to_string(total) + " bytes, more than max_message_bytes allows (" + std::to_string(max_joined_) +
+           "); the sender's limit is higher than this side's";
+  multipart out;
+  if (router_) out.push_back(std::move(parts[0]));
+  std::size_t next = first + 1;
+  for (std::uint64_t k = 0; k < count; ++k) {
+    auto size = static_cast<std::size_t>(word_at(layout, layout_fixed + k * 8));
+    if (size <= max_frame_bytes) {
+      if (next >= parts.size() || parts[next].size() != size) return malformed;
+      out.push_back(std::move(parts[next++]));
+      continue;
+    }
+    zmq::message_t joined(size);
+    auto* data = static_cast<char*>(joined.data());
+    for (std::size_t at = 0; at < size; at += max_frame_bytes) {
+      auto piece = std::min(max_frame_bytes, size - at);
+      if (next >= parts.size() || parts[next].size() != piece) return malformed;
+      std::memcpy(data + at, parts[next++].data(), piece);
+    }
+    out.push_back(std::move(joined));
+  }
+  if (next != parts.size()) return malformed;
+  parts = std::move(out);
+  return {};
+}
 
 zmq_channel::~zmq_channel() { close(); }
 
@@ -26,39 +135,57 @@ void zmq_channel::close() {
 
 std::error_code zmq_channel::send(multipart&& parts) {
   if (closed_) return asio::error::bad_descriptor;
+  if (parts.empty()) return {};
   if (!outbox_.empty()) {
-    outbox_.push_back(std::move(parts));
+    outbox_.push_back(split(std::move(parts)));
     arm();
     return {};
   }
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    auto flags = zmq::send_flags::dontwait | (i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    try {
-      if (!socket_.send(parts[i], flags)) {
-        if (i != 0) {  // ZeroMQ takes the rest of a started multipart message without blocking
-          return std::make_error_code(std::errc::resource_unavailable_try_again);
-        }
-        outbox_.push_back(std::move(parts));
-        arm();
-        return {};
-      }
-    } catch (const zmq::error_t& e) {
-      return std::error_code(e.num(), std::generic_category());
+  // The first frame decides. Refused, it leaves `parts` as they came (a caller may keep them for
+  // a resend elsewhere); taken, ZeroMQ takes the rest of the message without blocking.
+  bool large = needs_split(parts);
+  zmq::message_t layout = large ? layout_of(parts) : zmq::message_t();
+  bool layout_first = large && !router_;
+  zmq::message_t& head = layout_first ? layout : parts[0];
+  bool more = layout_first || parts.size() > 1;
+  try {
+    if (!socket_.send(head, zmq::send_flags::dontwait | (more ? zmq::send_flags::sndmore : zmq::send_flags::none))) {
+      outbox_.push_back(split(std::move(parts)));
+      arm();
+      return {};
     }
+    multipart rest;
+    if (large) {
+      if (router_) rest.push_back(std::move(layout));
+      append_pieces(parts, rest);
+    } else {
+      for (std::size_t i = 1; i < parts.size(); ++i) rest.push_back(std::move(parts[i]));
+    }
+    for (std::size_t i = 0; i < rest.size(); ++i)
+      if (!socket_.send(rest[i], i + 1 < rest.size() ? zmq::send_flags::sndmore : zmq::send_flags::none))
+        return std::make_error_code(std::errc::resource_unavailable_try_again);  // not expected mid-message
+  } catch (const zmq::error_t& e) {
+    return std::error_code(e.num(), std::generic_category());
   }
   if (pending_) on_ready();  // the send may have eaten the edge of an arrived message
   return {};
 }
 
 bool zmq_channel::try_receive(multipart& out) {
-  out.clear();
   for (;;) {
-    zmq::message_t m;
-    auto r = socket_.recv(m, zmq::recv_flags::dontwait);
-    if (!r) return false;  // only possible on the first part
-    bool more = m.more();
-    out.push_back(std::move(m));
-    if (!more) return true;
+    out.clear();
+    for (;;) {
+      zmq::message_t m;
+      auto r = socket_.recv(m, zmq::recv_flags::dontwait);
+      if (!r) return false;  // only possible on the first part
+      bool more = m.more();
+      out.push_back(std::move(m));
+      if (!more) break;
+    }
+    auto refused = join(out);
+    if (refused.empty()) return true;
+    // Nothing a fiber peer of this job sends: dropped, and the next message is read.
+    logf(log_level::error, "dropped a message in pieces from a peer: ", refused);
   }
 }
 

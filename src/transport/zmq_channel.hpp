@@ -3,6 +3,11 @@
 // Operations are tried with ZMQ_DONTWAIT first; only on EAGAIN do we wait for ZMQ_FD, which is
 // edge-triggered and also signals for sends: after every send we re-check for input, because
 // the send may have consumed the edge a parked receive was waiting for.
+//
+// No frame is larger than max_frame_bytes: a larger part travels as several frames behind a
+// layout frame, and the receiving channel joins them. So a socket that listens for strangers
+// can refuse any frame above that size (ZMQ_MAXMSGSIZE, which also bounds the handshake's
+// commands, before a peer has proven anything) and still take messages of any allowed size.
 #pragma once
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
@@ -14,6 +19,7 @@
 #include <asio/post.hpp>
 #include <deque>
 #include <memory>
+#include <string>
 #include <system_error>
 #include <vector>
 #include <zmq.hpp>
@@ -23,6 +29,10 @@
 namespace fiber::detail {
 
 using multipart = std::vector<zmq::message_t>;
+
+/// The largest frame a zmq_channel sends (below glibc's mmap threshold, so a receiver's
+/// buffers come from the heap rather than fresh mappings).
+inline constexpr std::size_t max_frame_bytes = std::size_t{64} << 10;
 
 class zmq_channel : public std::enable_shared_from_this<zmq_channel> {
  public:
@@ -37,7 +47,8 @@ class zmq_channel : public std::enable_shared_from_this<zmq_channel> {
   zmq::socket_t& socket() noexcept { return socket_; }
 
   /// Sends all parts now, or queues them until the socket can take them. Returns an error only
-  /// for failures that will not go away (for a ROUTER: the peer is gone).
+  /// for failures that will not go away (for a ROUTER: the peer is gone), and then leaves
+  /// `parts` as they came.
   std::error_code send(multipart&& parts);
 
   /// Receives the next multipart message. Completion: void(std::error_code, multipart).
@@ -52,6 +63,10 @@ class zmq_channel : public std::enable_shared_from_this<zmq_channel> {
 
   /// Closes the socket; a parked receive completes with asio::error::operation_aborted.
   void close();
+
+  /// A split message announcing more than this many bytes in all is dropped (logged) rather
+  /// than joined; 0: no limit.
+  void limit_joined_messages(std::size_t max_bytes) noexcept { max_joined_ = max_bytes; }
 
  private:
   template <class Handler>
@@ -88,6 +103,17 @@ class zmq_channel : public std::enable_shared_from_this<zmq_channel> {
   asio::posix::stream_descriptor fd_;
   receive_handler pending_;
   std::deque<multipart> outbox_;
+  bool needs_split(const multipart& parts) const;
+  zmq::message_t layout_of(const multipart& parts) const;
+  /// Moves every payload part of `parts` to `out`, those over max_frame_bytes as pieces.
+  void append_pieces(multipart& parts, multipart& out) const;
+  /// The frames that carry `parts`: as they are, or a layout frame and pieces.
+  multipart split(multipart&& parts) const;
+  /// Joins a split message in place; why it cannot be joined, or empty.
+  std::string join(multipart& parts) const;
+
+  bool router_ = false;  // the first frame of every message is a peer's routing id
+  std::size_t max_joined_ = 0;
   bool waiting_ = false;
   bool closed_ = false;
   bool from_callback_ = false;  // inside our readiness callback (not inside a send)
