@@ -282,6 +282,27 @@ for name, mp in (("simple_queue_bulk_1MB", mp_qb), ("pipe_bulk_1MB", mp_pb)):
 PY
 }
 
+# Prints fiber ÷ Open MPI for each collective and size of both rounds ($tmp/{fiber,mpi}-R.txt),
+# with the allreduce's bus bandwidth (size × 2(N−1)/N ÷ time) for N = $1 members.
+ring_ratios() {
+  python3 - "$tmp" "$1" <<'PYR'
+import re, sys
+tmp, n = sys.argv[1], int(sys.argv[2])
+def read(path):
+    return {(m[0], int(m[1])): float(m[2]) for m in re.findall(r"(\w+) bytes=(\d+) us=([\d.]+)", open(path).read())}
+for rnd in (1, 2):
+    mpi, fib = read(f"{tmp}/mpi-{rnd}.txt"), read(f"{tmp}/fiber-{rnd}.txt")
+    for key in sorted(fib, key=lambda k: (k[0], k[1])):
+        if key not in mpi: continue
+        kind, size = key
+        line = f"round {rnd}: {kind:9s} {size:>9d} B  fiber {fib[key]:9.1f} us  Open MPI {mpi[key]:9.1f} us  fiber/MPI {fib[key]/mpi[key]:6.3g}x time"
+        if kind == "allreduce" and size:
+            bus = lambda t: size * 2 * (n - 1) / n / t / 1e3  # GB/s
+            line += f"  busbw fiber {bus(fib[key]):.2f} GB/s, MPI {bus(mpi[key]):.2f}"
+        print(line)
+PYR
+}
+
 # Ring collectives (issue 17): 4 members on this host, fiber's ring beside Open MPI's
 # (Debian's openmpi-bin, libopenmpi-dev; shared memory between the ranks), alternating twice.
 part_ring() {
@@ -293,22 +314,7 @@ part_ring() {
     echo "== ring: fiber, round $round"
     "$build/bench/ring_bench" 4 | tee "$tmp/fiber-$round.txt"
   done
-  python3 - "$tmp" <<'PYR'
-import re, sys
-tmp = sys.argv[1]
-def read(path):
-    return {(m[0], int(m[1])): float(m[2]) for m in re.findall(r"(\w+) bytes=(\d+) us=([\d.]+)", open(path).read())}
-for rnd in (1, 2):
-    mpi, fib = read(f"{tmp}/mpi-{rnd}.txt"), read(f"{tmp}/fiber-{rnd}.txt")
-    for key in sorted(fib, key=lambda k: (k[0], k[1])):
-        if key not in mpi: continue
-        kind, size = key
-        line = f"round {rnd}: {kind:9s} {size:>9d} B  fiber {fib[key]:9.1f} us  Open MPI {mpi[key]:9.1f} us  fiber/MPI {fib[key]/mpi[key]:6.2f}x time"
-        if kind == "allreduce" and size:
-            bus = lambda t: size * 2 * 3 / 4 / t / 1e3  # GB/s, N = 4
-            line += f"  busbw fiber {bus(fib[key]):.2f} GB/s, MPI {bus(mpi[key]):.2f}"
-        print(line)
-PYR
+  ring_ratios 4
 }
 
 # Ring collectives across the two Slurm nodes (TCP between them): 2 members, one per node, beside
@@ -326,18 +332,7 @@ part_ring_slurm() {
     echo "== ring across nodes: fiber, round $round"
     FIBER_BACKEND=slurm FIBER_SLURM_SBATCH_ARGS=--exclusive "$build/bench/ring_bench" 2 | tee "$tmp/fiber-$round.txt"
   done
-  python3 - "$tmp" <<'PYR'
-import re, sys
-tmp = sys.argv[1]
-def read(path):
-    return {(m[0], int(m[1])): float(m[2]) for m in re.findall(r"(\w+) bytes=(\d+) us=([\d.]+)", open(path).read())}
-for rnd in (1, 2):
-    mpi, fib = read(f"{tmp}/mpi-{rnd}.txt"), read(f"{tmp}/fiber-{rnd}.txt")
-    for key in sorted(fib, key=lambda k: (k[0], k[1])):
-        if key in mpi:
-            print(f"round {rnd}: {key[0]:9s} {key[1]:>9d} B  fiber {fib[key]:9.1f} us  Open MPI {mpi[key]:9.1f} us  "
-                  f"fiber/MPI {fib[key]/mpi[key]:6.3f}x time")
-PYR
+  ring_ratios 2
 }
 
 # Runs part $1 in a subshell that stops at its first failing command, and remembers the parts
