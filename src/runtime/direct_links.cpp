@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/log.hpp"
+#include "core/same_secret.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::detail {
@@ -16,13 +17,6 @@ namespace {
 constexpr std::string_view link_greeting = "fiber direct link 1";
 // Enough for the greeting of any routing id and password.
 constexpr std::size_t greeting_limit = 1024;
-
-bool same_secret(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;  // no early exit: the time taken says nothing about where they differ
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 asio::local::stream_protocol::endpoint abstract(std::string_view name) {
   return asio::local::stream_protocol::endpoint(std::string(1, '\0') + std::string(name));

@@ -21,6 +21,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "core/same_secret.hpp"
 #include "core/worker_env.hpp"
 #include "fiber/error.hpp"
 #include "fiber/ring.hpp"
@@ -247,7 +248,7 @@ member_mesh::peer_link& member_mesh::accept_from(int peer) {
       std::vector<int> fds;
       // Only a member of this ring knows the secret; anything else is dropped.
       bool member = read_exact(fd, &rank, sizeof rank, &fds) && read_exact(fd, secret.data(), secret.size(), &fds) &&
-                    secret == me_.secret() && rank >= 0 && rank < me_.rank() && !links_.count(rank);
+                    same_secret(secret, me_.secret()) && rank >= 0 && rank < me_.rank() && !links_.count(rank);
       std::unique_ptr<shared_channel> shared;
       if (member && fds.size() == 3) {
         shared = shared_channel::join(fds[0], fds[1], fds[2]);

@@ -2,6 +2,7 @@
 
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,6 +54,10 @@ std::unique_ptr<shared_channel> shared_channel::make() {
 
 std::unique_ptr<shared_channel> shared_channel::join(int segment, int dialer_bell, int acceptor_bell) {
   std::unique_ptr<shared_channel> c(new shared_channel(segment, acceptor_bell, dialer_bell, false));
+  // Touching a mapping past a shorter file's end is SIGBUS: check what was passed first.
+  struct stat st {};
+  if (::fstat(segment, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::size_t>(st.st_size) < segment_bytes)
+    return nullptr;
   void* base = ::mmap(nullptr, segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, segment, 0);
   if (base == MAP_FAILED) return nullptr;  // the destructor closes the descriptors
   c->base_ = static_cast<char*>(base);
@@ -83,7 +88,10 @@ std::size_t shared_channel::write_some(const char* data, std::size_t n) noexcept
   auto& r = out();
   auto head = r.head.load(std::memory_order_relaxed);
   auto tail = r.tail.load(std::memory_order_acquire);
-  n = std::min<std::size_t>(n, capacity - (head - tail));
+  // The peer writes tail: a value past head (a broken peer) must not make room that is not there.
+  auto used = head - tail;
+  if (used > capacity) return 0;
+  n = std::min<std::size_t>(n, capacity - used);
   if (n == 0) return 0;
   auto at = static_cast<std::size_t>(head % capacity);
   auto first = std::min(n, capacity - at);
