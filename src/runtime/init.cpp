@@ -69,7 +69,6 @@ int run_worker() {
   auto rt = std::make_shared<runtime>(fiber::config{}, env_or_empty(env_job), keys, env_or_empty(env_endpoint),
                                       env_or_empty(env_token));
   worker_runtime() = rt;
-  if (env_or_empty(env_parent_pid).empty()) rt->worker().watch_master();  // not a local child
 
   boost::json::object hello{{"protocol", protocol_version},
                             {"build_id", build_id()},

@@ -1,6 +1,9 @@
 #include "runtime/worker_side.hpp"
 
+#include <cstdlib>
+
 #include "core/log.hpp"
+#include "core/worker_env.hpp"
 #include "fiber/error.hpp"
 #include "runtime/direct_links.hpp"
 #include "runtime/init.hpp"
@@ -33,8 +36,15 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
   s.set(zmq::sockopt::routing_id, token);
   secure_as_client(s, keys);
   s.set(zmq::sockopt::linger, 10000);  // what the worker sent reaches the master before it exits
-  s.connect(master_endpoint);
   upstream_ = std::make_shared<zmq_channel>(loop_.io(), std::move(s));
+  // A child that cannot see its master's process (no parent pid: a container, a pod, a Slurm
+  // job) exits when the connection stays down. The watch is attached before connecting: a
+  // handshake done before it would never be seen, and the worker would leave a live master.
+  if (!std::getenv(env_parent_pid))
+    master_watch_ = std::make_unique<master_watch>(zctx_, upstream_->socket(),
+                                                   std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
+                                                   [] { exit_worker(exit_master_lost); });
+  upstream_->socket().connect(master_endpoint);
 }
 
 worker_side::~worker_side() = default;
@@ -42,13 +52,6 @@ worker_side::~worker_side() = default;
 void worker_side::send_upstream(multipart&& parts) {
   auto ec = link_ ? link_->send(std::move(parts)) : upstream_->send(std::move(parts));
   if (ec) logf(log_level::error, "cannot send to the master: ", ec.message());
-}
-
-void worker_side::watch_master() {
-  if (link_) return;  // the link's closing tells
-  master_watch_ = std::make_unique<master_watch>(zctx_, upstream_->socket(),
-                                                 std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
-                                                 [] { exit_worker(exit_master_lost); });
 }
 
 void worker_side::on_first_message(unique_function<void(std::error_code, multipart)> h) {

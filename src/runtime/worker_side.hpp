@@ -24,16 +24,14 @@ class master_watch;
 class worker_side final : public channel_route, public std::enable_shared_from_this<worker_side> {
  public:
   /// Connects to `master_endpoint` as `token` (its routing id). Everything referred to outlives
-  /// this (the runtime owns them all).
+  /// this (the runtime owns them all). A worker that is not a local child (no parent pid in its
+  /// environment, e.g. in a container) exits when its ZeroMQ connection to the master stays down.
   worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::config& cfg, const job_keys& keys,
               const std::string& master_endpoint, const std::string& token, pending_gets& gets,
               service_registry& services);
   ~worker_side() override;
 
   void send_upstream(multipart&& parts);
-  /// Exit when the connection to the master stays down (a child that cannot see its master's
-  /// process, e.g. in a container).
-  void watch_master();
   /// Starts receiving; `h` gets the master's first answer (welcome or refuse), header first.
   void on_first_message(unique_function<void(std::error_code, multipart)> h);
   /// Blocks (running the loop) until the master sends a command for this worker's service loop
