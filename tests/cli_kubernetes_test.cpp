@@ -1,7 +1,7 @@
 // The `fiber` command on Kubernetes, against the Kubernetes API DOUBLE (tests/kubernetes/
 // api_double.py, with its batch/v1 Job controller; its pods are containers on the test dockerd,
 // and it pulls images from the test registry as a node would): the master as a Job built and
-// pushed, attach and the master's exit code, ps, logs, stop, gc, a dry run, and each bad input by
+// pushed, attach and the master's exit code, ps, logs, stop, gc, cp through a helper pod, a dry run, and each bad input by
 // its message. Label kubernetes; without the double, dockerd or the registry these tests skip
 // (under CI they fail).
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 
 #include <boost/json.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "cli_support.hpp"
@@ -17,6 +18,7 @@
 #include "support.hpp"
 
 using fiber_test::command_outcome;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -178,6 +180,66 @@ TEST_F(fiber_command_on_kubernetes, gc_removes_an_ended_run_and_the_workers_its_
   started_.clear();
 }
 
+// fiber cp through a helper pod: the user's image runs its fiber program as the claim copy
+// service, reached through the API server's pod proxy; the pod goes after each copy.
+TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_leaves_no_helper_pod) {
+  auto claim = unique("claim");
+  ASSERT_EQ(fiber_test::kube_call("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
+                                  R"({"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":")" + claim +
+                                      R"("},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}})")
+                .status,
+            201);
+  // A run first: its image and program are what the helper runs by default.
+  auto name = unique("cp-image");
+  started_.push_back(name);
+  auto run = fiber("run --build --registry " + registry_ + "/fibertest-kube --attach --name " + name + " -- " +
+                   FIBER_TEST_EXIT_WITH + " 0");
+  ASSERT_EQ(run.code, 0) << run.out;
+  auto at = run.out.find("(image ");
+  ASSERT_NE(at, std::string::npos) << run.out;
+  auto image = run.out.substr(at + 7, run.out.find(')', at) - at - 7);
+
+  auto dir = fs::path(testing::TempDir()) / claim;
+  fs::create_directories(dir / "results" / "deep");
+  std::ofstream(dir / "results" / "a.txt") << "alpha\n";
+  std::ofstream(dir / "results" / "deep" / "b.bin") << std::string(100000, 'b');
+  fs::permissions(dir / "results" / "deep", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  auto in = fiber("cp " + (dir / "results").string() + " " + claim + ":/runs/");
+  ASSERT_EQ(in.code, 0) << in.out;
+  EXPECT_NE(in.out.find("copied 4 entries"), std::string::npos) << in.out;
+  auto out = fiber("cp --image " + image + " --program " + fs::canonical(FIBER_TEST_EXIT_WITH).string() + " " + claim +
+                   ":/runs/results " + (dir / "back").string());
+  ASSERT_EQ(out.code, 0) << out.out;
+  auto read = [](const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(read(dir / "back" / "a.txt"), "alpha\n");
+  EXPECT_EQ(read(dir / "back" / "deep" / "b.bin"), std::string(100000, 'b'));
+  EXPECT_EQ(fs::status(dir / "back" / "deep").permissions() & fs::perms::all,
+            fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  auto no_helpers = [] { return fiber_test::await_pods("fiber.helper=cp", [](const auto& all) { return all.empty(); }); };
+  EXPECT_TRUE(no_helpers()) << "the helper pods are removed";
+
+  auto missing = fiber("cp " + claim + ":/no/such " + dir.string());
+  EXPECT_EQ(missing.code, 125);
+  EXPECT_NE(missing.out.find("claim " + claim + " has no 'no/such'"), std::string::npos) << missing.out;
+  // Without the right to use the pod proxy: said, with what to grant.
+  ASSERT_FALSE(fiber_test::kube_call("POST", "/double/deny?verb=update&resource=pods/proxy", {}, true).ec);
+  auto denied = fiber("cp " + (dir / "results" / "a.txt").string() + " " + claim + ":/x");
+  fiber_test::kube_call("DELETE", "/double/deny?verb=update&resource=pods/proxy", {}, true);
+  EXPECT_EQ(denied.code, 125);
+  EXPECT_NE(denied.out.find("forbids reaching pod"), std::string::npos) << denied.out;
+  EXPECT_NE(denied.out.find("pods/proxy"), std::string::npos) << denied.out;
+  // A program the image does not hold: Kubernetes' words, and which flags chose it.
+  auto wrong = fiber("cp --image " + image + " --program /no/such/program " + claim + ":/runs " + dir.string());
+  EXPECT_EQ(wrong.code, 125);
+  EXPECT_NE(wrong.out.find("cannot start"), std::string::npos) << wrong.out;
+  EXPECT_NE(wrong.out.find("--program"), std::string::npos) << wrong.out;
+  EXPECT_TRUE(no_helpers()) << "removed after each failure too";
+  fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/persistentvolumeclaims/" + claim);
+}
+
 TEST_F(fiber_command_on_kubernetes, dry_run_prints_the_job_and_creates_nothing) {
   auto name = unique("dry");
   auto r = fiber("run --build --registry " + registry_ + "/x --dry-run --cpu 2 --memory 512M --gpu 1 -v data:/data:ro "
@@ -226,7 +288,8 @@ TEST_F(fiber_command_on_kubernetes, bad_input_is_an_error_that_names_the_problem
   EXPECT_NE(gpu.out.find("the run was removed"), std::string::npos) << gpu.out;
   expect_error(fiber("logs no-such-run-here"), "no run named 'no-such-run-here'");
   expect_error(fiber("stop no-such-run-here"), "`fiber ps --backend kubernetes` lists yours");
-  expect_error(fiber("cp /etc/hostname data:/x"), "fiber cp on Kubernetes is not available in this version");
+  expect_error(fiber("cp /etc/hostname no-such-claim:/x"), "no PersistentVolumeClaim named 'no-such-claim' in namespace default");
+  expect_error(fiber("cp --image some/image:1 /etc/hostname data:/x"), "--image some/image:1 needs --program");
   // An API server that does not answer.
   auto conf = testing::TempDir() + "/unreachable-kubeconfig";
   std::ofstream(conf) << R"({"apiVersion":"v1","kind":"Config","current-context":"c",)"

@@ -285,8 +285,11 @@ int docker_runner::gc() {
   return 0;
 }
 
-int docker_runner::cp(const std::string& src, const std::string& dst) {
-  auto plan = plan_copy(src, dst);
+int docker_runner::cp(const copy_options& o) {
+  if (!o.image.empty() || !o.program.empty())
+    throw error(errc::config_error, "--image and --program choose the helper pod of fiber cp on Kubernetes; on Docker "
+                                    "the engine copies itself: leave them out");
+  auto plan = plan_copy(o.src, o.dst);
   auto& host = s_->engine.host();
   if (!s_->call<bool>([&](docker_engine& e, auto done) { e.has_volume(plan.claim, std::move(done)); }))
     throw error(errc::config_error, "no volume named '" + plan.claim + "' on the Docker engine at " + host +
@@ -315,7 +318,7 @@ int docker_runner::cp(const std::string& src, const std::string& dst) {
     tar_writer t;
     t.tree(plan.local, plan.in_claim);
     s_->call<bool>([&](docker_engine& e, auto done) { e.put_archive(id, "/claim", t.finish(), std::move(done)); });
-    std::fprintf(stderr, "fiber: copied %s to %s:/%s\n", src.c_str(), plan.claim.c_str(), plan.in_claim.c_str());
+    std::fprintf(stderr, "fiber: copied %s to %s:/%s\n", o.src.c_str(), plan.claim.c_str(), plan.in_claim.c_str());
     return 0;
   }
   std::string tar;
@@ -328,7 +331,7 @@ int docker_runner::cp(const std::string& src, const std::string& dst) {
   }
   fs::create_directories(plan.local_parent);
   auto n = extract_tar(tar, plan.local_parent, plan.local_name);
-  std::fprintf(stderr, "fiber: copied %s to %s (%zu %s)\n", src.c_str(), (plan.local_parent / plan.local_name).c_str(), n,
+  std::fprintf(stderr, "fiber: copied %s to %s (%zu %s)\n", o.src.c_str(), (plan.local_parent / plan.local_name).c_str(), n,
                n == 1 ? "entry" : "entries");
   return 0;
 }

@@ -20,7 +20,7 @@ class docker_runner final : public runner {
   int logs(const logs_options& o) override;
   int stop(const std::string& name) override;
   int gc() override;
-  int cp(const std::string& src, const std::string& dst) override;
+  int cp(const copy_options& o) override;
 
  private:
   struct session;

@@ -18,6 +18,9 @@
 #include "backend/kubernetes/pod_watch.hpp"
 #include "cli/claim_copy.hpp"
 #include "cli/image_plan.hpp"
+#include "cli/kubernetes_claim_copy.hpp"
+#include "cli/pod_state.hpp"
+#include "runtime/claim_copy_service.hpp"
 #include "cli/run_names.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
@@ -33,23 +36,6 @@ constexpr const char* run_label = "fiber.run";    // on a run's Job and its pod:
 constexpr const char* user_label = "fiber.user";  // who started it
 constexpr const char* master_container = "master";
 constexpr const char* default_service_account = "fiber";  // containers/kubernetes/rbac.yaml's
-
-// ---- reading JSON that may lack anything
-
-const json::object* obj(const json::value* v) { return v && v->is_object() ? &v->as_object() : nullptr; }
-const json::object* obj(const json::object* o, std::string_view key) { return o ? obj(o->if_contains(key)) : nullptr; }
-const json::array* arr(const json::object* o, std::string_view key) {
-  auto* v = o ? o->if_contains(key) : nullptr;
-  return v && v->is_array() ? &v->as_array() : nullptr;
-}
-std::string str(const json::object* o, std::string_view key) {
-  auto* v = o ? o->if_contains(key) : nullptr;
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-std::int64_t num(const json::object* o, std::string_view key) {
-  auto* v = o ? o->if_contains(key) : nullptr;
-  return v && v->is_int64() ? v->as_int64() : 0;
-}
 
 /// A run's name is its Job's, and its pods' names and labels carry it: a DNS-1123 label with
 /// room for the pod's suffix.
@@ -72,43 +58,6 @@ std::int64_t epoch_of(const std::string& t) {
 
 std::string age(const std::string& created) { return age_since(epoch_of(created)); }
 
-/// What a pod is doing, in a few words, and whether it has ended (with its exit code).
-struct pod_state {
-  std::string phase, reason;  // reason: a waiting reason and message, Unschedulable's message, ...
-  bool unschedulable = false, started = false;
-  std::optional<int> exit_code;
-};
-
-pod_state state_of(const json::object& pod) {
-  pod_state st;
-  auto* status = obj(&pod, "status");
-  st.phase = str(status, "phase");
-  if (auto* conditions = arr(status, "conditions"))
-    for (auto& c : *conditions) {
-      auto* co = obj(&c);
-      if (str(co, "type") == "PodScheduled" && str(co, "status") == "False" && str(co, "reason") == "Unschedulable") {
-        st.unschedulable = true;
-        st.reason = "Unschedulable: " + str(co, "message");
-      }
-    }
-  if (auto* statuses = arr(status, "containerStatuses"))
-    for (auto& cs : *statuses) {
-      auto* state = obj(obj(&cs), "state");
-      if (auto* waiting = obj(state, "waiting")) {
-        auto message = str(waiting, "message");
-        st.reason = str(waiting, "reason") + (message.empty() ? "" : ": " + message);
-      } else if (obj(state, "running")) {
-        st.started = true;
-      } else if (auto* terminated = obj(state, "terminated")) {
-        st.started = true;
-        st.exit_code = static_cast<int>(num(terminated, "exitCode"));
-        auto reason = str(terminated, "reason");
-        if (!reason.empty() && reason != "Completed") st.reason = reason;
-      }
-    }
-  return st;
-}
-
 /// -v flags as the volumes config key writes them: comma-separated.
 std::string joined(const std::vector<std::string>& volumes) {
   std::string all;
@@ -116,7 +65,6 @@ std::string joined(const std::vector<std::string>& volumes) {
   return all;
 }
 
-std::string first_word(const std::string& reason) { return reason.substr(0, reason.find(':')); }
 
 }  // namespace
 
@@ -617,14 +565,59 @@ int kubernetes_runner::gc() {
     std::printf("removing ended run %s (%s)\n", name.c_str(), ended.c_str());
     ++removed;
   }
+  // fiber cp's helper pods that a killed command left: ended (idle, they end by themselves) or
+  // older than any copy takes to start and go idle.
+  for (auto& p : s.list(s.pods_path(), std::string(helper_label) + "=cp," + s.mine(), {"list", "pods"})) {
+    auto* meta = obj(obj(&p), "metadata");
+    auto phase = str(obj(obj(&p), "status"), "phase");
+    auto age_s = std::time(nullptr) - epoch_of(str(meta, "creationTimestamp"));
+    if (phase != "Succeeded" && phase != "Failed" &&
+        age_s < detail::claim_copy_idle_seconds + s.cfg.kubernetes_pending_timeout_ms / 1000 + 60)
+      continue;
+    auto r = s.call("DELETE", s.pods_path() + "/" + str(meta, "name"), R"({"gracePeriodSeconds":0})", {"delete", "pods"});
+    if (r.ec && r.status != 404) throw error(errc::backend_unavailable, r.why);
+    std::printf("removing fiber cp's helper pod %s (%s)\n", str(meta, "name").c_str(), phase.c_str());
+  }
   std::printf("%d run(s) removed\n", removed);
   return 0;
 }
 
-int kubernetes_runner::cp(const std::string& src, const std::string& dst) {
-  plan_copy(src, dst);  // the same checks of the arguments
-  throw error(errc::config_error, "fiber cp on Kubernetes is not available in this version (it is on Docker): copy "
-                                  "through a pod that mounts the claim, e.g. kubectl cp");
+int kubernetes_runner::cp(const copy_options& o) {
+  auto plan = plan_copy(o.src, o.dst);
+  if (!o.image.empty() && o.program.empty())
+    throw error(errc::config_error, "--image " + o.image + " needs --program: the path of a fiber program in that image");
+  auto& s = *s_;
+  auto claim = s.call("GET", "/api/v1/namespaces/" + s.ns + "/persistentvolumeclaims/" + plan.claim, {},
+                      {"get", "persistentvolumeclaims"});
+  if (claim.status == 404)
+    throw error(errc::config_error, "no PersistentVolumeClaim named '" + plan.claim + "' in namespace " + s.ns +
+                                        ": `kubectl get pvc -n " + s.ns + "` lists them");
+  if (claim.ec && claim.status != 403) throw error(errc::backend_unavailable, claim.why);
+
+  // The helper runs a fiber program of the user's: the one asked for, else the newest run's.
+  helper_pod_settings hs;
+  hs.user = user_name();
+  hs.pod_patch = s.cfg.kubernetes_pod_patch;
+  hs.max_message_bytes = s.cfg.max_message_bytes;
+  hs.image = o.image;
+  hs.program = o.program;
+  if (hs.image.empty()) {
+    json::object newest;
+    for (auto& j : s.list(s.jobs_path(), std::string(detail::kube::managed_by_label) + "=fiber," + s.mine(), {"list", "jobs"}))
+      if (str(obj(obj(&j), "metadata"), "creationTimestamp") >= str(obj(&newest, "metadata"), "creationTimestamp"))
+        newest = *obj(&j);
+    auto* containers = arr(obj(obj(obj(&newest, "spec"), "template"), "spec"), "containers");
+    auto* master = containers && !containers->empty() ? obj(&containers->at(0)) : nullptr;
+    auto* command = arr(master, "command");
+    if (!master || !command || command->empty() || !command->at(0).is_string())
+      throw error(errc::config_error, "fiber cp on Kubernetes runs a fiber program of yours in a helper pod that mounts "
+                                      "the claim: name one with --image IMAGE --program /its/path, or start a run first "
+                                      "(the newest run's image and program are the default)");
+    hs.image = str(master, "image");
+    if (hs.program.empty()) hs.program = std::string(command->at(0).as_string());
+  }
+  copy_through_helper_pod(s.api, s.ns, plan, hs, std::chrono::milliseconds(s.cfg.kubernetes_pending_timeout_ms));
+  return 0;
 }
 
 }  // namespace fiber::cli

@@ -82,11 +82,16 @@ int main(int argc, char** argv) {
   auto* stop = app.add_subcommand("stop", "stop a run: its master (SIGTERM, then SIGKILL after 10 s) and its workers");
   stop->add_option("name", stop_name, "the run's name")->required();
   app.add_subcommand("gc", "remove ended runs and the workers of masters that are gone");
-  std::string cp_src, cp_dst;
+  copy_options co;
   auto* cp = app.add_subcommand("cp", "copy between a claim and this machine: fiber cp ./data results:/in, "
                                       "fiber cp results:/out ./out (no tools needed in any image)");
-  cp->add_option("src", cp_src, "a local file or folder, or CLAIM:PATH")->required();
-  cp->add_option("dst", cp_dst, "CLAIM:PATH, or a local path (ending in / or an existing folder: into it)")->required();
+  cp->add_option("src", co.src, "a local file or folder, or CLAIM:PATH")->required();
+  cp->add_option("dst", co.dst, "CLAIM:PATH, or a local path (ending in / or an existing folder: into it)")->required();
+  cp->add_option("--image", co.image, "Kubernetes: the image of the helper pod that serves the claim (default: your "
+                                      "newest run's)");
+  cp->add_option("--program", co.program, "Kubernetes: a fiber program in that image (its path); started with "
+                                          "FIBER_CLAIM_COPY_PORT, its fiber::init serves the copy (default: your "
+                                          "newest run's program)");
 
   try {
     app.parse(argc, argv);
@@ -108,7 +113,7 @@ int main(int argc, char** argv) {
     if (*ps) return r->ps();
     if (*logs) return r->logs(lo);
     if (*stop) return r->stop(stop_name);
-    if (*cp) return r->cp(cp_src, cp_dst);
+    if (*cp) return r->cp(co);
     return r->gc();
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -23,6 +23,11 @@ struct run_options {
   std::vector<std::string> command;  // after --
 };
 
+struct copy_options {
+  std::string src, dst;
+  std::string image, program;  // Kubernetes: the helper pod's fiber program (default: your newest run's)
+};
+
 struct logs_options {
   std::string name, process;
   bool follow = false;

@@ -19,7 +19,7 @@ class runner {
   /// Removes ended runs and what masters that are gone left.
   virtual int gc() = 0;
   /// Copies between a claim and this machine: one side is CLAIM:PATH (parse_claim_path).
-  virtual int cp(const std::string& src, const std::string& dst) = 0;
+  virtual int cp(const copy_options& o) = 0;
 };
 
 }  // namespace fiber::cli

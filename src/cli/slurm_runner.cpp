@@ -305,8 +305,8 @@ int slurm_runner::gc() {
   return 0;
 }
 
-int slurm_runner::cp(const std::string& src, const std::string& dst) {
-  throw error(errc::config_error, "fiber cp " + src + " " + dst +
+int slurm_runner::cp(const copy_options& o) {
+  throw error(errc::config_error, "fiber cp " + o.src + " " + o.dst +
                                       ": Slurm's nodes share this file system, which is where a run keeps its files: "
                                       "use cp");
 }

@@ -238,12 +238,12 @@ std::string_view trim(std::string_view s) {
 
 // Environment variables that are not configuration keys: what fiber sets for its own children,
 // the pod facts a Kubernetes pod gets from the downward API, the container a `fiber run` master
-// runs in, the fiber command's default registry, the config file's path, and the test command's
-// switch for engines (scripts/test.sh).
+// runs in, the fiber command's default registry, fiber cp's helper (runtime/claim_copy_service),
+// the config file's path, and the test command's switch for engines (scripts/test.sh).
 bool internal_env(std::string_view name) {
   return name.starts_with("FIBER_WORKER") || name == "FIBER_CONFIG_FILE" || name.starts_with("FIBER_INTERNAL_") ||
          name.starts_with("FIBER_POD_") || name == "FIBER_RUN_NAME" || name == "FIBER_REGISTRY" ||
-         name == "FIBER_REQUIRE_ENGINES";
+         name == "FIBER_REQUIRE_ENGINES" || name.starts_with("FIBER_CLAIM_COPY_");
 }
 
 void apply_file(config& c, const std::string& path, bool must_exist) {

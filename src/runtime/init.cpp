@@ -23,6 +23,7 @@
 #include "core/build_id.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/init.hpp"
+#include "runtime/claim_copy_service.hpp"
 
 namespace fiber {
 namespace detail {
@@ -146,6 +147,7 @@ void init(int argc, char** argv, config_overrides overrides) {
       detail::run_zygote(std::atoi(fd), [] { detail::exit_worker(detail::run_worker()); });
     }
   }
+  if (detail::is_claim_copy_service()) detail::exit_worker(detail::serve_claim_copies());
   if (marked || is_worker()) detail::exit_worker(detail::run_worker());
   detail::init_was_called() = true;
   auto& stored = detail::init_overrides();

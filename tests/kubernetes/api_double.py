@@ -5,7 +5,10 @@ real one does, and its kubelet part runs every pod as a real container on the te
 
 What it serves (core/v1, HTTPS with a CA of its own, bearer tokens):
   pods: create (fieldValidation=Strict checks every field against the real schema's models from
-        Debian's python3-kubernetes), get, list, watch, delete, deletecollection, pods/log
+        Debian's python3-kubernetes), get, list, watch, delete, deletecollection, pods/log, and
+        pods/proxy (NAME, NAME:PORT; any method, forwarded to the pod's IP as the real server's
+        proxy does: the path after /proxy, the query, the body, no Authorization; 503
+        ServiceUnavailable when nothing answers there)
   events: list, watch (Scheduled, Pulled, Started, FailedScheduling, Failed, Killing)
   persistentvolumeclaims: create, get, list, delete (each one a named Docker volume)
   serviceaccounts: get, list (default's "default" and "fiber", as containers/kubernetes/rbac.yaml)
@@ -1282,6 +1285,9 @@ class handler(http.server.BaseHTTPRequestHandler):
             return self.jobs(method, mj.group(1), mj.group(2), q, raw)
         if path == "/apis/batch/v1/jobs" and method == "GET":
             return self.collection(None, "jobs", q)
+        mp = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/proxy(/.*)?", path)
+        if mp:
+            return self.pod_proxy(method, mp.group(1), mp.group(2), mp.group(3) or "/", raw)
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/(pods|events|persistentvolumeclaims|serviceaccounts)(?:/([^/]+))?(?:/(log))?", path)
         if not m:
             m2 = re.fullmatch(r"/api/v1/(pods|events|persistentvolumeclaims|serviceaccounts)", path)
@@ -1514,6 +1520,65 @@ class handler(http.server.BaseHTTPRequestHandler):
                 last_bookmark = time.time()
                 sent_rv = mark
         self.end_stream()
+
+    HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer",
+                  "host", "authorization", "content-length", "expect"}
+
+    def pod_proxy(self, method, ns, ident, rest, raw):
+        """As the real server's pod proxy (ResourceLocation): "name", "name:port" or "scheme:name:port";
+        without a port, the first container port; the request goes to the pod's IP."""
+        c = self.cluster
+        parts = ident.split(":")
+        if len(parts) == 1:
+            scheme, name, port = "http", parts[0], ""
+        elif len(parts) == 2:
+            scheme, name, port = "http", parts[0], parts[1]
+        elif len(parts) == 3 and parts[0] in ("http", "https"):
+            scheme, name, port = parts
+        else:
+            raise api_error(400, "BadRequest", f'invalid pod request "{ident}"')
+        verb = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "DELETE": "delete",
+                "PATCH": "patch"}.get(method, method.lower())
+        if {(verb, "pods/proxy", ns), (verb, "*", ns), (verb, "pods/proxy", None), (verb, "*", None)} & c.denied:
+            raise api_error(403, "Forbidden",
+                            f'pods "{name}" is forbidden: User "system:serviceaccount:{ns}:default" cannot {verb} '
+                            f'resource "pods/proxy" in API group "" in the namespace "{ns}"',
+                            {"name": name, "kind": "pods"})
+        with c.s.lock:
+            p = c.s.get("pods", ns, name)
+            if not p:
+                raise api_error(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+            ip = p["status"].get("podIP", "")
+            if not port:
+                for cont in p["spec"]["containers"]:
+                    if cont.get("ports"):
+                        port = str(cont["ports"][0]["containerPort"])
+                        break
+        if not ip:
+            raise api_error(400, "BadRequest", "address not allowed")
+        if scheme != "http":
+            raise api_error(400, "BadRequest", "this double proxies plain http only")
+        query = urllib.parse.urlsplit(self.path).query
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in self.HOP_BY_HOP}
+        conn = http.client.HTTPConnection(ip, int(port or 80), timeout=600)
+        try:
+            conn.request(method, rest + ("?" + query if query else ""), body=raw or None, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except OSError as e:
+            where = f"{ip}:{port or 80}"
+            raise api_error(503, "ServiceUnavailable", f"error trying to reach service: dial tcp {where}: "
+                                                       f"connect: {getattr(e, 'strerror', None) or e}")
+        finally:
+            conn.close()
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() not in self.HOP_BY_HOP:
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.status_sent = resp.status
 
     def pod_log(self, ns, name, q):
         c = self.cluster

@@ -1,0 +1,253 @@
+#include "cli/kubernetes_claim_copy.hpp"
+
+#include <asio/steady_timer.hpp>
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <random>
+
+#include "backend/kubernetes/pod_manifest.hpp"
+#include "backend/kubernetes/pod_watch.hpp"
+#include "cli/pod_state.hpp"
+#include "core/file_tree.hpp"
+#include "fiber/error.hpp"
+#include "runtime/claim_copy_service.hpp"
+#include "transport/http_client.hpp"
+
+namespace fiber::cli {
+namespace json = boost::json;
+using detail::kube::blocking_api;
+
+namespace {
+
+constexpr const char* claim_mount = "/claim";
+constexpr auto ready_limit = std::chrono::seconds(60);      // started → serving
+constexpr auto transfer_limit = std::chrono::hours(1);      // one request through the proxy
+
+/// Runs `api`'s loop until `done` holds.
+void run_until(blocking_api& api, const bool& done) {
+  api.io().restart();
+  while (!done && api.io().run_one()) {
+  }
+}
+
+/// The pod has started its container; fiber::error with Kubernetes' words when it cannot.
+void await_start(blocking_api& api, const std::string& ns, const std::string& pod, std::chrono::milliseconds limit) {
+  std::string failure;
+  bool done = false;
+  auto finish = [&](std::string why) {
+    if (done) return;
+    failure = std::move(why);
+    done = true;
+  };
+  auto watch = std::make_shared<detail::kube::pod_watch>(api.io(), api.api(), ns, std::string(helper_label) + "=cp");
+  watch->follow(pod, [&](const json::object* p, const std::string& problem) {
+    if (!problem.empty()) return finish("watching it failed: " + problem);
+    if (!p) return finish("it was deleted before it started");
+    auto st = state_of(*p);
+    if (st.started) return finish({});
+    if (detail::kube::hopeless_waiting_reason(first_word(st.reason))) return finish("it cannot start: " + st.reason);
+    if (st.unschedulable) return finish("Kubernetes cannot schedule it: " + st.reason.substr(15));
+  });
+  asio::steady_timer timer(api.io(), limit);
+  timer.async_wait([&](std::error_code ec) {
+    if (!ec) finish("it did not start in " + std::to_string(limit.count() / 1000) + " s (kubernetes_pending_timeout_ms)");
+  });
+  asio::post(api.io(), [watch] { watch->start(); });
+  run_until(api, done);
+  watch->stop();
+  timer.cancel();
+  api.io().restart();
+  api.io().poll();
+  if (!failure.empty())
+    throw error(errc::spawn_failed, "fiber cp's helper pod " + pod + ": " + failure +
+                                        " (it runs the image and fiber program of --image and --program, by default "
+                                        "your newest run's)");
+}
+
+/// The service's ready line in the pod's log; fiber::error with what the program said otherwise.
+void await_serving(blocking_api& api, const std::string& ns, const std::string& pod, const std::string& program) {
+  bool ready = false, ended = false;
+  std::string said, why;
+  auto id = api.api().stream(
+      "/api/v1/namespaces/" + ns + "/pods/" + pod + "/log?follow=true", ready_limit, {"get", "pods/log"},
+      [&](std::string_view line) {
+        if (line.starts_with(detail::claim_copy_ready_line)) ready = true;
+        else if (said.size() < 2000) said.append(line).append("\n");
+      },
+      [&](std::error_code ec, long, std::string w) {
+        ended = true;
+        if (ec) why = w;
+      });
+  api.io().restart();
+  while (!ready && !ended && api.io().run_one()) {
+  }
+  api.api().cancel(id);
+  api.io().restart();
+  api.io().poll();
+  if (ready) return;
+  throw error(errc::spawn_failed,
+              "fiber cp's helper pod " + pod + " runs " + program + ", which did not serve the claim" +
+                  (why.empty() ? "" : " (" + why + ")") + (said.empty() ? "" : "; it printed:\n" + said) +
+                  "\n--program must be a fiber program whose main calls fiber::init first (as every fiber program's "
+                  "must), in the image of --image");
+}
+
+struct proxied {
+  long status = 0;
+  std::string body, content_type;
+};
+
+/// One request to the helper through the API server's pod proxy.
+proxied through_proxy(blocking_api& api, const std::string& ns, const std::string& pod, const std::string& method,
+                      const std::string& in_claim, const std::string& token, std::string body) {
+  detail::http_request req;
+  req.method = method;
+  req.timeout = transfer_limit;
+  api.api().where().prepare(req, "/api/v1/namespaces/" + ns + "/pods/" + pod + ":" +
+                                     std::to_string(detail::claim_copy_port) +
+                                     "/proxy/tree?path=" + detail::percent_encode(in_claim));
+  req.headers.emplace_back(detail::claim_copy_token_header, token);
+  if (method == "PUT") {
+    req.headers.emplace_back("Content-Type", "application/octet-stream");
+    req.body = std::move(body);
+  }
+  detail::http_client http(api.io());
+  std::optional<proxied> out;
+  std::string failure;
+  http.start(std::move(req), [&](std::error_code ec, detail::http_response r) {
+    if (ec) failure = ec.message();
+    out = proxied{r.status, std::move(r.body), r.header("content-type")};
+  });
+  api.io().restart();
+  while (!out && api.io().run_one()) {
+  }
+  if (!out || !failure.empty())
+    throw error(errc::backend_unavailable, "the Kubernetes API server at " + api.api().where().server +
+                                               " did not carry fiber cp's request to its helper pod (" +
+                                               (failure.empty() ? "no answer" : failure) + ")");
+  return std::move(*out);
+}
+
+/// A refusal in the helper's words, or in the API server's (a `Status`) with what to do.
+[[noreturn]] void refused(const proxied& r, const std::string& pod, const std::string& server) {
+  std::string said = r.body;
+  while (!said.empty() && (said.back() == '\n' || said.back() == '\r')) said.pop_back();
+  if (r.content_type.starts_with("application/json")) {
+    boost::system::error_code ec;
+    auto status = json::parse(r.body, ec);
+    said = ec ? said : detail::kube::status_message(status);
+    if (r.status == 403)
+      throw error(errc::backend_unavailable,
+                  "the Kubernetes API server at " + server + " forbids reaching pod " + pod + " through its proxy: " +
+                      said + ". fiber cp needs pods/proxy (get, create, update) besides pods (create, get, watch, "
+                      "delete): grant them to you (containers/kubernetes/rbac.yaml has the rules)");
+    throw error(errc::backend_unavailable, "the Kubernetes API server at " + server + " could not reach fiber cp's helper pod " +
+                                               pod + " (HTTP " + std::to_string(r.status) + "): " + said);
+  }
+  auto code = r.status == 413 ? errc::message_too_large : errc::config_error;
+  throw error(code, "fiber cp: " + said);
+}
+
+std::string random_hex(std::size_t bytes) {
+  std::random_device rd;
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    auto b = rd() & 0xff;
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+json::object helper_pod_manifest(const helper_pod_settings& s) {
+  json::array env{
+      json::object{{"name", detail::env_claim_copy_port}, {"value", std::to_string(detail::claim_copy_port)}},
+      json::object{{"name", detail::env_claim_copy_token}, {"value", s.token}},
+      json::object{{"name", detail::env_claim_copy_root}, {"value", claim_mount}},
+  };
+  if (s.max_message_bytes)
+    env.push_back(json::object{{"name", "FIBER_MAX_MESSAGE_BYTES"}, {"value", std::to_string(s.max_message_bytes)}});
+  json::object container{
+      {"name", "copy"},
+      {"image", s.image},
+      {"command", json::array{json::value(s.program)}},
+      {"env", std::move(env)},
+      {"ports", json::array{json::object{{"name", "copy"}, {"containerPort", detail::claim_copy_port}}}},
+      {"volumeMounts", json::array{json::object{{"name", "claim"}, {"mountPath", claim_mount}, {"readOnly", s.read_only}}}},
+  };
+  json::value pod = json::object{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", s.name},
+        {"labels", {{helper_label, "cp"}, {"fiber.user", detail::kube::label_value(s.user)}}}}},
+      {"spec",
+       {{"restartPolicy", "Never"},
+        {"automountServiceAccountToken", false},
+        {"terminationGracePeriodSeconds", 1},
+        {"containers", json::array{std::move(container)}},
+        {"volumes", json::array{json::object{
+                        {"name", "claim"},
+                        {"persistentVolumeClaim", {{"claimName", s.claim}, {"readOnly", s.read_only}}}}}}}},
+  };
+  if (!s.pod_patch.empty()) {
+    boost::system::error_code ec;
+    auto patch = json::parse(s.pod_patch, ec);
+    if (ec || !patch.is_object())
+      throw error(errc::config_error, "config key 'kubernetes_pod_patch': not a JSON object; write a JSON merge patch "
+                                      "such as {\"spec\":{\"nodeSelector\":{...}}}");
+    detail::kube::merge_patch(pod, patch);
+  }
+  return pod.as_object();
+}
+
+std::size_t copy_through_helper_pod(blocking_api& api, const std::string& ns, const copy_plan& plan,
+                                    helper_pod_settings s, std::chrono::milliseconds pending_timeout) {
+  std::string packed;
+  if (plan.upload) packed = detail::pack_tree(plan.local, s.max_message_bytes);  // before anything is made
+  s.name = "fiber-cp-" + random_hex(4);
+  s.token = random_hex(32);
+  s.claim = plan.claim;
+  s.read_only = !plan.upload;
+  auto pods = "/api/v1/namespaces/" + ns + "/pods";
+  auto created = api.call("POST", pods + "?fieldValidation=Strict", json::serialize(helper_pod_manifest(s)),
+                          {"create", "pods"});
+  if (created.ec) throw error(errc::backend_unavailable, "fiber cp's helper pod: " + created.why);
+  struct removed_at_end {
+    blocking_api& api;
+    std::string path;
+    ~removed_at_end() { api.call("DELETE", path, R"({"gracePeriodSeconds":0})", {"delete", "pods"}); }
+  } helper{api, pods + "/" + s.name};
+
+  await_start(api, ns, s.name, pending_timeout);
+  await_serving(api, ns, s.name, s.program);
+  auto& server = api.api().where().server;
+  if (plan.upload) {
+    auto size = packed.size();
+    auto r = through_proxy(api, ns, s.name, "PUT", plan.in_claim, s.token, std::move(packed));
+    if (r.status != 200) refused(r, s.name, server);
+    auto n = static_cast<std::size_t>(std::strtoull(r.body.c_str(), nullptr, 10));
+    std::fprintf(stderr, "fiber: copied %zu entries (%zu bytes packed) into %s:/%s\n", n, size, plan.claim.c_str(),
+                 plan.in_claim.c_str());
+    return n;
+  }
+  auto r = through_proxy(api, ns, s.name, "GET", plan.in_claim, s.token, {});
+  if (r.status == 404 && !r.content_type.starts_with("application/json"))
+    throw error(errc::config_error, "claim " + plan.claim + " has no '" + plan.in_claim + "': `fiber cp " + plan.claim +
+                                        ":/ DIR` copies all of it");
+  if (r.status != 200) refused(r, s.name, server);
+  std::error_code ec;
+  std::filesystem::create_directories(plan.local_parent, ec);
+  auto n = detail::unpack_tree(r.body, plan.local_parent, plan.local_name);
+  std::fprintf(stderr, "fiber: copied %zu entries (%zu bytes packed) to %s\n", n, r.body.size(),
+               (plan.local_parent / plan.local_name).c_str());
+  return n;
+}
+
+}  // namespace fiber::cli

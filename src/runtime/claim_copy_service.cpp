@@ -1,0 +1,132 @@
+#include "runtime/claim_copy_service.hpp"
+
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "core/file_tree.hpp"
+#include "core/same_secret.hpp"
+#include "fiber/config.hpp"
+#include "fiber/error.hpp"
+#include "transport/http_server.hpp"
+
+namespace fiber::detail {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct refused {
+  int status;
+  std::string why;
+};
+
+/// P of `?path=P` as a path below the claim: no absolute path, no "..".
+fs::path below(const fs::path& root, const std::string& path) {
+  fs::path out = root;
+  std::size_t at = 0;
+  while (at <= path.size()) {
+    auto next = path.find('/', at);
+    auto part = path.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    if (part == "..") throw refused{400, "the path " + path + " leaves the claim"};
+    if (!part.empty() && part != ".") out /= part;
+    if (next == std::string::npos) break;
+    at = next + 1;
+  }
+  return out;
+}
+
+http_reply answer(const http_served_request& req, const fs::path& root, const std::string& token,
+                  std::uint64_t max_bytes) {
+  if (!same_secret(req.header("x-fiber-copy-token"), token))
+    return {403, "this claim copy service answers only the fiber command that started it\n"};
+  if (req.path() != "/tree") return {404, "no such endpoint: " + req.path() + " (GET or PUT /tree?path=P)\n"};
+  auto asked = req.query("path");
+  auto target = below(root, asked);
+  std::error_code ec;
+  if (req.method == "GET") {
+    if (!fs::exists(fs::symlink_status(target, ec)))
+      return {404, "no such file or folder in the claim: " + (asked.empty() ? "/" : asked) + "\n"};
+    return {200, pack_tree(target, max_bytes), "application/octet-stream"};
+  }
+  if (req.method == "PUT") {
+    if (target == root) return {400, "a copy into a claim needs a name to land under\n"};
+    // Its folders, made as needed, but never through a link.
+    auto at = root;
+    for (auto& part : target.parent_path().lexically_relative(root)) {
+      if (part == ".") continue;
+      at /= part;
+      auto st = fs::symlink_status(at, ec);
+      auto shown = at.lexically_relative(root).string();
+      if (fs::is_symlink(st)) return {409, "cannot write through the link " + shown + " in the claim\n"};
+      if (fs::exists(st) && !fs::is_directory(st)) return {409, shown + " in the claim is a file, not a folder\n"};
+      if (!fs::exists(st) && !fs::create_directory(at, ec) && ec)
+        return {409, "cannot make the folder " + shown + " in the claim: " + ec.message() + "\n"};
+    }
+    auto n = unpack_tree(req.body, target.parent_path(), target.filename().string());
+    return {200, std::to_string(n) + " entries written\n"};
+  }
+  return {405, req.method + " is not served (GET or PUT /tree?path=P)\n"};
+}
+
+}  // namespace
+
+bool is_claim_copy_service() noexcept { return std::getenv(env_claim_copy_port) != nullptr; }
+
+int serve_claim_copies() {
+  const char* port_text = std::getenv(env_claim_copy_port);
+  const char* token_text = std::getenv(env_claim_copy_token);
+  const char* root_text = std::getenv(env_claim_copy_root);
+  std::string_view port_view = port_text ? port_text : "";
+  int port = std::atoi(port_text ? port_text : "");  // 0: one the system picks (the service says which)
+  if (!token_text || !*token_text || port_view.empty() || port_view.find_first_not_of("0123456789") != std::string_view::npos ||
+      port_view.size() > 5 || port > 65535) {
+    std::fprintf(stderr, "fiber: %s and %s are for the fiber command's own use (fiber cp)\n", env_claim_copy_port,
+                 env_claim_copy_token);
+    return 2;
+  }
+  std::string token = token_text;
+  fs::path root = root_text && *root_text ? root_text : "/claim";
+  std::uint64_t max_bytes = std::uint64_t{1} << 30;
+  try {
+    max_bytes = config::load().max_message_bytes;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fiber: %s\n", e.what());
+    return 2;
+  }
+
+  asio::io_context io;
+  asio::steady_timer idle(io);
+  auto rearm = [&] {
+    idle.expires_after(std::chrono::seconds(claim_copy_idle_seconds));
+    idle.async_wait([&](std::error_code ec) {
+      if (!ec) io.stop();
+    });
+  };
+  http_server server(io, static_cast<std::uint16_t>(port), max_bytes + 4096, std::chrono::seconds(600),
+                     [&](const http_served_request& req) -> http_reply {
+                       rearm();
+                       try {
+                         return answer(req, root, token, max_bytes);
+                       } catch (const refused& r) {
+                         return {r.status, r.why + "\n"};
+                       } catch (const error& e) {
+                         int status = e.code() == errc::message_too_large ? 413
+                                      : e.code() == errc::malformed_message ? 400
+                                                                            : 409;
+                         return {status, e.reason() + "\n"};
+                       }
+                     });
+  server.start();
+  rearm();
+  std::printf("%s at %s on port %d\n", claim_copy_ready_line, root.c_str(), static_cast<int>(server.port()));
+  std::fflush(stdout);
+  io.run();
+  std::printf("fiber: no copy asked for %d s; the claim copy service ends\n", claim_copy_idle_seconds);
+  return 0;
+}
+
+}  // namespace fiber::detail

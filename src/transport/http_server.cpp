@@ -1,0 +1,264 @@
+#include "transport/http_server.hpp"
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/read.hpp>
+#include <asio/ip/v6_only.hpp>
+#include <asio/read_until.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <memory>
+
+namespace fiber::detail {
+namespace {
+
+using asio::ip::tcp;
+constexpr std::size_t max_head = 64 * 1024;
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+std::string percent_decode(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(s[i] == '+' ? ' ' : s[i]);
+    }
+  }
+  return out;
+}
+
+const char* reason_of(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 500: return "Internal Server Error";
+    default: return "Status";
+  }
+}
+
+struct bad_request {
+  int status;
+  std::string why;
+};
+
+/// Parses the head (request line and headers) of `head`, which ends with "\r\n\r\n".
+http_served_request parse_head(std::string_view head) {
+  http_served_request r;
+  auto eol = head.find("\r\n");
+  auto line = head.substr(0, eol);
+  auto sp1 = line.find(' '), sp2 = line.rfind(' ');
+  if (sp1 == std::string_view::npos || sp2 == sp1 || !line.substr(sp2 + 1).starts_with("HTTP/1."))
+    throw bad_request{400, "not an HTTP/1.x request line"};
+  r.method = std::string(line.substr(0, sp1));
+  r.target = std::string(line.substr(sp1 + 1, sp2 - sp1 - 1));
+  for (auto at = eol + 2; at < head.size();) {
+    auto end = head.find("\r\n", at);
+    if (end == std::string_view::npos || end == at) break;
+    auto h = head.substr(at, end - at);
+    auto colon = h.find(':');
+    if (colon == std::string_view::npos) throw bad_request{400, "a header without ':'"};
+    r.headers.emplace_back(lower(std::string(h.substr(0, colon))), trim(h.substr(colon + 1)));
+    at = end + 2;
+  }
+  return r;
+}
+
+class connection : public std::enable_shared_from_this<connection> {
+ public:
+  connection(tcp::socket s, std::uint64_t max_body, std::chrono::seconds timeout, const http_server::handler& h)
+      : socket_(std::move(s)), deadline_(socket_.get_executor()), max_body_(max_body), timeout_(timeout), handler_(h) {}
+
+  void start() {
+    deadline_.expires_after(timeout_);
+    deadline_.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (!ec) self->socket_.close(ec);  // a client too slow to send its request or take the answer
+    });
+    asio::co_spawn(socket_.get_executor(), serve(shared_from_this()), asio::detached);
+  }
+
+ private:
+  static asio::awaitable<void> serve(std::shared_ptr<connection> self) {
+    http_reply reply;
+    try {
+      reply = co_await self->answer();
+    } catch (const bad_request& b) {
+      reply = {b.status, b.why + "\n"};
+    } catch (const std::system_error&) {  // the client went, or the deadline closed it
+      self->deadline_.cancel();
+      co_return;
+    }
+    std::string head = "HTTP/1.1 " + std::to_string(reply.status) + " " + reason_of(reply.status) +
+                       "\r\nContent-Type: " + reply.content_type + "\r\nContent-Length: " +
+                       std::to_string(reply.body.size()) + "\r\nConnection: close\r\n\r\n";
+    std::array<asio::const_buffer, 2> out{asio::buffer(head), asio::buffer(reply.body)};
+    try {
+      co_await asio::async_write(self->socket_, out, asio::use_awaitable);
+    } catch (const std::system_error&) {
+    }
+    // A lingering close: what the client still sends (a body refused before it was read) is read
+    // and dropped until it closes, so that a reset does not destroy the answer before it is read.
+    std::error_code ec;
+    self->socket_.shutdown(tcp::socket::shutdown_send, ec);
+    try {
+      std::array<char, 16384> sink;
+      for (;;) co_await self->socket_.async_read_some(asio::buffer(sink), asio::use_awaitable);
+    } catch (const std::system_error&) {  // its end, or the deadline
+    }
+    self->socket_.close(ec);
+    self->deadline_.cancel();
+  }
+
+  asio::awaitable<http_reply> answer() {
+    auto n = co_await asio::async_read_until(socket_, asio::dynamic_buffer(in_, max_head), "\r\n\r\n", asio::use_awaitable);
+    auto req = parse_head(std::string_view(in_).substr(0, n));
+    in_.erase(0, n);
+    if (lower(req.header("expect")) == "100-continue") {
+      static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+      co_await asio::async_write(socket_, asio::buffer(go_on), asio::use_awaitable);
+    }
+    if (lower(req.header("transfer-encoding")).find("chunked") != std::string::npos) {
+      co_await read_chunked(req.body);
+    } else if (auto length = req.header("content-length"); !length.empty()) {
+      std::uint64_t size = 0;
+      for (char c : length) {
+        if (!std::isdigit(static_cast<unsigned char>(c)) || size > max_body_) throw bad_request{400, "a bad Content-Length"};
+        size = size * 10 + static_cast<unsigned>(c - '0');
+      }
+      if (size > max_body_) throw bad_request{413, "the body is over " + std::to_string(max_body_) + " bytes"};
+      co_await fill(size);
+      in_.resize(size);  // what follows the body is not read: the answer closes the connection
+      req.body = std::move(in_);
+    }
+    http_reply reply;
+    try {
+      reply = handler_(req);
+    } catch (const std::exception& e) {  // said to the client, not mistaken for a lost connection
+      reply = {500, std::string(e.what()) + "\n"};
+    }
+    co_return reply;
+  }
+
+  /// Until `in_` holds `n` bytes.
+  asio::awaitable<void> fill(std::uint64_t n) {
+    if (in_.size() >= n) co_return;
+    auto have = in_.size();
+    in_.resize(n);
+    co_await asio::async_read(socket_, asio::buffer(in_.data() + have, n - have), asio::use_awaitable);
+  }
+
+  asio::awaitable<void> read_chunked(std::string& body) {
+    for (;;) {
+      auto n = co_await asio::async_read_until(socket_, asio::dynamic_buffer(in_, max_head + max_body_), "\r\n",
+                                               asio::use_awaitable);
+      std::uint64_t size = 0;
+      bool digits = false;
+      for (std::size_t i = 0; i + 2 <= n && hex_digit(in_[i]) >= 0; ++i, digits = true) {
+        size = size * 16 + static_cast<unsigned>(hex_digit(in_[i]));
+        if (size > max_body_) throw bad_request{413, "the body is over " + std::to_string(max_body_) + " bytes"};
+      }
+      if (!digits) throw bad_request{400, "a bad chunk size"};
+      in_.erase(0, n);
+      if (size == 0) co_return;  // trailers are not read: the answer closes the connection
+      if (body.size() + size > max_body_) throw bad_request{413, "the body is over " + std::to_string(max_body_) + " bytes"};
+      co_await fill(size + 2);
+      body.append(in_, 0, size);
+      in_.erase(0, size + 2);
+    }
+  }
+
+  tcp::socket socket_;
+  asio::steady_timer deadline_;
+  std::uint64_t max_body_;
+  std::chrono::seconds timeout_;
+  const http_server::handler& handler_;
+  std::string in_;
+};
+
+}  // namespace
+
+std::string http_served_request::header(std::string_view name) const {
+  for (auto& [k, v] : headers)
+    if (k == name) return v;
+  return {};
+}
+
+std::string http_served_request::path() const { return target.substr(0, target.find('?')); }
+
+std::string http_served_request::query(std::string_view name) const {
+  auto q = target.find('?');
+  if (q == std::string::npos) return {};
+  std::string_view rest(target);
+  rest.remove_prefix(q + 1);
+  while (!rest.empty()) {
+    auto amp = rest.find('&');
+    auto pair = rest.substr(0, amp);
+    auto eq = pair.find('=');
+    if (percent_decode(pair.substr(0, eq)) == name) return eq == std::string_view::npos ? "" : percent_decode(pair.substr(eq + 1));
+    if (amp == std::string_view::npos) break;
+    rest.remove_prefix(amp + 1);
+  }
+  return {};
+}
+
+http_server::http_server(asio::io_context& io, std::uint16_t port, std::uint64_t max_body,
+                         std::chrono::seconds client_timeout, handler h)
+    : io_(io), acceptor_(io), max_body_(max_body), client_timeout_(client_timeout), handler_(std::move(h)) {
+  // Both IPv6 and IPv4 where the host has IPv6 (a dual-stack pod network), else IPv4 alone.
+  std::error_code ec;
+  acceptor_.open(tcp::v6(), ec);
+  if (!ec) acceptor_.set_option(asio::ip::v6_only(false), ec);
+  if (!ec) acceptor_.bind(tcp::endpoint(tcp::v6(), port), ec);
+  if (ec) {
+    acceptor_.close(ec);
+    acceptor_.open(tcp::v4());
+    acceptor_.bind(tcp::endpoint(tcp::v4(), port));
+  }
+  acceptor_.listen();
+}
+
+std::uint16_t http_server::port() const { return acceptor_.local_endpoint().port(); }
+
+void http_server::start() { accept(); }
+
+void http_server::close() {
+  std::error_code ec;
+  acceptor_.close(ec);
+}
+
+void http_server::accept() {
+  acceptor_.async_accept([this](std::error_code ec, tcp::socket s) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) std::make_shared<connection>(std::move(s), max_body_, client_timeout_, handler_)->start();
+    accept();
+  });
+}
+
+}  // namespace fiber::detail

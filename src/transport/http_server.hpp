@@ -1,0 +1,57 @@
+// A small HTTP/1.1 server on an io_context: one request per connection (each answer closes it),
+// bodies by Content-Length or chunked, a bound on a body's size and on a slow client. What the
+// claim copy service answers the Kubernetes API server's pod proxy with; not a general server.
+#pragma once
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace fiber::detail {
+
+struct http_served_request {
+  std::string method, target;                                // target: the path and its query
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
+  std::string body;
+  /// The value of a header, or "".
+  std::string header(std::string_view name) const;
+  /// The path, without the query.
+  std::string path() const;
+  /// A query parameter, percent-decoded ("" when absent).
+  std::string query(std::string_view name) const;
+};
+
+struct http_reply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "text/plain; charset=utf-8";
+};
+
+class http_server {
+ public:
+  using handler = std::function<http_reply(const http_served_request&)>;
+
+  /// Listens on `port` of every address (0: one the system picks); `max_body` bytes at most per
+  /// request (413 beyond), `client_timeout` for a whole request to arrive and its answer to go.
+  http_server(asio::io_context& io, std::uint16_t port, std::uint64_t max_body, std::chrono::seconds client_timeout,
+              handler h);
+  std::uint16_t port() const;
+  /// Takes connections until close(); each is served on the io_context.
+  void start();
+  void close();
+
+ private:
+  void accept();
+  asio::io_context& io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::uint64_t max_body_;
+  std::chrono::seconds client_timeout_;
+  handler handler_;
+};
+
+}  // namespace fiber::detail
