@@ -142,8 +142,8 @@ proxied through_proxy(blocking_api& api, const std::string& ns, const std::strin
     if (r.status == 403)
       throw error(errc::backend_unavailable,
                   "the Kubernetes API server at " + server + " forbids reaching pod " + pod + " through its proxy: " +
-                      said + ". fiber cp needs pods/proxy (get, create, update) besides pods (create, get, watch, "
-                      "delete): grant them to you (containers/kubernetes/rbac.yaml has the rules)");
+                      said + ". fiber cp needs pods/proxy (get to copy out, update to copy in) besides pods (create, "
+                      "get, watch, delete): bind the Role fiber-command of containers/kubernetes/rbac.yaml to you");
     throw error(errc::backend_unavailable, "the Kubernetes API server at " + server + " could not reach fiber cp's helper pod " +
                                                pod + " (HTTP " + std::to_string(r.status) + "): " + said);
   }
