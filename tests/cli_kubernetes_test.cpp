@@ -5,6 +5,7 @@
 // its message. Label kubernetes; without the double, dockerd or the registry these tests skip
 // (under CI they fail).
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -237,6 +238,27 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   EXPECT_NE(wrong.out.find("cannot start"), std::string::npos) << wrong.out;
   EXPECT_NE(wrong.out.find("--program"), std::string::npos) << wrong.out;
   EXPECT_TRUE(no_helpers()) << "removed after each failure too";
+  // One a killed command left (it ends by itself once idle): `gc` removes it.
+  auto leftover = unique("fiber-cp-left");
+  auto* pw = ::getpwuid(::getuid());
+  boost::json::object pod{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", leftover}, {"labels", {{"fiber.helper", "cp"}, {"fiber.user", pw ? pw->pw_name : "root"}}}}},
+      {"spec",
+       {{"restartPolicy", "Never"},
+        {"containers", boost::json::array{boost::json::object{
+                           {"name", "copy"}, {"image", image}, {"command", {fs::canonical(FIBER_TEST_EXIT_WITH).string()}}}}}}}};
+  ASSERT_EQ(fiber_test::kube_call("POST", "/api/v1/namespaces/default/pods", boost::json::serialize(pod)).status, 201);
+  ASSERT_TRUE(fiber_test::await_pods("fiber.helper=cp", [](const auto& all) {
+    for (auto& [n, p] : all)
+      if (auto* phase = p.at("status").as_object().if_contains("phase"); phase && phase->as_string() == "Succeeded") return true;
+    return false;
+  }));
+  auto gc = fiber("gc");
+  EXPECT_EQ(gc.code, 0) << gc.out;
+  EXPECT_NE(gc.out.find("removing fiber cp's helper pod " + leftover), std::string::npos) << gc.out;
+  EXPECT_TRUE(no_helpers()) << gc.out;
   fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/persistentvolumeclaims/" + claim);
 }
 
