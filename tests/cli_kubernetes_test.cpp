@@ -7,12 +7,15 @@
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <unistd.h>
+#include <csignal>
+#include <sys/wait.h>
 
 #include <boost/json.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "backend/command.hpp"
 #include "cli_support.hpp"
 #include "docker_support.hpp"
 #include "kubernetes_support.hpp"
@@ -238,6 +241,24 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   EXPECT_NE(wrong.out.find("cannot start"), std::string::npos) << wrong.out;
   EXPECT_NE(wrong.out.find("--program"), std::string::npos) << wrong.out;
   EXPECT_TRUE(no_helpers()) << "removed after each failure too";
+  // Ctrl-C while the helper starts: the command ends, and so does the pod.
+  {
+    auto env = fiber::detail::environment_with({{"KUBECONFIG", fiber_test::kube_double_dir() + "/kubeconfig"}});
+    auto child = fiber::detail::spawn_command(
+        {FIBER_TEST_CLI, "--backend", "kubernetes", "cp", claim + ":/runs", dir.string() + "/interrupted"},
+        {.pipe_stderr = true, .env = &env});
+    ASSERT_TRUE(fiber_test::await_pods("fiber.helper=cp", [](const auto& all) { return !all.empty(); }));
+    ::kill(child.pid, SIGINT);
+    std::string said;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(child.stderr_fd, buf, sizeof buf)) > 0;) said.append(buf, static_cast<std::size_t>(n));
+    ::close(child.stderr_fd);
+    int status = 0;
+    ::waitpid(child.pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 125) << said;
+    EXPECT_NE(said.find("fiber cp was interrupted; its helper pod is removed"), std::string::npos) << said;
+    EXPECT_TRUE(no_helpers()) << "removed after Ctrl-C";
+  }
   // One a killed command left (it ends by itself once idle): `gc` removes it.
   auto leftover = unique("fiber-cp-left");
   auto* pw = ::getpwuid(::getuid());

@@ -1,5 +1,6 @@
 #include "cli/kubernetes_claim_copy.hpp"
 
+#include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
 
 #include <boost/json.hpp>
@@ -26,15 +27,24 @@ constexpr const char* claim_mount = "/claim";
 constexpr auto ready_limit = std::chrono::seconds(60);      // started → serving
 constexpr auto transfer_limit = std::chrono::hours(1);      // one request through the proxy
 
-/// Runs `api`'s loop until `done` holds.
-void run_until(blocking_api& api, const bool& done) {
+/// Ctrl-C (or SIGTERM) during a copy: the wait in progress ends, and the helper pod still goes.
+struct interruption {
+  bool requested = false;
+  void check() const {
+    if (requested) throw error(errc::closed, "fiber cp was interrupted; its helper pod is removed");
+  }
+};
+
+/// Runs `api`'s loop until `done` holds or the copy is interrupted.
+void run_until(blocking_api& api, const bool& done, const interruption& stop) {
   api.io().restart();
-  while (!done && api.io().run_one()) {
+  while (!done && !stop.requested && api.io().run_one()) {
   }
 }
 
 /// The pod has started its container; fiber::error with Kubernetes' words when it cannot.
-void await_start(blocking_api& api, const std::string& ns, const std::string& pod, std::chrono::milliseconds limit) {
+void await_start(blocking_api& api, const std::string& ns, const std::string& pod, std::chrono::milliseconds limit,
+                 const interruption& stop) {
   std::string failure;
   bool done = false;
   auto finish = [&](std::string why) {
@@ -56,11 +66,12 @@ void await_start(blocking_api& api, const std::string& ns, const std::string& po
     if (!ec) finish("it did not start in " + std::to_string(limit.count() / 1000) + " s (kubernetes_pending_timeout_ms)");
   });
   asio::post(api.io(), [watch] { watch->start(); });
-  run_until(api, done);
+  run_until(api, done, stop);
   watch->stop();
   timer.cancel();
   api.io().restart();
   api.io().poll();
+  stop.check();
   if (!failure.empty())
     throw error(errc::spawn_failed, "fiber cp's helper pod " + pod + ": " + failure +
                                         " (it runs the image and fiber program of --image and --program, by default "
@@ -68,7 +79,8 @@ void await_start(blocking_api& api, const std::string& ns, const std::string& po
 }
 
 /// The service's ready line in the pod's log; fiber::error with what the program said otherwise.
-void await_serving(blocking_api& api, const std::string& ns, const std::string& pod, const std::string& program) {
+void await_serving(blocking_api& api, const std::string& ns, const std::string& pod, const std::string& program,
+                   const interruption& stop) {
   bool ready = false, ended = false;
   std::string said, why;
   auto id = api.api().stream(
@@ -82,11 +94,12 @@ void await_serving(blocking_api& api, const std::string& ns, const std::string& 
         if (ec) why = w;
       });
   api.io().restart();
-  while (!ready && !ended && api.io().run_one()) {
+  while (!ready && !ended && !stop.requested && api.io().run_one()) {
   }
   api.api().cancel(id);
   api.io().restart();
   api.io().poll();
+  stop.check();
   if (ready) return;
   throw error(errc::spawn_failed,
               "fiber cp's helper pod " + pod + " runs " + program + ", which did not serve the claim" +
@@ -102,7 +115,8 @@ struct proxied {
 
 /// One request to the helper through the API server's pod proxy.
 proxied through_proxy(blocking_api& api, const std::string& ns, const std::string& pod, const std::string& method,
-                      const std::string& in_claim, const std::string& token, std::string body) {
+                      const std::string& in_claim, const std::string& token, std::string body,
+                      const interruption& stop) {
   detail::http_request req;
   req.method = method;
   req.timeout = transfer_limit;
@@ -122,8 +136,9 @@ proxied through_proxy(blocking_api& api, const std::string& ns, const std::strin
     out = proxied{r.status, std::move(r.body), r.header("content-type")};
   });
   api.io().restart();
-  while (!out && api.io().run_one()) {
+  while (!out && !stop.requested && api.io().run_one()) {
   }
+  stop.check();
   if (!out || !failure.empty())
     throw error(errc::backend_unavailable, "the Kubernetes API server at " + api.api().where().server +
                                                " did not carry fiber cp's request to its helper pod (" +
@@ -216,6 +231,10 @@ std::size_t copy_through_helper_pod(blocking_api& api, const std::string& ns, co
   s.claim = plan.claim;
   s.read_only = !plan.upload;
   auto pods = "/api/v1/namespaces/" + ns + "/pods";
+  // From here a Ctrl-C ends the copy, not the command: the helper pod must go.
+  interruption stop;
+  asio::signal_set signals(api.io(), SIGINT, SIGTERM);
+  signals.async_wait([&](std::error_code ec, int) { stop.requested = !ec; });
   auto created = api.call("POST", pods + "?fieldValidation=Strict", json::serialize(helper_pod_manifest(s)),
                           {"create", "pods"});
   if (created.ec) throw error(errc::backend_unavailable, "fiber cp's helper pod: " + created.why);
@@ -225,19 +244,19 @@ std::size_t copy_through_helper_pod(blocking_api& api, const std::string& ns, co
     ~removed_at_end() { api.call("DELETE", path, R"({"gracePeriodSeconds":0})", {"delete", "pods"}); }
   } helper{api, pods + "/" + s.name};
 
-  await_start(api, ns, s.name, pending_timeout);
-  await_serving(api, ns, s.name, s.program);
+  await_start(api, ns, s.name, pending_timeout, stop);
+  await_serving(api, ns, s.name, s.program, stop);
   auto& server = api.api().where().server;
   if (plan.upload) {
     auto size = packed.size();
-    auto r = through_proxy(api, ns, s.name, "PUT", plan.in_claim, s.token, std::move(packed));
+    auto r = through_proxy(api, ns, s.name, "PUT", plan.in_claim, s.token, std::move(packed), stop);
     if (r.status != 200) refused(r, s.name, server);
     auto n = static_cast<std::size_t>(std::strtoull(r.body.c_str(), nullptr, 10));
     std::fprintf(stderr, "fiber: copied %zu entries (%zu bytes packed) into %s:/%s\n", n, size, plan.claim.c_str(),
                  plan.in_claim.c_str());
     return n;
   }
-  auto r = through_proxy(api, ns, s.name, "GET", plan.in_claim, s.token, {});
+  auto r = through_proxy(api, ns, s.name, "GET", plan.in_claim, s.token, {}, stop);
   if (r.status == 404 && !r.content_type.starts_with("application/json"))
     throw error(errc::config_error, "claim " + plan.claim + " has no '" + plan.in_claim + "': `fiber cp " + plan.claim +
                                         ":/ DIR` copies all of it");
