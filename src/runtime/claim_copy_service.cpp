@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "core/file_tree.hpp"
@@ -100,13 +101,17 @@ int serve_claim_copies() {
 
   asio::io_context io;
   asio::steady_timer idle(io);
-  auto rearm = [&] {
+  http_server* serving = nullptr;
+  std::function<void()> rearm = [&] {
     idle.expires_after(std::chrono::seconds(claim_copy_idle_seconds));
     idle.async_wait([&](std::error_code ec) {
-      if (!ec) io.stop();
+      if (ec) return;
+      if (serving && serving->active() > 0) return rearm();  // a long copy still on its way
+      io.stop();
     });
   };
-  http_server server(io, static_cast<std::uint16_t>(port), max_bytes + 4096, std::chrono::seconds(600),
+  // A whole request may take an hour (1 GiB at under 1 MB/s): the command's own bound.
+  http_server server(io, static_cast<std::uint16_t>(port), max_bytes + 4096, std::chrono::seconds(3600),
                      [&](const http_served_request& req) -> http_reply {
                        rearm();
                        try {
@@ -120,6 +125,7 @@ int serve_claim_copies() {
                          return {status, e.reason() + "\n"};
                        }
                      });
+  serving = &server;
   server.start();
   rearm();
   std::printf("%s at %s on port %d\n", claim_copy_ready_line, root.c_str(), static_cast<int>(server.port()));

@@ -93,8 +93,13 @@ http_served_request parse_head(std::string_view head) {
 
 class connection : public std::enable_shared_from_this<connection> {
  public:
-  connection(tcp::socket s, std::uint64_t max_body, std::chrono::seconds timeout, const http_server::handler& h)
-      : socket_(std::move(s)), deadline_(socket_.get_executor()), max_body_(max_body), timeout_(timeout), handler_(h) {}
+  connection(tcp::socket s, std::uint64_t max_body, std::chrono::seconds timeout, const http_server::handler& h,
+             std::shared_ptr<std::size_t> active)
+      : socket_(std::move(s)), deadline_(socket_.get_executor()), max_body_(max_body), timeout_(timeout), handler_(h),
+        active_(std::move(active)) {
+    ++*active_;
+  }
+  ~connection() { --*active_; }
 
   void start() {
     deadline_.expires_after(timeout_);
@@ -199,6 +204,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::uint64_t max_body_;
   std::chrono::seconds timeout_;
   const http_server::handler& handler_;
+  std::shared_ptr<std::size_t> active_;
   std::string in_;
 };
 
@@ -256,7 +262,7 @@ void http_server::close() {
 void http_server::accept() {
   acceptor_.async_accept([this](std::error_code ec, tcp::socket s) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) std::make_shared<connection>(std::move(s), max_body_, client_timeout_, handler_)->start();
+    if (!ec) std::make_shared<connection>(std::move(s), max_body_, client_timeout_, handler_, active_)->start();
     accept();
   });
 }

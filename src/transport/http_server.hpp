@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -44,6 +45,8 @@ class http_server {
   /// Takes connections until close(); each is served on the io_context.
   void start();
   void close();
+  /// Connections being served now (a request arriving or an answer leaving).
+  std::size_t active() const noexcept { return *active_; }
 
  private:
   void accept();
@@ -52,6 +55,7 @@ class http_server {
   std::uint64_t max_body_;
   std::chrono::seconds client_timeout_;
   handler handler_;
+  std::shared_ptr<std::size_t> active_ = std::make_shared<std::size_t>(0);
 };
 
 }  // namespace fiber::detail
