@@ -8,7 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <asio/connect.hpp>
 #include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -133,4 +137,31 @@ TEST_F(claim_copy_service, bad_requests_get_an_answer_that_says_what_is_wrong) {
   EXPECT_EQ(call("GET", "/tree?path=big.bin").status, 413);
   EXPECT_EQ(call("POST", "/tree?path=x").status, 405);
   EXPECT_EQ(call("GET", "/other").status, 404);
+}
+
+// What a proxy may send: a body in chunks, after asking to continue.
+TEST_F(claim_copy_service, a_chunked_body_after_expect_100_continue_is_taken_whole) {
+  std::ofstream(root_ / "src.txt") << std::string(5000, 'c');
+  auto packed = fiber::detail::pack_tree(root_ / "src.txt", 100000);
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  s.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port_)});
+  auto hex = [](std::size_t n) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%zx", n);
+    return std::string(b);
+  };
+  auto half = packed.size() / 2;
+  std::string request = "PUT /tree?path=chunked.txt HTTP/1.1\r\nHost: x\r\n" + std::string(fiber::detail::claim_copy_token_header) +
+                        ": " + token_ + "\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n" + hex(half) +
+                        "\r\n" + packed.substr(0, half) + "\r\n" + hex(packed.size() - half) + "\r\n" + packed.substr(half) +
+                        "\r\n0\r\n\r\n";
+  asio::write(s, asio::buffer(request));
+  s.shutdown(asio::ip::tcp::socket::shutdown_send);
+  std::string answer;
+  std::error_code ec;
+  char buf[4096];
+  for (std::size_t n; (n = s.read_some(asio::buffer(buf), ec)) > 0 || !ec;) answer.append(buf, n);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n", 0), 0u) << answer;
+  EXPECT_EQ(read(root_ / "chunked.txt"), std::string(5000, 'c'));
 }
