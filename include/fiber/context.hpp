@@ -18,8 +18,7 @@ class runtime;
 
 /// Runs fiber on an event loop. Either owns an io_context and a thread that runs it (plain
 /// programs), or runs on the caller's io_context (services with their own event loop: the
-/// caller keeps it running, from one thread at a time, and must not block that thread with
-/// `.get()`).
+/// caller keeps it running, and must not block its thread with `.get()`).
 class context {
  public:
   explicit context(fiber::config cfg = config::load());

@@ -64,8 +64,6 @@ stream_link::stream_link(asio::local::stream_protocol::socket socket, std::size_
     : socket_(std::move(socket)), in_(new char[buffer_bytes]), max_message_bytes_(max_message_bytes) {}
 
 void stream_link::start(on_message_fn on_message, on_closed_fn on_closed) {
-  std::error_code ec;
-  socket_.non_blocking(true, ec);  // read_some after a readiness wait must not block
   on_message_ = std::move(on_message);
   on_closed_ = std::move(on_closed);
   read_some();
@@ -94,31 +92,12 @@ void stream_link::read_some() {
     in_end_ -= in_begin_;
     in_begin_ = 0;
   }
-  auto room = buffer_bytes - in_end_;
-  if (drained_) {
-    // The last read emptied the socket: wait until it is readable, then read. Asio 1.22's
-    // async_read_some first tries a recv that would find nothing here, one wasted system call
-    // per message (two per round trip, strace showed). Nothing runs this loop between that read
-    // and this wait (one thread at a time, no nested runs), so the next message's readiness
-    // event is still ahead.
-    socket_.async_wait(asio::socket_base::wait_read, [self = shared_from_this(), room](std::error_code ec) {
-      if (ec) return self->closed(ec);
-      std::error_code rec;
-      auto n = self->socket_.read_some(asio::buffer(self->in_.get() + self->in_end_, room), rec);
-      if (rec == asio::error::would_block || rec == asio::error::try_again) return self->read_some();  // woken for nothing
-      self->got(rec, n, room);
-    });
-    return;
-  }
-  socket_.async_read_some(asio::buffer(in_.get() + in_end_, room),
-                          [self = shared_from_this(), room](std::error_code ec, std::size_t n) { self->got(ec, n, room); });
-}
-
-void stream_link::got(std::error_code ec, std::size_t n, std::size_t offered) {
-  if (ec) return closed(ec);
-  in_end_ += n;
-  drained_ = n < offered;
-  if (parse() == parsed::need_more) read_some();
+  socket_.async_read_some(asio::buffer(in_.get() + in_end_, buffer_bytes - in_end_),
+                          [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                            if (ec) return self->closed(ec);
+                            self->in_end_ += n;
+                            if (self->parse() == parsed::need_more) self->read_some();
+                          });
 }
 
 bool stream_link::deliver(multipart&& m) {
@@ -186,7 +165,6 @@ stream_link::parsed stream_link::read_body(const std::uint64_t* sizes, std::uint
   }
   asio::async_read(socket_, rest, [self = shared_from_this()](std::error_code ec, std::size_t) {
     if (ec) return self->closed(ec);
-    self->drained_ = false;  // unknown: the next read may try at once
     if (!self->deliver(std::move(self->body_))) return void(self->stop(asio::error::operation_aborted));
     if (self->parse() == parsed::need_more) self->read_some();
   });

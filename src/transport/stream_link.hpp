@@ -62,7 +62,6 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
  private:
   enum class parsed { need_more, reading_body, stopped };
   void read_some();
-  void got(std::error_code ec, std::size_t n, std::size_t offered);  // a read's completion
   parsed parse();
   parsed read_body(const std::uint64_t* sizes, std::uint32_t parts);
   bool deliver(multipart&& m);  // false: the handler closed the link
@@ -83,7 +82,6 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   on_closed_fn on_closed_;
   std::unique_ptr<char[]> in_;
   std::size_t in_begin_ = 0, in_end_ = 0;
-  bool drained_ = false;  // the last read took less than it offered room for: the socket was empty
   multipart body_;  // a large message being read into its parts
   std::deque<outgoing> out_;
   std::size_t front_written_ = 0;  // bytes of out_.front() already written
