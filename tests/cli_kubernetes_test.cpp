@@ -240,6 +240,20 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   EXPECT_EQ(wrong.code, 125);
   EXPECT_NE(wrong.out.find("cannot start"), std::string::npos) << wrong.out;
   EXPECT_NE(wrong.out.find("--program"), std::string::npos) << wrong.out;
+  // A program that is no fiber program ends without serving: said, with what it printed.
+  auto plain = unique("plain");
+  started_.push_back(plain);
+  auto built = fiber("run --build --registry " + registry_ + "/fibertest-kube --attach --name " + plain +
+                     " -- /bin/echo not a fiber program");
+  ASSERT_EQ(built.code, 0) << built.out;
+  auto plain_at = built.out.find("(image ");
+  ASSERT_NE(plain_at, std::string::npos) << built.out;
+  auto plain_image = built.out.substr(plain_at + 7, built.out.find(')', plain_at) - plain_at - 7);
+  auto not_fiber = fiber("cp --image " + plain_image + " --program " + fs::canonical("/bin/echo").string() + " " + claim +
+                         ":/runs " + dir.string());
+  EXPECT_EQ(not_fiber.code, 125);
+  EXPECT_NE(not_fiber.out.find("which did not serve the claim"), std::string::npos) << not_fiber.out;
+  EXPECT_NE(not_fiber.out.find("must be a fiber program whose main calls fiber::init"), std::string::npos) << not_fiber.out;
   EXPECT_TRUE(no_helpers()) << "removed after each failure too";
   // Ctrl-C while the helper starts: the command ends, and so does the pod.
   {

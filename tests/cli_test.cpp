@@ -323,6 +323,8 @@ TEST_F(fiber_command, bad_input_is_an_error_that_names_the_problem_and_the_fix) 
   expect_error(fiber_cmd("ps --backend local"), "runs on an engine");
   expect_error(fiber_cmd("cp /etc/hostname no-such-volume-here:/x"), "no volume named 'no-such-volume-here'");
   expect_error(fiber_cmd("cp a b"), "one side as CLAIM:PATH");
+  expect_error(fiber_cmd("cp --program /app/x /etc/hostname some-volume:/x"),
+               "--image and --program choose the helper pod of fiber cp on Kubernetes");
   expect_error(fiber_cmd("run --build --build-arg A=1 -- " FIBER_TEST_EXIT_WITH), "--build-arg needs a Dockerfile");
   expect_error(fiber_cmd("run --image x --build-arg A -- /bin/true"), "--build-arg A is not KEY=VALUE");
   auto unknown = fiber_cmd("run --no-such-flag -- /bin/true");

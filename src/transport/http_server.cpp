@@ -236,7 +236,7 @@ std::string http_served_request::query(std::string_view name) const {
 
 http_server::http_server(asio::io_context& io, std::uint16_t port, std::uint64_t max_body,
                          std::chrono::seconds client_timeout, handler h)
-    : io_(io), acceptor_(io), max_body_(max_body), client_timeout_(client_timeout), handler_(std::move(h)) {
+    : acceptor_(io), max_body_(max_body), client_timeout_(client_timeout), handler_(std::move(h)) {
   // Both IPv6 and IPv4 where the host has IPv6 (a dual-stack pod network), else IPv4 alone.
   std::error_code ec;
   acceptor_.open(tcp::v6(), ec);

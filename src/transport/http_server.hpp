@@ -50,7 +50,6 @@ class http_server {
 
  private:
   void accept();
-  asio::io_context& io_;
   asio::ip::tcp::acceptor acceptor_;
   std::uint64_t max_body_;
   std::chrono::seconds client_timeout_;
