@@ -5,6 +5,8 @@
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <chrono>
 #include <atomic>
 #include <stdexcept>
 #include <thread>
@@ -122,6 +124,57 @@ TEST(event_loop, with_the_callers_io_context_nothing_runs_until_the_caller_runs_
   io.run_one();  // the caller's loop runs the call
   caller.join();
   EXPECT_TRUE(result.load());
+}
+
+// A spin far longer than any test: what the spinning caller waits for must reach it while it
+// polls (a bug here is a test that runs into ctest's timeout, not a slow one).
+constexpr auto endless_spin = std::chrono::hours(1);
+
+TEST(event_loop, a_spinning_caller_runs_handlers_and_timers_itself_and_returns_when_done) {
+  event_loop loop(nullptr, /*standby=*/false, endless_spin);
+  std::atomic<bool> done{false};
+  std::thread::id ran_on;
+  asio::steady_timer timer(loop.io(), std::chrono::milliseconds(5));
+  loop.drive([&] {
+    // A reply that comes after the caller began to poll: a timer, then a posted handler.
+    timer.async_wait([&](std::error_code) {
+      asio::post(loop.io(), [&] {
+        ran_on = std::this_thread::get_id();
+        loop.notify_done(done);
+      });
+    });
+  }, done);
+  EXPECT_TRUE(done.load());
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+TEST(event_loop, a_spinning_caller_hears_that_the_loop_stopped) {
+  event_loop loop(nullptr, /*standby=*/false, endless_spin);
+  std::atomic<bool> never{false};
+  std::thread stopper;
+  try {
+    loop.drive([&] { stopper = std::thread([&] { loop.io().stop(); }); }, never);
+    ADD_FAILURE() << "drive returned although its operation never completed";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::closed);
+  }
+  stopper.join();
+}
+
+TEST(event_loop, spinning_callers_on_many_threads_still_hand_the_loop_over) {
+  event_loop loop(nullptr, /*standby=*/true, endless_spin);
+  std::vector<std::thread> threads;
+  std::atomic<int> finished{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int r = 0; r < 100; ++r) {
+        std::atomic<bool> done{false};
+        loop.drive([&] { asio::post(loop.io(), [&] { loop.notify_done(done); }); }, done);
+      }
+      ++finished;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(finished.load(), 4);
 }
 
 TEST(event_loop, stop_runs_the_last_step_on_the_loop_once_and_ends_the_standby) {

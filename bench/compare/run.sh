@@ -22,6 +22,8 @@ part_pool() {
   (cd "$anchors" && python3 pool_overhead.py --repeat 3 && python3 pool_throughput.py --repeat 3) | tee "$tmp/pypool.txt"
   echo "== pool: fiber"
   "$build/bench/pool_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/pool.json" 2>/dev/null
+  # The framework test's floor on this machine, right after fiber's (timer wake-ups move with the VM).
+  "$build/bench/framework_floor" | tee "$tmp/framework_floor.txt"
   python3 - "$tmp" <<'PY2'
 import json, re, sys
 tmp = sys.argv[1]
@@ -54,6 +56,10 @@ for w in (2, 4):
     if f:
         ms = f[0]["real_time"]
         print(f"pool start W={w}: fiber {ms:.2f} ms until all workers ready" + (f"  (mp pool start+warmup {float(m.group(1))*1e3:.0f} ms)" if m else ""))
+floor = re.search(r"median ratio_to_ideal=([\d.]+)", open(f"{tmp}/framework_floor.txt").read())
+for b in fib("framework_rounds/"):
+    print(f"framework test (5 workers, rounds of 5 x 1 ms): fiber {b['ratio_to_ideal']:.3f}x the calibrated ideal"
+          f" ({b['ovh_per_round_us']:.0f} us per round)" + (f"  machine's floor (pipes, no library) {float(floor.group(1)):.3f}x" if floor else ""))
 for b in fib("pool_overhead_with_kills"):
     print(f"pool overhead W=4 D=1ms with a worker killed every second: {b['ovh_cal_us']:.1f} us/task calibrated, killed {b['killed']:.0f}, results exact")
     break
@@ -240,6 +246,7 @@ echo "== anchors"
 "$tmp/zmq_limits" | tee "$tmp/zmq.txt"
 "$tmp/socket_limits"
 "$build/bench/raw_zmq_rtt" | tee "$tmp/raw.txt"
+"$build/bench/wakeup_floor" | tee "$tmp/wakeup.txt"
 (cd "$anchors" && python3 process_start.py && python3 queue_pingpong.py) | tee "$tmp/py.txt"
 
 echo "== fiber"
@@ -276,6 +283,12 @@ print(f"process start+join median  {start:7.2f} ms   vs mp spawn {mp_spawn} ms: 
 for name, mp in (("simple_queue_rtt_16B", mp_q), ("pipe_rtt_16B", mp_p)):
     t = us(fib[name])
     print(f"{name:26s} {t:7.1f} us   vs raw zmq curve {raw_curve}: {t/raw_curve:.2f}x   plain {raw_plain}: {t/raw_plain:.2f}x   PAIR {zmq_pair}: {t/zmq_pair:.2f}x   mp {mp}: {t/mp:.2f}x")
+wake = open(f"{tmp}/wakeup.txt").read()
+sock_sleep = num(r"socketpair sleeping rtt ([\d.]+)", wake)
+sock_spin = num(r"socketpair spin 50us rtt ([\d.]+)", wake)
+t = us(fib["simple_queue_rtt_16B"])
+print(f"{'':26s} machine's floor over a socketpair, no library: {sock_spin} us polling first ({t/sock_spin:.2f}x),"
+      f" {sock_sleep} us sleeping at once ({t/sock_sleep:.2f}x)")
 for name, mp in (("simple_queue_bulk_1MB", mp_qb), ("pipe_bulk_1MB", mp_pb)):
     gbs = fib[name]["bytes_per_second"] / 1e9
     print(f"{name:26s} {gbs:7.2f} GB/s  vs mp {mp/1e3:.2f} GB/s: {gbs*1e3/mp:.2f}x")

@@ -43,6 +43,8 @@ struct config {
   std::string local_transport = "direct";   // children on this host: direct (a unix stream socket
                                             // each, no ZeroMQ) or zeromq (as across a network);
                                             // encryption=always implies zeromq
+  int wait_spin_us = 50;                    // a blocked caller polls fiber's loop this long before it
+                                            // sleeps (a quick answer then costs no wake-up); 0: sleep
   // backend=kubernetes
   std::string kubernetes_namespace;         // empty: the master pod's namespace, else the kubeconfig
                                             // context's, else "default"

@@ -153,6 +153,7 @@ const std::vector<key_def>& key_table() {
       int_key("start_timeout_ms", &config::start_timeout_ms, 1, int_max),
       int_key("terminate_grace_ms", &config::terminate_grace_ms, 0, int_max),
       int_key<std::uint64_t>("malloc_keep_mb", &config::malloc_keep_mb, 0, std::uint64_t{1} << 20),
+      int_key("wait_spin_us", &config::wait_spin_us, 0, 1000000),
       {"gpus",
        [](config& c, std::string_view v) {
          if (v.empty() || v.find_first_of(" \t") != std::string_view::npos || v.front() == ',' || v.back() == ',' ||

@@ -21,8 +21,10 @@ namespace fiber::detail {
 class event_loop {
  public:
   /// The caller's io_context (it runs it), or, when `external` is null, one of fiber's, run by a
-  /// standby thread while no caller drives it when `standby` is true.
-  explicit event_loop(asio::io_context* external, bool standby = true);
+  /// standby thread while no caller drives it when `standby` is true. A caller that drives an
+  /// owned loop polls it for up to `spin` before it sleeps in the kernel (config::wait_spin_us).
+  explicit event_loop(asio::io_context* external, bool standby = true,
+                      std::chrono::microseconds spin = std::chrono::microseconds(0));
   ~event_loop();
   event_loop(const event_loop&) = delete;
   event_loop& operator=(const event_loop&) = delete;
@@ -54,6 +56,12 @@ class event_loop {
   void standby_loop();
   /// io_->run_one(), logging an exception that escapes a handler; false when the loop stopped.
   bool run_one_logged() noexcept;
+  /// io_->poll_one(), logging as run_one_logged does; true when a handler ran.
+  bool poll_one_logged() noexcept;
+  /// Runs the loop on this thread until `is_done`, polling it for up to spin_ first; false when
+  /// the loop stopped.
+  template <class Done>
+  bool run_until(Done is_done);
 
   std::unique_ptr<asio::io_context> owned_io_;
   asio::io_context* io_;
@@ -70,6 +78,7 @@ class event_loop {
   bool stopping_ = false;
   int want_to_drive_ = 0;      // callers waiting for the baton
   std::chrono::steady_clock::time_point last_release_{};
+  std::chrono::microseconds spin_;
 };
 
 }  // namespace fiber::detail

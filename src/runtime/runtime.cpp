@@ -23,14 +23,15 @@ std::string random_job_id() {
 
 
 runtime::runtime(asio::io_context* external, fiber::config cfg)
-    : cfg_(std::move(cfg)), job_id_(random_job_id()), keys_(job_keys::generate()), loop_(external) {
+    : cfg_(std::move(cfg)), job_id_(random_job_id()), keys_(job_keys::generate()),
+      loop_(external, /*standby=*/true, std::chrono::microseconds(cfg_.wait_spin_us)) {
   keep_freed_memory(cfg_.malloc_keep_mb);
   master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, keys_, gets_, services_);
   route_ = master_.get();
 }
 
 runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::string master_endpoint, std::string token)
-    : cfg_(std::move(cfg)), job_id_(std::move(job_id)), keys_(std::move(keys)), loop_(nullptr, /*standby=*/false) {
+    : cfg_(std::move(cfg)), job_id_(std::move(job_id)), keys_(std::move(keys)), loop_(nullptr, /*standby=*/false, std::chrono::microseconds(cfg_.wait_spin_us)) {
   channel_prefix_ = std::stoull(token) << 32;
   worker_ = std::make_shared<worker_side>(loop_, zctx_, cfg_, keys_, master_endpoint, token, gets_, services_);
   route_ = worker_.get();
