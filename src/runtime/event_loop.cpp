@@ -61,23 +61,12 @@ static constexpr auto standby_linger = std::chrono::milliseconds(1);
 // cost a cross-core wake-up on every blocking call).
 static constexpr auto standby_recheck = std::chrono::milliseconds(2);
 
-bool event_loop::run_one_logged() noexcept {
+bool event_loop::run_one_logged(bool block) noexcept {
   try {
-    return io_->run_one() != 0;
+    return (block ? io_->run_one() : io_->poll_one()) != 0;
   } catch (const std::exception& e) {
     // A handler let an exception escape (a detached coroutine that threw). It is nobody's
     // operation in particular, and the loop must go on serving the others.
-    logf(log_level::error, "exception escaped a handler on fiber's event loop: ", e.what());
-  } catch (...) {
-    logf(log_level::error, "exception escaped a handler on fiber's event loop");
-  }
-  return true;
-}
-
-bool event_loop::poll_one_logged() noexcept {
-  try {
-    return io_->poll_one() != 0;
-  } catch (const std::exception& e) {
     logf(log_level::error, "exception escaped a handler on fiber's event loop: ", e.what());
   } catch (...) {
     logf(log_level::error, "exception escaped a handler on fiber's event loop");
@@ -95,7 +84,7 @@ bool event_loop::run_until(Done is_done) {
     auto until = std::chrono::steady_clock::now() + spin_;
     while (!is_done()) {
       if (io_->stopped()) return false;
-      if (poll_one_logged()) continue;
+      if (run_one_logged(/*block=*/false)) continue;
       if (std::chrono::steady_clock::now() >= until) break;
       sched_yield();
     }

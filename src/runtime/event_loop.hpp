@@ -54,10 +54,9 @@ class event_loop {
 
  private:
   void standby_loop();
-  /// io_->run_one(), logging an exception that escapes a handler; false when the loop stopped.
-  bool run_one_logged() noexcept;
-  /// io_->poll_one(), logging as run_one_logged does; true when a handler ran.
-  bool poll_one_logged() noexcept;
+  /// io_->run_one() (or, when not `block`, poll_one()), logging an exception that escapes a
+  /// handler: false when the loop stopped (or, polling, when no handler was ready).
+  bool run_one_logged(bool block = true) noexcept;
   /// Runs the loop on this thread until `is_done`, polling it for up to spin_ first; false when
   /// the loop stopped.
   template <class Done>
