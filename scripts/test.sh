@@ -5,9 +5,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The GPU examples are built in every run: with this machine's CUDA, else with NVIDIA's compiler
+# wheels cached outside the clone (scripts/cuda_toolkit.sh says which).
+cuda_args=$(scripts/cuda_toolkit.sh)
+read -r -a cuda <<<"$cuda_args"
 # Every option the suite relies on, given explicitly: build/ may hold a cache configured
 # otherwise (README command 1 turns the tests off).
-scripts/build.sh -DFIBER_BUILD_TESTS=ON -DFIBER_BUILD_EXAMPLES=ON -DFIBER_BUILD_BENCH=ON -DBUILD_TESTING=ON
+scripts/build.sh -DFIBER_BUILD_TESTS=ON -DFIBER_BUILD_EXAMPLES=ON -DFIBER_BUILD_BENCH=ON -DBUILD_TESTING=ON "${cuda[@]}"
+if [ -n "${CI:-}" ] && [ "${FIBER_WITH_CUDA:-AUTO}" != OFF ] && [ ! -x build/examples/gpu_matmul ]; then
+  echo "test: CI builds the GPU examples in every run, and build/examples/gpu_matmul is missing"
+  exit 1
+fi
 trap 'scripts/engines.sh stop' EXIT
 scripts/engines.sh start
 results="$PWD/build/ctest-junit.xml"

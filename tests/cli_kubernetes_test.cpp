@@ -193,11 +193,15 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
                                       R"("},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}})")
                 .status,
             201);
-  // A run first: its image and program are what the helper runs by default.
+  // A run first: the newest run's image and program are what the helper runs by default. It is
+  // held running (TearDown stops it): `fiber gc` in a test beside this one removes ended runs, and
+  // an ended run here was once gone before the copy looked for it. A run another test starts in
+  // between may be the newest instead; each is a fiber program of the same build, which serves a
+  // claim as well.
   auto name = unique("cp-image");
   started_.push_back(name);
-  auto run = fiber("run --build --registry " + registry_ + "/fibertest-kube --attach --name " + name + " -- " +
-                   FIBER_TEST_EXIT_WITH + " 0");
+  auto run = fiber("run --build --registry " + registry_ + "/fibertest-kube --name " + name + " -- " +
+                   FIBER_TEST_ORPHAN_MASTER);
   ASSERT_EQ(run.code, 0) << run.out;
   auto at = run.out.find("(image ");
   ASSERT_NE(at, std::string::npos) << run.out;
@@ -211,7 +215,7 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   auto in = fiber("cp " + (dir / "results").string() + " " + claim + ":/runs/");
   ASSERT_EQ(in.code, 0) << in.out;
   EXPECT_NE(in.out.find("copied 4 entries"), std::string::npos) << in.out;
-  auto out = fiber("cp --image " + image + " --program " + fs::canonical(FIBER_TEST_EXIT_WITH).string() + " " + claim +
+  auto out = fiber("cp --image " + image + " --program " + fs::canonical(FIBER_TEST_ORPHAN_MASTER).string() + " " + claim +
                    ":/runs/results " + (dir / "back").string());
   ASSERT_EQ(out.code, 0) << out.out;
   auto read = [](const fs::path& p) {
@@ -273,7 +277,20 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
     EXPECT_NE(said.find("fiber cp was interrupted; its helper pod is removed"), std::string::npos) << said;
     EXPECT_TRUE(no_helpers()) << "removed after Ctrl-C";
   }
-  // One a killed command left (it ends by itself once idle): `gc` removes it.
+  fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/persistentvolumeclaims/" + claim);
+}
+
+// A helper pod a killed `fiber cp` left (it ends by itself once idle): `fiber gc` removes it.
+TEST_F(fiber_command_on_kubernetes, gc_removes_a_helper_pod_a_killed_fiber_cp_left) {
+  auto name = unique("gc-cp-image");
+  started_.push_back(name);
+  auto run = fiber("run --build --registry " + registry_ + "/fibertest-kube --attach --name " + name + " -- " +
+                   FIBER_TEST_EXIT_WITH + " 0");
+  ASSERT_EQ(run.code, 0) << run.out;
+  auto at = run.out.find("(image ");
+  ASSERT_NE(at, std::string::npos) << run.out;
+  auto image = run.out.substr(at + 7, run.out.find(')', at) - at - 7);
+  auto no_helpers = [] { return fiber_test::await_pods("fiber.helper=cp", [](const auto& all) { return all.empty(); }); };
   auto leftover = unique("fiber-cp-left");
   auto* pw = ::getpwuid(::getuid());
   boost::json::object pod{
@@ -294,7 +311,6 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   EXPECT_EQ(gc.code, 0) << gc.out;
   EXPECT_NE(gc.out.find("removing fiber cp's helper pod " + leftover), std::string::npos) << gc.out;
   EXPECT_TRUE(no_helpers()) << gc.out;
-  fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/persistentvolumeclaims/" + claim);
 }
 
 TEST_F(fiber_command_on_kubernetes, dry_run_prints_the_job_and_creates_nothing) {
