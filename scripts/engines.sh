@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Starts or stops the engines the tests use: a Docker engine, a two-node Slurm cluster, and the
-# Kubernetes API double (tests/kubernetes/api_double.py: no real API server can run here; its pods
-# are real containers on the Docker engine, so it needs docker first).
+# Starts or stops the engines the tests use: a Docker engine, two container registries, a two-node
+# Slurm cluster, and Kubernetes: a real two-node cluster built from source
+# (scripts/kubernetes_cluster.sh; its nodes pull from the test registry, so it comes after it), and,
+# until every Kubernetes suite has moved to that cluster, the API double
+# (tests/kubernetes/api_double.py; its pods are containers on the Docker engine).
 #   start [ENGINE...]  installs and starts each engine (default: all) unless one answers already,
 #                      recording the pid of what it started in build/engines/ENGINE.pid
 #   stop [ENGINE...]   stops only what start started (default: all of it), by pid
@@ -11,8 +13,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 state=build/engines
 docker_sock=/var/run/docker.sock
-all_engines=(docker slurm kubernetes registry)    # what `start` brings up by default: what the suite uses
-known_engines=(docker slurm kubernetes registry)
+all_engines=(docker registry slurm kubernetes)    # what `start` brings up by default: what the suite uses
+known_engines=(docker registry slurm kubernetes)
 
 required() {
   local v=${FIBER_REQUIRE_ENGINES-${CI-}}
@@ -137,8 +139,27 @@ stop_slurm() {
 # python3-kubernetes lets it check every manifest against the real schema, and kubectl (any that
 # runs, else Debian's kubernetes-client) is what the tests point at it.
 kube_dir=$PWD/$state/kubernetes
-kube_up() { [ -f "$kube_dir/ready" ] && [ -f "$state/kubernetes.pid" ] && kill -0 "$(cat "$state/kubernetes.pid")" 2>/dev/null; }
 start_kubernetes() {
+  start_kubernetes_cluster
+  start_kubernetes_double
+}
+stop_kubernetes() {
+  scripts/kubernetes_cluster.sh stop
+  stop_pid kubernetes
+}
+# The real cluster: its binaries are built from source once (tens of minutes cold) and cached
+# outside the clone; then it starts in seconds. The tests find it in build/engines/k8s.
+start_kubernetes_cluster() {
+  [ -f "$registry_dir/address" ] || { unavailable kubernetes "the test cluster's nodes pull from the test registry, which is not up"; return; }
+  docker_up || { unavailable kubernetes "the test cluster's images are built with Docker, which is not up"; return; }
+  if scripts/kubernetes_cluster.sh start; then
+    echo "engines: Kubernetes test cluster up ($("$(cat "$state/k8s/bin")/kubectl" --kubeconfig "$state/k8s/admin.kubeconfig" get --raw /version | tr -d ' \n'); KUBECONFIG=$state/k8s/admin.kubeconfig)"
+  else
+    unavailable kubernetes "the test cluster did not come up (see $state/k8s/logs)"
+  fi
+}
+kube_up() { [ -f "$kube_dir/ready" ] && [ -f "$state/kubernetes.pid" ] && kill -0 "$(cat "$state/kubernetes.pid")" 2>/dev/null; }
+start_kubernetes_double() {
   if kube_up; then echo "engines: the Kubernetes API double already runs"; return; fi
   docker_up || { unavailable kubernetes "the API double runs its pods on Docker, which is not up"; return; }
   if ! /usr/bin/python3 -c 'import kubernetes' 2>/dev/null; then
@@ -288,10 +309,11 @@ case "${1:-}" in
   stop)
     shift
     engines=("$@")
-    ((${#engines[@]})) || engines=(registry kubernetes slurm docker)  # the double's pods are Docker's: it goes first
+    ((${#engines[@]})) || engines=(kubernetes registry slurm docker)  # the double's pods are Docker's: it goes first
     for e in "${engines[@]}"; do
       case "$e" in
         slurm) stop_slurm ;;
+        kubernetes) stop_kubernetes ;;
         registry) stop_pid registry-auth; stop_pid registry ;;
         *) stop_pid "$e" ;;
       esac

@@ -113,6 +113,13 @@ TEST_F(config_test, bad_values_name_the_key) {
   expect_config_error([] { (void)fiber::config::load(); }, "log_level");
 }
 
+TEST_F(config_test, a_kubernetes_cpu_request_is_a_cpu_quantity_above_zero) {
+  for (auto ok : {"100m", "0.5", "2", "1500m", ""})
+    EXPECT_EQ(fiber::config::load({{"kubernetes_cpu_request", ok}}).kubernetes_cpu_request, ok);
+  for (auto bad : {"0", "0m", "1.5m", "half", "100Mi", ".", "-1", "1e3"})
+    expect_config_error([&] { (void)fiber::config::load({{"kubernetes_cpu_request", bad}}); }, "100m (millicores), 0.5 or 2");
+}
+
 TEST_F(config_test, items_round_trip) {
   auto c = fiber::config::load({{"log_level", "error"}, {"mem_per_job", "512"}, {"executable", "/bin/x"}});
   fiber::config d;

@@ -215,6 +215,22 @@ TEST_F(kubernetes_double, every_pod_is_checked_against_the_real_schema_and_the_p
   EXPECT_EQ(pod.at("metadata").at("labels").at("app.kubernetes.io/managed-by").as_string(), "fiber");
   EXPECT_EQ(pod.at("spec").at("restartPolicy").as_string(), "Never");
   EXPECT_EQ(pod.at("spec").at("containers").as_array()[0].at("resources").at("limits").at("cpu").as_string(), "1");
+  EXPECT_EQ(pod.at("spec").at("containers").as_array()[0].at("resources").at("requests").at("cpu").as_string(), "1");
+}
+
+TEST_F(kubernetes_double, a_cpu_request_below_the_limit_lets_pods_share_cores) {
+  fiber::context ctx(fiber::config::load({{"kubernetes_cpu_request", "100m"}}));
+  fiber::simple_queue<int> started(ctx), release(ctx);
+  fiber::pool p(ctx, {.processes = 1});
+  auto r = p.apply_async(&hold_then_square, 0, started, release);
+  (void)started.get().get();
+  auto pods = fiber_test::kube_call("GET", "/api/v1/namespaces/default/pods?labelSelector=fiber.job%3D" + ctx.job_id());
+  release.put(1).get();
+  EXPECT_EQ(std::move(r).get(), 0);
+  ASSERT_EQ(pods.body.at("items").as_array().size(), 1u);
+  auto& resources = pods.body.at("items").as_array()[0].at("spec").at("containers").as_array()[0].at("resources");
+  EXPECT_EQ(resources.at("requests").at("cpu").as_string(), "100m");
+  EXPECT_EQ(resources.at("limits").at("cpu").as_string(), "1");
 }
 
 TEST_F(kubernetes_double, kubectl_lists_reads_logs_of_and_deletes_the_pods_of_a_running_pool) {

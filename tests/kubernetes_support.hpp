@@ -34,11 +34,21 @@ inline std::string read_text(const std::string& path) {
   return s.str();
 }
 
-/// Empty when the double answers; else why not.
+/// The suites' image: the one the cluster's folder names (a real cluster's nodes pull it from the
+/// test registry), else the test dockerd's own, which the double's pods use.
+inline std::string kube_test_image() {
+  auto named = read_text(kube_double_dir() + "/image");
+  return named.empty() ? std::string("fiber-test-root:latest") : named;
+}
+
+/// True when the folder is the real test cluster's (scripts/kubernetes_cluster.sh), not the double's.
+inline bool on_real_cluster() { return std::filesystem::exists(kube_double_dir() + "/image"); }
+
+/// Empty when the cluster (or the double) answers; else why not.
 inline std::string kube_double_problem() {
   auto dir = kube_double_dir();
   if (!std::filesystem::exists(dir + "/ready"))
-    return "no Kubernetes API double runs (no " + dir + "/ready): start it with scripts/engines.sh start kubernetes";
+    return "no Kubernetes test cluster runs (no " + dir + "/ready): start it with scripts/engines.sh start kubernetes";
   return {};
 }
 

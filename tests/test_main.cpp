@@ -68,8 +68,12 @@ void choose_backend() {
     // Pods of the test image see the host's /usr, /tmp and the build folder through hostPath
     // volumes, as the docker run's containers do through bind mounts.
     ::setenv("FIBER_BACKEND", "kubernetes", 1);
-    ::setenv("FIBER_IMAGE", fiber_test::test_image, 1);
+    ::setenv("FIBER_IMAGE", fiber_test::kube_test_image().c_str(), 1);
     ::setenv("FIBER_VOLUMES", ("/usr:/usr:ro,/tmp:/tmp," + build + ":" + build + ":ro").c_str(), 1);
+    // The real test cluster's two nodes have this machine's two cores each, and the suites start
+    // more pods than that at once (tests beside each other too): each pod requests a tenth of its
+    // core, as a user overcommits a small cluster.
+    if (fiber_test::on_real_cluster()) ::setenv("FIBER_KUBERNETES_CPU_REQUEST", "100m", 0);
     fiber_test::use_kube_double();
     return;
   }
@@ -92,8 +96,10 @@ class kube_double_present : public ::testing::Environment {
   void SetUp() override {
     if (!fiber_test::on_kubernetes()) return;
     if (auto why = fiber_test::kube_double_problem(); !why.empty())
-      FIBER_TEST_ENGINE_MISSING("Kubernetes API double", "for the kubernetes run of this suite: " + why);
-    if (fiber_test::in_kube_pod()) return;  // this master runs in the test image already
+      FIBER_TEST_ENGINE_MISSING("Kubernetes", "for the kubernetes run of this suite: " + why);
+    // A real cluster's nodes pull the suites' image from the test registry; the double's pods are
+    // containers of the test dockerd's own image.
+    if (fiber_test::in_kube_pod() || fiber_test::on_real_cluster()) return;
     asio::io_context io;
     fiber::detail::docker_engine engine(io);
     if (auto why = fiber_test::prepare_test_image(io, engine); !why.empty())

@@ -50,6 +50,7 @@ struct config {
                                             // context's, else "default"
   std::string kubernetes_context;           // kubeconfig context; empty: its current-context
   std::string kubernetes_gpu_resource = "nvidia.com/gpu";  // the extended resource `gpu` asks for
+  std::string kubernetes_cpu_request;       // what a pod requests of each CPU it is limited to ("100m"); empty: all of it
   std::string kubernetes_pod_patch;         // a JSON merge patch (RFC 7386) applied to every worker
                                             // pod: node selectors, tolerations, pull secrets, ...
   std::string kubernetes_service_account;   // serviceAccountName of worker pods; empty: the master

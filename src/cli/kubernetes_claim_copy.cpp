@@ -184,14 +184,14 @@ json::object helper_pod_manifest(const helper_pod_settings& s) {
   json::array env{
       json::object{{"name", detail::env_claim_copy_port}, {"value", std::to_string(detail::claim_copy_port)}},
       json::object{{"name", detail::env_claim_copy_token}, {"value", s.token}},
-      json::object{{"name", detail::env_claim_copy_root}, {"value", claim_mount}},
+      json::object{{"name", detail::env_claim_copy_root}, {"value", detail::kube::kube_literal(claim_mount)}},
   };
   if (s.max_message_bytes)
     env.push_back(json::object{{"name", "FIBER_MAX_MESSAGE_BYTES"}, {"value", std::to_string(s.max_message_bytes)}});
   json::object container{
       {"name", "copy"},
       {"image", s.image},
-      {"command", json::array{json::value(s.program)}},
+      {"command", json::array{json::value(detail::kube::kube_literal(s.program))}},
       {"env", std::move(env)},
       {"ports", json::array{json::object{{"name", "copy"}, {"containerPort", detail::claim_copy_port}}}},
       {"volumeMounts", json::array{json::object{{"name", "claim"}, {"mountPath", claim_mount}, {"readOnly", s.read_only}}}},

@@ -614,7 +614,7 @@ int kubernetes_runner::cp(const copy_options& o) {
                                       "the claim: name one with --image IMAGE --program /its/path, or start a run first "
                                       "(the newest run's image and program are the default)");
     hs.image = str(master, "image");
-    if (hs.program.empty()) hs.program = std::string(command->at(0).as_string());
+    if (hs.program.empty()) hs.program = detail::kube::from_kube_literal(command->at(0).as_string());
   }
   copy_through_helper_pod(s.api, s.ns, plan, hs, std::chrono::milliseconds(s.cfg.kubernetes_pending_timeout_ms));
   return 0;

@@ -59,6 +59,25 @@ key_def string_key(std::string_view name, std::string config::*field) {
           [=](const config& c) { return c.*field; }};
 }
 
+/// A Kubernetes CPU quantity above zero: a decimal number of cores, or of millicores with 'm'.
+key_def cpu_quantity_key(std::string_view name, std::string config::*field) {
+  return {name,
+          [=](config& c, std::string_view v) {
+            if (v.empty()) return void(c.*field = {});  // unset: requests = limits
+            auto number = v.ends_with('m') ? v.substr(0, v.size() - 1) : v;
+            bool digits = !number.empty(), dot = false, nonzero = false;
+            for (char ch : number) {
+              if (ch == '.' && !dot && !v.ends_with('m')) dot = true;
+              else if (std::isdigit(static_cast<unsigned char>(ch))) nonzero |= ch != '0';
+              else digits = false;
+            }
+            if (!digits || !nonzero || number == ".")
+              bad_value(name, v, "a CPU amount above zero as Kubernetes writes it: 100m (millicores), 0.5 or 2");
+            c.*field = std::string(v);
+          },
+          [=](const config& c) { return c.*field; }};
+}
+
 /// A value passed as one Slurm option: no white space (it would split into two arguments).
 key_def slurm_word_key(std::string_view name, std::string config::*field) {
   return {name,
@@ -191,6 +210,7 @@ const std::vector<key_def>& key_table() {
        [](const config& c) { return c.kubernetes_namespace; }},
       string_key("kubernetes_context", &config::kubernetes_context),
       string_key("kubernetes_gpu_resource", &config::kubernetes_gpu_resource),
+      cpu_quantity_key("kubernetes_cpu_request", &config::kubernetes_cpu_request),
       string_key("kubernetes_pod_patch", &config::kubernetes_pod_patch),
       string_key("kubernetes_service_account", &config::kubernetes_service_account),
       int_key("kubernetes_pending_timeout_ms", &config::kubernetes_pending_timeout_ms, 1, int_max),

@@ -105,6 +105,27 @@ def invalid(kind, name, causes):
 # ---------------------------------------------------------------- quantities
 
 
+def kube_expand(text, defined):
+    """What the kubelet makes of a container's command, argument or env value: $$ is $, $(NAME) of
+    a variable defined before it is its value, anything else stays as written."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+            continue
+        if text.startswith("$(", i):
+            end = text.find(")", i + 2)
+            if end != -1:
+                name = text[i + 2:end]
+                out.append(defined[name] if name in defined else text[i:end + 1])
+                i = end + 1
+                continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
 def parse_quantity(q):
     """A resource quantity ("500m", "2", "512Mi", "1G") as a float; ValueError when it is not one."""
     s = str(q)
@@ -715,9 +736,12 @@ class cluster:
     def container_body(self, pod, c):
         m, spec = pod["metadata"], pod["spec"]
         env = []
+        defined = {}
         for e in c.get("env") or []:
             if "value" in e:
-                env.append(f"{e['name']}={e['value']}")
+                value = kube_expand(e["value"], defined)
+                defined[e["name"]] = value
+                env.append(f"{e['name']}={value}")
             elif "valueFrom" in e:
                 src = e["valueFrom"]
                 if "fieldRef" in src:
@@ -766,10 +790,11 @@ class cluster:
                            "io.kubernetes.pod.uid": m["uid"], "kube-double": self.instance},
                 "NetworkingConfig": {"EndpointsConfig": {self.args.network: {
                     "IPAMConfig": {"IPv4Address": pod["status"]["podIP"]}}}}}
+        everything = dict(kv.split("=", 1) for kv in env)
         if c.get("command"):
-            body["Entrypoint"] = c["command"]
+            body["Entrypoint"] = [kube_expand(a, everything) for a in c["command"]]
         if c.get("args"):
-            body["Cmd"] = c["args"]
+            body["Cmd"] = [kube_expand(a, everything) for a in c["args"]]
         if c.get("workingDir"):
             body["WorkingDir"] = c["workingDir"]
         sc = c.get("securityContext") or {}

@@ -1,14 +1,16 @@
 #!/usr/bin/python3
-"""Runs a test binary as the master inside a pod of the Kubernetes API double, so that the suite's
-children are pods made through the pod's service account, with owner references to this pod.
+"""Runs a test binary as the master inside a pod of the test Kubernetes cluster (or of the API
+double), so that the suite's children are pods made through the pod's service account `fiber`,
+with owner references to this pod.
 
     in_pod.py STATE_DIR BUILD_DIR BINARY [ARGS...]
 
-STATE_DIR is the double's folder (build/engines/kubernetes). The pod runs the test image with the
+STATE_DIR is the cluster's folder (build/engines/k8s; the double's: build/engines/kubernetes),
+with its url, CA and the service account's token. The pod runs the test image with the
 host's /usr, /tmp and BUILD_DIR at the same paths (as the kubernetes run's worker pods do), the
 downward-API variables a master in a pod needs (FIBER_POD_NAME, _UID, _IP), and
 shareProcessNamespace (an init reaps what the suite orphans). Streams the binary's output and
-exits with its exit code; 77 (skipped) when no double runs and engines are not required.
+exits with its exit code; 77 (skipped) when no cluster runs and engines are not required.
 Standard library only: Debian's /usr/bin/python3.
 """
 import json
@@ -30,7 +32,7 @@ def required():
 
 
 if not os.path.exists(os.path.join(state, "ready")):
-    print(f"no Kubernetes API double runs (no {state}/ready): scripts/engines.sh start kubernetes brings one up")
+    print(f"no Kubernetes test cluster runs (no {state}/ready): scripts/engines.sh start kubernetes brings one up")
     sys.exit(1 if required() else 77)
 
 server = open(os.path.join(state, "url")).read().strip()
@@ -53,7 +55,11 @@ def call(method, path, body=None, stream=False, timeout=60):
         return r if stream else json.loads(r.read() or b"null")
 
 
-# The pod runs the test image; the engine gets it the way the suites' own runs do.
+# The pod runs the test image: a real cluster's nodes pull the one its folder names from the test
+# registry; the double's pods use the test dockerd's own, which the engine gets the way the
+# suites' own runs do.
+image = open(os.path.join(state, "image")).read().strip() if os.path.exists(os.path.join(state, "image")) \
+    else "fiber-test-root"
 prepared = subprocess.run([binary], env=dict(os.environ, FIBERTEST_PREPARE_IMAGE="1"))
 if prepared.returncode != 0:
     sys.exit(1)
@@ -67,10 +73,11 @@ pod = {
     "metadata": {"name": name, "labels": {"fiber.test": "master-in-pod"}},
     "spec": {
         "restartPolicy": "Never",
+        "serviceAccountName": "fiber",  # the Role of containers/kubernetes/rbac.yaml, and no more
         "shareProcessNamespace": True,
         "terminationGracePeriodSeconds": 5,
         "containers": [{
-            "name": "master", "image": "fiber-test-root", "command": [binary] + args,
+            "name": "master", "image": image, "command": [binary] + args,
             "env": [{"name": "FIBERTEST_BACKEND", "value": "kubernetes"},
                     {"name": "FIBERTEST_KUBE_DIR", "value": state}]
                    + [{"name": k, "value": v} for k, v in os.environ.items()

@@ -394,6 +394,7 @@ class kubernetes_backend final : public tcp_backend {
     s.settings.image = cfg.image;
     s.settings.gpu_resource = cfg.kubernetes_gpu_resource;
     s.settings.service_account = cfg.kubernetes_service_account;
+    s.settings.cpu_request = cfg.kubernetes_cpu_request;
     s.settings.volumes = parse_volumes(cfg.volumes);
     s.settings.grace_seconds = (cfg.terminate_grace_ms + 999) / 1000;
     if (!cfg.kubernetes_pod_patch.empty()) {
@@ -478,7 +479,9 @@ class kubernetes_backend final : public tcp_backend {
     auto manifest = pod_manifest(shared_->settings, spec, pod, job_id_);
     logf(log_level::debug, "starting ", spec.name, " as pod ", pod, " of ", shared_->settings.image);
     auto run = std::make_shared<pod_run>(shared_, spec.name, pod);
-    run->asked = "cpu " + std::to_string(spec.cpu) + (spec.memory_mb ? ", memory " + std::to_string(spec.memory_mb) + "Mi" : "") +
+    run->asked = "cpu " + std::to_string(spec.cpu) +
+                 (shared_->settings.cpu_request.empty() ? "" : " (requests " + shared_->settings.cpu_request + ")") +
+                 (spec.memory_mb ? ", memory " + std::to_string(spec.memory_mb) + "Mi" : "") +
                  (spec.gpu ? ", " + std::to_string(spec.gpu) + " " + shared_->settings.gpu_resource : "");
     run->submit(std::move(manifest));
     asio::post(io_, [run] { run->follow(); });

@@ -34,6 +34,26 @@ std::string pod_name(const std::string& job_id, std::uint64_t n, const std::stri
   return out;
 }
 
+std::string kube_literal(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '$') out += '$';
+    out += c;
+  }
+  return out;
+}
+
+std::string from_kube_literal(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    out += text[i];
+    if (text[i] == '$' && i + 1 < text.size() && text[i + 1] == '$') ++i;
+  }
+  return out;
+}
+
 boost::json::object pod_manifest(const pod_settings& s, const spawn_spec& spec, const std::string& name,
                                  const std::string& job_id) {
   boost::json::object labels{{managed_by_label, "fiber"},
@@ -49,21 +69,23 @@ boost::json::object pod_manifest(const pod_settings& s, const spawn_spec& spec, 
                                                                          {"blockOwnerDeletion", false}}};
 
   boost::json::array env;
-  for (auto& [k, v] : spec.env) env.push_back(boost::json::object{{"name", k}, {"value", v}});
+  for (auto& [k, v] : spec.env) env.push_back(boost::json::object{{"name", k}, {"value", kube_literal(v)}});
   // The downward API: a worker that starts children of its own knows its pod, as the master does.
   env.push_back(field_env("FIBER_POD_NAME", "metadata.name"));
   env.push_back(field_env("FIBER_POD_NAMESPACE", "metadata.namespace"));
   env.push_back(field_env("FIBER_POD_UID", "metadata.uid"));
   env.push_back(field_env("FIBER_POD_IP", "status.podIP"));
 
-  // Requests = limits: the pod gets exactly what it asked for (Guaranteed QoS when memory is set).
-  boost::json::object amounts{{"cpu", std::to_string(spec.cpu)}};
-  if (spec.memory_mb > 0) amounts["memory"] = std::to_string(spec.memory_mb) + "Mi";
-  boost::json::object limits = amounts;
+  // Requests = limits: the pod gets exactly what it asked for (Guaranteed QoS when memory is set),
+  // unless kubernetes_cpu_request lets more children share the nodes' cores than they have.
+  boost::json::object limits{{"cpu", std::to_string(spec.cpu)}};
+  if (spec.memory_mb > 0) limits["memory"] = std::to_string(spec.memory_mb) + "Mi";
+  boost::json::object amounts = limits;
+  if (!s.cpu_request.empty()) amounts["cpu"] = s.cpu_request;
   if (spec.gpu > 0) limits[s.gpu_resource] = std::to_string(spec.gpu);  // extended resources: limits only
 
-  boost::json::array command{spec.executable};
-  for (auto& a : spec.args) command.push_back(boost::json::value(a));
+  boost::json::array command{kube_literal(spec.executable)};
+  for (auto& a : spec.args) command.push_back(boost::json::value(kube_literal(a)));
 
   boost::json::array volumes, mounts;
   int i = 0;

@@ -22,6 +22,7 @@ struct pod_settings {
   std::string image;
   std::string gpu_resource = "nvidia.com/gpu";
   std::string service_account;
+  std::string cpu_request;            // requests.cpu of every pod ("100m"); empty: its cpu limit
   std::vector<volume> volumes;        // a source starting with '/' is a hostPath, else a claim
   boost::json::value patch;           // a JSON merge patch; null: none
   std::optional<owner_pod> owner;
@@ -45,6 +46,13 @@ std::string pod_name(const std::string& job_id, std::uint64_t n, const std::stri
 
 boost::json::object pod_manifest(const pod_settings& settings, const spawn_spec& spec, const std::string& name,
                                  const std::string& job_id);
+
+/// `text` as a container's command, argument or env value that Kubernetes passes on unchanged.
+/// Kubernetes expands $(VAR) there and reduces $$ to $ (a worker's credentials, Z85 text, held
+/// "$$" in about one pod in sixty and arrived one character short), so every '$' is doubled.
+std::string kube_literal(std::string_view text);
+/// The text a command, argument or env value read back from a pod or Job stands for.
+std::string from_kube_literal(std::string_view text);
 
 /// A container's waiting reason that does not mend by waiting (a pull that failed, a bad
 /// configuration): a start waiting on it fails at once with it.
