@@ -190,19 +190,13 @@ subjects: [{kind: ServiceAccount, name: fiber-test-admin, namespace: kube-system
 EOF
   kubectl_ create token fiber-test-admin -n kube-system --duration=48h >"$dir/admin-token" &&
     kubectl_ create token fiber -n default --duration=48h >"$dir/token" || return 1
+  # JSON, which is YAML too: the tests edit it with a JSON parser.
   cat >"$dir/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: fiber-test
-  cluster: {server: "$api", certificate-authority: "$pki/ca.crt"}
-users:
-- name: fiber
-  user: {tokenFile: "$dir/token"}
-contexts:
-- name: fiber-test
-  context: {cluster: fiber-test, user: fiber, namespace: default}
-current-context: fiber-test
+{"apiVersion": "v1", "kind": "Config",
+ "clusters": [{"name": "fiber-test", "cluster": {"server": "$api", "certificate-authority": "$pki/ca.crt"}}],
+ "users": [{"name": "fiber", "user": {"tokenFile": "$dir/token"}}],
+ "contexts": [{"name": "fiber-test", "context": {"cluster": "fiber-test", "user": "fiber", "namespace": "default"}}],
+ "current-context": "fiber-test"}
 EOF
   cp "$pki/ca.crt" "$dir/ca.crt"
   printf '%s' "$host_ip" >"$dir/gateway"
@@ -213,6 +207,18 @@ EOF
 # --- control plane ------------------------------------------------------------------------------
 start_control_plane() {
   mkdir -p "$dir/etcd"
+  # Every request, one JSON line each (who, verb, resource, namespace, code), in audit.log: what a
+  # test or a benchmark counts of what the backend asked the API server. The nodes' own heartbeat
+  # (leases) and events are left out.
+  cat >"$dir/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  resources: [{group: coordination.k8s.io, resources: [leases]}, {group: "", resources: [events]}]
+- level: Metadata
+EOF
   spawn etcd "$bin/etcd" --name fiber-test --data-dir "$dir/etcd" --log-level warn --unsafe-no-fsync \
     --listen-client-urls http://127.0.0.1:23790 --advertise-client-urls http://127.0.0.1:23790 \
     --listen-peer-urls http://127.0.0.1:23800 --initial-advertise-peer-urls http://127.0.0.1:23800 \
@@ -225,7 +231,9 @@ start_control_plane() {
     --service-account-signing-key-file="$pki/sa.key" --service-cluster-ip-range="$service_range" \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction --allow-privileged=true \
     --kubelet-client-certificate="$pki/apiserver-kubelet.crt" --kubelet-client-key="$pki/apiserver-kubelet.key" \
-    --kubelet-preferred-address-types=InternalIP --profiling=false
+    --kubelet-preferred-address-types=InternalIP --profiling=false \
+    --audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$dir/audit.log" --audit-log-format=json \
+    --audit-log-maxsize=200 --audit-log-maxbackup=1
   wait_for 300 "the API server answering /readyz" api_up || return 1
   spawn kube-controller-manager "$bin/kube-controller-manager" --kubeconfig="$dir/controller-manager.kubeconfig" \
     --authentication-kubeconfig="$dir/controller-manager.kubeconfig" --authorization-kubeconfig="$dir/controller-manager.kubeconfig" \

@@ -1,12 +1,15 @@
 #!/usr/bin/python3
-"""The Kubernetes API double's own floor for start-up, straight over its API (no fiber): a pod
-running /bin/true created, seen Succeeded through a watch, and deleted; and four pods created in
-parallel until the watch shows all four running (what a Pool(4) waits for). The double runs each
-pod as a container on the test dockerd, so this is the docker floor plus the double's own work.
+"""The test Kubernetes cluster's own floor for start-up, straight over its API (no fiber): a bare
+pod of the suites' image running /bin/true created, seen Succeeded through a watch, and deleted;
+and four pods created in parallel until the watch shows all four running (what a Pool(4) waits
+for). As the service account fiber, in namespace default, as fiber's own pods are.
 
     kube_floor.py STATE_DIR [N]
+
+STATE_DIR: build/engines/k8s (scripts/kubernetes_cluster.sh).
 """
 import json
+import os
 import ssl
 import statistics
 import sys
@@ -18,7 +21,9 @@ state = sys.argv[1]
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 server = open(f"{state}/url").read().strip()
 tls = ssl.create_default_context(cafile=f"{state}/ca.crt")
-ns = "bench-floor"
+ns = "default"
+image = open(f"{state}/image").read().strip()
+run = f"floor-{os.getpid()}"
 
 
 def call(method, path, body=None, stream=False, timeout=60):
@@ -31,9 +36,9 @@ def call(method, path, body=None, stream=False, timeout=60):
 
 def pod(name, command):
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {"bench": "floor"}},
+            "metadata": {"name": name, "labels": {"bench": run}},
             "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "fiber-test-root:latest", "command": command,
+                     "containers": [{"name": "c", "image": image, "command": command,
                                      "volumeMounts": [{"name": "usr", "mountPath": "/usr", "readOnly": True}]}],
                      "volumes": [{"name": "usr", "hostPath": {"path": "/usr"}}]}}
 
@@ -42,7 +47,7 @@ def wait_for(names, phases, rv):
     """Follows the watch from `rv` until every pod in `names` is in one of `phases`."""
     left = set(names)
     while left:
-        w = call("GET", f"/api/v1/namespaces/{ns}/pods?watch=1&labelSelector=bench%3Dfloor&resourceVersion={rv}"
+        w = call("GET", f"/api/v1/namespaces/{ns}/pods?watch=1&labelSelector=bench%3D{run}&resourceVersion={rv}"
                         "&timeoutSeconds=60", stream=True, timeout=90)
         for line in w:
             ev = json.loads(line)
@@ -63,15 +68,15 @@ def delete(name):
 times = []
 for i in range(n):
     t = time.perf_counter()
-    created = call("POST", f"/api/v1/namespaces/{ns}/pods", pod(f"floor-{i}", ["/bin/true"]))
-    wait_for([f"floor-{i}"], ("Succeeded", "Failed"), created["metadata"]["resourceVersion"])
-    delete(f"floor-{i}")
+    created = call("POST", f"/api/v1/namespaces/{ns}/pods", pod(f"{run}-{i}", ["/bin/true"]))
+    wait_for([f"{run}-{i}"], ("Succeeded", "Failed"), created["metadata"]["resourceVersion"])
+    delete(f"{run}-{i}")
     times.append((time.perf_counter() - t) * 1e3)
-print(f"double floor: pod of /bin/true created, seen Succeeded, deleted median={statistics.median(times):.1f}ms")
+print(f"cluster floor: pod of /bin/true created, seen Succeeded, deleted median={statistics.median(times):.1f}ms")
 
 times = []
 for r in range(max(3, n // 2)):
-    names = [f"floor4-{r}-{k}" for k in range(4)]
+    names = [f"{run}-x4-{r}-{k}" for k in range(4)]
     t = time.perf_counter()
     rvs = []
     threads = [threading.Thread(target=lambda nm=nm: rvs.append(
@@ -85,4 +90,4 @@ for r in range(max(3, n // 2)):
     times.append((time.perf_counter() - t) * 1e3)
     for nm in names:
         delete(nm)
-print(f"double floor x4: four pods created in parallel until all run median={statistics.median(times):.1f}ms")
+print(f"cluster floor x4: four pods created in parallel until all run median={statistics.median(times):.1f}ms")

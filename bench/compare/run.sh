@@ -150,51 +150,50 @@ PY3
 }
 
 part_kubernetes() {
-  echo "== backends: kubernetes (the API double) beside docker and the double's own floor (same run)"
-  "$root/scripts/engines.sh" start docker kubernetes || return 1
-  local kube="$root/build/engines/kubernetes"
+  echo "== backends: kubernetes (the real test cluster) beside docker and the cluster's own floor (same run)"
+  "$root/scripts/engines.sh" start docker registry kubernetes || return 1
+  local kube="$root/build/engines/k8s"
   "$root/scripts/docker_test_image.sh"
   python3 "$root/bench/compare/kube_floor.py" "$kube" 10 | tee "$tmp/floor.txt"
   python3 "$root/bench/compare/docker_floor.py" | tee -a "$tmp/floor.txt"
   local volumes="/usr:/usr:ro,$build:$build:ro"
   FIBER_BACKEND=docker FIBER_IMAGE=fiber-test-root:latest FIBER_VOLUMES="$volumes" \
     "$build/bench/backend_bench" "$startup" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/docker.json" 2>/dev/null
-  # Each benchmark in a namespace of its own: the double's request log tells them apart.
-  local gateway; gateway=$(cat "$kube/gateway")
-  local kenv=(KUBECONFIG="$kube/kubeconfig" FIBER_BACKEND=kubernetes FIBER_IMAGE=fiber-test-root:latest
-              FIBER_VOLUMES="$volumes" FIBER_MASTER_ADDRESS="$gateway")
-  env "${kenv[@]}" FIBER_KUBERNETES_NAMESPACE="bench-startup-$$" "$build/bench/backend_bench" "$startup" \
+  # As the service account fiber (the Role of rbac.yaml); every request it makes is in the API
+  # server's audit log, which tells the idle benchmark's phases apart by time.
+  local kenv=(KUBECONFIG="$kube/kubeconfig" FIBER_BACKEND=kubernetes FIBER_IMAGE="$(cat "$kube/image")"
+              FIBER_VOLUMES="$volumes" FIBER_MASTER_ADDRESS="$(cat "$kube/gateway")" FIBER_KUBERNETES_CPU_REQUEST=100m)
+  env "${kenv[@]}" "$build/bench/backend_bench" "$startup" \
     --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/kubernetes.json" 2>/dev/null
-  env "${kenv[@]}" FIBER_KUBERNETES_NAMESPACE="bench-idle-$$" "$build/bench/backend_bench" \
-    --benchmark_filter=pool_idle --benchmark_format=json >"$tmp/idle.json" 2>/dev/null
-  curl -s --cacert "$kube/ca.crt" -H "Authorization: Bearer $(cat "$kube/admin-token")" \
-    "$(cat "$kube/url")/double/requests" >"$tmp/requests.json"
-  python3 - "$tmp" "bench-startup-$$" "bench-idle-$$" <<'PYK'
-import json, re, sys
+  env "${kenv[@]}" "$build/bench/backend_bench" --benchmark_filter=pool_idle --benchmark_format=json >"$tmp/idle.json" 2>/dev/null
+  python3 - "$tmp" "$kube/audit.log" <<'PYK'
+import datetime, json, re, sys
 from collections import Counter
-tmp, ns_startup, ns_idle = sys.argv[1:4]
+tmp, audit = sys.argv[1:3]
 def medians(path):
     return {b["run_name"].split("/")[0]: b["real_time"] for b in json.load(open(path))["benchmarks"] if b.get("aggregate_name") == "median"}
 floor = open(f"{tmp}/floor.txt").read()
 f = lambda label: float(re.search(rf"^{label}: .*?median=([\d.]+)ms", floor, re.M).group(1))
 docker, kube = medians(f"{tmp}/docker.json"), medians(f"{tmp}/kubernetes.json")
-for name, label, kfloor, dfloor in (("child_start_join", "child start+join", "double floor", "engine floor"),
-                                    ("pool4_ready", "Pool(4) until ready", "double floor x4", "engine floor x4")):
+for name, label, kfloor, dfloor in (("child_start_join", "child start+join", "cluster floor", "engine floor"),
+                                    ("pool4_ready", "Pool(4) until ready", "cluster floor x4", "engine floor x4")):
     k, d = kube[name], docker[name]
     print(f"{label:20s} kubernetes {k:8.1f} ms  docker {d:8.1f} ms  kubernetes/docker {k/d:5.2f}x  "
-          f"kubernetes/double-floor {k/f(kfloor):5.2f}x  docker/engine-floor {d/f(dfloor):5.2f}x  "
-          f"(floors: double {f(kfloor):.1f} ms, engine {f(dfloor):.1f} ms)")
-requests = json.load(open(f"{tmp}/requests.json"))["requests"]
-def kind(r):
-    q = r["query"]
-    if "watch=1" in q or "watch=true" in q: return "watch"
-    if r["path"].endswith("/log"): return "log"
-    if r["method"] == "GET": return "list" if r["path"].endswith("/pods") else "get"
-    return {"POST": "create", "DELETE": "delete" if not r["path"].endswith("/pods") else "deletecollection"}.get(r["method"], r["method"])
+          f"kubernetes/cluster-floor {k/f(kfloor):5.2f}x  docker/engine-floor {d/f(dfloor):5.2f}x  "
+          f"(floors: cluster {f(kfloor):.1f} ms, engine {f(dfloor):.1f} ms)")
+def when(e):
+    return datetime.datetime.fromisoformat(e["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
+requests = []
+for line in open(audit):
+    e = json.loads(line)
+    if e.get("stage") == "ResponseComplete" and e["user"]["username"] == "system:serviceaccount:default:fiber":
+        requests.append(e)
+def kind(e):
+    if "watch=" in e["requestURI"] and "watch=false" not in e["requestURI"]: return "watch"
+    return e["verb"] if e.get("objectRef", {}).get("subresource") is None else e["verb"] + " " + e["objectRef"]["subresource"]
 for b in json.load(open(f"{tmp}/idle.json"))["benchmarks"]:
     workers = b["run_name"].split("/")[1]
-    mine = [r for r in requests if f"/namespaces/{ns_idle}/" in r["path"] + "/"]
-    phase = lambda a, z: Counter(kind(r) for r in mine if b[a] <= r["time"] < b[z])
+    phase = lambda a, z: Counter(kind(e) for e in requests if b[a] <= when(e) < b[z])
     start, idle, stop = phase("t_start", "t_ready"), phase("t_ready", "t_idle_end"), phase("t_idle_end", "t_end")
     minutes = (b["t_idle_end"] - b["t_ready"]) / 60
     fmt = lambda c: ", ".join(f"{k} {v}" for k, v in sorted(c.items())) or "none"
@@ -361,12 +360,12 @@ started_docker=false
 started_slurm=false
 [ -f "$root/build/engines/slurmctld.pid" ] || started_slurm=true
 started_kubernetes=false
-[ -f "$root/build/engines/kubernetes.pid" ] || started_kubernetes=true
+[ -f "$root/build/engines/k8s/ready" ] || started_kubernetes=true
 for p in pool data managers ring ring_slurm docker kubernetes slurm channels; do
   if [ "$what" = all ] || [ "$what" = "$p" ]; then run_part "$p"; fi
 done
 # Only stop an engine this run started (its pid file did not exist before).
-if $started_kubernetes && [ -f "$root/build/engines/kubernetes.pid" ]; then "$root/scripts/engines.sh" stop kubernetes; fi
+if $started_kubernetes && [ -f "$root/build/engines/k8s/ready" ]; then "$root/scripts/engines.sh" stop kubernetes; fi
 if $started_docker && [ -f "$root/build/engines/docker.pid" ]; then "$root/scripts/engines.sh" stop docker; fi
 if $started_slurm && [ -f "$root/build/engines/slurmctld.pid" ]; then "$root/scripts/engines.sh" stop slurm; fi
 if ((${#failed[@]})); then

@@ -173,6 +173,9 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
     if (!pod) {
       if (!created) return;  // the watch saw it vanish before our create was answered: not ours yet
       // Deleted from outside (kubectl delete pod, a node drained) before it ended.
+      if (!terminated_code)
+        logf(log_level::warn, process_name, ": its pod ", name, " was deleted before Kubernetes reported how its container ",
+             "ended", deleting ? " (fiber was stopping it)" : "", ": reported as killed (-9)");
       return end(terminated_code.value_or(-SIGKILL),
                  terminated_code ? detail : "its pod " + name + " was deleted" + (deleting ? "" : " by someone else"));
     }
