@@ -167,6 +167,26 @@ TEST_F(kubernetes_cluster, an_unknown_field_is_refused_by_the_server_and_the_pat
   EXPECT_EQ(pod.at("status").at("qosClass").as_string(), "Burstable");
 }
 
+TEST_F(kubernetes_cluster, a_pool_whose_pods_cannot_be_scheduled_fails_with_the_schedulers_words) {
+  // No node has the label the pods select: the scheduler refuses them. Without an autoscaler no
+  // node will come, so the first refusal is a start that cannot succeed (unsatisfiable), not one
+  // of three tries: the pool's work fails with the scheduler's words, and no more pods are made.
+  fiber::context ctx(fiber::config::load({{"kubernetes_pod_patch", R"({"spec":{"nodeSelector":{"fiber.test/no-such-node":"x"}}})"}}));
+  fiber::pool p(ctx, {.processes = 2});
+  std::string why;
+  std::error_code code;
+  try {
+    (void)p.map(&shout_and_square, std::vector<int>{1, 2, 3}).get();
+  } catch (const fiber::error& e) {
+    why = e.what();
+    code = e.code();
+  }
+  EXPECT_EQ(code, fiber::errc::unsatisfiable) << why;
+  EXPECT_NE(why.find("pool workers cannot start"), std::string::npos) << why;
+  EXPECT_NE(why.find("didn't match Pod's node affinity/selector"), std::string::npos) << why;
+  EXPECT_NE(why.find("kubernetes_autoscaling"), std::string::npos) << why;
+}
+
 TEST_F(kubernetes_cluster, kubectl_lists_reads_logs_of_and_deletes_the_pods_of_a_running_pool) {
   fiber::context ctx;
   fiber::simple_queue<int> started(ctx), release(ctx);

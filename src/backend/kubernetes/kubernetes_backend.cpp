@@ -113,6 +113,8 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
   std::atomic<int> pid{0};
   int code = 0;
   std::string detail, last_reason, output_tail;
+  std::string failing;  // why fail() is deleting the pod
+  std::atomic<bool> unschedulable{false};  // the scheduler refused it and no autoscaler may help
   std::optional<int> terminated_code;
   unique_function<void(int)> on_exit;
   std::vector<unique_function<void()>> on_running;
@@ -172,6 +174,9 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
     if (!problem.empty()) return fail("the pod watch stopped: " + problem);
     if (!pod) {
       if (!created) return;  // the watch saw it vanish before our create was answered: not ours yet
+      // Deleted because it cannot start (unschedulable, its image cannot be pulled): a failed
+      // start, not a child killed from outside (a pool would start another at once, and again).
+      if (!failing.empty()) return end(not_started, failing);
       // Deleted from outside (kubectl delete pod, a node drained) before it ended.
       if (!terminated_code)
         logf(log_level::warn, process_name, ": its pod ", name, " was deleted before Kubernetes reported how its container ",
@@ -190,9 +195,14 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
         if (string_at(&co, "type") == "PodScheduled" && string_at(&co, "status") == "False" &&
             string_at(&co, "reason") == "Unschedulable") {
           last_reason = "Unschedulable: " + string_at(&co, "message");
-          if (!shared->cfg.kubernetes_autoscaling)
+          if (!shared->cfg.kubernetes_autoscaling) {
+            // Without an autoscaler no room will come: the start fails for good (errc::unsatisfiable),
+            // and a pool stops starting workers instead of trying again and again while the
+            // workers that fit run (Pool(100) on nodes that held 40: a create a second).
+            unschedulable = true;
             return fail("Kubernetes cannot schedule its pod " + name + ": " + string_at(&co, "message") +
                         " (it asked for " + asked + "; set kubernetes_autoscaling=true to wait for new nodes)");
+          }
         }
       }
     auto* statuses = status->if_contains("containerStatuses");
@@ -284,6 +294,7 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
 
   void fail(std::string why) {
     logf(log_level::debug, process_name, ": ", why);
+    failing = why;  // the watch may see the pod gone before the delete is answered: this is why
     remove_then(0, [self = shared_from_this(), why = std::move(why)]() mutable { self->end(not_started, std::move(why)); });
   }
 
@@ -343,6 +354,7 @@ class kubernetes_job final : public job {
   ~kubernetes_job() override { kill_and_reap(); }
 
   int pid() const noexcept override { return run_->pid.load(); }
+  bool never_fits() const noexcept override { return run_->unschedulable.load(); }
   void on_exit(unique_function<void(int)> cb) override {
     if (run_->at == pod_run::stage::ended) return cb(run_->code);
     run_->on_exit = std::move(cb);
