@@ -62,16 +62,6 @@ class kubernetes_cluster : public ::testing::Test {
     while (!bin.empty() && bin.back() == '\n') bin.pop_back();
     return run(bin + "/kubectl --kubeconfig " + dir + "/kubeconfig " + args);
   }
-  static std::string start_error(fiber::context& ctx, void (*f)()) {
-    try {
-      fiber::process p(ctx, f);
-      p.start().get();
-      p.join().get();
-    } catch (const fiber::error& e) {
-      return e.what();
-    }
-    return "(it started)";
-  }
   /// An admin request that must succeed; its body.
   static boost::json::value admin(const std::string& method, const std::string& path, const std::string& body = {}) {
     auto r = fiber_test::kube_call(method, path, body, true);
@@ -122,7 +112,7 @@ TEST_F(kubernetes_cluster, a_missing_image_fails_the_start_with_the_nodes_pull_e
   auto image = fiber_test::kube_test_image();
   image = image.substr(0, image.find('/')) + "/fiber-test/no-such-image:1";
   fiber::context ctx(fiber::config::load({{"image", image}}));
-  auto why = start_error(ctx, &do_nothing);
+  auto why = fiber_test::start_error(ctx, &do_nothing);
   EXPECT_TRUE(why.find("ErrImagePull") != std::string::npos || why.find("ImagePullBackOff") != std::string::npos) << why;
   EXPECT_NE(why.find("no-such-image:1"), std::string::npos) << why;
   EXPECT_NE(why.find("not found"), std::string::npos) << why;
@@ -133,7 +123,7 @@ TEST_F(kubernetes_cluster, a_namespace_without_the_role_is_refused_naming_the_ve
   auto ns = "fiber-test-denied-" + std::to_string(::getpid());
   admin("POST", "/api/v1/namespaces", R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + ns + R"("}})");
   fiber::context ctx(fiber::config::load({{"kubernetes_namespace", ns}}));
-  auto why = start_error(ctx, &do_nothing);
+  auto why = fiber_test::start_error(ctx, &do_nothing);
   fiber_test::kube_call("DELETE", "/api/v1/namespaces/" + ns, {}, true);
   // The first request there the Role would allow is the watch's list of the job's pods.
   EXPECT_NE(why.find("forbids list pods"), std::string::npos) << why;
@@ -145,7 +135,7 @@ TEST_F(kubernetes_cluster, a_namespace_without_the_role_is_refused_naming_the_ve
 TEST_F(kubernetes_cluster, an_unknown_field_is_refused_by_the_server_and_the_patch_applies) {
   // Every create asks for fieldValidation=Strict: the API server itself names the field.
   fiber::context bad(fiber::config::load({{"kubernetes_pod_patch", R"({"spec":{"bogusField":1}})"}}));
-  auto why = start_error(bad, &do_nothing);
+  auto why = fiber_test::start_error(bad, &do_nothing);
   EXPECT_NE(why.find("unknown field \"spec.bogusField\""), std::string::npos) << why;
   fiber::context ctx(fiber::config::load(
       {{"kubernetes_pod_patch", R"({"metadata":{"labels":{"team":"research"}}})"}, {"kubernetes_cpu_request", "50m"}}));
@@ -328,7 +318,7 @@ TEST_F(kubernetes_cluster, a_revoked_token_is_read_again_and_a_refused_one_is_a_
   std::string why;
   try {
     fiber::context ctx;
-    why = start_error(ctx, &do_nothing);
+    why = fiber_test::start_error(ctx, &do_nothing);
   } catch (const fiber::error& e) {
     why = e.what();
   }

@@ -32,16 +32,6 @@ class kubernetes_double : public ::testing::Test {
     if (auto why = fiber_test::kube_double_problem(); !why.empty())
       FIBER_TEST_ENGINE_MISSING("Kubernetes API double", why);
   }
-  static std::string start_error(fiber::context& ctx, void (*f)()) {
-    try {
-      fiber::process p(ctx, f);
-      p.start().get();
-      p.join().get();
-    } catch (const fiber::error& e) {
-      return e.what();
-    }
-    return "(it started)";
-  }
 };
 
 TEST_F(kubernetes_double, a_gpu_no_node_has_fails_at_start_before_any_pod_and_a_node_that_joins_is_found) {
@@ -72,7 +62,7 @@ TEST_F(kubernetes_double, a_gpu_no_node_has_fails_at_start_before_any_pod_and_a_
   ASSERT_FALSE(fiber_test::kube_call("POST", "/double/deny?verb=list&resource=nodes", {}, true).ec);
   {
     fiber::context blind(fiber::config::load({{"kubernetes_namespace", ns}}));
-    auto why = start_error(blind, &wants_a_gpu);
+    auto why = fiber_test::start_error(blind, &wants_a_gpu);
     fiber_test::kube_call("DELETE", "/double/deny?verb=list&resource=nodes", {}, true);
     EXPECT_NE(why.find("Insufficient nvidia.com/gpu"), std::string::npos) << why;
     EXPECT_NE(why.find("kubernetes_autoscaling"), std::string::npos) << why;

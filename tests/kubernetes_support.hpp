@@ -5,6 +5,7 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <boost/json.hpp>
+#include <fiber/fiber.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -39,6 +40,18 @@ inline std::string read_text(const std::string& path) {
 inline std::string kube_test_image() {
   auto named = read_text(kube_double_dir() + "/image");
   return named.empty() ? std::string("fiber-test-root:latest") : named;
+}
+
+/// What starting and joining a child of `f` in `ctx` fails with ("(it started)" when nothing does).
+inline std::string start_error(fiber::context& ctx, void (*f)()) {
+  try {
+    fiber::process p(ctx, f);
+    p.start().get();
+    p.join().get();
+  } catch (const fiber::error& e) {
+    return e.what();
+  }
+  return "(it started)";
 }
 
 /// True when the folder is the real test cluster's (scripts/kubernetes_cluster.sh), not the double's.
