@@ -6,6 +6,7 @@
 #   start  brings it up (unless it answers already) and waits for both nodes to be Ready
 #   stop   stops every process it started, by pid, and removes the pods' processes, its mounts,
 #          cgroups, network namespaces, bridge and firewall rules
+#   restart-apiserver, compact-etcd, kill-container NODE ID   faults for the tests (see below)
 # Addresses, all on this machine; nothing routes off it:
 #   bridge fiberk8s0 10.79.0.1/24 (the API server's address), nodes 10.79.0.11 and .12,
 #   pods 10.80.1.0/24 on k1 and 10.80.2.0/24 on k2, services 10.96.0.0/24.
@@ -172,10 +173,22 @@ push_root_image() {
   docker build -q -t "$root_image" "$ctx" >/dev/null && docker push -q "$root_image" >/dev/null
 }
 
+# A kubeconfig for a service account. JSON, which is YAML too: the tests edit it with a JSON
+# parser. Its token is read from its file at each use, so a test can rewrite it under a client.
+token_kubeconfig() {  # file, user, token file
+  cat >"$1" <<EOF
+{"apiVersion": "v1", "kind": "Config",
+ "clusters": [{"name": "fiber-test", "cluster": {"server": "$api", "certificate-authority": "$pki/ca.crt"}}],
+ "users": [{"name": "$2", "user": {"tokenFile": "$3"}}],
+ "contexts": [{"name": "fiber-test", "context": {"cluster": "fiber-test", "user": "$2", "namespace": "default"}}],
+ "current-context": "fiber-test"}
+EOF
+}
 # What the tests use, in the files the suites read (tests/kubernetes_support.hpp): a kubeconfig
-# for the service account fiber (its Role is containers/kubernetes/rbac.yaml, nothing more), whose
-# token file can be rewritten under a running client; an admin token for the tests' own setup; the
-# address pods reach this host at; the suites' image.
+# for the service account fiber (its Role is containers/kubernetes/rbac.yaml, nothing more);
+# command.kubeconfig for the service account fiber-user with the Role fiber-command and nothing
+# more (the `fiber` command's tests); an admin token for the tests' own setup; the address pods
+# reach this host at; the suites' image.
 write_test_access() {
   kubectl_ apply -f - >>"$dir/logs/rbac.log" 2>&1 <<EOF || return 1
 apiVersion: v1
@@ -188,16 +201,24 @@ metadata: {name: fiber-test-admin}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
 subjects: [{kind: ServiceAccount, name: fiber-test-admin, namespace: kube-system}]
 EOF
-  kubectl_ create token fiber-test-admin -n kube-system --duration=48h >"$dir/admin-token" &&
-    kubectl_ create token fiber -n default --duration=48h >"$dir/token" || return 1
-  # JSON, which is YAML too: the tests edit it with a JSON parser.
-  cat >"$dir/kubeconfig" <<EOF
-{"apiVersion": "v1", "kind": "Config",
- "clusters": [{"name": "fiber-test", "cluster": {"server": "$api", "certificate-authority": "$pki/ca.crt"}}],
- "users": [{"name": "fiber", "user": {"tokenFile": "$dir/token"}}],
- "contexts": [{"name": "fiber-test", "context": {"cluster": "fiber-test", "user": "fiber", "namespace": "default"}}],
- "current-context": "fiber-test"}
+  # The people who run the `fiber` command: the Role fiber-command of rbac.yaml, bound to a
+  # service account of their own (on a real cluster a user or a group would be bound).
+  kubectl_ apply -f - >>"$dir/logs/rbac.log" 2>&1 <<EOF || return 1
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: fiber-user, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: fiber-command, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: fiber-command}
+subjects: [{kind: ServiceAccount, name: fiber-user, namespace: default}]
 EOF
+  kubectl_ create token fiber-test-admin -n kube-system --duration=48h >"$dir/admin-token" &&
+    kubectl_ create token fiber -n default --duration=48h >"$dir/token" &&
+    kubectl_ create token fiber-user -n default --duration=48h >"$dir/command-token" || return 1
+  token_kubeconfig "$dir/kubeconfig" fiber "$dir/token"
+  token_kubeconfig "$dir/command.kubeconfig" fiber-user "$dir/command-token"
   cp "$pki/ca.crt" "$dir/ca.crt"
   printf '%s' "$host_ip" >"$dir/gateway"
   printf '%s' "$api" >"$dir/url"
@@ -205,6 +226,44 @@ EOF
 }
 
 # --- control plane ------------------------------------------------------------------------------
+start_apiserver() {
+  spawn kube-apiserver "$bin/kube-apiserver" --etcd-servers=http://127.0.0.1:23790 \
+    --bind-address="$host_ip" --advertise-address="$host_ip" --secure-port=6443 \
+    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" --client-ca-file="$pki/ca.crt" \
+    --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$pki/sa.pub" \
+    --service-account-signing-key-file="$pki/sa.key" --service-cluster-ip-range="$service_range" \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction --allow-privileged=true \
+    --kubelet-client-certificate="$pki/apiserver-kubelet.crt" --kubelet-client-key="$pki/apiserver-kubelet.key" \
+    --kubelet-preferred-address-types=InternalIP --profiling=false \
+    --audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$dir/audit.log" --audit-log-format=json \
+    --audit-log-maxsize=200 --audit-log-maxbackup=1
+  wait_for 300 "the API server answering /readyz" api_up
+}
+
+# For the fault tests (tests/kubernetes_cluster_test.cpp, run alone): the API server stopped and
+# started again under running clients, and etcd's history compacted up to now, so that a watch that
+# reconnects from before it is answered 410 Gone, as after any long outage on a real cluster.
+restart_apiserver() {
+  bin=$(cat "$dir/bin" 2>/dev/null) && [ -f "$(pidfile kube-apiserver)" ] || { say "the test cluster is not running"; return 1; }
+  stop_pid kube-apiserver
+  start_apiserver
+}
+compact_etcd() {
+  local rev
+  rev=$(curl -sf -X POST http://127.0.0.1:23790/v3/kv/range -d '{"key":"AA=="}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])') || { say "etcd did not answer"; return 1; }
+  curl -sf -X POST http://127.0.0.1:23790/v3/kv/compaction -d "{\"revision\":\"$rev\",\"physical\":true}" >/dev/null &&
+    echo "$rev"
+}
+
+# ... and a pod's container killed with SIGKILL by its node's containerd, as a crash or the OOM
+# killer would end it: the kubelet sees it end (the fiber command's test of gc after a killed master).
+kill_container() {  # node, container id as the pod's status gives it (containerd://ID)
+  bin=$(cat "$dir/bin" 2>/dev/null) || { say "the test cluster is not running"; return 1; }
+  [ -S "/run/fiber-kubernetes/$1.sock" ] || { say "no node named '$1'"; return 1; }
+  "$bin/ctr" --address "/run/fiber-kubernetes/$1.sock" -n k8s.io task kill -s SIGKILL "${2#containerd://}"
+}
+
 start_control_plane() {
   mkdir -p "$dir/etcd"
   # Every request, one JSON line each (who, verb, resource, namespace, code), in audit.log: what a
@@ -224,17 +283,7 @@ EOF
     --listen-peer-urls http://127.0.0.1:23800 --initial-advertise-peer-urls http://127.0.0.1:23800 \
     --initial-cluster fiber-test=http://127.0.0.1:23800 --listen-metrics-urls http://127.0.0.1:23810
   wait_for 100 "etcd answering" curl -sf -o /dev/null http://127.0.0.1:23790/health || return 1
-  spawn kube-apiserver "$bin/kube-apiserver" --etcd-servers=http://127.0.0.1:23790 \
-    --bind-address="$host_ip" --advertise-address="$host_ip" --secure-port=6443 \
-    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" --client-ca-file="$pki/ca.crt" \
-    --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$pki/sa.pub" \
-    --service-account-signing-key-file="$pki/sa.key" --service-cluster-ip-range="$service_range" \
-    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction --allow-privileged=true \
-    --kubelet-client-certificate="$pki/apiserver-kubelet.crt" --kubelet-client-key="$pki/apiserver-kubelet.key" \
-    --kubelet-preferred-address-types=InternalIP --profiling=false \
-    --audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$dir/audit.log" --audit-log-format=json \
-    --audit-log-maxsize=200 --audit-log-maxbackup=1
-  wait_for 300 "the API server answering /readyz" api_up || return 1
+  start_apiserver || return 1
   spawn kube-controller-manager "$bin/kube-controller-manager" --kubeconfig="$dir/controller-manager.kubeconfig" \
     --authentication-kubeconfig="$dir/controller-manager.kubeconfig" --authorization-kubeconfig="$dir/controller-manager.kubeconfig" \
     --bind-address=127.0.0.1 --leader-elect=false --use-service-account-credentials=true \
@@ -432,5 +481,8 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  *) echo "usage: $0 start | stop" >&2; exit 2 ;;
+  restart-apiserver) restart_apiserver ;;
+  compact-etcd) compact_etcd ;;
+  kill-container) kill_container "${2:-}" "${3:-}" ;;
+  *) echo "usage: $0 start | stop | restart-apiserver | compact-etcd | kill-container NODE CONTAINER_ID" >&2; exit 2 ;;
 esac

@@ -1,15 +1,16 @@
-// The `fiber` command on Kubernetes, against the Kubernetes API DOUBLE (tests/kubernetes/
-// api_double.py, with its batch/v1 Job controller; its pods are containers on the test dockerd,
-// and it pulls images from the test registry as a node would): the master as a Job built and
-// pushed, attach and the master's exit code, ps, logs, stop, gc, cp through a helper pod, a dry run, and each bad input by
-// its message. Label kubernetes; without the double, dockerd or the registry these tests skip
-// (under CI they fail).
+// The `fiber` command on the REAL test cluster (scripts/kubernetes_cluster.sh: Kubernetes built
+// from source, two nodes pulling from the test registry), run as the service account fiber-user
+// with exactly the Role fiber-command of containers/kubernetes/rbac.yaml: the master as a Job
+// built and pushed, attach and the master's exit code, ps, logs, stop, gc, cp through a helper pod
+// reached by the API server's pod proxy, a dry run, and each bad input by its message. Label
+// kubernetes; without the cluster or the registry these tests skip (under CI they fail).
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <unistd.h>
 #include <csignal>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -17,7 +18,6 @@
 
 #include "backend/command.hpp"
 #include "cli_support.hpp"
-#include "docker_support.hpp"
 #include "kubernetes_support.hpp"
 #include "support.hpp"
 
@@ -31,10 +31,20 @@ std::string unique(const std::string& what) { return "cli-k-" + what + "-" + std
 class fiber_command_on_kubernetes : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (auto why = fiber_test::kube_double_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes API double", why);
+    if (auto why = fiber_test::kube_double_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes", why);
+    if (!fiber_test::on_real_cluster()) GTEST_SKIP() << "these tests are for the real test cluster (build/engines/k8s)";
     std::ifstream in(std::string(FIBER_TEST_BUILD_DIR) + "/engines/registry/address");
     if (!(in >> registry_)) FIBER_TEST_ENGINE_MISSING("registry", "no registry runs (scripts/engines.sh start registry starts one)");
-    env_ = "KUBECONFIG=" + fiber_test::kube_double_dir() + "/kubeconfig";
+    env_ = "KUBECONFIG=" + kubeconfig();
+  }
+  /// The command's user: the service account fiber-user, bound to the Role fiber-command.
+  static std::string kubeconfig() { return fiber_test::kube_double_dir() + "/command.kubeconfig"; }
+  /// What the tests themselves look at and set up, with the cluster's admin token.
+  static fiber_test::kube_answer admin(const std::string& method, const std::string& path, const std::string& body = {}) {
+    return fiber_test::kube_call(method, path, body, true);
+  }
+  static long job_status(const std::string& name) {
+    return admin("GET", "/apis/batch/v1/namespaces/default/jobs/" + name).status;
   }
   void TearDown() override {
     for (auto& name : started_) fiber("stop " + name);
@@ -46,18 +56,19 @@ class fiber_command_on_kubernetes : public ::testing::Test {
   std::string start(const std::string& what, const std::string& program) {
     auto name = unique(what);
     started_.push_back(name);
-    auto r = fiber("run --build --registry " + registry_ + "/fibertest-kube --name " + name + " -- " + program);
+    auto r = fiber("run --build --registry " + registry_ + "/fibertest-kube " + small_workers + " --name " + name + " -- " +
+                   program);
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("Created pod: " + name + "-"), std::string::npos) << r.out;
     return name;
   }
   /// The first line the run's master prints (`logs -f` waits through pending).
   std::string first_line(const std::string& name) const {
-    ::setenv("KUBECONFIG", (fiber_test::kube_double_dir() + "/kubeconfig").c_str(), 1);
+    ::setenv("KUBECONFIG", kubeconfig().c_str(), 1);
     return fiber_test::line_of({"--backend", "kubernetes", "logs", "-f", name}, fiber_test::a_pid);
   }
   static boost::json::object get(const std::string& path) {
-    auto r = fiber_test::kube_call("GET", path);
+    auto r = admin("GET", path);
     return r.body.is_object() ? r.body.as_object() : boost::json::object{};
   }
   static boost::json::array pods(const std::string& selector) {
@@ -84,6 +95,80 @@ class fiber_command_on_kubernetes : public ::testing::Test {
   }
   std::string registry_, env_;
   std::vector<std::string> started_;
+  // The masters' workers request a tenth of a core (kubernetes_cpu_request), as the suites' own
+  // pods do: the test cluster's two nodes have two cores each, and tests run side by side.
+  static constexpr const char* small_workers = "--env FIBER_KUBERNETES_CPU_REQUEST=100m";
+};
+
+/// A user of the fiber command with the Role fiber-command less one verb on one resource: a
+/// service account, Role and RoleBinding of its own (the cluster's Role fiber-command is read,
+/// not written again here), and a kubeconfig with its token; all removed with it.
+class command_user_without {
+ public:
+  command_user_without(const std::string& verb, const std::string& resource)
+      : name_(unique("without-" + verb)), file_(fs::path(testing::TempDir()) / (name_ + ".kubeconfig")) {
+    const std::string rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/";
+    auto role = fiber_test::kube_call("GET", rbac + "roles/fiber-command", {}, true).body;
+    boost::json::array rules;
+    for (auto& r : role.at("rules").as_array()) {
+      auto rule = r.as_object();
+      auto& resources = rule.at("resources").as_array();
+      if (std::find(resources.begin(), resources.end(), boost::json::value(resource)) != resources.end()) {
+        auto& verbs = rule.at("verbs").as_array();
+        verbs.erase(std::remove(verbs.begin(), verbs.end(), boost::json::value(verb)), verbs.end());
+        if (verbs.empty()) continue;
+      }
+      rules.push_back(std::move(rule));
+    }
+    auto meta = boost::json::object{{"name", name_}};
+    made("/api/v1/namespaces/default/serviceaccounts", {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", meta}});
+    made(rbac + "roles", {{"apiVersion", "rbac.authorization.k8s.io/v1"}, {"kind", "Role"}, {"metadata", meta}, {"rules", rules}});
+    made(rbac + "rolebindings",
+         {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+          {"kind", "RoleBinding"},
+          {"metadata", meta},
+          {"roleRef", {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", name_}}},
+          {"subjects", boost::json::array{{{"kind", "ServiceAccount"}, {"name", name_}, {"namespace", "default"}}}}});
+    auto token = fiber_test::kube_call("POST", "/api/v1/namespaces/default/serviceaccounts/" + name_ + "/token",
+                                       R"({"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{}})", true);
+    auto config = boost::json::parse(fiber_test::read_text(fiber_test::kube_double_dir() + "/command.kubeconfig"));
+    config.at("users").as_array()[0].as_object()["user"] =
+        boost::json::object{{"token", token.body.at("status").at("token")}};
+    std::ofstream(file_) << boost::json::serialize(config);
+  }
+  ~command_user_without() {
+    const std::string rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/";
+    fiber_test::kube_call("DELETE", rbac + "rolebindings/" + name_, {}, true);
+    fiber_test::kube_call("DELETE", rbac + "roles/" + name_, {}, true);
+    fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/serviceaccounts/" + name_, {}, true);
+    fs::remove(file_);
+  }
+  std::string kubeconfig() const { return file_.string(); }
+  /// True once the API server's authorizer has taken the new RoleBinding (it follows RBAC objects
+  /// through a watch of its own, so a request right after the create may still be refused):
+  /// asked of the server itself, SelfSubjectAccessReview of a verb the Role keeps, bounded
+  /// against a hang only.
+  bool ready() const {
+    auto access = fiber::detail::kube::kubeconfig_access(file_.string(), {});
+    auto review = R"({"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview",)"
+                  R"("spec":{"resourceAttributes":{"namespace":"default","verb":"get","resource":"persistentvolumeclaims"}}})";
+    for (int i = 0; i < 300; ++i) {
+      auto r = fiber_test::kube_call_as(access, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review);
+      if (!r.ec && r.body.is_object() && r.body.at("status").as_object().if_contains("allowed") &&
+          r.body.at("status").at("allowed").as_bool())
+        return true;
+      ::usleep(100000);
+    }
+    return false;
+  }
+
+ private:
+  void made(const std::string& path, boost::json::object body) {
+    auto r = fiber_test::kube_call("POST", path, boost::json::serialize(body), true);
+    EXPECT_EQ(r.status, 201) << path << ": " << r.why;
+  }
+  std::string name_;
+  fs::path file_;
 };
 
 }  // namespace
@@ -91,8 +176,8 @@ class fiber_command_on_kubernetes : public ::testing::Test {
 TEST_F(fiber_command_on_kubernetes, runs_the_pi_example_as_a_job_built_and_pushed_and_exits_with_its_code) {
   auto name = unique("pi");
   started_.push_back(name);
-  auto r = fiber("run --build --registry " + registry_ + "/fibertest-kube --attach --name " + name + " -- " +
-                 FIBER_TEST_BUILD_DIR "/examples/pi_estimation");
+  auto r = fiber("run --build --registry " + registry_ + "/fibertest-kube " + small_workers + " --attach --name " + name +
+                 " -- " + FIBER_TEST_BUILD_DIR "/examples/pi_estimation");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("Pi is roughly 3.1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Created pod: " + name + "-"), std::string::npos) << r.out;
@@ -102,7 +187,12 @@ TEST_F(fiber_command_on_kubernetes, runs_the_pi_example_as_a_job_built_and_pushe
   ASSERT_TRUE(job.contains("spec")) << boost::json::serialize(job);
   EXPECT_EQ(job.at("spec").at("backoffLimit").as_int64(), 0);
   EXPECT_EQ(job.at("spec").at("template").at("spec").at("serviceAccountName").as_string(), "fiber");
-  EXPECT_EQ(job.at("status").at("succeeded").as_int64(), 1) << boost::json::serialize(job);
+  // attach returns on the master's exit as its container's state reports it (the pod's phase and
+  // the Job's count follow moments later).
+  auto master = pods("job-name=" + name);
+  ASSERT_EQ(master.size(), 1u);
+  EXPECT_EQ(master[0].at("status").at("containerStatuses").at(0).at("state").at("terminated").at("exitCode").as_int64(), 0)
+      << boost::json::serialize(master[0]);
 }
 
 TEST_F(fiber_command_on_kubernetes, attach_exits_with_the_masters_exit_code) {
@@ -134,7 +224,7 @@ TEST_F(fiber_command_on_kubernetes, ps_logs_and_stop_follow_a_detached_run_and_s
   auto stopped = fiber("stop " + name);
   EXPECT_EQ(stopped.code, 0) << stopped.out;
   // Gone when stop returns: the Job, its pod, and the worker its master made.
-  EXPECT_EQ(fiber_test::kube_call("GET", "/apis/batch/v1/namespaces/default/jobs/" + name).status, 404);
+  EXPECT_EQ(job_status(name), 404);
   EXPECT_TRUE(pods("job-name=" + name).empty());
   EXPECT_TRUE(no_workers_of(uid));
   EXPECT_EQ(fiber("ps").out.find(name), std::string::npos);
@@ -155,15 +245,13 @@ TEST_F(fiber_command_on_kubernetes, gc_removes_an_ended_run_and_the_workers_its_
   auto uid = master_uid(name);
   auto pod = pods("job-name=" + name);
   ASSERT_EQ(pod.size(), 1u);
-  // SIGKILL to the master's container: it cleans nothing up, its pod fails, and its worker stays
-  // (its owner, the failed pod, is still there).
-  asio::io_context io;
-  fiber::detail::docker_engine engine(io);
-  auto ids = fiber_test::run_engine<std::vector<std::string>>(io, [&](auto done) {
-    engine.list("io.kubernetes.pod.name", std::string(pod[0].at("metadata").at("name").as_string()), std::move(done));
-  });
-  ASSERT_EQ(ids.value.size(), 1u);
-  ASSERT_FALSE(fiber_test::run_engine<bool>(io, [&](auto done) { engine.kill(ids.value[0], 9, std::move(done)); }).ec);
+  // SIGKILL to the master's container, from its node's containerd: it cleans nothing up, its pod
+  // fails, and its worker stays (its owner, the failed pod, is still there).
+  auto& container = pod[0].at("status").at("containerStatuses").at(0).as_object();
+  auto [killed, why] = fiber_test::cluster_script(std::string("kill-container ") +
+                                                  std::string(pod[0].at("spec").at("nodeName").as_string()) + " " +
+                                                  std::string(container.at("containerID").as_string()));
+  ASSERT_TRUE(killed) << why;
   ASSERT_TRUE(fiber_test::await_pods("job-name=" + name, [](const auto& all) {
     for (auto& [n, p] : all)
       if (p.at("status").as_object().if_contains("phase") && p.at("status").at("phase").as_string() == "Failed") return true;
@@ -179,7 +267,7 @@ TEST_F(fiber_command_on_kubernetes, gc_removes_an_ended_run_and_the_workers_its_
   auto gc = fiber("gc");
   EXPECT_EQ(gc.code, 0) << gc.out;
   EXPECT_NE(gc.out.find("removing ended run " + name + " (failed)"), std::string::npos) << gc.out;
-  EXPECT_EQ(fiber_test::kube_call("GET", "/apis/batch/v1/namespaces/default/jobs/" + name).status, 404);
+  EXPECT_EQ(job_status(name), 404);
   EXPECT_TRUE(no_workers_of(uid)) << "the killed master's worker";
   started_.clear();
 }
@@ -188,7 +276,7 @@ TEST_F(fiber_command_on_kubernetes, gc_removes_an_ended_run_and_the_workers_its_
 // service, reached through the API server's pod proxy; the pod goes after each copy.
 TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_leaves_no_helper_pod) {
   auto claim = unique("claim");
-  ASSERT_EQ(fiber_test::kube_call("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
+  ASSERT_EQ(admin("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
                                   R"({"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":")" + claim +
                                       R"("},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}})")
                 .status,
@@ -200,7 +288,7 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   // claim as well.
   auto name = unique("cp-image");
   started_.push_back(name);
-  auto run = fiber("run --build --registry " + registry_ + "/fibertest-kube --name " + name + " -- " +
+  auto run = fiber("run --build --registry " + registry_ + "/fibertest-kube " + small_workers + " --name " + name + " -- " +
                    FIBER_TEST_ORPHAN_MASTER);
   ASSERT_EQ(run.code, 0) << run.out;
   auto at = run.out.find("(image ");
@@ -233,9 +321,10 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   EXPECT_EQ(missing.code, 125);
   EXPECT_NE(missing.out.find("claim " + claim + " has no 'no/such'"), std::string::npos) << missing.out;
   // Without the right to use the pod proxy: said, with what to grant.
-  ASSERT_FALSE(fiber_test::kube_call("POST", "/double/deny?verb=update&resource=pods/proxy", {}, true).ec);
-  auto denied = fiber("cp " + (dir / "results" / "a.txt").string() + " " + claim + ":/x");
-  fiber_test::kube_call("DELETE", "/double/deny?verb=update&resource=pods/proxy", {}, true);
+  command_user_without no_proxy_update("update", "pods/proxy");
+  ASSERT_TRUE(no_proxy_update.ready()) << "the API server did not take the service account's Role";
+  auto denied = fiber("cp " + (dir / "results" / "a.txt").string() + " " + claim + ":/x",
+                      "KUBECONFIG=" + no_proxy_update.kubeconfig());
   EXPECT_EQ(denied.code, 125);
   EXPECT_NE(denied.out.find("forbids reaching pod"), std::string::npos) << denied.out;
   EXPECT_NE(denied.out.find("pods/proxy"), std::string::npos) << denied.out;
@@ -261,7 +350,7 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   EXPECT_TRUE(no_helpers()) << "removed after each failure too";
   // Ctrl-C while the helper starts: the command ends, and so does the pod.
   {
-    auto env = fiber::detail::environment_with({{"KUBECONFIG", fiber_test::kube_double_dir() + "/kubeconfig"}});
+    auto env = fiber::detail::environment_with({{"KUBECONFIG", kubeconfig()}});
     auto child = fiber::detail::spawn_command(
         {FIBER_TEST_CLI, "--backend", "kubernetes", "cp", claim + ":/runs", dir.string() + "/interrupted"},
         {.pipe_stderr = true, .env = &env});
@@ -277,7 +366,7 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
     EXPECT_NE(said.find("fiber cp was interrupted; its helper pod is removed"), std::string::npos) << said;
     EXPECT_TRUE(no_helpers()) << "removed after Ctrl-C";
   }
-  fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/persistentvolumeclaims/" + claim);
+  admin("DELETE", "/api/v1/namespaces/default/persistentvolumeclaims/" + claim);
 }
 
 // A helper pod a killed `fiber cp` left (it ends by itself once idle): `fiber gc` removes it.
@@ -301,7 +390,7 @@ TEST_F(fiber_command_on_kubernetes, gc_removes_a_helper_pod_a_killed_fiber_cp_le
        {{"restartPolicy", "Never"},
         {"containers", boost::json::array{boost::json::object{
                            {"name", "copy"}, {"image", image}, {"command", {fs::canonical(FIBER_TEST_EXIT_WITH).string()}}}}}}}};
-  ASSERT_EQ(fiber_test::kube_call("POST", "/api/v1/namespaces/default/pods", boost::json::serialize(pod)).status, 201);
+  ASSERT_EQ(admin("POST", "/api/v1/namespaces/default/pods", boost::json::serialize(pod)).status, 201);
   ASSERT_TRUE(fiber_test::await_pods("fiber.helper=cp", [](const auto& all) {
     for (auto& [n, p] : all)
       if (auto* phase = p.at("status").as_object().if_contains("phase"); phase && phase->as_string() == "Succeeded") return true;
@@ -333,7 +422,7 @@ TEST_F(fiber_command_on_kubernetes, dry_run_prints_the_job_and_creates_nothing) 
   for (auto* want : {"FIBER_BACKEND", "FIBER_POD_IP", "FIBER_VOLUMES", "data:/data:ro", "\"A\""})
     EXPECT_NE(env.find(want), std::string::npos) << want << " in " << env;
   EXPECT_EQ(plan.at("build").at("context").as_string(), "generated: the program and its libraries");
-  EXPECT_EQ(fiber_test::kube_call("GET", "/apis/batch/v1/namespaces/default/jobs/" + name).status, 404);
+  EXPECT_EQ(job_status(name), 404);
 }
 
 TEST_F(fiber_command_on_kubernetes, bad_input_is_an_error_that_names_the_problem_and_the_fix) {
@@ -353,7 +442,7 @@ TEST_F(fiber_command_on_kubernetes, bad_input_is_an_error_that_names_the_problem
   auto missing = unique("missing");
   expect_error(fiber("run --attach --name " + missing + " --image " + registry_ + "/fibertest-kube/no-such-image:1" + program),
                "cannot start: ErrImagePull");
-  EXPECT_EQ(fiber_test::kube_call("GET", "/apis/batch/v1/namespaces/default/jobs/" + missing).status, 404);
+  EXPECT_EQ(job_status(missing), 404);
   auto greedy = unique("greedy");
   auto gpu = fiber(build + "--attach --gpu 1 --name " + greedy + program);
   expect_error(gpu, "Kubernetes cannot schedule its pod");

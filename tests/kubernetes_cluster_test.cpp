@@ -118,6 +118,17 @@ TEST_F(kubernetes_cluster, a_missing_image_fails_the_start_with_the_nodes_pull_e
   EXPECT_NE(why.find("not found"), std::string::npos) << why;
 }
 
+TEST_F(kubernetes_cluster, a_program_the_image_lacks_fails_the_start_with_the_kubelets_start_error) {
+  // Without the hostPath volume of the build folder the suites' image does not hold this test
+  // program: the runtime cannot exec it, and the kubelet reports the container terminated
+  // (StartError, exit code 128), not waiting.
+  fiber::context ctx(fiber::config::load({{"volumes", ""}}));
+  auto why = fiber_test::start_error(ctx, &do_nothing);
+  EXPECT_NE(why.find("cannot start its pod"), std::string::npos) << why;
+  EXPECT_NE(why.find("StartError"), std::string::npos) << why;
+  EXPECT_NE(why.find("no such file or directory"), std::string::npos) << why;
+}
+
 TEST_F(kubernetes_cluster, a_namespace_without_the_role_is_refused_naming_the_verb_and_the_manifest) {
   // The service account fiber has its Role in namespace default only (rbac.yaml applied there).
   auto ns = "fiber-test-denied-" + std::to_string(::getpid());

@@ -19,10 +19,12 @@
 namespace {
 void wants_a_gpu() {}
 void do_nothing() {}
+void wait_on_gate(fiber::simple_queue<int> gate) { (void)gate.get().get(); }
 }  // namespace
 FIBER_REMOTE(wants_a_gpu);
 FIBER_META(wants_a_gpu, .gpu = 1);
 FIBER_REMOTE(do_nothing);
+FIBER_REMOTE(wait_on_gate);
 
 namespace {
 
@@ -81,6 +83,30 @@ TEST_F(kubernetes_double, a_gpu_no_node_has_fails_at_start_before_any_pod_and_a_
   }
   fiber_test::kube_call("POST", "/double/node?name=double-node-2&gpu=0", {}, true);
   EXPECT_EQ(why, "");
+}
+
+TEST_F(kubernetes_double, terminate_on_a_node_that_is_gone_deletes_the_pod_without_the_kubelets_word) {
+  // terminate() leaves the SIGKILL to the kubelet (it enforces the grace itself and reports how the
+  // container ended). A kubelet that never answers must not make terminate() wait for good.
+  auto ns = "silent-" + std::to_string(::getpid());
+  fiber::context ctx(fiber::config::load(
+      {{"kubernetes_namespace", ns}, {"terminate_grace_ms", "100"}, {"kubernetes_stop_timeout_ms", "300"}}));
+  fiber::simple_queue<int> gate(ctx);
+  fiber::process p(ctx, &wait_on_gate, gate);
+  p.start().get();
+  ASSERT_FALSE(fiber_test::kube_call("POST", "/double/silence?namespace=" + ns, {}, true).ec);
+  p.terminate().get();
+  fiber_test::kube_call("DELETE", "/double/silence?namespace=" + ns, {}, true);
+  EXPECT_FALSE(p.is_alive());
+  EXPECT_EQ(p.exitcode(), -SIGKILL);
+  // A graceful delete first, then the forced one.
+  std::vector<std::string> deletes;
+  auto log = fiber_test::kube_call("GET", "/double/requests", {}, true);
+  for (auto& r : log.body.at("requests").as_array())
+    if (r.at("method").as_string() == "DELETE" && r.at("path").as_string().find("/namespaces/" + ns + "/pods/") != std::string::npos)
+      deletes.push_back(std::string(r.at("path").as_string()));
+  ASSERT_EQ(deletes.size(), 2u);
+  EXPECT_TRUE(fiber_test::kube_call("GET", "/api/v1/namespaces/" + ns + "/pods").body.at("items").as_array().empty());
 }
 
 TEST_F(kubernetes_double, throttled_requests_wait_for_retry_after_and_go_through) {

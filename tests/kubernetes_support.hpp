@@ -5,8 +5,10 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <boost/json.hpp>
+#include <sys/wait.h>
 #include <fiber/fiber.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -15,6 +17,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/kubernetes/kube_access.hpp"
@@ -84,13 +87,10 @@ struct kube_answer {
   std::string why;
 };
 
-/// One request to the double, to completion. `admin`: with the double's admin token (its
-/// /double/... controls), else with the user's kubeconfig (in a pod: the pod's service account).
-inline kube_answer kube_call(const std::string& method, const std::string& path, const std::string& body = {},
-                             bool admin = false) {
+/// One request with `access`, to completion.
+inline kube_answer kube_call_as(const fiber::detail::kube::access& access, const std::string& method,
+                                const std::string& path, const std::string& body = {}) {
   asio::io_context io;
-  auto access = user_access();
-  if (admin) access.tokens = fiber::detail::kube::token_source::fixed(read_text(kube_double_dir() + "/admin-token"));
   fiber::detail::kube::api api(io, access, 1000, 1000);
   std::optional<kube_answer> out;
   api.call(method, path, body, {method, path}, [&](std::error_code ec, long status, boost::json::value b, std::string why) {
@@ -99,6 +99,29 @@ inline kube_answer kube_call(const std::string& method, const std::string& path,
   while (!out && io.run_one()) {
   }
   return out ? std::move(*out) : kube_answer{std::make_error_code(std::errc::timed_out), 0, nullptr, "never answered"};
+}
+
+/// One request to the cluster (or the double), to completion. `admin`: with its admin token (the
+/// tests' own setup; the double's /double/... controls), else with the user's kubeconfig (in a
+/// pod: the pod's service account).
+inline kube_answer kube_call(const std::string& method, const std::string& path, const std::string& body = {},
+                             bool admin = false) {
+  auto access = user_access();
+  if (admin) access.tokens = fiber::detail::kube::token_source::fixed(read_text(kube_double_dir() + "/admin-token"));
+  return kube_call_as(access, method, path, body);
+}
+
+/// scripts/kubernetes_cluster.sh with `what` (a fault of the real test cluster): whether it
+/// succeeded, and what it printed.
+inline std::pair<bool, std::string> cluster_script(const std::string& what) {
+  std::string out;
+  auto cmd = std::string(FIBER_TEST_SOURCE_DIR) + "/scripts/kubernetes_cluster.sh " + what + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return {false, "popen failed"};
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  int status = ::pclose(p);
+  return {WIFEXITED(status) && WEXITSTATUS(status) == 0, out};
 }
 
 /// Follows the pods of namespace default that match `selector` (a list, then a watch from its

@@ -56,6 +56,7 @@ struct config {
   std::string kubernetes_service_account;   // serviceAccountName of worker pods; empty: the master
                                             // pod's, else the namespace's default
   int kubernetes_pending_timeout_ms = 300000;  // a pod not running after this fails its start
+  int kubernetes_stop_timeout_ms = 30000;      // after terminate's grace, how long the kubelet gets to report the pod stopped
   bool kubernetes_autoscaling = false;      // unschedulable pods wait (for nodes an autoscaler adds)
                                             // up to the pending timeout; false: they fail at once
   int kubernetes_qps = 20;                  // API requests per second (creates, deletes), and

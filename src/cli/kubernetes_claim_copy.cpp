@@ -58,7 +58,7 @@ void await_start(blocking_api& api, const std::string& ns, const std::string& po
     if (!p) return finish("it was deleted before it started");
     auto st = state_of(*p);
     if (st.started) return finish({});
-    if (detail::kube::hopeless_waiting_reason(first_word(st.reason))) return finish("it cannot start: " + st.reason);
+    if (st.hopeless) return finish("it cannot start: " + st.reason);
     if (st.unschedulable) return finish("Kubernetes cannot schedule it: " + st.reason.substr(15));
   });
   asio::steady_timer timer(api.io(), limit);

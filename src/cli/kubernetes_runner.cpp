@@ -59,6 +59,48 @@ std::int64_t epoch_of(const std::string& t) {
 std::string age(const std::string& created) { return age_since(epoch_of(created)); }
 
 /// -v flags as the volumes config key writes them: comma-separated.
+/// Each run's newest master pod among `pods` (those being deleted left out), by run name.
+std::map<std::string, const json::object*> masters_of(const json::array& pods) {
+  std::map<std::string, const json::object*> masters;
+  for (auto& p : pods) {
+    auto* meta = obj(obj(&p), "metadata");
+    if (meta && meta->contains("deletionTimestamp")) continue;
+    if (auto run = str(obj(meta, "labels"), run_label); !run.empty()) {
+      auto& m = masters[run];
+      if (!m || str(obj(m, "metadata"), "creationTimestamp") <= str(meta, "creationTimestamp")) m = obj(&p);
+    }
+  }
+  return masters;
+}
+
+/// Where a run stands: pending, running, succeeded or failed, and why in a few words. Its Job's
+/// condition once the Job controller has set it; before that its master pod's: the Job has one
+/// pod (backoffLimit 0) and follows it moments later, and `ps` and `gc` right after the master
+/// ended must already see it ended.
+struct standing {
+  std::string state = "pending", status;
+  bool ended() const { return state == "succeeded" || state == "failed"; }
+};
+standing standing_of(const json::value& job, const json::object* master) {
+  standing r;
+  if (auto* conditions = arr(obj(obj(&job), "status"), "conditions"))
+    for (auto& c : *conditions) {
+      auto type = str(obj(&c), "type");
+      if (str(obj(&c), "status") != "True") continue;
+      if (type == "Complete") r.state = "succeeded";
+      if (type == "Failed") r.state = "failed", r.status = str(obj(&c), "reason");
+    }
+  if (!master) return r;
+  auto st = state_of(*master);
+  if (r.state == "pending" && st.exit_code) r.state = *st.exit_code == 0 && st.started ? "succeeded" : "failed";
+  if (r.state == "pending" && st.phase == "Running") r.state = "running";
+  if (st.exit_code && st.started)
+    r.status = "exit code " + std::to_string(*st.exit_code) + (st.reason.empty() ? "" : " (" + st.reason + ")");
+  else if (!st.reason.empty())
+    r.status = st.reason;
+  return r;
+}
+
 std::string joined(const std::vector<std::string>& volumes) {
   std::string all;
   for (auto& v : volumes) all += (all.empty() ? "" : ",") + v;
@@ -271,7 +313,7 @@ class attachment {
       said_ = st.reason;
       if (!st.started) std::fprintf(stderr, "fiber: %s is pending: %s\n", out_.pod.c_str(), st.reason.c_str());
     }
-    if (!st.started && detail::kube::hopeless_waiting_reason(first_word(st.reason)))
+    if (!st.started && st.hopeless)
       return finish_with_failure("its pod " + out_.pod + " cannot start: " + st.reason);
     if (!st.started && st.unschedulable && !autoscaling_)
       return finish_with_failure("Kubernetes cannot schedule its pod " + out_.pod + ": " + st.reason.substr(15) +
@@ -427,15 +469,11 @@ int kubernetes_runner::ps() {
   auto& s = *s_;
   auto jobs = s.list(s.jobs_path(), std::string(detail::kube::managed_by_label) + "=fiber," + s.mine(), {"list", "jobs"});
   auto pods = s.list(s.pods_path(), std::string(detail::kube::managed_by_label) + "=fiber", {"list", "pods"});
-  std::map<std::string, int> workers;                  // master pod uid → running workers
-  std::map<std::string, const json::object*> masters;  // run name → its newest pod
+  auto masters = masters_of(pods);
+  std::map<std::string, int> workers;  // master pod uid → running workers
   for (auto& p : pods) {
     auto* meta = obj(obj(&p), "metadata");
     if (meta && meta->contains("deletionTimestamp")) continue;
-    if (auto run = str(obj(meta, "labels"), run_label); !run.empty()) {
-      auto& m = masters[run];
-      if (!m || str(obj(m, "metadata"), "creationTimestamp") <= str(meta, "creationTimestamp")) m = obj(&p);
-    }
     if (auto* owners = arr(meta, "ownerReferences"))
       for (auto& r : *owners)
         if (str(obj(&r), "kind") == "Pod" && str(obj(obj(&p), "status"), "phase") == "Running") ++workers[str(obj(&r), "uid")];
@@ -444,22 +482,10 @@ int kubernetes_runner::ps() {
   for (auto& j : jobs) {
     auto* meta = obj(obj(&j), "metadata");
     auto name = str(meta, "name");
-    std::string state = "pending", status;
-    if (auto* conditions = arr(obj(obj(&j), "status"), "conditions"))
-      for (auto& c : *conditions) {
-        auto type = str(obj(&c), "type");
-        if (str(obj(&c), "status") != "True") continue;
-        if (type == "Complete") state = "succeeded";
-        if (type == "Failed") state = "failed", status = str(obj(&c), "reason");
-      }
-    int running = 0;
-    if (auto it = masters.find(name); it != masters.end()) {
-      auto st = state_of(*it->second);
-      if (state == "pending" && st.phase == "Running") state = "running";
-      if (st.exit_code) status = "exit code " + std::to_string(*st.exit_code) + (st.reason.empty() ? "" : " (" + st.reason + ")");
-      else if (!st.reason.empty()) status = st.reason;
-      running = workers[str(obj(it->second, "metadata"), "uid")];
-    }
+    auto it = masters.find(name);
+    auto* master = it == masters.end() ? nullptr : it->second;
+    auto [state, status] = standing_of(j, master);
+    int running = master ? workers[str(obj(master, "metadata"), "uid")] : 0;
     if (status.size() > 40) status = status.substr(0, 37) + "...";
     std::printf("%-32s %-10s %-40s %-6s %d\n", name.c_str(), state.c_str(), status.c_str(),
                 age(str(meta, "creationTimestamp")).c_str(), running);
@@ -551,14 +577,14 @@ int kubernetes_runner::stop(const std::string& name) {
 int kubernetes_runner::gc() {
   auto& s = *s_;
   int removed = 0;
+  auto pods = s.list(s.pods_path(), std::string(detail::kube::managed_by_label) + "=fiber," + s.mine(), {"list", "pods"});
+  auto masters = masters_of(pods);
   for (auto& j : s.list(s.jobs_path(), std::string(detail::kube::managed_by_label) + "=fiber," + s.mine(), {"list", "jobs"})) {
     auto name = str(obj(obj(&j), "metadata"), "name");
-    std::string ended;
-    if (auto* conditions = arr(obj(obj(&j), "status"), "conditions"))
-      for (auto& c : *conditions)
-        if (str(obj(&c), "status") == "True" && (str(obj(&c), "type") == "Complete" || str(obj(&c), "type") == "Failed"))
-          ended = str(obj(&c), "type") == "Complete" ? "succeeded" : "failed";
-    if (ended.empty()) continue;
+    auto it = masters.find(name);
+    auto run = standing_of(j, it == masters.end() ? nullptr : it->second);
+    if (!run.ended()) continue;
+    auto& ended = run.state;
     // Background: its pod goes, and with it (owner references) any worker the master left.
     auto r = s.call("DELETE", s.jobs_path() + "/" + name, R"({"propagationPolicy":"Background"})", {"delete", "jobs"});
     if (r.ec && r.status != 404) throw error(errc::backend_unavailable, r.why);

@@ -1,5 +1,7 @@
 #include "cli/pod_state.hpp"
 
+#include "backend/kubernetes/pod_manifest.hpp"
+
 namespace fiber::cli {
 namespace json = boost::json;
 
@@ -36,13 +38,17 @@ pod_state state_of(const json::object& pod) {
       if (auto* waiting = obj(state, "waiting")) {
         auto message = str(waiting, "message");
         st.reason = str(waiting, "reason") + (message.empty() ? "" : ": " + message);
+        st.hopeless = detail::kube::hopeless_waiting_reason(str(waiting, "reason"));
       } else if (obj(state, "running")) {
         st.started = true;
       } else if (auto* terminated = obj(state, "terminated")) {
-        st.started = true;
         st.exit_code = static_cast<int>(num(terminated, "exitCode"));
         auto reason = str(terminated, "reason");
         if (!reason.empty() && reason != "Completed") st.reason = reason;
+        // The runtime could not exec the program: it never ran (its message says why).
+        st.started = !detail::kube::never_ran_reason(reason);
+        if (!st.started) st.reason += ": " + str(terminated, "message");
+        st.hopeless = !st.started;
       }
     }
   return st;

@@ -17,15 +17,14 @@ const boost::json::array* arr(const boost::json::object* o, std::string_view key
 std::string str(const boost::json::object* o, std::string_view key);
 std::int64_t num(const boost::json::object* o, std::string_view key);
 
-/// What a pod is doing, in a few words, and whether it has ended (with its exit code).
+/// What a pod is doing, in a few words, and whether it has ended (with its exit code). A container
+/// the runtime could not exec (StartError) has an exit code (128) but has not started.
 struct pod_state {
   std::string phase, reason;  // reason: a waiting reason and message, Unschedulable's message, ...
   bool unschedulable = false, started = false;
+  bool hopeless = false;  // it cannot start: a pull that failed, a bad configuration, a program it could not exec
   std::optional<int> exit_code;
 };
 pod_state state_of(const boost::json::object& pod);
-
-/// "Reason: message" → "Reason".
-inline std::string first_word(const std::string& reason) { return reason.substr(0, reason.find(':')); }
 
 }  // namespace fiber::cli

@@ -214,6 +214,7 @@ const std::vector<key_def>& key_table() {
       string_key("kubernetes_pod_patch", &config::kubernetes_pod_patch),
       string_key("kubernetes_service_account", &config::kubernetes_service_account),
       int_key("kubernetes_pending_timeout_ms", &config::kubernetes_pending_timeout_ms, 1, int_max),
+      int_key("kubernetes_stop_timeout_ms", &config::kubernetes_stop_timeout_ms, 0, int_max),
       bool_key("kubernetes_autoscaling", &config::kubernetes_autoscaling),
       int_key("kubernetes_qps", &config::kubernetes_qps, 1, 100000),
       int_key("kubernetes_burst", &config::kubernetes_burst, 1, 100000),

@@ -22,14 +22,17 @@ Semantics kept from the real server: resourceVersion (one counter for everything
 clients), watch from a resourceVersion with bookmarks and `timeoutSeconds`, 410 Gone as an ERROR
 event once history was compacted, `Status` bodies with reason and code (401, 403, 404, 409, 410,
 422 naming the invalid field, 429 with Retry-After), label and field selectors, graceful delete
-(deletionTimestamp, SIGTERM, SIGKILL after the grace period), the garbage collector deleting pods
+(deletionTimestamp, SIGTERM, SIGKILL after the grace period; grace 0 removes the object at once),
+the garbage collector deleting pods
 whose owner pod or Job is gone, image pulls from a registry the image names (IfNotPresent), a scheduler that refuses what no node has ("0/2 nodes are available: 2
 Insufficient nvidia.com/gpu."), image pull failures (ErrImagePull, ImagePullBackOff,
 InvalidImageName), CreateContainerConfigError, OOMKilled, pod IPs assigned before the containers
 start (a Docker network of the double's own), the downward API and the service account volume.
 
 Tests steer it through /double/... (admin token only): deny a verb (in one namespace), throttle
-(one namespace's requests), rotate the token, compact history, read the request log.
+(one namespace's requests), change a node (its room, cordoned), silence the kubelets for one
+namespace's pods (they report nothing and stop nothing, as on a node that is gone), rotate the token, compact history, read the
+request log.
 
     api_double.py --state DIR [--port N] [--network NAME --subnet CIDR] [--nodes 2]
 writes DIR/kubeconfig, DIR/token, DIR/admin-token, DIR/ca.crt, DIR/url, then DIR/ready.
@@ -401,6 +404,7 @@ class cluster:
         self.token = secrets.token_hex(16)
         self.admin_token = secrets.token_hex(16)
         self.denied = set()  # (verb, resource)
+        self.silenced = set()  # namespaces whose pods' kubelets say and do nothing
         self.throttle = {"count": 0, "retry_after": 1}
         self.requests = []
         self.instance = secrets.token_hex(4)
@@ -535,12 +539,20 @@ class cluster:
         p = self.s.get("pods", ns, name)
         return p if p and p["metadata"]["uid"] == uid else None
 
+    def silent_node(self, p):
+        """The pod's kubelet has stopped answering (a test's /double/silence, for the pods of one
+        namespace so that tests beside it go on): it reports nothing and acts on no delete, as on a
+        node that is gone."""
+        return p["metadata"]["namespace"] in self.silenced
+
     def update_status(self, ns, name, uid, fn):
         """Applies fn(pod) under the lock; False once the pod is gone or being deleted."""
         with self.s.lock:
             p = self.live_pod(ns, name, uid)
             if not p:
                 return False
+            if self.silent_node(p):
+                return "deletionTimestamp" not in p["metadata"]
             fn(p)
             self.s.modify("pods", p)
             return "deletionTimestamp" not in p["metadata"]
@@ -818,7 +830,7 @@ class cluster:
         kubelet's status manager reports it before the final delete."""
         with self.s.lock:
             p = self.live_pod(ns, name, uid)
-            if not p:
+            if not p or self.silent_node(p):
                 return
             grace = p["metadata"].get("deletionGracePeriodSeconds", 30)
             cid = p.get("_container")
@@ -853,6 +865,20 @@ class cluster:
                 raise api_error(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
             if uid and p["metadata"]["uid"] != uid:
                 raise api_error(409, "Conflict", f'Operation cannot be fulfilled on Pod "{name}": the UID in the precondition ({uid}) does not match the UID in record ({p["metadata"]["uid"]}). The object might have been deleted and then recreated')
+            if grace == 0:
+                # As the real API server: a delete with grace 0 removes the object at once, without
+                # the kubelet's word (kubectl delete --force); the container stops when the kubelet
+                # gets to it.
+                out = json.loads(json.dumps(p))
+                cid = p.get("_container")
+                ip = p["status"].get("podIP")
+                self.s.remove("pods", p)
+                if ip:
+                    self.free_ips.append(ip)
+                if cid:
+                    threading.Thread(target=lambda: self.engine.call("DELETE", f"/containers/{cid}?force=1&v=1"),
+                                     daemon=True).start()
+                return out
             if "deletionTimestamp" not in p["metadata"]:
                 g = p["spec"].get("terminationGracePeriodSeconds", 30) if grace is None else grace
                 p["metadata"]["deletionTimestamp"] = now()
@@ -1662,6 +1688,13 @@ class handler(http.server.BaseHTTPRequestHandler):
                         n[k] = float(q[k]) if k == "cpu" else int(q[k])
                 if "cordoned" in q:
                     n["cordoned"] = q["cordoned"] in ("1", "true")
+
+            elif path == "/double/silence":
+                if method == "DELETE":
+                    c.silenced.discard(q["namespace"])
+                else:
+                    c.silenced.add(q["namespace"])
+                c.s.lock.notify_all()
             elif path == "/double/compact":
                 c.s.compact()
             elif path == "/double/requests":

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <optional>
 
 #include "core/log.hpp"
 #include "fiber/error.hpp"
@@ -38,6 +39,7 @@ struct api::pending {
   bool limited = false;
   int throttled = 0, failed = 0;
   bool renewed = false;  // the token was read again after a 401 once already
+  std::optional<clock::time_point> trouble_since;  // its first failure, while the server is waited for
 };
 
 api::api(asio::io_context& io, access where, double qps, int burst)
@@ -109,6 +111,14 @@ void api::send(std::shared_ptr<pending> p) {
 }
 
 void api::answered(std::shared_ptr<pending> p, std::error_code ec, http_response r) {
+  // Within the patience for an API server that answered before: a restart is waited for.
+  auto patient = [this, &p] {
+    if (!reached_) return false;
+    auto now = clock::now();
+    if (!p->trouble_since) p->trouble_since = now;
+    return now - *p->trouble_since < outage_patience;
+  };
+  auto backoff = [&p] { return std::chrono::milliseconds(std::min(200 * p->failed, 2000)); };
   auto retry_after = [this, p](std::chrono::milliseconds delay) {
     auto t = std::make_shared<asio::steady_timer>(io_, delay);
     t->async_wait([this, p, t, alive = alive_](std::error_code e) {
@@ -119,10 +129,10 @@ void api::answered(std::shared_ptr<pending> p, std::error_code ec, http_response
   };
   if (ec) {
     if (ec == asio::error::operation_aborted) return p->done(ec, 0, {}, "cancelled");
-    if (++p->failed <= max_server_retries && ec != make_error_code(errc::timeout)) {
-      logf(log_level::debug, p->what.verb, " ", p->what.resource, " failed (", ec.message(), "); again in ",
-           200 * p->failed, " ms");
-      return retry_after(std::chrono::milliseconds(200 * p->failed));
+    if (ec != make_error_code(errc::timeout) && (++p->failed <= max_server_retries || patient())) {
+      logf(p->failed > max_server_retries ? log_level::warn : log_level::debug, p->what.verb, " ", p->what.resource,
+           " failed (", ec.message(), "); again in ", backoff().count(), " ms");
+      return retry_after(backoff());
     }
     return p->done(make_error_code(errc::backend_unavailable), 0, {},
                    "the Kubernetes API server at " + where_.server + " did not answer " + p->what.verb + " " +
@@ -135,7 +145,11 @@ void api::answered(std::shared_ptr<pending> p, std::error_code ec, http_response
     body = boost::json::parse(r.body, jec);
     if (jec) body = nullptr;
   }
-  if (r.status >= 200 && r.status < 300) return p->done({}, r.status, std::move(body), {});
+  reached_ = true;
+  if (r.status >= 200 && r.status < 300) {
+    granted_.insert(p->what.verb + " " + p->what.resource);
+    return p->done({}, r.status, std::move(body), {});
+  }
   if (r.status == 401 && !p->renewed && where_.tokens->can_renew()) {
     // A rotated token: read it again (or run the plugin again) and try once more.
     p->renewed = true;
@@ -148,8 +162,18 @@ void api::answered(std::shared_ptr<pending> p, std::error_code ec, http_response
          seconds, " s");
     return retry_after(std::chrono::seconds(std::clamp(seconds, 1, 60)));
   }
-  if ((r.status == 500 || r.status == 502 || r.status == 503 || r.status == 504) && ++p->failed <= max_server_retries)
-    return retry_after(std::chrono::milliseconds(500 * p->failed));
+  if ((r.status == 500 || r.status == 502 || r.status == 503 || r.status == 504) &&
+      (++p->failed <= max_server_retries || patient()))
+    return retry_after(std::chrono::milliseconds(std::min(500 * p->failed, 2000)));
+  if ((r.status == 401 || r.status == 403) && granted(p->what) && patient()) {
+    // Allowed a moment ago: an API server that has just started refuses everything until its
+    // authorizer has loaded the cluster's roles (and its authenticator the keys).
+    ++p->failed;
+    logf(log_level::debug, "the Kubernetes API server refuses ", p->what.verb, " ", p->what.resource,
+         " that it allowed before (", r.status, "): again in ", backoff().count(), " ms");
+    if (r.status == 401) where_.tokens->refused();
+    return retry_after(backoff());
+  }
   auto code = r.status == 401 || r.status == 403 ? make_error_code(errc::backend_unavailable)
                                                  : make_error_code(errc::spawn_failed);
   auto why = failure_text(*p, r.status, body);

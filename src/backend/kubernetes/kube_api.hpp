@@ -1,7 +1,8 @@
 // The Kubernetes API as the backend uses it: JSON requests and line streams (watches, logs) on
 // an io_context, with what every careful client does: a token re-read after 401, 429 answered
-// after its Retry-After, a rate limit (queries per second with a burst), and errors in the
-// server's own words (`Status.message`) with what to do about them.
+// after its Retry-After, a rate limit (queries per second with a burst), an API server that goes
+// away for a while (restarted, upgraded) waited for, and errors in the server's own words
+// (`Status.message`) with what to do about them.
 #pragma once
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <set>
 #include <string>
 #include <system_error>
 
@@ -47,6 +49,12 @@ class api {
   void cancel(std::uint64_t id);
 
   const access& where() const noexcept { return where_; }
+  /// True once a request of this kind has succeeded: a refusal of it later is more likely an API
+  /// server that has just restarted (its authorizer still loading) than a right taken away.
+  bool granted(const verb_on& what) const { return granted_.contains(what.verb + " " + what.resource); }
+  /// How long an API server that answered before may stay away, or refuse what it allowed, before
+  /// a request fails: a restart or an upgrade of the control plane takes seconds to a minute.
+  static constexpr std::chrono::seconds outage_patience{60};
   /// Requests sent so far (retries included), for the benchmark's request count.
   std::uint64_t requests_sent() const noexcept { return sent_; }
 
@@ -69,6 +77,8 @@ class api {
   asio::steady_timer queue_timer_;
   bool queue_armed_ = false;
   std::uint64_t sent_ = 0;
+  bool reached_ = false;            // the server has answered once
+  std::set<std::string> granted_;  // "verb resource" that has succeeded
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -109,6 +109,8 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
   std::string process_name, name, asked;
   std::atomic<stage> at = stage::creating;
   bool created = false, deleting = false, logs_open = false;
+  bool stopping = false;  // fiber has asked Kubernetes to stop the pod (signal SIGTERM or SIGKILL)
+  bool forced = false;    // ... and removed it at once (grace 0), without waiting for the kubelet's report
   int pending_signal = 0;
   std::atomic<int> pid{0};
   int code = 0;
@@ -118,13 +120,13 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
   std::optional<int> terminated_code;
   unique_function<void(int)> on_exit;
   std::vector<unique_function<void()>> on_running;
-  asio::steady_timer pending_timer, logs_grace;
+  asio::steady_timer pending_timer, logs_grace, kill_deadline;
   std::uint64_t logs_stream = 0;
   std::shared_ptr<pending_create> create_answer = std::make_shared<pending_create>();
 
   pod_run(std::shared_ptr<pods_shared> s, std::string process, std::string pod)
       : shared(std::move(s)), process_name(std::move(process)), name(std::move(pod)), pending_timer(shared->io),
-        logs_grace(shared->io) {}
+        logs_grace(shared->io), kill_deadline(shared->io) {}
 
   std::string path() const { return "/api/v1/namespaces/" + shared->ns + "/pods/" + name; }
 
@@ -178,7 +180,7 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
       // start, not a child killed from outside (a pool would start another at once, and again).
       if (!failing.empty()) return end(not_started, failing);
       // Deleted from outside (kubectl delete pod, a node drained) before it ended.
-      if (!terminated_code)
+      if (!terminated_code && !forced)
         logf(log_level::warn, process_name, ": its pod ", name, " was deleted before Kubernetes reported how its container ",
              "ended", deleting ? " (fiber was stopping it)" : "", ": reported as killed (-9)");
       return end(terminated_code.value_or(-SIGKILL),
@@ -219,6 +221,8 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
       } else if (object_at(*state, "running")) {
         running();
       } else if (auto* terminated = object_at(*state, "terminated")) {
+        if (auto reason = string_at(terminated, "reason"); never_ran_reason(reason))
+          return fail("Kubernetes cannot start its pod " + name + ": " + reason + ": " + string_at(terminated, "message"));
         running();  // it ran, however briefly
         terminated_now(*terminated);
       }
@@ -305,6 +309,7 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
     code = exit_code;
     detail = std::move(why);
     pending_timer.cancel();
+    kill_deadline.cancel();
     shared->watch->unfollow(name);
     if (logs_stream) shared->client->cancel(logs_stream);
     on_running.clear();
@@ -337,11 +342,35 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
       if (pending_signal != SIGKILL) pending_signal = sig;
       return;
     }
-    if (sig == SIGKILL || sig == SIGTERM) {
-      // Deleting is how Kubernetes stops a pod: SIGTERM, then SIGKILL after the grace period.
-      int grace = sig == SIGKILL ? 0 : (shared->cfg.terminate_grace_ms + 999) / 1000;
-      deleting = false;  // a SIGKILL after a SIGTERM shortens the grace
-      return remove(grace);
+    if (sig == SIGTERM) {
+      if (stopping) return;  // asked already
+      // Deleting is how Kubernetes stops a pod: the kubelet sends SIGTERM, then SIGKILL after the
+      // grace period, and deletes the pod only after it has reported how the container ended.
+      stopping = true;
+      return remove((shared->cfg.terminate_grace_ms + 999) / 1000);
+    }
+    if (sig == SIGKILL && stopping) {
+      // terminate()'s SIGKILL after its grace: the kubelet enforces that same grace itself. Deleting
+      // now with grace 0 removed the pod before the kubelet reported a container that had ended on
+      // the SIGTERM, and a busy cluster turned -15 into -9. Only if the kubelet stays silent (its
+      // node is gone) is the pod removed without its word.
+      kill_deadline.expires_after(std::chrono::milliseconds(shared->cfg.kubernetes_stop_timeout_ms));
+      kill_deadline.async_wait([weak = weak_from_this()](std::error_code ec) {
+        auto self = weak.lock();
+        if (ec || !self || self->at == stage::ended) return;
+        logf(log_level::warn, self->process_name, ": the kubelet did not report its pod ", self->name,
+             " stopped within kubernetes_stop_timeout_ms=", self->shared->cfg.kubernetes_stop_timeout_ms,
+             " of its grace period: deleting it without that report (its node may be gone)");
+        self->deleting = false;
+        self->forced = true;
+        self->remove(0);
+      });
+      return;
+    }
+    if (sig == SIGKILL) {
+      stopping = forced = true;
+      deleting = false;  // a delete in flight for another reason does not kill now
+      return remove(0);
     }
     logf(log_level::warn, "signal ", sig, " cannot be sent to ", process_name,
          ": Kubernetes stops pods (SIGTERM, SIGKILL) and sends no other signals");

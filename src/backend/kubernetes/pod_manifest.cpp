@@ -128,6 +128,8 @@ bool hopeless_waiting_reason(std::string_view reason) {
          reason == "ErrImageNeverPull";
 }
 
+bool never_ran_reason(std::string_view reason) { return reason == "StartError"; }
+
 void merge_patch(boost::json::value& target, const boost::json::value& patch) {
   if (!patch.is_object()) {
     target = patch;

@@ -57,6 +57,10 @@ std::string from_kube_literal(std::string_view text);
 /// A container's waiting reason that does not mend by waiting (a pull that failed, a bad
 /// configuration): a start waiting on it fails at once with it.
 bool hopeless_waiting_reason(std::string_view reason);
+/// A terminated container's reason that says its process never ran: StartError, the kubelet's
+/// word when the runtime could not exec the program (not in the image, not executable), with
+/// exit code 128 and the runtime's message. A start that ends so failed; no program exited.
+bool never_ran_reason(std::string_view reason);
 
 /// RFC 7386: objects merge key by key, null deletes, anything else replaces.
 void merge_patch(boost::json::value& target, const boost::json::value& patch);

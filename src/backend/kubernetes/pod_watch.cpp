@@ -63,7 +63,7 @@ void pod_watch::list() {
             {"list", "pods"},
             [self = shared_from_this()](std::error_code ec, long status, boost::json::value body, std::string why) {
               if (self->stopped_) return;
-              if (ec) return self->retry_later(why, status);
+              if (ec) return self->retry_later(why, status, /*listing=*/true);
               std::map<std::string, boost::json::object> now;
               if (auto* items = body.as_object().if_contains("items"); items && items->is_array())
                 for (auto& item : items->as_array())
@@ -93,7 +93,11 @@ void pod_watch::watch() {
         self->stream_ = 0;
         if (self->stopped_) return;
         if (self->relist_) return self->list();
-        if (ec && ec != fiber::make_error_code(errc::timeout)) return self->retry_later(why, status);
+        if (status == 410) {  // Gone as the answer rather than as an event: the same
+          self->rv_.clear();
+          return self->list();
+        }
+        if (ec && ec != fiber::make_error_code(errc::timeout)) return self->retry_later(why, status, /*listing=*/false);
         self->failures_ = 0;
         self->watch();  // the server ended it (timeoutSeconds) or it went silent: go on from rv_
       });
@@ -101,6 +105,7 @@ void pod_watch::watch() {
 
 void pod_watch::line(std::string_view text) {
   renewed_ = false;  // the server took the stream's token
+  failures_ = 0;     // and the stream works
   boost::system::error_code ec;
   auto v = boost::json::parse(text, ec);
   if (ec || !v.is_object()) return logf(log_level::warn, "the pod watch got a line that is not JSON: ", std::string(text.substr(0, 200)));
@@ -140,7 +145,7 @@ void pod_watch::deliver(const std::string& name, const boost::json::object* pod)
   f(pod, {});
 }
 
-void pod_watch::retry_later(const std::string& why, long status) {
+void pod_watch::retry_later(const std::string& why, long status, bool listing) {
   if (status == 401 && !renewed_ && api_.where().tokens->can_renew()) {
     // The token rotated since it was last read (a watch reconnecting after its server ended it
     // has made no other request that would have noticed): the stream marked it refused, so
@@ -148,15 +153,25 @@ void pod_watch::retry_later(const std::string& why, long status) {
     renewed_ = true;
     return list();
   }
-  // Forbidden and refused credentials do not mend by waiting: every child hears of it.
-  if (status == 401 || status == 403) return give_up(why);
+  // A watch refused after the job's pods were listed: an API server that has just restarted (its
+  // authorizer still loading) refuses for a few seconds what it allowed. The list waits that out
+  // (api::outage_patience); refused still, or refused from the start, it does not mend by waiting:
+  // every child hears of it.
+  if (status == 401 || status == 403) {
+    if (!listing && api_.granted({"list", "pods"})) return list();
+    return give_up(why);
+  }
   ++failures_;
   auto delay = std::chrono::milliseconds(std::min(200 << std::min(failures_, 8), 30000));
   logf(failures_ > 3 ? log_level::warn : log_level::debug, "the pod watch failed (", why, "); again in ", delay.count(), " ms");
   retry_.expires_after(delay);
-  retry_.async_wait([self = shared_from_this()](std::error_code ec) {
+  // A watch that broke (the API server restarted, the connection dropped) resumes from the last
+  // resourceVersion it saw, as it does when the server ends it: nothing is listed again unless
+  // that history is gone (410), which after a restart or a compaction of etcd it is.
+  retry_.async_wait([self = shared_from_this(), listing](std::error_code ec) {
     if (ec || self->stopped_) return;
-    self->list();
+    if (listing || self->rv_.empty()) return self->list();
+    self->watch();
   });
 }
 

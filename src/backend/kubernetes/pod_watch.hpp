@@ -40,7 +40,7 @@ class pod_watch : public std::enable_shared_from_this<pod_watch> {
   void watch();
   void line(std::string_view text);
   void deliver(const std::string& name, const boost::json::object* pod);
-  void retry_later(const std::string& why, long status);
+  void retry_later(const std::string& why, long status, bool listing);
   void give_up(const std::string& why);
 
   asio::io_context& io_;
