@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Starts or stops the engines the tests use: a Docker engine, two container registries, a two-node
 # Slurm cluster, and Kubernetes: a real two-node cluster built from source
-# (scripts/kubernetes_cluster.sh; its nodes pull from the test registry, so it comes after it), and,
-# until every Kubernetes suite has moved to that cluster, the API double
-# (tests/kubernetes/api_double.py; its pods are containers on the Docker engine).
+# (scripts/kubernetes_cluster.sh; its nodes pull from the test registry, so it comes after it),
+# against which every Kubernetes suite runs, and the fault injector for what no real API server does
+# on demand (tests/kubernetes/fault_injector.py; its pods are containers on the Docker engine).
 #   start [ENGINE...]  installs and starts each engine (default: all) unless one answers already,
 #                      recording the pid of what it started in build/engines/ENGINE.pid
 #   stop [ENGINE...]   stops only what start started (default: all of it), by pid
@@ -134,14 +134,13 @@ stop_slurm() {
   fi
 }
 
-# The Kubernetes API double: HTTPS on a port of its own, pods on the Docker network kube-double
-# (10.78.0.0/24). Its kubeconfig, tokens and CA are in build/engines/kubernetes; Debian's
-# python3-kubernetes lets it check every manifest against the real schema, and kubectl (any that
-# runs, else Debian's kubernetes-client) is what the tests point at it.
+# The Kubernetes fault injector (an API server of the tests' own): HTTPS on a port of its own,
+# pods on the Docker network kube-double (10.78.0.0/24). Its kubeconfig, tokens and CA are in
+# build/engines/kubernetes.
 kube_dir=$PWD/$state/kubernetes
 start_kubernetes() {
   start_kubernetes_cluster
-  start_kubernetes_double
+  start_kubernetes_fault_injector
 }
 stop_kubernetes() {
   scripts/kubernetes_cluster.sh stop
@@ -159,28 +158,18 @@ start_kubernetes_cluster() {
   fi
 }
 kube_up() { [ -f "$kube_dir/ready" ] && [ -f "$state/kubernetes.pid" ] && kill -0 "$(cat "$state/kubernetes.pid")" 2>/dev/null; }
-start_kubernetes_double() {
-  if kube_up; then echo "engines: the Kubernetes API double already runs"; return; fi
-  docker_up || { unavailable kubernetes "the API double runs its pods on Docker, which is not up"; return; }
-  if ! /usr/bin/python3 -c 'import kubernetes' 2>/dev/null; then
-    echo "engines: installing python3-kubernetes"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-kubernetes >"$state/apt-kubernetes.log" 2>&1 ||
-      { unavailable kubernetes "python3-kubernetes could not be installed (see $state/apt-kubernetes.log)"; return; }
-  fi
-  if ! kubectl version --client >/dev/null 2>&1; then
-    echo "engines: installing kubernetes-client (kubectl)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >>"$state/apt-kubernetes.log" 2>&1 ||
-      echo "engines: no kubectl (see $state/apt-kubernetes.log): the kubectl test will skip" >&2
-  fi
+start_kubernetes_fault_injector() {
+  if kube_up; then echo "engines: the Kubernetes fault injector already runs"; return; fi
+  docker_up || { unavailable kubernetes "the Kubernetes fault injector runs its pods on Docker, which is not up"; return; }
   rm -rf "$kube_dir"
   mkdir -p "$kube_dir"
-  /usr/bin/python3 tests/kubernetes/api_double.py --state "$kube_dir" >"$state/kubernetes.log" 2>&1 &
+  /usr/bin/python3 tests/kubernetes/fault_injector.py --state "$kube_dir" >"$state/kubernetes.log" 2>&1 &
   echo $! >"$state/kubernetes.pid"
   for _ in $(seq 1 100); do [ -f "$kube_dir/ready" ] && break; sleep 0.1; done
-  if [ -f "$kube_dir/ready" ]; then echo "engines: Kubernetes API double up ($(cat "$kube_dir/url"); KUBECONFIG=$kube_dir/kubeconfig)"
+  if [ -f "$kube_dir/ready" ]; then echo "engines: Kubernetes fault injector up ($(cat "$kube_dir/url"); KUBECONFIG=$kube_dir/kubeconfig)"
   else
     stop_pid kubernetes
-    unavailable kubernetes "the API double did not come up (see $state/kubernetes.log)"
+    unavailable kubernetes "the Kubernetes fault injector did not come up (see $state/kubernetes.log)"
   fi
 }
 
@@ -309,7 +298,7 @@ case "${1:-}" in
   stop)
     shift
     engines=("$@")
-    ((${#engines[@]})) || engines=(kubernetes registry slurm docker)  # the double's pods are Docker's: it goes first
+    ((${#engines[@]})) || engines=(kubernetes registry slurm docker)  # the fault injector's pods are Docker's: it goes first
     for e in "${engines[@]}"; do
       case "$e" in
         slurm) stop_slurm ;;

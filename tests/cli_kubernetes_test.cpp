@@ -31,14 +31,14 @@ std::string unique(const std::string& what) { return "cli-k-" + what + "-" + std
 class fiber_command_on_kubernetes : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (auto why = fiber_test::kube_double_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes", why);
+    if (auto why = fiber_test::kube_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes", why);
     if (!fiber_test::on_real_cluster()) GTEST_SKIP() << "these tests are for the real test cluster (build/engines/k8s)";
     std::ifstream in(std::string(FIBER_TEST_BUILD_DIR) + "/engines/registry/address");
     if (!(in >> registry_)) FIBER_TEST_ENGINE_MISSING("registry", "no registry runs (scripts/engines.sh start registry starts one)");
     env_ = "KUBECONFIG=" + kubeconfig();
   }
   /// The command's user: the service account fiber-user, bound to the Role fiber-command.
-  static std::string kubeconfig() { return fiber_test::kube_double_dir() + "/command.kubeconfig"; }
+  static std::string kubeconfig() { return fiber_test::kube_dir() + "/command.kubeconfig"; }
   /// What the tests themselves look at and set up, with the cluster's admin token.
   static fiber_test::kube_answer admin(const std::string& method, const std::string& path, const std::string& body = {}) {
     return fiber_test::kube_call(method, path, body, true);
@@ -131,7 +131,7 @@ class command_user_without {
           {"subjects", boost::json::array{{{"kind", "ServiceAccount"}, {"name", name_}, {"namespace", "default"}}}}});
     auto token = fiber_test::kube_call("POST", "/api/v1/namespaces/default/serviceaccounts/" + name_ + "/token",
                                        R"({"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{}})", true);
-    auto config = boost::json::parse(fiber_test::read_text(fiber_test::kube_double_dir() + "/command.kubeconfig"));
+    auto config = boost::json::parse(fiber_test::read_text(fiber_test::kube_dir() + "/command.kubeconfig"));
     config.at("users").as_array()[0].as_object()["user"] =
         boost::json::object{{"token", token.body.at("status").at("token")}};
     std::ofstream(file_) << boost::json::serialize(config);

@@ -4,7 +4,7 @@
 // running pool, and a service-account token revoked under a running master. The master runs as
 // the service account fiber with exactly the Role of containers/kubernetes/rbac.yaml. Label
 // kubernetes (kubernetes:kubernetes_cluster.*); the faults no real server makes on demand are in
-// kubernetes_faults_test.cpp, against the API double.
+// kubernetes_faults_test.cpp, against the fault injector.
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 
@@ -43,7 +43,7 @@ namespace fs = std::filesystem;
 class kubernetes_cluster : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (auto why = fiber_test::kube_double_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes", why);
+    if (auto why = fiber_test::kube_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes", why);
     if (!fiber_test::on_real_cluster()) GTEST_SKIP() << "these tests are for the real test cluster (build/engines/k8s)";
   }
   static std::string run(const std::string& cmd) {
@@ -57,7 +57,7 @@ class kubernetes_cluster : public ::testing::Test {
   }
   /// The cluster's own kubectl, as the service account fiber.
   static std::string kubectl(const std::string& args) {
-    auto dir = fiber_test::kube_double_dir();
+    auto dir = fiber_test::kube_dir();
     auto bin = fiber_test::read_text(dir + "/bin");
     while (!bin.empty() && bin.back() == '\n') bin.pop_back();
     return run(bin + "/kubectl --kubeconfig " + dir + "/kubeconfig " + args);
@@ -90,7 +90,7 @@ class kubeconfig_of {
   explicit kubeconfig_of(boost::json::object user)
       : dir_(fs::temp_directory_path() / ("fiber-kubeconfig-" + std::to_string(::getpid()))) {
     fs::create_directories(dir_);
-    auto config = boost::json::parse(fiber_test::read_text(fiber_test::kube_double_dir() + "/kubeconfig"));
+    auto config = boost::json::parse(fiber_test::read_text(fiber_test::kube_dir() + "/kubeconfig"));
     config.at("users").as_array()[0].as_object()["user"] = std::move(user);
     std::ofstream(dir_ / "config") << boost::json::serialize(config);
     saved_ = std::getenv("KUBECONFIG");
@@ -313,8 +313,8 @@ TEST_F(kubernetes_cluster, a_revoked_token_is_read_again_and_a_refused_one_is_a_
     // The API server keeps a token it accepted for 10 s (its authentication cache, not a flag):
     // ask until it refuses the old one, so that the master's next request surely is refused.
     // One request every 100 ms, bounded against a hang only; no event says the cache let go.
-    auto ask = "curl -s -o /dev/null -w '%{http_code}' --cacert " + fiber_test::kube_double_dir() + "/ca.crt -H 'Authorization: Bearer " +
-               first + "' " + fiber_test::read_text(fiber_test::kube_double_dir() + "/url") + "/api/v1/namespaces/default/pods";
+    auto ask = "curl -s -o /dev/null -w '%{http_code}' --cacert " + fiber_test::kube_dir() + "/ca.crt -H 'Authorization: Bearer " +
+               first + "' " + fiber_test::read_text(fiber_test::kube_dir() + "/url") + "/api/v1/namespaces/default/pods";
     std::string refused;
     for (int i = 0; i < 600 && refused != "401"; ++i) refused = run(i ? "sleep 0.1; " + ask : ask);
     EXPECT_EQ(refused, "401") << "the old token should be revoked with its Secret";

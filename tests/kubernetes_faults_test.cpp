@@ -1,9 +1,10 @@
-// The faults no real API server produces on demand, against the Kubernetes API DOUBLE
-// (tests/kubernetes/api_double.py), a FAULT INJECTOR here: requests throttled with 429 and
-// Retry-After, every watch ended by the server right after the token rotated, a client that
-// connects and says nothing, and nodes whose GPUs and list rights a test changes mid-run. The
-// backend's normal paths are tested against the real cluster (kubernetes_cluster_test.cpp and the
-// kubernetes:<suite> runs). Label kubernetes; without the double these tests skip.
+// The faults no real API server produces on demand, against the FAULT INJECTOR
+// (tests/kubernetes/fault_injector.py, an API server of the tests' own): requests throttled with
+// 429 and Retry-After, every watch ended by the server right after the token rotated, a client
+// that connects and says nothing, nodes whose GPUs and list rights a test changes mid-run, and
+// kubelets that stop answering. The backend's normal paths are tested against the real cluster
+// (kubernetes_cluster_test.cpp and the kubernetes:<suite> runs). Label kubernetes; without the
+// fault injector these tests skip (under CI they fail).
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 
@@ -28,15 +29,15 @@ FIBER_REMOTE(wait_on_gate);
 
 namespace {
 
-class kubernetes_double : public ::testing::Test {
+class kubernetes_fault_injector : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (auto why = fiber_test::kube_double_problem(); !why.empty())
-      FIBER_TEST_ENGINE_MISSING("Kubernetes API double", why);
+    if (auto why = fiber_test::kube_problem(); !why.empty())
+      FIBER_TEST_ENGINE_MISSING("Kubernetes fault injector", why);
   }
 };
 
-TEST_F(kubernetes_double, a_gpu_no_node_has_fails_at_start_before_any_pod_and_a_node_that_joins_is_found) {
+TEST_F(kubernetes_fault_injector, a_gpu_no_node_has_fails_at_start_before_any_pod_and_a_node_that_joins_is_found) {
   auto ns = "capacity-" + std::to_string(::getpid());
   fiber::context ctx(fiber::config::load({{"kubernetes_namespace", ns}}));
   auto pods_posted = [&] {
@@ -85,7 +86,7 @@ TEST_F(kubernetes_double, a_gpu_no_node_has_fails_at_start_before_any_pod_and_a_
   EXPECT_EQ(why, "");
 }
 
-TEST_F(kubernetes_double, terminate_on_a_node_that_is_gone_deletes_the_pod_without_the_kubelets_word) {
+TEST_F(kubernetes_fault_injector, terminate_on_a_node_that_is_gone_deletes_the_pod_without_the_kubelets_word) {
   // terminate() leaves the SIGKILL to the kubelet (it enforces the grace itself and reports how the
   // container ended). A kubelet that never answers must not make terminate() wait for good.
   auto ns = "silent-" + std::to_string(::getpid());
@@ -109,7 +110,7 @@ TEST_F(kubernetes_double, terminate_on_a_node_that_is_gone_deletes_the_pod_witho
   EXPECT_TRUE(fiber_test::kube_call("GET", "/api/v1/namespaces/" + ns + "/pods").body.at("items").as_array().empty());
 }
 
-TEST_F(kubernetes_double, throttled_requests_wait_for_retry_after_and_go_through) {
+TEST_F(kubernetes_fault_injector, throttled_requests_wait_for_retry_after_and_go_through) {
   auto ns = "throttled-" + std::to_string(::getpid());  // its own: the log holds earlier runs' requests
   ASSERT_FALSE(fiber_test::kube_call("POST", "/double/throttle?count=3&retry_after=1&namespace=" + ns, {}, true).ec);
   fiber::context ctx(fiber::config::load({{"kubernetes_namespace", ns}}));
@@ -125,11 +126,11 @@ TEST_F(kubernetes_double, throttled_requests_wait_for_retry_after_and_go_through
   EXPECT_EQ(throttled, 3);
 }
 
-TEST_F(kubernetes_double, a_watch_reconnecting_after_the_token_rotated_reads_it_again) {
+TEST_F(kubernetes_fault_injector, a_watch_reconnecting_after_the_token_rotated_reads_it_again) {
   // A master's watch is often its only request for minutes. When the server ends it after the
   // token rotated, the new watch is refused once: the token is read again, and the watch goes on.
   asio::io_context io;
-  auto where = fiber::detail::kube::kubeconfig_access(fiber_test::kube_double_dir() + "/kubeconfig", {});
+  auto where = fiber::detail::kube::kubeconfig_access(fiber_test::kube_dir() + "/kubeconfig", {});
   fiber::detail::kube::api api(io, where, 100, 100);
   auto mark = "watch-" + std::to_string(::getpid());
   auto watch = std::make_shared<fiber::detail::kube::pod_watch>(io, api, "default", "fiber.test=" + mark);
@@ -177,8 +178,8 @@ TEST_F(kubernetes_double, a_watch_reconnecting_after_the_token_rotated_reads_it_
 // stop the double from answering others: when the double did TLS in accept(), such a client held
 // up every new connection while kept-alive ones went on, and a second context in a suite timed out
 // listing pods (the CI failure of kubernetes-pod:pool).
-TEST_F(kubernetes_double, a_client_that_connects_and_says_nothing_does_not_stop_the_others) {
-  auto url = fiber_test::read_text(fiber_test::kube_double_dir() + "/url");  // https://127.0.0.1:PORT
+TEST_F(kubernetes_fault_injector, a_client_that_connects_and_says_nothing_does_not_stop_the_others) {
+  auto url = fiber_test::read_text(fiber_test::kube_dir() + "/url");  // https://127.0.0.1:PORT
   asio::io_context io;
   asio::ip::tcp::socket silent(io);
   silent.connect({asio::ip::make_address("127.0.0.1"),

@@ -37,12 +37,12 @@ namespace {
 class kubernetes_outage : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (auto why = fiber_test::kube_double_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes", why);
+    if (auto why = fiber_test::kube_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes", why);
     if (!fiber_test::on_real_cluster()) GTEST_SKIP() << "these tests are for the real test cluster (build/engines/k8s)";
   }
   /// The audit log's entries from byte `from` on (one JSON object per request the API server answered).
   static std::vector<boost::json::object> audit_since(std::streamoff from) {
-    std::ifstream in(fiber_test::kube_double_dir() + "/audit.log");
+    std::ifstream in(fiber_test::kube_dir() + "/audit.log");
     in.seekg(from);
     std::vector<boost::json::object> out;
     for (std::string line; std::getline(in, line);) {
@@ -65,7 +65,7 @@ class kubernetes_outage : public ::testing::Test {
     return buf;
   }
   static std::streamoff audit_size() {
-    std::ifstream in(fiber_test::kube_double_dir() + "/audit.log", std::ios::ate);
+    std::ifstream in(fiber_test::kube_dir() + "/audit.log", std::ios::ate);
     return in ? static_cast<std::streamoff>(in.tellg()) : 0;
   }
 };

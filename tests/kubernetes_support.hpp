@@ -1,6 +1,8 @@
-// The Kubernetes side of the tests: the API server DOUBLE (tests/kubernetes/api_double.py, started
-// by scripts/engines.sh; its pods are real containers on the test dockerd), found through the
-// state folder it writes. Needs src/ on the include path.
+// The Kubernetes side of the tests: the real test cluster (scripts/kubernetes_cluster.sh; its folder
+// build/engines/k8s, named by FIBERTEST_KUBE_DIR) or the fault injector (tests/kubernetes/
+// fault_injector.py, its pods containers on the test dockerd; build/engines/kubernetes), both
+// started by scripts/engines.sh and found through the state folder they write. Needs src/ on the
+// include path.
 #pragma once
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
@@ -25,8 +27,8 @@
 
 namespace fiber_test {
 
-/// Where the double keeps its kubeconfig, tokens and CA.
-inline std::string kube_double_dir() {
+/// Where the cluster (or the fault injector) keeps its kubeconfig, tokens and CA.
+inline std::string kube_dir() {
   if (const char* d = std::getenv("FIBERTEST_KUBE_DIR"); d && *d) return d;
   return std::string(FIBER_TEST_BUILD_DIR) + "/engines/kubernetes";
 }
@@ -39,9 +41,9 @@ inline std::string read_text(const std::string& path) {
 }
 
 /// The suites' image: the one the cluster's folder names (a real cluster's nodes pull it from the
-/// test registry), else the test dockerd's own, which the double's pods use.
+/// test registry), else the test dockerd's own, which the fault injector's pods use.
 inline std::string kube_test_image() {
-  auto named = read_text(kube_double_dir() + "/image");
+  auto named = read_text(kube_dir() + "/image");
   return named.empty() ? std::string("fiber-test-root:latest") : named;
 }
 
@@ -57,27 +59,27 @@ inline std::string start_error(fiber::context& ctx, void (*f)()) {
   return "(it started)";
 }
 
-/// True when the folder is the real test cluster's (scripts/kubernetes_cluster.sh), not the double's.
-inline bool on_real_cluster() { return std::filesystem::exists(kube_double_dir() + "/image"); }
+/// True when the folder is the real test cluster's (scripts/kubernetes_cluster.sh), not the fault injector's.
+inline bool on_real_cluster() { return std::filesystem::exists(kube_dir() + "/image"); }
 
-/// Empty when the cluster (or the double) answers; else why not.
-inline std::string kube_double_problem() {
-  auto dir = kube_double_dir();
+/// Empty when the cluster (or the fault injector) answers; else why not.
+inline std::string kube_problem() {
+  auto dir = kube_dir();
   if (!std::filesystem::exists(dir + "/ready"))
     return "no Kubernetes test cluster runs (no " + dir + "/ready): start it with scripts/engines.sh start kubernetes";
   return {};
 }
 
-/// True in a pod of the double (the suites' master-in-a-pod runs, tests/kubernetes/in_pod.py).
+/// True in a pod (the suites' master-in-a-pod runs, tests/kubernetes/in_pod.py).
 inline bool in_kube_pod() {
   const char* h = std::getenv("KUBERNETES_SERVICE_HOST");
   return h && *h;
 }
 
-/// The user's way to the double: its kubeconfig, or in a pod the pod's service account.
+/// The user's way to the cluster: its kubeconfig, or in a pod the pod's service account.
 inline fiber::detail::kube::access user_access() {
   return in_kube_pod() ? fiber::detail::kube::in_cluster_access()
-                       : fiber::detail::kube::kubeconfig_access(kube_double_dir() + "/kubeconfig", {});
+                       : fiber::detail::kube::kubeconfig_access(kube_dir() + "/kubeconfig", {});
 }
 
 struct kube_answer {
@@ -102,12 +104,12 @@ inline kube_answer kube_call_as(const fiber::detail::kube::access& access, const
 }
 
 /// One request to the cluster (or the double), to completion. `admin`: with its admin token (the
-/// tests' own setup; the double's /double/... controls), else with the user's kubeconfig (in a
+/// tests' own setup; the fault injector's /double/... controls), else with the user's kubeconfig (in a
 /// pod: the pod's service account).
 inline kube_answer kube_call(const std::string& method, const std::string& path, const std::string& body = {},
                              bool admin = false) {
   auto access = user_access();
-  if (admin) access.tokens = fiber::detail::kube::token_source::fixed(read_text(kube_double_dir() + "/admin-token"));
+  if (admin) access.tokens = fiber::detail::kube::token_source::fixed(read_text(kube_dir() + "/admin-token"));
   return kube_call_as(access, method, path, body);
 }
 
@@ -126,7 +128,7 @@ inline std::pair<bool, std::string> cluster_script(const std::string& what) {
 
 /// Follows the pods of namespace default that match `selector` (a list, then a watch from its
 /// resourceVersion: nothing is polled) until `done` holds for them. False when it does not
-/// within `limit`, a bound against hangs only. Other tests share the double: when one of them
+/// within `limit`, a bound against hangs only. Other tests share the cluster: when one of them
 /// compacts its history (410 Gone, as an ERROR event or as the watch's answer), this lists again,
 /// as any client must.
 inline bool await_pods(const std::string& selector,
@@ -218,10 +220,10 @@ inline std::vector<std::string> pods_of(const std::string& mark) {
   return out;
 }
 
-/// Points this process at the double as a master outside the cluster: the kubeconfig, and the
-/// gateway of the double's pod network as the address pods dial.
-inline void use_kube_double() {
-  auto dir = kube_double_dir();
+/// Points this process at the test cluster as a master outside it: the kubeconfig, and the
+/// gateway of its pod network as the address pods dial.
+inline void use_kube_test_cluster() {
+  auto dir = kube_dir();
   ::setenv("KUBECONFIG", (dir + "/kubeconfig").c_str(), 1);
   if (!std::getenv("KUBERNETES_SERVICE_HOST")) ::setenv("FIBER_MASTER_ADDRESS", read_text(dir + "/gateway").c_str(), 0);
 }

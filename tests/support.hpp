@@ -24,7 +24,7 @@ inline std::string_view backend_under_test() {
 inline bool on_docker() { return backend_under_test() == "docker"; }
 /// Children are Slurm jobs or steps (FIBERTEST_BACKEND=slurm).
 inline bool on_slurm() { return backend_under_test() == "slurm"; }
-/// Children are pods of the Kubernetes API double (FIBERTEST_BACKEND=kubernetes).
+/// Children are pods of the Kubernetes test cluster (FIBERTEST_BACKEND=kubernetes).
 inline bool on_kubernetes() { return backend_under_test() == "kubernetes"; }
 /// Skips a test about what only the local backend has (its children are this process's
 /// children, share its pid namespace, its fork server, ...).

@@ -74,7 +74,7 @@ void choose_backend() {
     // more pods than that at once (tests beside each other too): each pod requests a tenth of its
     // core, as a user overcommits a small cluster.
     if (fiber_test::on_real_cluster()) ::setenv("FIBER_KUBERNETES_CPU_REQUEST", "100m", 0);
-    fiber_test::use_kube_double();
+    fiber_test::use_kube_test_cluster();
     return;
   }
   if (std::string_view(chosen) != "docker") return;
@@ -95,9 +95,9 @@ class docker_engine_present : public ::testing::Environment {
 class kube_double_present : public ::testing::Environment {
   void SetUp() override {
     if (!fiber_test::on_kubernetes()) return;
-    if (auto why = fiber_test::kube_double_problem(); !why.empty())
+    if (auto why = fiber_test::kube_problem(); !why.empty())
       FIBER_TEST_ENGINE_MISSING("Kubernetes", "for the kubernetes run of this suite: " + why);
-    // A real cluster's nodes pull the suites' image from the test registry; the double's pods are
+    // A real cluster's nodes pull the suites' image from the test registry; the fault injector's pods are
     // containers of the test dockerd's own image.
     if (fiber_test::in_kube_pod() || fiber_test::on_real_cluster()) return;
     asio::io_context io;

@@ -5,7 +5,7 @@ with owner references to this pod.
 
     in_pod.py STATE_DIR BUILD_DIR BINARY [ARGS...]
 
-STATE_DIR is the cluster's folder (build/engines/k8s; the double's: build/engines/kubernetes),
+STATE_DIR is the cluster's folder (build/engines/k8s; the fault injector's: build/engines/kubernetes),
 with its url, CA and the service account's token. The pod runs the test image with the
 host's /usr, /tmp and BUILD_DIR at the same paths (as the kubernetes run's worker pods do), the
 downward-API variables a master in a pod needs (FIBER_POD_NAME, _UID, _IP), and
@@ -56,7 +56,7 @@ def call(method, path, body=None, stream=False, timeout=60):
 
 
 # The pod runs the test image: a real cluster's nodes pull the one its folder names from the test
-# registry; the double's pods use the test dockerd's own, which the engine gets the way the
+# registry; the fault injector's pods use the test dockerd's own, which the engine gets the way the
 # suites' own runs do.
 image = open(os.path.join(state, "image")).read().strip() if os.path.exists(os.path.join(state, "image")) \
     else "fiber-test-root"

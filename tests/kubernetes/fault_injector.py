@@ -1,40 +1,24 @@
 #!/usr/bin/python3
-"""A Kubernetes API server DOUBLE for fiber's tests: no real API server can run on the test
-machines, so this one answers the part of the real API the kubernetes backend uses, the way the
-real one does, and its kubelet part runs every pod as a real container on the test Docker engine.
+"""A Kubernetes API server that this project wrote, kept as a FAULT INJECTOR for the faults no
+real server makes on demand (tests/kubernetes_faults_test.cpp). Everything else of the
+Kubernetes backend and the `fiber` command is tested against the real test cluster
+(scripts/kubernetes_cluster.sh); nothing here is the reference for how Kubernetes behaves.
 
-What it serves (core/v1, HTTPS with a CA of its own, bearer tokens):
-  pods: create (fieldValidation=Strict checks every field against the real schema's models from
-        Debian's python3-kubernetes), get, list, watch, delete, deletecollection, pods/log, and
-        pods/proxy (NAME, NAME:PORT; any method, forwarded to the pod's IP as the real server's
-        proxy does: the path after /proxy, the query, the body, no Authorization; 503
-        ServiceUnavailable when nothing answers there)
-  events: list, watch (Scheduled, Pulled, Started, FailedScheduling, Failed, Killing)
-  persistentvolumeclaims: create, get, list, delete (each one a named Docker volume)
-  serviceaccounts: get, list (default's "default" and "fiber", as containers/kubernetes/rbac.yaml)
-and batch/v1:
-  jobs: create, get, list, watch, delete (propagationPolicy Orphan, batch/v1's default,
-        Background, Foreground); a job controller makes the pods (generateName, the controller
-        owner reference, job-name labels), one at a time, a new one per failure up to backoffLimit,
-        and sets Complete or Failed (BackoffLimitExceeded)
-  discovery (/api, /api/v1, /apis, /apis/batch/v1, /version) so that kubectl can talk to it
-Semantics kept from the real server: resourceVersion (one counter for everything, opaque to
-clients), watch from a resourceVersion with bookmarks and `timeoutSeconds`, 410 Gone as an ERROR
-event once history was compacted, `Status` bodies with reason and code (401, 403, 404, 409, 410,
-422 naming the invalid field, 429 with Retry-After), label and field selectors, graceful delete
-(deletionTimestamp, SIGTERM, SIGKILL after the grace period; grace 0 removes the object at once),
-the garbage collector deleting pods
-whose owner pod or Job is gone, image pulls from a registry the image names (IfNotPresent), a scheduler that refuses what no node has ("0/2 nodes are available: 2
-Insufficient nvidia.com/gpu."), image pull failures (ErrImagePull, ImagePullBackOff,
-InvalidImageName), CreateContainerConfigError, OOMKilled, pod IPs assigned before the containers
-start (a Docker network of the double's own), the downward API and the service account volume.
+It answers the part of the core/v1 API the backend uses (HTTPS with a CA of its own, bearer
+tokens): pods create, get, list, watch, delete, deletecollection and pods/log; events; nodes;
+serviceaccounts; discovery. Its kubelet part runs every pod as a real container on the test
+Docker engine (image pulls from the registry an image names, the downward API, the service
+account volume, pod IPs on a Docker network of its own), its scheduler refuses what no node has,
+and its garbage collector deletes pods whose owner pod is gone. resourceVersions, watches from a
+resourceVersion with bookmarks, 410 Gone after compaction, Status bodies and graceful deletes
+(grace 0 removes the object at once) are kept as the real server has them.
 
-Tests steer it through /double/... (admin token only): deny a verb (in one namespace), throttle
-(one namespace's requests), change a node (its room, cordoned), silence the kubelets for one
-namespace's pods (they report nothing and stop nothing, as on a node that is gone), rotate the token, compact history, read the
-request log.
+The faults, steered through /double/... (admin token only): deny a verb (in one namespace),
+throttle with 429 and Retry-After (one namespace's requests), change a node (its room, cordoned),
+silence the kubelets for one namespace's pods (they report nothing and stop nothing, as on a node
+that is gone), rotate the token, compact history, read the request log.
 
-    api_double.py --state DIR [--port N] [--network NAME --subnet CIDR] [--nodes 2]
+    fault_injector.py --state DIR [--port N] [--network NAME --subnet CIDR] [--nodes 2]
 writes DIR/kubeconfig, DIR/token, DIR/admin-token, DIR/ca.crt, DIR/url, then DIR/ready.
 """
 import argparse
@@ -142,65 +126,6 @@ def parse_quantity(q):
     if suffix.startswith("e"):
         return n * 10 ** int(suffix[1:])
     return n * mult[suffix]
-
-
-# ---------------------------------------------------------------- strict schema check
-
-
-class schema:
-    """Strict decoding against the real API's models (python3-kubernetes): an unknown field or a
-    value of the wrong type is an error, as with fieldValidation=Strict on a real server."""
-
-    def __init__(self):
-        try:
-            import kubernetes.client.models as models  # Debian's python3-kubernetes
-            self.models = models
-        except ImportError:
-            self.models = None
-
-    def check(self, obj, model):
-        errors = []
-        if self.models is not None:
-            self._walk(obj, model, "", errors)
-        return errors
-
-    def _walk(self, value, typ, path, errors):
-        if value is None:
-            return
-        if typ.startswith("list["):
-            if not isinstance(value, list):
-                errors.append(f'{path}: expected list, got {type(value).__name__}')
-                return
-            for i, v in enumerate(value):
-                self._walk(v, typ[5:-1], f"{path}[{i}]", errors)
-            return
-        if typ.startswith("dict("):
-            if not isinstance(value, dict):
-                errors.append(f'{path}: expected map, got {type(value).__name__}')
-                return
-            inner = typ[typ.index(",") + 1:-1].strip()
-            for k, v in value.items():
-                self._walk(v, inner, f"{path}.{k}" if path else k, errors)
-            return
-        simple = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": object,
-                  "datetime": str, "date": str}
-        if typ in simple:
-            if typ == "int" and isinstance(value, bool) or not isinstance(value, simple[typ]):
-                errors.append(f'{path}: expected {typ}, got {json.dumps(value)[:40]}')
-            return
-        cls = getattr(self.models, typ, None)
-        if cls is None:
-            return
-        if not isinstance(value, dict):
-            errors.append(f'{path}: expected object {typ}, got {json.dumps(value)[:40]}')
-            return
-        by_json = {j: a for a, j in cls.attribute_map.items()}
-        for k, v in value.items():
-            here = f"{path}.{k}" if path else k
-            if k not in by_json:
-                errors.append(f'unknown field "{here}"')
-                continue
-            self._walk(v, cls.openapi_types[by_json[k]], here, errors)
 
 
 # ---------------------------------------------------------------- the Docker engine
@@ -400,7 +325,6 @@ class cluster:
         self.state_dir = state_dir
         self.s = store()
         self.engine = docker()
-        self.schema = schema()
         self.token = secrets.token_hex(16)
         self.admin_token = secrets.token_hex(16)
         self.denied = set()  # (verb, resource)
@@ -415,7 +339,7 @@ class cluster:
         self.gateway = str(hosts[0])
         self.free_ips = [str(h) for h in hosts[1:]]
         # Namespace default's accounts: its own, and fiber's as containers/kubernetes/rbac.yaml
-        # makes it (the double does not enforce RBAC beyond /double/deny).
+        # makes it (the fault injector does not enforce RBAC beyond /double/deny).
         for sa in ("default", "fiber"):
             with self.s.lock:
                 self.s.add("serviceaccounts", {"kind": "ServiceAccount", "apiVersion": "v1", "metadata": {
@@ -441,7 +365,7 @@ class cluster:
     # ------------------------------------------------ events
 
     def event(self, pod, typ, reason, message, component="kubelet"):
-        """An event about a pod (or any object: a Job's come from the job controller)."""
+        """An event about a pod."""
         m = pod["metadata"]
         ns = m["namespace"]
         name = f"{m['name']}.{secrets.token_hex(8)}"
@@ -456,13 +380,10 @@ class cluster:
 
     # ------------------------------------------------ pods
 
-    def validate_pod(self, pod, strict):
+    def validate_pod(self, pod):
         m = pod.get("metadata") or {}
         name = m.get("name") or (m.get("generateName", "") + "xxxxx")
         causes = []
-        if strict:
-            for e in self.schema.check(pod, "V1Pod"):
-                raise api_error(400, "BadRequest", f"strict decoding error: {e}")
         if not m.get("name") and not m.get("generateName"):
             causes.append({"field": "metadata.name", "message": "Required value: name or generateName is required"})
         elif len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
@@ -512,8 +433,8 @@ class cluster:
         if causes:
             raise invalid("Pod", name, causes)
 
-    def create_pod(self, ns, pod, strict):
-        self.validate_pod(pod, strict)
+    def create_pod(self, ns, pod):
+        self.validate_pod(pod)
         m = pod.setdefault("metadata", {})
         with self.s.lock:
             if not m.get("name"):
@@ -776,13 +697,6 @@ class cluster:
             ro = ":ro" if vm.get("readOnly") else ""
             if "hostPath" in v:
                 binds.append(f"{v['hostPath']['path']}:{vm['mountPath']}{ro}")
-            elif "persistentVolumeClaim" in v:
-                claim = v["persistentVolumeClaim"]["claimName"]
-                if not self.s.get("persistentvolumeclaims", m["namespace"], claim):
-                    raise api_error(404, "NotFound", f'persistentvolumeclaim "{claim}" not found')
-                if v["persistentVolumeClaim"].get("readOnly"):
-                    ro = ":ro"
-                binds.append(f"{pvc_volume(m['namespace'], claim)}:{vm['mountPath']}{ro}")
             elif "emptyDir" in v:
                 binds.append(f"{pvc_volume(m['namespace'], 'emptydir-' + m['uid'] + '-' + v['name'])}:{vm['mountPath']}")
         if spec.get("automountServiceAccountToken", True):
@@ -891,173 +805,11 @@ class cluster:
                                      daemon=True).start()
             return json.loads(json.dumps(p))
 
-    # ------------------------------------------------ jobs (batch/v1): the job controller
-
-    def create_job(self, ns, job, strict):
-        if strict:
-            for e in self.schema.check(job, "V1Job"):
-                raise api_error(400, "BadRequest", f"strict decoding error: {e}")
-        m = job.setdefault("metadata", {})
-        name = m.get("name", "")
-        spec = job.get("spec") or {}
-        template = spec.get("template") or {}
-        causes = []
-        # The job's name goes into its pods' labels: a DNS-1123 label, at most 63.
-        if not DNS1123_LABEL.match(name) or len(name) > 63:
-            causes.append({"field": "metadata.name", "message": f'Invalid value: "{name}": {LABEL_MSG}'})
-        rp = (template.get("spec") or {}).get("restartPolicy", "Always")
-        if rp not in ("OnFailure", "Never"):
-            causes.append({"field": "spec.template.spec.restartPolicy",
-                           "message": f'Unsupported value: "{rp}": supported values: "OnFailure", "Never"'})
-        if causes:
-            raise invalid("Job", name, causes)
-        as_pod = {"metadata": dict(template.get("metadata") or {}, generateName=name + "-"),
-                  "spec": template.get("spec") or {}}
-        try:
-            self.validate_pod(json.loads(json.dumps(as_pod)), False)
-        except api_error as e:
-            causes = [dict(c, field="spec.template." + c["field"]) for c in (e.details or {}).get("causes", [])]
-            raise invalid("Job", name, causes or [{"field": "spec.template", "message": e.message}])
-        with self.s.lock:
-            if self.s.get("jobs", ns, name):
-                raise api_error(409, "AlreadyExists", f'jobs.batch "{name}" already exists', {"name": name, "group": "batch", "kind": "jobs"})
-            uid = str(uuid.uuid4())
-            m.update(namespace=ns, uid=uid, creationTimestamp=now())
-            job["kind"], job["apiVersion"] = "Job", "batch/v1"
-            spec = job.setdefault("spec", {})
-            for k, v in (("backoffLimit", 6), ("completions", 1), ("parallelism", 1), ("completionMode", "NonIndexed"),
-                         ("suspend", False)):
-                spec.setdefault(k, v)
-            own = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
-                   "controller-uid": uid, "job-name": name}
-            spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
-            spec["template"].setdefault("metadata", {}).setdefault("labels", {}).update(own)
-            m.setdefault("labels", {}).update({k: v for k, v in own.items() if "job-name" in k})
-            job["status"] = {}
-            self.s.add("jobs", job)
-            snapshot = json.loads(json.dumps(job))
-        threading.Thread(target=self.job_controller, args=(ns, name, uid), daemon=True).start()
-        return snapshot
-
-    def live_job(self, ns, name, uid):
-        j = self.s.get("jobs", ns, name)
-        return j if j and j["metadata"]["uid"] == uid and "deletionTimestamp" not in j["metadata"] else None
-
-    def job_controller(self, ns, name, uid):
-        try:
-            self._job_controller(ns, name, uid)
-        except Exception:
-            log("job controller", ns, name, traceback.format_exc())
-
-    def _job_controller(self, ns, name, uid):
-        """One pod at a time (completions = parallelism = 1, what `fiber run` makes): a new one
-        after each failure until backoffLimit failures, then the Job fails."""
-        failed = 0
-        while True:
-            with self.s.lock:
-                j = self.live_job(ns, name, uid)
-                if not j:
-                    return
-                t = json.loads(json.dumps(j["spec"]["template"]))
-                meta = t.get("metadata") or {}
-                pod = {"metadata": {"generateName": name + "-", "labels": meta.get("labels") or {},
-                                    "annotations": meta.get("annotations") or {},
-                                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
-                                                         "controller": True, "blockOwnerDeletion": True}]},
-                       "spec": t["spec"]}
-                if not pod["metadata"]["annotations"]:
-                    del pod["metadata"]["annotations"]
-            made = self.create_pod(ns, pod, False)
-            pname, puid = made["metadata"]["name"], made["metadata"]["uid"]
-            with self.s.lock:
-                j = self.live_job(ns, name, uid)
-                if not j:
-                    return
-                j["status"].setdefault("startTime", now())
-                j["status"]["active"] = 1
-                self.s.modify("jobs", j)
-                self.event(j, "Normal", "SuccessfulCreate", f"Created pod: {pname}", "job-controller")
-                while True:
-                    j = self.live_job(ns, name, uid)
-                    if not j:
-                        return  # deleted: the garbage collector deals with its pod
-                    p = self.live_pod(ns, pname, puid)
-                    phase = "Failed" if not p else p["status"].get("phase")
-                    if phase in ("Succeeded", "Failed"):
-                        break
-                    self.s.lock.wait()
-                j["status"].pop("active", None)
-                if phase == "Succeeded":
-                    j["status"]["succeeded"] = 1
-                    j["status"]["completionTime"] = now()
-                    j["status"]["conditions"] = [{"type": "Complete", "status": "True", "lastProbeTime": now(),
-                                                  "lastTransitionTime": now()}]
-                    self.s.modify("jobs", j)
-                    self.event(j, "Normal", "Completed", "Job completed", "job-controller")
-                    return
-                failed += 1
-                j["status"]["failed"] = failed
-                if failed > j["spec"].get("backoffLimit", 6):
-                    j["status"]["conditions"] = [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
-                                                  "message": "Job has reached the specified backoff limit",
-                                                  "lastProbeTime": now(), "lastTransitionTime": now()}]
-                    self.s.modify("jobs", j)
-                    self.event(j, "Warning", "BackoffLimitExceeded", "Job has reached the specified backoff limit",
-                               "job-controller")
-                    return
-                self.s.modify("jobs", j)
-                retry = time.time() + 1.0  # the real controller backs off from 10 s
-                self.s.lock.wait_for(lambda: time.time() >= retry, 1.0)
-
-    def delete_job(self, ns, name, policy, grace):
-        """batch/v1 deletes a Job's pods only when asked (propagationPolicy Background or
-        Foreground); its default is to orphan them, as kubectl's users learn."""
-        with self.s.lock:
-            j = self.s.get("jobs", ns, name)
-            if not j:
-                raise api_error(404, "NotFound", f'jobs.batch "{name}" not found', {"name": name, "group": "batch", "kind": "jobs"})
-            uid = j["metadata"]["uid"]
-            owned = [p for p in self.s.items("pods", ns)
-                     if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])]
-            if policy == "Orphan":
-                for p in owned:
-                    p["metadata"]["ownerReferences"] = [r for r in p["metadata"]["ownerReferences"] if r.get("uid") != uid]
-                    if not p["metadata"]["ownerReferences"]:
-                        del p["metadata"]["ownerReferences"]
-                    self.s.modify("pods", p)
-            if policy == "Foreground" and owned:
-                # Gone once its dependents are: a deletionTimestamp and the foreground finalizer until then.
-                j["metadata"]["deletionTimestamp"] = now()
-                j["metadata"]["finalizers"] = ["foregroundDeletion"]
-                self.s.modify("jobs", j)
-            else:
-                self.s.remove("jobs", j)
-            out = json.loads(json.dumps(j))
-        if policy in ("Background", "Foreground"):
-            for p in owned:
-                try:
-                    self.delete_pod(ns, p["metadata"]["name"], grace, p["metadata"]["uid"])
-                except api_error:
-                    pass
-        if policy == "Foreground" and owned:
-            threading.Thread(target=self.finish_foreground, args=(ns, name, uid, [p["metadata"]["uid"] for p in owned]),
-                             daemon=True).start()
-        return out
-
-    def finish_foreground(self, ns, name, uid, pod_uids):
-        with self.s.lock:
-            while any(p["metadata"]["uid"] in pod_uids for p in self.s.items("pods", ns)):
-                self.s.lock.wait()
-            j = self.s.get("jobs", ns, name)
-            if j and j["metadata"]["uid"] == uid:
-                self.s.remove("jobs", j)
-
     def collect_garbage(self, ns):
-        """The garbage collector: a pod whose owner (a pod or a Job) is gone is deleted."""
+        """The garbage collector: a pod whose owner pod is gone is deleted."""
         uids = {p["metadata"]["uid"] for p in self.s.items("pods", ns)}
-        uids |= {j["metadata"]["uid"] for j in self.s.items("jobs", ns)}
         for p in self.s.items("pods", ns):
-            refs = [r for r in p["metadata"].get("ownerReferences") or [] if r.get("kind") in ("Pod", "Job")]
+            refs = [r for r in p["metadata"].get("ownerReferences") or [] if r.get("kind") == "Pod"]
             if refs and all(r.get("uid") not in uids for r in refs) and "deletionTimestamp" not in p["metadata"]:
                 # Background propagation: an ordinary delete, the pod's own grace period.
                 log("garbage collector: deleting", p["metadata"]["name"], "(its owner is gone)")
@@ -1117,41 +869,6 @@ def qos_class(spec):
     return "Guaranteed"
 
 
-def pod_table(pods, rv):
-    """What kubectl prints for `get pods` (meta.k8s.io/v1 Table, as the real server renders it)."""
-    def status(p):
-        if "deletionTimestamp" in p["metadata"]:
-            return "Terminating"
-        for cs in p["status"].get("containerStatuses") or []:
-            st = cs.get("state") or {}
-            if "waiting" in st and st["waiting"].get("reason"):
-                return st["waiting"]["reason"]
-            if "terminated" in st:
-                return st["terminated"].get("reason", "Error")
-        return p["status"].get("phase", "Unknown")
-
-    def age(p):
-        t = datetime.datetime.strptime(p["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(
-            tzinfo=datetime.timezone.utc)
-        s = int((datetime.datetime.now(datetime.timezone.utc) - t).total_seconds())
-        return f"{s}s" if s < 120 else f"{s // 60}m"
-
-    cols = [("Name", "string", 0), ("Ready", "string", 0), ("Status", "string", 0), ("Restarts", "string", 0),
-            ("Age", "string", 0), ("IP", "string", 1), ("Node", "string", 1)]
-    rows = []
-    for p in pods:
-        css = p["status"].get("containerStatuses") or []
-        ready = sum(1 for cs in css if cs.get("ready"))
-        rows.append({"cells": [p["metadata"]["name"], f"{ready}/{len(p['spec'].get('containers') or [])}", status(p), "0",
-                               age(p), p["status"].get("podIP", "<none>"), p["spec"].get("nodeName", "<none>")],
-                     "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                                "metadata": p["metadata"]}})
-    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv},
-            "columnDefinitions": [{"name": n, "type": t, "format": "name" if n == "Name" else "", "description": n,
-                                   "priority": pr} for n, t, pr in cols],
-            "rows": rows}
-
-
 def public(obj):
     return {k: v for k, v in obj.items() if not k.startswith("_")}
 
@@ -1171,16 +888,6 @@ API_RESOURCES = {
          "verbs": ["list", "watch"]},
         {"name": "serviceaccounts", "singularName": "serviceaccount", "namespaced": True, "kind": "ServiceAccount",
          "shortNames": ["sa"], "verbs": ["get", "list", "watch"]},
-        {"name": "persistentvolumeclaims", "singularName": "persistentvolumeclaim", "namespaced": True,
-         "kind": "PersistentVolumeClaim", "shortNames": ["pvc"], "verbs": ["create", "delete", "get", "list"]},
-    ]}
-
-
-BATCH_RESOURCES = {
-    "kind": "APIResourceList", "groupVersion": "batch/v1",
-    "resources": [
-        {"name": "jobs", "singularName": "job", "namespaced": True, "kind": "Job",
-         "verbs": ["create", "delete", "get", "list", "watch"], "categories": ["all"]},
     ]}
 
 
@@ -1278,7 +985,7 @@ class handler(http.server.BaseHTTPRequestHandler):
         except Exception as e:
             log("error serving", method, self.path, traceback.format_exc())
             try:
-                self.send_json(500, api_error(500, "InternalError", f"the double failed: {e}").status())
+                self.send_json(500, api_error(500, "InternalError", f"the fault injector failed: {e}").status())
             except OSError:
                 pass
         entry["code"] = self.status_sent
@@ -1321,27 +1028,15 @@ class handler(http.server.BaseHTTPRequestHandler):
             return self.send_json(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{c.gateway}:{c.port}"}]})
         if path == "/apis":
-            batch = {"groupVersion": "batch/v1", "version": "v1"}
-            return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                {"name": "batch", "versions": [batch], "preferredVersion": batch}]})
+            return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
         if path == "/api/v1":
             return self.send_json(200, API_RESOURCES)
-        if path == "/apis/batch/v1":
-            return self.send_json(200, BATCH_RESOURCES)
         mn = re.fullmatch(r"/api/v1/nodes(?:/([^/]+))?", path)
         if mn and method == "GET":
             return self.nodes(mn.group(1))
-        mj = re.fullmatch(r"/apis/batch/v1/namespaces/([^/]+)/jobs(?:/([^/]+))?", path)
-        if mj:
-            return self.jobs(method, mj.group(1), mj.group(2), q, raw)
-        if path == "/apis/batch/v1/jobs" and method == "GET":
-            return self.collection(None, "jobs", q)
-        mp = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/proxy(/.*)?", path)
-        if mp:
-            return self.pod_proxy(method, mp.group(1), mp.group(2), mp.group(3) or "/", raw)
-        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/(pods|events|persistentvolumeclaims|serviceaccounts)(?:/([^/]+))?(?:/(log))?", path)
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/(pods|events|serviceaccounts)(?:/([^/]+))?(?:/(log))?", path)
         if not m:
-            m2 = re.fullmatch(r"/api/v1/(pods|events|persistentvolumeclaims|serviceaccounts)", path)
+            m2 = re.fullmatch(r"/api/v1/(pods|events|serviceaccounts)", path)
             if m2 and method == "GET":
                 return self.collection(None, m2.group(1), q)
             raise api_error(404, "NotFound", "the server could not find the requested resource")
@@ -1369,15 +1064,12 @@ class handler(http.server.BaseHTTPRequestHandler):
                 obj = json.loads(raw or b"{}")
             except ValueError as e:
                 raise api_error(400, "BadRequest", f"the body of the request was in an unknown format: {e}")
-            strict = q.get("fieldValidation") == "Strict"
             if q.get("dryRun") == "All":
                 if resource == "pods":
-                    c.validate_pod(obj, strict)
+                    c.validate_pod(obj)
                 return self.send_json(201, obj)
             if resource == "pods":
-                return self.send_json(201, public(c.create_pod(ns, obj, strict)))
-            if resource == "persistentvolumeclaims":
-                return self.send_json(201, self.create_pvc(ns, obj))
+                return self.send_json(201, public(c.create_pod(ns, obj)))
             raise api_error(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource")
         if method == "DELETE" and resource == "pods":
             opts = json.loads(raw) if raw else {}
@@ -1397,14 +1089,6 @@ class handler(http.server.BaseHTTPRequestHandler):
                     pass
             return self.send_json(200, {"kind": "PodList", "apiVersion": "v1",
                                         "metadata": {"resourceVersion": str(c.s.rv)}, "items": out})
-        if method == "DELETE" and resource == "persistentvolumeclaims" and name:
-            with c.s.lock:
-                o = c.s.get(resource, ns, name)
-                if not o:
-                    raise api_error(404, "NotFound", f'{resource} "{name}" not found', {"name": name, "kind": resource})
-                c.s.remove(resource, o)
-            c.engine.call("DELETE", f"/volumes/{pvc_volume(ns, name)}")
-            return self.send_json(200, public(o))
         raise api_error(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
     def nodes(self, name):
@@ -1428,63 +1112,13 @@ class handler(http.server.BaseHTTPRequestHandler):
         return self.send_json(200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": rv},
                                     "items": items})
 
-    def jobs(self, method, ns, name, q, raw):
-        c = self.cluster
-        verb = {"GET": "get" if name else ("watch" if q.get("watch") in ("1", "true") else "list"),
-                "POST": "create", "DELETE": "delete" if name else "deletecollection"}.get(method, method.lower())
-        if {(verb, "jobs", ns), (verb, "*", ns), (verb, "jobs", None), (verb, "*", None)} & c.denied:
-            raise api_error(403, "Forbidden",
-                            f'jobs.batch is forbidden: User "system:serviceaccount:{ns}:default" cannot {verb} resource '
-                            f'"jobs" in API group "batch" in the namespace "{ns}"', {"group": "batch", "kind": "jobs"})
-        if method == "GET" and name:
-            with c.s.lock:
-                o = c.s.get("jobs", ns, name)
-                if not o:
-                    raise api_error(404, "NotFound", f'jobs.batch "{name}" not found', {"name": name, "group": "batch", "kind": "jobs"})
-                return self.send_json(200, public(o))
-        if method == "GET":
-            return self.collection(ns, "jobs", q)
-        if method == "POST" and not name:
-            try:
-                obj = json.loads(raw or b"{}")
-            except ValueError as e:
-                raise api_error(400, "BadRequest", f"the body of the request was in an unknown format: {e}")
-            return self.send_json(201, public(c.create_job(ns, obj, q.get("fieldValidation") == "Strict")))
-        if method == "DELETE" and name:
-            opts = json.loads(raw) if raw else {}
-            policy = q.get("propagationPolicy") or opts.get("propagationPolicy") or (
-                "Background" if opts.get("orphanDependents") is False else "Orphan")
-            if policy not in ("Orphan", "Background", "Foreground"):
-                raise api_error(400, "BadRequest", f'propagationPolicy "{policy}": supported values: "Orphan", "Background", "Foreground"')
-            grace = q.get("gracePeriodSeconds", opts.get("gracePeriodSeconds"))
-            return self.send_json(200, public(c.delete_job(ns, name, policy, int(grace) if grace is not None else None)))
-        raise api_error(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
-
-    def create_pvc(self, ns, obj):
-        c = self.cluster
-        m = obj.setdefault("metadata", {})
-        name = m.get("name", "")
-        if not DNS1123_SUBDOMAIN.match(name):
-            raise invalid("PersistentVolumeClaim", name, [{"field": "metadata.name", "message": f'Invalid value: "{name}": {SUBDOMAIN_MSG}'}])
-        with c.s.lock:
-            if c.s.get("persistentvolumeclaims", ns, name):
-                raise api_error(409, "AlreadyExists", f'persistentvolumeclaims "{name}" already exists',
-                                {"name": name, "kind": "persistentvolumeclaims"})
-            m.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=now())
-            obj.update(kind="PersistentVolumeClaim", apiVersion="v1", status={"phase": "Bound"})
-            c.s.add("persistentvolumeclaims", obj)
-        c.engine.call("POST", "/volumes/create", {"Name": pvc_volume(ns, name), "Labels": {"kube-double": c.instance}})
-        return obj
-
     def collection(self, ns, resource, q):
         c = self.cluster
         labels = parse_label_selector(q.get("labelSelector"))
         allowed = {"pods": ["metadata.name", "metadata.namespace", "status.phase", "spec.nodeName"],
                    "events": ["involvedObject.uid", "involvedObject.name", "involvedObject.kind", "reason", "type",
                               "metadata.name", "metadata.namespace"],
-                   "persistentvolumeclaims": ["metadata.name", "metadata.namespace"],
-                   "serviceaccounts": ["metadata.name", "metadata.namespace"],
-                   "jobs": ["metadata.name", "metadata.namespace", "status.successful"]}[resource]
+                   "serviceaccounts": ["metadata.name", "metadata.namespace"]}[resource]
         fields = parse_field_selector(q.get("fieldSelector"), allowed)
 
         def match(o):
@@ -1494,14 +1128,11 @@ class handler(http.server.BaseHTTPRequestHandler):
             with c.s.lock:
                 items = [public(o) for o in c.s.items(resource, ns) if match(o)]
                 rv = str(c.s.rv)
-            kind = {"pods": "PodList", "events": "EventList", "persistentvolumeclaims": "PersistentVolumeClaimList",
-                    "serviceaccounts": "ServiceAccountList", "jobs": "JobList"}[resource]
-            if resource == "pods" and "as=Table" in (self.headers.get("Accept") or ""):
-                return self.send_json(200, pod_table(items, rv))
+            kind = {"pods": "PodList", "events": "EventList", "serviceaccounts": "ServiceAccountList"}[resource]
             for i in items:
                 i.pop("kind", None)
                 i.pop("apiVersion", None)
-            return self.send_json(200, {"kind": kind, "apiVersion": "batch/v1" if resource == "jobs" else "v1",
+            return self.send_json(200, {"kind": kind, "apiVersion": "v1",
                                         "metadata": {"resourceVersion": rv},
                                         "items": items})
         return self.watch(ns, resource, q, match)
@@ -1512,8 +1143,7 @@ class handler(http.server.BaseHTTPRequestHandler):
         timeout = float(q.get("timeoutSeconds") or 1800)
         bookmarks = q.get("allowWatchBookmarks") in ("1", "true")
         deadline = time.time() + timeout
-        kind = {"pods": "Pod", "events": "Event", "persistentvolumeclaims": "PersistentVolumeClaim",
-                "serviceaccounts": "ServiceAccount", "jobs": "Job"}[resource]
+        kind = {"pods": "Pod", "events": "Event", "serviceaccounts": "ServiceAccount"}[resource]
         with c.s.lock:
             generation = c.s.generation
             if rv_text in ("", "0"):
@@ -1571,65 +1201,6 @@ class handler(http.server.BaseHTTPRequestHandler):
                 last_bookmark = time.time()
                 sent_rv = mark
         self.end_stream()
-
-    HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer",
-                  "host", "authorization", "content-length", "expect"}
-
-    def pod_proxy(self, method, ns, ident, rest, raw):
-        """As the real server's pod proxy (ResourceLocation): "name", "name:port" or "scheme:name:port";
-        without a port, the first container port; the request goes to the pod's IP."""
-        c = self.cluster
-        parts = ident.split(":")
-        if len(parts) == 1:
-            scheme, name, port = "http", parts[0], ""
-        elif len(parts) == 2:
-            scheme, name, port = "http", parts[0], parts[1]
-        elif len(parts) == 3 and parts[0] in ("http", "https"):
-            scheme, name, port = parts
-        else:
-            raise api_error(400, "BadRequest", f'invalid pod request "{ident}"')
-        verb = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "DELETE": "delete",
-                "PATCH": "patch"}.get(method, method.lower())
-        if {(verb, "pods/proxy", ns), (verb, "*", ns), (verb, "pods/proxy", None), (verb, "*", None)} & c.denied:
-            raise api_error(403, "Forbidden",
-                            f'pods "{name}" is forbidden: User "system:serviceaccount:{ns}:default" cannot {verb} '
-                            f'resource "pods/proxy" in API group "" in the namespace "{ns}"',
-                            {"name": name, "kind": "pods"})
-        with c.s.lock:
-            p = c.s.get("pods", ns, name)
-            if not p:
-                raise api_error(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
-            ip = p["status"].get("podIP", "")
-            if not port:
-                for cont in p["spec"]["containers"]:
-                    if cont.get("ports"):
-                        port = str(cont["ports"][0]["containerPort"])
-                        break
-        if not ip:
-            raise api_error(400, "BadRequest", "address not allowed")
-        if scheme != "http":
-            raise api_error(400, "BadRequest", "this double proxies plain http only")
-        query = urllib.parse.urlsplit(self.path).query
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in self.HOP_BY_HOP}
-        conn = http.client.HTTPConnection(ip, int(port or 80), timeout=600)
-        try:
-            conn.request(method, rest + ("?" + query if query else ""), body=raw or None, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-        except OSError as e:
-            where = f"{ip}:{port or 80}"
-            raise api_error(503, "ServiceUnavailable", f"error trying to reach service: dial tcp {where}: "
-                                                       f"connect: {getattr(e, 'strerror', None) or e}")
-        finally:
-            conn.close()
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in self.HOP_BY_HOP:
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-        self.status_sent = resp.status
 
     def pod_log(self, ns, name, q):
         c = self.cluster
@@ -1799,7 +1370,7 @@ def main():
     threading.Thread(target=c.gc_loop, daemon=True).start()
 
     def stop(*_):
-        log("stopping: removing the double's containers")
+        log("stopping: removing the fault injector's containers")
         c.shutdown()
         if made_network:
             c.engine.call("DELETE", f"/networks/{args.network}")
@@ -1811,7 +1382,7 @@ def main():
     signal.signal(signal.SIGINT, stop)
     with open(os.path.join(state_dir, "ready"), "w") as f:
         f.write(str(os.getpid()))
-    log(f"kubernetes API double on {url} (pods on Docker network {args.network}, gateway {c.gateway})")
+    log(f"kubernetes fault injector on {url} (pods on Docker network {args.network}, gateway {c.gateway})")
     srv.serve_forever()
 
 
