@@ -35,7 +35,7 @@ BENCHMARK(pool4_ready)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations
 
 // A pool of N workers started, then left idle for S seconds: what an engine's API sees of a
 // pool beyond its start (bench/compare/run.sh kubernetes counts the requests in each phase from
-// the API double's log by these wall-clock marks). Not in the default runs: select it with
+// the test cluster's audit log by these wall-clock marks). Not in the default runs: select it with
 // --benchmark_filter=pool_idle.
 static double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -118,6 +118,25 @@ TEST(build_context, a_script_or_a_missing_program_cannot_become_an_image) {
   EXPECT_NE(why.find("is not a file here"), std::string::npos) << why;
 }
 
+TEST(build_context, a_program_named_without_a_path_is_found_on_path_as_a_shell_finds_it) {
+  temp_dir d;
+  fs::create_directories(d.path / "bin");
+  fs::copy_file("/proc/self/exe", d.path / "bin" / "my-tool");
+  d.write("bin/not-executable", "x");
+  fs::permissions(d.path / "bin" / "not-executable", fs::perms::owner_read);
+  const char* saved = std::getenv("PATH");
+  std::string old = saved ? saved : "";
+  ::setenv("PATH", (d.path.string() + "/nowhere:" + (d.path / "bin").string() + ":/usr/bin").c_str(), 1);
+  EXPECT_EQ(program_path("my-tool"), d.path / "bin" / "my-tool");
+  EXPECT_EQ(program_path("sh"), fs::path("/usr/bin/sh"));
+  EXPECT_EQ(program_path("./my-tool"), fs::path("./my-tool")) << "a path is taken as it is";
+  auto why = error_of([&] { program_path("not-executable"); });
+  EXPECT_NE(why.find("program not-executable is not on PATH"), std::string::npos) << why;
+  why = error_of([&] { program_path("no-such-tool-anywhere"); });
+  EXPECT_NE(why.find("is not on PATH (" + d.path.string() + "/nowhere:"), std::string::npos) << why;
+  ::setenv("PATH", old.c_str(), 1);
+}
+
 TEST(registry_auth, credentials_come_from_docker_config_json) {
   temp_dir d;
   d.write("config.json", R"({"auths": {"reg.example:5000": {"auth": ")" + base64_encode("alice:s3cret") +

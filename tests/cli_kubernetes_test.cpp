@@ -303,6 +303,8 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   auto in = fiber("cp " + (dir / "results").string() + " " + claim + ":/runs/");
   ASSERT_EQ(in.code, 0) << in.out;
   EXPECT_NE(in.out.find("copied 4 entries"), std::string::npos) << in.out;
+  EXPECT_NE(in.out.find("the helper pod runs "), std::string::npos) << "which program, said up front: " << in.out;
+  EXPECT_NE(in.out.find(" of your newest run, "), std::string::npos) << in.out;
   auto out = fiber("cp --image " + image + " --program " + fs::canonical(FIBER_TEST_ORPHAN_MASTER).string() + " " + claim +
                    ":/runs/results " + (dir / "back").string());
   ASSERT_EQ(out.code, 0) << out.out;
@@ -347,6 +349,7 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   EXPECT_EQ(not_fiber.code, 125);
   EXPECT_NE(not_fiber.out.find("which did not serve the claim"), std::string::npos) << not_fiber.out;
   EXPECT_NE(not_fiber.out.find("must be a fiber program whose main calls fiber::init"), std::string::npos) << not_fiber.out;
+  EXPECT_EQ(not_fiber.out.find("could not start a child"), std::string::npos) << "the error code's words add nothing";
   EXPECT_TRUE(no_helpers()) << "removed after each failure too";
   // Ctrl-C while the helper starts: the command ends, and so does the pod.
   {

@@ -101,6 +101,30 @@ TEST_F(config_test, unknown_key_in_code) {
   expect_config_error([] { (void)fiber::config::load({{"backnd", "local"}}); }, "backnd");
 }
 
+TEST_F(config_test, an_unknown_key_near_a_known_one_suggests_it) {
+  expect_config_error([] { (void)fiber::config::load({{"backnd", "local"}}); }, "did you mean 'backend'?");
+  expect_config_error([] { (void)fiber::config::load({{"log_levle", "info"}}); }, "did you mean 'log_level'?");
+  // Nothing near: no guess.
+  try {
+    (void)fiber::config::load({{"colour_scheme", "dark"}});
+    ADD_FAILURE() << "an unknown key was taken";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(std::string(e.what()).find("did you mean"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(config_test, a_bad_value_says_where_it_was_set) {
+  expect_config_error([] { (void)fiber::config::load({{"backend", "dockr"}}); }, "(set in code)");
+  setenv("FIBER_BACKEND", "dockr", 1);
+  expect_config_error([] { (void)fiber::config::load(); }, "'dockr', expected one of local, docker, kubernetes, slurm "
+                                                           "(set in environment variable FIBER_BACKEND)");
+  unsetenv("FIBER_BACKEND");
+  write("log_level = info\nbackend = dockr\n");
+  expect_config_error([] { (void)fiber::config::load(); }, "(set in config file " + file_ + ":2)");
+  fiber::config c;
+  expect_config_error([&] { c.set("cpu_per_job", "many"); }, "(set in code)");
+}
+
 TEST_F(config_test, bad_values_name_the_key) {
   expect_config_error([] { (void)fiber::config::load({{"cpu_per_job", "many"}}); }, "cpu_per_job");
   expect_config_error([] { (void)fiber::config::load({{"cpu_per_job", "0"}}); }, "cpu_per_job");

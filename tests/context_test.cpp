@@ -101,6 +101,27 @@ TEST(context, exception_escaping_a_detached_coroutine_does_not_break_other_calls
   EXPECT_EQ(p.exitcode(), 0);
 }
 
+TEST(context, stopping_a_context_ends_pools_and_managers_quietly_and_warns_of_a_users_own_process) {
+  // Stopping on purpose is no failure: a pool's workers and a manager's server end with their
+  // context as the default context's do at exit. A process of the user's own still running then
+  // is worth a word.
+  fiber::context ctx;
+  fiber::simple_queue<int> gate(ctx);
+  fiber::pool p(ctx, {.processes = 2});
+  p.ready().get();
+  fiber::manager m(ctx);
+  m.ready().get();
+  fiber::process own(ctx, &wait_on, gate);
+  own.start().get();
+  testing::internal::CaptureStderr();
+  ctx.stop();
+  auto said = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(said.find("PoolWorker"), std::string::npos) << said;
+  EXPECT_EQ(said.find("Manager-"), std::string::npos) << said;
+  EXPECT_NE(said.find("process " + own.name() + " still running when its context stopped"), std::string::npos) << said;
+  EXPECT_FALSE(own.is_alive());
+}
+
 TEST(context, stopping_a_context_leaves_no_process_behind) {
   FIBER_TEST_LOCAL_ONLY("counts the fork server among this process's children");
   auto before = fiber_test::child_pids(true);  // other contexts' fork servers, if any

@@ -30,7 +30,7 @@ class spawner {
 
   void run(unique_function<void()> f) {
     if (std::this_thread::get_id() == thread_id_) return f();
-    request r{std::move(f)};
+    request r{std::move(f), nullptr, false};
     std::unique_lock lock(mutex_);
     queue_.push_back(&r);
     wake_.notify_one();

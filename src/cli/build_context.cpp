@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -138,6 +139,22 @@ build_context context_of_folder(const fs::path& dir, const std::string& dockerfi
   out.dockerfile = df;
   out.digest = sha256_hex(out.tar);
   return out;
+}
+
+fs::path program_path(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (std::size_t start = 0; start <= dirs.size();) {
+    auto end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    auto dir = dirs.substr(start, end - start);
+    auto candidate = fs::path(dir.empty() ? "." : dir) / program;
+    std::error_code ec;
+    if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  fail("program " + program + " is not on PATH (" + dirs + "): give its path, as in ./" + program);
 }
 
 build_context context_of_program(const fs::path& program) {

@@ -25,6 +25,11 @@ build_context context_of_folder(const std::filesystem::path& dir, const std::str
 /// or not a program this machine can run.
 build_context context_of_program(const std::filesystem::path& program);
 
+/// `program` as a shell finds it: a name without '/' is looked up in the directories of PATH
+/// (the first executable file of that name), a path is taken as it is. fiber::error(config_error)
+/// naming PATH when the name is on none of them.
+std::filesystem::path program_path(const std::string& program);
+
 /// The .dockerignore rules: `path` (relative, '/'-separated) is left out of the context.
 class ignore_rules {
  public:

@@ -42,9 +42,11 @@ image_plan plan_image(const run_options& o) {
     if (!p.build_args.empty())
       throw error(errc::config_error, "--build-arg needs a Dockerfile (" + (dir / o.dockerfile).string() +
                                           " does not exist): the generated image of the program has no ARGs");
-    p.context = context_of_program(p.command[0]);
+    // A name without '/' is looked up on PATH, as a shell would (`-- bash -c ...`).
+    auto program = program_path(p.command[0]);
+    p.context = context_of_program(program);
     p.generated = true;
-    p.command[0] = fs::canonical(p.command[0]).string();  // where the generated image holds it
+    p.command[0] = fs::canonical(program).string();  // where the generated image holds it
   }
   auto app = sanitized_name(fs::path(o.command[0]).filename().string());
   p.repo = (o.registry.empty() ? "fiber/" : o.registry + "/") + app;

@@ -103,8 +103,8 @@ void await_serving(blocking_api& api, const std::string& ns, const std::string& 
   if (ready) return;
   throw error(errc::spawn_failed,
               "fiber cp's helper pod " + pod + " runs " + program + ", which did not serve the claim" +
-                  (why.empty() ? "" : " (" + why + ")") + (said.empty() ? "" : "; it printed:\n" + said) +
-                  "\n--program must be a fiber program whose main calls fiber::init first (as every fiber program's "
+                  (why.empty() ? "" : " (" + why + ")") + (said.empty() ? ": " : "; it printed:\n" + said) +
+                  "--program must be a fiber program whose main calls fiber::init first (as every fiber program's "
                   "must), in the image of --image");
 }
 
@@ -252,8 +252,8 @@ std::size_t copy_through_helper_pod(blocking_api& api, const std::string& ns, co
     auto r = through_proxy(api, ns, s.name, "PUT", plan.in_claim, s.token, std::move(packed), stop);
     if (r.status != 200) refused(r, s.name, server);
     auto n = static_cast<std::size_t>(std::strtoull(r.body.c_str(), nullptr, 10));
-    std::fprintf(stderr, "fiber: copied %zu entries (%zu bytes packed) into %s:/%s\n", n, size, plan.claim.c_str(),
-                 plan.in_claim.c_str());
+    std::fprintf(stderr, "fiber: copied %zu %s (%zu bytes packed) into %s:/%s\n", n, n == 1 ? "entry" : "entries", size,
+                 plan.claim.c_str(), plan.in_claim.c_str());
     return n;
   }
   auto r = through_proxy(api, ns, s.name, "GET", plan.in_claim, s.token, {}, stop);
@@ -264,7 +264,7 @@ std::size_t copy_through_helper_pod(blocking_api& api, const std::string& ns, co
   std::error_code ec;
   std::filesystem::create_directories(plan.local_parent, ec);
   auto n = detail::unpack_tree(r.body, plan.local_parent, plan.local_name);
-  std::fprintf(stderr, "fiber: copied %zu entries (%zu bytes packed) to %s\n", n, r.body.size(),
+  std::fprintf(stderr, "fiber: copied %zu %s (%zu bytes packed) to %s\n", n, n == 1 ? "entry" : "entries", r.body.size(),
                (plan.local_parent / plan.local_name).c_str());
   return n;
 }

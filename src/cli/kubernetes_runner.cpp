@@ -641,6 +641,9 @@ int kubernetes_runner::cp(const copy_options& o) {
                                       "(the newest run's image and program are the default)");
     hs.image = str(master, "image");
     if (hs.program.empty()) hs.program = detail::kube::from_kube_literal(command->at(0).as_string());
+    // Said up front: the newest run may be of a program that is no fiber program (`-- /bin/cat`).
+    std::fprintf(stderr, "fiber: the helper pod runs %s of your newest run, %s (--image and --program choose another)\n",
+                 hs.program.c_str(), str(obj(&newest, "metadata"), "name").c_str());
   }
   copy_through_helper_pod(s.api, s.ns, plan, hs, std::chrono::milliseconds(s.cfg.kubernetes_pending_timeout_ms));
   return 0;

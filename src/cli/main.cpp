@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "cli/docker_runner.hpp"
+#include "fiber/error.hpp"
 #include "cli/kubernetes_runner.hpp"
 #include "cli/local_runner.hpp"
 #include "cli/run_options.hpp"
@@ -115,6 +116,11 @@ int main(int argc, char** argv) {
     if (*stop) return r->stop(stop_name);
     if (*cp) return r->cp(co);
     return r->gc();
+  } catch (const fiber::error& e) {
+    // The reason alone: the error code's words (": could not start a child") add nothing here.
+    std::fflush(stdout);
+    std::fprintf(stderr, "fiber: %s\n", e.reason().c_str());
+    return 125;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "fiber: %s\n", e.what());

@@ -243,13 +243,46 @@ const std::vector<key_def>& key_table() {
   return table;
 }
 
+/// Edits (insert, delete, replace) from `a` to `b`: how close a misspelt key is to a known one.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
 const key_def& find_key(std::string_view key, std::string_view source) {
   for (auto& k : key_table())
     if (k.name == key) return k;
+  // The nearest known key, when it is near enough to be a slip (a third of its letters at most).
+  const key_def* nearest = nullptr;
+  std::size_t best = key.size() / 3 + 1;
+  for (auto& k : key_table())
+    if (auto d = edit_distance(key, k.name); d < best) best = d, nearest = &k;
   std::string known;
   for (auto& k : key_table()) known += (known.empty() ? "" : ", ") + std::string(k.name);
   throw error(errc::config_error, "unknown config key '" + std::string(key) + "' in " + std::string(source) +
+                                      (nearest ? ": did you mean '" + std::string(nearest->name) + "'?" : "") +
                                       "; known keys: " + known);
+}
+
+/// Sets `key` from `source` (a file and line, an environment variable, code): a bad value's error
+/// says where it came from, so that a user finds the setting to mend.
+void set_from(config& c, std::string_view key, std::string_view value, const std::string& source) {
+  auto& k = find_key(key, source);
+  try {
+    k.set(c, value);
+  } catch (const error& e) {
+    throw error(e.code(), e.reason() + " (set in " + source + ")");
+  }
 }
 
 std::string_view trim(std::string_view s) {
@@ -285,7 +318,7 @@ void apply_file(config& c, const std::string& path, bool must_exist) {
     if (eq == std::string_view::npos)
       throw error(errc::config_error, "config file " + where + ": expected 'key = value', got '" + std::string(s) + "'");
     auto key = trim(s.substr(0, eq));
-    find_key(key, "config file " + where).set(c, trim(s.substr(eq + 1)));
+    set_from(c, key, trim(s.substr(eq + 1)), "config file " + where);
   }
 }
 
@@ -298,13 +331,13 @@ void apply_environment(config& c) {
     if (internal_env(name)) continue;
     std::string key(name.substr(6));
     for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    find_key(key, "environment variable " + std::string(name)).set(c, eq == std::string_view::npos ? "" : kv.substr(eq + 1));
+    set_from(c, key, eq == std::string_view::npos ? "" : kv.substr(eq + 1), "environment variable " + std::string(name));
   }
 }
 
 }  // namespace
 
-void config::set(std::string_view key, std::string_view value) { find_key(key, "code").set(*this, value); }
+void config::set(std::string_view key, std::string_view value) { set_from(*this, key, value, "code"); }
 
 std::string config::get(std::string_view key) const { return find_key(key, "code").get(*this); }
 
@@ -336,7 +369,7 @@ config config::load(const std::vector<std::pair<std::string, std::string>>& over
   else
     apply_file(c, ".fiberconfig", false);
   apply_environment(c);
-  for (auto& [k, v] : overrides) find_key(k, "code").set(c, v);
+  for (auto& [k, v] : overrides) set_from(c, k, v, "code");
   return c;
 }
 

@@ -249,7 +249,8 @@ void child_process::terminate() {
 }
 
 void child_process::on_master_shutdown() noexcept {
-  if (is_alive()) logf(log_level::warn, "process ", name_, " still running when its context stopped: killed");
+  if (is_alive())
+    logf(owned_ ? log_level::debug : log_level::warn, "process ", name_, " still running when its context stopped: killed");
   kill_now();
 }
 

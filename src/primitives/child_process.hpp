@@ -36,6 +36,9 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   /// Before start() only.
   void set_name(std::string name);
   void set_needs(const meta& needs) { needs_ = needs; }
+  /// Before start() only: the child belongs to a pool, a manager or a ring, which ends with its
+  /// context as a user expects (a user's own process still running then is worth a warning).
+  void set_owned() { owned_ = true; }
   phase state() const noexcept { return state_.load(); }
   bool is_alive() const noexcept {
     auto s = state();
@@ -83,6 +86,7 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
 
   std::shared_ptr<runtime> rt_;
   std::string name_;
+  bool owned_ = false;
   encoded_call call_;
   meta needs_;
   std::atomic<phase> state_{phase::created};

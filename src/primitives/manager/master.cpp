@@ -40,6 +40,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
     call.args.value(std::make_tuple(id_));
     proc_ = child_process::make(rt_, std::move(call));
     proc_->set_name("Manager-" + std::to_string(next_manager_number++));
+    proc_->set_owned();
     unique_function<void(std::error_code, std::string)> done = [weak = weak_from_this()](std::error_code ec,
                                                                                        std::string what) {
       if (auto self = weak.lock()) self->on_started(ec, what);
@@ -194,7 +195,8 @@ class manager_core final : public service, public std::enable_shared_from_this<m
       dead_text_ = stopping_ ? "the manager was shut down: its objects are gone"
                              : "the manager's server " + proc_->name() + " (pid " + std::to_string(proc_->pid()) +
                                    ") ended (" + how + "): the objects it hosted are gone";
-      if (!stopping_) logf(log_level::warn, dead_text_);
+      // Ended with its context (stopped on purpose, or the program's end): no failure to report.
+      if (!stopping_) logf(rt_->is_shut_down() ? log_level::debug : log_level::warn, dead_text_);
     }
     fail_all();
   }

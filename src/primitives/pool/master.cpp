@@ -264,6 +264,7 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     auto proc = child_process::make(rt_, std::move(call));
     proc->set_name("PoolWorker-" + std::to_string(id_) + "-" + std::to_string(++started_));
     proc->set_needs(worker_needs_);
+    proc->set_owned();
     unique_function<void(std::error_code, std::string)> done = [weak = weak_from_this(), proc](std::error_code ec,
                                                                                              std::string what) {
       auto self = weak.lock();

@@ -179,6 +179,7 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
       auto p = child_process::make(rt_, std::move(call));
       p->set_name("Ring-" + std::to_string(number_) + "-" + std::to_string(rank) +
                   (restarts_ ? "-r" + std::to_string(restarts_.load()) : ""));
+      p->set_owned();
       made.push_back(std::move(p));
     }
     std::lock_guard lock(members_mutex_);
