@@ -281,11 +281,12 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
                                       R"("},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}})")
                 .status,
             201);
-  // A run first: the newest run's image and program are what the helper runs by default. It is
-  // held running (TearDown stops it): `fiber gc` in a test beside this one removes ended runs, and
-  // an ended run here was once gone before the copy looked for it. A run another test starts in
-  // between may be the newest instead; each is a fiber program of the same build, which serves a
-  // claim as well.
+  // A run first: the image and program of the newest run that ran are what the helper runs by
+  // default. It is held running (TearDown stops it): `fiber gc` in a test beside this one removes
+  // ended runs, and an ended run here was once gone before the copy looked for it. A run another
+  // test starts in between may be the newest instead; each that runs is a fiber program of the
+  // same build, which serves a claim as well. The steps that are not about the default name the
+  // program (`own`).
   auto name = unique("cp-image");
   started_.push_back(name);
   auto run = fiber("run --build --registry " + registry_ + "/fibertest-kube " + small_workers + " --name " + name + " -- " +
@@ -294,6 +295,14 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   auto at = run.out.find("(image ");
   ASSERT_NE(at, std::string::npos) << run.out;
   auto image = run.out.substr(at + 7, run.out.find(')', at) - at - 7);
+  auto own = " --image " + image + " --program " + fs::canonical(FIBER_TEST_ORPHAN_MASTER).string() + " ";
+  ASSERT_FALSE(first_line(name).empty()) << "the held run runs";
+  // A newer run that never starts (its image cannot be pulled) is not the default.
+  auto pending = unique("cp-pending");
+  started_.push_back(pending);
+  auto never = fiber("run --image " + registry_ + "/fibertest-kube/no-such-image:1 --name " + pending + " -- " +
+                     FIBER_TEST_EXIT_WITH);
+  ASSERT_EQ(never.code, 0) << never.out;
 
   auto dir = fs::path(testing::TempDir()) / claim;
   fs::create_directories(dir / "results" / "deep");
@@ -304,7 +313,8 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   ASSERT_EQ(in.code, 0) << in.out;
   EXPECT_NE(in.out.find("copied 4 entries"), std::string::npos) << in.out;
   EXPECT_NE(in.out.find("the helper pod runs "), std::string::npos) << "which program, said up front: " << in.out;
-  EXPECT_NE(in.out.find(" of your newest run, "), std::string::npos) << in.out;
+  EXPECT_NE(in.out.find(" of your newest run that ran, "), std::string::npos) << in.out;
+  EXPECT_EQ(in.out.find(pending), std::string::npos) << "a run that never started is not the default: " << in.out;
   auto out = fiber("cp --image " + image + " --program " + fs::canonical(FIBER_TEST_ORPHAN_MASTER).string() + " " + claim +
                    ":/runs/results " + (dir / "back").string());
   ASSERT_EQ(out.code, 0) << out.out;
@@ -319,13 +329,13 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   auto no_helpers = [] { return fiber_test::await_pods("fiber.helper=cp", [](const auto& all) { return all.empty(); }); };
   EXPECT_TRUE(no_helpers()) << "the helper pods are removed";
 
-  auto missing = fiber("cp " + claim + ":/no/such " + dir.string());
+  auto missing = fiber("cp" + own + claim + ":/no/such " + dir.string());
   EXPECT_EQ(missing.code, 125);
   EXPECT_NE(missing.out.find("claim " + claim + " has no 'no/such'"), std::string::npos) << missing.out;
   // Without the right to use the pod proxy: said, with what to grant.
   command_user_without no_proxy_update("update", "pods/proxy");
   ASSERT_TRUE(no_proxy_update.ready()) << "the API server did not take the service account's Role";
-  auto denied = fiber("cp " + (dir / "results" / "a.txt").string() + " " + claim + ":/x",
+  auto denied = fiber("cp" + own + (dir / "results" / "a.txt").string() + " " + claim + ":/x",
                       "KUBECONFIG=" + no_proxy_update.kubeconfig());
   EXPECT_EQ(denied.code, 125);
   EXPECT_NE(denied.out.find("forbids reaching pod"), std::string::npos) << denied.out;
@@ -355,7 +365,8 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
   {
     auto env = fiber::detail::environment_with({{"KUBECONFIG", kubeconfig()}});
     auto child = fiber::detail::spawn_command(
-        {FIBER_TEST_CLI, "--backend", "kubernetes", "cp", claim + ":/runs", dir.string() + "/interrupted"},
+        {FIBER_TEST_CLI, "--backend", "kubernetes", "cp", "--image", image, "--program",
+         fs::canonical(FIBER_TEST_ORPHAN_MASTER).string(), claim + ":/runs", dir.string() + "/interrupted"},
         {.pipe_stderr = true, .env = &env});
     ASSERT_TRUE(fiber_test::await_pods("fiber.helper=cp", [](const auto& all) { return !all.empty(); }));
     ::kill(child.pid, SIGINT);

@@ -628,21 +628,28 @@ int kubernetes_runner::cp(const copy_options& o) {
   hs.image = o.image;
   hs.program = o.program;
   if (hs.image.empty()) {
+    // The newest run whose master started (as its pod says): a run still pending, or one whose
+    // image cannot be pulled, has no program a helper could run.
+    auto pods = s.list(s.pods_path(), std::string(detail::kube::managed_by_label) + "=fiber," + s.mine(), {"list", "pods"});
+    auto masters = masters_of(pods);
     json::object newest;
-    for (auto& j : s.list(s.jobs_path(), std::string(detail::kube::managed_by_label) + "=fiber," + s.mine(), {"list", "jobs"}))
+    for (auto& j : s.list(s.jobs_path(), std::string(detail::kube::managed_by_label) + "=fiber," + s.mine(), {"list", "jobs"})) {
+      auto master = masters.find(str(obj(obj(&j), "metadata"), "name"));
+      if (master == masters.end() || !state_of(*master->second).started) continue;
       if (str(obj(obj(&j), "metadata"), "creationTimestamp") >= str(obj(&newest, "metadata"), "creationTimestamp"))
         newest = *obj(&j);
+    }
     auto* containers = arr(obj(obj(obj(&newest, "spec"), "template"), "spec"), "containers");
     auto* master = containers && !containers->empty() ? obj(&containers->at(0)) : nullptr;
     auto* command = arr(master, "command");
     if (!master || !command || command->empty() || !command->at(0).is_string())
       throw error(errc::config_error, "fiber cp on Kubernetes runs a fiber program of yours in a helper pod that mounts "
                                       "the claim: name one with --image IMAGE --program /its/path, or start a run first "
-                                      "(the newest run's image and program are the default)");
+                                      "(the image and program of your newest run that ran are the default)");
     hs.image = str(master, "image");
     if (hs.program.empty()) hs.program = detail::kube::from_kube_literal(command->at(0).as_string());
     // Said up front: the newest run may be of a program that is no fiber program (`-- /bin/cat`).
-    std::fprintf(stderr, "fiber: the helper pod runs %s of your newest run, %s (--image and --program choose another)\n",
+    std::fprintf(stderr, "fiber: the helper pod runs %s of your newest run that ran, %s (--image and --program choose another)\n",
                  hs.program.c_str(), str(obj(&newest, "metadata"), "name").c_str());
   }
   copy_through_helper_pod(s.api, s.ns, plan, hs, std::chrono::milliseconds(s.cfg.kubernetes_pending_timeout_ms));

@@ -319,8 +319,12 @@ class pool_core final : public service, public std::enable_shared_from_this<pool
     bool lost = !w.leaving && !terminating_ && !rt_->is_shut_down();
     if (lost || (!w.tasks.empty() && !rt_->is_shut_down())) {
       auto code = w.proc->exit_code().value_or(0);
-      logf(log_level::warn, w.proc->name(), " (pid ", w.proc->pid(), ") ended with code ", code, " holding ",
-           w.tasks.size(), " task(s)");
+      // In items, as stats().retried counts them: a task is a chunk of items.
+      std::size_t items = 0;
+      for (auto tid : w.tasks)
+        if (auto t = inflight_.find(tid); t != inflight_.end()) items += t->second.count;
+      logf(log_level::warn, w.proc->name(), " (pid ", w.proc->pid(), ") ended with code ", code, " holding ", items,
+           " item(s) in ", w.tasks.size(), " chunk(s)");
       if (lost && w.connected) ++stats_.workers_lost;
     }
     // The oldest task it held is the one it was running: only that one is charged an attempt;
