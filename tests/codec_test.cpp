@@ -74,6 +74,13 @@ TEST(codec, scalars_and_strings) {
   EXPECT_EQ(round_trip(color::green), color::green);
 }
 
+TEST(codec, a_unique_ptr_travels_as_its_value_or_as_none) {
+  auto back = decode<std::unique_ptr<std::string>>(encode(std::make_unique<std::string>("owned")));
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ(*back, "owned");
+  EXPECT_EQ(decode<std::unique_ptr<int>>(encode(std::unique_ptr<int>())), nullptr);
+}
+
 TEST(codec, containers) {
   std::vector<std::string> vs{"a", "bb", ""};
   EXPECT_EQ(round_trip(vs), vs);

@@ -79,6 +79,11 @@ void use_threads(fiber::simple_queue<int> out) {
   for (auto& t : ts) t.join();
   out.put(total).get();
 }
+// A move-only parameter by value: the decoded argument is moved into it in the child.
+void take_ownership(std::unique_ptr<std::string> s, fiber::simple_queue<std::string> out) {
+  auto mine = std::move(s);
+  out.put(mine ? *mine + "!" : "(none)").get();
+}
 }  // namespace
 FIBER_REMOTE(do_nothing);
 FIBER_REMOTE(fail_with);
@@ -91,8 +96,22 @@ FIBER_REMOTE(crash);
 FIBER_REMOTE(start_from_worker);
 FIBER_REMOTE(raise_usr1);
 FIBER_REMOTE(use_threads);
+FIBER_REMOTE(take_ownership);
 FIBER_REMOTE(expect_two_gpus);
 FIBER_META(expect_two_gpus, .gpu = 2);
+
+TEST(process, a_move_only_argument_is_moved_into_the_childs_parameter) {
+  fiber::simple_queue<std::string> out;
+  fiber::process a(&take_ownership, std::make_unique<std::string>("mine"), out);
+  a.start().get();
+  EXPECT_EQ(out.get().get(), "mine!");
+  fiber::process b(&take_ownership, std::unique_ptr<std::string>(), out);
+  b.start().get();
+  EXPECT_EQ(out.get().get(), "(none)");
+  a.join().get();
+  b.join().get();
+  EXPECT_EQ(a.exitcode(), 0);
+}
 
 TEST(process, exit_code_zero) {
   fiber::process p(&do_nothing);

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <exception>
 #include <type_traits>
 #include <typeinfo>
 #include <unordered_map>
@@ -35,6 +36,22 @@ namespace fiber {
 
 template <class T, class Enable = void>
 struct codec;
+
+/// True when fiber knows how to encode T: a `fiber::codec<T>` exists (built in, a plain
+/// aggregate's, or a specialization of the user's).
+template <class T>
+concept has_codec = requires { sizeof(codec<std::remove_cvref_t<T>>); };
+
+namespace detail {
+template <class T>
+inline constexpr bool no_codec_for = false;
+}  // namespace detail
+// What a type without a codec fails to compile with, in place of pages about an incomplete type.
+#define FIBER_NO_CODEC_MESSAGE                                                                            \
+  "fiber: this type cannot travel between processes (as an argument, a result or a message): it has no " \
+  "fiber::codec<T> (T is named in the 'In instantiation of' line above). Make it a plain aggregate of "  \
+  "encodable fields (no constructors of its own), or specialize fiber::codec<T> with static void "       \
+  "encode(fiber::writer&, const T&) and static T decode(fiber::reader&) (docs/getting_started.md, rule 3)"
 
 namespace detail {
 /// A frame of an encoded message: bytes plus, optionally, what keeps them alive (zero-copy).
@@ -88,7 +105,10 @@ class writer {
   }
   template <class T>
   void value(const T& v) {
-    codec<std::remove_cvref_t<T>>::encode(*this, v);
+    if constexpr (has_codec<T>)
+      codec<std::remove_cvref_t<T>>::encode(*this, v);
+    else
+      static_assert(detail::no_codec_for<T>, FIBER_NO_CODEC_MESSAGE);
   }
 
   /// codec<shared_ptr>: the number of the object `p` points to in this writer, and whether this
@@ -193,7 +213,12 @@ class reader {
   }
   template <class T>
   T value() {
-    return codec<std::remove_cvref_t<T>>::decode(*this);
+    if constexpr (has_codec<T>) {
+      return codec<std::remove_cvref_t<T>>::decode(*this);
+    } else {
+      static_assert(detail::no_codec_for<T>, FIBER_NO_CODEC_MESSAGE);
+      std::terminate();
+    }
   }
   /// Bytes left inline plus in unread frames.
   std::size_t remaining() const noexcept {
@@ -364,6 +389,21 @@ struct codec<std::tuple<Ts...>> {
   static std::tuple<Ts...> decode(reader& r) {
     // Braced initialization evaluates left to right.
     return std::tuple<Ts...>{r.value<Ts>()...};
+  }
+};
+
+/// An owned object, or none: a move-only parameter or result travels as its value.
+template <class T>
+struct codec<std::unique_ptr<T>> {
+  static void encode(writer& w, const std::unique_ptr<T>& p) {
+    w.pod(static_cast<std::uint8_t>(p != nullptr));
+    if (p) w.value(*p);
+  }
+  static std::unique_ptr<T> decode(reader& r) {
+    auto has = r.pod<std::uint8_t>();
+    if (has > 1) detail::throw_malformed("unique_ptr flag", 1, has);
+    if (!has) return nullptr;
+    return std::make_unique<T>(r.value<T>());
   }
 };
 

@@ -55,6 +55,7 @@ template <class R, class... P>
 struct fn_traits<R (*)(P...)> {
   using result = R;
   using args = std::tuple<std::decay_t<P>...>;
+  using params = std::tuple<P...>;
 };
 template <class R, class... P>
 struct fn_traits<R (*)(P...) noexcept> : fn_traits<R (*)(P...)> {};
@@ -65,15 +66,31 @@ constexpr std::string_view qualified_name() {
   return __PRETTY_FUNCTION__;
 }
 
+/// A decoded argument as the parameter `P` takes it: moved into a by-value or rvalue parameter
+/// (so move-only types such as std::unique_ptr work), an lvalue for an lvalue reference.
+template <class P, class A>
+decltype(auto) as_parameter(A& a) {
+  if constexpr (std::is_lvalue_reference_v<P>)
+    return (a);
+  else
+    return std::move(a);
+}
+template <auto F, class Params, class Args, std::size_t... I>
+decltype(auto) call_with(Args& args, std::index_sequence<I...>) {
+  return F(as_parameter<std::tuple_element_t<I, Params>>(std::get<I>(args))...);
+}
+
 template <auto F>
 void invoke(reader& in, writer& out) {
   using traits = fn_traits<decltype(F)>;
+  using params = typename traits::params;
   auto args = in.value<typename traits::args>();
   if (!in.at_end()) throw error(errc::malformed_message, "arguments carry trailing bytes");
+  auto order = std::make_index_sequence<std::tuple_size_v<params>>{};
   if constexpr (std::is_void_v<typename traits::result>) {
-    std::apply(F, args);
+    call_with<F, params>(args, order);
   } else {
-    out.value(std::apply(F, args));
+    out.value(call_with<F, params>(args, order));
   }
 }
 
