@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
@@ -22,7 +23,6 @@
 #include <string>
 #include <string_view>
 #include <tuple>
-#include <exception>
 #include <type_traits>
 #include <typeinfo>
 #include <unordered_map>

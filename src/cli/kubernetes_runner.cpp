@@ -58,7 +58,6 @@ std::int64_t epoch_of(const std::string& t) {
 
 std::string age(const std::string& created) { return age_since(epoch_of(created)); }
 
-/// -v flags as the volumes config key writes them: comma-separated.
 /// Each run's newest master pod among `pods` (those being deleted left out), by run name.
 std::map<std::string, const json::object*> masters_of(const json::array& pods) {
   std::map<std::string, const json::object*> masters;
@@ -101,6 +100,7 @@ standing standing_of(const json::value& job, const json::object* master) {
   return r;
 }
 
+/// -v flags as the volumes config key writes them: comma-separated.
 std::string joined(const std::vector<std::string>& volumes) {
   std::string all;
   for (auto& v : volumes) all += (all.empty() ? "" : ",") + v;
