@@ -89,6 +89,32 @@ TEST(op, a_completion_finished_later_on_the_loop_wakes_the_waiting_thread) {
   EXPECT_EQ(std::move(o).get(), "later");
 }
 
+TEST(op, a_callback_op_arms_when_waited_for_and_completes_or_fails_when_called_back) {
+  fiber::context ctx;
+  auto ex = ctx.get_executor();
+  int armed = 0;
+  auto later = [&](bool fail) {
+    return fiber::detail::callback_op(ctx.runtime(), [&armed, ex, fail](fiber::detail::done_callback done) {
+      ++armed;
+      asio::post(ex, [done, fail] {
+        if (fail)
+          done(std::make_exception_ptr(fiber::error(fiber::errc::closed, "the core gave up")));
+        else
+          done();
+      });
+    });
+  };
+  auto ok = later(false);
+  EXPECT_EQ(armed, 0);  // lazy, as every op
+  std::move(ok).get();
+  EXPECT_EQ(armed, 1);
+  EXPECT_THROW(std::move(later(true)).get(), fiber::error);
+  auto refused = fiber::detail::callback_op(ctx.runtime(), [](fiber::detail::done_callback) {
+    throw fiber::error(fiber::errc::not_started, "not yet");
+  });
+  EXPECT_THROW(std::move(refused).get(), fiber::error);  // what arm throws is the op's error
+}
+
 FIBER_CO_TEST(op, awaited_from_another_executor_it_resumes_there) {
   // The test's coroutine runs on its io_context; fiber's loop here is the same one. Await from a
   // strand of it: the op runs on fiber's executor and the coroutine comes back to its own.

@@ -138,6 +138,8 @@ class writer {
 
   std::string& head() noexcept { return head_; }
   std::vector<detail::blob>& blobs() noexcept { return blobs_; }
+  const std::string& head() const noexcept { return head_; }
+  const std::vector<detail::blob>& blobs() const noexcept { return blobs_; }
   std::size_t total_size() const noexcept {
     std::size_t n = head_.size();
     for (auto& b : blobs_) n += b.size;

@@ -24,6 +24,7 @@
 
 #include "fiber/context.hpp"
 #include "fiber/detail/completion.hpp"
+#include "fiber/detail/pool_core.hpp"
 #include "fiber/detail/pool_sinks.hpp"
 #include "fiber/op.hpp"
 #include "fiber/pool_options.hpp"
@@ -40,7 +41,7 @@ class result_stream {
       : core_(std::move(core)), source_(std::move(source)) {}
 
   op<std::optional<R>> next() {
-    return detail::deferred_op<std::optional<R>>(detail::pool_runtime(*core_), [core = core_, source = source_] {
+    return detail::deferred_op<std::optional<R>>(core_->rt(), [core = core_, source = source_] {
       auto c = std::make_shared<detail::completion<std::optional<R>>>();
       poll(c, source, core);
       return c;
@@ -94,7 +95,7 @@ class result_stream {
       source->set_waiter([c, source, core] { poll(c, source, core); });
       return;
     }
-    detail::pool_pump(*core);  // room for more results now
+    core->pump();  // room for more results now
     if (error)
       c->set_error(error);
     else
@@ -170,7 +171,7 @@ class pool {
   op<detail::result_t<R>> apply_async(R (*f)(P...), A&&... args) {
     auto start = apply_starter<R, P...>(f, std::forward<A>(args)...);
     std::shared_ptr<detail::completion<detail::result_t<R>>> c;
-    detail::pool_on_loop(core_, [&](detail::pool_core&) { c = start(); });
+    core_->on_loop([&](detail::pool_core&) { c = start(); });
     return detail::completion_op(rt_, c);
   }
 
@@ -213,13 +214,13 @@ class pool {
   template <class R, class... P, class... A>
   auto apply_starter(R (*f)(P...), A&&... args) {
     static_assert(sizeof...(P) == sizeof...(A), "fiber::pool::apply: wrong number of arguments for the function");
-    detail::pool_check_open(*core_);
+    core_->check_open();
     using T = detail::result_t<R>;
     using args_t = std::tuple<std::decay_t<P>...>;
     auto id = detail::require_registered(f).id;
     return [core = core_, id, args = args_t(std::forward<A>(args)...), opts = call_options_]() {
       auto c = std::make_shared<detail::completion<T>>();
-      detail::pool_submit(core, id, 1, 1, std::make_shared<detail::single_sink<T, args_t>>(args, c), opts);
+      core->submit(id, 1, 1, std::make_shared<detail::single_sink<T, args_t>>(args, c), opts);
       return c;
     };
   }
@@ -227,37 +228,36 @@ class pool {
   template <class T, class F, class It, class Encode>
   std::shared_ptr<detail::completion<std::vector<T>>> submit_map(F f, It first, It last, std::size_t hint,
                                                                  std::size_t chunksize, Encode encode) {
-    detail::pool_check_open(*core_);
+    core_->check_open();
     auto id = detail::require_registered(f).id;
     auto c = std::make_shared<detail::completion<std::vector<T>>>();
     auto sink = std::make_shared<detail::map_sink<T, It, Encode>>(first, last, std::move(encode), c);
-    detail::pool_on_loop(core_, [id, chunksize, hint, sink, core = core_, opts = call_options_](detail::pool_core&) {
-      detail::pool_submit(core, id, chunksize, hint, sink, opts);
+    core_->on_loop([id, chunksize, hint, sink, opts = call_options_](detail::pool_core& core) {
+      core.submit(id, chunksize, hint, sink, opts);
     });
     return c;
   }
 
   template <class T, class F, class It, class Encode>
   op<std::vector<T>> run_map(F f, It first, It last, std::size_t hint, std::size_t chunksize, Encode encode) {
-    detail::pool_check_open(*core_);
+    core_->check_open();
     auto id = detail::require_registered(f).id;
     return detail::deferred_op<std::vector<T>>(rt_, [core = core_, id, first, last, hint, chunksize, encode,
                                                    opts = call_options_]() {
       auto c = std::make_shared<detail::completion<std::vector<T>>>();
-      detail::pool_submit(core, id, chunksize, hint,
-                          std::make_shared<detail::map_sink<T, It, Encode>>(first, last, encode, c), opts);
+      core->submit(id, chunksize, hint, std::make_shared<detail::map_sink<T, It, Encode>>(first, last, encode, c), opts);
       return c;
     });
   }
 
   template <class T, class F, class It, class Encode>
   result_stream<T> run_stream(F f, It first, It last, std::size_t chunksize, Encode encode, bool ordered) {
-    detail::pool_check_open(*core_);
+    core_->check_open();
     auto id = detail::require_registered(f).id;
     auto sink = std::make_shared<detail::stream_sink<T, It, Encode>>(first, last, std::move(encode), ordered,
                                                                      stream_bound(chunksize));
-    detail::pool_on_loop(core_, [core = core_, id, chunksize, sink, opts = call_options_](detail::pool_core&) {
-      detail::pool_submit(core, id, chunksize, 0, sink, opts);
+    core_->on_loop([id, chunksize, sink, opts = call_options_](detail::pool_core& core) {
+      core.submit(id, chunksize, 0, sink, opts);
     });
     return result_stream<T>(core_, sink);
   }

@@ -2,8 +2,6 @@
 
 #include <string>
 
-#include "fiber/op.hpp"
-
 namespace fiber {
 namespace {
 class category : public std::error_category {
@@ -47,11 +45,4 @@ std::string error::reason() const {
   return said;
 }
 
-namespace detail {
-void throw_would_deadlock() {
-  throw error(errc::would_deadlock,
-              "a blocking .get() was called on the thread that runs fiber's io_context; it would wait for "
-              "itself: co_await the operation instead");
-}
-}  // namespace detail
 }  // namespace fiber

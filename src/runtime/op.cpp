@@ -1,5 +1,6 @@
 // What fiber::op (include/fiber/op.hpp) and deferred_op ask of the runtime: its executor, and
 // waiting on the calling thread while the loop runs (or running it there).
+#include "fiber/error.hpp"
 #include "fiber/op.hpp"
 #include "runtime/runtime.hpp"
 
@@ -11,6 +12,12 @@ void wait_until(runtime& rt, const std::atomic<bool>& done) { rt.wait_until(done
 void notify_done(runtime& rt, std::atomic<bool>& done) noexcept { rt.notify_done(done); }
 void wait_until_started(runtime& rt, unique_function<void()> start, const std::atomic<bool>& done) {
   rt.drive(std::move(start), done);
+}
+
+void throw_would_deadlock() {
+  throw error(errc::would_deadlock,
+              "a blocking .get() was called on the thread that runs fiber's io_context; it would wait for "
+              "itself: co_await the operation instead");
 }
 
 }  // namespace fiber::detail

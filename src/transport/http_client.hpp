@@ -80,7 +80,7 @@ class http_client {
   template <class Token>
   auto async_request(http_request request, Token&& token, chunk_fn on_chunk = nullptr) {
     // One shared_ptr as the initiation's argument: g++ 12 mishandles other non-trivial
-    // arguments and captures of use_awaitable's initiation (see await_completion).
+    // arguments and captures of use_awaitable's initiation (see until_done in fiber/detail/completion.hpp).
     auto call = std::make_shared<std::pair<http_request, chunk_fn>>(std::move(request), std::move(on_chunk));
     return asio::async_initiate<Token, void(std::error_code, http_response)>(
         [](auto handler, http_client* self, const std::shared_ptr<std::pair<http_request, chunk_fn>>& call) {

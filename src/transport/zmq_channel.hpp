@@ -56,7 +56,7 @@ class zmq_channel : public std::enable_shared_from_this<zmq_channel> {
   template <class Token>
   auto async_receive(Token&& token) {
     return asio::async_initiate<Token, void(std::error_code, multipart)>(
-        // `self` as an argument, not a capture: see await_completion (g++ 12).
+        // `self` as an argument, not a capture: see until_done in fiber/detail/completion.hpp (g++ 12).
         [](auto handler, const std::shared_ptr<zmq_channel>& self) { self->initiate_receive(std::move(handler)); }, token,
         shared_from_this());
   }

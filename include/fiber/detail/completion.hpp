@@ -129,6 +129,36 @@ op<T> deferred_op(std::shared_ptr<runtime> rt, Start start, Finish finish = {}) 
   return {rt, parts::run(std::move(start), std::move(finish)), std::move(direct)};
 }
 
+/// What callback_op hands its `arm`: done() completes the op, done(e) fails it with `e` (a null
+/// `e` completes it). Copyable; the first call wins.
+class done_callback {
+ public:
+  explicit done_callback(std::shared_ptr<completion<std::monostate>> c) : c_(std::move(c)) {}
+  void operator()() const { c_->set_value({}); }
+  void operator()(std::exception_ptr e) const {
+    if (e)
+      c_->set_error(std::move(e));
+    else
+      c_->set_value({});
+  }
+
+ private:
+  std::shared_ptr<completion<std::monostate>> c_;
+};
+
+/// The one way a facade makes an op that completes when its core calls back: `arm(done)` runs
+/// on fiber's loop when the op starts (as deferred_op's start) and hands `done` (a
+/// done_callback) to the core. What `arm` throws is the op's error.
+template <class Arm>
+op<void> callback_op(std::shared_ptr<runtime> rt, Arm arm) {
+  static_assert(std::is_invocable_v<Arm&, done_callback>, "callback_op: arm must take the done_callback");
+  return deferred_op<void>(std::move(rt), [arm = std::move(arm)]() mutable {
+    auto c = std::make_shared<completion<std::monostate>>();
+    arm(done_callback(c));
+    return c;
+  });
+}
+
 /// An op for work already under way.
 template <class T>
 op<T> completion_op(const std::shared_ptr<runtime>& rt, std::shared_ptr<completion<T>> c) {

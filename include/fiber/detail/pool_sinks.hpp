@@ -1,10 +1,8 @@
-// What fiber::pool's templates need from the pool behind them: how items are packed into a chunk,
-// the sinks that feed a submission's items and take its results (map, apply, imap), and the
-// non-template entry points into the pool core (src/primitives/pool/).
+// The sinks of fiber::pool's templates: each feeds a submission's items and takes its results
+// (map, apply, imap); the pool's core (fiber/detail/pool_core.hpp) calls them on fiber's loop.
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <deque>
 #include <exception>
 #include <iterator>
@@ -24,30 +22,36 @@
 
 namespace fiber {
 namespace detail {
-class pool_core;
 
-/// Appends one item to a chunk: [u32 inline bytes][u32 large frames][inline bytes]; its large
-/// ranges become frames of the chunk (writer::blobs), in order.
-template <class Encode>
-void append_item(writer& chunk, Encode&& encode) {
-  auto& head = chunk.head();
-  auto at = head.size();
-  head.append(8, '\0');
-  auto blobs_before = chunk.blobs().size();
-  encode(chunk);
-  auto bytes = static_cast<std::uint32_t>(head.size() - at - 8);
-  auto blobs = static_cast<std::uint32_t>(chunk.blobs().size() - blobs_before);
-  std::memcpy(&head[at], &bytes, 4);
-  std::memcpy(&head[at + 4], &blobs, 4);
-}
+/// Where a sink appends the items of a chunk. The items' format is the pool's wire, written and
+/// read in one place (src/primitives/pool/wire.cpp); a sink only encodes each item's value.
+class item_writer {
+ public:
+  explicit item_writer(writer& chunk) : chunk_(chunk) {}
+  template <class Encode>
+  void add(Encode&& encode) {
+    auto at = begin_item();
+    encode(chunk_);
+    end_item(at);
+  }
+  writer& chunk() { return chunk_; }
+
+ private:
+  struct mark {
+    std::size_t head, blobs;
+  };
+  mark begin_item();
+  void end_item(mark at);
+  writer& chunk_;
+};
 
 /// One submitted batch of calls; the core calls it on fiber's loop thread.
 class pool_sink {
  public:
   virtual ~pool_sink() = default;
-  /// Appends up to `n` more items (argument tuples) to `chunk` with append_item; returns how
-  /// many (0 when the input has run out).
-  virtual std::size_t next_items(std::size_t n, writer& chunk) = 0;
+  /// Appends up to `n` more items (argument tuples) to `chunk`; returns how many (0 when the
+  /// input has run out).
+  virtual std::size_t next_items(std::size_t n, item_writer& chunk) = 0;
   /// False while the caller has not consumed enough results (imap's bound on memory).
   virtual bool wants_more() const { return true; }
   virtual void on_result(std::size_t index, message result) = 0;
@@ -59,17 +63,6 @@ class pool_sink {
   virtual void on_input_failed(std::size_t index, std::exception_ptr error) { on_error(index, error); }
 };
 
-std::shared_ptr<pool_core> make_pool_core(std::shared_ptr<runtime> rt, pool_options options);
-/// On fiber's loop thread. `chunksize` 0: chosen from the input size hint and the pool size.
-void pool_submit(const std::shared_ptr<pool_core>& core, std::uint64_t function_id, std::size_t chunksize,
-                 std::size_t size_hint, std::shared_ptr<pool_sink> sink, call_options options = {});
-/// Runs `f` on the loop with the core (from any thread), waiting for it.
-void pool_on_loop(const std::shared_ptr<pool_core>& core, unique_function<void(pool_core&)> f);
-void pool_check_open(const pool_core& core);
-/// Asks the core to pull more input (after imap's consumer made room).
-void pool_pump(pool_core& core);
-std::shared_ptr<runtime> pool_runtime(const pool_core& core);
-
 template <class R>
 using result_t = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
 
@@ -79,10 +72,10 @@ class map_sink final : public pool_sink {
  public:
   map_sink(It first, It last, Encode encode, std::shared_ptr<completion<std::vector<R>>> done)
       : it_(first), last_(last), encode_(std::move(encode)), done_(std::move(done)) {}
-  std::size_t next_items(std::size_t n, writer& chunk) override {
+  std::size_t next_items(std::size_t n, item_writer& chunk) override {
     std::size_t k = 0;
     for (; k < n && it_ != last_ && !done_->done; ++k, ++it_)
-      append_item(chunk, [&](writer& w) { encode_(w, *it_); });
+      chunk.add([&](writer& w) { encode_(w, *it_); });
     return k;
   }
   void on_result(std::size_t index, message m) override {
@@ -115,10 +108,10 @@ template <class R, class Args>
 class single_sink final : public pool_sink {
  public:
   single_sink(Args args, std::shared_ptr<completion<R>> done) : args_(std::move(args)), done_(std::move(done)) {}
-  std::size_t next_items(std::size_t, writer& chunk) override {
+  std::size_t next_items(std::size_t, item_writer& chunk) override {
     if (sent_) return 0;
     sent_ = true;
-    append_item(chunk, [&](writer& w) { w.value(args_); });
+    chunk.add([&](writer& w) { w.value(args_); });
     return 1;
   }
   void on_result(std::size_t, message m) override {
@@ -153,9 +146,9 @@ class stream_sink final : public pool_sink, public stream_source<R> {
  public:
   stream_sink(It first, It last, Encode encode, bool ordered, std::size_t bound)
       : it_(first), last_(last), encode_(std::move(encode)), ordered_(ordered), bound_(bound) {}
-  std::size_t next_items(std::size_t n, writer& chunk) override {
+  std::size_t next_items(std::size_t n, item_writer& chunk) override {
     std::size_t k = 0;
-    for (; k < n && it_ != last_; ++k, ++it_) append_item(chunk, [&](writer& w) { encode_(w, *it_); });
+    for (; k < n && it_ != last_; ++k, ++it_) chunk.add([&](writer& w) { encode_(w, *it_); });
     return k;
   }
   bool wants_more() const override { return ready_.size() + parked_.size() < bound_; }

@@ -1,25 +1,70 @@
-// What fiber::pool (pool/facade.cpp) asks of the master's side of a pool, beyond the entry points
-// its templates use (fiber/detail/pool_sinks.hpp). Each runs on fiber's loop thread.
+// The master's side of a pool: the service that routes the workers' messages to its parts, a
+// task queue (pool/task_queue.hpp), a worker set (pool/worker_set.hpp) and the progress line
+// (pool/progress_line.hpp), and that matches tasks to workers (dispatch). Workers pull chunks
+// of tasks with a small credit each. The wire is pool/wire.hpp.
 #pragma once
+#include <atomic>
 #include <memory>
+#include <vector>
 
-#include "fiber/detail/pool_sinks.hpp"
-#include "fiber/detail/unique_function.hpp"
-#include "fiber/pool_options.hpp"
+#include "fiber/detail/pool_core.hpp"
+#include "primitives/pool/progress_line.hpp"
+#include "primitives/pool/task_queue.hpp"
+#include "primitives/pool/worker_set.hpp"
+#include "runtime/service_registry.hpp"
 
 namespace fiber::detail {
 
-/// No more work; workers leave once the submitted work is done.
-void pool_close(pool_core& core);
-/// Kills the workers; work not finished fails with errc::closed.
-void pool_terminate(pool_core& core);
-/// Terminates from any thread without waiting (the pool's destructor).
-void pool_terminate_soon(const std::shared_ptr<pool_core>& core);
-bool pool_is_open(const pool_core& core);
-/// `done` runs once every worker has left / has started.
-void pool_when_joined(pool_core& core, unique_function<void()> done);
-void pool_when_ready(pool_core& core, unique_function<void()> done);
-void pool_resize(pool_core& core, int processes);
-pool_stats pool_stats_of(const pool_core& core);
+class pool_master final : public pool_core, public service, public std::enable_shared_from_this<pool_master> {
+ public:
+  pool_master(std::shared_ptr<runtime> rt, pool_options options);
+
+  // pool_core, from any thread
+  const std::shared_ptr<runtime>& rt() const override { return rt_; }
+  void check_open() const override;
+  void on_loop(unique_function<void(pool_core&)> f) override;
+  void terminate_soon() override;
+
+  // pool_core and service, on the loop thread
+  void submit(std::uint64_t function_id, std::size_t chunksize, std::size_t size_hint, std::shared_ptr<pool_sink> sink,
+              call_options call) override;
+  void pump() override { dispatch(); }
+  void close() override;
+  void terminate() override;
+  bool open() const override { return !closed_; }
+  void resize(int processes) override;
+  void when_joined(unique_function<void()> done) override;
+  void when_ready(unique_function<void()> done) override;
+  pool_stats stats() const override;
+  void on_message(const std::string& peer, const header& h, multipart&& payload) override;
+  void on_shutdown() noexcept override;
+
+ private:
+  friend class pool_core;  // make() starts it once fiber's loop runs
+  void start();
+  /// Sends queued tasks to workers with credit until either runs out.
+  void dispatch();
+  void on_worker_ended(pool_worker&& w);
+  void fail_all(std::exception_ptr e);
+  /// After close(): once the work is done, the workers are told to leave.
+  void maybe_stop_workers();
+  void check_joined();
+  void check_ready();
+  std::optional<progress_line::frame> progress_frame();
+
+  static pool_options checked(pool_options options);
+
+  std::shared_ptr<runtime> rt_;
+  pool_options options_;
+  std::uint64_t id_;
+  std::atomic<bool> closed_ = false;  // read by check_open from the caller's thread
+  bool terminating_ = false;
+  task_queue tasks_;
+  worker_set workers_;
+  progress_line progress_;
+  std::size_t workers_lost_ = 0;
+  std::size_t total_hint_ = 0;  // items submitted while the progress line is up
+  std::vector<unique_function<void()>> joined_waiters_, ready_waiters_;
+};
 
 }  // namespace fiber::detail

@@ -2,10 +2,23 @@
 
 #include <cstring>
 
-#include "fiber/detail/pool_sinks.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::detail {
+
+item_writer::mark item_writer::begin_item() {
+  mark at{chunk_.head().size(), chunk_.blobs().size()};
+  chunk_.head().append(8, '\0');  // [u32 inline bytes][u32 large frames], filled in by end_item
+  return at;
+}
+
+void item_writer::end_item(mark at) {
+  auto& head = chunk_.head();
+  auto bytes = static_cast<std::uint32_t>(head.size() - at.head - 8);
+  auto blobs = static_cast<std::uint32_t>(chunk_.blobs().size() - at.blobs);
+  std::memcpy(&head[at.head], &bytes, 4);
+  std::memcpy(&head[at.head + 4], &blobs, 4);
+}
 
 std::vector<packed_item> unpack(const multipart& frames, std::size_t at, std::size_t count, bool with_status) {
   if (at >= frames.size()) throw error(errc::malformed_message, "malformed pool message: missing packed frame");
@@ -14,6 +27,8 @@ std::vector<packed_item> unpack(const multipart& frames, std::size_t at, std::si
   auto need = [&](std::size_t n) {
     if (n > size - pos) throw error(errc::malformed_message, "malformed pool message: truncated item");
   };
+  // A count no packed frame could hold is refused before anything is allocated for it.
+  if (count > size / (with_status ? 9 : 8)) throw error(errc::malformed_message, "malformed pool message: too many items");
   std::vector<packed_item> out(count);
   for (auto& item : out) {
     if (with_status) {
@@ -36,13 +51,10 @@ std::vector<packed_item> unpack(const multipart& frames, std::size_t at, std::si
   return out;
 }
 
-void append_failed_item(writer& results, std::size_t status_at, std::size_t blobs_at, const remote_failure& f) {
-  auto& head = results.head();
-  head.resize(status_at);
-  results.blobs().resize(blobs_at);
-  head.push_back(f.in_fiber ? item_failed : item_raised);
+void append_failed_item(writer& results, const remote_failure& f) {
+  results.head().push_back(f.in_fiber ? item_failed : item_raised);
   auto text = f.encode();
-  append_item(results, [&](writer& w) { w.bytes(text.data(), text.size()); });
+  item_writer(results).add([&](writer& w) { w.bytes(text.data(), text.size()); });
 }
 
 }  // namespace fiber::detail

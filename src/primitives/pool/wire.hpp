@@ -1,4 +1,4 @@
-// The pool's wire: what its master and workers say to each other.
+// The pool's wire: what its master and workers say to each other, and how items are packed.
 //
 // Messages (see runtime/protocol.hpp), channel = pool id:
 //   ready        worker -> master  aux = chunks it can take now (its credit)
@@ -6,10 +6,11 @@
 //                                  frames: function id (u64), the packed items, their large frames
 //   result       worker -> master  request = task id, aux = credit it gives back;
 //                                  frames: the packed results, their large frames
-// Packed: per item [u32 inline bytes][u32 large frames][inline bytes] (see detail::append_item);
-// a result item starts with a status byte (0 value, 1 exception, 2 fiber's own error in the
-// worker; both followed by a core/remote_failure).
 //   stop         master -> worker  finish what was sent, then exit
+// Packed: per item [u32 inline bytes][u32 large frames][inline bytes], written by item_writer
+// (fiber/detail/pool_sinks.hpp, defined in wire.cpp) and read by unpack; the large ranges of all
+// items follow as frames, in order. A result item starts with a status byte (item_status); a
+// failed one then holds a core/remote_failure.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,7 @@
 
 #include "core/remote_failure.hpp"
 #include "fiber/codec.hpp"
+#include "fiber/detail/pool_sinks.hpp"
 #include "runtime/protocol.hpp"
 #include "transport/zmq_channel.hpp"
 
@@ -32,7 +34,6 @@ inline constexpr kind result = service_kind(2);
 inline constexpr kind stop = service_kind(3);
 }  // namespace pool_kind
 
-
 enum item_status : char { item_value = 0, item_raised = 1, item_failed = 2 };
 
 struct packed_item {
@@ -41,14 +42,36 @@ struct packed_item {
   std::vector<std::span<const std::byte>> blobs;
 };
 
-/// Reads `count` packed items from frame `at` of `frames` (large frames follow it); bounds-checked.
+/// Reads `count` packed items from frame `at` of `frames` (large frames follow it); bounds-checked:
+/// bytes that do not hold `count` items fail with errc::malformed_message.
 std::vector<packed_item> unpack(const multipart& frames, std::size_t at, std::size_t count, bool with_status);
 
-/// Replaces whatever the failed item appended after its status byte with `f`.
-void append_failed_item(writer& results, std::size_t status_at, std::size_t blobs_at, const remote_failure& f);
+/// Appends a result item with its status byte: the value `encode` writes, or, when it throws, the
+/// failure it raised (what it appended is dropped).
+template <class Encode>
+void append_result(writer& results, Encode&& encode);
+
+/// Appends a failed result item.
+void append_failed_item(writer& results, const remote_failure& f);
 
 /// The worker's side of a pool: a registered function each worker process runs (pool/worker.cpp).
 void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint64_t init_id,
                       std::vector<std::string> init_frames);
+
+// ---- implementation
+
+template <class Encode>
+void append_result(writer& results, Encode&& encode) {
+  auto status_at = results.head().size();
+  auto blobs_at = results.blobs().size();
+  results.head().push_back(item_value);
+  try {
+    item_writer(results).add(encode);
+  } catch (...) {
+    results.head().resize(status_at);
+    results.blobs().resize(blobs_at);
+    append_failed_item(results, remote_failure::of_current_exception());
+  }
+}
 
 }  // namespace fiber::detail

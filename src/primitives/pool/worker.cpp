@@ -6,7 +6,6 @@
 #include "core/message_limit.hpp"
 #include "core/remote_failure.hpp"
 #include "fiber/context.hpp"
-#include "fiber/detail/pool_sinks.hpp"
 #include "fiber/registry.hpp"
 #include "primitives/pool/wire.hpp"
 #include "runtime/runtime.hpp"
@@ -43,20 +42,12 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
     shared_objects chunk_objects;  // the master wrote the chunk's items with one writer
     for (auto& item : items) {
       results.forget_shared();  // the master reads each result on its own
-      auto& head = results.head();
-      auto status_at = head.size();
-      auto blobs_at = results.blobs().size();
-      head.push_back('\0');
-      try {
+      append_result(results, [&](writer& out) {
         if (!entry) throw error(errc::not_registered, "function id " + std::to_string(fn_id) + " is not registered in this worker");
-        append_item(results, [&](writer& out) {
-          reader args(item.head, item.blobs);
-          args.share_objects(chunk_objects);
-          entry->invoke(args, out);
-        });
-      } catch (...) {
-        append_failed_item(results, status_at, blobs_at, remote_failure::of_current_exception());
-      }
+        reader args(item.head, item.blobs);
+        args.share_objects(chunk_objects);
+        entry->invoke(args, out);
+      });
     }
     if (auto over = message_limit_text("the results of a chunk", results.total_size(), rt->cfg().max_message_bytes,
                                        "use a smaller chunksize");
@@ -64,8 +55,7 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
       // The master would drop the connection rather than take it: fail the chunk's items instead.
       results = writer();
       for (std::size_t i = 0; i < items.size(); ++i)
-        append_failed_item(results, results.head().size(), results.blobs().size(),
-               remote_failure::fiber_error(errc::message_too_large, over));
+        append_failed_item(results, remote_failure::fiber_error(errc::message_too_large, over));
     }
     ++done;
     // Give the credit back unless this worker is about to retire.

@@ -1,0 +1,284 @@
+#include "primitives/pool/worker_set.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <limits>
+
+#include "core/log.hpp"
+#include "fiber/error.hpp"
+#include "primitives/child_process.hpp"
+#include "primitives/pool/wire.hpp"
+#include "runtime/runtime.hpp"
+
+namespace fiber::detail {
+
+namespace {
+/// A worker killed from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP) before its handshake says
+/// nothing about the next one: it is replaced like any lost worker.
+bool killed_from_outside(std::optional<int> exit_code) {
+  return exit_code &&
+         (*exit_code == -SIGKILL || *exit_code == -SIGTERM || *exit_code == -SIGINT || *exit_code == -SIGHUP);
+}
+}  // namespace
+
+worker_set::worker_set(runtime& rt, std::uint64_t pool_id, const pool_options& options, events on)
+    : rt_(rt), pool_id_(pool_id), options_(options), on_(std::move(on)), target_(*options.processes), needs_(options.needs) {}
+
+void worker_set::start(std::weak_ptr<void> owner) {
+  owner_ = std::move(owner);
+  probe_timer_ = std::make_unique<asio::steady_timer>(rt_.io());
+  schedule_probe();
+  top_up();
+}
+
+void worker_set::kill_all() {
+  closed_ = true;
+  std::vector<std::shared_ptr<child_process>> procs;
+  for (auto& [rid, w] : workers_) procs.push_back(w.proc);
+  for (auto& p : procs) p->kill_now();  // each end erases its worker (on_ended)
+  cancel_timers();
+}
+
+void worker_set::cancel_timers() noexcept {
+  if (probe_timer_) probe_timer_->cancel();
+}
+
+void worker_set::top_up() {
+  if (closed_ || failed_ || rt_.is_shut_down()) return;
+  auto live_now = live(), starting_now = starting();
+  const auto limit = start_limit();
+  // A worker that cannot be spawned counts towards on_start_failed's limit, which ends this.
+  while (static_cast<int>(live_now) < target_ && starting_now < limit && !failed_) {
+    if (start_one()) {
+      ++live_now;
+      ++starting_now;
+    }
+  }
+}
+
+void worker_set::resize(int target) {
+  target_ = target;
+  int excess = static_cast<int>(live()) - target;
+  for (auto& [rid, w] : workers_) {
+    if (excess <= 0) break;
+    if (w.leaving) continue;
+    retire(w);
+    --excess;
+  }
+  top_up();
+}
+
+void worker_set::check_capacity(const meta& needs) const {
+  // Asked before anything changes: work no node can run fails here, and the pool's workers go
+  // on as they were.
+  auto spec = spec_for_needs(needs_.joined(needs), rt_.cfg());
+  spec.name = "a worker of pool " + std::to_string(pool_id_);
+  rt_.master().the_backend().check_capacity(spec);
+}
+
+void worker_set::raise_needs(const meta& needs) {
+  needs_ = needs_.joined(needs);
+  logf(log_level::info, "pool ", pool_id_, ": a function needs cpu=", needs.cpu, " memory_mb=", needs.memory_mb,
+       " gpu=", needs.gpu, "; replacing workers started with less");
+  for (auto& [rid, w] : workers_)
+    if (!w.leaving && !w.needs.covers(needs_)) retire(w);
+  top_up();
+}
+
+bool worker_set::try_again() {
+  if (!failed_) return false;
+  failed_ = false;
+  start_failures_ = 0;
+  return true;
+}
+
+pool_worker* worker_set::find(const std::string& rid) {
+  auto it = workers_.find(rid);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
+bool worker_set::on_ready(pool_worker& w, int credit) {
+  w.connected = true;
+  start_failures_ = 0;
+  if (w.leaving) {  // told to leave before it could be reached
+    send_stop(w);
+    return false;
+  }
+  w.credit += credit;
+  top_up();  // the next start, where starts are limited
+  return true;
+}
+
+void worker_set::on_completed(pool_worker& w) {
+  if (options_.maxtasksperchild && ++w.completed >= options_.maxtasksperchild) {
+    w.leaving = true;  // it exits by itself now; its replacement can start at once
+    top_up();
+  }
+}
+
+pool_worker* worker_set::least_loaded(const meta& needs) {
+  pool_worker* best = nullptr;
+  for (auto& [rid, w] : workers_)
+    if (!w.leaving && w.credit > 0 && w.needs.covers(needs) && (!best || w.tasks.size() < best->tasks.size()))
+      best = &w;
+  return best;
+}
+
+void worker_set::unreachable(pool_worker& w, std::error_code ec) {
+  w.credit = 0;
+  if (w.leaving) return;
+  // Stopped, or going: its end replaces it.
+  logf(log_level::warn, w.proc->name(), " cannot be reached (", ec.message(), "); killing it");
+  w.proc->signal(SIGKILL);
+}
+
+void worker_set::retire_all() {
+  for (auto& [rid, w] : workers_)
+    if (!w.leaving) retire(w);
+}
+
+void worker_set::forget_tasks() {
+  for (auto& [rid, w] : workers_) w.tasks.clear();
+}
+
+std::size_t worker_set::live() const {
+  return static_cast<std::size_t>(std::count_if(workers_.begin(), workers_.end(), [](auto& e) { return !e.second.leaving; }));
+}
+
+std::size_t worker_set::connected() const {
+  return static_cast<std::size_t>(
+      std::count_if(workers_.begin(), workers_.end(), [](auto& e) { return e.second.connected && !e.second.leaving; }));
+}
+
+std::size_t worker_set::starting() const {
+  return static_cast<std::size_t>(
+      std::count_if(workers_.begin(), workers_.end(), [](auto& e) { return !e.second.connected && !e.second.leaving; }));
+}
+
+/// Local children start at most this many at a time: thousands started at once on a few cores
+/// missed their handshake deadline (2,048 on 2 cores: 88 killed by start_timeout_ms). The next
+/// start follows each handshake. An engine that queues (docker, slurm) takes every request.
+std::size_t worker_set::start_limit() const {
+  if (rt_.master().the_backend().name() != "local") return std::numeric_limits<std::size_t>::max();
+  return static_cast<std::size_t>(std::max(16, 4 * cpu_count()));
+}
+
+/// False when the worker could not even be spawned (on_start_failed counted it).
+bool worker_set::start_one() {
+  encoded_call call;
+  const auto& entry = require_registered(&pool_worker_main);
+  call.function_id = entry.id;
+  call.function_name = entry.name;
+  std::uint64_t init_id = 0;
+  std::vector<std::string> init_frames;
+  if (options_.initializer) {
+    auto& init = options_.initializer->call;
+    init_id = init.function_id;
+    init_frames.push_back(init.args.head());
+    for (auto& b : init.args.blobs()) init_frames.emplace_back(reinterpret_cast<const char*>(b.data), b.size);
+  }
+  call.args.value(std::make_tuple(pool_id_, options_.prefetch + 1, options_.maxtasksperchild, init_id, init_frames));
+  auto proc = child_process::make(rt_.shared_from_this(), std::move(call));
+  proc->set_name("PoolWorker-" + std::to_string(pool_id_) + "-" + std::to_string(++started_));
+  proc->set_needs(needs_);
+  proc->set_owned();
+  unique_function<void(std::error_code, std::string)> done = [owner = owner_, this, proc](std::error_code ec, std::string what) {
+    auto alive = owner.lock();
+    if (!alive || !ec) return;
+    on_start_failed(ec, what, proc->exit_code());
+  };
+  try {
+    proc->start(done);
+  } catch (const error& e) {
+    on_start_failed(e.code(), e.reason());
+    return false;
+  }
+  auto rid = proc->peer();
+  pool_worker w;
+  w.proc = proc;
+  w.rid = rid;
+  w.needs = needs_;
+  workers_.emplace(rid, std::move(w));
+  proc->when_ended([owner = owner_, this, rid] {
+    if (auto alive = owner.lock()) on_ended(rid);
+  });
+  return true;
+}
+
+void worker_set::on_start_failed(std::error_code ec, const std::string& what, std::optional<int> exit_code) {
+  if (killed_from_outside(exit_code)) return;  // on_ended starts its replacement
+  // A worker that cannot start (binary mismatch, missing executable, an error before its
+  // handshake) will not start next time either: fail the work at hand instead of trying
+  // forever. New work tries again (try_again). A request no node can meet is not met by the
+  // next worker either: fail at once.
+  bool hopeless = ec == make_error_code(errc::unsatisfiable);
+  if (++start_failures_ < max_start_failures && !hopeless) {
+    logf(log_level::warn, "a pool worker could not start (", start_failures_, " in a row): ", what);
+    return;
+  }
+  failed_ = true;
+  on_.cannot_start(std::make_exception_ptr(error(ec, "pool workers cannot start: " + what)));
+}
+
+void worker_set::on_ended(const std::string& rid) {
+  auto it = workers_.find(rid);
+  if (it == workers_.end()) return;
+  auto w = std::move(it->second);
+  workers_.erase(it);
+  on_.ended(std::move(w));
+}
+
+void worker_set::retire(pool_worker& w) {
+  w.leaving = true;
+  if (w.connected) send_stop(w);  // else when it connects (on_ready)
+}
+
+void worker_set::send_stop(pool_worker& w) {
+  rt_.master().send_to_child(w.rid, make_message(pool_kind::stop, {.channel = pool_id_}));
+}
+
+// A stopped worker (SIGSTOP) keeps its process but not its connection: ZeroMQ's heartbeat drops
+// it, and then a message to it cannot be routed. Probe every heartbeat interval the workers that
+// hold tasks; an idle one meets the same check when it is next sent a task (the master's
+// dispatch), so an idle pool sends nothing.
+void worker_set::schedule_probe() {
+  probe_timer_->expires_after(std::chrono::milliseconds(rt_.cfg().heartbeat_interval_ms));
+  probe_timer_->async_wait([owner = owner_, this](std::error_code ec) {
+    auto alive = owner.lock();
+    // After the context stopped nothing is left to watch, and a caller's io_context must be
+    // able to run out of work.
+    if (ec || !alive || rt_.is_shut_down()) return;
+    probe();
+    schedule_probe();
+  });
+}
+
+void worker_set::probe() {
+  bool by_state = !rt_.master().heartbeats();
+  auto now = std::chrono::steady_clock::now();
+  auto patience = std::chrono::milliseconds(rt_.cfg().heartbeat_timeout_ms);
+  for (auto& [rid, w] : workers_) {
+    if (!w.connected || w.tasks.empty()) {
+      w.stopped_since.reset();
+      continue;
+    }
+    if (by_state) {
+      // No heartbeats on this host's unix sockets: the kernel says whether it is stopped.
+      if (!w.proc->is_stopped()) {
+        w.stopped_since.reset();
+      } else if (!w.stopped_since) {
+        w.stopped_since = now;
+      } else if (now - *w.stopped_since >= patience) {
+        logf(log_level::warn, w.proc->name(), " has been stopped for heartbeat_timeout_ms holding tasks; killing it");
+        w.proc->signal(SIGKILL);
+      }
+      continue;
+    }
+    if (auto err = rt_.master().try_send_to_child(rid, make_message(kind::probe, {.channel = pool_id_}))) {
+      logf(log_level::warn, w.proc->name(), " stopped answering (", err.message(), "); killing it");
+      w.proc->signal(SIGKILL);
+    }
+  }
+}
+
+}  // namespace fiber::detail

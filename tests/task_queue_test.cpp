@@ -1,0 +1,244 @@
+// The pool's task queue and its wire on their own, without a process: chunks from a sink, results
+// and failures back to it at their positions, what a lost worker's tasks become, and bytes from a
+// peer that do not hold what they claim.
+#include "primitives/pool/task_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fiber/error.hpp"
+#include "primitives/pool/wire.hpp"
+
+namespace {
+using namespace fiber::detail;
+using fiber::writer;
+
+/// Produces the integers 0..total-1 as items and records what comes back.
+struct counting_sink final : pool_sink {
+  explicit counting_sink(int total) : total(total) {}
+  std::size_t next_items(std::size_t n, item_writer& chunk) override {
+    std::size_t k = 0;
+    for (; k < n && next < total; ++k, ++next) chunk.add([&](fiber::writer& w) { w.value(std::tuple<int>(next)); });
+    return k;
+  }
+  void on_result(std::size_t index, message m) override { results[index] = decode_message<int>(m); }
+  void on_error(std::size_t index, std::exception_ptr e) override {
+    try {
+      std::rethrow_exception(e);
+    } catch (const fiber::error& err) {
+      errors[index] = err.code();
+    }
+  }
+  void on_finished() override { ++finished; }
+  void on_input_failed(std::size_t index, std::exception_ptr) override { input_failed_at = static_cast<int>(index); }
+
+  int total, next = 0;
+  std::map<std::size_t, int> results;
+  std::map<std::size_t, std::error_code> errors;
+  int finished = 0;
+  int input_failed_at = -1;
+};
+
+std::shared_ptr<pool_submission> submission_of(std::shared_ptr<counting_sink> sink, std::size_t chunksize, bool retry = true) {
+  return std::make_shared<pool_submission>(pool_submission{7, chunksize, std::move(sink), retry, {}});
+}
+
+/// What a worker sends back for `t`: each item's argument times ten.
+multipart results_for(const pool_task& t) {
+  writer results;
+  for (std::size_t i = 0; i < t.count; ++i)
+    append_result(results, [&](writer& w) { w.value(static_cast<int>(t.first + i) * 10); });
+  multipart m;
+  m.emplace_back(results.head().data(), results.head().size());
+  return m;
+}
+
+constexpr std::size_t no_limit = std::size_t(1) << 40;
+
+TEST(task_queue, feeds_chunks_within_the_window_and_delivers_results_at_their_positions) {
+  task_queue q;
+  auto sink = std::make_shared<counting_sink>(10);
+  q.add(submission_of(sink, 3));
+  q.feed(2, no_limit);
+  EXPECT_EQ(q.waiting(), 2u);  // the window, not the whole input
+  EXPECT_EQ(q.queued_items(), 6u);
+  std::vector<pool_task> sent;
+  while (q.next()) {
+    auto t = q.take_next();
+    sent.push_back(t);
+    q.sent(std::move(t), "w1");
+    q.feed(2, no_limit);
+  }
+  ASSERT_EQ(sent.size(), 4u);  // 3 + 3 + 3 + 1
+  EXPECT_EQ(sent.back().count, 1u);
+  EXPECT_EQ(q.running_items(), 10u);
+  EXPECT_FALSE(q.drained());
+  // Back in reverse order: each result lands at its own position.
+  for (auto it = sent.rbegin(); it != sent.rend(); ++it) q.on_results(it->id, "w1", "PoolWorker-1", results_for(*it));
+  ASSERT_EQ(sink->results.size(), 10u);
+  for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(sink->results[i], static_cast<int>(i) * 10);
+  EXPECT_EQ(sink->finished, 1);
+  EXPECT_EQ(q.done(), 10u);
+  EXPECT_TRUE(q.drained());
+}
+
+TEST(task_queue, a_result_from_another_worker_than_the_holder_is_dropped) {
+  task_queue q;
+  auto sink = std::make_shared<counting_sink>(1);
+  q.add(submission_of(sink, 1));
+  q.feed(4, no_limit);
+  auto t = q.take_next();
+  auto copy = t;
+  q.sent(std::move(t), "w2");
+  q.on_results(copy.id, "w1", "PoolWorker-1", results_for(copy));  // the task was resent to w2 since
+  EXPECT_TRUE(sink->results.empty());
+  q.on_results(copy.id, "w2", "PoolWorker-2", results_for(copy));
+  q.on_results(copy.id, "w2", "PoolWorker-2", results_for(copy));  // a duplicate
+  EXPECT_EQ(sink->results.size(), 1u);
+  EXPECT_EQ(q.done(), 1u);
+}
+
+TEST(task_queue, a_lost_worker_charges_only_the_task_it_was_running_and_the_rest_go_back_in_order) {
+  task_queue q;
+  auto sink = std::make_shared<counting_sink>(3);
+  q.add(submission_of(sink, 1));
+  q.feed(8, no_limit);
+  std::deque<std::uint64_t> held;
+  std::vector<std::uint64_t> ids;
+  while (q.next()) {
+    auto t = q.take_next();
+    held.push_back(t.id);
+    ids.push_back(t.id);
+    q.sent(std::move(t), "w1");
+  }
+  EXPECT_EQ(q.items_in(held), 3u);
+  q.on_worker_lost(held, "PoolWorker-1", true, 3);
+  EXPECT_EQ(q.retried(), 3u);
+  EXPECT_EQ(q.running_items(), 0u);
+  std::vector<int> attempts;
+  for (auto id : ids) {
+    ASSERT_NE(q.next(), nullptr);
+    auto t = q.take_next();
+    EXPECT_EQ(t.id, id);  // the original order, at the front
+    attempts.push_back(t.attempts);
+  }
+  EXPECT_EQ(attempts, (std::vector<int>{1, 0, 0}));
+}
+
+TEST(task_queue, a_task_out_of_attempts_or_without_retries_fails_with_worker_lost) {
+  for (bool retry : {true, false}) {
+    task_queue q;
+    auto sink = std::make_shared<counting_sink>(2);
+    q.add(submission_of(sink, 2, retry));
+    q.feed(8, no_limit);
+    int rounds = 0;
+    while (sink->errors.empty() && rounds < 10) {
+      ++rounds;
+      auto t = q.take_next();
+      auto id = t.id;
+      q.sent(std::move(t), "w1");
+      q.on_worker_lost({id}, "PoolWorker-1", true, 2);
+    }
+    EXPECT_EQ(rounds, retry ? 2 : 1);
+    ASSERT_EQ(sink->errors.size(), 2u);  // both items of the chunk
+    EXPECT_EQ(sink->errors[0], fiber::errc::worker_lost);
+    EXPECT_EQ(sink->finished, 1);
+  }
+}
+
+TEST(task_queue, a_chunk_over_the_message_limit_fails_its_items_without_being_queued) {
+  task_queue q;
+  auto sink = std::make_shared<counting_sink>(4);
+  q.add(submission_of(sink, 2));
+  q.feed(8, 10);  // two packed ints are more than 10 bytes
+  EXPECT_EQ(q.waiting(), 0u);
+  ASSERT_EQ(sink->errors.size(), 4u);
+  EXPECT_EQ(sink->errors[3], fiber::errc::message_too_large);
+  EXPECT_EQ(sink->finished, 1);
+}
+
+TEST(task_queue, failing_everything_reaches_queued_running_and_unproduced_items) {
+  task_queue q;
+  auto sink = std::make_shared<counting_sink>(100);
+  q.add(submission_of(sink, 1));
+  q.feed(3, no_limit);
+  auto t = q.take_next();
+  q.sent(std::move(t), "w1");
+  q.fail_all(std::make_exception_ptr(fiber::error(fiber::errc::closed, "terminated")));
+  EXPECT_EQ(sink->errors.size(), 3u);  // one running, two queued
+  EXPECT_EQ(sink->input_failed_at, 3);  // the rest were never produced
+  EXPECT_EQ(sink->finished, 1);
+  EXPECT_TRUE(q.drained());
+  EXPECT_FALSE(q.busy());
+}
+
+TEST(task_queue, a_result_that_does_not_hold_its_items_fails_them_as_malformed) {
+  task_queue q;
+  auto sink = std::make_shared<counting_sink>(2);
+  q.add(submission_of(sink, 2));
+  q.feed(8, no_limit);
+  auto t = q.take_next();
+  auto id = t.id;
+  q.sent(std::move(t), "w1");
+  multipart junk;
+  junk.emplace_back("\x00\x05\x00\x00\x00\x00\x00\x00\x00", 9);  // claims 5 bytes, has none
+  q.on_results(id, "w1", "PoolWorker-1", std::move(junk));
+  ASSERT_EQ(sink->errors.size(), 2u);
+  EXPECT_EQ(sink->errors[1], fiber::errc::malformed_message);
+}
+
+TEST(pool_wire, items_round_trip_with_their_large_frames_and_a_failure_keeps_its_place) {
+  writer chunk;
+  item_writer items(chunk);
+  items.add([](writer& w) { w.value(std::string("small")); });
+  items.add([](writer& w) { w.value(std::vector<char>(100000, 'x')); });
+  multipart m;
+  m.emplace_back(chunk.head().data(), chunk.head().size());
+  for (auto& b : chunk.blobs()) m.emplace_back(b.data, b.size);
+  ASSERT_FALSE(chunk.blobs().empty());  // the large value travels as a frame of its own
+  auto read = unpack(m, 0, 2, false);
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_TRUE(read[0].blobs.empty());
+  EXPECT_EQ(read[1].blobs.size(), chunk.blobs().size());
+
+  writer results;
+  append_result(results, [](writer& w) { w.value(1); });
+  append_result(results, [](writer&) { throw std::runtime_error("boom"); });
+  append_result(results, [](writer& w) { w.value(3); });
+  multipart r;
+  r.emplace_back(results.head().data(), results.head().size());
+  auto back = unpack(r, 0, 3, true);
+  EXPECT_EQ(back[0].status, item_value);
+  EXPECT_EQ(back[1].status, item_raised);
+  EXPECT_EQ(back[2].status, item_value);
+}
+
+TEST(pool_wire, bytes_that_do_not_hold_the_items_they_claim_are_malformed) {
+  auto malformed = [](multipart m, std::size_t count, bool with_status) {
+    try {
+      (void)unpack(m, 0, count, with_status);
+      return false;
+    } catch (const fiber::error& e) {
+      return e.code() == fiber::errc::malformed_message;
+    }
+  };
+  multipart none;
+  EXPECT_TRUE(malformed(std::move(none), 1, false));  // no packed frame
+  multipart short_header;
+  short_header.emplace_back("\x01\x00\x00", 3);
+  EXPECT_TRUE(malformed(std::move(short_header), 1, false));
+  multipart missing_frame;
+  missing_frame.emplace_back("\x00\x00\x00\x00\x01\x00\x00\x00", 8);  // one large frame, none follows
+  EXPECT_TRUE(malformed(std::move(missing_frame), 1, false));
+  multipart trailing;
+  trailing.emplace_back("\x00\x00\x00\x00\x00\x00\x00\x00!", 9);
+  EXPECT_TRUE(malformed(std::move(trailing), 1, false));
+  multipart absurd;  // four billion items in 8 bytes: refused before allocating for them
+  absurd.emplace_back("\x00\x00\x00\x00\x00\x00\x00\x00", 8);
+  EXPECT_TRUE(malformed(std::move(absurd), 4000000000u, false));
+}
+
+}  // namespace
