@@ -1,6 +1,6 @@
 // Managers: (a) the cost of one call on a CartPole proxy, physics only, sync and async; (b) the
-// sync-vs-async harness of ../shared/anchors/managers.py: 4 envs on 4 managers, 200 steps each,
-// every step costing a 1 ms sleep. Overheads are computed as managers.py computes them.
+// sync-vs-async harness of the multiprocessing anchor managers.py (bench/compare/run.sh runs both):
+// 4 envs on 4 managers, 200 steps each, every step costing a 1 ms sleep, overheads computed alike.
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
 

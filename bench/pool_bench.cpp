@@ -1,5 +1,7 @@
-// Pool overhead, throughput and start, computed the way ../shared/anchors/pool_overhead.py and
-// pool_throughput.py compute them for multiprocessing.
+// Pool overhead, throughput and start, computed the way the multiprocessing anchors that
+// bench/compare/run.sh runs beside it (pool_overhead.py, pool_throughput.py) compute them:
+// overhead per task = (wall time - tasks x duration / workers) / tasks, calibrated by the sleep's
+// own overshoot.
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
 #include <signal.h>

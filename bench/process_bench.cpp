@@ -1,4 +1,4 @@
-// Start + join of one child process (compare: ../shared/anchors/process_start.py).
+// Start + join of one child process (bench/compare/run.sh prints it beside multiprocessing's, process_start.py).
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
 

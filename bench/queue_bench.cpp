@@ -1,5 +1,5 @@
 // Master <-> one child: 16-byte round trip and 1 MB bulk, over simple_queue and pipe.
-// Same workload as ../shared/anchors/queue_pingpong.py.
+// The workload of the multiprocessing anchor queue_pingpong.py that bench/compare/run.sh runs beside it.
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/volume.hpp"
 #include "docker_support.hpp"
 #include "support.hpp"
 
@@ -245,14 +246,14 @@ TEST(docker_config, volumes_are_checked_when_set) {
   fiber_test::expect_error([] { (void)fiber::config::load({{"volumes", "v:/x:rx"}}); }, fiber::errc::config_error,
                            {"ro or rw"});
   // A volume or claim name alone mounts at /persistent.
-  auto d = fiber::parse_volumes("claim,other:ro");
+  auto d = fiber::detail::parse_volumes("claim,other:ro");
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0].target, "/persistent");
   EXPECT_FALSE(d[0].read_only);
   EXPECT_EQ(d[1].source, "other");
   EXPECT_EQ(d[1].target, "/persistent");
   EXPECT_TRUE(d[1].read_only);
-  auto v = fiber::parse_volumes("/host:/in:ro,named:/data");
+  auto v = fiber::detail::parse_volumes("/host:/in:ro,named:/data");
   ASSERT_EQ(v.size(), 2u);
   EXPECT_EQ(v[0].source, "/host");
   EXPECT_EQ(v[0].target, "/in");

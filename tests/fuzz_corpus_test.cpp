@@ -1,5 +1,6 @@
-// The fuzz corpus (tests/fuzz/corpus, grown by the libFuzzer target decode_fuzz) replayed on every
-// build: each input decodes, or fails with malformed_message and nothing else.
+// The fuzz corpora replayed on every build: tests/fuzz/corpus (grown by decode_fuzz) and
+// tests/fuzz/peer_corpus (grown by peer_bytes_fuzz). Each input parses, or fails with
+// malformed_message and nothing else.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <iterator>
 
 #include "fuzz/decode_target.hpp"
+#include "fuzz/peer_bytes_target.hpp"
 
 TEST(fuzz_corpus, every_input_decodes_or_is_malformed) {
   std::size_t inputs = 0, malformed = 0;
@@ -37,4 +39,24 @@ TEST(fuzz_corpus, a_bool_from_a_byte_above_one_is_malformed) {
   } catch (const fiber::error& e) {
     EXPECT_EQ(e.code(), fiber::errc::malformed_message);
   }
+}
+
+TEST(fuzz_corpus, every_peer_input_parses_or_is_malformed) {
+  std::size_t inputs = 0, malformed = 0;
+  for (auto& entry : std::filesystem::directory_iterator(FIBER_PEER_CORPUS)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ++inputs;
+    try {
+      fiber_fuzz::peer_bytes_one(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    } catch (const fiber::error& e) {
+      EXPECT_EQ(e.code(), fiber::errc::malformed_message) << entry.path() << ": " << e.what();
+      ++malformed;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << entry.path() << " raised " << typeid(e).name() << ": " << e.what();
+    }
+  }
+  EXPECT_GT(inputs, 100u);  // the corpus is there
+  EXPECT_GT(malformed, 0u);  // and it holds junk as well as well-formed frames
+  EXPECT_LT(malformed, inputs);
 }

@@ -93,16 +93,4 @@ struct config {
   friend bool operator==(const config&, const config&) = default;
 };
 
-/// Where a volume is mounted when its entry names no path.
-inline constexpr std::string_view default_volume_target = "/persistent";
-
-/// One entry of config::volumes.
-struct volume {
-  std::string source;  // host path (starts with '/') or volume name
-  std::string target;  // absolute path in the container
-  bool read_only = false;
-};
-/// Parses config::volumes; fiber::error(config_error) naming the bad entry.
-std::vector<volume> parse_volumes(std::string_view text);
-
 }  // namespace fiber

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 
+#include "core/volume.hpp"
 #include "backend/docker/blocking_engine.hpp"
 #include "backend/kubernetes/blocking_api.hpp"
 #include "backend/kubernetes/kube_access.hpp"
@@ -120,7 +121,7 @@ json::object job_manifest(const job_settings& s) {
   ps.gpu_resource = s.gpu_resource;
   ps.service_account = s.service_account;
   auto volumes = joined(s.volumes);
-  ps.volumes = parse_volumes(volumes);
+  ps.volumes = detail::parse_volumes(volumes);
   if (!s.pod_patch.empty()) {
     boost::system::error_code ec;
     ps.patch = json::parse(s.pod_patch, ec);
@@ -411,7 +412,7 @@ int kubernetes_runner::run(const run_options& o) {
   }
 
   // What the pod needs must exist, or it would wait for it forever: the claims, the account.
-  for (auto& v : parse_volumes(joined(o.volumes)))
+  for (auto& v : detail::parse_volumes(joined(o.volumes)))
     if (!v.source.starts_with('/')) {
       auto r = s.call("GET", "/api/v1/namespaces/" + s.ns + "/persistentvolumeclaims/" + v.source, {},
                       {"get", "persistentvolumeclaims"});

@@ -1,7 +1,7 @@
 // The wire: multipart ZeroMQ messages, a fixed binary header frame, then payload frames.
 //
-// The runtime's own kinds are below; a service (a pool, a manager) numbers its kinds from
-// first_service_kind on, in its own wire header, and the runtime routes them without reading
+// The runtime's own kinds are below; a service (a pool, a ring, a manager) names its kinds in its
+// own wire header as service_kind<its block, n>, and the runtime routes them without reading
 // them: at the master to the service the channel names; at a worker to the service the channel
 // names when the header is flagged a reply, else to the worker's service loop
 // (worker_side::next_service_message).
@@ -34,11 +34,25 @@ enum class kind : std::uint8_t {
   service_gone,  // master -> worker: the service `channel` is gone; `request` is the call that asked
 };
 inline constexpr std::uint8_t last_runtime_kind = static_cast<std::uint8_t>(kind::service_gone);
-/// Kinds from here on belong to services (pool/wire.hpp, manager/wire.hpp).
+/// Kinds from here on belong to services.
 inline constexpr std::uint8_t first_service_kind = 32;
 inline constexpr std::uint8_t last_service_kind = 63;
-constexpr kind service_kind(std::uint8_t n) { return static_cast<kind>(first_service_kind + n); }
 constexpr bool is_service_kind(kind k) { return static_cast<std::uint8_t>(k) >= first_service_kind; }
+
+/// Each service owns a block of kinds_per_block kinds, listed here once, so that no two services
+/// share a kind: a message that reached the wrong service is then never read as one of its own.
+enum class service_block : std::uint8_t { pool, ring, manager, count };
+inline constexpr std::uint8_t kinds_per_block = 8;
+static_assert(first_service_kind + static_cast<int>(service_block::count) * kinds_per_block - 1 <= last_service_kind,
+              "fiber: the services' blocks of kinds overflow the service range; raise last_service_kind");
+
+/// The kind `n` of service `block` (pool/wire.hpp: service_kind<service_block::pool, 0>).
+template <service_block block, std::uint8_t n>
+consteval kind service_kind() {
+  static_assert(block < service_block::count, "fiber: no such service block; add it to service_block");
+  static_assert(n < kinds_per_block, "fiber: a service has at most kinds_per_block kinds; number them from 0");
+  return static_cast<kind>(first_service_kind + static_cast<std::uint8_t>(block) * kinds_per_block + n);
+}
 
 /// header::flags
 inline constexpr std::uint8_t flag_reply = 1;          // to a worker: for its service `channel`, not its loop

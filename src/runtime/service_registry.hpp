@@ -24,6 +24,17 @@ class service_registry {
  public:
   void add(std::uint64_t id, std::weak_ptr<service> s) { services_[id] = std::move(s); }
   void remove(std::uint64_t id) { services_.erase(id); }
+  /// The service `id` this registry keeps (a worker's client of a master's service: it lives as
+  /// long as the runtime), made by `make` on first use.
+  template <class S, class Make>
+  S& keep(std::uint64_t id, Make make) {
+    auto& kept = kept_[id];
+    if (!kept) {
+      kept = make();
+      services_[id] = kept;
+    }
+    return static_cast<S&>(*kept);
+  }
   std::shared_ptr<service> find(std::uint64_t id) const {
     auto it = services_.find(id);
     return it == services_.end() ? nullptr : it->second.lock();
@@ -35,6 +46,7 @@ class service_registry {
 
  private:
   std::unordered_map<std::uint64_t, std::weak_ptr<service>> services_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<service>> kept_;
 };
 
 }  // namespace fiber::detail

@@ -1,4 +1,4 @@
-// libcurl's multi interface on Asio (decision 6): curl says which sockets to watch and when to
+// libcurl's multi interface on Asio (one io_context drives the engines' HTTP calls too): curl says which sockets to watch and when to
 // time out; Asio watches them (without owning them) and calls curl back when they are ready.
 // Rules kept: curl is never called from inside its own callbacks (a 0 timeout is posted), no
 // exception crosses a C callback, and a socket descriptor is released, never closed, by Asio.

@@ -1,4 +1,4 @@
-// A ZeroMQ socket driven by an asio::io_context (architecture decision 5).
+// A ZeroMQ socket driven by an asio::io_context: the one loop that also runs timers and HTTP calls.
 //
 // Operations are tried with ZMQ_DONTWAIT first; only on EAGAIN do we wait for ZMQ_FD, which is
 // edge-triggered and also signals for sends: after every send we re-check for input, because

@@ -16,6 +16,7 @@
 #include <optional>
 #include <tuple>
 
+#include "core/volume.hpp"
 #include "backend/backend.hpp"
 #include "backend/node_room.hpp"
 #include "backend/docker/blocking_engine.hpp"

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/volume.hpp"
 #include "backend/backend.hpp"
 #include "backend/kubernetes/blocking_api.hpp"
 #include "backend/kubernetes/kube_api.hpp"

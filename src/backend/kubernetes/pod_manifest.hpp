@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/volume.hpp"
 #include "backend/backend.hpp"
 #include "fiber/config.hpp"
 

@@ -1,52 +1,17 @@
 // Calls to a manager's objects from any process: in the master through its service, in a worker
-// through the proxies it was given (a client per manager that sends upstream and waits for the
-// reply), and the object handles that release an object when the last proxy goes.
-#include <unordered_map>
-
+// through the proxies it was given (the manager's upstream client, runtime/upstream_client.hpp), and the object handles that release an object when the last proxy goes.
 #include "core/log.hpp"
 #include "core/message_limit.hpp"
 #include "fiber/manager.hpp"
 #include "primitives/manager/master.hpp"
 #include "primitives/manager/wire.hpp"
-#include "runtime/pending_calls.hpp"
 #include "runtime/runtime.hpp"
+#include "runtime/upstream_client.hpp"
 
 namespace fiber::detail {
 
 namespace {
-class manager_client final : public service {
- public:
-  manager_client(runtime& rt, std::uint64_t id) : rt_(rt), id_(id) {}
-
-  std::shared_ptr<completion<message>> call(const object_ref& ref, std::uint64_t method, writer& args) {
-    auto [id, c] = pending_.open();
-    rt_.worker().send_upstream(
-        make_message(manager_kind::call, {.channel = id_, .request = id, .flags = flag_expects_reply}, call_frames(ref, method, args)));
-    return c;
-  }
-
-  void on_message(const std::string&, const header& h, multipart&& payload) override {
-    auto c = pending_.take(h.request);
-    if (!c) return;
-    if (h.type == kind::service_gone) {
-      c->set_error(std::make_exception_ptr(error(errc::server_lost, "manager " + std::to_string(id_) +
-                                                                        " has been shut down: its objects are gone")));
-      return;
-    }
-    complete_from_reply(*c, h.aux, std::move(payload));
-  }
-
- private:
-  runtime& rt_;
-  std::uint64_t id_;
-  pending_calls<message> pending_;
-};
-
-// A worker has one runtime; its clients live as long as the process.
-std::unordered_map<std::uint64_t, std::shared_ptr<manager_client>>& worker_clients() {
-  static auto* m = new std::unordered_map<std::uint64_t, std::shared_ptr<manager_client>>;
-  return *m;
-}
+message whole_reply(multipart&& reply) { return message(message::frames::whole(std::move(reply))); }
 }  // namespace
 
 std::shared_ptr<completion<message>> send_object_call(runtime& rt, const object_ref& ref, std::uint64_t method,
@@ -58,13 +23,9 @@ std::shared_ptr<completion<message>> send_object_call(runtime& rt, const object_
   if (rt.is_master()) {
     return call_at_master(rt, ref, method, args);
   }
-  auto& clients = worker_clients();
-  auto& client = clients[ref.manager];
-  if (!client) {
-    client = std::make_shared<manager_client>(rt, ref.manager);
-    rt.services().add(ref.manager, client);
-  }
-  return client->call(ref, method, args);
+  upstream_client<message>::traits traits{&whole_reply, errc::server_lost,
+                                          "manager " + std::to_string(ref.manager) + " has been shut down: its objects are gone"};
+  return upstream_client<message>::of(rt, ref.manager, traits).call(manager_kind::call, 0, call_frames(ref, method, args));
 }
 
 std::shared_ptr<completion<message>> send_object_call_now(runtime& rt, const object_ref& ref, std::uint64_t method,

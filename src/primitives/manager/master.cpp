@@ -170,7 +170,7 @@ class manager_core final : public service, public std::enable_shared_from_this<m
       p.local->set_error(std::make_exception_ptr(error(code, what)));
       return;
     }
-    auto text = failure_text(code, what);
+    auto text = failure_reply(code, what);
     rt_->master().send_to_child(
         p.peer, make_message(manager_kind::reply, {.channel = id_, .request = p.call, .aux = reply_failed, .flags = flag_reply}, text));
   }

@@ -177,7 +177,7 @@ void manager_server_main(std::uint64_t manager_id) {
     if (h->type != manager_kind::call) continue;
     auto call = h->request;
     if (m.size() < 3 || m[1].size() != 2 * sizeof(std::uint64_t)) {
-      send_reply(manager_id, call, reply_failed, failure_text(errc::malformed_message, "malformed manager call"));
+      send_reply(manager_id, call, reply_failed, failure_reply(errc::malformed_message, "malformed manager call"));
       continue;
     }
     std::uint64_t route[2];
@@ -214,7 +214,7 @@ void manager_server_main(std::uint64_t manager_id) {
           e.code() != make_error_code(errc::malformed_message))
         send_reply(manager_id, call, reply_raised, remote_failure::of_current_exception(me).encode());
       else
-        send_reply(manager_id, call, reply_failed, failure_text(static_cast<errc>(e.code().value()), e.what()));
+        send_reply(manager_id, call, reply_failed, failure_reply(static_cast<errc>(e.code().value()), e.what()));
       continue;
     } catch (...) {
       send_reply(manager_id, call, reply_raised, remote_failure::of_current_exception(me).encode());
@@ -223,7 +223,7 @@ void manager_server_main(std::uint64_t manager_id) {
     if (auto over = message_limit_text("the call's result would", out.total_size(), rt->cfg().max_message_bytes, "return less");
         !over.empty()) {
       // The master would drop the connection rather than take it: say so instead.
-      send_reply(manager_id, call, reply_failed, failure_text(errc::message_too_large, over));
+      send_reply(manager_id, call, reply_failed, failure_reply(errc::message_too_large, over));
       continue;
     }
     send_reply(manager_id, call, reply_value, to_frames(out));

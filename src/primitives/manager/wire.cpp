@@ -4,7 +4,6 @@
 
 namespace fiber::detail {
 
-std::string failure_text(errc code, const std::string& what) { return remote_failure::fiber_error(code, what).encode(); }
 
 void complete_from_reply(completion<message>& c, std::uint32_t status, multipart&& payload) {
   if (status == reply_value) {
@@ -12,7 +11,7 @@ void complete_from_reply(completion<message>& c, std::uint32_t status, multipart
     c.set_value(message(f));
     return;
   }
-  c.set_error(remote_failure::decode(payload.empty() ? std::string_view() : payload[0].to_string_view()).exception());
+  c.set_error(reply_error(payload));
 }
 
 std::shared_ptr<completion<message>> failed_call(errc code, const std::string& what) {

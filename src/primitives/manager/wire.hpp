@@ -3,10 +3,9 @@
 // Messages (see runtime/protocol.hpp), channel = manager id:
 //   call       caller -> master -> server   request = call id; frames: [object u64, method u64],
 //                                           then the encoded arguments (head, large frames)
-//   reply      server -> master -> caller   request = call id, aux = status; frames:
-//                                           0 value: the encoded result
-//                                           1 raised, 2 failed (fiber's own errors): a
-//                                           core/remote_failure
+//   reply      server -> master -> caller   request = call id, aux = reply_status
+//                                           (runtime/service_reply.hpp); frames: the encoded
+//                                           result, or a core/remote_failure
 //   stop       master -> server             exit
 // Every call goes through the master, which relays calls made in other processes (a proxy
 // passed to a child) under ids of its own, and answers them all when the server dies.
@@ -21,6 +20,7 @@
 #include "fiber/detail/remote_object.hpp"
 #include "fiber/error.hpp"
 #include "runtime/protocol.hpp"
+#include "runtime/service_reply.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {
@@ -29,16 +29,12 @@ namespace fiber::detail {
 /// channel). A call from a worker is flagged flag_expects_reply, so that the master answers
 /// service_gone when the manager is gone; a reply relayed to a worker is flagged flag_reply.
 namespace manager_kind {
-inline constexpr kind call = service_kind(8);
-inline constexpr kind reply = service_kind(9);
-inline constexpr kind stop = service_kind(10);
+inline constexpr kind call = service_kind<service_block::manager, 0>();
+inline constexpr kind reply = service_kind<service_block::manager, 1>();
+inline constexpr kind stop = service_kind<service_block::manager, 2>();
 }  // namespace manager_kind
 
-enum reply_status : std::uint32_t { reply_value = 0, reply_raised = 1, reply_failed = 2 };
-
-/// fiber's own failure, as a reply's text.
-std::string failure_text(errc code, const std::string& what);
-/// Completes `c` from a reply's status and frames.
+/// Completes `c` from a reply's status and frames (a call the master answers itself).
 void complete_from_reply(completion<message>& c, std::uint32_t status, multipart&& payload);
 /// A call that failed before it was sent.
 std::shared_ptr<completion<message>> failed_call(errc code, const std::string& what);

@@ -28,10 +28,10 @@ namespace fiber::detail {
 
 /// The pool's message kinds (runtime/protocol.hpp routes them by the pool's id, the channel).
 namespace pool_kind {
-inline constexpr kind ready = service_kind(0);
-inline constexpr kind task = service_kind(1);
-inline constexpr kind result = service_kind(2);
-inline constexpr kind stop = service_kind(3);
+inline constexpr kind ready = service_kind<service_block::pool, 0>();
+inline constexpr kind task = service_kind<service_block::pool, 1>();
+inline constexpr kind result = service_kind<service_block::pool, 2>();
+inline constexpr kind stop = service_kind<service_block::pool, 3>();
 }  // namespace pool_kind
 
 enum item_status : char { item_value = 0, item_raised = 1, item_failed = 2 };

@@ -1,63 +1,25 @@
-// A ring member's side: its calls to the master's rendezvous store (a client per ring that sends
-// upstream and completes each call with the master's reply).
+// A ring member's side: its calls to the master's rendezvous store, through the ring's upstream
+// client (runtime/upstream_client.hpp).
 #include <cstring>
-#include <unordered_map>
 
 #include "fiber/detail/completion.hpp"
 #include "fiber/ring.hpp"
 #include "primitives/ring/wire.hpp"
-#include "runtime/pending_calls.hpp"
 #include "runtime/runtime.hpp"
+#include "runtime/upstream_client.hpp"
 
 namespace fiber::detail {
 namespace {
 
-class ring_client final : public service {
- public:
-  ring_client(runtime& rt, std::uint64_t id) : rt_(rt), id_(id) {}
-
-  std::shared_ptr<completion<std::string>> call(kind k, std::uint32_t aux, multipart&& frames) {
-    auto [request, c] = pending_.open();
-    rt_.worker().send_upstream(
-        make_message(k, {.channel = id_, .request = request, .aux = aux, .flags = flag_expects_reply}, std::move(frames)));
-    return c;
-  }
-
-  void on_message(const std::string&, const header& h, multipart&& payload) override {
-    auto c = pending_.take(h.request);
-    if (!c) return;
-    if (h.type == kind::service_gone)
-      return c->set_error(std::make_exception_ptr(error(errc::closed, "the ring is gone: its master let it go")));
-    if (h.aux == ring_reply_ok) return c->set_value(payload.empty() ? std::string() : payload[0].to_string());
-    std::int32_t code = static_cast<std::int32_t>(errc::protocol_error);
-    if (!payload.empty() && payload[0].size() == sizeof code) std::memcpy(&code, payload[0].data(), sizeof code);
-    auto text = payload.size() > 1 ? payload[1].to_string() : std::string("the ring's store failed");
-    c->set_error(std::make_exception_ptr(error(static_cast<errc>(code), text)));
-  }
-
- private:
-  runtime& rt_;
-  std::uint64_t id_;
-  pending_calls<std::string> pending_;
-};
-
-// A member has one runtime; its clients live as long as the process.
-std::unordered_map<std::uint64_t, std::shared_ptr<ring_client>>& clients() {
-  static auto* m = new std::unordered_map<std::uint64_t, std::shared_ptr<ring_client>>;
-  return *m;
-}
+std::string first_frame(multipart&& reply) { return reply.empty() ? std::string() : reply[0].to_string(); }
 
 /// loop: the store call `k` on ring `id`, from this member.
 std::shared_ptr<completion<std::string>> store_call(runtime& rt, std::uint64_t id, kind k, std::uint32_t aux,
                                                     multipart&& frames) {
   if (rt.is_master())
     throw error(errc::not_started, "a ring_member's store is for the ring's members; the master holds the store itself");
-  auto& client = clients()[id];
-  if (!client) {
-    client = std::make_shared<ring_client>(rt, id);
-    rt.services().add(id, client);
-  }
-  return client->call(k, aux, std::move(frames));
+  static const upstream_client<std::string>::traits traits{&first_frame, errc::closed, "the ring is gone: its master let it go"};
+  return upstream_client<std::string>::of(rt, id, traits).call(k, aux, std::move(frames));
 }
 
 std::shared_ptr<runtime> member_runtime() { return context::default_context().runtime(); }
@@ -99,12 +61,7 @@ op<std::int64_t> ring_member::add(std::string key, std::int64_t delta) const {
         std::string_view d(reinterpret_cast<const char*>(&delta), sizeof delta);
         return detail::store_call(*rt, id, detail::ring_kind::add, 0, detail::frames_of(key, d, true));
       },
-      [](std::string&& v) {
-        std::int64_t sum = 0;
-        if (v.size() != sizeof sum) throw error(errc::malformed_message, "malformed ring add reply");
-        std::memcpy(&sum, v.data(), sizeof sum);
-        return sum;
-      });
+      [](std::string&& v) { return detail::read_add_reply(v); });
 }
 
 namespace {

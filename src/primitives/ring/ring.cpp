@@ -18,6 +18,7 @@
 #include "primitives/child_process.hpp"
 #include "primitives/ring/wire.hpp"
 #include "runtime/runtime.hpp"
+#include "runtime/service_reply.hpp"
 
 namespace fiber::detail {
 namespace {
@@ -83,35 +84,33 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
   }
 
   void on_message(const std::string& peer, const header& h, multipart&& payload) override {
-    if (payload.empty()) return reply_error(peer, h.request, errc::malformed_message, "malformed ring message");
     // A member of a run before a restart (killed, its last words still arriving) must not touch
     // the new run's store.
     if (!current_peers_.count(peer)) return reply_error(peer, h.request, errc::member_lost, "this ring was restarted");
-    auto key = payload[0].to_string();
-    if (h.type == ring_kind::set) {
-      if (payload.size() != 2) return reply_error(peer, h.request, errc::malformed_message, "malformed ring set");
-      store_[key] = payload[1].to_string();
+    store_request r;
+    try {
+      r = read_store_request(h, payload);
+    } catch (const error& e) {
+      return reply_error(peer, h.request, errc::malformed_message, e.reason());
+    }
+    if (r.type == ring_kind::set) {
+      store_[r.key] = std::move(r.value);
       reply(peer, h.request, {});
-      wake(key);
-    } else if (h.type == ring_kind::get) {
-      get(peer, h.request, key, std::chrono::milliseconds(h.aux));
-    } else if (h.type == ring_kind::add) {
-      std::int64_t delta = 0;
-      if (payload.size() != 2 || payload[1].size() != sizeof delta)
-        return reply_error(peer, h.request, errc::malformed_message, "malformed ring add");
-      std::memcpy(&delta, payload[1].data(), sizeof delta);
-      std::int64_t sum = delta;
-      if (auto it = store_.find(key); it != store_.end()) {
-        try {
-          sum += std::stoll(it->second);
-        } catch (const std::exception&) {
+      wake(r.key);
+    } else if (r.type == ring_kind::get) {
+      get(peer, h.request, r.key, r.timeout);
+    } else {
+      std::int64_t sum = r.delta;
+      if (auto it = store_.find(r.key); it != store_.end()) {
+        auto held = stored_number(it->second);
+        if (!held)
           return reply_error(peer, h.request, errc::malformed_message,
-                             "add on key '" + key + "', which holds '" + it->second + "', not a number");
-        }
+                             "add on key '" + r.key + "', which holds '" + it->second + "', not a number");
+        sum += *held;
       }
-      store_[key] = std::to_string(sum);
+      store_[r.key] = std::to_string(sum);
       reply(peer, h.request, std::string(reinterpret_cast<const char*>(&sum), sizeof sum));
-      wake(key);
+      wake(r.key);
     }
   }
 
@@ -158,13 +157,12 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
 
   void reply(const std::string& peer, std::uint64_t request, std::string_view value) {
     rt_->master().send_to_child(
-        peer, make_message(ring_kind::reply, {.channel = id_, .request = request, .aux = ring_reply_ok, .flags = flag_reply}, value));
+        peer, make_message(ring_kind::reply, {.channel = id_, .request = request, .aux = reply_value, .flags = flag_reply}, value));
   }
   void reply_error(const std::string& peer, std::uint64_t request, errc code, const std::string& text) {
-    auto value = static_cast<std::int32_t>(code);
     rt_->master().send_to_child(peer, make_message(ring_kind::reply,
-                                                   {.channel = id_, .request = request, .aux = ring_reply_failed, .flags = flag_reply},
-                                                   as_pod(value), text));
+                                                   {.channel = id_, .request = request, .aux = reply_failed, .flags = flag_reply},
+                                                   failure_reply(code, text)));
   }
 
   /// The members of a run: new processes, a new secret (links of an earlier run cannot mix in).

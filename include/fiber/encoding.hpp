@@ -1,0 +1,246 @@
+// fiber/encoding.hpp - the writer and reader a codec works with, and the customization point
+// itself (`fiber::codec<T>`, declared here; the standard types' codecs are in fiber/codec.hpp,
+// which is the header to include).
+//
+// Small data goes inline into the message's head; large contiguous ranges of trivially copyable
+// values travel as frames of their own (blobs), not copied. A shared_ptr's object is written once
+// per writer and referred to by number after that.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "fiber/error.hpp"
+
+namespace fiber {
+
+template <class T, class Enable = void>
+struct codec;
+
+/// True when fiber knows how to encode T: a `fiber::codec<T>` exists (built in, a plain
+/// aggregate's, or a specialization of the user's).
+template <class T>
+concept has_codec = requires { sizeof(codec<std::remove_cvref_t<T>>); };
+
+namespace detail {
+template <class T>
+inline constexpr bool no_codec_for = false;
+}  // namespace detail
+// What a type without a codec fails to compile with, in place of pages about an incomplete type.
+#define FIBER_NO_CODEC_MESSAGE                                                                            \
+  "fiber: this type cannot travel between processes (as an argument, a result or a message): it has no " \
+  "fiber::codec<T> (T is named in the 'In instantiation of' line above). Make it a plain aggregate of "  \
+  "encodable fields (no constructors of its own), or specialize fiber::codec<T> with static void "       \
+  "encode(fiber::writer&, const T&) and static T decode(fiber::reader&) (docs/getting_started.md, rule 3)"
+
+namespace detail {
+/// A frame of an encoded message: bytes plus, optionally, what keeps them alive (zero-copy).
+struct blob {
+  const std::byte* data = nullptr;
+  std::size_t size = 0;
+  std::shared_ptr<const void> keep;  // owns `data`
+};
+/// Contiguous ranges at least this large go as their own frame.
+inline constexpr std::size_t blob_threshold = 8 * 1024;
+[[noreturn]] void throw_malformed(const char* what, std::size_t need, std::size_t have);
+}  // namespace detail
+
+/// Appends an encoded value: small data inline, large contiguous data as separate frames.
+class writer {
+ public:
+  writer() = default;
+  /// Large ranges reference memory owned by `keep` instead of being copied. Without an owner,
+  /// a large range is copied once, when it is written.
+  explicit writer(std::shared_ptr<const void> keep) : keep_(std::move(keep)) {}
+  /// Everything inline, however large: one flat string (values stored by a manager's server).
+  struct flat_t {};
+  static constexpr flat_t flat{};
+  explicit writer(flat_t) : flat_(true) {}
+
+  void bytes(const void* p, std::size_t n) {
+    auto* b = static_cast<const char*>(p);
+    head_.append(b, n);
+  }
+  template <class T>
+  void pod(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    bytes(&v, sizeof v);
+  }
+  void size(std::size_t n) { pod(static_cast<std::uint64_t>(n)); }
+  /// A contiguous range: inline when small, its own frame when large.
+  void range(const void* p, std::size_t n) {
+    size(n);
+    if (n < detail::blob_threshold || flat_) {
+      bytes(p, n);
+      return;
+    }
+    if (keep_) {
+      blobs_.push_back({static_cast<const std::byte*>(p), n, keep_});  // zero-copy: the owner lives on
+      return;
+    }
+    // Nobody keeps the value alive (it may be a temporary): take a copy now.
+    auto copy = std::make_shared<std::vector<std::byte>>(static_cast<const std::byte*>(p),
+                                                         static_cast<const std::byte*>(p) + n);
+    blobs_.push_back({copy->data(), n, copy});
+  }
+  template <class T>
+  void value(const T& v) {
+    if constexpr (has_codec<T>)
+      codec<std::remove_cvref_t<T>>::encode(*this, v);
+    else
+      static_assert(detail::no_codec_for<T>, FIBER_NO_CODEC_MESSAGE);
+  }
+
+  /// codec<shared_ptr>: the number of the object `p` points to in this writer, and whether this
+  /// is its first appearance (numbers count first appearances from 0). The writer keeps the
+  /// object alive, so no other object can take its address while the number stands.
+  std::pair<std::uint32_t, bool> shared_id(std::shared_ptr<const void> p) {
+    auto key = p.get();
+    auto [it, first] = shared_ids_.try_emplace(key, static_cast<std::uint32_t>(shared_ids_.size()), std::move(p));
+    return {it->second.first, first};
+  }
+  /// Starts a new scope of shared objects: what comes next is read by a reader of its own.
+  void forget_shared() noexcept { shared_ids_.clear(); }
+  /// Runs `f` with `owner` keeping large ranges alive: a shared object's data is referenced, not
+  /// copied.
+  template <class F>
+  void with_owner(std::shared_ptr<const void> owner, F&& f) {
+    if (flat_) return f();
+    auto outer = std::exchange(keep_, std::move(owner));
+    try {
+      f();
+    } catch (...) {
+      keep_ = std::move(outer);
+      throw;
+    }
+    keep_ = std::move(outer);
+  }
+
+  std::string& head() noexcept { return head_; }
+  std::vector<detail::blob>& blobs() noexcept { return blobs_; }
+  const std::string& head() const noexcept { return head_; }
+  const std::vector<detail::blob>& blobs() const noexcept { return blobs_; }
+  std::size_t total_size() const noexcept {
+    std::size_t n = head_.size();
+    for (auto& b : blobs_) n += b.size;
+    return n;
+  }
+
+ private:
+  std::string head_;
+  std::vector<detail::blob> blobs_;
+  std::shared_ptr<const void> keep_;
+  std::unordered_map<const void*, std::pair<std::uint32_t, std::shared_ptr<const void>>> shared_ids_;
+  bool flat_ = false;
+};
+
+/// The objects shared_ptrs in a message decoded to, by number (codec<shared_ptr>); several
+/// readers of one message's parts (a pool chunk's items) may share one.
+struct shared_objects {
+  std::vector<std::pair<const std::type_info*, std::shared_ptr<void>>> objects;
+};
+
+/// Reads an encoded value back; every read is bounds-checked and throws
+/// `fiber::error(errc::malformed_message)` on truncated or inconsistent input.
+class reader {
+ public:
+  reader(std::span<const std::byte> head, std::span<const std::span<const std::byte>> blobs)
+      : head_(head), blobs_(blobs) {}
+  /// Reads what a flat writer wrote.
+  reader(writer::flat_t, std::span<const std::byte> flat) : head_(flat), flat_(true) {}
+  /// Decodes shared_ptrs into `table`, which outlives this reader (the items of a pool chunk,
+  /// read one after the other, share one).
+  void share_objects(shared_objects& table) noexcept { shared_ = &table; }
+  shared_objects& shared() {
+    if (!shared_) {
+      own_shared_ = std::make_shared<shared_objects>();
+      shared_ = own_shared_.get();
+    }
+    return *shared_;
+  }
+
+  void bytes(void* out, std::size_t n) {
+    if (n > head_.size() - pos_) detail::throw_malformed("inline data", n, head_.size() - pos_);
+    if (n) std::memcpy(out, head_.data() + pos_, n);
+    pos_ += n;
+  }
+  template <class T>
+  T pod() {
+    T v;
+    bytes(&v, sizeof v);
+    return v;
+  }
+  /// A count of elements that each take at least `min_element_bytes` of input.
+  std::size_t size(std::size_t min_element_bytes = 1) {
+    auto n = pod<std::uint64_t>();
+    // Reject counts the remaining input cannot hold before allocating anything.
+    std::size_t left = remaining();
+    if (min_element_bytes && n > left / min_element_bytes)
+      detail::throw_malformed("element count", static_cast<std::size_t>(n), left);
+    return static_cast<std::size_t>(n);
+  }
+  /// A contiguous range written by writer::range.
+  std::span<const std::byte> range() {
+    auto n = static_cast<std::size_t>(pod<std::uint64_t>());
+    if (n < detail::blob_threshold || flat_) {
+      if (n > head_.size() - pos_) detail::throw_malformed("inline range", n, head_.size() - pos_);
+      std::span<const std::byte> s{head_.data() + pos_, n};
+      pos_ += n;
+      return s;
+    }
+    if (next_blob_ >= blobs_.size()) detail::throw_malformed("large-data frame", 1, 0);
+    auto s = blobs_[next_blob_++];
+    if (s.size() != n) detail::throw_malformed("large-data frame size", n, s.size());
+    return s;
+  }
+  template <class T>
+  T value() {
+    if constexpr (has_codec<T>) {
+      return codec<std::remove_cvref_t<T>>::decode(*this);
+    } else {
+      static_assert(detail::no_codec_for<T>, FIBER_NO_CODEC_MESSAGE);
+      std::terminate();
+    }
+  }
+  /// Bytes left inline plus in unread frames.
+  std::size_t remaining() const noexcept {
+    std::size_t n = head_.size() - pos_;
+    for (std::size_t i = next_blob_; i < blobs_.size(); ++i) n += blobs_[i].size();
+    return n;
+  }
+  bool at_end() const noexcept { return pos_ == head_.size() && next_blob_ == blobs_.size(); }
+
+ private:
+  std::span<const std::byte> head_;
+  std::span<const std::span<const std::byte>> blobs_;
+  std::size_t pos_ = 0;
+  std::size_t next_blob_ = 0;
+  bool flat_ = false;
+  shared_objects* shared_ = nullptr;
+  std::shared_ptr<shared_objects> own_shared_;  // when nobody shared a table with this reader
+};
+
+/// `v` as one flat string, and back (throws malformed_message on trailing bytes).
+template <class T>
+std::string encode_flat(const T& v) {
+  writer w(writer::flat);
+  w.value(v);
+  return std::move(w.head());
+}
+template <class T>
+T decode_flat(std::string_view s) {
+  reader r(writer::flat, {reinterpret_cast<const std::byte*>(s.data()), s.size()});
+  T v = r.value<T>();
+  if (!r.at_end()) throw error(errc::malformed_message, "stored value carries trailing bytes: it was stored with another type");
+  return v;
+}
+
+}  // namespace fiber
