@@ -11,7 +11,7 @@ for round in 1 2; do
   for side in before after; do
     dir=$before; [ $side = after ] && dir=$after
     run $dir queue_bench 'rtt_16B|bulk_1MB' > $tmp/ab-$side-queue-$round.json
-    run $dir pool_bench 'pool_overhead/W:4/D_us:0|pool_throughput/W:4/chunksize:1000|pool_start/W:4' > $tmp/ab-$side-pool-$round.json
+    run $dir pool_bench 'pool_overhead/W:(2|4)/D_us:(0|1000)/|pool_throughput/W:(2|4)/chunksize:(0|1000)/|pool_start/W:4' > $tmp/ab-$side-pool-$round.json
     run $dir manager_bench 'manager_call_sync|manager_round_async' > $tmp/ab-$side-mgr-$round.json
     run $dir process_bench 'process_start_join' > $tmp/ab-$side-proc-$round.json
   done

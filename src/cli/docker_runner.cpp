@@ -19,6 +19,7 @@
 #include "cli/tar_archive.hpp"
 #include "cli/run_names.hpp"
 #include "fiber/error.hpp"
+#include "transport/run_until.hpp"
 
 namespace fiber::cli {
 namespace fs = std::filesystem;
@@ -178,9 +179,7 @@ int docker_runner::run(const run_options& o) {
     else code = exit_code;
   });
   auto& io = s_->blocking.io();
-  io.restart();
-  while (!detached && !((code || !failure.empty()) && logs_done) && io.run_one()) {
-  }
+  detail::run_until(io, [&] { return detached || ((code || !failure.empty()) && logs_done); });
   if (detached) {
     std::fprintf(stderr, "\nfiber: detached; %s keeps running: `fiber logs -f %s` follows it again, `fiber stop %s` stops it\n",
                  name.c_str(), name.c_str(), name.c_str());

@@ -16,6 +16,7 @@
 #include "fiber/error.hpp"
 #include "runtime/claim_copy_service.hpp"
 #include "transport/http_client.hpp"
+#include "transport/run_until.hpp"
 
 namespace fiber::cli {
 namespace json = boost::json;
@@ -36,10 +37,8 @@ struct interruption {
 };
 
 /// Runs `api`'s loop until `done` holds or the copy is interrupted.
-void run_until(blocking_api& api, const bool& done, const interruption& stop) {
-  api.io().restart();
-  while (!done && !stop.requested && api.io().run_one()) {
-  }
+void run_until_done(blocking_api& api, const bool& done, const interruption& stop) {
+  detail::run_until(api.io(), [&] { return done || stop.requested; });
 }
 
 /// The pod has started its container; fiber::error with Kubernetes' words when it cannot.
@@ -66,11 +65,10 @@ void await_start(blocking_api& api, const std::string& ns, const std::string& po
     if (!ec) finish("it did not start in " + std::to_string(limit.count() / 1000) + " s (kubernetes_pending_timeout_ms)");
   });
   asio::post(api.io(), [watch] { watch->start(); });
-  run_until(api, done, stop);
+  run_until_done(api, done, stop);
   watch->stop();
   timer.cancel();
-  api.io().restart();
-  api.io().poll();
+  detail::run_ready(api.io());
   stop.check();
   if (!failure.empty())
     throw error(errc::spawn_failed, "fiber cp's helper pod " + pod + ": " + failure +
@@ -93,12 +91,9 @@ void await_serving(blocking_api& api, const std::string& ns, const std::string& 
         ended = true;
         if (ec) why = w;
       });
-  api.io().restart();
-  while (!ready && !ended && !stop.requested && api.io().run_one()) {
-  }
+  detail::run_until(api.io(), [&] { return ready || ended || stop.requested; });
   api.api().cancel(id);
-  api.io().restart();
-  api.io().poll();
+  detail::run_ready(api.io());
   stop.check();
   if (ready) return;
   throw error(errc::spawn_failed,
@@ -135,9 +130,7 @@ proxied through_proxy(blocking_api& api, const std::string& ns, const std::strin
     if (ec) failure = ec.message();
     out = proxied{r.status, std::move(r.body), r.header("content-type")};
   });
-  api.io().restart();
-  while (!out && !stop.requested && api.io().run_one()) {
-  }
+  detail::run_until(api.io(), [&] { return out.has_value() || stop.requested; });
   stop.check();
   if (!out || !failure.empty())
     throw error(errc::backend_unavailable, "the Kubernetes API server at " + api.api().where().server +

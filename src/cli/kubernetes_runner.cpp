@@ -26,6 +26,7 @@
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 #include "transport/http_client.hpp"
+#include "transport/run_until.hpp"
 
 namespace fiber::cli {
 namespace json = boost::json;
@@ -218,9 +219,7 @@ struct kubernetes_runner::session {
                                  left + std::chrono::seconds(10), {"watch", path.substr(path.rfind('/') + 1)},
                                  [&](std::string_view) { changed = true; },
                                  [&](std::error_code, long, std::string) { changed = true; });
-      api.io().restart();
-      while (!changed && api.io().run_one()) {
-      }
+      detail::run_until(api.io(), [&] { return changed; });
       api.api().cancel(id);
     }
   }
@@ -294,10 +293,8 @@ class attachment {
       out_.detached = true;
       done();
     });
-    api_.io().restart();
     asio::post(api_.io(), [w = watch_] { w->start(); });
-    while (!finished_ && api_.io().run_one()) {
-    }
+    detail::run_until(api_.io(), [&] { return finished_; });
     return out_;
   }
 
@@ -539,9 +536,7 @@ int kubernetes_runner::logs(const logs_options& o) {
         ended = true;
         if (ec) failure = why;
       });
-  s.api.io().restart();
-  while (!ended && s.api.io().run_one()) {
-  }
+  detail::run_until(s.api.io(), [&] { return ended; });
   if (!failure.empty()) throw error(errc::backend_unavailable, "reading the output of " + pod + ": " + failure);
   return 0;
 }

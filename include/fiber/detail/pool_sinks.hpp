@@ -16,34 +16,13 @@
 #include "fiber/codec.hpp"
 #include "fiber/detail/completion.hpp"
 #include "fiber/detail/message.hpp"
+#include "fiber/detail/pool_items.hpp"
 #include "fiber/detail/unique_function.hpp"
 #include "fiber/op.hpp"
 #include "fiber/pool_options.hpp"
 
 namespace fiber {
 namespace detail {
-
-/// Where a sink appends the items of a chunk. The items' format is the pool's wire, written and
-/// read in one place (src/primitives/pool/wire.cpp); a sink only encodes each item's value.
-class item_writer {
- public:
-  explicit item_writer(writer& chunk) : chunk_(chunk) {}
-  template <class Encode>
-  void add(Encode&& encode) {
-    auto at = begin_item();
-    encode(chunk_);
-    end_item(at);
-  }
-  writer& chunk() { return chunk_; }
-
- private:
-  struct mark {
-    std::size_t head, blobs;
-  };
-  mark begin_item();
-  void end_item(mark at);
-  writer& chunk_;
-};
 
 /// One submitted batch of calls; the core calls it on fiber's loop thread.
 class pool_sink {

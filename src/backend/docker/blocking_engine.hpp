@@ -10,6 +10,7 @@
 #include "backend/docker/docker_engine.hpp"
 #include "core/log.hpp"
 #include "fiber/error.hpp"
+#include "transport/run_until.hpp"
 
 namespace fiber::detail {
 
@@ -29,9 +30,7 @@ class blocking_engine {
   T run(Start start) {
     std::optional<std::tuple<std::error_code, T, std::string>> out;
     start(engine_, [&](std::error_code ec, T v, std::string why) { out.emplace(ec, std::move(v), std::move(why)); });
-    io_.restart();
-    while (!out && io_.run_one()) {
-    }
+    run_until(io_, [&] { return out.has_value(); });
     if (!out) throw error(errc::backend_unavailable, "the Docker engine at " + engine_.host() + " did not answer");
     auto& [ec, v, why] = *out;
     if (ec) throw error(ec, why);
@@ -47,9 +46,7 @@ class blocking_engine {
         if (ec && !benign_remove_error(why))
           logf(log_level::warn, "could not remove container ", id.substr(0, 12), ": ", why);
       });
-    io_.restart();
-    while (pending > 0 && io_.run_one()) {
-    }
+    run_until(io_, [&] { return pending == 0; });
   }
 
  private:

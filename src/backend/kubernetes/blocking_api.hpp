@@ -9,6 +9,7 @@
 
 #include "backend/kubernetes/kube_api.hpp"
 #include "fiber/error.hpp"
+#include "transport/run_until.hpp"
 
 namespace fiber::detail::kube {
 
@@ -32,9 +33,7 @@ class blocking_api {
               [&](std::error_code ec, long status, boost::json::value b, std::string why) {
                 out = answer{ec, status, std::move(b), std::move(why)};
               });
-    io_.restart();
-    while (!out && io_.run_one()) {
-    }
+    run_until(io_, [&] { return out.has_value(); });
     if (!out) return {make_error_code(errc::backend_unavailable), 0, nullptr, "the request never completed"};
     return std::move(*out);
   }

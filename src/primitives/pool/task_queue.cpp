@@ -167,28 +167,8 @@ std::size_t task_queue::running_items() const {
   return n;
 }
 
-void task_queue::deliver_result(pool_submission& sub, std::size_t index, message m) {
-  ++done_;
-  --sub.outstanding;
-  if (!sub.finished) sub.sink->on_result(index, std::move(m));
-  finish_if_done(sub);
-}
-
-void task_queue::deliver_error(pool_submission& sub, std::size_t index, std::exception_ptr e) {
-  ++done_;
-  --sub.outstanding;
-  if (!sub.finished) sub.sink->on_error(index, e);
-  finish_if_done(sub);
-}
-
 void task_queue::fail_items(pool_task& t, std::exception_ptr e) {
   for (std::size_t i = 0; i < t.count; ++i) deliver_error(*t.sub, t.first + i, e);
-}
-
-void task_queue::finish_if_done(pool_submission& sub) {
-  if (sub.finished || !sub.input_done || sub.outstanding) return;
-  sub.finished = true;
-  sub.sink->on_finished();
 }
 
 }  // namespace fiber::detail

@@ -83,10 +83,25 @@ class task_queue {
   std::size_t retried() const { return retried_; }
 
  private:
-  void deliver_result(pool_submission& sub, std::size_t index, message m);
-  void deliver_error(pool_submission& sub, std::size_t index, std::exception_ptr e);
+  // Inline: they run once per item, in on_results' loop.
+  void deliver_result(pool_submission& sub, std::size_t index, message&& m) {
+    ++done_;
+    --sub.outstanding;
+    if (!sub.finished) sub.sink->on_result(index, std::move(m));
+    finish_if_done(sub);
+  }
+  void deliver_error(pool_submission& sub, std::size_t index, std::exception_ptr e) {
+    ++done_;
+    --sub.outstanding;
+    if (!sub.finished) sub.sink->on_error(index, std::move(e));
+    finish_if_done(sub);
+  }
+  void finish_if_done(pool_submission& sub) {
+    if (sub.finished || !sub.input_done || sub.outstanding) return;
+    sub.finished = true;
+    sub.sink->on_finished();
+  }
   void fail_items(pool_task& t, std::exception_ptr e);
-  void finish_if_done(pool_submission& sub);
 
   std::list<std::shared_ptr<pool_submission>> feeding_;  // whose input has not run out
   std::deque<pool_task> queue_;

@@ -7,20 +7,17 @@
 //   result       worker -> master  request = task id, aux = credit it gives back;
 //                                  frames: the packed results, their large frames
 //   stop         master -> worker  finish what was sent, then exit
-// Packed: per item [u32 inline bytes][u32 large frames][inline bytes], written by item_writer
-// (fiber/detail/pool_sinks.hpp, defined in wire.cpp) and read by unpack; the large ranges of all
-// items follow as frames, in order. A result item starts with a status byte (item_status); a
-// failed one then holds a core/remote_failure.
+// The items are packed as fiber/detail/pool_items.hpp writes and reads them; a failed result
+// item holds a core/remote_failure after its status byte.
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "core/remote_failure.hpp"
 #include "fiber/codec.hpp"
-#include "fiber/detail/pool_sinks.hpp"
+#include "fiber/detail/pool_items.hpp"
 #include "runtime/protocol.hpp"
 #include "transport/zmq_channel.hpp"
 
@@ -33,18 +30,6 @@ inline constexpr kind task = service_kind<service_block::pool, 1>();
 inline constexpr kind result = service_kind<service_block::pool, 2>();
 inline constexpr kind stop = service_kind<service_block::pool, 3>();
 }  // namespace pool_kind
-
-enum item_status : char { item_value = 0, item_raised = 1, item_failed = 2 };
-
-struct packed_item {
-  std::uint8_t status = 0;
-  std::span<const std::byte> head;
-  std::vector<std::span<const std::byte>> blobs;
-};
-
-/// Reads `count` packed items from frame `at` of `frames` (large frames follow it); bounds-checked:
-/// bytes that do not hold `count` items fail with errc::malformed_message.
-std::vector<packed_item> unpack(const multipart& frames, std::size_t at, std::size_t count, bool with_status);
 
 /// Appends a result item with its status byte: the value `encode` writes, or, when it throws, the
 /// failure it raised (what it appended is dropped).
