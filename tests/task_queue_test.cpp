@@ -58,18 +58,31 @@ multipart results_for(const pool_task& t) {
 
 constexpr std::size_t no_limit = std::size_t(1) << 40;
 
-TEST(task_queue, feeds_chunks_within_the_window_and_delivers_results_at_their_positions) {
+/// A queue fed by one counting sink.
+struct pool_task_queue : ::testing::Test {
   task_queue q;
-  auto sink = std::make_shared<counting_sink>(10);
-  q.add(submission_of(sink, 3));
-  q.feed(2, no_limit);
+  std::shared_ptr<counting_sink> sink;
+  void submit(int total, std::size_t chunksize, bool retry = true, std::size_t window = 8) {
+    sink = std::make_shared<counting_sink>(total);
+    q.add(submission_of(sink, chunksize, retry));
+    q.feed(window, no_limit);
+  }
+  /// Sends the next task to `worker` and returns what was sent.
+  pool_task send_next(const std::string& worker = "w1") {
+    auto t = q.take_next();
+    auto copy = t;
+    q.sent(std::move(t), worker);
+    return copy;
+  }
+};
+
+TEST_F(pool_task_queue, feeds_chunks_within_the_window_and_delivers_results_at_their_positions) {
+  submit(10, 3, true, 2);
   EXPECT_EQ(q.waiting(), 2u);  // the window, not the whole input
   EXPECT_EQ(q.queued_items(), 6u);
   std::vector<pool_task> sent;
   while (q.next()) {
-    auto t = q.take_next();
-    sent.push_back(t);
-    q.sent(std::move(t), "w1");
+    sent.push_back(send_next());
     q.feed(2, no_limit);
   }
   ASSERT_EQ(sent.size(), 4u);  // 3 + 3 + 3 + 1
@@ -85,14 +98,9 @@ TEST(task_queue, feeds_chunks_within_the_window_and_delivers_results_at_their_po
   EXPECT_TRUE(q.drained());
 }
 
-TEST(task_queue, a_result_from_another_worker_than_the_holder_is_dropped) {
-  task_queue q;
-  auto sink = std::make_shared<counting_sink>(1);
-  q.add(submission_of(sink, 1));
-  q.feed(4, no_limit);
-  auto t = q.take_next();
-  auto copy = t;
-  q.sent(std::move(t), "w2");
+TEST_F(pool_task_queue, a_result_from_another_worker_than_the_holder_is_dropped) {
+  submit(1, 1);
+  auto copy = send_next("w2");
   q.on_results(copy.id, "w1", "PoolWorker-1", results_for(copy));  // the task was resent to w2 since
   EXPECT_TRUE(sink->results.empty());
   q.on_results(copy.id, "w2", "PoolWorker-2", results_for(copy));
@@ -101,18 +109,13 @@ TEST(task_queue, a_result_from_another_worker_than_the_holder_is_dropped) {
   EXPECT_EQ(q.done(), 1u);
 }
 
-TEST(task_queue, a_lost_worker_charges_only_the_task_it_was_running_and_the_rest_go_back_in_order) {
-  task_queue q;
-  auto sink = std::make_shared<counting_sink>(3);
-  q.add(submission_of(sink, 1));
-  q.feed(8, no_limit);
+TEST_F(pool_task_queue, a_lost_worker_charges_only_the_task_it_was_running_and_the_rest_go_back_in_order) {
+  submit(3, 1);
   std::deque<std::uint64_t> held;
   std::vector<std::uint64_t> ids;
   while (q.next()) {
-    auto t = q.take_next();
-    held.push_back(t.id);
-    ids.push_back(t.id);
-    q.sent(std::move(t), "w1");
+    held.push_back(send_next().id);
+    ids.push_back(held.back());
   }
   EXPECT_EQ(q.items_in(held), 3u);
   q.on_worker_lost(held, "PoolWorker-1", true, 3);
@@ -128,7 +131,7 @@ TEST(task_queue, a_lost_worker_charges_only_the_task_it_was_running_and_the_rest
   EXPECT_EQ(attempts, (std::vector<int>{1, 0, 0}));
 }
 
-TEST(task_queue, a_task_out_of_attempts_or_without_retries_fails_with_worker_lost) {
+TEST_F(pool_task_queue, a_task_out_of_attempts_or_without_retries_fails_with_worker_lost) {
   for (bool retry : {true, false}) {
     task_queue q;
     auto sink = std::make_shared<counting_sink>(2);
@@ -140,7 +143,7 @@ TEST(task_queue, a_task_out_of_attempts_or_without_retries_fails_with_worker_los
       auto t = q.take_next();
       auto id = t.id;
       q.sent(std::move(t), "w1");
-      q.on_worker_lost({id}, "PoolWorker-1", true, 2);
+      q.on_worker_lost({id}, "PoolWorker-1", true, 2);  // the pool retries; the call may not
     }
     EXPECT_EQ(rounds, retry ? 2 : 1);
     ASSERT_EQ(sink->errors.size(), 2u);  // both items of the chunk
@@ -149,9 +152,8 @@ TEST(task_queue, a_task_out_of_attempts_or_without_retries_fails_with_worker_los
   }
 }
 
-TEST(task_queue, a_chunk_over_the_message_limit_fails_its_items_without_being_queued) {
-  task_queue q;
-  auto sink = std::make_shared<counting_sink>(4);
+TEST_F(pool_task_queue, a_chunk_over_the_message_limit_fails_its_items_without_being_queued) {
+  sink = std::make_shared<counting_sink>(4);
   q.add(submission_of(sink, 2));
   q.feed(8, 10);  // two packed ints are more than 10 bytes
   EXPECT_EQ(q.waiting(), 0u);
@@ -160,13 +162,9 @@ TEST(task_queue, a_chunk_over_the_message_limit_fails_its_items_without_being_qu
   EXPECT_EQ(sink->finished, 1);
 }
 
-TEST(task_queue, failing_everything_reaches_queued_running_and_unproduced_items) {
-  task_queue q;
-  auto sink = std::make_shared<counting_sink>(100);
-  q.add(submission_of(sink, 1));
-  q.feed(3, no_limit);
-  auto t = q.take_next();
-  q.sent(std::move(t), "w1");
+TEST_F(pool_task_queue, failing_everything_reaches_queued_running_and_unproduced_items) {
+  submit(100, 1, true, 3);
+  send_next();
   q.fail_all(std::make_exception_ptr(fiber::error(fiber::errc::closed, "terminated")));
   EXPECT_EQ(sink->errors.size(), 3u);  // one running, two queued
   EXPECT_EQ(sink->input_failed_at, 3);  // the rest were never produced
@@ -175,14 +173,9 @@ TEST(task_queue, failing_everything_reaches_queued_running_and_unproduced_items)
   EXPECT_FALSE(q.busy());
 }
 
-TEST(task_queue, a_result_that_does_not_hold_its_items_fails_them_as_malformed) {
-  task_queue q;
-  auto sink = std::make_shared<counting_sink>(2);
-  q.add(submission_of(sink, 2));
-  q.feed(8, no_limit);
-  auto t = q.take_next();
-  auto id = t.id;
-  q.sent(std::move(t), "w1");
+TEST_F(pool_task_queue, a_result_that_does_not_hold_its_items_fails_them_as_malformed) {
+  submit(2, 2);
+  auto id = send_next().id;
   multipart junk;
   junk.emplace_back("\x00\x05\x00\x00\x00\x00\x00\x00\x00", 9);  // claims 5 bytes, has none
   q.on_results(id, "w1", "PoolWorker-1", std::move(junk));
