@@ -18,6 +18,7 @@
 
 #include "core/volume.hpp"
 #include "backend/backend.hpp"
+#include "backend/engine_run.hpp"
 #include "backend/node_room.hpp"
 #include "backend/docker/blocking_engine.hpp"
 #include "backend/docker/docker_engine.hpp"
@@ -76,7 +77,7 @@ int exit_code_from_engine(int code) { return code > 128 && code <= 128 + 64 ? -(
 constexpr int not_started = 255;
 
 /// One container's life, shared by the job and the engine's callbacks.
-struct container_run : std::enable_shared_from_this<container_run> {
+struct container_run final : engine_run, std::enable_shared_from_this<container_run> {
   enum class stage { creating, starting, running, ended };
 
   std::shared_ptr<docker_engine> engine;
@@ -86,19 +87,38 @@ struct container_run : std::enable_shared_from_this<container_run> {
   std::string process_name, id;
   stage at = stage::creating;
   int pending_signal = 0;
-  std::atomic<int> pid{0};
   int code = 0;
   std::string detail, stderr_tail;
-  bool never_fits = false;  // the engine refused for good (no GPU driver)
+  bool no_gpu_driver = false;  // the engine refused for good: no container here ever gets a GPU
   bool wait_done = false, logs_done = false, removing = false;
-  unique_function<void(int)> on_exit;
-  bool known = false;  // pid has its final value
-  std::vector<unique_function<void()>> on_identified;
   std::unique_ptr<asio::steady_timer> logs_grace;
 
+  // The pid is the container's process on the engine's host, asked of the engine once it runs.
   container_run(std::shared_ptr<docker_engine> e, std::shared_ptr<blocking_engine> b, asio::io_context& io,
                 std::string name)
-      : engine(std::move(e)), blocking(std::move(b)), io(io), process_name(std::move(name)) {}
+      : engine_run({.queued = false, .identified_later = true}),
+        engine(std::move(e)),
+        blocking(std::move(b)),
+        io(io),
+        process_name(std::move(name)) {}
+
+  bool never_fits() const noexcept override { return no_gpu_driver; }
+  void reported_pid(int) override {}  // the child's pid inside its container, not the host's
+
+  void kill_and_reap() noexcept override {
+    if (at == stage::ended) return;
+    forget_waiters();  // the caller reports the kill itself
+    end(-SIGKILL, {});
+    // Reaped means gone: removed now, whether or not the loop runs again (a container being
+    // created is waited for first).
+    auto made = id.empty() ? create->wait().id : id;
+    if (made.empty()) return;  // the engine never created it
+    try {
+      blocking->remove_all({made});
+    } catch (const std::exception& e) {
+      logf(log_level::warn, "could not remove container ", made.substr(0, 12), ": ", e.what());
+    }
+  }
 
   void begin(creator& c, container_spec spec) {
     c.create(std::move(spec), create, [weak = weak_from_this(), &io = io] {
@@ -128,7 +148,7 @@ struct container_run : std::enable_shared_from_this<container_run> {
     if (ec) {
       // The engine has no driver for the GPU the child asked for: no container here ever gets one.
       if (why.find("could not select device driver") != std::string::npos) {
-        never_fits = true;
+        no_gpu_driver = true;
         why += "; this engine cannot give containers GPUs (it needs the NVIDIA Container Toolkit)";
       }
       return remove_then([self = shared_from_this(), why = std::move(why)] {
@@ -143,11 +163,11 @@ struct container_run : std::enable_shared_from_this<container_run> {
         id, [self](int stream, std::string_view bytes) { self->output(stream, bytes); },
         [self](std::error_code, bool, std::string) {
           self->logs_done = true;
-          if (self->wait_done) self->finish();
+          if (self->wait_done) self->stopped();
         });
     engine->pid(id, [self](std::error_code ec, int pid, std::string) {
       if (!ec) self->pid = pid;
-      self->identified();
+      self->mark_identified();
     });
     if (pending_signal) send(pending_signal);
   }
@@ -175,14 +195,14 @@ struct container_run : std::enable_shared_from_this<container_run> {
     } else {
       code = exit_code_from_engine(engine_code);
     }
-    if (logs_done) return finish();
+    if (logs_done) return stopped();
     // The log stream closes right after the container stops; its last lines explain a failure.
     logs_grace = std::make_unique<asio::steady_timer>(io, std::chrono::seconds(1));
-    logs_grace->async_wait([self = shared_from_this()](std::error_code) { self->finish(); });
+    logs_grace->async_wait([self = shared_from_this()](std::error_code) { self->stopped(); });
   }
 
   /// The container has stopped: it is removed, and then the job has ended.
-  void finish() {
+  void stopped() {
     if (at == stage::ended || removing) return;
     if (logs_grace) logs_grace->cancel();
     if (detail.empty() && code != 0 && !stderr_tail.empty()) {
@@ -196,30 +216,19 @@ struct container_run : std::enable_shared_from_this<container_run> {
     });
   }
 
-  void identified() {
-    known = true;
-    auto waiting = std::move(on_identified);
-    on_identified.clear();
-    for (auto& f : waiting) f();
-  }
-
   void end(int exit_code, std::string why) {
     if (at == stage::ended) return;
     at = stage::ended;
     code = exit_code;
-    detail = std::move(why);
-    identified();
-    if (auto cb = std::move(on_exit)) {
-      on_exit = nullptr;
-      cb(code);
-    }
+    detail = why;
+    report_end(exit_code, std::move(why));
   }
 
   void send(int sig) {
     engine->kill(id, sig, [](std::error_code, bool, std::string) {});  // it may have ended already
   }
 
-  void signal(int sig) {
+  void signal(int sig) noexcept override {
     switch (at) {
       case stage::creating:
       case stage::starting:
@@ -238,43 +247,6 @@ struct container_run : std::enable_shared_from_this<container_run> {
       next();
     });
   }
-};
-
-class docker_job final : public job {
- public:
-  explicit docker_job(std::shared_ptr<container_run> run) : run_(std::move(run)) {}
-  ~docker_job() override { kill_and_reap(); }
-
-  int pid() const noexcept override { return run_->pid.load(); }
-  void on_exit(unique_function<void(int)> cb) override {
-    if (run_->at == container_run::stage::ended) return cb(run_->code);
-    run_->on_exit = std::move(cb);
-  }
-  void signal(int sig) noexcept override { run_->signal(sig); }
-  void kill_and_reap() noexcept override {
-    if (run_->at == container_run::stage::ended) return;
-    run_->on_exit = nullptr;
-    run_->on_identified.clear();  // the caller reports the kill itself
-    run_->end(-SIGKILL, {});
-    // Reaped means gone: removed now, whether or not the loop runs again (a container being
-    // created is waited for first).
-    auto id = run_->id.empty() ? run_->create->wait().id : run_->id;
-    if (id.empty()) return;  // the engine never created it
-    try {
-      run_->blocking->remove_all({id});
-    } catch (const std::exception& e) {
-      logf(log_level::warn, "could not remove container ", run_->id.substr(0, 12), ": ", e.what());
-    }
-  }
-  std::string exit_detail() const override { return run_->detail; }
-  bool never_fits() const noexcept override { return run_->never_fits; }
-  void when_identified(unique_function<void()> f) override {
-    if (run_->known) return f();
-    run_->on_identified.push_back(std::move(f));
-  }
-
- private:
-  std::shared_ptr<container_run> run_;
 };
 
 class docker_backend final : public tcp_backend {
@@ -345,7 +317,7 @@ class docker_backend final : public tcp_backend {
     logf(log_level::debug, "starting ", spec.name, " as container ", c.name, " of ", c.image);
     auto run = std::make_shared<container_run>(engine_, blocking_, io_, spec.name);
     run->begin(*creator_, std::move(c));
-    return std::make_unique<docker_job>(std::move(run));
+    return std::make_unique<engine_job>(std::move(run));
   }
 
  private:

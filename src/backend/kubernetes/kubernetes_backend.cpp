@@ -18,6 +18,7 @@
 
 #include "core/volume.hpp"
 #include "backend/backend.hpp"
+#include "backend/engine_run.hpp"
 #include "backend/kubernetes/blocking_api.hpp"
 #include "backend/kubernetes/kube_api.hpp"
 #include "backend/kubernetes/node_list.hpp"
@@ -103,7 +104,7 @@ struct pods_shared {
 };
 
 /// One pod's life.
-struct pod_run : std::enable_shared_from_this<pod_run> {
+struct pod_run final : engine_run, std::enable_shared_from_this<pod_run> {
   enum class stage { creating, pending, running, ended };
 
   std::shared_ptr<pods_shared> shared;
@@ -113,23 +114,41 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
   bool stopping = false;  // fiber has asked Kubernetes to stop the pod (signal SIGTERM or SIGKILL)
   bool forced = false;    // ... and removed it at once (grace 0), without waiting for the kubelet's report
   int pending_signal = 0;
-  std::atomic<int> pid{0};
   int code = 0;
   std::string detail, last_reason, output_tail;
   std::string failing;  // why fail() is deleting the pod
   std::atomic<bool> unschedulable{false};  // the scheduler refused it and no autoscaler may help
   std::optional<int> terminated_code;
-  unique_function<void(int)> on_exit;
-  std::vector<unique_function<void()>> on_running;
+  std::atomic<bool> reaped{false};
   asio::steady_timer pending_timer, logs_grace, kill_deadline;
   std::uint64_t logs_stream = 0;
   std::shared_ptr<pending_create> create_answer = std::make_shared<pending_create>();
 
+  // A pod may wait for a node (when_running); its pid is what the child reports from inside it.
   pod_run(std::shared_ptr<pods_shared> s, std::string process, std::string pod)
-      : shared(std::move(s)), process_name(std::move(process)), name(std::move(pod)), pending_timer(shared->io),
+      : engine_run({.queued = true, .identified_later = false}),
+        shared(std::move(s)), process_name(std::move(process)), name(std::move(pod)), pending_timer(shared->io),
         logs_grace(shared->io), kill_deadline(shared->io) {}
 
   std::string path() const { return "/api/v1/namespaces/" + shared->ns + "/pods/" + name; }
+
+  bool never_fits() const noexcept override { return unschedulable.load(); }
+  void signal(int sig) noexcept override {
+    asio::post(shared->io, [self = shared_from_this(), sig] { self->signal_now(sig); });
+  }
+  void kill_and_reap() noexcept override {
+    if (at == stage::ended || reaped.exchange(true)) return;
+    // Reaped means gone: deleted now, whether or not the loop runs again (a create in flight is
+    // waited for first).
+    asio::post(shared->io, [self = shared_from_this()] {
+      self->forget_waiters();  // the caller reports the kill itself
+      self->end(-SIGKILL, {});
+    });
+    auto& made = create_answer->wait();
+    if (made.ec && made.status != 409) return;  // never created
+    auto r = shared->blocking->call("DELETE", path(), delete_body(0), {"delete", "pods"});
+    if (r.ec && r.status != 404) logf(log_level::warn, "could not delete pod ", name, ": ", r.why);
+  }
 
   /// Hands the create to the creator at once, on the caller's thread: a kill right after the
   /// start waits for the create's answer, and must never wait for a create still queued behind
@@ -169,7 +188,7 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
     if (at == stage::ended) return;  // killed meanwhile: kill_and_reap deleted it
     created = true;
     if (at == stage::creating) at = stage::pending;
-    if (pending_signal) signal(pending_signal);
+    if (pending_signal) signal_now(pending_signal);
   }
 
   void changed(const boost::json::object* pod, const std::string& problem) {
@@ -236,9 +255,7 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
     pending_timer.cancel();
     logf(log_level::debug, process_name, ": pod ", name, " runs");
     follow_logs();
-    auto waiting = std::move(on_running);
-    on_running.clear();
-    for (auto& f : waiting) f();
+    mark_running();
   }
 
   /// The pod's output goes where a local child's would: this process's stdout.
@@ -308,16 +325,12 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
     logf(log_level::debug, process_name, ": ended (pod ", name, " deleted)");
     at = stage::ended;
     code = exit_code;
-    detail = std::move(why);
+    detail = why;
     pending_timer.cancel();
     kill_deadline.cancel();
     shared->watch->unfollow(name);
     if (logs_stream) shared->client->cancel(logs_stream);
-    on_running.clear();
-    if (auto cb = std::move(on_exit)) {
-      on_exit = nullptr;
-      cb(code);
-    }
+    report_end(exit_code, std::move(why));
   }
 
   /// Deletes the pod (once it exists; a create still in flight deletes it when answered).
@@ -337,7 +350,7 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
         /*limited=*/true);
   }
 
-  void signal(int sig) {
+  void signal_now(int sig) {
     if (at == stage::ended) return;
     if (!created) {
       if (pending_signal != SIGKILL) pending_signal = sig;
@@ -376,45 +389,6 @@ struct pod_run : std::enable_shared_from_this<pod_run> {
     logf(log_level::warn, "signal ", sig, " cannot be sent to ", process_name,
          ": Kubernetes stops pods (SIGTERM, SIGKILL) and sends no other signals");
   }
-};
-
-class kubernetes_job final : public job {
- public:
-  explicit kubernetes_job(std::shared_ptr<pod_run> run) : run_(std::move(run)) {}
-  ~kubernetes_job() override { kill_and_reap(); }
-
-  int pid() const noexcept override { return run_->pid.load(); }
-  bool never_fits() const noexcept override { return run_->unschedulable.load(); }
-  void on_exit(unique_function<void(int)> cb) override {
-    if (run_->at == pod_run::stage::ended) return cb(run_->code);
-    run_->on_exit = std::move(cb);
-  }
-  void signal(int sig) noexcept override {
-    asio::post(run_->shared->io, [run = run_, sig] { run->signal(sig); });
-  }
-  void kill_and_reap() noexcept override {
-    if (run_->at == pod_run::stage::ended || reaped_.exchange(true)) return;
-    // Reaped means gone: deleted now, whether or not the loop runs again (a create in flight is
-    // waited for first).
-    asio::post(run_->shared->io, [run = run_] {
-      run->on_exit = nullptr;  // the caller reports the kill itself
-      run->end(-SIGKILL, {});
-    });
-    auto& made = run_->create_answer->wait();
-    if (made.ec && made.status != 409) return;  // never created
-    auto r = run_->shared->blocking->call("DELETE", run_->path(), delete_body(0), {"delete", "pods"});
-    if (r.ec && r.status != 404) logf(log_level::warn, "could not delete pod ", run_->name, ": ", r.why);
-  }
-  std::string exit_detail() const override { return run_->detail; }
-  void when_running(unique_function<void()> f) override {
-    if (run_->at == pod_run::stage::running) return f();
-    run_->on_running.push_back(std::move(f));
-  }
-  void reported_pid(int pid) override { run_->pid = pid; }
-
- private:
-  std::shared_ptr<pod_run> run_;
-  std::atomic<bool> reaped_{false};
 };
 
 std::string env_or_empty(const char* name) {
@@ -530,7 +504,7 @@ class kubernetes_backend final : public tcp_backend {
                  (spec.gpu ? ", " + std::to_string(spec.gpu) + " " + shared_->settings.gpu_resource : "");
     run->submit(std::move(manifest));
     asio::post(io_, [run] { run->follow(); });
-    return std::make_unique<kubernetes_job>(std::move(run));
+    return std::make_unique<engine_job>(std::move(run));
   }
 
  private:

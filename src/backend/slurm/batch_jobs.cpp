@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "backend/command.hpp"
+#include "backend/engine_run.hpp"
 #include "backend/slurm/slurm_cli.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
@@ -145,11 +146,16 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
   clock::time_point last_failure_log_{};
 };
 
-class batch_run : public std::enable_shared_from_this<batch_run> {
+class batch_run final : public engine_run, public std::enable_shared_from_this<batch_run> {
  public:
   enum class stage { submitting, pending, running, ended };
 
-  batch_run(std::shared_ptr<batch_watch> w, std::string process) : watch(std::move(w)), process_name(std::move(process)) {}
+  // A job may wait in Slurm's queue (when_running); its pid is what the child reports.
+  batch_run(std::shared_ptr<batch_watch> w, std::string process)
+      : engine_run({.queued = true, .identified_later = false}), watch(std::move(w)), process_name(std::move(process)) {}
+
+  void kill_and_reap() noexcept override;  // below, beside cancel_now
+  void expect_exit() override { watch->poll_after(soon_poll); }
 
   /// Which submission carries this run: `index` is its element in a job array, -1 when it is a
   /// job of its own; `output` the path of its output files without .out/.err.
@@ -166,13 +172,10 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
   int index = -1;
   std::string id;
   stage at = stage::submitting;
-  std::atomic<int> pid{0};
   int code = 0, pending_signal = 0, last_signal = 0;
   bool giving_up = false;  // cancelled because it cannot run; ends once the cancel is done
   std::string detail, stderr_tail, last_reason, node;
   clock::time_point pending_since = clock::now();
-  unique_function<void(int)> on_exit;
-  std::vector<unique_function<void()>> on_running;
   followed_file out, err;
 
   /// This run's Slurm id, given the id sbatch answered.
@@ -200,9 +203,7 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
       node = row->nodes;
       logf(log_level::debug, process_name, ": Slurm job ", id, " runs on ", node);
       watch->follow(shared_from_this());
-      auto waiting = std::move(on_running);
-      on_running.clear();
-      for (auto& f : waiting) f();
+      mark_running();
     }
   }
 
@@ -257,16 +258,12 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
     if (at == stage::ended) return;
     at = stage::ended;
     code = exit_code;
-    detail = std::move(why);
+    detail = why;
     if (!id.empty()) watch->unwatch(id);
-    on_running.clear();
     std::error_code ignored;
     std::filesystem::remove(out.path, ignored);
     std::filesystem::remove(err.path, ignored);
-    if (auto cb = std::move(on_exit)) {
-      on_exit = nullptr;
-      cb(code);
-    }
+    report_end(exit_code, std::move(why));
   }
 
   void cancel(int sig = 0) {
@@ -297,7 +294,7 @@ class batch_run : public std::enable_shared_from_this<batch_run> {
     });
   }
 
-  void signal(int sig) {
+  void signal(int sig) noexcept override {
     if (at != stage::ended) last_signal = sig;
     switch (at) {
       case stage::submitting:
@@ -553,44 +550,19 @@ void cancel_jobs_of_dead_masters() {
   cancel_now(ids);
 }
 
-namespace {
-class batch_job final : public job {
- public:
-  explicit batch_job(std::shared_ptr<batch_run> run) : run_(std::move(run)) {}
-  ~batch_job() override { kill_and_reap(); }
-
-  int pid() const noexcept override { return run_->pid.load(); }
-  void on_exit(unique_function<void(int)> cb) override {
-    if (run_->at == batch_run::stage::ended) return cb(run_->code);
-    run_->on_exit = std::move(cb);
-  }
-  void signal(int sig) noexcept override { run_->signal(sig); }
-  void kill_and_reap() noexcept override {
-    if (run_->at == batch_run::stage::ended) return;
-    run_->on_exit = nullptr;  // the caller reports the kill itself
-    bool was_submitting = run_->at == batch_run::stage::submitting;
-    run_->end(-SIGKILL, {});
-    if (run_->watch->shut_down) return;  // the watch cancelled every job of this master
-    // Killed means cancelled now, whether or not the loop runs again; a job being submitted is
-    // waited for first.
-    if (!was_submitting) return cancel_now({run_->id});
-    if (!run_->submitted) return;  // not handed to sbatch yet: nothing to cancel
-    auto job = run_->submitted->wait();
-    if (!job.empty()) cancel_now({run_->id_in(job)});
-  }
-  std::string exit_detail() const override { return run_->detail; }
-  void when_running(unique_function<void()> f) override {
-    if (run_->at == batch_run::stage::running) return f();
-    if (run_->at == batch_run::stage::ended) return;
-    run_->on_running.push_back(std::move(f));
-  }
-  void reported_pid(int pid) override { run_->pid = pid; }
-  void expect_exit() override { run_->watch->poll_after(soon_poll); }
-
- private:
-  std::shared_ptr<batch_run> run_;
-};
-}  // namespace
+void batch_run::kill_and_reap() noexcept {
+  if (at == stage::ended) return;
+  forget_waiters();  // the caller reports the kill itself
+  bool was_submitting = at == stage::submitting;
+  end(-SIGKILL, {});
+  if (watch->shut_down) return;  // the watch cancelled every job of this master
+  // Killed means cancelled now, whether or not the loop runs again; a job being submitted is
+  // waited for first.
+  if (!was_submitting) return cancel_now({id});
+  if (!submitted) return;  // not handed to sbatch yet: nothing to cancel
+  auto job = submitted->wait();
+  if (!job.empty()) cancel_now({id_in(job)});
+}
 
 batch_jobs::batch_jobs(asio::io_context& io, const fiber::config& cfg, std::string master, std::string output_dir)
     : watch_(std::make_shared<batch_watch>(io, cfg, std::move(master), std::move(output_dir))) {
@@ -608,7 +580,7 @@ std::unique_ptr<job> batch_jobs::submit(const spawn_spec& spec) {
   if (watch_->shut_down) throw error(errc::closed, "the Slurm backend has shut down");
   auto run = std::make_shared<batch_run>(watch_, spec.name);
   watch_->submit_soon(run, spec);
-  return std::make_unique<batch_job>(std::move(run));
+  return std::make_unique<engine_job>(std::move(run));
 }
 
 }  // namespace fiber::detail::slurm

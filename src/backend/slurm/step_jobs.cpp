@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "backend/command.hpp"
+#include "backend/engine_run.hpp"
 #include "backend/slurm/slurm_cli.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
@@ -31,10 +32,11 @@ int exit_code_of_srun(int status) {
 
 /// One srun: its exit through a pidfd, its stderr (the task's, and srun's own complaints) passed
 /// on and its tail kept to explain a failure.
-struct step_run : std::enable_shared_from_this<step_run> {
+struct step_run final : engine_run, std::enable_shared_from_this<step_run> {
   step_run(asio::io_context& io, spawned_command c, int pidfd, std::shared_ptr<step_jobs::load> load, std::string node,
            int cpus, std::shared_ptr<command_thread> commands, std::string step_name)
-      : srun_pid(c.pid), exit_fd(io, pidfd), stderr_pipe(io, c.stderr_fd), load(std::move(load)), node(std::move(node)),
+      : engine_run({.queued = false, .identified_later = false}),
+        srun_pid(c.pid), exit_fd(io, pidfd), stderr_pipe(io, c.stderr_fd), load(std::move(load)), node(std::move(node)),
         cpus(cpus), commands(std::move(commands)), step_name(std::move(step_name)) {
     this->load->cpus[this->node] += cpus;
   }
@@ -46,12 +48,10 @@ struct step_run : std::enable_shared_from_this<step_run> {
   int cpus;
   std::shared_ptr<command_thread> commands;
   std::string step_name;
-  std::atomic<int> pid{0};
   bool ended = false, killing = false;
   int code = 0;
   std::string stderr_tail;
   char buf[4096];
-  unique_function<void(int)> on_exit;
 
   void begin() {
     read_stderr();
@@ -104,13 +104,10 @@ struct step_run : std::enable_shared_from_this<step_run> {
     std::error_code ignored;
     stderr_pipe.close(ignored);
     exit_fd.close(ignored);
-    if (auto cb = std::move(on_exit)) {
-      on_exit = nullptr;
-      cb(code);
-    }
+    report_end(code);
   }
 
-  void signal(int sig) {
+  void signal(int sig) noexcept override {
     if (ended) return;
     if (sig == SIGTERM) return signal_step(sig);
     // srun passes most signals on to its task; a TERM, INT or KILL makes it cancel the step (the
@@ -149,9 +146,9 @@ struct step_run : std::enable_shared_from_this<step_run> {
                   });
   }
 
-  void kill_and_reap() {
+  void kill_and_reap() noexcept override {
     if (ended) return;
-    on_exit = nullptr;
+    forget_waiters();  // the caller reports the kill itself
     killing = true;
     ::kill(srun_pid, SIGTERM);
     pollfd p{exit_fd.native_handle(), POLLIN, 0};
@@ -164,31 +161,12 @@ struct step_run : std::enable_shared_from_this<step_run> {
     end(-SIGKILL);
   }
 
-  std::string detail() const {
+  std::string exit_detail() const override {
     if (code == 0 || stderr_tail.empty()) return {};
     auto tail = stderr_tail;
     while (!tail.empty() && tail.back() == '\n') tail.pop_back();
     return "its last output (srun on node " + node + "): " + tail;
   }
-};
-
-class step_job final : public job {
- public:
-  explicit step_job(std::shared_ptr<step_run> run) : run_(std::move(run)) {}
-  ~step_job() override { kill_and_reap(); }
-
-  int pid() const noexcept override { return run_->pid.load(); }
-  void on_exit(unique_function<void(int)> cb) override {
-    if (run_->ended) return cb(run_->code);
-    run_->on_exit = std::move(cb);
-  }
-  void signal(int sig) noexcept override { run_->signal(sig); }
-  void kill_and_reap() noexcept override { run_->kill_and_reap(); }
-  std::string exit_detail() const override { return run_->detail(); }
-  void reported_pid(int pid) override { run_->pid = pid; }
-
- private:
-  std::shared_ptr<step_run> run_;
 };
 
 }  // namespace
@@ -221,7 +199,7 @@ std::unique_ptr<job> step_jobs::start(const spawn_spec& spec) {
   auto run = std::make_shared<step_run>(io_, c, pidfd, load_, node, std::max(spec.cpu, 1), commands_,
                                         job_name(spec.job_id, spec.name));
   run->begin();
-  return std::make_unique<step_job>(std::move(run));
+  return std::make_unique<engine_job>(std::move(run));
 }
 
 }  // namespace fiber::detail::slurm
