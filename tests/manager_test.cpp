@@ -9,6 +9,7 @@
 #include <chrono>
 #include <thread>
 
+#include "co_test.hpp"
 #include "support.hpp"
 
 namespace {
@@ -322,25 +323,10 @@ asio::awaitable<int> step_twice(fiber::proxy<counter> c) {
 }
 }  // namespace
 
-TEST(manager, awaitable_from_the_callers_io_context) {
-  asio::io_context io;
-  fiber::context ctx(io);
+FIBER_CO_TEST(manager, awaitable_from_the_callers_io_context) {
   fiber::manager mgr(ctx);
-  std::optional<int> result;
-  struct body {
-    static asio::awaitable<void> run(fiber::manager& mgr, std::optional<int>& result, fiber::context& ctx) {
-      auto c = co_await mgr.create<counter>(10);
-      result = co_await step_twice(c);
-      co_await mgr.shutdown();
-    }
-  };
-  std::exception_ptr failure;
-  asio::co_spawn(io, body::run(mgr, result, ctx), [&](std::exception_ptr e) {
-    failure = e;
-    ctx.stop();
-  });
-  io.run();
-  if (failure) std::rethrow_exception(failure);
-  EXPECT_EQ(result, 15);
+  auto c = co_await mgr.create<counter>(10);
+  EXPECT_EQ(co_await step_twice(c), 15);
+  co_await mgr.shutdown();
 }
 

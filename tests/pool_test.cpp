@@ -1,126 +1,7 @@
-// fiber::pool on the local backend: real worker processes.
-#include <fcntl.h>
-#include <poll.h>
-#include <pty.h>
-#include <fiber/fiber.hpp>
-#include <gtest/gtest.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <asio/co_spawn.hpp>
-#include <asio/io_context.hpp>
-#include <algorithm>
-#include <atomic>
-#include <csignal>
-#include <filesystem>
-#include <map>
-#include <numeric>
-#include <ranges>
-#include <set>
-#include <numeric>
-#include <optional>
-#include <set>
-#include <thread>
-
-#include "support.hpp"
-
-namespace {
-int square(int x) { return x * x; }
-int add(int a, int b) { return a + b; }
-// An evolution-strategies task: every item of a generation points to the same parameters.
-double perturbed_sum(std::shared_ptr<const std::vector<double>> theta, std::uint64_t seed) {
-  return std::accumulate(theta->begin(), theta->end(), 0.0) + static_cast<double>(seed);
-}
-// Which worker ran a task: its process name, unique in a context on every backend (pids repeat
-// across containers).
-std::string me() { return fiber::current_process().name; }
-std::string my_name(int) { return me(); }
-void nothing(int) {}
-int sleep_ms(int ms) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the task's work, not synchronization
-  return ms;
-}
-int fail_on_multiples_of_20(int x) {
-  if (x % 20 == 0) throw std::invalid_argument("multiple of 20: " + std::to_string(x));
-  return x;
-}
-// Each task reports its worker and then waits for a release: only possible if tasks that are
-// running at the same time are on different workers.
-int meet(int, fiber::simple_queue<std::string> arrived, fiber::simple_queue<int> release) {
-  arrived.put(me()).get();
-  return release.get().get();
-}
-// Creates `marker` (once, atomically) and then dies by `sig`; when it exists, returns x.
-int die_once(int x, std::string marker, int sig) {
-  int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
-  if (fd >= 0) {
-    ::close(fd);
-    ::raise(sig);
-    if (sig == SIGSTOP) ::pause();  // stay stopped even if someone continues us
-  }
-  return x;
-}
-int always_die(int) {
-  ::raise(SIGKILL);
-  return 0;
-}
-int fiber_test_unregistered(int x) { return x; }
-// Large arguments and results travel as frames of their own inside a packed chunk.
-std::vector<double> scale_big(std::vector<double> v) {
-  if (v.size() == 3) throw std::length_error("three is not allowed");
-  for (auto& x : v) x *= 2;
-  return v;
-}
-std::string make_big(int n) { return std::string(static_cast<std::size_t>(n), 'x'); }
-int initialized_value = 0;
-void set_value(int v) { initialized_value = v; }
-int read_value(int) { return initialized_value; }
-
-// Where a task ran and which devices it could see: "pid gpus".
-std::string where_plain(int) {
-  auto* v = std::getenv("CUDA_VISIBLE_DEVICES");
-  return me() + " " + (v && *v ? v : "none");
-}
-std::string where_gpu(int x) { return where_plain(x); }
-std::string where_three_gpus(int x) { return where_plain(x); }
-
-std::set<std::string> workers_of(const std::vector<std::string>& where) {
-  std::set<std::string> pids;
-  for (auto& w : where) pids.insert(w.substr(0, w.find(' ')));
-  return pids;
-}
-std::set<std::string> gpus_of(const std::vector<std::string>& where) {
-  std::set<std::string> gpus;
-  for (auto& w : where) gpus.insert(w.substr(w.find(' ') + 1));
-  return gpus;
-}
-
-std::string marker_path(const char* name) {
-  auto p = std::filesystem::temp_directory_path() /
-           ("fiber-pool-" + std::to_string(getpid()) + "-" + name);
-  std::filesystem::remove(p);
-  return p.string();
-}
-}  // namespace
-FIBER_REMOTE(square);
-FIBER_REMOTE(add);
-FIBER_REMOTE(perturbed_sum);
-FIBER_REMOTE(my_name);
-FIBER_REMOTE(nothing);
-FIBER_REMOTE(sleep_ms);
-FIBER_REMOTE(fail_on_multiples_of_20);
-FIBER_REMOTE(meet);
-FIBER_REMOTE(die_once);
-FIBER_REMOTE(always_die);
-FIBER_REMOTE(set_value);
-FIBER_REMOTE(read_value);
-FIBER_REMOTE(scale_big);
-FIBER_REMOTE(make_big);
-FIBER_REMOTE(where_plain);
-FIBER_REMOTE(where_gpu);
-FIBER_META(where_gpu, .gpu = 1);
-FIBER_REMOTE(where_three_gpus);
-FIBER_META(where_three_gpus, .gpu = 3);
+// fiber::pool: map, imap, starmap, apply and their async forms, options, needs, resizing, bad input,
+// and the pool on a caller's io_context. Failures and recovery: pool_recovery_test.
+#include "co_test.hpp"
+#include "pool_support.hpp"
 
 TEST(pool, map_of_3_and_1000_items) {
   fiber::pool p(2);
@@ -249,111 +130,6 @@ TEST(pool, every_worker_gets_a_fair_share) {
   EXPECT_EQ(per_worker.size(), 4u);
 }
 
-TEST(pool, five_percent_of_tasks_raising_leave_the_rest_intact) {
-  fiber::pool p(2);
-  std::vector<int> xs(200);
-  std::iota(xs.begin(), xs.end(), 1);
-  auto stream = p.imap(&fail_on_multiples_of_20, xs, 7);
-  for (int x : xs) {
-    if (x % 20 == 0) {
-      try {
-        (void)stream.next().get();
-        ADD_FAILURE() << "expected remote_error at " << x;
-      } catch (const fiber::remote_error& e) {
-        EXPECT_EQ(e.type(), "std::invalid_argument");
-        EXPECT_EQ(e.message(), "multiple of 20: " + std::to_string(x));
-      }
-    } else {
-      EXPECT_EQ(stream.next().get(), x);
-    }
-  }
-  EXPECT_EQ(stream.next().get(), std::nullopt);
-  // map fails with the error; the pool and its workers go on
-  fiber_test::expect_error([&] { (void)p.map(&fail_on_multiples_of_20, xs).get(); }, fiber::errc::remote_error,
-                           "multiple of 20");
-  EXPECT_EQ(p.apply(&square, 3).get(), 9);
-  EXPECT_EQ(p.stats().workers_lost, 0u);
-}
-
-TEST(pool, worker_killed_mid_map_has_its_tasks_rerun_exactly_once) {
-  fiber::pool p(3);
-  auto marker = marker_path("kill");     // task 30 kills its worker the first time
-  auto present = marker_path("present");  // the others find their marker made: they never die
-  ::close(::open(present.c_str(), O_CREAT | O_WRONLY, 0600));
-  std::vector<std::tuple<int, std::string, int>> args;
-  for (int i = 0; i < 60; ++i) args.emplace_back(i, i == 30 ? marker : present, SIGKILL);
-  auto r = p.starmap(&die_once, args, 1).get();
-  std::vector<int> expected(60);
-  std::iota(expected.begin(), expected.end(), 0);
-  EXPECT_EQ(r, expected);
-  auto s = p.stats();
-  EXPECT_EQ(s.workers_lost, 1u);
-  EXPECT_GE(s.retried, 1u);
-  EXPECT_EQ(s.workers, 3u);  // replaced
-  std::filesystem::remove(marker);
-  std::filesystem::remove(present);
-}
-
-TEST(pool, task_that_kills_every_worker_fails_alone_with_worker_lost) {
-  fiber::pool p(fiber::pool_options{.processes = 2, .max_attempts = 2});
-  auto bad = p.apply_async(&always_die, 1);
-  auto good = p.map_async(&square, std::vector<int>{1, 2, 3});
-  fiber_test::expect_error([&] { (void)std::move(bad).get(); }, fiber::errc::worker_lost, "max_attempts");
-  EXPECT_EQ(std::move(good).get(), (std::vector<int>{1, 4, 9}));
-  EXPECT_EQ(p.stats().workers_lost, 2u);
-}
-
-TEST(pool, without_retries_a_lost_task_fails_at_once) {
-  fiber::pool p(fiber::pool_options{.processes = 2, .retry = false});
-  fiber_test::expect_error([&] { (void)p.apply(&always_die, 1).get(); }, fiber::errc::worker_lost, "retries are off");
-  EXPECT_EQ(p.stats().workers_lost, 1u);
-  EXPECT_EQ(p.apply(&square, 5).get(), 25);
-}
-
-TEST(pool, retries_can_be_turned_off_per_call) {
-  fiber::pool p(2);
-  auto once = p.with({.retry = false});
-  fiber_test::expect_error([&] { (void)once.apply(&always_die, 1).get(); }, fiber::errc::worker_lost, "retries are off");
-  EXPECT_EQ(p.stats().workers_lost, 1u);
-  EXPECT_EQ(once.map(&square, std::vector<int>{1, 2}).get(), (std::vector<int>{1, 4}));  // the view works on
-  fiber_test::expect_error([&] { (void)p.apply(&always_die, 1).get(); }, fiber::errc::worker_lost, "max_attempts");
-  EXPECT_EQ(p.stats().workers_lost, 4u);  // the pool itself retries: 3 more workers lost
-}
-
-TEST(pool, stopped_worker_is_detected_and_its_task_rerun) {
-  fiber::context ctx(fiber::config::load({{"heartbeat_interval_ms", "50"}, {"heartbeat_timeout_ms", "300"}}));
-  fiber::pool p(ctx, {.processes = 2});
-  auto marker = marker_path("stop");
-  auto r = p.apply(&die_once, 7, marker, SIGSTOP).get();
-  EXPECT_EQ(r, 7);
-  EXPECT_EQ(p.stats().workers_lost, 1u);
-  std::filesystem::remove(marker);
-}
-
-TEST(pool, a_worker_stopped_while_idle_is_found_out_when_work_comes_and_replaced) {
-  FIBER_TEST_LOCAL_ONLY("stops a worker by its pid on this host");
-  // An idle pool probes nobody: the stopped worker is found out once it is sent work.
-  fiber::context ctx(fiber::config::load({{"heartbeat_interval_ms", "50"}, {"heartbeat_timeout_ms", "300"}}));
-  auto before = fiber_test::child_pids();
-  fiber::pool p(ctx, {.processes = 2});
-  p.ready().get();
-  std::vector<int> workers;
-  for (int pid : fiber_test::child_pids())
-    if (std::find(before.begin(), before.end(), pid) == before.end()) workers.push_back(pid);
-  ASSERT_EQ(workers.size(), 2u);
-  int stopped = workers[0];
-  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, stopped, 0));
-  ASSERT_GE(pidfd, 0);
-  ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
-  std::vector<int> xs(20);
-  std::iota(xs.begin(), xs.end(), 0);
-  EXPECT_EQ(p.map(&square, xs, 1).get().back(), 19 * 19);  // every item, the stopped worker's too
-  pollfd ended{pidfd, POLLIN, 0};
-  EXPECT_EQ(poll(&ended, 1, 60000), 1) << "the stopped worker " << stopped << " was never killed";  // bounded only against a hang
-  close(pidfd);
-  EXPECT_EQ(p.stats().workers_lost, 1u);
-}
-
 TEST(pool, initializer_runs_in_every_worker) {
   fiber::pool p(fiber::pool_options{.processes = 2, .initializer = fiber::bind_remote(&set_value, 17)});
   auto r = p.map(&read_value, std::vector<int>(10, 0), 1).get();
@@ -477,13 +253,6 @@ TEST(pool, close_join_and_misuse) {
   EXPECT_EQ(p.stats().workers, 0u);
 }
 
-TEST(pool, terminate_fails_unfinished_work) {
-  fiber::pool p(1);
-  auto slow = p.apply_async(&sleep_ms, 60000);
-  p.terminate().get();
-  fiber_test::expect_error([&] { (void)std::move(slow).get(); }, fiber::errc::closed, "terminated");
-}
-
 TEST(pool, bad_input) {
   fiber_test::expect_error([] { fiber::pool p(0); }, fiber::errc::config_error, "at least 1");
   fiber_test::expect_error([] { fiber::pool p(-1); }, fiber::errc::config_error, "processes");
@@ -512,27 +281,14 @@ TEST(pool, oversized_arguments_and_results_fail_their_task_with_a_clear_error) {
   ctx.stop();
 }
 
-namespace {
-asio::awaitable<void> use_pool(fiber::context& ctx, std::vector<int>& out) {
+FIBER_CO_TEST(pool, awaitable_on_the_callers_io_context) {
   fiber::pool p(ctx, {.processes = 2});
   co_await p.ready();
   std::vector<int> xs{1, 2, 3};
-  out = co_await p.map(&square, xs);
+  auto out = co_await p.map(&square, xs);
   out.push_back(co_await p.apply(&add, 1, 1));
+  EXPECT_EQ(out, (std::vector<int>{1, 4, 9, 2}));
   co_await p.terminate();
-}
-}  // namespace
-
-TEST(pool, awaitable_on_the_callers_io_context) {
-  asio::io_context io;
-  fiber::context ctx(io);
-  std::vector<int> result;
-  asio::co_spawn(io, use_pool(ctx, result), [&](std::exception_ptr e) {
-    ctx.stop();
-    if (e) std::rethrow_exception(e);
-  });
-  io.run();
-  EXPECT_EQ(result, (std::vector<int>{1, 4, 9, 2}));
 }
 
 namespace {
@@ -591,96 +347,4 @@ TEST(pool, a_pool_built_on_a_thread_that_ended_keeps_its_workers) {
   });
   EXPECT_EQ(p->map(&square, std::vector<int>{4, 5}).get(), (std::vector<int>{16, 25}));
   EXPECT_EQ(p->stats().workers_lost, 0u);
-}
-
-namespace {
-/// Kills every worker of this process that exists now (not the fork server); how many.
-std::size_t kill_current_workers() {
-  auto pids = fiber_test::child_pids();
-  for (int pid : pids) ::kill(pid, SIGKILL);
-  return pids.size();
-}
-/// Waits until this process has `n` workers none of which is in `seen`, then kills them.
-void kill_new_workers(std::size_t n, std::set<int>& seen) {
-  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  std::vector<int> fresh;
-  while (std::chrono::steady_clock::now() < give_up) {
-    fresh.clear();
-    for (int pid : fiber_test::child_pids())
-      if (!seen.count(pid)) fresh.push_back(pid);
-    if (fresh.size() >= n) break;
-    std::this_thread::yield();
-  }
-  for (int pid : fresh) {
-    seen.insert(pid);
-    ::kill(pid, SIGKILL);
-  }
-}
-}  // namespace
-
-// Probing found a pool that failed for good when its workers were killed young: a worker killed
-// before its handshake counted as one that cannot start. With the default options, workers
-// killed right at start and then one every 2,000 results: every result arrives, exact, once.
-TEST(pool, chaos_with_default_options_loses_nothing) {
-  FIBER_TEST_LOCAL_ONLY("kills the workers as this process's children");
-  fiber::pool p(4);
-  std::set<int> seen;
-  for (int round = 0; round < 2; ++round) kill_new_workers(4, seen);  // right at start, twice
-  const int n = 20000;
-  std::vector<int> xs(n);
-  std::iota(xs.begin(), xs.end(), 0);
-  auto stream = p.imap(&square, xs);
-  int got = 0;
-  std::size_t killed = 0;
-  while (auto r = stream.next().get()) {
-    ASSERT_EQ(*r, got * got) << "result " << got;  // in order, each once
-    if (++got % 2000 == 0) killed += kill_current_workers() ? 1 : 0;
-  }
-  EXPECT_EQ(got, n);
-  EXPECT_GT(killed, 0u);
-  EXPECT_EQ(p.map(&square, std::vector<int>{7}).get(), std::vector<int>{49});  // and the pool goes on
-}
-
-// A pool whose workers cannot start fails the work at hand, each item of a stream at its own
-// position (none ends the stream early), and tries again for new work instead of failing it
-// unseen.
-TEST(pool, workers_that_cannot_start_fail_each_item_and_new_work_tries_again) {
-  fiber::context ctx(fiber::config::load({{"executable", "/nonexistent/worker"}}));
-  fiber::pool p(ctx, 2);
-  std::vector<int> xs(50);
-  std::iota(xs.begin(), xs.end(), 0);
-  auto stream = p.imap(&square, xs, 3);
-  int errors = 0;
-  for (;;) {
-    try {
-      if (!stream.next().get()) break;
-      ADD_FAILURE() << "a result from a pool whose workers cannot start";
-    } catch (const fiber::error& e) {
-      EXPECT_EQ(e.code(), fiber::errc::spawn_failed) << e.what();
-      EXPECT_NE(std::string(e.what()).find("/nonexistent/worker"), std::string::npos) << e.what();
-      ++errors;
-    }
-  }
-  EXPECT_EQ(errors, 50);  // every item is reported, none lost
-  fiber_test::expect_error([&] { (void)p.map(&square, xs).get(); }, fiber::errc::spawn_failed,
-                           {"pool workers cannot start", "/nonexistent/worker"});
-}
-
-// A big pool ends without leaving a child, destroyed at once or closed and joined (issue 16 saw
-// one child left after a pool of 1,024 shut down; not reproduced at 1,024 here: 2 rounds).
-TEST(pool, a_big_pool_leaves_no_child_after_either_shutdown) {
-  FIBER_TEST_LOCAL_ONLY("counts this process's children");
-  auto before = fiber_test::child_pids();
-  for (bool close_and_join : {false, true}) {
-    {
-      fiber::pool p(256);
-      p.ready().get();
-      EXPECT_EQ(p.map(&square, std::vector<int>(1024, 3)).get(), std::vector<int>(1024, 9));
-      if (close_and_join) {
-        p.close();
-        p.join().get();
-      }
-    }
-    EXPECT_EQ(fiber_test::child_pids(), before) << (close_and_join ? "after close and join" : "after destruction");
-  }
 }

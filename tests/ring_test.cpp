@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "co_test.hpp"
 #include "support.hpp"
 
 namespace {
@@ -110,10 +111,17 @@ TEST(ring, adds_hand_out_distinct_sums) {
   for (auto& code : r.exitcodes()) EXPECT_EQ(code, 0);
 }
 
-TEST(ring, a_failing_member_ends_the_others_waits_with_member_lost_and_join_names_it) {
-  fiber::ring r(3, &one_fails);
-  r.start().get();
-  fiber_test::expect_error([&] { r.join().get(); }, fiber::errc::member_lost, "ring member 1");
+// Awaited on the caller's io_context (FIBER_CO_TEST): the loss is thrown at the co_await.
+FIBER_CO_TEST(ring, a_failing_member_ends_the_others_waits_with_member_lost_and_join_names_it) {
+  fiber::ring r(ctx, 3, &one_fails);
+  co_await r.start();
+  std::string said;
+  try {
+    co_await r.join();
+  } catch (const fiber::error& e) {
+    said = e.code() == fiber::errc::member_lost ? e.what() : "";
+  }
+  EXPECT_NE(said.find("ring member 1"), std::string::npos) << said;
   auto codes = r.exitcodes();
   EXPECT_EQ(codes[0], 0);  // each heard member_lost
   EXPECT_EQ(codes[1], 1);

@@ -98,7 +98,75 @@ struct docker_runner::session {
 docker_runner::docker_runner() : s_(std::make_unique<session>()) {}
 docker_runner::~docker_runner() = default;
 
-int docker_runner::run(const run_options& o) {
+namespace {
+
+/// A run as a container on the engine, beside the workers it starts there.
+class docker_launch final : public launch {
+ public:
+  docker_launch(docker_runner::session& s, const run_options& o, image_plan image, std::string name, container_spec c)
+      : launch(std::move(name)), s_(s), o_(o), image_(std::move(image)), c_(std::move(c)) {}
+
+  boost::json::object plan() const override {
+    auto c = c_;
+    c.env.push_back("FIBER_IMAGE=" + image_.ref);
+    boost::json::object plan;
+    if (image_.context) plan["build"] = describe_build(image_, o_);
+    plan["engine"] = s_.engine.host();
+    plan["create"] = boost::json::parse(detail::container_create_body(c));
+    return plan;
+  }
+
+  void prepare() override {
+    s_.call<std::string>([](docker_engine& e, auto done) { e.check(std::move(done)); });
+    build_and_push(image_, o_, s_.blocking, /*must_be_local=*/true);
+    c_.image = image_.ref;
+    c_.env.push_back("FIBER_IMAGE=" + image_.ref);
+  }
+
+  std::string create() override {
+    id_ = s_.call<std::string>([&](docker_engine& e, auto done) { e.create(c_, std::move(done)); });
+    s_.call<bool>([&](docker_engine& e, auto done) { e.start(id_, std::move(done)); });
+    return "started " + name() + " (container " + id_.substr(0, 12) + ", image " + image_.ref + ")";
+  }
+
+  std::optional<int> follow(bool attach) override {
+    if (!attach) return 0;
+    // Its output as it comes, then its exit code. Ctrl-C leaves it running.
+    std::optional<int> code;
+    bool detached = false, logs_done = false;
+    std::string failure;
+    asio::signal_set signals(s_.blocking.io(), SIGINT, SIGTERM);
+    signals.async_wait([&](std::error_code ec, int) {
+      if (!ec) detached = true;
+    });
+    s_.engine.follow_logs(
+        id_,
+        [](int stream, std::string_view out) {
+          std::fwrite(out.data(), 1, out.size(), stream == 2 ? stderr : stdout);
+          std::fflush(stream == 2 ? stderr : stdout);
+        },
+        [&](std::error_code, bool, std::string) { logs_done = true; });
+    s_.engine.wait(id_, [&](std::error_code ec, int exit_code, std::string why) {
+      if (ec) failure = why;
+      else code = exit_code;
+    });
+    detail::run_until(s_.blocking.io(), [&] { return detached || ((code || !failure.empty()) && logs_done); });
+    if (detached) return std::nullopt;
+    if (!failure.empty()) throw error(errc::backend_unavailable, "waiting for " + name() + ": " + failure);
+    return code;
+  }
+
+ private:
+  docker_runner::session& s_;
+  const run_options& o_;
+  image_plan image_;
+  container_spec c_;
+  std::string id_;
+};
+
+}  // namespace
+
+std::unique_ptr<launch> docker_runner::plan_run(const run_options& o) {
   auto image = plan_image(o);
   auto name = o.name.empty() ? default_run_name(o.command[0]) : o.name;
   check_run_name(name);
@@ -129,64 +197,8 @@ int docker_runner::run(const run_options& o) {
   c.env.push_back("FIBER_RUN_NAME=" + name);
   if (!volumes.empty()) c.env.push_back("FIBER_VOLUMES=" + volumes);
   c.env.push_back("FIBER_DOCKER_NETWORK=" + c.network_mode);
-  for (auto& kv : o.env) {
-    if (kv.find('=') == std::string::npos || kv.front() == '=')
-      throw error(errc::config_error, "--env " + kv + " is not KEY=VALUE");
-    c.env.push_back(kv);
-  }
-
-  if (o.dry_run) {
-    c.env.push_back("FIBER_IMAGE=" + image.ref);
-    boost::json::object plan;
-    if (image.context) plan["build"] = describe_build(image, o);
-    plan["engine"] = host;
-    plan["create"] = boost::json::parse(detail::container_create_body(c));
-    std::printf("%s\n", boost::json::serialize(plan).c_str());
-    return 0;
-  }
-
-  s_->call<std::string>([](docker_engine& e, auto done) { e.check(std::move(done)); });
-  build_and_push(image, o, s_->blocking, /*must_be_local=*/true);
-  c.image = image.ref;
-  c.env.push_back("FIBER_IMAGE=" + image.ref);
-  auto id = s_->call<std::string>([&](docker_engine& e, auto done) { e.create(c, std::move(done)); });
-  s_->call<bool>([&](docker_engine& e, auto done) { e.start(id, std::move(done)); });
-  std::fprintf(stderr, "fiber: started %s (container %s, image %s)\n", name.c_str(), id.substr(0, 12).c_str(),
-               image.ref.c_str());
-  if (!o.attach) {
-    std::printf("%s\n", name.c_str());
-    std::fprintf(stderr, "fiber: `fiber logs -f %s` follows it, `fiber stop %s` stops it\n", name.c_str(), name.c_str());
-    return 0;
-  }
-
-  // Attached: its output as it comes, then its exit code. Ctrl-C leaves it running.
-  std::optional<int> code;
-  bool detached = false, logs_done = false;
-  std::string failure;
-  asio::signal_set signals(s_->blocking.io(), SIGINT, SIGTERM);
-  signals.async_wait([&](std::error_code ec, int) {
-    if (!ec) detached = true;
-  });
-  s_->engine.follow_logs(
-      id,
-      [](int stream, std::string_view out) {
-        std::fwrite(out.data(), 1, out.size(), stream == 2 ? stderr : stdout);
-        std::fflush(stream == 2 ? stderr : stdout);
-      },
-      [&](std::error_code, bool, std::string) { logs_done = true; });
-  s_->engine.wait(id, [&](std::error_code ec, int exit_code, std::string why) {
-    if (ec) failure = why;
-    else code = exit_code;
-  });
-  auto& io = s_->blocking.io();
-  detail::run_until(io, [&] { return detached || ((code || !failure.empty()) && logs_done); });
-  if (detached) {
-    std::fprintf(stderr, "\nfiber: detached; %s keeps running: `fiber logs -f %s` follows it again, `fiber stop %s` stops it\n",
-                 name.c_str(), name.c_str(), name.c_str());
-    return 130;
-  }
-  if (!failure.empty()) throw error(errc::backend_unavailable, "waiting for " + name + ": " + failure);
-  return *code;
+  for (auto& kv : o.env) c.env.push_back(kv);
+  return std::make_unique<docker_launch>(*s_, o, std::move(image), std::move(name), std::move(c));
 }
 
 int docker_runner::ps() {

@@ -15,15 +15,16 @@ class docker_runner final : public runner {
   docker_runner();
   ~docker_runner();
 
-  int run(const run_options& o) override;
   int ps() override;
   int logs(const logs_options& o) override;
   int stop(const std::string& name) override;
   int gc() override;
   int cp(const copy_options& o) override;
 
+  struct session;  // the engine, reached by this runner's verbs and its launches
+
  private:
-  struct session;
+  std::unique_ptr<launch> plan_run(const run_options& o) override;
   std::unique_ptr<session> s_;
 };
 

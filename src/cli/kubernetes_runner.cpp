@@ -20,6 +20,8 @@
 #include "cli/claim_copy.hpp"
 #include "cli/image_plan.hpp"
 #include "cli/kubernetes_claim_copy.hpp"
+#include "cli/kubernetes_job.hpp"
+#include "cli/pod_attachment.hpp"
 #include "cli/pod_state.hpp"
 #include "runtime/claim_copy_service.hpp"
 #include "cli/run_names.hpp"
@@ -33,23 +35,6 @@ namespace json = boost::json;
 using detail::kube::blocking_api;
 
 namespace {
-
-constexpr const char* run_label = "fiber.run";    // on a run's Job and its pod: the run's name
-constexpr const char* user_label = "fiber.user";  // who started it
-constexpr const char* master_container = "master";
-constexpr const char* default_service_account = "fiber";  // containers/kubernetes/rbac.yaml's
-
-/// A run's name is its Job's, and its pods' names and labels carry it: a DNS-1123 label with
-/// room for the pod's suffix.
-void check_kubernetes_name(const std::string& name) {
-  check_run_name(name);
-  bool ok = name.size() <= 52 && std::isalnum(static_cast<unsigned char>(name.back()));
-  for (char c : name) ok = ok && !std::isupper(static_cast<unsigned char>(c));
-  if (!ok)
-    throw error(errc::config_error, "run name '" + name +
-                                        "' cannot name a Kubernetes Job: up to 52 lower-case letters, digits and "
-                                        "'-', starting and ending with a letter or digit");
-}
 
 /// "2024-01-02T03:04:05Z" → seconds since the epoch (0 when unreadable).
 std::int64_t epoch_of(const std::string& t) {
@@ -102,75 +87,7 @@ standing standing_of(const json::value& job, const json::object* master) {
   return r;
 }
 
-/// -v flags as the volumes config key writes them: comma-separated.
-std::string joined(const std::vector<std::string>& volumes) {
-  std::string all;
-  for (auto& v : volumes) all += (all.empty() ? "" : ",") + v;
-  return all;
-}
-
-
 }  // namespace
-
-// ---- the Job
-
-json::object job_manifest(const job_settings& s) {
-  check_kubernetes_name(s.name);
-  if (s.command.empty()) throw error(errc::config_error, "nothing to run: give the program after --");
-  detail::kube::pod_settings ps;
-  ps.image = s.image;
-  ps.gpu_resource = s.gpu_resource;
-  ps.service_account = s.service_account;
-  auto volumes = joined(s.volumes);
-  ps.volumes = detail::parse_volumes(volumes);
-  if (!s.pod_patch.empty()) {
-    boost::system::error_code ec;
-    ps.patch = json::parse(s.pod_patch, ec);
-    if (ec || !ps.patch.is_object())
-      throw error(errc::config_error, "config key 'kubernetes_pod_patch': not a JSON object; write a JSON merge patch "
-                                      "such as {\"spec\":{\"nodeSelector\":{...}}}");
-  }
-  ps.grace_seconds = 10;  // the master removes its workers when told to stop
-  detail::spawn_spec spec;
-  spec.name = "master";
-  spec.executable = s.command[0];
-  spec.args.assign(s.command.begin() + 1, s.command.end());
-  spec.env = {{"FIBER_BACKEND", "kubernetes"}, {"FIBER_IMAGE", s.image}, {"FIBER_RUN_NAME", s.name}};
-  if (!volumes.empty()) spec.env.emplace_back("FIBER_VOLUMES", volumes);
-  for (auto& kv : s.env) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) throw error(errc::config_error, "--env " + kv + " is not KEY=VALUE");
-    spec.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-  }
-  auto pod = detail::kube::pod_manifest(ps, spec, s.name, s.name);
-
-  // The pod the Job makes: named by the Job controller, labelled as the run's.
-  auto& meta = pod.at("metadata").as_object();
-  meta.erase("name");
-  json::object labels{{detail::kube::managed_by_label, "fiber"},
-                      {run_label, s.name},
-                      {user_label, detail::kube::label_value(s.user)}};
-  meta["labels"] = labels;
-  auto& container = pod.at("spec").as_object().at("containers").as_array().at(0).as_object();
-  container["name"] = master_container;
-  // The master's resources, as asked (none: it takes what the node gives).
-  json::object amounts, limits;
-  if (s.cpu > 0) amounts["cpu"] = std::to_string(static_cast<std::int64_t>(s.cpu * 1000 + 0.5)) + "m";
-  if (s.memory_bytes > 0) amounts["memory"] = std::to_string(s.memory_bytes);
-  limits = amounts;
-  if (s.gpu > 0) limits[s.gpu_resource] = std::to_string(s.gpu);
-  if (limits.empty()) container.erase("resources");
-  else container["resources"] = json::object{{"requests", amounts}, {"limits", limits}};
-  pod.erase("apiVersion");
-  pod.erase("kind");
-
-  return {{"apiVersion", "batch/v1"},
-          {"kind", "Job"},
-          {"metadata", {{"name", s.name}, {"labels", labels}}},
-          {"spec", {{"backoffLimit", 0}, {"template", std::move(pod)}}}};
-}
-
-// ---- the session: the API, the namespace, what to say
 
 struct kubernetes_runner::session {
   fiber::config cfg = fiber::config::load();
@@ -252,130 +169,87 @@ struct kubernetes_runner::session {
 kubernetes_runner::kubernetes_runner() : s_(std::make_unique<session>()) {}
 kubernetes_runner::~kubernetes_runner() = default;
 
+
 namespace {
 
-/// Follows a run's master pod on `api`'s loop: says what keeps it pending, streams its output once
-/// it runs, and ends with its exit code. Ctrl-C detaches.
-class attachment {
+/// A run as a Job whose pod is the master; the master makes its workers' pods itself.
+class kubernetes_launch final : public launch {
  public:
-  attachment(blocking_api& api, std::string ns, std::string job, bool autoscaling)
-      : api_(api), ns_(std::move(ns)), job_(std::move(job)), autoscaling_(autoscaling), signals_(api.io(), SIGINT, SIGTERM),
-        first_pod_limit_(api.io()) {}
+  kubernetes_launch(kubernetes_runner::session& s, const run_options& o, image_plan image, job_settings js)
+      : launch(js.name), s_(s), o_(o), image_(std::move(image)), js_(std::move(js)), manifest_(job_manifest(js_)) {}
 
-  struct outcome {
-    std::optional<int> exit_code;
-    std::string failure, pod;  // failure: why it cannot run (the run is removed then)
-    bool detached = false;
-  };
+  boost::json::object plan() const override {
+    json::object plan;
+    if (image_.context) plan["build"] = describe_build(image_, o_);
+    plan["server"] = s_.where.server;
+    plan["namespace"] = s_.ns;
+    plan["create"] = manifest_;
+    return plan;
+  }
 
-  /// `print_pod` once the Job made its pod (the pod's name); `attach`: then follow it.
-  outcome run(bool attach, const std::function<void(const std::string&)>& print_pod) {
-    attach_ = attach;
-    print_pod_ = print_pod;
-    watch_ = std::make_shared<detail::kube::pod_watch>(api_.io(), api_.api(), ns_, "job-name=" + job_);
-    watch_->follow_others([this](const std::string& name, const json::object* pod, const std::string& problem) {
-      if (!problem.empty()) return finish_with_failure("watching its pod failed: " + problem);
-      if (!pod || !out_.pod.empty()) return;
-      out_.pod = name;
-      first_pod_limit_.cancel();
-      print_pod_(name);
-      if (!attach_) return done();
-      watch_->follow(name, [this](const json::object* p, const std::string& why) { changed(p, why); });
+  void prepare() override {
+    // What the pod needs must exist, or it would wait for it forever: the claims, the account.
+    for (auto& v : detail::parse_volumes(joined_volumes(o_.volumes)))
+      if (!v.source.starts_with('/')) {
+        auto r = s_.call("GET", "/api/v1/namespaces/" + s_.ns + "/persistentvolumeclaims/" + v.source, {},
+                         {"get", "persistentvolumeclaims"});
+        if (r.status == 404)
+          throw error(errc::config_error, "no PersistentVolumeClaim named '" + v.source + "' in namespace " + s_.ns +
+                                              ": create it (kubectl apply -f a claim of that name) or check -v " + v.source);
+        if (r.ec && r.status != 403) throw error(errc::backend_unavailable, r.why);
+      }
+    auto sa = s_.call("GET", "/api/v1/namespaces/" + s_.ns + "/serviceaccounts/" + js_.service_account, {},
+                      {"get", "serviceaccounts"});
+    if (sa.status == 404)
+      throw error(errc::config_error, "no service account '" + js_.service_account + "' in namespace " + s_.ns +
+                                          ": the master needs one allowed to manage pods: kubectl apply -n " + s_.ns +
+                                          " -f " + detail::kube::rbac_manifest + " (or set kubernetes_service_account)");
+    if (sa.ec && sa.status != 403) throw error(errc::backend_unavailable, sa.why);
+    if (image_.context) {
+      detail::blocking_engine engine{std::string{}};
+      engine.run<std::string>([](detail::docker_engine& e, auto done) { e.check(std::move(done)); });
+      build_and_push(image_, o_, engine, /*must_be_local=*/false);
+      js_.image = image_.ref;
+      manifest_ = job_manifest(js_);
+    }
+  }
+
+  std::string create() override {
+    auto created = s_.call("POST", s_.jobs_path() + "?fieldValidation=Strict", json::serialize(manifest_), {"create", "jobs"});
+    if (created.status == 409)
+      throw error(errc::config_error, "a run named '" + name() + "' exists in namespace " + s_.ns + ": `fiber stop " +
+                                          name() + "` removes it, or choose another --name");
+    if (created.ec) throw error(errc::backend_unavailable, created.why);
+    return "created Job " + name() + " in namespace " + s_.ns + " (image " + image_.ref + ")";
+  }
+
+  /// Attached or not, until the Job has made its pod: a run that cannot start says why.
+  std::optional<int> follow(bool attach) override {
+    pod_attachment a(s_.api, s_.ns, name(), s_.cfg.kubernetes_autoscaling);
+    auto out = a.run(attach, [](const std::string& pod) {
+      std::printf("Created pod: %s\n", pod.c_str());
+      std::fflush(stdout);
     });
-    first_pod_limit_.expires_after(std::chrono::seconds(120));
-    first_pod_limit_.async_wait([this](std::error_code ec) {
-      if (!ec && out_.pod.empty())
-        finish_with_failure("Kubernetes made no pod for Job " + job_ + " in 120 s: `kubectl describe job " + job_ +
-                            "` says why (a missing service account, a quota)");
-    });
-    signals_.async_wait([this](std::error_code ec, int) {
-      if (ec) return;
-      out_.detached = true;
-      done();
-    });
-    asio::post(api_.io(), [w = watch_] { w->start(); });
-    detail::run_until(api_.io(), [&] { return finished_; });
-    return out_;
+    if (out.detached) return std::nullopt;
+    if (!out.failure.empty()) {
+      // Nothing useful is left of a run that cannot start: it goes, and says so.
+      s_.call("DELETE", s_.jobs_path() + "/" + name(), R"({"propagationPolicy":"Background"})", {"delete", "jobs"});
+      throw error(errc::spawn_failed, "run " + name() + ": " + out.failure + "; the run was removed");
+    }
+    return attach ? out.exit_code : 0;
   }
 
  private:
-  void changed(const json::object* pod, const std::string& problem) {
-    if (finished_) return;
-    if (!problem.empty()) return finish_with_failure("watching its pod failed: " + problem);
-    if (!pod) {
-      if (!exit_code_) return finish_with_failure("its pod " + out_.pod + " was deleted before it ended");
-      return;
-    }
-    auto st = state_of(*pod);
-    if (!st.reason.empty() && st.reason != said_) {
-      said_ = st.reason;
-      if (!st.started) std::fprintf(stderr, "fiber: %s is pending: %s\n", out_.pod.c_str(), st.reason.c_str());
-    }
-    if (!st.started && st.hopeless)
-      return finish_with_failure("its pod " + out_.pod + " cannot start: " + st.reason);
-    if (!st.started && st.unschedulable && !autoscaling_)
-      return finish_with_failure("Kubernetes cannot schedule its pod " + out_.pod + ": " + st.reason.substr(15) +
-                                 " (lower --cpu/--memory/--gpu, or set kubernetes_autoscaling=true to wait for nodes)");
-    if (st.started && !logs_started_) follow_logs();
-    if (st.exit_code && !exit_code_) {
-      exit_code_ = st.exit_code;
-      maybe_done();
-    }
-  }
-
-  void follow_logs() {
-    logs_started_ = true;
-    logs_open_ = true;
-    api_.api().stream(
-        "/api/v1/namespaces/" + ns_ + "/pods/" + out_.pod + "/log?follow=true&container=" + master_container,
-        std::chrono::milliseconds(0), {"get", "pods/log"},
-        [](std::string_view line) {
-          std::fwrite(line.data(), 1, line.size(), stdout);
-          std::fputc('\n', stdout);
-          std::fflush(stdout);
-        },
-        [this](std::error_code, long, std::string) {
-          logs_open_ = false;
-          maybe_done();
-        });
-  }
-
-  void maybe_done() {
-    if (exit_code_ && !logs_open_) {
-      out_.exit_code = exit_code_;
-      done();
-    }
-  }
-
-  void finish_with_failure(std::string why) {
-    if (finished_) return;
-    out_.failure = std::move(why);
-    done();
-  }
-
-  void done() {
-    finished_ = true;
-    watch_->stop();
-    signals_.cancel();
-    first_pod_limit_.cancel();
-  }
-
-  blocking_api& api_;
-  std::string ns_, job_;
-  bool autoscaling_, attach_ = false;
-  asio::signal_set signals_;
-  asio::steady_timer first_pod_limit_;
-  std::shared_ptr<detail::kube::pod_watch> watch_;
-  std::function<void(const std::string&)> print_pod_;
-  outcome out_;
-  std::optional<int> exit_code_;
-  std::string said_;
-  bool finished_ = false, logs_started_ = false, logs_open_ = false;
+  kubernetes_runner::session& s_;
+  const run_options& o_;
+  image_plan image_;
+  job_settings js_;
+  json::object manifest_;
 };
 
 }  // namespace
 
-int kubernetes_runner::run(const run_options& o) {
+std::unique_ptr<launch> kubernetes_runner::plan_run(const run_options& o) {
   auto image = plan_image(o);
   auto name = o.name.empty() ? default_run_name(o.command[0]) : o.name;
   check_kubernetes_name(name);
@@ -396,71 +270,8 @@ int kubernetes_runner::run(const run_options& o) {
   js.cpu = o.cpu;
   js.memory_bytes = o.memory_bytes;
   js.gpu = o.gpu;
-  auto manifest = job_manifest(js);  // checks the flags before anything is built
-
-  if (o.dry_run) {
-    json::object plan;
-    if (image.context) plan["build"] = describe_build(image, o);
-    plan["server"] = s.where.server;
-    plan["namespace"] = s.ns;
-    plan["create"] = manifest;
-    std::printf("%s\n", json::serialize(plan).c_str());
-    return 0;
-  }
-
-  // What the pod needs must exist, or it would wait for it forever: the claims, the account.
-  for (auto& v : detail::parse_volumes(joined(o.volumes)))
-    if (!v.source.starts_with('/')) {
-      auto r = s.call("GET", "/api/v1/namespaces/" + s.ns + "/persistentvolumeclaims/" + v.source, {},
-                      {"get", "persistentvolumeclaims"});
-      if (r.status == 404)
-        throw error(errc::config_error, "no PersistentVolumeClaim named '" + v.source + "' in namespace " + s.ns +
-                                            ": create it (kubectl apply -f a claim of that name) or check -v " + v.source);
-      if (r.ec && r.status != 403) throw error(errc::backend_unavailable, r.why);
-    }
-  auto sa = s.call("GET", "/api/v1/namespaces/" + s.ns + "/serviceaccounts/" + js.service_account, {},
-                   {"get", "serviceaccounts"});
-  if (sa.status == 404)
-    throw error(errc::config_error, "no service account '" + js.service_account + "' in namespace " + s.ns +
-                                        ": the master needs one allowed to manage pods: kubectl apply -n " + s.ns + " -f " +
-                                        detail::kube::rbac_manifest + " (or set kubernetes_service_account)");
-  if (sa.ec && sa.status != 403) throw error(errc::backend_unavailable, sa.why);
-
-  if (image.context) {
-    detail::blocking_engine engine{std::string{}};
-    engine.run<std::string>([](detail::docker_engine& e, auto done) { e.check(std::move(done)); });
-    build_and_push(image, o, engine, /*must_be_local=*/false);
-    js.image = image.ref;
-    manifest = job_manifest(js);
-  }
-
-  auto created = s.call("POST", s.jobs_path() + "?fieldValidation=Strict", json::serialize(manifest), {"create", "jobs"});
-  if (created.status == 409)
-    throw error(errc::config_error, "a run named '" + name + "' exists in namespace " + s.ns + ": `fiber stop " + name +
-                                        "` removes it, or choose another --name");
-  if (created.ec) throw error(errc::backend_unavailable, created.why);
-  std::fprintf(stderr, "fiber: created Job %s in namespace %s (image %s)\n", name.c_str(), s.ns.c_str(), image.ref.c_str());
-
-  attachment a(s.api, s.ns, name, s.cfg.kubernetes_autoscaling);
-  auto out = a.run(o.attach, [](const std::string& pod) {
-    std::printf("Created pod: %s\n", pod.c_str());
-    std::fflush(stdout);
-  });
-  if (out.detached) {
-    std::fprintf(stderr, "\nfiber: detached; %s keeps running: `fiber logs -f %s` follows it again, `fiber stop %s` stops it\n",
-                 name.c_str(), name.c_str(), name.c_str());
-    return 130;
-  }
-  if (!out.failure.empty()) {
-    // Nothing useful is left of a run that cannot start: it goes, and says so.
-    s.call("DELETE", s.jobs_path() + "/" + name, R"({"propagationPolicy":"Background"})", {"delete", "jobs"});
-    throw error(errc::spawn_failed, "run " + name + ": " + out.failure + "; the run was removed");
-  }
-  if (!o.attach) {
-    std::fprintf(stderr, "fiber: `fiber logs -f %s` follows it, `fiber stop %s` stops it\n", name.c_str(), name.c_str());
-    return 0;
-  }
-  return *out.exit_code;
+  // The manifest is made now: it checks the flags before anything is built.
+  return std::make_unique<kubernetes_launch>(s, o, std::move(image), std::move(js));
 }
 
 int kubernetes_runner::ps() {
@@ -501,7 +312,7 @@ int kubernetes_runner::logs(const logs_options& o) {
     throw error(errc::config_error, "run " + o.name + " has no pod (yet): `fiber ps` says what keeps it pending");
   if (o.follow && o.process.empty()) {
     // Through pending, to its end, as run --attach: its output, and the reason when it cannot run.
-    attachment a(s.api, s.ns, o.name, true);
+    pod_attachment a(s.api, s.ns, o.name, true);
     auto out = a.run(true, [](const std::string&) {});
     if (!out.failure.empty()) throw error(errc::spawn_failed, "run " + o.name + ": " + out.failure);
     return out.detached ? 130 : 0;

@@ -172,8 +172,51 @@ std::string run_script(const std::vector<std::string>& env, const std::vector<st
   return s + "\n";
 }
 
-int slurm_runner::run(const run_options& o) {
-  if (o.command.empty()) throw error(errc::config_error, "nothing to run: give the program after --");
+namespace {
+
+/// A run as a batch job of its own; its workers are batch jobs too.
+class slurm_launch final : public launch {
+ public:
+  slurm_launch(std::string name, std::vector<std::string> args, std::string script)
+      : launch(std::move(name)), args_(std::move(args)), script_(std::move(script)) {}
+
+  boost::json::object plan() const override {
+    return boost::json::object{{"sbatch", boost::json::value_from(args_)}, {"script", script_}};
+  }
+
+  void prepare() override {
+    if (run_job(name())) throw error(errc::config_error, "a run named '" + name() + "' is in Slurm's queue already: pick another --name");
+    std::error_code ec;
+    fs::create_directories(runs_dir(), ec);
+    fs::remove(output_of(name()), ec);
+  }
+
+  std::string create() override {
+    auto r = slurm(args_, script_);
+    auto id = r.ok() ? detail::slurm::parse_sbatch_id(r.out) : std::nullopt;
+    if (!id) throw error(errc::spawn_failed, "sbatch refused the run: " + r.problem());
+    id_ = *id;
+    return "submitted " + name() + " (Slurm job " + id_ + "; output " + output_of(name()) + ")";
+  }
+
+  std::optional<int> follow(bool attach) override {
+    if (!attach) return 0;
+    auto end = cli::follow(id_, output_of(name()));
+    if (!end) return std::nullopt;
+    if (auto detail = detail::slurm::ended_detail(end->state); !detail.empty())
+      std::fprintf(stderr, "fiber: %s %s\n", name().c_str(), detail.c_str());
+    int code = detail::slurm::exit_code_of(end->wait_status);
+    return code < 0 ? 128 - code : code;
+  }
+
+ private:
+  std::vector<std::string> args_;
+  std::string script_, id_;
+};
+
+}  // namespace
+
+std::unique_ptr<launch> slurm_runner::plan_run(const run_options& o) {
   auto not_here = [](const char* flag) {
     throw error(errc::config_error, std::string(flag) +
                                         " has no meaning on slurm: the master and its workers run the program from "
@@ -196,10 +239,7 @@ int slurm_runner::run(const run_options& o) {
                                // Workers as batch jobs of their own, each with its own resources:
                                // the master's job holds only what the master asked for.
                                "FIBER_SLURM_MODE=batch"};
-  for (auto& kv : o.env) {
-    if (kv.find('=') == std::string::npos || kv.front() == '=') throw error(errc::config_error, "--env " + kv + " is not KEY=VALUE");
-    env.push_back(kv);
-  }
+  env.insert(env.end(), o.env.begin(), o.env.end());
   detail::spawn_spec spec;
   spec.cpu = o.cpu > 0 ? static_cast<int>(std::ceil(o.cpu)) : 1;
   spec.memory_mb = static_cast<int>(o.memory_bytes / (1024 * 1024));
@@ -211,35 +251,7 @@ int slurm_runner::run(const run_options& o) {
                                 "--chdir=" + fs::current_path().string()};
   for (auto& r : detail::slurm::resource_args(spec, cfg)) args.push_back(r);
   auto script = run_script(env, command);
-  if (o.dry_run) {
-    std::printf("%s\n", boost::json::serialize(boost::json::object{{"sbatch", boost::json::value_from(args)},
-                                                                   {"script", script}})
-                            .c_str());
-    return 0;
-  }
-  if (run_job(name)) throw error(errc::config_error, "a run named '" + name + "' is in Slurm's queue already: pick another --name");
-  fs::create_directories(runs_dir(), ec);
-  fs::remove(output_of(name), ec);
-  auto r = slurm(args, script);
-  auto id = r.ok() ? detail::slurm::parse_sbatch_id(r.out) : std::nullopt;
-  if (!id) throw error(errc::spawn_failed, "sbatch refused the run: " + r.problem());
-  std::fprintf(stderr, "fiber: submitted %s (Slurm job %s; output %s)\n", name.c_str(), id->c_str(), output_of(name).c_str());
-  if (!o.attach) {
-    std::printf("%s\n", name.c_str());
-    std::fprintf(stderr, "fiber: `fiber --backend slurm logs -f %s` follows it, `fiber --backend slurm stop %s` stops it\n",
-                 name.c_str(), name.c_str());
-    return 0;
-  }
-  auto end = follow(*id, output_of(name));
-  if (!end) {
-    std::fprintf(stderr, "\nfiber: detached; %s keeps running: `fiber --backend slurm logs -f %s` follows it again\n",
-                 name.c_str(), name.c_str());
-    return 130;
-  }
-  if (auto detail = detail::slurm::ended_detail(end->state); !detail.empty())
-    std::fprintf(stderr, "fiber: %s %s\n", name.c_str(), detail.c_str());
-  int code = detail::slurm::exit_code_of(end->wait_status);
-  return code < 0 ? 128 - code : code;
+  return std::make_unique<slurm_launch>(std::move(name), std::move(args), std::move(script));
 }
 
 int slurm_runner::ps() {

@@ -3,7 +3,9 @@
 // backend starts them. A run's job carries the comment "fiber run=NAME user=USER"; its workers
 // "fiber master=NAME:PID" (FIBER_RUN_NAME). Its output goes to ~/.fiber/runs/NAME.out.
 #pragma once
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/runner.hpp"
 
@@ -11,12 +13,15 @@ namespace fiber::cli {
 
 class slurm_runner final : public runner {
  public:
-  int run(const run_options& o) override;
   int ps() override;
   int logs(const logs_options& o) override;
   int stop(const std::string& name) override;
   int gc() override;
   int cp(const copy_options& o) override;
+
+ private:
+  std::unique_ptr<launch> plan_run(const run_options& o) override;
+  std::string command_words() const override { return "fiber --backend slurm"; }
 };
 
 /// The batch script of a run: its environment, then exec of the command.

@@ -110,19 +110,7 @@ struct http_client::impl {
     curl_multi_setopt(multi, CURLMOPT_TIMERDATA, this);
   }
 
-  ~impl() {
-    *alive = false;
-    timer.cancel();
-    for (auto& [id, r] : requests) {
-      curl_multi_remove_handle(multi, r->easy);
-      cleanup(*r);
-    }
-    for (auto& [fd, s] : sockets) {
-      s.descriptor->cancel();
-      s.descriptor->release();  // curl's descriptor: curl closes it
-    }
-    curl_multi_cleanup(multi);
-  }
+  ~impl();
 
   static void cleanup(request_state& r) {
     if (r.easy) curl_easy_cleanup(r.easy);
@@ -133,98 +121,17 @@ struct http_client::impl {
 
   // ---- curl's callbacks (C; nothing may throw out of them, and none calls curl)
 
-  static int on_socket(CURL*, curl_socket_t fd, int what, void* userp, void*) noexcept {
-    auto* self = static_cast<impl*>(userp);
-    try {
-      if (what == CURL_POLL_REMOVE) {
-        auto it = self->sockets.find(fd);
-        if (it != self->sockets.end()) {
-          it->second.descriptor->cancel();
-          it->second.descriptor->release();
-          self->sockets.erase(it);
-        }
-        return 0;
-      }
-      auto& s = self->sockets[fd];
-      if (!s.descriptor) s.descriptor = std::make_unique<asio::posix::stream_descriptor>(self->io, fd);
-      s.what = what;
-      self->watch(fd);
-    } catch (const std::exception& e) {
-      logf(log_level::error, "http: watching socket ", fd, ": ", e.what());
-      return -1;
-    }
-    return 0;
-  }
+  static int on_socket(CURL*, curl_socket_t fd, int what, void* userp, void*) noexcept;
 
-  static int on_timer(CURLM*, long timeout_ms, void* userp) noexcept {
-    auto* self = static_cast<impl*>(userp);
-    if (timeout_ms < 0) {
-      self->timer.cancel();
-      return 0;
-    }
-    // 0 included: run it from the loop, not from inside curl.
-    self->timer.expires_after(std::chrono::milliseconds(timeout_ms));
-    self->timer.async_wait([self, alive = self->alive](std::error_code ec) {
-      if (ec || !*alive) return;
-      int running = 0;
-      curl_multi_socket_action(self->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-      self->finish_done();
-    });
-    return 0;
-  }
+  static int on_timer(CURLM*, long timeout_ms, void* userp) noexcept;
 
-  static std::size_t on_body(char* data, std::size_t size, std::size_t n, void* userp) noexcept {
-    auto* r = static_cast<request_state*>(userp);
-    std::size_t bytes = size * n;
-    try {
-      if (r->on_chunk)
-        r->on_chunk(std::string_view(data, bytes));
-      else
-        r->response.body.append(data, bytes);
-    } catch (const std::exception& e) {
-      logf(log_level::error, "http: the body handler of ", r->response.what, " threw: ", e.what());
-      r->callback_failed = true;
-      return 0;  // makes curl fail the transfer (CURLE_WRITE_ERROR)
-    }
-    return bytes;
-  }
+  static std::size_t on_body(char* data, std::size_t size, std::size_t n, void* userp) noexcept;
 
-  static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* userp) noexcept {
-    auto* r = static_cast<request_state*>(userp);
-    std::size_t bytes = size * n;
-    try {
-      std::string_view line(data, bytes);
-      if (line.starts_with("HTTP/")) r->response.headers.clear();  // a new response (after 100, redirects)
-      auto colon = line.find(':');
-      if (colon != std::string_view::npos) {
-        auto value = line.substr(colon + 1);
-        while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-        while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.remove_suffix(1);
-        r->response.headers.emplace_back(lower(std::string(line.substr(0, colon))), std::string(value));
-      }
-    } catch (...) {
-      return 0;
-    }
-    return bytes;
-  }
+  static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* userp) noexcept;
 
   // ---- the loop's side
 
-  void watch(curl_socket_t fd) {
-    auto it = sockets.find(fd);
-    if (it == sockets.end()) return;
-    auto& s = it->second;
-    if ((s.what & CURL_POLL_IN) && !s.reading) {
-      s.reading = true;
-      s.descriptor->async_wait(asio::posix::stream_descriptor::wait_read,
-                               [this, fd, alive = alive](std::error_code ec) { ready(fd, CURL_CSELECT_IN, ec, alive); });
-    }
-    if ((s.what & CURL_POLL_OUT) && !s.writing) {
-      s.writing = true;
-      s.descriptor->async_wait(asio::posix::stream_descriptor::wait_write,
-                               [this, fd, alive = alive](std::error_code ec) { ready(fd, CURL_CSELECT_OUT, ec, alive); });
-    }
-  }
+  void watch(curl_socket_t fd);
 
   void ready(curl_socket_t fd, int direction, std::error_code ec, const std::shared_ptr<bool>& alive_flag) {
     if (!*alive_flag) return;
@@ -249,89 +156,9 @@ struct http_client::impl {
     }
   }
 
-  void complete(std::uint64_t id, CURLcode result) {
-    auto it = requests.find(id);
-    if (it == requests.end()) return;
-    auto& r = *it->second;
-    if (result == CURLE_OK) {
-      curl_easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &r.response.status);
-      return finish(id, {}, {});
-    }
-    auto ec = result == CURLE_OPERATION_TIMEDOUT ? make_error_code(errc::timeout)
-                                                 : std::error_code(static_cast<int>(result), curl_category());
-    // What went wrong, for the caller's message.
-    std::string why = r.callback_failed ? "the body handler failed"
-                      : r.error_text[0] ? r.error_text
-                                        : curl_easy_strerror(result);
-    finish(id, ec, std::move(why));
-  }
+  void complete(std::uint64_t id, CURLcode result);
 
-  std::uint64_t start(http_request req, done_fn done, chunk_fn on_chunk) {
-    auto r = std::make_unique<request_state>();
-    r->id = next_id++;
-    r->done = std::move(done);
-    r->on_chunk = std::move(on_chunk);
-    r->response.what = req.method + " " + req.url;
-    r->body = std::move(req.body);
-    CURL* e = r->easy = curl_easy_init();
-    curl_easy_setopt(e, CURLOPT_URL, req.url.c_str());
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->error_text);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<char*>(static_cast<std::uintptr_t>(r->id)));
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, r.get());
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, r.get());
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout.count()));
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.connect_timeout.count()));
-    if (!req.unix_socket.empty()) curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
-    if (req.method == "GET") {
-      curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    } else if (req.method == "HEAD") {
-      curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-    } else {
-      curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req.method.c_str());
-    }
-    if (!r->body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
-      curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body.data());
-      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r->body.size()));
-    }
-    bool has_type = false;
-    for (auto& [k, v] : req.headers) {
-      if (lower(k) == "content-type") has_type = true;
-      r->headers = curl_slist_append(r->headers, (k + ": " + v).c_str());
-    }
-    if (!r->body.empty() && !has_type) r->headers = curl_slist_append(r->headers, "Content-Type: application/json");
-    r->headers = curl_slist_append(r->headers, "Expect:");  // no 100-continue round trip
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
-    if (!req.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, req.ca_file.c_str());
-    if (!req.cert_file.empty()) curl_easy_setopt(e, CURLOPT_SSLCERT, req.cert_file.c_str());
-    if (!req.key_file.empty()) curl_easy_setopt(e, CURLOPT_SSLKEY, req.key_file.c_str());
-    // Blobs are copied by libcurl (CURL_BLOB_COPY): the request need not outlive this call.
-    auto blob = [e](CURLoption option, std::string& pem) {
-      if (pem.empty()) return;
-      curl_blob b{pem.data(), pem.size(), CURL_BLOB_COPY};
-      curl_easy_setopt(e, option, &b);
-    };
-    blob(CURLOPT_CAINFO_BLOB, req.ca_pem);
-    blob(CURLOPT_SSLCERT_BLOB, req.cert_pem);
-    blob(CURLOPT_SSLKEY_BLOB, req.key_pem);
-    if (!req.verify_tls) {
-      curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-      curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    auto id = r->id;
-    requests.emplace(id, std::move(r));
-    // Added from the loop, never here: start() is called from body callbacks (a watch event that
-    // makes its reader send a request), that is from inside curl, where libcurl refuses to add a
-    // transfer (CURLM_RECURSIVE_API_CALL). And never complete inside start().
-    asio::post(io, [this, id, e, alive = alive] {
-      if (!*alive || !requests.contains(id)) return;  // cancelled before it went out
-      if (auto rc = curl_multi_add_handle(multi, e); rc != CURLM_OK)
-        finish(id, std::error_code(static_cast<int>(CURLE_FAILED_INIT), curl_category()), curl_multi_strerror(rc));
-    });
-    return id;
-  }
+  std::uint64_t start(http_request req, done_fn done, chunk_fn on_chunk);
 
   /// Takes the request out of curl and completes it; an error puts `why` in the body.
   void finish(std::uint64_t id, std::error_code ec, std::string why) {
@@ -346,6 +173,196 @@ struct http_client::impl {
     done(ec, std::move(r->response));
   }
 };
+
+http_client::impl::~impl() {
+  *alive = false;
+  timer.cancel();
+  for (auto& [id, r] : requests) {
+    curl_multi_remove_handle(multi, r->easy);
+    cleanup(*r);
+  }
+  for (auto& [fd, s] : sockets) {
+    s.descriptor->cancel();
+    s.descriptor->release();  // curl's descriptor: curl closes it
+  }
+  curl_multi_cleanup(multi);
+}
+
+int http_client::impl::on_socket(CURL*, curl_socket_t fd, int what, void* userp, void*) noexcept {
+  auto* self = static_cast<impl*>(userp);
+  try {
+    if (what == CURL_POLL_REMOVE) {
+      auto it = self->sockets.find(fd);
+      if (it != self->sockets.end()) {
+        it->second.descriptor->cancel();
+        it->second.descriptor->release();
+        self->sockets.erase(it);
+      }
+      return 0;
+    }
+    auto& s = self->sockets[fd];
+    if (!s.descriptor) s.descriptor = std::make_unique<asio::posix::stream_descriptor>(self->io, fd);
+    s.what = what;
+    self->watch(fd);
+  } catch (const std::exception& e) {
+    logf(log_level::error, "http: watching socket ", fd, ": ", e.what());
+    return -1;
+  }
+  return 0;
+}
+
+int http_client::impl::on_timer(CURLM*, long timeout_ms, void* userp) noexcept {
+  auto* self = static_cast<impl*>(userp);
+  if (timeout_ms < 0) {
+    self->timer.cancel();
+    return 0;
+  }
+  // 0 included: run it from the loop, not from inside curl.
+  self->timer.expires_after(std::chrono::milliseconds(timeout_ms));
+  self->timer.async_wait([self, alive = self->alive](std::error_code ec) {
+    if (ec || !*alive) return;
+    int running = 0;
+    curl_multi_socket_action(self->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    self->finish_done();
+  });
+  return 0;
+}
+
+std::size_t http_client::impl::on_body(char* data, std::size_t size, std::size_t n, void* userp) noexcept {
+  auto* r = static_cast<request_state*>(userp);
+  std::size_t bytes = size * n;
+  try {
+    if (r->on_chunk)
+      r->on_chunk(std::string_view(data, bytes));
+    else
+      r->response.body.append(data, bytes);
+  } catch (const std::exception& e) {
+    logf(log_level::error, "http: the body handler of ", r->response.what, " threw: ", e.what());
+    r->callback_failed = true;
+    return 0;  // makes curl fail the transfer (CURLE_WRITE_ERROR)
+  }
+  return bytes;
+}
+
+std::size_t http_client::impl::on_header(char* data, std::size_t size, std::size_t n, void* userp) noexcept {
+  auto* r = static_cast<request_state*>(userp);
+  std::size_t bytes = size * n;
+  try {
+    std::string_view line(data, bytes);
+    if (line.starts_with("HTTP/")) r->response.headers.clear();  // a new response (after 100, redirects)
+    auto colon = line.find(':');
+    if (colon != std::string_view::npos) {
+      auto value = line.substr(colon + 1);
+      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+      while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.remove_suffix(1);
+      r->response.headers.emplace_back(lower(std::string(line.substr(0, colon))), std::string(value));
+    }
+  } catch (...) {
+    return 0;
+  }
+  return bytes;
+}
+
+void http_client::impl::watch(curl_socket_t fd) {
+  auto it = sockets.find(fd);
+  if (it == sockets.end()) return;
+  auto& s = it->second;
+  if ((s.what & CURL_POLL_IN) && !s.reading) {
+    s.reading = true;
+    s.descriptor->async_wait(asio::posix::stream_descriptor::wait_read,
+                             [this, fd, alive = alive](std::error_code ec) { ready(fd, CURL_CSELECT_IN, ec, alive); });
+  }
+  if ((s.what & CURL_POLL_OUT) && !s.writing) {
+    s.writing = true;
+    s.descriptor->async_wait(asio::posix::stream_descriptor::wait_write,
+                             [this, fd, alive = alive](std::error_code ec) { ready(fd, CURL_CSELECT_OUT, ec, alive); });
+  }
+}
+
+void http_client::impl::complete(std::uint64_t id, CURLcode result) {
+  auto it = requests.find(id);
+  if (it == requests.end()) return;
+  auto& r = *it->second;
+  if (result == CURLE_OK) {
+    curl_easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &r.response.status);
+    return finish(id, {}, {});
+  }
+  auto ec = result == CURLE_OPERATION_TIMEDOUT ? make_error_code(errc::timeout)
+                                               : std::error_code(static_cast<int>(result), curl_category());
+  // What went wrong, for the caller's message.
+  std::string why = r.callback_failed ? "the body handler failed"
+                    : r.error_text[0] ? r.error_text
+                                      : curl_easy_strerror(result);
+  finish(id, ec, std::move(why));
+}
+
+std::uint64_t http_client::impl::start(http_request req, done_fn done, chunk_fn on_chunk) {
+  auto r = std::make_unique<request_state>();
+  r->id = next_id++;
+  r->done = std::move(done);
+  r->on_chunk = std::move(on_chunk);
+  r->response.what = req.method + " " + req.url;
+  r->body = std::move(req.body);
+  CURL* e = r->easy = curl_easy_init();
+  curl_easy_setopt(e, CURLOPT_URL, req.url.c_str());
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->error_text);
+  curl_easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<char*>(static_cast<std::uintptr_t>(r->id)));
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, r.get());
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, r.get());
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout.count()));
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.connect_timeout.count()));
+  if (!req.unix_socket.empty()) curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
+  if (req.method == "GET") {
+    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+  } else if (req.method == "HEAD") {
+    curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+  } else {
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+  }
+  if (!r->body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body.data());
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r->body.size()));
+  }
+  bool has_type = false;
+  for (auto& [k, v] : req.headers) {
+    if (lower(k) == "content-type") has_type = true;
+    r->headers = curl_slist_append(r->headers, (k + ": " + v).c_str());
+  }
+  if (!r->body.empty() && !has_type) r->headers = curl_slist_append(r->headers, "Content-Type: application/json");
+  r->headers = curl_slist_append(r->headers, "Expect:");  // no 100-continue round trip
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+  if (!req.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, req.ca_file.c_str());
+  if (!req.cert_file.empty()) curl_easy_setopt(e, CURLOPT_SSLCERT, req.cert_file.c_str());
+  if (!req.key_file.empty()) curl_easy_setopt(e, CURLOPT_SSLKEY, req.key_file.c_str());
+  // Blobs are copied by libcurl (CURL_BLOB_COPY): the request need not outlive this call.
+  auto blob = [e](CURLoption option, std::string& pem) {
+    if (pem.empty()) return;
+    curl_blob b{pem.data(), pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(e, option, &b);
+  };
+  blob(CURLOPT_CAINFO_BLOB, req.ca_pem);
+  blob(CURLOPT_SSLCERT_BLOB, req.cert_pem);
+  blob(CURLOPT_SSLKEY_BLOB, req.key_pem);
+  if (!req.verify_tls) {
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  auto id = r->id;
+  requests.emplace(id, std::move(r));
+  // Added from the loop, never here: start() is called from body callbacks (a watch event that
+  // makes its reader send a request), that is from inside curl, where libcurl refuses to add a
+  // transfer (CURLM_RECURSIVE_API_CALL). And never complete inside start().
+  asio::post(io, [this, id, e, alive = alive] {
+    if (!*alive || !requests.contains(id)) return;  // cancelled before it went out
+    if (auto rc = curl_multi_add_handle(multi, e); rc != CURLM_OK)
+      finish(id, std::error_code(static_cast<int>(CURLE_FAILED_INIT), curl_category()), curl_multi_strerror(rc));
+  });
+  return id;
+}
+
 
 http_client::http_client(asio::io_context& io) : io_(io), impl_(std::make_unique<impl>(io)) {}
 http_client::~http_client() = default;

@@ -127,7 +127,16 @@ class docker_engine {
   /// Runs `req`; a 2xx answer goes to `ok`, anything else to `on_error` with a message.
   void call(http_request req, unique_function<void(http_response)> ok,
             unique_function<void(std::error_code, std::string)> on_error);
+  /// The Engine API version every path is asked under.
+  static constexpr const char* api = "/v1.41";
   std::string unreachable(const std::string& detail) const;
+  /// The engine's message from an error body ({"message": "..."}), or the body itself.
+  static std::string engine_message(const http_response& r);
+  /// A call's error handler that completes `d` with the error and an empty result.
+  template <class T>
+  static auto forward_error(std::shared_ptr<done<T>> d) {
+    return [d](std::error_code ec, std::string why) { (*d)(ec, T{}, std::move(why)); };
+  }
   /// GET `path` (under the API version): true for 2xx, false for 404, an error otherwise.
   void exists(const std::string& path, const std::string& what, done<bool> on_done);
   /// Runs `req`, whose answer is a stream of JSON objects (build and push progress): each goes to

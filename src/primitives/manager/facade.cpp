@@ -10,13 +10,13 @@ namespace fiber {
 manager::manager() : manager(context::default_context(), false) {}
 manager::manager(context& ctx) : manager(ctx, false) {}
 manager::manager(context& ctx, bool async)
-    : rt_(ctx.runtime()), core_(detail::make_manager_core(rt_, async)) {
+    : rt_(ctx.runtime()), core_(std::make_shared<detail::manager_core>(rt_, async)) {
   if (!rt_->is_master())
     throw error(errc::spawn_failed, "a manager cannot be created inside a worker yet; create it in the master and "
                                     "pass its proxies to the workers");
   // Not waiting: with the caller's own io_context the loop may not run yet. Calls made before
   // the server is up wait for it; a server that cannot start fails them (and ready()).
-  rt_->run_soon([core = core_] { detail::manager_start(core); });
+  rt_->run_soon([core = core_] { core->start(); });
 }
 manager::manager(manager&&) noexcept = default;
 manager& manager::operator=(manager&&) noexcept = default;
@@ -29,13 +29,13 @@ manager::~manager() {
       // Nobody may be running the caller's io_context now: ask, don't wait (context::stop()
       // kills a server that is still there).
       rt_->run_soon([core = core_] {
-        detail::manager_shutdown(*core, [] {});
-        detail::manager_detach(*core);
+        core->shutdown([] {});
+        core->detach();
       });
       return;
     }
     (void)shutdown().get();
-    rt_->run_sync([core = core_] { detail::manager_detach(*core); });
+    rt_->run_sync([core = core_] { core->detach(); });
   } catch (const std::exception& e) {
     detail::logf(log_level::error, "stopping a manager: ", e.what());
   }
@@ -43,25 +43,17 @@ manager::~manager() {
 
 
 op<void> manager::ready() {
-  auto c = std::make_shared<detail::completion<std::monostate>>();
-  rt_->run_sync([&, core = core_] {
-    detail::manager_when_ready(*core, [c](std::exception_ptr e) {
-      if (e)
-        c->set_error(e);
-      else
-        c->set_value({});
-    });
-  });
-  return detail::completion_op(rt_, c);
+  return detail::callback_op(rt_, [core = core_](detail::done_callback done) { core->when_ready(done); });
 }
 
 op<void> manager::shutdown() {
   auto c = std::make_shared<detail::completion<std::monostate>>();
-  rt_->run_sync([&, core = core_] { detail::manager_shutdown(*core, [c] { c->set_value({}); }); });
+  // At once, as multiprocessing's shutdown(): not only when the op is awaited.
+  rt_->run_sync([&, core = core_] { core->shutdown([c] { c->set_value({}); }); });
   return detail::completion_op(rt_, c);
 }
 
-int manager::pid() const { return core_ ? detail::manager_pid(*core_) : 0; }
+int manager::pid() const { return core_ ? core_->pid() : 0; }
 
 async_manager::async_manager() : manager(context::default_context(), true) {}
 async_manager::async_manager(context& ctx) : manager(ctx, true) {}

@@ -128,7 +128,9 @@ void worker_set::unreachable(pool_worker& w, std::error_code ec) {
   w.credit = 0;
   if (w.leaving) return;
   // Stopped, or going: its end replaces it.
-  logf(log_level::warn, w.proc->name(), " cannot be reached (", ec.message(), "); killing it");
+  // Its connection is gone: it stopped, or it has ended and its end is not reported yet (an
+  // engine reports a container's end once it is removed). Either way it is done for.
+  logf(log_level::warn, w.proc->name(), " lost its connection (", ec.message(), "): ending it as a lost worker");
   w.proc->signal(SIGKILL);
 }
 
@@ -275,7 +277,8 @@ void worker_set::probe() {
       continue;
     }
     if (auto err = rt_.master().try_send_to_child(rid, make_message(kind::probe, {.channel = pool_id_}))) {
-      logf(log_level::warn, w.proc->name(), " stopped answering (", err.message(), "); killing it");
+      logf(log_level::warn, w.proc->name(), " lost its connection (", err.message(),
+           ") holding tasks: ending it as a lost worker");
       w.proc->signal(SIGKILL);
     }
   }

@@ -83,36 +83,7 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
     return false;
   }
 
-  void on_message(const std::string& peer, const header& h, multipart&& payload) override {
-    // A member of a run before a restart (killed, its last words still arriving) must not touch
-    // the new run's store.
-    if (!current_peers_.count(peer)) return reply_error(peer, h.request, errc::member_lost, "this ring was restarted");
-    store_request r;
-    try {
-      r = read_store_request(h, payload);
-    } catch (const error& e) {
-      return reply_error(peer, h.request, errc::malformed_message, e.reason());
-    }
-    if (r.type == ring_kind::set) {
-      store_[r.key] = std::move(r.value);
-      reply(peer, h.request, {});
-      wake(r.key);
-    } else if (r.type == ring_kind::get) {
-      get(peer, h.request, r.key, r.timeout);
-    } else {
-      std::int64_t sum = r.delta;
-      if (auto it = store_.find(r.key); it != store_.end()) {
-        auto held = stored_number(it->second);
-        if (!held)
-          return reply_error(peer, h.request, errc::malformed_message,
-                             "add on key '" + r.key + "', which holds '" + it->second + "', not a number");
-        sum += *held;
-      }
-      store_[r.key] = std::to_string(sum);
-      reply(peer, h.request, std::string(reinterpret_cast<const char*>(&sum), sizeof sum));
-      wake(r.key);
-    }
-  }
+  void on_message(const std::string& peer, const header& h, multipart&& payload) override;
 
   void on_shutdown() noexcept override {
     for (auto& [key, list] : waiting_)
@@ -127,22 +98,7 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
     std::shared_ptr<asio::steady_timer> timer;
   };
 
-  void get(const std::string& peer, std::uint64_t request, const std::string& key, std::chrono::milliseconds timeout) {
-    if (auto it = store_.find(key); it != store_.end()) return reply(peer, request, it->second);
-    if (lost_) return reply_error(peer, request, errc::member_lost, *lost_);
-    auto timer = std::make_shared<asio::steady_timer>(rt_->io(), timeout);
-    timer->async_wait([weak = weak_from_this(), key, request, peer, timeout](std::error_code ec) {
-      auto self = weak.lock();
-      if (ec || !self) return;
-      auto it = self->waiting_.find(key);
-      if (it == self->waiting_.end()) return;
-      std::erase_if(it->second, [&](const waiter& w) { return w.request == request && w.peer == peer; });
-      if (it->second.empty()) self->waiting_.erase(it);
-      self->reply_error(peer, request, errc::timeout,
-                        "key '" + key + "' was not set within " + std::to_string(timeout.count()) + " ms");
-    });
-    waiting_[key].push_back({peer, request, std::move(timer)});
-  }
+  void get(const std::string& peer, std::uint64_t request, const std::string& key, std::chrono::milliseconds timeout);
 
   void wake(const std::string& key) {
     auto it = waiting_.find(key);
@@ -166,45 +122,9 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
   }
 
   /// The members of a run: new processes, a new secret (links of an earlier run cannot mix in).
-  void make_members() {
-    std::random_device rd;
-    std::string secret;
-    for (int i = 0; i < 4; ++i) secret += std::to_string(rd());
-    std::vector<std::shared_ptr<child_process>> made;
-    for (int rank = 0; rank < size_; ++rank) {
-      encoded_call call{entry_->id, entry_->name, {}};
-      call.args.value(std::tuple<ring_member>(ring_member(id_, rank, size_, secret, restarts_.load())));
-      auto p = child_process::make(rt_, std::move(call));
-      p->set_name("Ring-" + std::to_string(number_) + "-" + std::to_string(rank) +
-                  (restarts_ ? "-r" + std::to_string(restarts_.load()) : ""));
-      p->set_owned();
-      made.push_back(std::move(p));
-    }
-    std::lock_guard lock(members_mutex_);
-    members_ = std::move(made);
-  }
+  void make_members();
 
-  void start_members() {
-    int run = restarts_;
-    current_peers_.clear();
-    for (int rank = 0; rank < size_; ++rank) {
-      child_process::started_handler done = [weak = weak_from_this(), rank, run](std::error_code ec, std::string what) {
-        auto self = weak.lock();
-        if (self && self->restarts_ == run) self->on_member_started(rank, ec, what);
-      };
-      try {
-        members_[rank]->start(done);
-      } catch (const error& e) {
-        fail_start(rank, e.code(), e.reason());
-        return;
-      }
-      current_peers_.insert(members_[rank]->peer());
-      members_[rank]->when_ended([weak = weak_from_this(), rank, run] {
-        auto self = weak.lock();
-        if (self && self->restarts_ == run) self->on_member_ended(rank);
-      });
-    }
-  }
+  void start_members();
 
   /// After a loss, with restarts left: every member ends, then a new run starts from nothing.
   bool restart_if_allowed() {
@@ -241,20 +161,7 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
     return false;
   }
 
-  void on_member_started(int rank, std::error_code ec, const std::string& what) {
-    if (ec) return fail_start(rank, ec, what);
-    if (++running_ < size()) return;
-    // Everyone runs: each member's rank among those on its host.
-    std::map<std::string, int> per_host;
-    for (auto& m : members_) ++per_host[m->host()];
-    std::map<std::string, int> seen;
-    for (int rank = 0; rank < size(); ++rank) {
-      auto& host = members_[rank]->host();
-      store_[ring_local_key(rank)] = std::to_string(seen[host]++) + "," + std::to_string(per_host[host]);
-      wake(ring_local_key(rank));
-    }
-    if (auto c = std::exchange(starting_, nullptr)) c->set_value({});
-  }
+  void on_member_started(int rank, std::error_code ec, const std::string& what);
 
   void fail_start(int rank, std::error_code ec, const std::string& what) {
     if (restarting_) return;  // the run is being ended anyway
@@ -267,22 +174,7 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
     if (auto c = std::exchange(starting_, nullptr)) c->set_error(std::make_exception_ptr(error(ec, *lost_)));
   }
 
-  void on_member_ended(int rank) {
-    if (restarting_) return begin_next_run_soon();
-    auto& m = members_[rank];
-    int code = m->exit_code().value_or(0);
-    auto raised = m->raised();
-    if (!lost_ && (code != 0 || raised)) {
-      auto how = raised ? "raised " + raised->type() + ": " + raised->message()
-                        : code < 0 ? "was killed by signal " + std::to_string(-code) : "exited with code " + std::to_string(code);
-      lost_ = "ring member " + std::to_string(rank) + " (" + m->name() + ", pid " + std::to_string(m->pid()) + ") " + how;
-      if (restart_if_allowed()) return;
-      if (options_.max_restarts > 0) *lost_ += " (after " + std::to_string(restarts_.load()) + " restart" + (restarts_ == 1 ? ")" : "s)");
-      logf(log_level::warn, *lost_);
-      fail_waiting();
-    }
-    finish_joins();
-  }
+  void on_member_ended(int rank);
 
   /// Every get waiting for a key now fails: the member that would have set it may be the lost one.
   void fail_waiting() {
@@ -325,6 +217,127 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
   std::unordered_map<std::string, std::vector<waiter>> waiting_;
   std::optional<std::string> lost_;
 };
+
+void ring_core::on_message(const std::string& peer, const header& h, multipart&& payload) {
+  // A member of a run before a restart (killed, its last words still arriving) must not touch
+  // the new run's store.
+  if (!current_peers_.count(peer)) return reply_error(peer, h.request, errc::member_lost, "this ring was restarted");
+  store_request r;
+  try {
+    r = read_store_request(h, payload);
+  } catch (const error& e) {
+    return reply_error(peer, h.request, errc::malformed_message, e.reason());
+  }
+  if (r.type == ring_kind::set) {
+    store_[r.key] = std::move(r.value);
+    reply(peer, h.request, {});
+    wake(r.key);
+  } else if (r.type == ring_kind::get) {
+    get(peer, h.request, r.key, r.timeout);
+  } else {
+    std::int64_t sum = r.delta;
+    if (auto it = store_.find(r.key); it != store_.end()) {
+      auto held = stored_number(it->second);
+      if (!held)
+        return reply_error(peer, h.request, errc::malformed_message,
+                           "add on key '" + r.key + "', which holds '" + it->second + "', not a number");
+      sum += *held;
+    }
+    store_[r.key] = std::to_string(sum);
+    reply(peer, h.request, std::string(reinterpret_cast<const char*>(&sum), sizeof sum));
+    wake(r.key);
+  }
+}
+
+void ring_core::get(const std::string& peer, std::uint64_t request, const std::string& key, std::chrono::milliseconds timeout) {
+  if (auto it = store_.find(key); it != store_.end()) return reply(peer, request, it->second);
+  if (lost_) return reply_error(peer, request, errc::member_lost, *lost_);
+  auto timer = std::make_shared<asio::steady_timer>(rt_->io(), timeout);
+  timer->async_wait([weak = weak_from_this(), key, request, peer, timeout](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self) return;
+    auto it = self->waiting_.find(key);
+    if (it == self->waiting_.end()) return;
+    std::erase_if(it->second, [&](const waiter& w) { return w.request == request && w.peer == peer; });
+    if (it->second.empty()) self->waiting_.erase(it);
+    self->reply_error(peer, request, errc::timeout,
+                      "key '" + key + "' was not set within " + std::to_string(timeout.count()) + " ms");
+  });
+  waiting_[key].push_back({peer, request, std::move(timer)});
+}
+
+void ring_core::make_members() {
+  std::random_device rd;
+  std::string secret;
+  for (int i = 0; i < 4; ++i) secret += std::to_string(rd());
+  std::vector<std::shared_ptr<child_process>> made;
+  for (int rank = 0; rank < size_; ++rank) {
+    encoded_call call{entry_->id, entry_->name, {}};
+    call.args.value(std::tuple<ring_member>(ring_member(id_, rank, size_, secret, restarts_.load())));
+    auto p = child_process::make(rt_, std::move(call));
+    p->set_name("Ring-" + std::to_string(number_) + "-" + std::to_string(rank) +
+                (restarts_ ? "-r" + std::to_string(restarts_.load()) : ""));
+    p->set_owned();
+    made.push_back(std::move(p));
+  }
+  std::lock_guard lock(members_mutex_);
+  members_ = std::move(made);
+}
+
+void ring_core::start_members() {
+  int run = restarts_;
+  current_peers_.clear();
+  for (int rank = 0; rank < size_; ++rank) {
+    child_process::started_handler done = [weak = weak_from_this(), rank, run](std::error_code ec, std::string what) {
+      auto self = weak.lock();
+      if (self && self->restarts_ == run) self->on_member_started(rank, ec, what);
+    };
+    try {
+      members_[rank]->start(done);
+    } catch (const error& e) {
+      fail_start(rank, e.code(), e.reason());
+      return;
+    }
+    current_peers_.insert(members_[rank]->peer());
+    members_[rank]->when_ended([weak = weak_from_this(), rank, run] {
+      auto self = weak.lock();
+      if (self && self->restarts_ == run) self->on_member_ended(rank);
+    });
+  }
+}
+
+void ring_core::on_member_started(int rank, std::error_code ec, const std::string& what) {
+  if (ec) return fail_start(rank, ec, what);
+  if (++running_ < size()) return;
+  // Everyone runs: each member's rank among those on its host.
+  std::map<std::string, int> per_host;
+  for (auto& m : members_) ++per_host[m->host()];
+  std::map<std::string, int> seen;
+  for (int rank = 0; rank < size(); ++rank) {
+    auto& host = members_[rank]->host();
+    store_[ring_local_key(rank)] = std::to_string(seen[host]++) + "," + std::to_string(per_host[host]);
+    wake(ring_local_key(rank));
+  }
+  if (auto c = std::exchange(starting_, nullptr)) c->set_value({});
+}
+
+void ring_core::on_member_ended(int rank) {
+  if (restarting_) return begin_next_run_soon();
+  auto& m = members_[rank];
+  int code = m->exit_code().value_or(0);
+  auto raised = m->raised();
+  if (!lost_ && (code != 0 || raised)) {
+    auto how = raised ? "raised " + raised->type() + ": " + raised->message()
+                      : code < 0 ? "was killed by signal " + std::to_string(-code) : "exited with code " + std::to_string(code);
+    lost_ = "ring member " + std::to_string(rank) + " (" + m->name() + ", pid " + std::to_string(m->pid()) + ") " + how;
+    if (restart_if_allowed()) return;
+    if (options_.max_restarts > 0) *lost_ += " (after " + std::to_string(restarts_.load()) + " restart" + (restarts_ == 1 ? ")" : "s)");
+    logf(log_level::warn, *lost_);
+    fail_waiting();
+  }
+  finish_joins();
+}
+
 
 }  // namespace fiber::detail
 

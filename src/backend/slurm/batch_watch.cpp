@@ -1,0 +1,259 @@
+#include "backend/slurm/batch_watch.hpp"
+
+#include <asio/post.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "fiber/error.hpp"
+
+namespace fiber::detail::slurm {
+namespace {
+
+/// Jobs of the user that Slurm still queues or runs, with their comments.
+std::vector<job_row> live_jobs_of_user() {
+  auto r = run_command({"squeue", "-h", "-r", "-u", std::to_string(::getuid()), "-t", "PENDING,RUNNING,SUSPENDED,CONFIGURING",
+                        "-O", squeue_fields()});
+  if (!r.ok()) {
+    logf(log_level::warn, "squeue failed: ", r.problem());
+    return {};
+  }
+  return parse_squeue(r.out);
+}
+
+}  // namespace
+
+void write_all(int fd, std::string_view bytes) {
+  for (std::size_t done = 0; done < bytes.size();) {
+    auto n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void cancel_now(const std::vector<std::string>& ids) {
+  if (ids.empty()) return;
+  std::vector<std::string> args{"scancel"};
+  args.insert(args.end(), ids.begin(), ids.end());
+  auto r = run_command(args);
+  if (!r.ok()) logf(log_level::warn, "scancel failed: ", r.problem());
+}
+
+struct batch_watch::submission {
+  std::vector<std::shared_ptr<batch_run>> runs;  // one job, or the elements of an array in order
+  std::string name, script;
+  std::vector<std::string> args;
+  std::shared_ptr<pending_submit> answer = std::make_shared<pending_submit>();
+
+  bool all_ended() const {
+    return std::all_of(runs.begin(), runs.end(), [](auto& r) { return r->at == batch_run::stage::ended; });
+  }
+  void refused(const std::string& why) {
+    for (auto& r : runs) r->end(not_started, why);
+  }
+};
+
+void batch_watch::submit_soon(std::shared_ptr<batch_run> run, const spawn_spec& spec) {
+  bool first = waiting_.empty();
+  waiting_.push_back({std::move(run), spec});
+  if (first)
+    asio::post(io, [w = weak_from_this()] {
+      if (auto self = w.lock()) self->flush();
+    });
+}
+
+void batch_watch::flush() {
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  if (shut_down) return;
+  std::erase_if(waiting, [](auto& w) { return w.run->at == batch_run::stage::ended; });  // killed already
+  // The same request for the same program makes one array (a Pool's workers, say).
+  std::map<std::string, std::vector<waiting_spawn*>> groups;
+  std::vector<std::string> order;
+  for (auto& w : waiting) {
+    auto key = submission_key(w.spec, cfg);
+    if (!groups.count(key)) order.push_back(key);
+    groups[key].push_back(&w);
+  }
+  std::error_code ec;
+  auto cwd = std::filesystem::current_path(ec).string();
+  for (auto& key : order) {
+    auto& group = groups[key];
+    for (std::size_t at = 0; at < group.size(); at += max_array_size) {
+      std::vector<const spawn_spec*> specs;
+      auto sub = std::make_shared<submission>();
+      for (std::size_t i = at; i < std::min(group.size(), at + max_array_size); ++i) {
+        specs.push_back(&group[i]->spec);
+        sub->runs.push_back(group[i]->run);
+      }
+      auto& first = *specs.front();
+      bool array = specs.size() > 1;
+      sub->name = array ? array_job_name(first.job_id, first.name, specs.size()) : job_name(first.job_id, first.name);
+      sub->args = sbatch_args(first, cfg, master, dir, cwd, sub->name, array ? static_cast<int>(specs.size()) : 0);
+      sub->script = batch_script(specs);
+      for (std::size_t i = 0; i < sub->runs.size(); ++i)
+        sub->runs[i]->bind(sub->answer, array ? static_cast<int>(i) : -1,
+                           dir + "/" + sub->name + (array ? "_" + std::to_string(i) : std::string()));
+      submit(sub, 1);
+    }
+  }
+}
+
+void batch_watch::submit(std::shared_ptr<submission> sub, int attempt) {
+  // Answered on the command thread, for a kill_and_reap that blocks the loop meanwhile; after a
+  // transient failure it learns no id (the watch's shutdown cancels by comment what it missed).
+  auto answered = [answer = sub->answer](const command_result& r) {
+    auto job = r.ok() ? parse_sbatch_id(r.out) : std::nullopt;
+    answer->set(job ? *job : std::string());
+  };
+  commands->run(
+      sub->args, sub->script,
+      [w = weak_from_this(), sub, attempt](command_result r) {
+        auto self = w.lock();
+        if (!self || self->shut_down) return;
+        if (r.ok()) {
+          if (auto job = parse_sbatch_id(r.out)) {
+            for (auto& run : sub->runs) run->accepted(*job);
+            return;
+          }
+          return sub->refused("sbatch answered without a job id: " + r.out);
+        }
+        if (sub->all_ended()) return;  // killed meanwhile: nothing to report
+        auto problem = r.problem();
+        if (!transient_error(problem) || attempt >= submit_attempts)
+          return sub->refused("Slurm refused its job: " + problem);
+        // The controller may have taken the job without answering: look it up by its name
+        // before submitting again.
+        logf(log_level::warn, sub->name, ": sbatch failed (", problem, "); looking the job up, then trying again");
+        self->find_then_resubmit(sub, attempt);
+      },
+      std::move(answered));
+}
+
+void batch_watch::find_then_resubmit(std::shared_ptr<submission> sub, int attempt) {
+  commands->run({"squeue", "-h", "-r", "-t", "all", "--name=" + sub->name, "-O", squeue_fields()}, {},
+                [w = weak_from_this(), sub, attempt](command_result r) {
+                  auto self = w.lock();
+                  if (!self || self->shut_down || sub->all_ended()) return;
+                  for (auto& row : parse_squeue(r.out))
+                    if (master_of_comment(row.comment) == self->master) {
+                      auto job = row.id.substr(0, row.id.find('_'));
+                      for (auto& run : sub->runs) run->accepted(job);
+                      return;
+                    }
+                  self->submit(sub, attempt + 1);
+                });
+}
+
+void batch_watch::poll_after(milliseconds delay) {
+  backoff_ = std::min(backoff_, delay);
+  if (poll_in_flight_) return;  // polled() plans the next one with the shorter backoff
+  auto due = clock::now() + delay;
+  if (poll_armed_ && poll_due_ <= due) return;
+  poll_armed_ = true;
+  poll_due_ = due;
+  poll_timer_.expires_at(due);
+  poll_timer_.async_wait([w = weak_from_this()](std::error_code ec) {
+    auto self = w.lock();
+    if (ec || !self) return;
+    self->poll_armed_ = false;
+    self->poll_now();
+  });
+}
+
+void batch_watch::poll_now() {
+  if (watched_.empty() || shut_down) return;
+  std::vector<std::string> asked;
+  std::string ids;
+  for (auto& [id, run] : watched_) {
+    asked.push_back(id);
+    ids += (ids.empty() ? "" : ",") + id;
+  }
+  poll_in_flight_ = true;
+  commands->run({"squeue", "-h", "-r", "-t", "all", "-j", ids, "-O", squeue_fields()}, {},
+                [w = weak_from_this(), asked = std::move(asked)](command_result r) {
+                  if (auto self = w.lock()) self->polled(asked, r);
+                });
+}
+
+void batch_watch::polled(const std::vector<std::string>& asked, const command_result& r) {
+  poll_in_flight_ = false;
+  if (shut_down) return;
+  // squeue fails when none of the ids is known any more; that is an answer too.
+  bool none_known = !r.ok() && r.err.find("Invalid job id") != std::string::npos;
+  if (!r.ok() && !none_known) {
+    if (clock::now() - last_failure_log_ > std::chrono::seconds(30)) {
+      last_failure_log_ = clock::now();
+      logf(log_level::warn, "squeue failed (", r.problem(), "); trying again");
+    }
+    backoff_ = std::min(backoff_ * 2, longest_poll);
+    return poll_after(backoff_);
+  }
+  auto rows = parse_squeue(r.out);
+  bool changed = false;
+  for (auto& id : asked) {
+    auto it = watched_.find(id);
+    if (it == watched_.end()) continue;
+    auto run = it->second.lock();
+    if (!run) {
+      watched_.erase(it);
+      continue;
+    }
+    const job_row* row = nullptr;
+    for (auto& x : rows)
+      if (x.id == id) row = &x;
+    auto before = run->at;
+    run->update(row);
+    changed |= run->at != before;
+  }
+  backoff_ = changed ? first_poll : std::min(backoff_ * 2, longest_poll);
+  if (!watched_.empty()) poll_after(backoff_);
+}
+
+void batch_watch::arm_follow() {
+  following_ = true;
+  follow_timer_.expires_after(follow_period);
+  follow_timer_.async_wait([w = weak_from_this()](std::error_code ec) {
+    auto self = w.lock();
+    if (ec || !self) return;
+    std::erase_if(self->followed_, [](auto& weak) {
+      auto run = weak.lock();
+      if (!run || run->at == batch_run::stage::ended) return true;
+      run->follow_once();
+      return false;
+    });
+    self->following_ = false;
+    if (!self->followed_.empty() && !self->shut_down) self->arm_follow();
+  });
+}
+
+void batch_watch::shutdown() {
+  if (shut_down) return;
+  shut_down = true;
+  poll_timer_.cancel();
+  follow_timer_.cancel();
+  commands.reset();  // the command in flight (a submission, say) ends first
+  std::vector<std::string> ids;
+  for (auto& row : live_jobs_of_user())
+    if (master_of_comment(row.comment) == master) ids.push_back(row.id);
+  if (!ids.empty()) logf(log_level::debug, "cancelling ", ids.size(), " Slurm job(s) of this master");
+  cancel_now(ids);
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+}
+
+void cancel_jobs_of_dead_masters() {
+  auto prefix = this_host() + ":";
+  std::vector<std::string> ids;
+  for (auto& row : live_jobs_of_user()) {
+    auto owner = master_of_comment(row.comment);
+    if (!owner.starts_with(prefix)) continue;
+    int pid = std::atoi(owner.c_str() + prefix.size());
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) ids.push_back(row.id);
+  }
+  if (ids.empty()) return;
+  logf(log_level::info, "cancelling ", ids.size(), " Slurm job(s) left by fiber masters that ended without cleanup");
+  cancel_now(ids);
+}
+
+}  // namespace fiber::detail::slurm

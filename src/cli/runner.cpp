@@ -1,0 +1,39 @@
+#include "cli/runner.hpp"
+
+#include <boost/json/serialize.hpp>
+#include <cstdio>
+
+#include "fiber/error.hpp"
+
+namespace fiber::cli {
+
+int runner::run(const run_options& o) {
+  if (o.command.empty())
+    throw error(errc::config_error, "nothing to run: give the program after --, e.g. `fiber run --build -- ./pi_estimation`");
+  for (auto& kv : o.env)
+    if (kv.find('=') == std::string::npos || kv.front() == '=') throw error(errc::config_error, "--env " + kv + " is not KEY=VALUE");
+  auto l = plan_run(o);
+  if (o.dry_run) {
+    std::printf("%s\n", boost::json::serialize(l->plan()).c_str());
+    return 0;
+  }
+  l->prepare();
+  std::fprintf(stderr, "fiber: %s\n", l->create().c_str());
+  auto code = l->follow(o.attach);
+  auto name = l->name().c_str();
+  auto words = command_words();
+  auto cmd = words.c_str();
+  if (!code) {
+    std::fprintf(stderr, "\nfiber: detached; %s keeps running: `%s logs -f %s` follows it again, `%s stop %s` stops it\n",
+                 name, cmd, name, cmd, name);
+    return 130;
+  }
+  if (!o.attach) {
+    std::printf("%s\n", name);
+    std::fprintf(stderr, "fiber: `%s logs -f %s` follows it, `%s stop %s` stops it\n", cmd, name, cmd, name);
+    return 0;
+  }
+  return *code;
+}
+
+}  // namespace fiber::cli

@@ -1,0 +1,207 @@
+// fiber::pool when things go wrong: tasks that raise, workers killed or stopped mid-work, workers
+// that cannot start, chaos, terminate, and a big pool's shutdown leaving no child.
+#include "pool_support.hpp"
+
+TEST(pool, five_percent_of_tasks_raising_leave_the_rest_intact) {
+  fiber::pool p(2);
+  std::vector<int> xs(200);
+  std::iota(xs.begin(), xs.end(), 1);
+  auto stream = p.imap(&fail_on_multiples_of_20, xs, 7);
+  for (int x : xs) {
+    if (x % 20 == 0) {
+      try {
+        (void)stream.next().get();
+        ADD_FAILURE() << "expected remote_error at " << x;
+      } catch (const fiber::remote_error& e) {
+        EXPECT_EQ(e.type(), "std::invalid_argument");
+        EXPECT_EQ(e.message(), "multiple of 20: " + std::to_string(x));
+      }
+    } else {
+      EXPECT_EQ(stream.next().get(), x);
+    }
+  }
+  EXPECT_EQ(stream.next().get(), std::nullopt);
+  // map fails with the error; the pool and its workers go on
+  fiber_test::expect_error([&] { (void)p.map(&fail_on_multiples_of_20, xs).get(); }, fiber::errc::remote_error,
+                           "multiple of 20");
+  EXPECT_EQ(p.apply(&square, 3).get(), 9);
+  EXPECT_EQ(p.stats().workers_lost, 0u);
+}
+
+TEST(pool, worker_killed_mid_map_has_its_tasks_rerun_exactly_once) {
+  fiber::pool p(3);
+  auto marker = marker_path("kill");     // task 30 kills its worker the first time
+  auto present = marker_path("present");  // the others find their marker made: they never die
+  ::close(::open(present.c_str(), O_CREAT | O_WRONLY, 0600));
+  std::vector<std::tuple<int, std::string, int>> args;
+  for (int i = 0; i < 60; ++i) args.emplace_back(i, i == 30 ? marker : present, SIGKILL);
+  auto r = p.starmap(&die_once, args, 1).get();
+  std::vector<int> expected(60);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(r, expected);
+  auto s = p.stats();
+  EXPECT_EQ(s.workers_lost, 1u);
+  EXPECT_GE(s.retried, 1u);
+  EXPECT_EQ(s.workers, 3u);  // replaced
+  std::filesystem::remove(marker);
+  std::filesystem::remove(present);
+}
+
+TEST(pool, task_that_kills_every_worker_fails_alone_with_worker_lost) {
+  fiber::pool p(fiber::pool_options{.processes = 2, .max_attempts = 2});
+  auto bad = p.apply_async(&always_die, 1);
+  auto good = p.map_async(&square, std::vector<int>{1, 2, 3});
+  fiber_test::expect_error([&] { (void)std::move(bad).get(); }, fiber::errc::worker_lost, "max_attempts");
+  EXPECT_EQ(std::move(good).get(), (std::vector<int>{1, 4, 9}));
+  EXPECT_EQ(p.stats().workers_lost, 2u);
+}
+
+TEST(pool, without_retries_a_lost_task_fails_at_once) {
+  fiber::pool p(fiber::pool_options{.processes = 2, .retry = false});
+  fiber_test::expect_error([&] { (void)p.apply(&always_die, 1).get(); }, fiber::errc::worker_lost, "retries are off");
+  EXPECT_EQ(p.stats().workers_lost, 1u);
+  EXPECT_EQ(p.apply(&square, 5).get(), 25);
+}
+
+TEST(pool, retries_can_be_turned_off_per_call) {
+  fiber::pool p(2);
+  auto once = p.with({.retry = false});
+  fiber_test::expect_error([&] { (void)once.apply(&always_die, 1).get(); }, fiber::errc::worker_lost, "retries are off");
+  EXPECT_EQ(p.stats().workers_lost, 1u);
+  EXPECT_EQ(once.map(&square, std::vector<int>{1, 2}).get(), (std::vector<int>{1, 4}));  // the view works on
+  fiber_test::expect_error([&] { (void)p.apply(&always_die, 1).get(); }, fiber::errc::worker_lost, "max_attempts");
+  EXPECT_EQ(p.stats().workers_lost, 4u);  // the pool itself retries: 3 more workers lost
+}
+
+TEST(pool, stopped_worker_is_detected_and_its_task_rerun) {
+  fiber::context ctx(fiber::config::load({{"heartbeat_interval_ms", "50"}, {"heartbeat_timeout_ms", "300"}}));
+  fiber::pool p(ctx, {.processes = 2});
+  auto marker = marker_path("stop");
+  auto r = p.apply(&die_once, 7, marker, SIGSTOP).get();
+  EXPECT_EQ(r, 7);
+  EXPECT_EQ(p.stats().workers_lost, 1u);
+  std::filesystem::remove(marker);
+}
+
+TEST(pool, a_worker_stopped_while_idle_is_found_out_when_work_comes_and_replaced) {
+  FIBER_TEST_LOCAL_ONLY("stops a worker by its pid on this host");
+  // An idle pool probes nobody: the stopped worker is found out once it is sent work.
+  fiber::context ctx(fiber::config::load({{"heartbeat_interval_ms", "50"}, {"heartbeat_timeout_ms", "300"}}));
+  auto before = fiber_test::child_pids();
+  fiber::pool p(ctx, {.processes = 2});
+  p.ready().get();
+  std::vector<int> workers;
+  for (int pid : fiber_test::child_pids())
+    if (std::find(before.begin(), before.end(), pid) == before.end()) workers.push_back(pid);
+  ASSERT_EQ(workers.size(), 2u);
+  int stopped = workers[0];
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, stopped, 0));
+  ASSERT_GE(pidfd, 0);
+  ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
+  std::vector<int> xs(20);
+  std::iota(xs.begin(), xs.end(), 0);
+  EXPECT_EQ(p.map(&square, xs, 1).get().back(), 19 * 19);  // every item, the stopped worker's too
+  pollfd ended{pidfd, POLLIN, 0};
+  EXPECT_EQ(poll(&ended, 1, 60000), 1) << "the stopped worker " << stopped << " was never killed";  // bounded only against a hang
+  close(pidfd);
+  EXPECT_EQ(p.stats().workers_lost, 1u);
+}
+
+TEST(pool, terminate_fails_unfinished_work) {
+  fiber::pool p(1);
+  auto slow = p.apply_async(&sleep_ms, 60000);
+  p.terminate().get();
+  fiber_test::expect_error([&] { (void)std::move(slow).get(); }, fiber::errc::closed, "terminated");
+}
+
+namespace {
+/// Kills every worker of this process that exists now (not the fork server); how many.
+std::size_t kill_current_workers() {
+  auto pids = fiber_test::child_pids();
+  for (int pid : pids) ::kill(pid, SIGKILL);
+  return pids.size();
+}
+/// Waits until this process has `n` workers none of which is in `seen`, then kills them.
+void kill_new_workers(std::size_t n, std::set<int>& seen) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::vector<int> fresh;
+  while (std::chrono::steady_clock::now() < give_up) {
+    fresh.clear();
+    for (int pid : fiber_test::child_pids())
+      if (!seen.count(pid)) fresh.push_back(pid);
+    if (fresh.size() >= n) break;
+    std::this_thread::yield();
+  }
+  for (int pid : fresh) {
+    seen.insert(pid);
+    ::kill(pid, SIGKILL);
+  }
+}
+}  // namespace
+
+// Probing found a pool that failed for good when its workers were killed young: a worker killed
+// before its handshake counted as one that cannot start. With the default options, workers
+// killed right at start and then one every 2,000 results: every result arrives, exact, once.
+TEST(pool, chaos_with_default_options_loses_nothing) {
+  FIBER_TEST_LOCAL_ONLY("kills the workers as this process's children");
+  fiber::pool p(4);
+  std::set<int> seen;
+  for (int round = 0; round < 2; ++round) kill_new_workers(4, seen);  // right at start, twice
+  const int n = 20000;
+  std::vector<int> xs(n);
+  std::iota(xs.begin(), xs.end(), 0);
+  auto stream = p.imap(&square, xs);
+  int got = 0;
+  std::size_t killed = 0;
+  while (auto r = stream.next().get()) {
+    ASSERT_EQ(*r, got * got) << "result " << got;  // in order, each once
+    if (++got % 2000 == 0) killed += kill_current_workers() ? 1 : 0;
+  }
+  EXPECT_EQ(got, n);
+  EXPECT_GT(killed, 0u);
+  EXPECT_EQ(p.map(&square, std::vector<int>{7}).get(), std::vector<int>{49});  // and the pool goes on
+}
+
+// A pool whose workers cannot start fails the work at hand, each item of a stream at its own
+// position (none ends the stream early), and tries again for new work instead of failing it
+// unseen.
+TEST(pool, workers_that_cannot_start_fail_each_item_and_new_work_tries_again) {
+  fiber::context ctx(fiber::config::load({{"executable", "/nonexistent/worker"}}));
+  fiber::pool p(ctx, 2);
+  std::vector<int> xs(50);
+  std::iota(xs.begin(), xs.end(), 0);
+  auto stream = p.imap(&square, xs, 3);
+  int errors = 0;
+  for (;;) {
+    try {
+      if (!stream.next().get()) break;
+      ADD_FAILURE() << "a result from a pool whose workers cannot start";
+    } catch (const fiber::error& e) {
+      EXPECT_EQ(e.code(), fiber::errc::spawn_failed) << e.what();
+      EXPECT_NE(std::string(e.what()).find("/nonexistent/worker"), std::string::npos) << e.what();
+      ++errors;
+    }
+  }
+  EXPECT_EQ(errors, 50);  // every item is reported, none lost
+  fiber_test::expect_error([&] { (void)p.map(&square, xs).get(); }, fiber::errc::spawn_failed,
+                           {"pool workers cannot start", "/nonexistent/worker"});
+}
+
+// A big pool ends without leaving a child, destroyed at once or closed and joined (issue 16 saw
+// one child left after a pool of 1,024 shut down; not reproduced at 1,024 here: 2 rounds).
+TEST(pool, a_big_pool_leaves_no_child_after_either_shutdown) {
+  FIBER_TEST_LOCAL_ONLY("counts this process's children");
+  auto before = fiber_test::child_pids();
+  for (bool close_and_join : {false, true}) {
+    {
+      fiber::pool p(256);
+      p.ready().get();
+      EXPECT_EQ(p.map(&square, std::vector<int>(1024, 3)).get(), std::vector<int>(1024, 9));
+      if (close_and_join) {
+        p.close();
+        p.join().get();
+      }
+    }
+    EXPECT_EQ(fiber_test::child_pids(), before) << (close_and_join ? "after close and join" : "after destruction");
+  }
+}

@@ -1,0 +1,126 @@
+// What the pool suites share: the functions their workers run, registered once per test binary.
+#pragma once
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <fiber/fiber.hpp>
+#include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <ranges>
+#include <set>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "support.hpp"
+
+#include "support.hpp"
+
+namespace {
+int square(int x) { return x * x; }
+int add(int a, int b) { return a + b; }
+// An evolution-strategies task: every item of a generation points to the same parameters.
+double perturbed_sum(std::shared_ptr<const std::vector<double>> theta, std::uint64_t seed) {
+  return std::accumulate(theta->begin(), theta->end(), 0.0) + static_cast<double>(seed);
+}
+// Which worker ran a task: its process name, unique in a context on every backend (pids repeat
+// across containers).
+std::string me() { return fiber::current_process().name; }
+std::string my_name(int) { return me(); }
+void nothing(int) {}
+int sleep_ms(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the task's work, not synchronization
+  return ms;
+}
+int fail_on_multiples_of_20(int x) {
+  if (x % 20 == 0) throw std::invalid_argument("multiple of 20: " + std::to_string(x));
+  return x;
+}
+// Each task reports its worker and then waits for a release: only possible if tasks that are
+// running at the same time are on different workers.
+int meet(int, fiber::simple_queue<std::string> arrived, fiber::simple_queue<int> release) {
+  arrived.put(me()).get();
+  return release.get().get();
+}
+// Creates `marker` (once, atomically) and then dies by `sig`; when it exists, returns x.
+int die_once(int x, std::string marker, int sig) {
+  int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd >= 0) {
+    ::close(fd);
+    ::raise(sig);
+    if (sig == SIGSTOP) ::pause();  // stay stopped even if someone continues us
+  }
+  return x;
+}
+int always_die(int) {
+  ::raise(SIGKILL);
+  return 0;
+}
+int fiber_test_unregistered(int x) { return x; }
+// Large arguments and results travel as frames of their own inside a packed chunk.
+std::vector<double> scale_big(std::vector<double> v) {
+  if (v.size() == 3) throw std::length_error("three is not allowed");
+  for (auto& x : v) x *= 2;
+  return v;
+}
+std::string make_big(int n) { return std::string(static_cast<std::size_t>(n), 'x'); }
+int initialized_value = 0;
+void set_value(int v) { initialized_value = v; }
+int read_value(int) { return initialized_value; }
+
+// Where a task ran and which devices it could see: "pid gpus".
+std::string where_plain(int) {
+  auto* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  return me() + " " + (v && *v ? v : "none");
+}
+std::string where_gpu(int x) { return where_plain(x); }
+std::string where_three_gpus(int x) { return where_plain(x); }
+
+std::set<std::string> workers_of(const std::vector<std::string>& where) {
+  std::set<std::string> pids;
+  for (auto& w : where) pids.insert(w.substr(0, w.find(' ')));
+  return pids;
+}
+std::set<std::string> gpus_of(const std::vector<std::string>& where) {
+  std::set<std::string> gpus;
+  for (auto& w : where) gpus.insert(w.substr(w.find(' ') + 1));
+  return gpus;
+}
+
+std::string marker_path(const char* name) {
+  auto p = std::filesystem::temp_directory_path() /
+           ("fiber-pool-" + std::to_string(getpid()) + "-" + name);
+  std::filesystem::remove(p);
+  return p.string();
+}
+}  // namespace
+FIBER_REMOTE(square);
+FIBER_REMOTE(add);
+FIBER_REMOTE(perturbed_sum);
+FIBER_REMOTE(my_name);
+FIBER_REMOTE(nothing);
+FIBER_REMOTE(sleep_ms);
+FIBER_REMOTE(fail_on_multiples_of_20);
+FIBER_REMOTE(meet);
+FIBER_REMOTE(die_once);
+FIBER_REMOTE(always_die);
+FIBER_REMOTE(set_value);
+FIBER_REMOTE(read_value);
+FIBER_REMOTE(scale_big);
+FIBER_REMOTE(make_big);
+FIBER_REMOTE(where_plain);
+FIBER_REMOTE(where_gpu);
+FIBER_META(where_gpu, .gpu = 1);
+FIBER_REMOTE(where_three_gpus);
+FIBER_META(where_three_gpus, .gpu = 3);
+
