@@ -103,7 +103,10 @@ std::string marker_path(const char* name) {
   std::filesystem::remove(p);
   return p.string();
 }
+// A move-only parameter by value: the argument is moved into it in the worker.
+std::size_t length_of(std::unique_ptr<std::string> s) { return s ? s->size() : 0; }
 }  // namespace
+FIBER_REMOTE(length_of);
 FIBER_REMOTE(square);
 FIBER_REMOTE(add);
 FIBER_REMOTE(perturbed_sum);

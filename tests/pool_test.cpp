@@ -35,6 +35,9 @@ TEST(pool, large_arguments_and_results_mixed_with_small_ones_and_errors) {
 TEST(pool, apply_with_arguments) {
   fiber::pool p(2);
   EXPECT_EQ(p.apply(&add, 40, 2).get(), 42);
+  // Move-only arguments are moved into the call, awaited or waited for, at once or later.
+  EXPECT_EQ(p.apply(&length_of, std::make_unique<std::string>("moved")).get(), 5u);
+  EXPECT_EQ(p.apply_async(&length_of, std::make_unique<std::string>("later")).get(), 5u);
 }
 
 TEST(pool, starmap_with_chunksize_1_and_10) {

@@ -47,6 +47,14 @@ TEST(registry, unregistered_function_names_itself_and_the_macro) {
                            {"not_registered_function", "FIBER_REMOTE(not_registered_function)"});
 }
 
+// A lambda turned into a pointer (+[]) has no name another process could find: the error says so,
+// and what to do instead.
+TEST(registry, a_lambda_made_a_pointer_is_refused_with_the_way_out) {
+  int (*f)(int) = [](int x) { return x + 1; };
+  fiber_test::expect_error([&] { (void)fiber::detail::require_registered(f); }, fiber::errc::not_registered,
+                           {"lambda", "FIBER_REMOTE(f)", "pass &f"});
+}
+
 TEST(registry, a_class_constructor_is_found_by_its_id_and_makes_the_object) {
   auto id = fiber::detail::constructor_id<sample::tally, int>::value;
   auto make = fiber::detail::find_constructor(id);

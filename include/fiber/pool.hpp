@@ -187,6 +187,25 @@ class pool {
     return run_stream<detail::result_t<R>>(f, std::begin(xs), std::end(xs), chunksize, encode_one<A>(), false);
   }
 
+  /// A lambda or other callable where a pool needs a registered function: fiber's words at
+  /// compile time instead of a deduction failure (each entry point above has one).
+  template <detail::unnamed_callable F, class... X>
+  void map(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
+  template <detail::unnamed_callable F, class... X>
+  void starmap(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
+  template <detail::unnamed_callable F, class... X>
+  void apply(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
+  template <detail::unnamed_callable F, class... X>
+  void map_async(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
+  template <detail::unnamed_callable F, class... X>
+  void starmap_async(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
+  template <detail::unnamed_callable F, class... X>
+  void apply_async(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
+  template <detail::unnamed_callable F, class... X>
+  void imap(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
+  template <detail::unnamed_callable F, class... X>
+  void imap_unordered(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
+
   /// No more work may be submitted; workers leave once the submitted work is done.
   void close();
   /// After close(): completes when every worker has left.
@@ -218,9 +237,12 @@ class pool {
     using T = detail::result_t<R>;
     using args_t = std::tuple<std::decay_t<P>...>;
     auto id = detail::require_registered(f).id;
-    return [core = core_, id, args = args_t(std::forward<A>(args)...), opts = call_options_]() {
+    // Shared, so that the start stays copyable (an op keeps one per way of waiting) while
+    // move-only arguments are moved, once, into the call that runs.
+    auto held = std::make_shared<args_t>(std::forward<A>(args)...);
+    return [core = core_, id, held, opts = call_options_]() {
       auto c = std::make_shared<detail::completion<T>>();
-      core->submit(id, 1, 1, std::make_shared<detail::single_sink<T, args_t>>(args, c), opts);
+      core->submit(id, 1, 1, std::make_shared<detail::single_sink<T, args_t>>(std::move(*held), c), opts);
       return c;
     };
   }

@@ -32,6 +32,17 @@ class process {
   template <class R, class... P, class... A>
   process(context& ctx, R (*f)(P...), A&&... args) : process(ctx, encode_call(f, std::forward<A>(args)...)) {}
 
+  /// A lambda or other callable as the target: fiber's words at compile time.
+  template <detail::unnamed_callable F, class... A>
+    requires(!std::is_base_of_v<context, std::remove_cvref_t<F>> && !std::is_same_v<std::remove_cvref_t<F>, process> &&
+             !std::is_same_v<std::remove_cvref_t<F>, detail::encoded_call>)
+  explicit process(F&&, A&&...) {
+    static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE);
+  }
+  template <detail::unnamed_callable F, class... A>
+  process(context&, F&&, A&&...) {
+    static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE);
+  }
   process(process&&) noexcept;
   process& operator=(process&&) noexcept;
   /// A child still running when its process object goes is terminated and reaped.

@@ -119,6 +119,24 @@ const function_entry& require_registered(R (*f)(P...)) {
 
 }  // namespace fiber::detail
 
+namespace fiber::detail {
+/// For the static_assert of a callable that is not a plain function (FIBER_NOT_A_FUNCTION_MESSAGE).
+template <class F>
+inline constexpr bool not_a_function = false;
+/// A callable fiber cannot send to another process: a class type with a call operator (a lambda,
+/// std::function, a function object), not a function or a pointer to one.
+template <class F>
+concept unnamed_callable = std::is_class_v<std::remove_cvref_t<F>>;
+}  // namespace fiber::detail
+
+// What passing a lambda, std::function or other callable where fiber runs a function in another
+// process fails to compile with, in place of a template deduction failure.
+#define FIBER_NOT_A_FUNCTION_MESSAGE                                                                          \
+  "fiber: another process runs a function by its registered name, so this must be a plain function "          \
+  "registered with FIBER_REMOTE, passed as &f. A lambda, std::function or function object has no name "        \
+  "another process could look up: move its body into a function f at namespace scope, add FIBER_REMOTE(f), " \
+  "and pass &f (values it captured become f's parameters)"
+
 #define FIBER_DETAIL_CAT2(a, b) a##b
 #define FIBER_DETAIL_CAT(a, b) FIBER_DETAIL_CAT2(a, b)
 

@@ -112,9 +112,12 @@ void throw_not_registered(const void* address) {
   }
   char where[32];
   std::snprintf(where, sizeof where, "%p", address);
-  std::string shown = name.empty() ? std::string("at ") + where : "'" + name + "'";
-  throw error(errc::not_registered, "function " + shown + " is not registered: add FIBER_REMOTE(" +
-                                        (name.empty() ? std::string("your_function") : name) +
+  if (name.empty())  // no name this program exports: a lambda turned into a pointer (+[]), most often
+    throw error(errc::not_registered, std::string("function at ") + where +
+                                          " is not registered, and another process cannot find it by name (a lambda "
+                                          "turned into a pointer with +[] has none): move its body into a function f "
+                                          "at namespace scope, add FIBER_REMOTE(f), and pass &f");
+  throw error(errc::not_registered, "function '" + name + "' is not registered: add FIBER_REMOTE(" + name +
                                         ") at namespace scope in one of your source files");
 }
 }  // namespace fiber::detail
