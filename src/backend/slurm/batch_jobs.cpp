@@ -20,7 +20,9 @@ void batch_run::kill_and_reap() noexcept {
   if (!was_submitting) return cancel_now({id});
   if (!submitted) return;  // not handed to sbatch yet: nothing to cancel
   auto job = submitted->wait();
-  if (!job.empty()) cancel_now({id_in(job)});
+  if (job.empty()) return;
+  cancel_now({id_in(job)});
+  reaped = true;
 }
 
 batch_jobs::batch_jobs(asio::io_context& io, const fiber::config& cfg, std::string master, std::string output_dir)

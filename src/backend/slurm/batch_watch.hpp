@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -153,6 +154,7 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
   stage at = stage::submitting;
   int code = 0, pending_signal = 0, last_signal = 0;
   bool giving_up = false;  // cancelled because it cannot run; ends once the cancel is done
+  std::atomic<bool> reaped{false};  // kill_and_reap cancelled it already (it waited for scancel)
   std::string detail, stderr_tail, last_reason, node;
   clock::time_point pending_since = clock::now();
   followed_file out, err;
@@ -163,7 +165,9 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
   void accepted(const std::string& job) {
     id = id_in(job);
     logf(log_level::debug, process_name, ": Slurm job ", id);
-    if (at == stage::ended) return cancel();  // killed while being submitted
+    // Killed while being submitted: cancelled now, unless kill_and_reap did (a second scancel,
+    // started after the caller heard the child was gone, would outlive its terminate()).
+    if (at == stage::ended) return reaped ? void() : cancel();
     at = stage::pending;
     pending_since = clock::now();
     watch->watch(id, shared_from_this());
