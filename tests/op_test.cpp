@@ -115,6 +115,33 @@ TEST(op, a_callback_op_arms_when_waited_for_and_completes_or_fails_when_called_b
   EXPECT_THROW(std::move(refused).get(), fiber::error);  // what arm throws is the op's error
 }
 
+// A lazy operation dropped before it started never runs; the log says so, naming what made it.
+// One that was waited for, one moved into another, and work already under way say nothing.
+TEST(op, one_dropped_before_it_started_is_reported_by_name) {
+  fiber::context ctx;
+  auto starts = std::make_shared<int>(0);
+  testing::internal::CaptureStderr();
+  { auto dropped = counted(ctx, starts, 1); }
+  auto said = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(*starts, 0);
+  EXPECT_NE(said.find("counted"), std::string::npos) << said;
+  EXPECT_NE(said.find("dropped before it was awaited or waited for"), std::string::npos) << said;
+
+  testing::internal::CaptureStderr();
+  {
+    auto waited = counted(ctx, starts, 2);
+    EXPECT_EQ(std::move(waited).get(), 2);
+    auto moved = counted(ctx, starts, 3);
+    auto into = std::move(moved);
+    EXPECT_EQ(std::move(into).get(), 3);
+    auto c = std::make_shared<completion<int>>();
+    c->set_value(4);
+    auto under_way = fiber::detail::completion_op(ctx.runtime(), c);  // dropped, but not lazy
+  }
+  said = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(said.find("dropped"), std::string::npos) << said;
+}
+
 FIBER_CO_TEST(op, awaited_from_another_executor_it_resumes_there) {
   // The test's coroutine runs on its io_context; fiber's loop here is the same one. Await from a
   // strand of it: the op runs on fiber's executor and the coroutine comes back to its own.

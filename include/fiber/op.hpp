@@ -30,6 +30,15 @@ void notify_done(runtime&, std::atomic<bool>& done) noexcept;
 /// wait_until does.
 void wait_until_started(runtime&, unique_function<void()> start, const std::atomic<bool>& done);
 
+/// Whether a lazy operation ever started, and what made it (the facade's function, from
+/// std::source_location): an op destroyed before it started is reported, naming that.
+struct op_watch {
+  std::atomic<bool> started{false};
+  const char* made_by = "";
+};
+/// Logs (warn) that the operation `made_by` made was dropped before it was awaited or waited for.
+void report_dropped_op(const char* made_by) noexcept;
+
 template <class T>
 struct blocking_result {
   std::optional<T> value;
@@ -65,13 +74,24 @@ class [[nodiscard]] op : public asio::awaitable<T> {
  public:
   /// `direct`, when given, is what get() runs instead of the coroutine: the same operation
   /// done on the calling thread, which takes fiber's loop while it waits.
-  op(std::shared_ptr<detail::runtime> rt, asio::awaitable<T> body, detail::unique_function<T()> direct = nullptr)
+  /// `watch`, when given, says whether the operation started: one dropped unstarted is reported.
+  op(std::shared_ptr<detail::runtime> rt, asio::awaitable<T> body, detail::unique_function<T()> direct = nullptr,
+     std::shared_ptr<detail::op_watch> watch = nullptr)
       : asio::awaitable<T>(detail::on_executor(detail::executor_of(*rt), std::move(body))),
         rt_(std::move(rt)),
-        direct_(std::move(direct)) {}
+        direct_(std::move(direct)),
+        watch_(std::move(watch)) {}
+  op(op&&) noexcept = default;
+  op& operator=(op&&) noexcept = default;
+  /// A lazy operation that never started never happens: `q.put(x);` without co_await or get()
+  /// sends nothing. That is said in the log, naming the operation, rather than lost in silence.
+  ~op() {
+    if (watch_ && this->valid() && !watch_->started.load(std::memory_order_relaxed)) detail::report_dropped_op(watch_->made_by);
+  }
 
   /// Blocks until the operation completes; throws what `co_await` would throw.
   T get() && {
+    if (watch_) watch_->started = true;  // asked for: whatever happens next, the caller hears of it
     if (detail::in_loop_thread(*rt_)) detail::throw_would_deadlock();
     if (direct_) return direct_();
     detail::blocking_result<T> r;
@@ -101,6 +121,7 @@ class [[nodiscard]] op : public asio::awaitable<T> {
  private:
   std::shared_ptr<detail::runtime> rt_;
   detail::unique_function<T()> direct_;
+  std::shared_ptr<detail::op_watch> watch_;
 };
 
 }  // namespace fiber

@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <type_traits>
 #include <variant>
 
@@ -83,7 +84,8 @@ struct as_is {
 /// `start` on the loop; waited for, the calling thread runs it while it holds the loop (no extra
 /// hop). What `start` throws is the op's error. For op<void>, `finish` may return nothing.
 template <class T, class Start, class Finish = as_is>
-op<T> deferred_op(std::shared_ptr<runtime> rt, Start start, Finish finish = {}) {
+op<T> deferred_op(std::shared_ptr<runtime> rt, Start start, Finish finish = {},
+                  std::source_location made_by = std::source_location::current()) {
   using C = typename std::invoke_result_t<Start&>::element_type;
   using V = typename C::value_type;
   static_assert(std::is_void_v<T> || std::is_invocable_r_v<T, Finish&, V&&>, "deferred_op: finish must make a T from the completion's value");
@@ -107,13 +109,21 @@ op<T> deferred_op(std::shared_ptr<runtime> rt, Start start, Finish finish = {}) 
         return finish(take(c));
       }
     }
-    static asio::awaitable<T> run(Start start, Finish finish) {
+    static asio::awaitable<T> run(Start start, Finish finish, std::shared_ptr<op_watch> watch) {
+      if (watch) watch->started = true;
       auto c = started(start);  // the coroutine runs on fiber's loop (see op)
       co_await until_done(c);
       co_return finished(finish, *c);
     }
   };
-  auto direct = [rt, start, finish]() mutable -> T {
+  // Work already under way (completion_op) is not watched: dropping its op loses nothing.
+  std::shared_ptr<op_watch> watch;
+  if (made_by.line() != 0) {
+    watch = std::make_shared<op_watch>();
+    watch->made_by = made_by.function_name();
+  }
+  auto direct = [rt, start, finish, watch]() mutable -> T {
+    if (watch) watch->started = true;
     std::shared_ptr<C> c;
     auto flag = std::make_shared<std::atomic<bool>>(false);
     auto* r = rt.get();
@@ -126,7 +136,7 @@ op<T> deferred_op(std::shared_ptr<runtime> rt, Start start, Finish finish = {}) 
     }, *flag);
     return parts::finished(finish, *c);
   };
-  return {rt, parts::run(std::move(start), std::move(finish)), std::move(direct)};
+  return {rt, parts::run(std::move(start), std::move(finish), watch), std::move(direct), watch};
 }
 
 /// What callback_op hands its `arm`: done() completes the op, done(e) fails it with `e` (a null
@@ -150,22 +160,26 @@ class done_callback {
 /// on fiber's loop when the op starts (as deferred_op's start) and hands `done` (a
 /// done_callback) to the core. What `arm` throws is the op's error.
 template <class Arm>
-op<void> callback_op(std::shared_ptr<runtime> rt, Arm arm) {
+op<void> callback_op(std::shared_ptr<runtime> rt, Arm arm, std::source_location made_by = std::source_location::current()) {
   static_assert(std::is_invocable_v<Arm&, done_callback>, "callback_op: arm must take the done_callback");
-  return deferred_op<void>(std::move(rt), [arm = std::move(arm)]() mutable {
-    auto c = std::make_shared<completion<std::monostate>>();
-    arm(done_callback(c));
-    return c;
-  });
+  return deferred_op<void>(
+      std::move(rt),
+      [arm = std::move(arm)]() mutable {
+        auto c = std::make_shared<completion<std::monostate>>();
+        arm(done_callback(c));
+        return c;
+      },
+      as_is{}, made_by);
 }
 
 /// An op for work already under way.
+/// Work already under way: not watched (an empty source_location), since dropping its op loses nothing.
 template <class T>
 op<T> completion_op(const std::shared_ptr<runtime>& rt, std::shared_ptr<completion<T>> c) {
-  return deferred_op<T>(rt, [c] { return c; });
+  return deferred_op<T>(rt, [c] { return c; }, as_is{}, std::source_location());
 }
 inline op<void> completion_op(const std::shared_ptr<runtime>& rt, std::shared_ptr<completion<std::monostate>> c) {
-  return deferred_op<void>(rt, [c] { return c; });
+  return deferred_op<void>(rt, [c] { return c; }, as_is{}, std::source_location());
 }
 
 }  // namespace fiber::detail

@@ -63,7 +63,7 @@ op<R> call_object(const object_handle& h, std::uint64_t method, std::shared_ptr<
   auto rt = h.rt;
   if (h.ref.async) {
     auto c = send_object_call_now(*rt, h.ref, method, *args);
-    return deferred_op<R>(rt, [c] { return c; }, decode);
+    return deferred_op<R>(rt, [c] { return c; }, decode, std::source_location());  // sent already: not watched
   }
   // The handle's owner rides along: the object lives at least until the call is done.
   return deferred_op<R>(
