@@ -2,6 +2,22 @@
 // that cannot start, chaos, terminate, and a big pool's shutdown leaving no child.
 #include "pool_support.hpp"
 
+// A pool closed while its work is queued still finishes that work when its last worker dies:
+// the lost worker is replaced (a closed pool starts no worker otherwise), and join() returns once
+// the replacement has finished and left.
+TEST(pool, closed_with_work_left_replaces_a_lost_worker_and_finishes) {
+  fiber::pool p(1);
+  auto marker = marker_path("closed-lost");
+  auto first = p.apply_async(&die_once, 7, marker, SIGKILL);
+  auto second = p.apply_async(&square, 5);
+  p.close();
+  EXPECT_EQ(std::move(first).get(), 7);
+  EXPECT_EQ(std::move(second).get(), 25);
+  p.join().get();
+  EXPECT_EQ(p.stats().workers_lost, 1u);
+  std::filesystem::remove(marker);
+}
+
 TEST(pool, five_percent_of_tasks_raising_leave_the_rest_intact) {
   fiber::pool p(2);
   std::vector<int> xs(200);

@@ -176,7 +176,9 @@ void pool_master::on_worker_ended(pool_worker&& w) {
     if (lost && w.connected) ++workers_lost_;
   }
   tasks_.on_worker_lost(w.tasks, w.proc->name(), options_.retry, options_.max_attempts);
-  workers_.top_up();
+  // Closed with work still to do (what the lost worker held, or queued behind it): its
+  // replacement finishes it; terminate() failed all work first, so it starts none.
+  workers_.top_up(!terminating_ && !tasks_.drained());
   dispatch();
   check_joined();
 }

@@ -43,8 +43,8 @@ void worker_set::cancel_timers() noexcept {
   if (probe_timer_) probe_timer_->cancel();
 }
 
-void worker_set::top_up() {
-  if (closed_ || failed_ || rt_.is_shut_down()) return;
+void worker_set::top_up(bool work_left) {
+  if ((closed_ && !work_left) || failed_ || rt_.is_shut_down()) return;
   auto live_now = live(), starting_now = starting();
   const auto limit = start_limit();
   // A worker that cannot be spawned counts towards on_start_failed's limit, which ends this.

@@ -54,8 +54,9 @@ class worker_set {
   void kill_all();
   void cancel_timers() noexcept;
 
-  /// Starts workers until `target` are there (not counting leaving ones).
-  void top_up();
+  /// Starts workers until `target` are there (not counting leaving ones). Once closed, only
+  /// replacements while `work_left`: a pool closed with work queued still finishes it.
+  void top_up(bool work_left = false);
   /// The target changes; workers beyond it are retired.
   void resize(int target);
   int target() const { return target_; }
