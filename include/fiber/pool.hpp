@@ -189,22 +189,14 @@ class pool {
 
   /// A lambda or other callable where a pool needs a registered function: fiber's words at
   /// compile time instead of a deduction failure (each entry point above has one).
-  template <detail::unnamed_callable F, class... X>
-  void map(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
-  template <detail::unnamed_callable F, class... X>
-  void starmap(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
-  template <detail::unnamed_callable F, class... X>
-  void apply(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
-  template <detail::unnamed_callable F, class... X>
-  void map_async(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
-  template <detail::unnamed_callable F, class... X>
-  void starmap_async(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
-  template <detail::unnamed_callable F, class... X>
-  void apply_async(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
-  template <detail::unnamed_callable F, class... X>
-  void imap(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
-  template <detail::unnamed_callable F, class... X>
-  void imap_unordered(F&&, X&&...) { static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); }
+  FIBER_DETAIL_REFUSE_CALLABLE(map)
+  FIBER_DETAIL_REFUSE_CALLABLE(starmap)
+  FIBER_DETAIL_REFUSE_CALLABLE(apply)
+  FIBER_DETAIL_REFUSE_CALLABLE(map_async)
+  FIBER_DETAIL_REFUSE_CALLABLE(starmap_async)
+  FIBER_DETAIL_REFUSE_CALLABLE(apply_async)
+  FIBER_DETAIL_REFUSE_CALLABLE(imap)
+  FIBER_DETAIL_REFUSE_CALLABLE(imap_unordered)
 
   /// No more work may be submitted; workers leave once the submitted work is done.
   void close();

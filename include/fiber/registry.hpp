@@ -137,6 +137,14 @@ concept unnamed_callable = std::is_class_v<std::remove_cvref_t<F>>;
   "another process could look up: move its body into a function f at namespace scope, add FIBER_REMOTE(f), " \
   "and pass &f (values it captured become f's parameters)"
 
+/// A member `name` that takes any class-type callable and fails with FIBER_NOT_A_FUNCTION_MESSAGE
+/// (the entry points of a pool that run a function in another process).
+#define FIBER_DETAIL_REFUSE_CALLABLE(name)                           \
+  template <::fiber::detail::unnamed_callable F, class... X>         \
+  void name(F&&, X&&...) {                                           \
+    static_assert(::fiber::detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); \
+  }
+
 #define FIBER_DETAIL_CAT2(a, b) a##b
 #define FIBER_DETAIL_CAT(a, b) FIBER_DETAIL_CAT2(a, b)
 

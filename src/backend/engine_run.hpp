@@ -74,7 +74,6 @@ class engine_run {
   }
   void mark_running() { run_all(running_, on_running_); }
   void mark_identified() { run_all(identified_, on_identified_); }
-  int end_code() const noexcept { return code_; }
 
  private:
   static void run_all(bool& flag, std::vector<unique_function<void()>>& waiting) {

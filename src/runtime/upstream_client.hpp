@@ -1,8 +1,9 @@
 // A worker's calls to a service in its master (a manager's objects, a ring's store): the one
 // client every service uses. Each call goes upstream flagged flag_expects_reply and completes
 // with the service's reply, or with the service's own "gone" error when the master answers
-// service_gone. A reply says how it went in its aux (runtime/service_reply.hpp). The client of a service is kept by the
-// worker's service registry, so it lives as long as the runtime, and no longer.
+// service_gone. A reply says how it went in its aux (runtime/service_reply.hpp). The client of a
+// service is kept by the worker's service registry, so it lives as long as the runtime, and no
+// longer.
 #pragma once
 #include <cstdint>
 #include <exception>
@@ -25,8 +26,8 @@ class upstream_client final : public service {
   using read_fn = T (*)(multipart&&);
   struct traits {
     read_fn read;
-    errc gone_code;          // the error of a call whose service is gone
-    std::string gone_text;
+    errc gone_code;                     // the error of a call whose service is gone
+    std::string (*gone_text)(std::uint64_t id);  // ... and its words
   };
 
   /// The client of service `id` in this worker (made on first use); on the loop thread.
@@ -34,7 +35,7 @@ class upstream_client final : public service {
     return rt.services().keep<upstream_client>(id, [&] { return std::make_shared<upstream_client>(rt, id, t); });
   }
 
-  upstream_client(runtime& rt, std::uint64_t id, traits t) : rt_(rt), id_(id), traits_(std::move(t)) {}
+  upstream_client(runtime& rt, std::uint64_t id, traits t) : rt_(rt), id_(id), traits_(t) {}
 
   std::shared_ptr<completion<T>> call(kind k, std::uint32_t aux, multipart&& frames) {
     auto [request, c] = pending_.open();
@@ -46,7 +47,7 @@ class upstream_client final : public service {
   void on_message(const std::string&, const header& h, multipart&& payload) override {
     auto c = pending_.take(h.request);
     if (!c) return;
-    if (h.type == kind::service_gone) return c->set_error(std::make_exception_ptr(error(traits_.gone_code, traits_.gone_text)));
+    if (h.type == kind::service_gone) return c->set_error(std::make_exception_ptr(error(traits_.gone_code, traits_.gone_text(id_))));
     if (h.aux != reply_value) return c->set_error(reply_error(payload));
     try {
       c->set_value(traits_.read(std::move(payload)));

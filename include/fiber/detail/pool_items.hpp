@@ -30,7 +30,6 @@ class item_writer {
     std::memcpy(&head[at], &bytes, 4);
     std::memcpy(&head[at + 4], &blobs, 4);
   }
-  writer& chunk() { return chunk_; }
 
  private:
   writer& chunk_;

@@ -12,6 +12,9 @@ namespace fiber::detail {
 
 namespace {
 message whole_reply(multipart&& reply) { return message(message::frames::whole(std::move(reply))); }
+std::string gone_words(std::uint64_t manager) {
+  return "manager " + std::to_string(manager) + " has been shut down: its objects are gone";
+}
 }  // namespace
 
 std::shared_ptr<completion<message>> send_object_call(runtime& rt, const object_ref& ref, std::uint64_t method,
@@ -23,8 +26,7 @@ std::shared_ptr<completion<message>> send_object_call(runtime& rt, const object_
   if (rt.is_master()) {
     return call_at_master(rt, ref, method, args);
   }
-  upstream_client<message>::traits traits{&whole_reply, errc::server_lost,
-                                          "manager " + std::to_string(ref.manager) + " has been shut down: its objects are gone"};
+  static const upstream_client<message>::traits traits{&whole_reply, errc::server_lost, &gone_words};
   return upstream_client<message>::of(rt, ref.manager, traits).call(manager_kind::call, 0, call_frames(ref, method, args));
 }
 

@@ -18,7 +18,8 @@ std::shared_ptr<completion<std::string>> store_call(runtime& rt, std::uint64_t i
                                                     multipart&& frames) {
   if (rt.is_master())
     throw error(errc::not_started, "a ring_member's store is for the ring's members; the master holds the store itself");
-  static const upstream_client<std::string>::traits traits{&first_frame, errc::closed, "the ring is gone: its master let it go"};
+  static const upstream_client<std::string>::traits traits{
+      &first_frame, errc::closed, [](std::uint64_t) -> std::string { return "the ring is gone: its master let it go"; }};
   return upstream_client<std::string>::of(rt, id, traits).call(k, aux, std::move(frames));
 }
 
