@@ -162,7 +162,7 @@ TEST(local_resources, children_asking_for_a_gpu_each_take_turns_on_devices_of_th
 
 TEST(local_resources, a_child_sees_the_cpus_it_asked_for) {
   FIBER_TEST_LOCAL_ONLY("affinity is the local backend's");
-  fiber::pool pool(1);
+  fiber::pool pool({.processes = 1, .needs = {.cpu = 1}});
   EXPECT_EQ(pool.apply(&cpus_seen).get(), 1);
 }
 

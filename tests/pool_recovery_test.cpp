@@ -18,6 +18,114 @@ TEST(pool, closed_with_work_left_replaces_a_lost_worker_and_finishes) {
   std::filesystem::remove(marker);
 }
 
+// A function that declares what the workers have anyway (cpu = 1, as cpu_per_job) runs on them:
+// replacing them would start twice the pool's workers (8 containers or pods for a pool of 4).
+TEST(pool, a_need_equal_to_the_default_starts_no_more_workers) {
+  fiber::pool p(2);
+  p.ready().get();
+  EXPECT_EQ(p.map(&square_on_one_cpu, std::vector<int>{1, 2, 3, 4}).get(), (std::vector<int>{1, 4, 9, 16}));
+  auto s = p.stats();
+  EXPECT_EQ(s.workers_started, 2u);
+  EXPECT_EQ(s.workers, 2u);
+}
+
+// Results stream out of a running chunk: when item 5 of a 10-item chunk runs, the master already
+// has items 0-4, and the death that follows reruns only items 5-9.
+TEST(pool, items_reported_before_a_death_are_not_run_again) {
+  fiber::pool p(fiber::pool_options{.processes = 1, .report_interval = std::chrono::milliseconds(0)});
+  auto log = marker_path("runs"), marker = marker_path("stop");
+  fiber::simple_queue<int> arrived, release;
+  std::vector<std::tuple<int, std::string, int, std::string, fiber::simple_queue<int>, fiber::simple_queue<int>>> args;
+  for (int i = 0; i < 10; ++i) args.emplace_back(i, log, 5, marker, arrived, release);
+  auto all = p.starmap_async(&run_logged, args, 10);
+  EXPECT_EQ(arrived.get().get(), 5);
+  // Items 0-4 were reported before item 5 said it arrived, on the same connection.
+  EXPECT_EQ(p.stats().done, 5u);
+  release.put(1).get();
+  std::vector<int> expected(10);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(std::move(all).get(), expected);
+  std::map<int, int> once_each;
+  for (int i = 0; i < 10; ++i) once_each[i] = i == 5 ? 2 : 1;  // item 5 ran when its worker died
+  EXPECT_EQ(runs_in(log), once_each);
+  auto s = p.stats();
+  EXPECT_EQ(s.workers_lost, 1u);
+  EXPECT_EQ(s.retried, 5u);
+  std::filesystem::remove(log);
+  std::filesystem::remove(marker);
+}
+
+// An item that kills every worker that runs it fails alone, at its position, naming how its
+// workers ended; the other items of its chunk, before and after it, all have their results.
+TEST(pool, a_poisoned_item_fails_alone_at_its_position) {
+  fiber::pool p(2);
+  std::vector<int> xs(30);
+  std::iota(xs.begin(), xs.end(), 0);
+  auto stream = p.imap(&die_at_17, xs, 10);
+  for (int x : xs) {
+    if (x != 17) {
+      EXPECT_EQ(stream.next().get(), x);
+      continue;
+    }
+    fiber_test::expect_error([&] { (void)stream.next().get(); }, fiber::errc::worker_lost,
+                             {"item 17 (", "die_at_17) was running on PoolWorker-", "when it ended (signal 9)",
+                              "3 worker(s) lost running it; max_attempts reached"});
+  }
+  EXPECT_EQ(stream.next().get(), std::nullopt);
+  auto s = p.stats();
+  EXPECT_GE(s.workers_lost, 3u);  // the max_attempts deaths charged to item 17
+  EXPECT_LE(s.workers_lost, 4u);  // and one more when it hid among items not yet reported
+  EXPECT_EQ(p.apply(&square, 4).get(), 16);
+}
+
+// Default chunks whose items kill their workers three times over: each death is charged to the
+// item that was running, not to the chunk, so the map completes (it failed when a chunk was rerun
+// from its start and charged an attempt at each death).
+TEST(pool, a_chunk_whose_worker_dies_three_times_still_completes_with_default_chunks) {
+  fiber::pool p(2);
+  auto prefix = marker_path("die-at-");
+  std::vector<int> kills{24, 49, 74};  // all in the first default chunk (600 items / 8 = 75)
+  std::vector<std::tuple<int, std::string, std::vector<int>>> args;
+  for (int i = 0; i < 600; ++i) args.emplace_back(i, prefix, kills);
+  auto r = p.starmap(&die_once_at, args).get();
+  std::vector<int> expected(600);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(r, expected);
+  EXPECT_EQ(p.stats().workers_lost, 3u);
+  for (int k : kills) std::filesystem::remove(prefix + std::to_string(k));
+}
+
+// A task running past its limit fails with timed_out, naming the item and the limit; its worker is
+// killed and replaced (not counted lost), and the other items and the pool go on.
+TEST(pool, a_task_past_its_timeout_fails_and_its_worker_is_replaced) {
+  fiber::pool p(fiber::pool_options{.processes = 2, .task_timeout = std::chrono::milliseconds(300)});
+  auto stream = p.imap(&hang_or_square, std::vector<int>{1, -1, 3}, 1);
+  EXPECT_EQ(stream.next().get(), 1);
+  fiber_test::expect_error([&] { (void)stream.next().get(); }, fiber::errc::timed_out,
+                           {"item 1 (", "hang_or_square) ran longer than its task_timeout (300 ms)"});
+  EXPECT_EQ(stream.next().get(), 9);
+  EXPECT_EQ(stream.next().get(), std::nullopt);
+  EXPECT_EQ(p.apply(&square, 5).get(), 25);
+  auto s = p.stats();
+  EXPECT_EQ(s.workers_lost, 0u);
+  EXPECT_EQ(s.workers, 2u);
+  EXPECT_EQ(s.workers_started, 3u);
+}
+
+TEST(pool, a_timeout_per_call_and_a_timed_out_item_run_again_when_asked) {
+  fiber::pool p(2);
+  fiber_test::expect_error([&] { (void)p.with({.task_timeout = std::chrono::milliseconds(200)}).apply(&hang, 0).get(); },
+                           fiber::errc::timed_out, "task_timeout (200 ms)");
+  auto marker = marker_path("hang-once");
+  EXPECT_EQ(p.with({.task_timeout = std::chrono::milliseconds(200), .retry_timed_out = true})
+                .apply(&hang_once, 8, marker)
+                .get(),
+            8);
+  EXPECT_EQ(p.apply(&square, 6).get(), 36);  // the pool's own calls have no limit
+  EXPECT_EQ(p.stats().workers_lost, 0u);
+  std::filesystem::remove(marker);
+}
+
 TEST(pool, five_percent_of_tasks_raising_leave_the_rest_intact) {
   fiber::pool p(2);
   std::vector<int> xs(200);

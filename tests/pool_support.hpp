@@ -13,16 +13,12 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <ranges>
-#include <set>
-#include <numeric>
 #include <optional>
-#include <set>
 #include <thread>
-
-#include "support.hpp"
 
 #include "support.hpp"
 
@@ -66,6 +62,60 @@ int always_die(int) {
   ::raise(SIGKILL);
   return 0;
 }
+// Logs each run of item `x` as a line of `log`. The first time item `stop_at` runs, it says so on
+// `arrived`, waits for `release`, and dies: what ran before it was reported, or not.
+int run_logged(int x, std::string log, int stop_at, std::string marker, fiber::simple_queue<int> arrived,
+               fiber::simple_queue<int> release) {
+  auto line = std::to_string(x) + "\n";
+  int fd = ::open(log.c_str(), O_CREAT | O_APPEND | O_WRONLY, 0600);
+  if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) std::abort();
+  ::close(fd);
+  if (x == stop_at && (fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600)) >= 0) {
+    ::close(fd);
+    arrived.put(x).get();
+    (void)release.get().get();
+    ::raise(SIGKILL);
+  }
+  return x;
+}
+// How many times each item ran, from run_logged's log.
+std::map<int, int> runs_in(const std::string& log) {
+  std::map<int, int> runs;
+  std::ifstream in(log);
+  for (int x; in >> x;) ++runs[x];
+  return runs;
+}
+// Dies every time it runs item 17.
+int die_at_17(int x) {
+  if (x == 17) ::raise(SIGKILL);
+  return x;
+}
+// Dies the first time it runs each item of `kills` (a marker per item under `prefix`).
+int die_once_at(int x, std::string prefix, std::vector<int> kills) {
+  if (std::find(kills.begin(), kills.end(), x) != kills.end()) {
+    int fd = ::open((prefix + std::to_string(x)).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+    if (fd >= 0) ::raise(SIGKILL);
+  }
+  return x;
+}
+// Never returns on its own: a task only its timeout ends.
+int hang(int x) {
+  for (;;) ::pause();
+  return x;
+}
+// Hangs for a negative x; squares the others.
+int hang_or_square(int x) {
+  if (x < 0)
+    for (;;) ::pause();
+  return x * x;
+}
+// Hangs the first time (`marker` absent), returns x after.
+int hang_once(int x, std::string marker) {
+  int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd >= 0)
+    for (;;) ::pause();
+  return x;
+}
 int fiber_test_unregistered(int x) { return x; }
 // Large arguments and results travel as frames of their own inside a packed chunk.
 std::vector<double> scale_big(std::vector<double> v) {
@@ -85,6 +135,8 @@ std::string where_plain(int) {
 }
 std::string where_gpu(int x) { return where_plain(x); }
 std::string where_three_gpus(int x) { return where_plain(x); }
+// Declares what every worker has anyway (cpu_per_job is 1 by default).
+int square_on_one_cpu(int x) { return x * x; }
 
 std::set<std::string> workers_of(const std::vector<std::string>& where) {
   std::set<std::string> pids;
@@ -117,6 +169,12 @@ FIBER_REMOTE(fail_on_multiples_of_20);
 FIBER_REMOTE(meet);
 FIBER_REMOTE(die_once);
 FIBER_REMOTE(always_die);
+FIBER_REMOTE(run_logged);
+FIBER_REMOTE(die_at_17);
+FIBER_REMOTE(die_once_at);
+FIBER_REMOTE(hang);
+FIBER_REMOTE(hang_or_square);
+FIBER_REMOTE(hang_once);
 FIBER_REMOTE(set_value);
 FIBER_REMOTE(read_value);
 FIBER_REMOTE(scale_big);
@@ -126,4 +184,6 @@ FIBER_REMOTE(where_gpu);
 FIBER_META(where_gpu, .gpu = 1);
 FIBER_REMOTE(where_three_gpus);
 FIBER_META(where_three_gpus, .gpu = 3);
+FIBER_REMOTE(square_on_one_cpu);
+FIBER_META(square_on_one_cpu, .cpu = 1);
 

@@ -30,6 +30,7 @@ struct counting_sink final : pool_sink {
       std::rethrow_exception(e);
     } catch (const fiber::error& err) {
       errors[index] = err.code();
+      reasons[index] = err.what();
     }
   }
   void on_finished() override { ++finished; }
@@ -38,6 +39,7 @@ struct counting_sink final : pool_sink {
   int total, next = 0;
   std::map<std::size_t, int> results;
   std::map<std::size_t, std::error_code> errors;
+  std::map<std::size_t, std::string> reasons;
   int finished = 0;
   int input_failed_at = -1;
 };
@@ -46,17 +48,20 @@ std::shared_ptr<pool_submission> submission_of(std::shared_ptr<counting_sink> si
   return std::make_shared<pool_submission>(pool_submission{7, chunksize, std::move(sink), retry, {}});
 }
 
-/// What a worker sends back for `t`: each item's argument times ten.
-multipart results_for(const pool_task& t) {
+/// What a worker sends back for the next `n` items of `t` (all it has left by default): each
+/// item's argument times ten.
+multipart results_for(const pool_task& t, std::size_t n = 0) {
+  if (!n) n = t.count();
   writer results;
-  for (std::size_t i = 0; i < t.count; ++i)
-    append_result(results, [&](writer& w) { w.value(static_cast<int>(t.first + i) * 10); });
+  for (std::size_t i = 0; i < n; ++i)
+    append_result(results, [&](writer& w) { w.value(static_cast<int>(t.position() + i) * 10); });
   multipart m;
   m.emplace_back(results.head().data(), results.head().size());
   return m;
 }
 
 constexpr std::size_t no_limit = std::size_t(1) << 40;
+const worker_end killed{"PoolWorker-1", "signal 9"};
 
 /// A queue fed by one counting sink.
 struct pool_task_queue : ::testing::Test {
@@ -86,7 +91,7 @@ TEST_F(pool_task_queue, feeds_chunks_within_the_window_and_delivers_results_at_t
     q.feed(2, no_limit);
   }
   ASSERT_EQ(sent.size(), 4u);  // 3 + 3 + 3 + 1
-  EXPECT_EQ(sent.back().count, 1u);
+  EXPECT_EQ(sent.back().count(), 1u);
   EXPECT_EQ(q.running_items(), 10u);
   EXPECT_FALSE(q.drained());
   // Back in reverse order: each result lands at its own position.
@@ -118,7 +123,7 @@ TEST_F(pool_task_queue, a_lost_worker_charges_only_the_task_it_was_running_and_t
     ids.push_back(held.back());
   }
   EXPECT_EQ(q.items_in(held), 3u);
-  q.on_worker_lost(held, "PoolWorker-1", true, 3);
+  q.on_worker_lost(held, killed, true, 3);
   EXPECT_EQ(q.retried(), 3u);
   EXPECT_EQ(q.running_items(), 0u);
   std::vector<int> attempts;
@@ -131,7 +136,7 @@ TEST_F(pool_task_queue, a_lost_worker_charges_only_the_task_it_was_running_and_t
   EXPECT_EQ(attempts, (std::vector<int>{1, 0, 0}));
 }
 
-TEST_F(pool_task_queue, a_task_out_of_attempts_or_without_retries_fails_with_worker_lost) {
+TEST_F(pool_task_queue, an_item_out_of_attempts_fails_alone_and_without_retries_its_chunk_fails) {
   for (bool retry : {true, false}) {
     task_queue q;
     auto sink = std::make_shared<counting_sink>(2);
@@ -143,12 +148,104 @@ TEST_F(pool_task_queue, a_task_out_of_attempts_or_without_retries_fails_with_wor
       auto t = q.take_next();
       auto id = t.id;
       q.sent(std::move(t), "w1");
-      q.on_worker_lost({id}, "PoolWorker-1", true, 2);  // the pool retries; the call may not
+      q.on_worker_lost({id}, killed, true, 2);  // the pool retries; the call may not
     }
     EXPECT_EQ(rounds, retry ? 2 : 1);
-    ASSERT_EQ(sink->errors.size(), 2u);  // both items of the chunk
     EXPECT_EQ(sink->errors[0], fiber::errc::worker_lost);
-    EXPECT_EQ(sink->finished, 1);
+    EXPECT_NE(sink->reasons[0].find("item 0"), std::string::npos) << sink->reasons[0];
+    EXPECT_NE(sink->reasons[0].find("PoolWorker-1 when it ended (signal 9)"), std::string::npos) << sink->reasons[0];
+    if (retry) {
+      // The item that was running fails alone; the other runs again, uncharged.
+      EXPECT_EQ(sink->errors.size(), 1u);
+      ASSERT_NE(q.next(), nullptr);
+      auto rest = q.take_next();
+      EXPECT_EQ(rest.position(), 1u);
+      EXPECT_EQ(rest.attempts, 0);
+      EXPECT_EQ(sink->finished, 0);
+    } else {
+      // Without retries none runs twice: the item after it may have run too.
+      ASSERT_EQ(sink->errors.size(), 2u);
+      EXPECT_NE(sink->reasons[1].find("retries are off"), std::string::npos) << sink->reasons[1];
+      EXPECT_EQ(sink->finished, 1);
+    }
+  }
+}
+
+TEST_F(pool_task_queue, a_death_reruns_only_the_items_not_yet_reported_and_each_is_delivered_once) {
+  submit(10, 10);
+  auto first = send_next();
+  q.on_results(first.id, "w1", "PoolWorker-1", results_for(first, 4), false, 4);
+  EXPECT_EQ(sink->results.size(), 4u);
+  EXPECT_EQ(q.running_items(), 6u);
+  q.on_worker_lost({first.id}, killed, true, 3);
+  EXPECT_EQ(q.retried(), 6u);  // not the 4 reported
+  auto rest = send_next("w2");
+  EXPECT_EQ(rest.position(), 4u);
+  EXPECT_EQ(rest.count(), 6u);
+  EXPECT_EQ(rest.attempts, 1);       // item 4 was running
+  EXPECT_TRUE(rest.report_each);     // the next death names its item exactly
+  // Item 4's result clears its charge: it was not what killed the worker.
+  q.on_results(rest.id, "w2", "PoolWorker-2", results_for(rest, 1), false, 1);
+  ASSERT_NE(q.in_flight(rest.id), nullptr);
+  EXPECT_EQ(q.in_flight(rest.id)->attempts, 0);
+  // A late batch from the dead worker changes nothing.
+  q.on_results(first.id, "w1", "PoolWorker-1", results_for(rest, 5), false, 5);
+  q.on_results(rest.id, "w2", "PoolWorker-2", results_for(*q.in_flight(rest.id)));
+  ASSERT_EQ(sink->results.size(), 10u);
+  for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(sink->results[i], static_cast<int>(i) * 10);
+  EXPECT_EQ(q.done(), 10u);
+  EXPECT_EQ(sink->finished, 1);
+  EXPECT_TRUE(q.drained());
+}
+
+TEST_F(pool_task_queue, an_item_that_kills_every_worker_fails_at_its_position_and_only_it) {
+  submit(5, 5);
+  auto t = send_next();
+  q.on_results(t.id, "w1", "PoolWorker-1", results_for(t, 2), false, 2);  // items 0 and 1 done
+  for (int death = 0; death < 3; ++death) {
+    q.on_worker_lost({t.id}, killed, true, 3);
+    if (death < 2) t = send_next();
+  }
+  ASSERT_EQ(sink->errors.size(), 1u);
+  EXPECT_EQ(sink->errors[2], fiber::errc::worker_lost);
+  EXPECT_NE(sink->reasons[2].find("item 2"), std::string::npos) << sink->reasons[2];
+  EXPECT_NE(sink->reasons[2].find("3 worker(s) lost running it"), std::string::npos) << sink->reasons[2];
+  auto rest = send_next();
+  EXPECT_EQ(rest.position(), 3u);
+  EXPECT_EQ(rest.attempts, 0);
+  q.on_results(rest.id, "w1", "PoolWorker-1", results_for(rest));
+  EXPECT_EQ(sink->results.size(), 4u);
+  EXPECT_EQ(sink->finished, 1);
+}
+
+TEST_F(pool_task_queue, a_timed_out_item_fails_with_timed_out_or_runs_again_and_the_rest_go_back) {
+  for (bool retry_timed_out : {false, true}) {
+    task_queue q;
+    auto sink = std::make_shared<counting_sink>(3);
+    auto sub = submission_of(sink, 3);
+    sub->timeout = std::chrono::milliseconds(250);
+    sub->retry_timed_out = retry_timed_out;
+    q.add(sub);
+    q.feed(8, no_limit);
+    auto t = q.take_next();
+    auto id = t.id;
+    q.sent(std::move(t), "w1");
+    q.on_timed_out({id}, "PoolWorker-1", 3);
+    ASSERT_NE(q.next(), nullptr);
+    auto again = q.take_next();
+    EXPECT_TRUE(again.report_each);
+    if (retry_timed_out) {
+      EXPECT_TRUE(sink->errors.empty());
+      EXPECT_EQ(again.position(), 0u);
+      EXPECT_EQ(again.attempts, 1);
+    } else {
+      ASSERT_EQ(sink->errors.size(), 1u);
+      EXPECT_EQ(sink->errors[0], fiber::errc::timed_out);
+      EXPECT_NE(sink->reasons[0].find("item 0"), std::string::npos) << sink->reasons[0];
+      EXPECT_NE(sink->reasons[0].find("task_timeout (250 ms)"), std::string::npos) << sink->reasons[0];
+      EXPECT_EQ(again.position(), 1u);
+      EXPECT_EQ(again.attempts, 0);
+    }
   }
 }
 
@@ -181,6 +278,14 @@ TEST_F(pool_task_queue, a_result_that_does_not_hold_its_items_fails_them_as_malf
   q.on_results(id, "w1", "PoolWorker-1", std::move(junk));
   ASSERT_EQ(sink->errors.size(), 2u);
   EXPECT_EQ(sink->errors[1], fiber::errc::malformed_message);
+}
+
+TEST_F(pool_task_queue, a_partial_claiming_every_item_left_is_malformed) {
+  submit(2, 2);
+  auto t = send_next();
+  q.on_results(t.id, "w1", "PoolWorker-1", results_for(t), false, 2);  // only the final result may
+  ASSERT_EQ(sink->errors.size(), 2u);
+  EXPECT_EQ(sink->errors[0], fiber::errc::malformed_message);
 }
 
 TEST(pool_wire, items_round_trip_with_their_large_frames_and_a_failure_keeps_its_place) {

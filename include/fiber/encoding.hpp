@@ -109,6 +109,8 @@ class writer {
   }
   /// Starts a new scope of shared objects: what comes next is read by a reader of its own.
   void forget_shared() noexcept { shared_ids_.clear(); }
+  /// Whether what was written refers to an object by number (a shared_ptr seen twice or more).
+  bool shares_objects() const noexcept { return !shared_ids_.empty(); }
   /// Runs `f` with `owner` keeping large ranges alive: a shared object's data is referenced, not
   /// copied.
   template <class F>

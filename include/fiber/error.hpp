@@ -25,6 +25,8 @@ enum class errc {
   server_lost,          // a manager's server process ended: its objects are gone
   member_lost,          // a member of a ring ended with an error: the ring cannot go on
   unsatisfiable,        // a child asks for more (CPUs, memory, GPUs) than any node of the backend has
+  timed_out,            // a pool item ran longer than its task_timeout: its worker was killed
+  cancelled,            // the operation was cancelled before it finished
 };
 
 }  // namespace fiber

@@ -2,6 +2,7 @@
 // bind_remote), what one call through pool::with() may change (call_options), and what
 // pool::stats() reports.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <tuple>
@@ -32,23 +33,34 @@ struct pool_options {
   bool retry = true;             // false: a task whose worker died fails at once (never runs twice)
   int maxtasksperchild = 0;      // a worker is replaced after this many chunks; 0: never
   int prefetch = 1;              // chunks a worker may hold beyond the one it runs
+  /// A worker running a chunk sends the results it has at least this often (and whenever 1 MiB
+  /// waits), so a death reruns only the items not yet reported; 0: after every item.
+  std::chrono::milliseconds report_interval{5};
   bool progress = false;         // a progress line on stderr for long maps, when it is a terminal
   std::optional<remote_call> initializer;  // run once in each worker before its first task
   meta needs;  // workers start with at least these; a function's FIBER_META raises them (see below)
+  /// An item running longer fails with errc::timed_out; its worker is killed and replaced at
+  /// once. 0: no limit. With a limit, workers report each item as it ends (a message per item).
+  std::chrono::milliseconds task_timeout{0};
+  bool retry_timed_out = false;  // true: a timed-out item runs again, up to max_attempts in all
 };
 
 /// Per-call choices, for the calls made through pool::with(...).
 struct call_options {
   bool retry = true;  // false: a task whose worker died fails with worker_lost (it never runs twice)
+  std::optional<std::chrono::milliseconds> task_timeout;  // unset: the pool's; 0: no limit
+  std::optional<bool> retry_timed_out;                    // unset: the pool's
 };
 
+/// Counted in items (one call of the function); a chunk is the batch of items a worker is sent.
 struct pool_stats {
-  std::size_t queued = 0;        // tasks (items) waiting for a worker
-  std::size_t running = 0;       // tasks (items) held by workers
-  std::size_t done = 0;          // tasks (items) finished, with a result or an error
-  std::size_t retried = 0;       // tasks (items) sent again after their worker died
-  std::size_t workers_lost = 0;  // workers that died or stopped answering
-  std::size_t workers = 0;       // workers now
+  std::size_t queued = 0;           // items waiting for a worker
+  std::size_t running = 0;          // items held by workers, their results not yet in
+  std::size_t done = 0;             // items finished, with a result or an error
+  std::size_t retried = 0;          // items sent again after their worker died
+  std::size_t workers_lost = 0;     // workers that died or stopped answering
+  std::size_t workers = 0;          // workers now
+  std::size_t workers_started = 0;  // workers started since the pool was made, replacements included
 };
 
 }  // namespace fiber

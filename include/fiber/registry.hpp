@@ -18,16 +18,24 @@
 namespace fiber::detail {
 
 using invoker_fn = void (*)(reader& args, writer& result);
+/// Reads a call's arguments without making the call: the items of a pool chunk that ran before
+/// its worker died still define the shared objects later items refer to.
+using args_reader_fn = void (*)(reader& args);
 
 struct function_entry {
   std::uint64_t id = 0;
   std::string name;  // fully qualified, with signature
   invoker_fn invoke = nullptr;
+  args_reader_fn read_args = nullptr;
 };
 
-void register_function(const void* address, std::uint64_t id, std::string_view name, invoker_fn invoke);
+void register_function(const void* address, std::uint64_t id, std::string_view name, invoker_fn invoke,
+                       args_reader_fn read_args);
 const function_entry* find_function(const void* address) noexcept;
 const function_entry* find_function(std::uint64_t id) noexcept;
+/// The function's name as its source spells it ("ns::train"), from a registered name; the
+/// registered name itself when it has no such part.
+std::string_view spelled_name(std::string_view registered) noexcept;
 /// Digest of every registered id: a worker whose registry differs runs other code.
 std::uint64_t registry_digest() noexcept;
 [[noreturn]] void throw_not_registered(const void* address);
@@ -95,10 +103,15 @@ void invoke(reader& in, writer& out) {
 }
 
 template <auto F>
+void read_args_of(reader& in) {
+  (void)in.value<typename fn_traits<decltype(F)>::args>();
+}
+
+template <auto F>
 struct function_registrar {
   function_registrar() {
     auto name = qualified_name<F>();
-    register_function(reinterpret_cast<const void*>(F), stable_hash(name), name, &invoke<F>);
+    register_function(reinterpret_cast<const void*>(F), stable_hash(name), name, &invoke<F>, &read_args_of<F>);
   }
 };
 

@@ -28,6 +28,8 @@ class category : public std::error_category {
       case errc::server_lost: return "manager server lost";
       case errc::member_lost: return "ring member lost";
       case errc::unsatisfiable: return "no node can satisfy the request";
+      case errc::timed_out: return "a task ran longer than its time limit";
+      case errc::cancelled: return "the operation was cancelled";
     }
     return "unknown fiber error";
   }

@@ -31,7 +31,18 @@ registry& the_registry() {
 }
 }  // namespace
 
-void register_function(const void* address, std::uint64_t id, std::string_view name, invoker_fn invoke) {
+std::string_view spelled_name(std::string_view registered) noexcept {
+  // GCC: "... [with auto F = ns::train; ...]"; Clang: "... [F = &ns::train]".
+  auto at = registered.find("F = ");
+  if (at == std::string_view::npos) return registered;
+  auto name = registered.substr(at + 4);
+  name = name.substr(0, name.find_first_of(";]"));
+  if (name.starts_with('&')) name.remove_prefix(1);
+  return name;
+}
+
+void register_function(const void* address, std::uint64_t id, std::string_view name, invoker_fn invoke,
+                       args_reader_fn read_args) {
   auto& r = the_registry();
   std::lock_guard lock(r.mutex);
   auto it = r.by_id.find(id);
@@ -41,7 +52,7 @@ void register_function(const void* address, std::uint64_t id, std::string_view n
                  static_cast<int>(name.size()), name.data());
     std::abort();
   }
-  auto e = std::make_unique<function_entry>(function_entry{id, std::string(name), invoke});
+  auto e = std::make_unique<function_entry>(function_entry{id, std::string(name), invoke, read_args});
   r.by_address[address] = e.get();
   r.by_id.emplace(id, std::move(e));
 }

@@ -100,11 +100,16 @@ void child_process::spawn() {
 
 spawn_spec spec_for_needs(const meta& needs, const fiber::config& cfg) {
   spawn_spec spec;
-  spec.cpu = needs.cpu ? needs.cpu : cfg.cpu_per_job;
+  auto full = needs_with_defaults(needs, cfg);
+  spec.cpu = full.cpu;
   spec.cpu_declared = needs.cpu != 0;
-  spec.memory_mb = needs.memory_mb ? needs.memory_mb : cfg.mem_per_job;
-  spec.gpu = needs.gpu;
+  spec.memory_mb = full.memory_mb;
+  spec.gpu = full.gpu;
   return spec;
+}
+
+meta needs_with_defaults(const meta& needs, const fiber::config& cfg) {
+  return {needs.cpu ? needs.cpu : cfg.cpu_per_job, needs.memory_mb ? needs.memory_mb : cfg.mem_per_job, needs.gpu};
 }
 
 void child_process::arm_start_deadline() {

@@ -21,6 +21,9 @@ struct spawn_spec;
 /// The cpu, memory and GPUs a child with `needs` is started with (a need left at 0 takes the
 /// config's default), as a spec with only those set: what backend::check_capacity weighs.
 spawn_spec spec_for_needs(const meta& needs, const fiber::config& cfg);
+/// `needs` with each need left at 0 replaced by the config's default: what two needs are
+/// compared by (a function's `.cpu = 1` asks for no more than a worker given cpu_per_job = 1).
+meta needs_with_defaults(const meta& needs, const fiber::config& cfg);
 
 class child_process final : public child_endpoint, public std::enable_shared_from_this<child_process> {
  public:

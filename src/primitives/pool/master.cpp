@@ -10,6 +10,16 @@
 
 namespace fiber::detail {
 
+namespace {
+std::string how_it_ended(const pool_worker& w) {
+  if (!w.why_ended.empty()) return w.why_ended;
+  auto code = w.proc->exit_code();
+  if (!code) return "its end was reported without a status";
+  if (*code < 0) return "signal " + std::to_string(-*code);
+  return "exit code " + std::to_string(*code);
+}
+}  // namespace
+
 std::shared_ptr<pool_core> pool_core::make(std::shared_ptr<runtime> rt, pool_options options) {
   auto core = std::make_shared<pool_master>(rt, std::move(options));
   // With the caller's io_context the loop may not run yet: the workers start once it does.
@@ -25,6 +35,11 @@ pool_options pool_master::checked(pool_options options) {
   if (options.max_attempts < 1) throw error(errc::config_error, "pool: max_attempts must be at least 1");
   if (options.prefetch < 0) throw error(errc::config_error, "pool: prefetch must be 0 or more");
   if (options.maxtasksperchild < 0) throw error(errc::config_error, "pool: maxtasksperchild must be 0 or more");
+  if (options.report_interval.count() < 0)
+    throw error(errc::config_error, "pool: report_interval must be 0 (after every item) or more");
+  if (options.task_timeout.count() < 0)
+    throw error(errc::config_error, "pool: task_timeout must be 0 (no limit) or more, got " +
+                                        std::to_string(options.task_timeout.count()) + " ms");
   return options;
 }
 
@@ -70,8 +85,19 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
     auto per = static_cast<std::size_t>(workers_.target()) * 4;
     chunksize = hint ? std::max<std::size_t>(1, (hint + per - 1) / per) : 1;
   }
+  auto timeout = call.task_timeout.value_or(options_.task_timeout);
+  if (timeout.count() < 0)
+    throw error(errc::config_error, "pool.with: task_timeout must be 0 (no limit) or more, got " +
+                                        std::to_string(timeout.count()) + " ms");
   if (!workers_.covers(needs)) workers_.raise_needs(needs);
-  tasks_.add(std::make_shared<pool_submission>(pool_submission{function_id, chunksize, std::move(sink), call.retry, needs}));
+  auto sub = std::make_shared<pool_submission>(pool_submission{function_id, chunksize, std::move(sink), call.retry, needs});
+  sub->timeout = timeout;
+  sub->retry_timed_out = call.retry_timed_out.value_or(options_.retry_timed_out);
+  if (timeout.count() && !timeouts_used_) {
+    timeouts_used_ = true;
+    deadline_timer_ = std::make_unique<asio::steady_timer>(rt_->io());
+  }
+  tasks_.add(std::move(sub));
   total_hint_ += hint;
   progress_.start(rt_->io(), weak_from_this());
   if (start_again) workers_.top_up();  // may fail this submission at once, item by item
@@ -91,6 +117,7 @@ void pool_master::terminate() {
   fail_all(std::make_exception_ptr(error(errc::closed, "the pool was terminated before this work finished")));
   workers_.kill_all();
   progress_.cancel();
+  if (deadline_timer_) deadline_timer_->cancel();
   rt_->services().remove(id_);
   check_joined();
 }
@@ -119,12 +146,14 @@ pool_stats pool_master::stats() const {
   s.retried = tasks_.retried();
   s.workers_lost = workers_lost_;
   s.workers = workers_.live();
+  s.workers_started = workers_.started();
   return s;
 }
 
 void pool_master::on_shutdown() noexcept {
   workers_.cancel_timers();
   progress_.cancel();
+  if (deadline_timer_) deadline_timer_->cancel();
 }
 
 void pool_master::on_message(const std::string& peer, const header& h, multipart&& payload) {
@@ -133,11 +162,21 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
   if (h.type == pool_kind::ready) {
     if (!workers_.on_ready(*w, static_cast<int>(h.aux))) return;
     check_ready();
+  } else if (h.type == pool_kind::partial) {
+    tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload), false, h.aux);
+    if (timeouts_used_) {
+      w->running_since = std::chrono::steady_clock::now();
+      watch_deadline(*w);
+    }
   } else if (h.type == pool_kind::result) {
     std::erase(w->tasks, h.request);
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload));
     w->credit += static_cast<int>(h.aux);
     workers_.on_completed(*w);
+    if (timeouts_used_) {
+      w->running_since = std::chrono::steady_clock::now();
+      watch_deadline(*w);
+    }
   }
   dispatch();
 }
@@ -150,9 +189,16 @@ void pool_master::dispatch() {
     auto* w = workers_.least_loaded(next->sub->needs);
     if (!w) break;
     auto t = tasks_.take_next();
+    task_head head;
+    head.function_id = t.sub->function_id;
+    head.skip = static_cast<std::uint32_t>(t.begin);
+    head.run = static_cast<std::uint32_t>(t.count());
+    // Under a timeout, the master must know which item runs and since when.
+    head.report_each = t.report_each || t.sub->timeout.count() ? 1 : 0;
+    head.shares_objects = t.shares_objects ? 1 : 0;
     // The frames reference the task's arguments: kept for a resend, never copied.
-    auto m = make_message(pool_kind::task, {.channel = id_, .request = t.id, .aux = static_cast<std::uint32_t>(t.count)},
-                          as_pod(t.sub->function_id), to_shared_frames(t.args));
+    auto m = make_message(pool_kind::task, {.channel = id_, .request = t.id, .aux = static_cast<std::uint32_t>(t.packed)},
+                          as_pod(head), to_shared_frames(t.args));
     if (auto ec = rt_->master().try_send_to_child(w->rid, std::move(m))) {
       tasks_.put_back(std::move(t));
       workers_.unreachable(*w, ec);
@@ -161,6 +207,10 @@ void pool_master::dispatch() {
     --w->credit;
     w->tasks.push_back(t.id);
     tasks_.sent(std::move(t), w->rid);
+    if (timeouts_used_ && w->tasks.size() == 1) {
+      w->running_since = std::chrono::steady_clock::now();
+      watch_deadline(*w);
+    }
     tasks_.feed(window, rt_->cfg().max_message_bytes);
   }
   maybe_stop_workers();
@@ -175,7 +225,7 @@ void pool_master::on_worker_ended(pool_worker&& w) {
          tasks_.items_in(w.tasks), " item(s) in ", w.tasks.size(), " chunk(s)");
     if (lost && w.connected) ++workers_lost_;
   }
-  tasks_.on_worker_lost(w.tasks, w.proc->name(), options_.retry, options_.max_attempts);
+  tasks_.on_worker_lost(w.tasks, {w.proc->name(), how_it_ended(w)}, options_.retry, options_.max_attempts);
   // Closed with work still to do (what the lost worker held, or queued behind it): its
   // replacement finishes it; terminate() failed all work first, so it starts none.
   workers_.top_up(!terminating_ && !tasks_.drained());
@@ -220,6 +270,54 @@ std::optional<progress_line::frame> pool_master::progress_frame() {
   f.last = !tasks_.busy();
   if (f.last) total_hint_ = 0;
   return f;
+}
+
+}  // namespace fiber::detail
+
+namespace fiber::detail {
+
+void pool_master::watch_deadline(pool_worker& w) {
+  if (auto when = deadline_of(w); when && (!deadline_armed_ || *when < *deadline_armed_)) arm_deadline(*when);
+}
+
+std::optional<std::chrono::steady_clock::time_point> pool_master::deadline_of(const pool_worker& w) const {
+  if (w.tasks.empty() || w.leaving) return std::nullopt;
+  auto* t = tasks_.in_flight(w.tasks.front());
+  if (!t || !t->sub->timeout.count()) return std::nullopt;
+  return w.running_since + t->sub->timeout;
+}
+
+void pool_master::arm_deadline(std::chrono::steady_clock::time_point when) {
+  deadline_armed_ = when;
+  deadline_timer_->expires_at(when);  // cancels the wait for a later one
+  deadline_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->rt_->is_shut_down()) return;
+    self->on_deadline();
+  });
+}
+
+void pool_master::on_deadline() {
+  deadline_armed_.reset();
+  auto now = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> next;
+  std::vector<pool_worker*> late;
+  workers_.for_each([&](pool_worker& w) {
+    auto when = deadline_of(w);
+    if (!when) return;
+    if (*when <= now)
+      late.push_back(&w);
+    else if (!next || *when < *next)
+      next = when;
+  });
+  for (auto* w : late) {
+    logf(log_level::warn, w->proc->name(), " ran an item longer than its task_timeout; killing it");
+    tasks_.on_timed_out(w->tasks, w->proc->name(), options_.max_attempts);
+    w->tasks.clear();
+    workers_.end_now(*w, "killed: its item ran longer than task_timeout");
+  }
+  if (next) arm_deadline(*next);
+  dispatch();
 }
 
 }  // namespace fiber::detail

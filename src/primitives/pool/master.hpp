@@ -51,6 +51,11 @@ class pool_master final : public pool_core, public service, public std::enable_s
   void check_joined();
   void check_ready();
   std::optional<progress_line::frame> progress_frame();
+  /// Task timeouts: one timer at the earliest deadline of an item running; `w` just started one.
+  void watch_deadline(pool_worker& w);
+  std::optional<std::chrono::steady_clock::time_point> deadline_of(const pool_worker& w) const;
+  void arm_deadline(std::chrono::steady_clock::time_point when);
+  void on_deadline();
 
   static pool_options checked(pool_options options);
 
@@ -65,6 +70,9 @@ class pool_master final : public pool_core, public service, public std::enable_s
   std::size_t workers_lost_ = 0;
   std::size_t total_hint_ = 0;  // items submitted while the progress line is up
   std::vector<unique_function<void()>> joined_waiters_, ready_waiters_;
+  bool timeouts_used_ = false;  // a submission had a task timeout: deadlines are watched
+  std::unique_ptr<asio::steady_timer> deadline_timer_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_armed_;
 };
 
 }  // namespace fiber::detail

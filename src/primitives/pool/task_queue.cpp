@@ -6,6 +6,7 @@
 #include "core/message_limit.hpp"
 #include "core/remote_failure.hpp"
 #include "fiber/error.hpp"
+#include "fiber/registry.hpp"
 #include "primitives/pool/wire.hpp"
 
 namespace fiber::detail {
@@ -41,7 +42,8 @@ void task_queue::feed(std::size_t window, std::size_t max_message_bytes) {
     t.id = next_task_++;
     t.sub = sub;
     t.first = first;
-    t.count = count;
+    t.packed = t.end = count;
+    t.shares_objects = chunk.shares_objects();
     t.args = std::make_shared<writer>(std::move(chunk));
     queue_.push_back(std::move(t));
   }
@@ -66,65 +68,138 @@ void task_queue::sent(pool_task t, const std::string& worker) {
 }
 
 void task_queue::on_results(std::uint64_t task_id, const std::string& worker, const std::string& worker_name,
-                            multipart&& payload) {
+                            multipart&& payload, bool final, std::size_t items) {
   auto it = inflight_.find(task_id);
   if (it == inflight_.end() || it->second.worker != worker) return;
-  auto t = std::move(it->second);
-  inflight_.erase(it);
+  auto& t = it->second;
+  std::size_t count = final ? t.count() : items;
   try {
     if (payload.empty()) throw error(errc::malformed_message, "malformed pool result: no frames");
+    if (count > t.count() || (!final && count == t.count()))
+      throw error(errc::malformed_message, "malformed pool result: more items than its task has left");
     auto shared = std::make_shared<multipart>(std::move(payload));
-    auto items = unpack(*shared, 0, t.count, true);
-    for (std::size_t i = 0; i < t.count; ++i) {
-      auto& item = items[i];
+    auto unpacked = unpack(*shared, 0, count, true);
+    auto at = t.position();
+    t.begin += count;
+    if (count) t.attempts = 0;  // the item charged has its result: it was not what killed a worker
+    // The task leaves the flight before its items reach the sinks: a sink may submit more.
+    auto sub = t.sub;
+    if (final) inflight_.erase(it);
+    for (std::size_t i = 0; i < count; ++i) {
+      auto& item = unpacked[i];
       if (item.status == item_value) {
         auto f = std::make_shared<message::frames>();
         f->parts = shared;
         f->head = item.head;
         f->blob_spans = std::move(item.blobs);
-        deliver_result(*t.sub, t.first + i, message(std::move(f)));
+        deliver_result(*sub, at + i, message(std::move(f)));
       } else {
         auto f = remote_failure::decode(std::string_view(reinterpret_cast<const char*>(item.head.data()), item.head.size()));
         if (f.where.empty()) f.where = worker_name;
-        deliver_error(*t.sub, t.first + i, f.exception());
+        deliver_error(*sub, at + i, f.exception());
       }
     }
   } catch (const std::exception&) {
-    fail_items(t, std::current_exception());
+    // Nothing was delivered (unpack checks every item first): the task's items left fail.
+    auto lost = inflight_.find(task_id);
+    if (lost == inflight_.end()) return;
+    auto t2 = std::move(lost->second);
+    inflight_.erase(lost);
+    fail_items(t2, std::current_exception());
   }
+}
+
+const pool_task* task_queue::in_flight(std::uint64_t task_id) const {
+  auto it = inflight_.find(task_id);
+  return it == inflight_.end() ? nullptr : &it->second;
 }
 
 std::size_t task_queue::items_in(const std::deque<std::uint64_t>& held) const {
   std::size_t items = 0;
   for (auto id : held)
-    if (auto t = inflight_.find(id); t != inflight_.end()) items += t->second.count;
+    if (auto t = inflight_.find(id); t != inflight_.end()) items += t->second.count();
   return items;
 }
 
-void task_queue::on_worker_lost(const std::deque<std::uint64_t>& held, const std::string& worker_name, bool pool_retry,
+namespace {
+std::string item_words(const pool_task& t) {
+  auto* f = find_function(t.sub->function_id);
+  return "item " + std::to_string(t.position()) + " (" + (f ? std::string(spelled_name(f->name)) : "a pool function") + ")";
+}
+}  // namespace
+
+void task_queue::on_worker_lost(const std::deque<std::uint64_t>& held, const worker_end& end, bool pool_retry,
                                 int max_attempts) {
-  bool first = true;
+  bool running = true;
   std::vector<pool_task> requeued;
   for (auto id : held) {
     auto it = inflight_.find(id);
     if (it == inflight_.end()) continue;
     auto t = std::move(it->second);
     inflight_.erase(it);
-    if (std::exchange(first, false)) ++t.attempts;
-    bool retry = pool_retry && t.sub->retry;
-    if (t.attempts > 0 && (!retry || t.attempts >= max_attempts)) {
-      fail_items(t, std::make_exception_ptr(error(
-                        errc::worker_lost, "a task was running on " + worker_name + " when it died (" +
-                                               std::to_string(t.attempts) + " worker(s) lost running it" +
-                                               (retry ? "; max_attempts reached)" : "; retries are off)"))));
+    t.worker.clear();
+    if (!std::exchange(running, false)) {  // waiting behind the one it ran: untouched
+      retried_ += t.count();
+      requeued.push_back(std::move(t));
       continue;
     }
-    retried_ += t.count;
-    t.worker.clear();
+    ++t.attempts;
+    auto where = " was running on " + end.worker + " when it ended (" + end.how + ")";
+    if (!(pool_retry && t.sub->retry)) {
+      // Items after the last report may have run: none runs twice.
+      while (t.count()) {
+        auto why = item_words(t) + (t.attempts ? where : " was in the same chunk, not yet reported, when " + end.worker +
+                                                              " ended (" + end.how + ")") +
+                   "; retries are off";
+        t.attempts = 0;
+        fail_first(t, std::make_exception_ptr(error(errc::worker_lost, why)));
+      }
+      continue;
+    }
+    if (t.attempts >= max_attempts) {
+      auto why = item_words(t) + where + "; " + std::to_string(t.attempts) + " worker(s) lost running it; max_attempts reached";
+      t.attempts = 0;
+      if (!fail_first(t, std::make_exception_ptr(error(errc::worker_lost, why)))) continue;
+    }
+    retried_ += t.count();
+    t.report_each = true;
     requeued.push_back(std::move(t));
   }
+  requeue_front(requeued);
+}
+
+void task_queue::on_timed_out(const std::deque<std::uint64_t>& held, const std::string& worker_name, int max_attempts) {
+  bool running = true;
+  std::vector<pool_task> requeued;
+  for (auto id : held) {
+    auto it = inflight_.find(id);
+    if (it == inflight_.end()) continue;
+    auto t = std::move(it->second);
+    inflight_.erase(it);
+    t.worker.clear();
+    if (std::exchange(running, false)) {
+      auto& sub = *t.sub;
+      if (sub.retry_timed_out && ++t.attempts < max_attempts) {
+        retried_ += t.count();
+      } else {
+        auto why = item_words(t) + " ran longer than its task_timeout (" + std::to_string(sub.timeout.count()) +
+                   " ms) on " + worker_name + "; its worker was killed" +
+                   (sub.retry_timed_out ? " (" + std::to_string(t.attempts) + " attempts; max_attempts reached)" : "");
+        t.attempts = 0;
+        if (!fail_first(t, std::make_exception_ptr(error(errc::timed_out, why)))) continue;
+      }
+      t.report_each = true;
+    } else {
+      retried_ += t.count();
+    }
+    requeued.push_back(std::move(t));
+  }
+  requeue_front(requeued);
+}
+
+void task_queue::requeue_front(std::vector<pool_task>& tasks) {
   // Back at the front of the queue, in their original order.
-  for (auto it = requeued.rbegin(); it != requeued.rend(); ++it) queue_.push_front(std::move(*it));
+  for (auto it = tasks.rbegin(); it != tasks.rend(); ++it) queue_.push_front(std::move(*it));
 }
 
 void task_queue::fail_all(std::exception_ptr e) {
@@ -157,18 +232,25 @@ bool task_queue::drained() const {
 
 std::size_t task_queue::queued_items() const {
   std::size_t n = 0;
-  for (auto& t : queue_) n += t.count;
+  for (auto& t : queue_) n += t.count();
   return n;
 }
 
 std::size_t task_queue::running_items() const {
   std::size_t n = 0;
-  for (auto& [id, t] : inflight_) n += t.count;
+  for (auto& [id, t] : inflight_) n += t.count();
   return n;
 }
 
 void task_queue::fail_items(pool_task& t, std::exception_ptr e) {
-  for (std::size_t i = 0; i < t.count; ++i) deliver_error(*t.sub, t.first + i, e);
+  while (t.count()) fail_first(t, e);
+}
+
+bool task_queue::fail_first(pool_task& t, std::exception_ptr e) {
+  auto at = t.position();
+  ++t.begin;
+  deliver_error(*t.sub, at, std::move(e));
+  return t.count() > 0;
 }
 
 }  // namespace fiber::detail

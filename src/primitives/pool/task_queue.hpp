@@ -3,6 +3,7 @@
 // Which worker runs a task is the master's choice (pool/master.cpp); this queue never sees a
 // process. On fiber's loop thread.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -24,20 +25,39 @@ struct pool_submission {
   std::shared_ptr<pool_sink> sink;
   bool retry = true;
   meta needs;  // of the function: its tasks go only to workers that cover them
+  std::chrono::milliseconds timeout{0};  // an item running longer fails (0: no limit)
+  bool retry_timed_out = false;          // ... or runs again, as if its worker had died
   std::size_t next_index = 0;
   std::size_t outstanding = 0;  // items produced and not yet delivered
   bool input_done = false;
   bool finished = false;
 };
 
-/// A chunk of a submission's items, run by one worker.
+/// A chunk of a submission's items, run by one worker. Its results come in batches (partials,
+/// then the final result): each batch delivers the items from `begin` on, so [begin, end) is
+/// what a death would lose.
 struct pool_task {
   std::uint64_t id = 0;
   std::shared_ptr<pool_submission> sub;
-  std::size_t first = 0, count = 0;
+  std::size_t first = 0;         // the submission's position of the first packed item
+  std::size_t packed = 0;        // items in `args`
+  std::size_t begin = 0, end = 0;  // the packed items not yet delivered, that this task runs
   std::shared_ptr<writer> args;  // packed items + large ranges, kept for a resend
-  int attempts = 0;              // workers lost while running it
+  bool shares_objects = false;   // an item refers to an object an earlier item carried
+  int attempts = 0;              // workers lost while `begin` was the item running
+  bool report_each = false;      // after a death: a result per item, so the next names its item
   std::string worker;            // while in flight
+
+  std::size_t count() const { return end - begin; }
+  /// The submission's position of the item that runs first.
+  std::size_t position() const { return first + begin; }
+};
+
+/// How a worker ended, for the errors of the items it held: "signal 9", "exit code 3", "it
+/// stopped answering", or what its task's deadline did.
+struct worker_end {
+  std::string worker;  // its name
+  std::string how;
 };
 
 class task_queue {
@@ -56,17 +76,25 @@ class task_queue {
   void put_back(pool_task t) { queue_.push_front(std::move(t)); }
   void sent(pool_task t, const std::string& worker);
 
-  /// The results of task `task_id` from `worker` (named `worker_name` in failures); a duplicate
-  /// (the task was resent and the first result won) is dropped.
-  void on_results(std::uint64_t task_id, const std::string& worker, const std::string& worker_name, multipart&& payload);
+  /// The results of task `task_id`'s next `items` items (`final`: of all those left) from
+  /// `worker` (named `worker_name` in failures); results from a worker that no longer holds the
+  /// task (it was resent and the first result won) are dropped.
+  void on_results(std::uint64_t task_id, const std::string& worker, const std::string& worker_name, multipart&& payload,
+                  bool final = true, std::size_t items = 0);
+  const pool_task* in_flight(std::uint64_t task_id) const;
 
   /// Items of the tasks in `held`.
   std::size_t items_in(const std::deque<std::uint64_t>& held) const;
-  /// A worker died holding `held`, in the order sent. The oldest is the one it was running: only
-  /// that one is charged an attempt; the others were waiting behind it (prefetch) and go back to
-  /// the front as they were. A task out of attempts (or whose retries are off) fails.
-  void on_worker_lost(const std::deque<std::uint64_t>& held, const std::string& worker_name, bool pool_retry,
-                      int max_attempts);
+  /// A worker died holding `held`, in the order sent. The oldest is the one it was running, and
+  /// of its items the first not yet reported: only that item is charged an attempt. Out of
+  /// attempts, it fails alone and the rest of its chunk runs again; without retries, every item
+  /// of that chunk not yet reported fails (each may have run). The remainder reports item by
+  /// item. The tasks waiting behind it (prefetch) go back to the front as they were.
+  void on_worker_lost(const std::deque<std::uint64_t>& held, const worker_end& end, bool pool_retry, int max_attempts);
+  /// The item running on a worker holding `held` passed its submission's timeout: it fails with
+  /// errc::timed_out (or is charged an attempt and runs again, if its submission says so), and
+  /// the rest go back to the queue. The worker is to be killed.
+  void on_timed_out(const std::deque<std::uint64_t>& held, const std::string& worker_name, int max_attempts);
 
   /// Every item not yet delivered fails with `e` at its own position: those in tasks queued or
   /// running, and (through the sink) those the input has not produced yet.
@@ -102,6 +130,9 @@ class task_queue {
     sub.sink->on_finished();
   }
   void fail_items(pool_task& t, std::exception_ptr e);
+  /// `t`'s first item fails with `e`; false when it was the task's last.
+  bool fail_first(pool_task& t, std::exception_ptr e);
+  void requeue_front(std::vector<pool_task>& tasks);
 
   std::list<std::shared_ptr<pool_submission>> feeding_;  // whose input has not run out
   std::deque<pool_task> queue_;

@@ -2,14 +2,18 @@
 //
 // Messages (see runtime/protocol.hpp), channel = pool id:
 //   ready        worker -> master  aux = chunks it can take now (its credit)
-//   task         master -> worker  request = task id, aux = items;
-//                                  frames: function id (u64), the packed items, their large frames
+//   task         master -> worker  request = task id, aux = packed items;
+//                                  frames: task_head, the packed items, their large frames
+//   partial      worker -> master  request = task id, aux = items in it: the results of the
+//                                  task's next items, while it runs (a death loses only the rest)
 //   result       worker -> master  request = task id, aux = credit it gives back;
-//                                  frames: the packed results, their large frames
+//                                  frames: the packed results of the task's items not yet sent
+//                                  in a partial, their large frames
 //   stop         master -> worker  finish what was sent, then exit
 // The items are packed as fiber/detail/pool_items.hpp writes and reads them; a failed result
 // item holds a core/remote_failure after its status byte.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -29,7 +33,26 @@ inline constexpr kind ready = service_kind<service_block::pool, 0>();
 inline constexpr kind task = service_kind<service_block::pool, 1>();
 inline constexpr kind result = service_kind<service_block::pool, 2>();
 inline constexpr kind stop = service_kind<service_block::pool, 3>();
+inline constexpr kind partial = service_kind<service_block::pool, 4>();
 }  // namespace pool_kind
+
+/// A task's first frame. A task runs `run` of the packed items after the first `skip`: a chunk
+/// whose worker died goes out again with the items already reported skipped (read for the
+/// objects later items share, not run).
+struct task_head {
+  std::uint64_t function_id = 0;
+  std::uint32_t skip = 0;
+  std::uint32_t run = 0;
+  std::uint8_t report_each = 0;     // 1: a partial after every item (after a death, under a timeout)
+  std::uint8_t shares_objects = 0;  // 1: an item may refer to an object an earlier one carried
+  std::uint8_t reserved[6] = {};
+};
+static_assert(sizeof(task_head) == 24);
+
+/// A worker sends the results it has once pool_options::report_interval has passed since it last
+/// did, or once they reach report_bytes: a message every few ms, not one per item, however small
+/// the items.
+inline constexpr std::size_t report_bytes = std::size_t(1) << 20;
 
 /// Appends a result item with its status byte: the value `encode` writes, or, when it throws, the
 /// failure it raised (what it appended is dropped).
@@ -40,7 +63,7 @@ void append_result(writer& results, Encode&& encode);
 void append_failed_item(writer& results, const remote_failure& f);
 
 /// The worker's side of a pool: a registered function each worker process runs (pool/worker.cpp).
-void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint64_t init_id,
+void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int64_t report_ms, std::uint64_t init_id,
                       std::vector<std::string> init_frames);
 
 // ---- implementation

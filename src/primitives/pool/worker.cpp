@@ -1,5 +1,6 @@
 // The worker's side of a pool: runs the initializer, asks for work, runs chunks, sends results.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "core/frames_reader.hpp"
@@ -13,8 +14,83 @@
 FIBER_REMOTE(fiber::detail::pool_worker_main);
 
 namespace fiber::detail {
-void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint64_t init_id,
+namespace {
+
+/// The results of one task as they are made, sent in batches: a partial whenever the pool's interval
+/// has passed or report_bytes are waiting (after every item when asked), the rest with the final
+/// result. The clock is read only every `stride_` items, a stride that grows while items are tiny.
+class chunk_run {
+ public:
+  chunk_run(runtime& rt, std::uint64_t pool_id, std::uint64_t task_id, std::chrono::milliseconds interval,
+            bool report_each)
+      : rt_(rt),
+        pool_id_(pool_id),
+        task_id_(task_id),
+        interval_(interval),
+        report_each_(report_each),
+        last_sent_(clock::now()),
+        last_read_(last_sent_) {}
+
+  template <class Encode>
+  void add(Encode&& encode) {
+    results_.forget_shared();  // the master reads each result on its own
+    auto head_before = results_.head().size();
+    auto blobs_before = results_.blobs().size();
+    append_result(results_, encode);
+    bytes_ += results_.head().size() - head_before;
+    for (auto b = blobs_before; b < results_.blobs().size(); ++b) bytes_ += results_.blobs()[b].size;
+    ++items_;
+  }
+
+  bool due() {
+    if (report_each_ || bytes_ >= report_bytes) return true;
+    if (++since_read_ < stride_) return false;
+    since_read_ = 0;
+    auto now = clock::now();
+    auto gap = now - std::exchange(last_read_, now);
+    if (gap < interval_ / 64 && stride_ < 1024)
+      stride_ *= 2;
+    else if (gap > interval_ / 8 && stride_ > 1)
+      stride_ /= 2;
+    return now - last_sent_ >= interval_;
+  }
+
+  void send_partial() { send(pool_kind::partial, static_cast<std::uint32_t>(items_)); }
+  void send_final(int credit) { send(pool_kind::result, static_cast<std::uint32_t>(credit)); }
+
+ private:
+  using clock = std::chrono::steady_clock;
+
+  void send(kind k, std::uint32_t aux) {
+    if (auto over = message_limit_text("the results of a chunk", results_.total_size(), rt_.cfg().max_message_bytes,
+                                       "use a smaller chunksize");
+        !over.empty()) {
+      // The master would drop the connection rather than take it: fail these items instead.
+      results_ = writer();
+      for (std::size_t i = 0; i < items_; ++i)
+        append_failed_item(results_, remote_failure::fiber_error(errc::message_too_large, over));
+    }
+    rt_.worker().send_upstream(make_message(k, {.channel = pool_id_, .request = task_id_, .aux = aux}, results_));
+    results_ = writer();
+    items_ = bytes_ = 0;
+    last_sent_ = clock::now();
+  }
+
+  runtime& rt_;
+  std::uint64_t pool_id_, task_id_;
+  clock::duration interval_;  // in the clock's own unit: a sixty-fourth of it must not round to 0
+  bool report_each_;
+  writer results_;
+  std::size_t items_ = 0, bytes_ = 0;
+  std::size_t stride_ = 1, since_read_ = 0;
+  clock::time_point last_sent_, last_read_;
+};
+
+}  // namespace
+
+void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int64_t report_ms, std::uint64_t init_id,
                       std::vector<std::string> init_frames) {
+  const auto report_interval = std::chrono::milliseconds(report_ms);
   auto rt = context::default_context().runtime();
   if (init_id) {
     auto* entry = find_function(init_id);
@@ -31,38 +107,43 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::uint
     auto m = rt->worker().next_service_message();
     auto h = parse_header(m[0]);
     if (h->type == pool_kind::stop) return;
-    if (m.size() < 3) throw error(errc::malformed_message, "malformed pool task");
-    std::uint64_t fn_id;
-    if (m[1].size() != sizeof fn_id) throw error(errc::malformed_message, "malformed pool task");
-    std::memcpy(&fn_id, m[1].data(), sizeof fn_id);
+    if (m.size() < 3 || m[1].size() != sizeof(task_head)) throw error(errc::malformed_message, "malformed pool task");
+    task_head head;
+    std::memcpy(&head, m[1].data(), sizeof head);
     auto items = unpack(m, 2, static_cast<std::size_t>(h->aux), false);
-    auto* entry = find_function(fn_id);
-
-    writer results;
+    if (head.run == 0 || std::size_t(head.skip) + head.run > items.size())
+      throw error(errc::malformed_message, "malformed pool task: its range is outside its items");
+    auto* entry = find_function(head.function_id);
+    chunk_run run(*rt, pool_id, h->request, report_interval, head.report_each != 0);
     shared_objects chunk_objects;  // the master wrote the chunk's items with one writer
-    for (auto& item : items) {
-      results.forget_shared();  // the master reads each result on its own
-      append_result(results, [&](writer& out) {
-        if (!entry) throw error(errc::not_registered, "function id " + std::to_string(fn_id) + " is not registered in this worker");
-        reader args(item.head, item.blobs);
+    if (entry && head.shares_objects) {
+      // Items reported before a death are not run again, but later items may refer to the
+      // objects they carried.
+      for (std::size_t i = 0; i < head.skip; ++i) {
+        reader args(items[i].head, items[i].blobs);
+        args.share_objects(chunk_objects);
+        try {
+          entry->read_args(args);
+        } catch (const std::exception&) {
+          // Its result was reported: a failure here was reported with it.
+        }
+      }
+    }
+    for (std::size_t i = head.skip, last = head.skip + head.run - 1; i <= last; ++i) {
+      run.add([&](writer& out) {
+        if (!entry)
+          throw error(errc::not_registered, "function id " + std::to_string(head.function_id) + " is not registered in this worker");
+        reader args(items[i].head, items[i].blobs);
         args.share_objects(chunk_objects);
         entry->invoke(args, out);
       });
-    }
-    if (auto over = message_limit_text("the results of a chunk", results.total_size(), rt->cfg().max_message_bytes,
-                                       "use a smaller chunksize");
-        !over.empty()) {
-      // The master would drop the connection rather than take it: fail the chunk's items instead.
-      results = writer();
-      for (std::size_t i = 0; i < items.size(); ++i)
-        append_failed_item(results, remote_failure::fiber_error(errc::message_too_large, over));
+      if (i != last && run.due()) run.send_partial();
     }
     ++done;
     // Give the credit back unless this worker is about to retire.
     int give_back = (!maxtasks || granted < maxtasks) ? 1 : 0;
     granted += give_back;
-    rt->worker().send_upstream(
-        make_message(pool_kind::result, {.channel = pool_id, .request = h->request, .aux = static_cast<std::uint32_t>(give_back)}, results));
+    run.send_final(give_back);
     if (maxtasks && done >= maxtasks) return;  // retire: the master starts a replacement
   }
 }

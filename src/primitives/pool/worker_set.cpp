@@ -81,7 +81,7 @@ void worker_set::raise_needs(const meta& needs) {
   logf(log_level::info, "pool ", pool_id_, ": a function needs cpu=", needs.cpu, " memory_mb=", needs.memory_mb,
        " gpu=", needs.gpu, "; replacing workers started with less");
   for (auto& [rid, w] : workers_)
-    if (!w.leaving && !w.needs.covers(needs_)) retire(w);
+    if (!w.leaving && !w.needs.covers(full(needs_))) retire(w);
   top_up();
 }
 
@@ -116,7 +116,8 @@ void worker_set::on_completed(pool_worker& w) {
   }
 }
 
-pool_worker* worker_set::least_loaded(const meta& needs) {
+pool_worker* worker_set::least_loaded(const meta& function_needs) {
+  auto needs = full(function_needs);
   pool_worker* best = nullptr;
   for (auto& [rid, w] : workers_)
     if (!w.leaving && w.credit > 0 && w.needs.covers(needs) && (!best || w.tasks.size() < best->tasks.size()))
@@ -131,12 +132,21 @@ void worker_set::unreachable(pool_worker& w, std::error_code ec) {
   // Its connection is gone: it stopped, or it has ended and its end is not reported yet (an
   // engine reports a container's end once it is removed). Either way it is done for.
   logf(log_level::warn, w.proc->name(), " lost its connection (", ec.message(), "): ending it as a lost worker");
+  w.why_ended = "it stopped answering";
   w.proc->signal(SIGKILL);
 }
 
 void worker_set::retire_all() {
   for (auto& [rid, w] : workers_)
     if (!w.leaving) retire(w);
+}
+
+void worker_set::end_now(pool_worker& w, std::string why) {
+  w.leaving = true;  // not lost: its end is the pool's doing
+  w.credit = 0;
+  w.why_ended = std::move(why);
+  w.proc->signal(SIGKILL);
+  top_up();
 }
 
 void worker_set::forget_tasks() {
@@ -151,6 +161,8 @@ std::size_t worker_set::connected() const {
   return static_cast<std::size_t>(
       std::count_if(workers_.begin(), workers_.end(), [](auto& e) { return e.second.connected && !e.second.leaving; }));
 }
+
+meta worker_set::full(const meta& needs) const { return needs_with_defaults(needs, rt_.cfg()); }
 
 std::size_t worker_set::starting() const {
   return static_cast<std::size_t>(
@@ -179,7 +191,8 @@ bool worker_set::start_one() {
     init_frames.push_back(init.args.head());
     for (auto& b : init.args.blobs()) init_frames.emplace_back(reinterpret_cast<const char*>(b.data), b.size);
   }
-  call.args.value(std::make_tuple(pool_id_, options_.prefetch + 1, options_.maxtasksperchild, init_id, init_frames));
+  call.args.value(std::make_tuple(pool_id_, options_.prefetch + 1, options_.maxtasksperchild,
+                                  static_cast<std::int64_t>(options_.report_interval.count()), init_id, init_frames));
   auto proc = child_process::make(rt_.shared_from_this(), std::move(call));
   proc->set_name("PoolWorker-" + std::to_string(pool_id_) + "-" + std::to_string(++started_));
   proc->set_needs(needs_);
@@ -199,7 +212,7 @@ bool worker_set::start_one() {
   pool_worker w;
   w.proc = proc;
   w.rid = rid;
-  w.needs = needs_;
+  w.needs = full(needs_);
   workers_.emplace(rid, std::move(w));
   proc->when_ended([owner = owner_, this, rid] {
     if (auto alive = owner.lock()) on_ended(rid);
@@ -272,6 +285,7 @@ void worker_set::probe() {
         w.stopped_since = now;
       } else if (now - *w.stopped_since >= patience) {
         logf(log_level::warn, w.proc->name(), " has been stopped for heartbeat_timeout_ms holding tasks; killing it");
+        w.why_ended = "it stopped answering (stopped for heartbeat_timeout_ms)";
         w.proc->signal(SIGKILL);
       }
       continue;
@@ -279,6 +293,7 @@ void worker_set::probe() {
     if (auto err = rt_.master().try_send_to_child(rid, make_message(kind::probe, {.channel = pool_id_}))) {
       logf(log_level::warn, w.proc->name(), " lost its connection (", err.message(),
            ") holding tasks: ending it as a lost worker");
+      w.why_ended = "it stopped answering";
       w.proc->signal(SIGKILL);
     }
   }

@@ -27,12 +27,14 @@ class child_process;
 struct pool_worker {
   std::shared_ptr<child_process> proc;
   std::string rid;  // its routing id: the peer its messages come from
-  meta needs;       // what it was started with
+  meta needs;       // what it was started with, each need left at 0 as the config's default
   bool connected = false;
   bool leaving = false;  // told to stop (close, resize), or retiring (maxtasksperchild)
   int credit = 0;        // chunks it can take now
   int completed = 0;
   std::deque<std::uint64_t> tasks;  // in the order sent, which is the order it runs them
+  std::chrono::steady_clock::time_point running_since;  // of the item it runs: its last report, or its first task's send
+  std::string why_ended;  // when the pool ended it: why (else its exit says)
   std::optional<std::chrono::steady_clock::time_point> stopped_since;  // local: seen stopped (SIGSTOP)
 };
 
@@ -63,7 +65,7 @@ class worker_set {
 
   /// Fails with the backend's words when no node could run a worker that also has `needs`.
   void check_capacity(const meta& needs) const;
-  bool covers(const meta& needs) const { return needs_.covers(needs); }
+  bool covers(const meta& needs) const { return full(needs_).covers(full(needs)); }
   /// Workers started with less than the joined needs finish what they hold and are replaced.
   void raise_needs(const meta& needs);
 
@@ -82,14 +84,23 @@ class worker_set {
   /// A task could not be sent to `w`: unreachable (its connection dropped) unless it is leaving.
   void unreachable(pool_worker& w, std::error_code ec);
   void retire_all();
+  /// Kills `w` for `why` (it holds nothing the pool still waits for) and starts its replacement.
+  void end_now(pool_worker& w, std::string why);
+  template <class F>
+  void for_each(F&& f) {
+    for (auto& [rid, w] : workers_) f(w);
+  }
   /// Tasks forgotten (the master failed them all).
   void forget_tasks();
 
   bool empty() const { return workers_.empty(); }
   std::size_t live() const;
   std::size_t connected() const;
+  std::size_t started() const { return static_cast<std::size_t>(started_); }
 
  private:
+  /// `needs` with each need left at 0 as the config's default: what needs are compared by.
+  meta full(const meta& needs) const;
   std::size_t starting() const;
   std::size_t start_limit() const;
   bool start_one();
