@@ -20,9 +20,17 @@ int sleep_us(int us) {
   return us;
 }
 int identity(int x) { return x; }
+// Busy for `us` microseconds: short tasks that sleeping would overshoot tenfold.
+int spin_us(int us) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+  return us;
+}
 }  // namespace
 FIBER_REMOTE(sleep_us);
 FIBER_REMOTE(identity);
+FIBER_REMOTE(spin_us);
 
 namespace {
 using clock_type = std::chrono::steady_clock;
@@ -154,4 +162,47 @@ void pool_overhead_with_kills(benchmark::State& state) {
   state.counters["workers_lost"] = static_cast<double>(p.stats().workers_lost);
 }
 BENCHMARK(pool_overhead_with_kills)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(1);
+
+// Issue 34's chaos: 1,000,000 items of 5 µs on pool(4), default chunks (62,500 items, about 0.3 s
+// each), with a worker SIGKILLed every kill_ms (0: none). The map must complete with every
+// result; its time divided by the run without kills is the price of the deaths.
+void pool_map_under_kills(benchmark::State& state) {
+  const int workers = 4, n = 1000000, kill_ms = static_cast<int>(state.range(0));
+  fiber::pool p(workers);
+  p.ready().get();
+  std::vector<int> xs(n, 5);
+  std::size_t killed = 0;
+  for (auto _ : state) {
+    std::atomic<bool> running{true};
+    std::thread killer([&] {
+      if (!kill_ms) return;
+      while (running) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(kill_ms));  // the fault's rate, not a wait
+        auto pids = fiber_test::child_pids();
+        if (running && !pids.empty()) {
+          kill(pids[killed % pids.size()], SIGKILL);
+          ++killed;
+        }
+      }
+    });
+    auto t0 = clock_type::now();
+    std::vector<int> r;
+    try {
+      r = p.map(&spin_us, xs).get();
+    } catch (const std::exception& e) {
+      running = false;
+      killer.join();
+      state.SkipWithError(e.what());
+      break;
+    }
+    state.SetIterationTime(std::chrono::duration<double>(clock_type::now() - t0).count());
+    running = false;
+    killer.join();
+    if (r != xs) state.SkipWithError("results differ");
+  }
+  state.counters["killed"] = static_cast<double>(killed);
+  state.counters["workers_lost"] = static_cast<double>(p.stats().workers_lost);
+  state.counters["retried"] = static_cast<double>(p.stats().retried);
+}
+BENCHMARK(pool_map_under_kills)->Arg(0)->Arg(100)->ArgName("kill_ms")->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(3);
 }  // namespace

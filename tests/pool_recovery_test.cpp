@@ -68,13 +68,16 @@ TEST(pool, a_poisoned_item_fails_alone_at_its_position) {
       continue;
     }
     fiber_test::expect_error([&] { (void)stream.next().get(); }, fiber::errc::worker_lost,
-                             {"item 17 (", "die_at_17) was running on PoolWorker-", "when it ended (signal 9)",
+                             // how it ended: "signal 9", or (across a network, when the dropped
+                             // connection is seen first) "it stopped answering"
+                             {"item 17 (", "die_at_17) was running on PoolWorker-", "when it ended (",
                               "3 worker(s) lost running it; max_attempts reached"});
   }
   EXPECT_EQ(stream.next().get(), std::nullopt);
   auto s = p.stats();
-  EXPECT_GE(s.workers_lost, 3u);  // the max_attempts deaths charged to item 17
-  EXPECT_LE(s.workers_lost, 4u);  // and one more when it hid among items not yet reported
+  // The max_attempts deaths charged to item 17, and one for each item before it charged while
+  // its report was lost with its worker (cleared when it ran again alone).
+  EXPECT_GE(s.workers_lost, 3u);
   EXPECT_EQ(p.apply(&square, 4).get(), 16);
 }
 

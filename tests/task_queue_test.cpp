@@ -179,18 +179,25 @@ TEST_F(pool_task_queue, a_death_reruns_only_the_items_not_yet_reported_and_each_
   EXPECT_EQ(q.running_items(), 6u);
   q.on_worker_lost({first.id}, killed, true, 3);
   EXPECT_EQ(q.retried(), 6u);  // not the 4 reported
-  auto rest = send_next("w2");
-  EXPECT_EQ(rest.position(), 4u);
-  EXPECT_EQ(rest.count(), 6u);
-  EXPECT_EQ(rest.attempts, 1);       // item 4 was running
-  EXPECT_TRUE(rest.report_each);     // the next death names its item exactly
+  // Item 4 was running: it runs again alone, on a worker given nothing else, so that the next
+  // death is surely its; the rest follow as a task of their own, reporting item by item.
+  auto charged = send_next("w2");
+  EXPECT_EQ(charged.position(), 4u);
+  EXPECT_EQ(charged.count(), 1u);
+  EXPECT_EQ(charged.attempts, 1);
+  EXPECT_TRUE(charged.alone);
+  auto rest = send_next("w3");
+  EXPECT_EQ(rest.position(), 5u);
+  EXPECT_EQ(rest.count(), 5u);
+  EXPECT_EQ(rest.attempts, 0);
+  EXPECT_TRUE(rest.careful);
   // Item 4's result clears its charge: it was not what killed the worker.
-  q.on_results(rest.id, "w2", "PoolWorker-2", results_for(rest, 1), false, 1);
-  ASSERT_NE(q.in_flight(rest.id), nullptr);
-  EXPECT_EQ(q.in_flight(rest.id)->attempts, 0);
+  q.on_results(charged.id, "w2", "PoolWorker-2", results_for(charged));
+  EXPECT_EQ(q.in_flight(charged.id), nullptr);
   // A late batch from the dead worker changes nothing.
-  q.on_results(first.id, "w1", "PoolWorker-1", results_for(rest, 5), false, 5);
-  q.on_results(rest.id, "w2", "PoolWorker-2", results_for(*q.in_flight(rest.id)));
+  q.on_results(first.id, "w1", "PoolWorker-1", results_for(rest, 4), false, 4);
+  q.on_results(rest.id, "w3", "PoolWorker-3", results_for(rest, 2), false, 2);
+  q.on_results(rest.id, "w3", "PoolWorker-3", results_for(*q.in_flight(rest.id)));
   ASSERT_EQ(sink->results.size(), 10u);
   for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(sink->results[i], static_cast<int>(i) * 10);
   EXPECT_EQ(q.done(), 10u);
@@ -233,12 +240,13 @@ TEST_F(pool_task_queue, a_timed_out_item_fails_with_timed_out_or_runs_again_and_
     q.on_timed_out({id}, "PoolWorker-1", 3);
     ASSERT_NE(q.next(), nullptr);
     auto again = q.take_next();
-    EXPECT_TRUE(again.report_each);
     if (retry_timed_out) {
       EXPECT_TRUE(sink->errors.empty());
       EXPECT_EQ(again.position(), 0u);
       EXPECT_EQ(again.attempts, 1);
+      EXPECT_TRUE(again.alone);
     } else {
+      EXPECT_TRUE(again.careful);
       ASSERT_EQ(sink->errors.size(), 1u);
       EXPECT_EQ(sink->errors[0], fiber::errc::timed_out);
       EXPECT_NE(sink->reasons[0].find("item 0"), std::string::npos) << sink->reasons[0];

@@ -170,6 +170,7 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     }
   } else if (h.type == pool_kind::result) {
     std::erase(w->tasks, h.request);
+    if (w->tasks.empty()) w->holds_alone = false;
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload));
     w->credit += static_cast<int>(h.aux);
     workers_.on_completed(*w);
@@ -186,7 +187,7 @@ void pool_master::dispatch() {
   auto window = static_cast<std::size_t>(std::max(1, workers_.target())) * (options_.prefetch + 1) * 2;
   tasks_.feed(window, rt_->cfg().max_message_bytes);
   while (auto* next = tasks_.next()) {
-    auto* w = workers_.least_loaded(next->sub->needs);
+    auto* w = workers_.least_loaded(next->sub->needs, next->alone);
     if (!w) break;
     auto t = tasks_.take_next();
     task_head head;
@@ -194,7 +195,8 @@ void pool_master::dispatch() {
     head.skip = static_cast<std::uint32_t>(t.begin);
     head.run = static_cast<std::uint32_t>(t.count());
     // Under a timeout, the master must know which item runs and since when.
-    head.report_each = t.report_each || t.sub->timeout.count() ? 1 : 0;
+    head.report_each = t.sub->timeout.count() ? 1 : 0;
+    head.careful = t.careful ? 1 : 0;
     head.shares_objects = t.shares_objects ? 1 : 0;
     // The frames reference the task's arguments: kept for a resend, never copied.
     auto m = make_message(pool_kind::task, {.channel = id_, .request = t.id, .aux = static_cast<std::uint32_t>(t.packed)},
@@ -206,6 +208,7 @@ void pool_master::dispatch() {
     }
     --w->credit;
     w->tasks.push_back(t.id);
+    w->holds_alone = t.alone;
     tasks_.sent(std::move(t), w->rid);
     if (timeouts_used_ && w->tasks.size() == 1) {
       w->running_since = std::chrono::steady_clock::now();

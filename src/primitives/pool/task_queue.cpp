@@ -160,12 +160,36 @@ void task_queue::on_worker_lost(const std::deque<std::uint64_t>& held, const wor
       auto why = item_words(t) + where + "; " + std::to_string(t.attempts) + " worker(s) lost running it; max_attempts reached";
       t.attempts = 0;
       if (!fail_first(t, std::make_exception_ptr(error(errc::worker_lost, why)))) continue;
+      retried_ += t.count();
+      t.careful = true;
+      requeued.push_back(std::move(t));
+      continue;
     }
     retried_ += t.count();
-    t.report_each = true;
-    requeued.push_back(std::move(t));
+    split_charged(std::move(t), requeued);
   }
   requeue_front(requeued);
+}
+
+void task_queue::split_charged(pool_task&& t, std::vector<pool_task>& out) {
+  // A worker killed right after sending a report can take the report with it: the item charged
+  // may have finished, and the one that killed it come after. Alone, with nothing after it on
+  // its worker, a charged item's next death is its own, and its result cannot be lost to another.
+  if (t.count() > 1) {
+    pool_task rest = t;
+    rest.id = next_task_++;
+    rest.begin = t.begin + 1;
+    rest.attempts = 0;
+    rest.alone = false;
+    rest.careful = true;
+    t.end = t.begin + 1;
+    t.alone = true;
+    out.push_back(std::move(t));
+    out.push_back(std::move(rest));
+    return;
+  }
+  t.alone = true;
+  out.push_back(std::move(t));
 }
 
 void task_queue::on_timed_out(const std::deque<std::uint64_t>& held, const std::string& worker_name, int max_attempts) {
@@ -181,14 +205,16 @@ void task_queue::on_timed_out(const std::deque<std::uint64_t>& held, const std::
       auto& sub = *t.sub;
       if (sub.retry_timed_out && ++t.attempts < max_attempts) {
         retried_ += t.count();
-      } else {
-        auto why = item_words(t) + " ran longer than its task_timeout (" + std::to_string(sub.timeout.count()) +
-                   " ms) on " + worker_name + "; its worker was killed" +
-                   (sub.retry_timed_out ? " (" + std::to_string(t.attempts) + " attempts; max_attempts reached)" : "");
-        t.attempts = 0;
-        if (!fail_first(t, std::make_exception_ptr(error(errc::timed_out, why)))) continue;
+        split_charged(std::move(t), requeued);
+        continue;
       }
-      t.report_each = true;
+      auto why = item_words(t) + " ran longer than its task_timeout (" + std::to_string(sub.timeout.count()) +
+                 " ms) on " + worker_name + "; its worker was killed" +
+                 (sub.retry_timed_out ? " (" + std::to_string(t.attempts) + " attempts; max_attempts reached)" : "");
+      t.attempts = 0;
+      if (!fail_first(t, std::make_exception_ptr(error(errc::timed_out, why)))) continue;
+      t.careful = true;
+      retried_ += t.count();
     } else {
       retried_ += t.count();
     }

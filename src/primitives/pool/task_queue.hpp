@@ -45,7 +45,8 @@ struct pool_task {
   std::shared_ptr<writer> args;  // packed items + large ranges, kept for a resend
   bool shares_objects = false;   // an item refers to an object an earlier item carried
   int attempts = 0;              // workers lost while `begin` was the item running
-  bool report_each = false;      // after a death: a result per item, so the next names its item
+  bool careful = false;          // after a death: reported item by item at first (see wire.hpp)
+  bool alone = false;            // a charged item, run on a worker that holds nothing else
   std::string worker;            // while in flight
 
   std::size_t count() const { return end - begin; }
@@ -86,10 +87,11 @@ class task_queue {
   /// Items of the tasks in `held`.
   std::size_t items_in(const std::deque<std::uint64_t>& held) const;
   /// A worker died holding `held`, in the order sent. The oldest is the one it was running, and
-  /// of its items the first not yet reported: only that item is charged an attempt. Out of
-  /// attempts, it fails alone and the rest of its chunk runs again; without retries, every item
-  /// of that chunk not yet reported fails (each may have run). The remainder reports item by
-  /// item. The tasks waiting behind it (prefetch) go back to the front as they were.
+  /// of its items the first not yet reported is charged an attempt. Out of attempts, it fails
+  /// alone; else it runs again alone (a task of its own, on a worker given nothing else, so that
+  /// the next death is surely its), and the rest of its chunk runs again uncharged, reporting
+  /// item by item. Without retries, every item of that chunk not yet reported fails (each may
+  /// have run). The tasks waiting behind it (prefetch) go back to the front as they were.
   void on_worker_lost(const std::deque<std::uint64_t>& held, const worker_end& end, bool pool_retry, int max_attempts);
   /// The item running on a worker holding `held` passed its submission's timeout: it fails with
   /// errc::timed_out (or is charged an attempt and runs again, if its submission says so), and
@@ -133,6 +135,8 @@ class task_queue {
   /// `t`'s first item fails with `e`; false when it was the task's last.
   bool fail_first(pool_task& t, std::exception_ptr e);
   void requeue_front(std::vector<pool_task>& tasks);
+  /// The running task `t`, its first item charged: that item alone, then the rest (if any).
+  void split_charged(pool_task&& t, std::vector<pool_task>& out);
 
   std::list<std::shared_ptr<pool_submission>> feeding_;  // whose input has not run out
   std::deque<pool_task> queue_;

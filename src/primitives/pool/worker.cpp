@@ -22,14 +22,15 @@ namespace {
 class chunk_run {
  public:
   chunk_run(runtime& rt, std::uint64_t pool_id, std::uint64_t task_id, std::chrono::milliseconds interval,
-            bool report_each)
+            bool report_each, bool careful)
       : rt_(rt),
         pool_id_(pool_id),
         task_id_(task_id),
         interval_(interval),
         report_each_(report_each),
         last_sent_(clock::now()),
-        last_read_(last_sent_) {}
+        last_read_(last_sent_),
+        careful_until_(careful ? last_sent_ + careful_intervals * interval_ : last_sent_) {}
 
   template <class Encode>
   void add(Encode&& encode) {
@@ -44,6 +45,7 @@ class chunk_run {
 
   bool due() {
     if (report_each_ || bytes_ >= report_bytes) return true;
+    if (careful_until_ > last_read_ && (last_read_ = clock::now()) < careful_until_) return true;
     if (++since_read_ < stride_) return false;
     since_read_ = 0;
     auto now = clock::now();
@@ -84,6 +86,7 @@ class chunk_run {
   std::size_t items_ = 0, bytes_ = 0;
   std::size_t stride_ = 1, since_read_ = 0;
   clock::time_point last_sent_, last_read_;
+  clock::time_point careful_until_;
 };
 
 }  // namespace
@@ -114,7 +117,7 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
     if (head.run == 0 || std::size_t(head.skip) + head.run > items.size())
       throw error(errc::malformed_message, "malformed pool task: its range is outside its items");
     auto* entry = find_function(head.function_id);
-    chunk_run run(*rt, pool_id, h->request, report_interval, head.report_each != 0);
+    chunk_run run(*rt, pool_id, h->request, report_interval, head.report_each != 0, head.careful != 0);
     shared_objects chunk_objects;  // the master wrote the chunk's items with one writer
     if (entry && head.shares_objects) {
       // Items reported before a death are not run again, but later items may refer to the

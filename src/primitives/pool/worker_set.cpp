@@ -116,11 +116,12 @@ void worker_set::on_completed(pool_worker& w) {
   }
 }
 
-pool_worker* worker_set::least_loaded(const meta& function_needs) {
+pool_worker* worker_set::least_loaded(const meta& function_needs, bool alone) {
   auto needs = full(function_needs);
   pool_worker* best = nullptr;
   for (auto& [rid, w] : workers_)
-    if (!w.leaving && w.credit > 0 && w.needs.covers(needs) && (!best || w.tasks.size() < best->tasks.size()))
+    if (!w.leaving && w.credit > 0 && !w.holds_alone && (!alone || w.tasks.empty()) && w.needs.covers(needs) &&
+        (!best || w.tasks.size() < best->tasks.size()))
       best = &w;
   return best;
 }

@@ -33,6 +33,7 @@ struct pool_worker {
   int credit = 0;        // chunks it can take now
   int completed = 0;
   std::deque<std::uint64_t> tasks;  // in the order sent, which is the order it runs them
+  bool holds_alone = false;         // it runs a task that must run alone: it gets nothing else
   std::chrono::steady_clock::time_point running_since;  // of the item it runs: its last report, or its first task's send
   std::string why_ended;  // when the pool ended it: why (else its exit says)
   std::optional<std::chrono::steady_clock::time_point> stopped_since;  // local: seen stopped (SIGSTOP)
@@ -79,8 +80,9 @@ class worker_set {
   /// A worker finished a chunk; with maxtasksperchild it retires by itself after so many.
   void on_completed(pool_worker& w);
   /// The connected worker with credit that covers `needs` and holds the fewest tasks: chunks
-  /// spread over the pool. Null when none can take one now.
-  pool_worker* least_loaded(const meta& needs);
+  /// spread over the pool. `alone`: only a worker that holds nothing. Null when none can take
+  /// one now.
+  pool_worker* least_loaded(const meta& needs, bool alone = false);
   /// A task could not be sent to `w`: unreachable (its connection dropped) unless it is leaving.
   void unreachable(pool_worker& w, std::error_code ec);
   void retire_all();
