@@ -1,5 +1,12 @@
 // fiber::pool when things go wrong: tasks that raise, workers killed or stopped mid-work, workers
 // that cannot start, chaos, terminate, and a big pool's shutdown leaving no child.
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/detached.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "co_test.hpp"
 #include "pool_support.hpp"
 
 // A pool closed while its work is queued still finishes that work when its last worker dies:
@@ -127,6 +134,64 @@ TEST(pool, a_timeout_per_call_and_a_timed_out_item_run_again_when_asked) {
   EXPECT_EQ(p.apply(&square, 6).get(), 36);  // the pool's own calls have no limit
   EXPECT_EQ(p.stats().workers_lost, 0u);
   std::filesystem::remove(marker);
+}
+
+// A co_await of a pool's call is cancelled the Asio way (a bound cancellation slot): its queued
+// items are dropped, the workers running its items are killed and replaced (not counted lost),
+// the call fails with errc::cancelled, and the pool goes on.
+FIBER_CO_TEST(pool, cancelling_an_awaited_map_stops_it_and_the_pool_goes_on) {
+  fiber::pool p(ctx, 2);
+  fiber::simple_queue<int> arrived(ctx);
+  std::vector<std::tuple<int, fiber::simple_queue<int>>> args;
+  for (int i = 0; i < 6; ++i) args.emplace_back(i, arrived);
+  auto ex = co_await asio::this_coro::executor;
+  asio::cancellation_signal cancel;
+  asio::steady_timer finished(ex, asio::steady_timer::time_point::max());
+  std::error_code got;
+  asio::co_spawn(
+      ex,
+      [&]() -> asio::awaitable<void> {
+        try {
+          (void)co_await p.starmap(&arrive_and_hang, args, 1);
+        } catch (const fiber::error& e) {
+          got = e.code();
+        }
+        finished.cancel();
+      },
+      asio::bind_cancellation_slot(cancel.slot(), asio::detached));
+  co_await arrived.get();  // both workers run one of its items
+  co_await arrived.get();
+  cancel.emit(asio::cancellation_type::terminal);
+  std::error_code ignored;
+  co_await finished.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+  EXPECT_EQ(got, fiber::errc::cancelled);
+  EXPECT_EQ(co_await p.apply(&square, 3), 9);
+  auto s = p.stats();
+  EXPECT_EQ(s.workers_lost, 0u);
+  EXPECT_EQ(s.workers_started, 4u);  // the two running it, replaced
+  EXPECT_EQ(s.queued, 0u);
+}
+
+// cancel() on what map_async and imap return, from the caller's thread.
+TEST(pool, cancel_on_an_async_call_and_on_a_stream) {
+  fiber::pool p(2);
+  fiber::simple_queue<int> arrived;
+  std::vector<std::tuple<int, fiber::simple_queue<int>>> args;
+  for (int i = 0; i < 4; ++i) args.emplace_back(i, arrived);
+  auto pending = p.starmap_async(&arrive_and_hang, args, 1);
+  EXPECT_GE(arrived.get().get(), 0);
+  pending.cancel();
+  fiber_test::expect_error([&] { (void)std::move(pending).get(); }, fiber::errc::cancelled, "cancelled");
+  EXPECT_EQ(p.apply(&square, 4).get(), 16);
+
+  std::vector<int> xs{1, 2, -1, 4, 5};
+  auto stream = p.imap(&hang_or_square, xs, 1);
+  EXPECT_EQ(stream.next().get(), 1);
+  EXPECT_EQ(stream.next().get(), 4);
+  stream.cancel();
+  fiber_test::expect_error([&] { (void)stream.next().get(); }, fiber::errc::cancelled);
+  EXPECT_EQ(p.apply(&square, 5).get(), 25);
+  EXPECT_EQ(p.stats().workers_lost, 0u);
 }
 
 TEST(pool, five_percent_of_tasks_raising_leave_the_rest_intact) {

@@ -103,6 +103,12 @@ int hang(int x) {
   for (;;) ::pause();
   return x;
 }
+// Says it runs on `arrived`, then never returns: a task only cancelling (or a timeout) ends.
+int arrive_and_hang(int x, fiber::simple_queue<int> arrived) {
+  arrived.put(x).get();
+  for (;;) ::pause();
+  return x;
+}
 // Hangs for a negative x; squares the others.
 int hang_or_square(int x) {
   if (x < 0)
@@ -174,6 +180,7 @@ FIBER_REMOTE(die_at_17);
 FIBER_REMOTE(die_once_at);
 FIBER_REMOTE(hang);
 FIBER_REMOTE(hang_or_square);
+FIBER_REMOTE(arrive_and_hang);
 FIBER_REMOTE(hang_once);
 FIBER_REMOTE(set_value);
 FIBER_REMOTE(read_value);

@@ -89,6 +89,16 @@ class [[nodiscard]] op : public asio::awaitable<T> {
     if (watch_ && this->valid() && !watch_->started.load(std::memory_order_relaxed)) detail::report_dropped_op(watch_->made_by);
   }
 
+  /// Asks work already under way to stop (from any thread): a pool's map_async, starmap_async
+  /// and apply_async drop their queued items and stop their running ones, and the op completes
+  /// with errc::cancelled. Work that cannot be stopped, or has finished, ignores it. A co_await
+  /// is cancelled the Asio way instead (a bound cancellation slot, or an awaitable operator).
+  void cancel() {
+    if (canceller_) canceller_();
+  }
+  /// fiber's: what cancel() does for this op.
+  void set_canceller(detail::unique_function<void()> f) { canceller_ = std::move(f); }
+
   /// Blocks until the operation completes; throws what `co_await` would throw.
   T get() && {
     if (watch_) watch_->started = true;  // asked for: whatever happens next, the caller hears of it
@@ -122,6 +132,7 @@ class [[nodiscard]] op : public asio::awaitable<T> {
   std::shared_ptr<detail::runtime> rt_;
   detail::unique_function<T()> direct_;
   std::shared_ptr<detail::op_watch> watch_;
+  detail::unique_function<void()> canceller_;
 };
 
 }  // namespace fiber

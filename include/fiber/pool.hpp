@@ -31,21 +31,43 @@
 #include "fiber/registry.hpp"
 
 namespace fiber {
+namespace detail {
+/// What cancelling `c` (a pool call's completion) does: stops `sink`'s call. Weak, since the
+/// sink holds the completion. On fiber's loop thread.
+template <class C>
+void cancel_through(C& c, const std::shared_ptr<pool_core>& core, const std::shared_ptr<pool_sink>& sink) {
+  c.on_cancel = [core = std::weak_ptr<pool_core>(core), sink = std::weak_ptr<pool_sink>(sink)] {
+    auto k = core.lock();
+    auto s = sink.lock();
+    if (k && s) k->cancel(*s);
+  };
+}
+}  // namespace detail
 
 /// Results of imap/imap_unordered, one at a time: `next()` gives nullopt after the last one.
 /// A task that raised makes next() throw its remote_error at that position.
 template <class R>
 class result_stream {
  public:
-  result_stream(std::shared_ptr<detail::pool_core> core, std::shared_ptr<detail::stream_source<R>> source)
-      : core_(std::move(core)), source_(std::move(source)) {}
+  result_stream(std::shared_ptr<detail::pool_core> core, std::shared_ptr<detail::stream_source<R>> source,
+                std::shared_ptr<detail::pool_sink> sink)
+      : core_(std::move(core)), source_(std::move(source)), sink_(std::move(sink)) {}
 
+  /// The next result; a cancelled co_await of it cancels the whole stream.
   op<std::optional<R>> next() {
-    return detail::deferred_op<std::optional<R>>(core_->rt(), [core = core_, source = source_] {
+    return detail::deferred_op<std::optional<R>>(core_->rt(), [core = core_, source = source_, sink = sink_] {
       auto c = std::make_shared<detail::completion<std::optional<R>>>();
+      detail::cancel_through(*c, core, sink);
       poll(c, source, core);
       return c;
     });
+  }
+
+  /// Stops the stream's work (from any thread): items not yet run are dropped, running ones
+  /// stopped (their workers killed and replaced); next() then throws errc::cancelled for each
+  /// result not delivered before.
+  void cancel() {
+    asio::post(detail::executor_of(*core_->rt()), [core = core_, sink = sink_] { core->cancel(*sink); });
   }
 
   /// Blocking iteration for plain programs: `for (auto& y : pool.imap(&f, xs)) ...`.
@@ -104,6 +126,7 @@ class result_stream {
 
   std::shared_ptr<detail::pool_core> core_;
   std::shared_ptr<detail::stream_source<R>> source_;
+  std::shared_ptr<detail::pool_sink> sink_;
 };
 
 class pool {
@@ -234,7 +257,9 @@ class pool {
     auto held = std::make_shared<args_t>(std::forward<A>(args)...);
     return [core = core_, id, held, opts = call_options_]() {
       auto c = std::make_shared<detail::completion<T>>();
-      core->submit(id, 1, 1, std::make_shared<detail::single_sink<T, args_t>>(std::move(*held), c), opts);
+      auto sink = std::make_shared<detail::single_sink<T, args_t>>(std::move(*held), c);
+      detail::cancel_through(*c, core, sink);
+      core->submit(id, 1, 1, sink, opts);
       return c;
     };
   }
@@ -246,7 +271,8 @@ class pool {
     auto id = detail::require_registered(f).id;
     auto c = std::make_shared<detail::completion<std::vector<T>>>();
     auto sink = std::make_shared<detail::map_sink<T, It, Encode>>(first, last, std::move(encode), c);
-    core_->on_loop([id, chunksize, hint, sink, opts = call_options_](detail::pool_core& core) {
+    core_->on_loop([id, chunksize, hint, sink, c, core_ptr = core_, opts = call_options_](detail::pool_core& core) {
+      detail::cancel_through(*c, core_ptr, sink);
       core.submit(id, chunksize, hint, sink, opts);
     });
     return c;
@@ -259,7 +285,9 @@ class pool {
     return detail::deferred_op<std::vector<T>>(rt_, [core = core_, id, first, last, hint, chunksize, encode,
                                                    opts = call_options_]() {
       auto c = std::make_shared<detail::completion<std::vector<T>>>();
-      core->submit(id, chunksize, hint, std::make_shared<detail::map_sink<T, It, Encode>>(first, last, encode, c), opts);
+      auto sink = std::make_shared<detail::map_sink<T, It, Encode>>(first, last, encode, c);
+      detail::cancel_through(*c, core, sink);
+      core->submit(id, chunksize, hint, sink, opts);
       return c;
     });
   }
@@ -273,7 +301,7 @@ class pool {
     core_->on_loop([id, chunksize, sink, opts = call_options_](detail::pool_core& core) {
       core.submit(id, chunksize, 0, sink, opts);
     });
-    return result_stream<T>(core_, sink);
+    return result_stream<T>(core_, sink, sink);
   }
   std::size_t stream_bound(std::size_t chunksize) const;
 

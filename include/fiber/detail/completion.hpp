@@ -1,5 +1,6 @@
 // A value that fiber's loop will produce later, awaited or waited for by blocking.
 #pragma once
+#include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
 #include <asio/post.hpp>
@@ -25,6 +26,17 @@ struct completion {
   std::exception_ptr error;
   bool done = false;
   unique_function<void()> waiter;
+  /// Set by work that can be stopped (a pool's call): stops it, and the work then completes
+  /// this with errc::cancelled. Run at most once; dropped once done (it may refer back to what
+  /// refers to this).
+  unique_function<void()> on_cancel;
+
+  void cancel() {
+    if (done || !on_cancel) return;
+    auto f = std::move(on_cancel);
+    on_cancel = nullptr;
+    f();
+  }
 
   void set_value(T v) {
     if (done) return;
@@ -40,6 +52,7 @@ struct completion {
  private:
   void finish() {
     done = true;
+    on_cancel = nullptr;
     if (auto w = std::move(waiter)) {
       waiter = nullptr;
       w();
@@ -63,6 +76,12 @@ asio::awaitable<void> until_done(std::shared_ptr<completion<T>> c) {
     co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
         [](auto handler, const std::shared_ptr<completion<T>>& c) {
           auto ex = asio::get_associated_executor(handler);
+          // Asio's cancellation (a cancellation slot bound to the co_await, or an awaitable
+          // operator's `||`) stops the work behind `c` where it can be stopped; `c` completes
+          // with the work's errc::cancelled. The signal may come from any thread: the
+          // completion is touched only on fiber's loop, this coroutine's executor.
+          if (auto slot = asio::get_associated_cancellation_slot(handler); slot.is_connected())
+            slot.assign([c, ex](asio::cancellation_type) { asio::post(ex, [c] { c->cancel(); }); });
           c->waiter = [h = std::move(handler), ex]() mutable { asio::post(ex, std::move(h)); };
         },
         asio::use_awaitable, c);
@@ -174,12 +193,17 @@ op<void> callback_op(std::shared_ptr<runtime> rt, Arm arm, std::source_location 
 
 /// An op for work already under way.
 /// Work already under way: not watched (an empty source_location), since dropping its op loses nothing.
+/// Its cancel() stops the work where the work can be stopped (completion::on_cancel).
 template <class T>
 op<T> completion_op(const std::shared_ptr<runtime>& rt, std::shared_ptr<completion<T>> c) {
-  return deferred_op<T>(rt, [c] { return c; }, as_is{}, std::source_location());
+  auto o = deferred_op<T>(rt, [c] { return c; }, as_is{}, std::source_location());
+  o.set_canceller([ex = executor_of(*rt), c] { asio::post(ex, [c] { c->cancel(); }); });
+  return o;
 }
 inline op<void> completion_op(const std::shared_ptr<runtime>& rt, std::shared_ptr<completion<std::monostate>> c) {
-  return deferred_op<void>(rt, [c] { return c; }, as_is{}, std::source_location());
+  auto o = deferred_op<void>(rt, [c] { return c; }, as_is{}, std::source_location());
+  o.set_canceller([ex = executor_of(*rt), c] { asio::post(ex, [c] { c->cancel(); }); });
+  return o;
 }
 
 }  // namespace fiber::detail

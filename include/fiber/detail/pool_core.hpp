@@ -42,6 +42,9 @@ class pool_core {
   virtual void terminate() = 0;
   virtual bool open() const = 0;
   virtual void resize(int processes) = 0;
+  /// Stops the work of `sink`'s call: its queued items are dropped, the workers running its
+  /// items are killed and replaced, and every item not delivered fails with errc::cancelled.
+  virtual void cancel(pool_sink& sink) = 0;
   /// `done` runs once every worker has left / every worker has started.
   virtual void when_joined(unique_function<void()> done) = 0;
   virtual void when_ready(unique_function<void()> done) = 0;

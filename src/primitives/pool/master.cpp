@@ -128,6 +128,26 @@ void pool_master::resize(int n) {
   dispatch();
 }
 
+void pool_master::cancel(pool_sink& sink) {
+  auto stopped = tasks_.cancel(sink, std::make_exception_ptr(error(
+                                         errc::cancelled, "the call was cancelled: its queued items were dropped and "
+                                                          "its running ones stopped")));
+  // A worker running one of them is killed (a C++ function cannot be stopped otherwise) and
+  // replaced; what it held behind it goes back to the queue. One that only holds one of them
+  // behind another runs it, and its result is dropped.
+  std::vector<pool_worker*> running;
+  workers_.for_each([&](pool_worker& w) {
+    if (!w.tasks.empty() && std::find(stopped.begin(), stopped.end(), w.tasks.front()) != stopped.end()) running.push_back(&w);
+  });
+  for (auto* w : running) {
+    std::deque<std::uint64_t> behind(w->tasks.begin() + 1, w->tasks.end());
+    tasks_.put_back_held(behind);
+    w->tasks.clear();
+    workers_.end_now(*w, "killed: the call it ran was cancelled");
+  }
+  dispatch();
+}
+
 void pool_master::when_joined(unique_function<void()> done) {
   joined_waiters_.push_back(std::move(done));
   check_joined();

@@ -33,6 +33,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   void terminate() override;
   bool open() const override { return !closed_; }
   void resize(int processes) override;
+  void cancel(pool_sink& sink) override;
   void when_joined(unique_function<void()> done) override;
   void when_ready(unique_function<void()> done) override;
   pool_stats stats() const override;

@@ -251,6 +251,57 @@ void task_queue::fail_all(std::exception_ptr e) {
   }
 }
 
+std::vector<std::uint64_t> task_queue::cancel(pool_sink& sink, std::exception_ptr e) {
+  auto mine = [&](const pool_task& t) { return t.sub->sink.get() == &sink; };
+  std::shared_ptr<pool_submission> sub;
+  for (auto& s : feeding_)
+    if (s->sink.get() == &sink) sub = s;
+  std::vector<pool_task> dropped;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (mine(*it)) {
+      dropped.push_back(std::move(*it));
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::vector<std::uint64_t> stopped;
+  for (auto it = inflight_.begin(); it != inflight_.end();) {
+    if (mine(it->second)) {
+      stopped.push_back(it->first);
+      dropped.push_back(std::move(it->second));
+      it = inflight_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!sub && !dropped.empty()) sub = dropped.front().sub;
+  std::erase_if(feeding_, [&](auto& s) { return s->sink.get() == &sink; });
+  // Out of every table before the sink hears of it: what it runs may submit more work.
+  for (auto& t : dropped) fail_items(t, e);
+  if (sub && !sub->finished) {
+    sub->finished = true;
+    if (!sub->input_done) {
+      sub->input_done = true;
+      sub->sink->on_input_failed(sub->next_index, e);
+    }
+    sub->sink->on_finished();
+  }
+  return stopped;
+}
+
+void task_queue::put_back_held(const std::deque<std::uint64_t>& held) {
+  std::vector<pool_task> back;
+  for (auto id : held) {
+    auto it = inflight_.find(id);
+    if (it == inflight_.end()) continue;
+    it->second.worker.clear();
+    back.push_back(std::move(it->second));
+    inflight_.erase(it);
+  }
+  requeue_front(back);
+}
+
 bool task_queue::drained() const {
   return queue_.empty() && inflight_.empty() &&
          std::all_of(feeding_.begin(), feeding_.end(), [](auto& s) { return s->input_done; });

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fiber/detail/pool_sinks.hpp"
 #include "fiber/meta.hpp"
@@ -101,6 +102,10 @@ class task_queue {
   /// Every item not yet delivered fails with `e` at its own position: those in tasks queued or
   /// running, and (through the sink) those the input has not produced yet.
   void fail_all(std::exception_ptr e);
+  /// As fail_all, for `sink`'s call alone; returns the ids of its tasks that were in flight.
+  std::vector<std::uint64_t> cancel(pool_sink& sink, std::exception_ptr e);
+  /// The tasks of `held` still in flight go back to the front of the queue, uncharged.
+  void put_back_held(const std::deque<std::uint64_t>& held);
 
   /// Nothing queued, in flight, or still to be produced.
   bool drained() const;
