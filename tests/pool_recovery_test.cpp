@@ -194,6 +194,23 @@ TEST(pool, cancel_on_an_async_call_and_on_a_stream) {
   EXPECT_EQ(p.stats().workers_lost, 0u);
 }
 
+// Three GPUs where there are fewer (the local test host has two, test_main.cpp): the local
+// backend, Slurm and Kubernetes refuse it before anything starts, the Docker engine (no NVIDIA
+// runtime) only when the worker's container starts.
+// Either way that function's call fails with the reason, and the pool goes on with the workers
+// it had: they are retired only as workers with the raised needs connect (Docker used to replace
+// them with workers that could never start, and fail every call after).
+TEST(pool, a_need_refused_at_start_fails_that_function_and_the_pool_keeps_its_workers) {
+  fiber::pool p(2);
+  EXPECT_EQ(p.apply(&square, 2).get(), 4);
+  fiber_test::expect_error([&] { (void)p.apply(&where_three_gpus, 3).get(); }, fiber::errc::unsatisfiable);
+  EXPECT_EQ(p.map(&square, std::vector<int>{1, 2, 3}).get(), (std::vector<int>{1, 4, 9}));
+  EXPECT_EQ(p.apply(&square, 5).get(), 25);
+  auto s = p.stats();
+  EXPECT_EQ(s.workers, 2u);
+  EXPECT_EQ(s.workers_lost, 0u);
+}
+
 TEST(pool, five_percent_of_tasks_raising_leave_the_rest_intact) {
   fiber::pool p(2);
   std::vector<int> xs(200);

@@ -49,7 +49,8 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
       id_(rt_->new_channel_id()),  // unique among services too
       workers_(*rt_, id_, options_,
                {.ended = [this](pool_worker&& w) { on_worker_ended(std::move(w)); },
-                .cannot_start = [this](std::exception_ptr e) { fail_all(e); }}),
+                .cannot_start = [this](std::exception_ptr e) { fail_all(e); },
+                .raised_needs_refused = [this](std::exception_ptr e) { fail_uncovered(e); }}),
       progress_(options_.progress, [this] { return progress_frame(); }) {}
 
 void pool_master::start() {
@@ -260,6 +261,13 @@ void pool_master::fail_all(std::exception_ptr e) {
   workers_.forget_tasks();
   tasks_.fail_all(e);
   check_ready();
+}
+
+void pool_master::fail_uncovered(std::exception_ptr e) {
+  // No task of theirs was ever sent: no worker covered them.
+  (void)tasks_.fail_where([this](const pool_submission& s) { return !workers_.covers(s.needs); }, e);
+  check_ready();
+  dispatch();
 }
 
 void pool_master::maybe_stop_workers() {

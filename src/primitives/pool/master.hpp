@@ -47,6 +47,8 @@ class pool_master final : public pool_core, public service, public std::enable_s
   void dispatch();
   void on_worker_ended(pool_worker&& w);
   void fail_all(std::exception_ptr e);
+  /// The work of the submissions the workers no longer cover fails with `e`.
+  void fail_uncovered(std::exception_ptr e);
   /// After close(): once the work is done, the workers are told to leave.
   void maybe_stop_workers();
   void check_joined();

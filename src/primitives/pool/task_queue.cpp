@@ -251,14 +251,18 @@ void task_queue::fail_all(std::exception_ptr e) {
   }
 }
 
-std::vector<std::uint64_t> task_queue::cancel(pool_sink& sink, std::exception_ptr e) {
-  auto mine = [&](const pool_task& t) { return t.sub->sink.get() == &sink; };
-  std::shared_ptr<pool_submission> sub;
-  for (auto& s : feeding_)
-    if (s->sink.get() == &sink) sub = s;
+std::vector<std::uint64_t> task_queue::fail_where(const std::function<bool(const pool_submission&)>& which,
+                                                  std::exception_ptr e) {
+  std::vector<std::shared_ptr<pool_submission>> subs;
+  auto pick = [&](const std::shared_ptr<pool_submission>& s) {
+    if (!which(*s)) return false;
+    if (std::find(subs.begin(), subs.end(), s) == subs.end()) subs.push_back(s);
+    return true;
+  };
+  for (auto& s : feeding_) (void)pick(s);
   std::vector<pool_task> dropped;
   for (auto it = queue_.begin(); it != queue_.end();) {
-    if (mine(*it)) {
+    if (pick(it->sub)) {
       dropped.push_back(std::move(*it));
       it = queue_.erase(it);
     } else {
@@ -267,7 +271,7 @@ std::vector<std::uint64_t> task_queue::cancel(pool_sink& sink, std::exception_pt
   }
   std::vector<std::uint64_t> stopped;
   for (auto it = inflight_.begin(); it != inflight_.end();) {
-    if (mine(it->second)) {
+    if (pick(it->second.sub)) {
       stopped.push_back(it->first);
       dropped.push_back(std::move(it->second));
       it = inflight_.erase(it);
@@ -275,17 +279,17 @@ std::vector<std::uint64_t> task_queue::cancel(pool_sink& sink, std::exception_pt
       ++it;
     }
   }
-  if (!sub && !dropped.empty()) sub = dropped.front().sub;
-  std::erase_if(feeding_, [&](auto& s) { return s->sink.get() == &sink; });
-  // Out of every table before the sink hears of it: what it runs may submit more work.
+  std::erase_if(feeding_, [&](auto& s) { return std::find(subs.begin(), subs.end(), s) != subs.end(); });
+  // Out of every table before the sinks hear of it: what they run may submit more work.
   for (auto& t : dropped) fail_items(t, e);
-  if (sub && !sub->finished) {
-    sub->finished = true;
-    if (!sub->input_done) {
-      sub->input_done = true;
-      sub->sink->on_input_failed(sub->next_index, e);
+  for (auto& s : subs) {
+    if (s->finished) continue;
+    s->finished = true;
+    if (!s->input_done) {
+      s->input_done = true;
+      s->sink->on_input_failed(s->next_index, e);
     }
-    sub->sink->on_finished();
+    s->sink->on_finished();
   }
   return stopped;
 }

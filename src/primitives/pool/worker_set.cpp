@@ -22,7 +22,13 @@ bool killed_from_outside(std::optional<int> exit_code) {
 }  // namespace
 
 worker_set::worker_set(runtime& rt, std::uint64_t pool_id, const pool_options& options, events on)
-    : rt_(rt), pool_id_(pool_id), options_(options), on_(std::move(on)), target_(*options.processes), needs_(options.needs) {}
+    : rt_(rt),
+      pool_id_(pool_id),
+      options_(options),
+      on_(std::move(on)),
+      target_(*options.processes),
+      needs_(options.needs),
+      base_needs_(options.needs) {}
 
 void worker_set::start(std::weak_ptr<void> owner) {
   owner_ = std::move(owner);
@@ -45,7 +51,7 @@ void worker_set::cancel_timers() noexcept {
 
 void worker_set::top_up(bool work_left) {
   if ((closed_ && !work_left) || failed_ || rt_.is_shut_down()) return;
-  auto live_now = live(), starting_now = starting();
+  auto live_now = current(), starting_now = starting();
   const auto limit = start_limit();
   // A worker that cannot be spawned counts towards on_start_failed's limit, which ends this.
   while (static_cast<int>(live_now) < target_ && starting_now < limit && !failed_) {
@@ -58,7 +64,8 @@ void worker_set::top_up(bool work_left) {
 
 void worker_set::resize(int target) {
   target_ = target;
-  int excess = static_cast<int>(live()) - target;
+  retire_superseded();
+  int excess = static_cast<int>(current()) - target;
   for (auto& [rid, w] : workers_) {
     if (excess <= 0) break;
     if (w.leaving) continue;
@@ -79,9 +86,7 @@ void worker_set::check_capacity(const meta& needs) const {
 void worker_set::raise_needs(const meta& needs) {
   needs_ = needs_.joined(needs);
   logf(log_level::info, "pool ", pool_id_, ": a function needs cpu=", needs.cpu, " memory_mb=", needs.memory_mb,
-       " gpu=", needs.gpu, "; replacing workers started with less");
-  for (auto& [rid, w] : workers_)
-    if (!w.leaving && !w.needs.covers(full(needs_))) retire(w);
+       " gpu=", needs.gpu, "; starting workers with that, each retiring one started with less once it connects");
   top_up();
 }
 
@@ -100,6 +105,10 @@ pool_worker* worker_set::find(const std::string& rid) {
 bool worker_set::on_ready(pool_worker& w, int credit) {
   w.connected = true;
   start_failures_ = 0;
+  if (!w.leaving && w.needs.covers(full(needs_))) {
+    base_needs_ = needs_;  // the raised needs can be met
+    retire_superseded();
+  }
   if (w.leaving) {  // told to leave before it could be reached
     send_stop(w);
     return false;
@@ -163,7 +172,30 @@ std::size_t worker_set::connected() const {
       std::count_if(workers_.begin(), workers_.end(), [](auto& e) { return e.second.connected && !e.second.leaving; }));
 }
 
-meta worker_set::full(const meta& needs) const { return needs_with_defaults(needs, rt_.cfg()); }
+meta worker_set::full(const meta& needs) const {
+  auto m = needs_with_defaults(needs, rt_.cfg());
+  if (m.memory_mb == 0) m.memory_mb = std::numeric_limits<int>::max();  // no limit covers any need
+  return m;
+}
+
+std::size_t worker_set::current() const {
+  auto has = full(needs_);
+  return static_cast<std::size_t>(
+      std::count_if(workers_.begin(), workers_.end(), [&](auto& e) { return !e.second.leaving && e.second.needs.covers(has); }));
+}
+
+void worker_set::retire_superseded() {
+  auto has = full(needs_);
+  int serving = 0;
+  for (auto& [rid, w] : workers_)
+    if (!w.leaving && (w.connected || !w.needs.covers(has))) ++serving;
+  for (auto& [rid, w] : workers_) {
+    if (serving <= target_) break;
+    if (w.leaving || w.needs.covers(has)) continue;
+    retire(w);
+    --serving;
+  }
+}
 
 std::size_t worker_set::starting() const {
   return static_cast<std::size_t>(
@@ -198,15 +230,16 @@ bool worker_set::start_one() {
   proc->set_name("PoolWorker-" + std::to_string(pool_id_) + "-" + std::to_string(++started_));
   proc->set_needs(needs_);
   proc->set_owned();
-  unique_function<void(std::error_code, std::string)> done = [owner = owner_, this, proc](std::error_code ec, std::string what) {
+  unique_function<void(std::error_code, std::string)> done = [owner = owner_, this, proc, needs = needs_](std::error_code ec,
+                                                                                                       std::string what) {
     auto alive = owner.lock();
     if (!alive || !ec) return;
-    on_start_failed(ec, what, proc->exit_code());
+    on_start_failed(needs, ec, what, proc->exit_code());
   };
   try {
     proc->start(done);
   } catch (const error& e) {
-    on_start_failed(e.code(), e.reason());
+    on_start_failed(needs_, e.code(), e.reason());
     return false;
   }
   auto rid = proc->peer();
@@ -221,8 +254,12 @@ bool worker_set::start_one() {
   return true;
 }
 
-void worker_set::on_start_failed(std::error_code ec, const std::string& what, std::optional<int> exit_code) {
+void worker_set::on_start_failed(const meta& started_with, std::error_code ec, const std::string& what,
+                                 std::optional<int> exit_code) {
   if (killed_from_outside(exit_code)) return;  // on_ended starts its replacement
+  // Started with other needs than new workers get now (raised since, or a raise refused since):
+  // its failure says nothing about the next start.
+  if (!(started_with == needs_)) return;
   // A worker that cannot start (binary mismatch, missing executable, an error before its
   // handshake) will not start next time either: fail the work at hand instead of trying
   // forever. New work tries again (try_again). A request no node can meet is not met by the
@@ -230,6 +267,24 @@ void worker_set::on_start_failed(std::error_code ec, const std::string& what, st
   bool hopeless = ec == make_error_code(errc::unsatisfiable);
   if (++start_failures_ < max_start_failures && !hopeless) {
     logf(log_level::warn, "a pool worker could not start (", start_failures_, " in a row): ", what);
+    return;
+  }
+  if (!(needs_ == base_needs_)) {
+    // Workers with raised needs cannot start (an engine without the GPU runtime says so only
+    // at the container's start): the work that needed them fails, the others go on with the
+    // workers they had, which were never retired for these.
+    logf(log_level::warn, "pool ", pool_id_, ": workers with the raised needs cannot start (", what,
+         "); the functions that need them fail, the pool keeps its workers");
+    auto refused = full(needs_);
+    needs_ = base_needs_;
+    start_failures_ = 0;
+    for (auto& [rid, w] : workers_)
+      if (!w.leaving && !w.connected && w.needs == refused) {
+        w.leaving = true;  // still starting with the refused needs: not waited for
+        w.proc->signal(SIGKILL);
+      }
+    on_.raised_needs_refused(std::make_exception_ptr(error(ec, "pool workers with the needs this function declares cannot start: " + what)));
+    top_up();
     return;
   }
   failed_ = true;

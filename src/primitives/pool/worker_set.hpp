@@ -27,7 +27,7 @@ class child_process;
 struct pool_worker {
   std::shared_ptr<child_process> proc;
   std::string rid;  // its routing id: the peer its messages come from
-  meta needs;       // what it was started with, each need left at 0 as the config's default
+  meta needs;       // what it was started with, as worker_set::full() says it
   bool connected = false;
   bool leaving = false;  // told to stop (close, resize), or retiring (maxtasksperchild)
   int credit = 0;        // chunks it can take now
@@ -46,6 +46,9 @@ class worker_set {
     unique_function<void(pool_worker&&)> ended;
     /// Workers cannot start (max_start_failures in a row, or a need no node meets).
     unique_function<void(std::exception_ptr)> cannot_start;
+    /// Workers with raised needs cannot start: the needs are back to what the running workers
+    /// have (covers() says so), and the work that needed more is to fail with `why`.
+    unique_function<void(std::exception_ptr why)> raised_needs_refused;
   };
   worker_set(runtime& rt, std::uint64_t pool_id, const pool_options& options, events on);
 
@@ -67,7 +70,9 @@ class worker_set {
   /// Fails with the backend's words when no node could run a worker that also has `needs`.
   void check_capacity(const meta& needs) const;
   bool covers(const meta& needs) const { return full(needs_).covers(full(needs)); }
-  /// Workers started with less than the joined needs finish what they hold and are replaced.
+  /// Workers with the joined needs start; each one that connects retires one started with less
+  /// (it finishes what it holds). Until then the workers with less go on with the work they
+  /// cover, and if the new ones cannot start, they stay (events::raised_needs_refused).
   void raise_needs(const meta& needs);
 
   /// After workers could not start: new work tries again. False when they could.
@@ -101,12 +106,20 @@ class worker_set {
   std::size_t started() const { return static_cast<std::size_t>(started_); }
 
  private:
-  /// `needs` with each need left at 0 as the config's default: what needs are compared by.
+  /// `needs` with each need left at 0 as the config's default (memory without a limit as the
+  /// most there is): what needs are compared by.
   meta full(const meta& needs) const;
   std::size_t starting() const;
+  /// Workers not leaving that have the needs new ones start with.
+  std::size_t current() const;
+  /// Retires workers started with less than the needs, as many as the connected ones beyond
+  /// the target.
+  void retire_superseded();
   std::size_t start_limit() const;
   bool start_one();
-  void on_start_failed(std::error_code ec, const std::string& what, std::optional<int> exit_code = std::nullopt);
+  /// A worker started with `started_with` could not start.
+  void on_start_failed(const meta& started_with, std::error_code ec, const std::string& what,
+                       std::optional<int> exit_code = std::nullopt);
   void on_ended(const std::string& rid);
   void retire(pool_worker& w);
   void send_stop(pool_worker& w);
@@ -119,7 +132,8 @@ class worker_set {
   events on_;
   std::weak_ptr<void> owner_;
   int target_ = 0;
-  meta needs_;  // what new workers start with
+  meta needs_;       // what new workers start with
+  meta base_needs_;  // what a worker that connected was started with: where a refused raise returns
   int started_ = 0;
   int start_failures_ = 0;  // in a row, not counting workers killed from outside
   static constexpr int max_start_failures = 3;
