@@ -1,6 +1,7 @@
 #include "primitives/pool/master.hpp"
 
 #include <algorithm>
+#include <csignal>
 
 #include "core/log.hpp"
 #include "fiber/error.hpp"
@@ -12,11 +13,13 @@ namespace fiber::detail {
 
 namespace {
 std::string how_it_ended(const pool_worker& w) {
-  if (!w.why_ended.empty()) return w.why_ended;
   auto code = w.proc->exit_code();
-  if (!code) return "its end was reported without a status";
-  if (*code < 0) return "signal " + std::to_string(-*code);
-  return "exit code " + std::to_string(*code);
+  std::string status = !code ? "" : *code < 0 ? "signal " + std::to_string(-*code) : "exit code " + std::to_string(*code);
+  if (w.why_ended.empty()) return status.empty() ? "its end was reported without a status" : status;
+  // The pool ended it with SIGKILL; another status means it had ended by itself first (a
+  // container's dropped connection is often seen before its own end is reported).
+  if (code && *code != -SIGKILL) return status;
+  return w.why_ended + (status.empty() ? "" : " (" + status + ")");
 }
 }  // namespace
 
