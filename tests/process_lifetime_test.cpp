@@ -78,6 +78,43 @@ TEST(process, children_die_with_their_master) {
   }
 }
 
+// A master ended by an uncaught exception (std::terminate, then abort) ends its children first,
+// on every backend: no container, pod or Slurm job of it is left for the heartbeat timeout and
+// `fiber gc` (a master that is SIGKILLed leaves them to the next master, above).
+TEST(process, a_master_ending_by_an_uncaught_exception_ends_its_children_first) {
+  int out[2], err[2];
+  ASSERT_EQ(pipe(out), 0);
+  ASSERT_EQ(pipe(err), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  char* argv[] = {const_cast<char*>(FIBER_TEST_ORPHAN_MASTER), const_cast<char*>("throw"), nullptr};
+  pid_t master = 0;
+  ASSERT_EQ(posix_spawn(&master, FIBER_TEST_ORPHAN_MASTER, &actions, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  close(err[1]);
+  char line[32] = {};
+  ASSERT_GT(read(out[0], line, sizeof line - 1), 0);
+  close(out[0]);
+  ASSERT_GT(std::atoi(line), 0);
+  std::string said;
+  char buf[4096];
+  for (ssize_t n; (n = read(err[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<std::size_t>(n));
+  close(err[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(master, &status, 0), master);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT) << "status " << status;
+  EXPECT_NE(said.find("an uncaught exception: a config error nobody caught"), std::string::npos) << said;
+  EXPECT_NE(said.find("ending its children first"), std::string::npos) << said;
+  auto owner = fiber_test::master_label();
+  owner = owner.substr(0, owner.rfind(':') + 1) + std::to_string(master);
+  if (fiber_test::on_docker()) EXPECT_TRUE(fiber_test::containers_of(owner).empty());
+  if (fiber_test::on_slurm()) EXPECT_TRUE(fiber_test::live_slurm_jobs_of(owner).empty());
+  if (fiber_test::on_kubernetes()) EXPECT_TRUE(fiber_test::pods_of(owner).empty());
+}
+
 TEST(process, a_worker_that_never_reaches_its_master_exits) {
   FIBER_TEST_LOCAL_ONLY("the worker's side alone, whatever the backend");
   // A worker started after its master died (a pod scheduled late, a container created while

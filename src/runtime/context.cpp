@@ -8,6 +8,7 @@
 #include "core/log.hpp"
 #include "backend/zygote.hpp"
 #include "runtime/runtime.hpp"
+#include "runtime/terminate_guard.hpp"
 #include "runtime/init.hpp"
 
 namespace fiber {
@@ -46,6 +47,7 @@ context::context(fiber::config cfg) {
     detail::require_init();  // a child whose main() runs: stop it before it starts anything
   detail::configure_log(cfg.log_level, cfg.log_file, detail::process_name());
   rt_ = std::make_shared<detail::runtime>(nullptr, std::move(cfg));
+  detail::guard_on_terminate(rt_);
 }
 
 context::context(asio::io_context& io, fiber::config cfg) {
@@ -53,6 +55,7 @@ context::context(asio::io_context& io, fiber::config cfg) {
     detail::require_init();
   detail::configure_log(cfg.log_level, cfg.log_file, detail::process_name());
   rt_ = std::make_shared<detail::runtime>(&io, std::move(cfg));
+  detail::guard_on_terminate(rt_);
 }
 
 context::context(std::shared_ptr<detail::runtime> rt) noexcept : rt_(std::move(rt)) {}

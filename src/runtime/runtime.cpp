@@ -7,6 +7,7 @@
 
 #include "core/log.hpp"
 #include "core/message_limit.hpp"
+#include "runtime/terminate_guard.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::detail {
@@ -40,6 +41,7 @@ runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::stri
 runtime::~runtime() { stop(); }
 
 void runtime::stop() noexcept {
+  if (master_) unguard_on_terminate(this);
   loop_.stop([this] { shutdown(); });
   // Waits, within each socket's linger, until what was sent has left this process.
   zctx_.close();
