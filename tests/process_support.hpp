@@ -34,6 +34,13 @@ void fail_with(std::string message) { throw std::runtime_error(message); }
 void exit_with(int code) { std::exit(code); }
 // Blocks until something arrives on `gate`: a child that is "busy" without sleeping.
 void wait_on(fiber::simple_queue<int> gate) { (void)gate.get().get(); }
+// Waits for `gate`, then creates the file `marker`: proof that it ran to its end.
+void wait_then_touch(fiber::simple_queue<int> gate, std::string marker) {
+  (void)gate.get().get();
+  std::FILE* f = std::fopen(marker.c_str(), "w");
+  if (!f) throw std::runtime_error("cannot create " + marker);
+  std::fclose(f);
+}
 void report_identity(fiber::simple_queue<std::string> out) {
   auto me = fiber::current_process();
   out.put(me.name + " " + std::to_string(me.pid) + " " + (me.is_worker ? "worker" : "master")).get();
@@ -90,6 +97,7 @@ FIBER_REMOTE(do_nothing);
 FIBER_REMOTE(fail_with);
 FIBER_REMOTE(exit_with);
 FIBER_REMOTE(wait_on);
+FIBER_REMOTE(wait_then_touch);
 FIBER_REMOTE(report_identity);
 FIBER_REMOTE(report_config);
 FIBER_REMOTE(ignore_sigterm_and_wait);

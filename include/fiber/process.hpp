@@ -45,7 +45,9 @@ class process {
   }
   process(process&&) noexcept;
   process& operator=(process&&) noexcept;
-  /// A child still running when its process object goes is terminated and reaped.
+  /// A child still running when its process object goes runs on, and the context waits for it
+  /// when it ends (at exit, for the default context), as multiprocessing waits for non-daemon
+  /// children; a daemon child is killed and reaped instead.
   ~process();
 
   /// Starts the child; completes once it has passed the handshake (binary, registry, keys).
@@ -67,6 +69,11 @@ class process {
   const std::string& name() const noexcept;
   /// Before start only.
   void set_name(std::string name);
+  /// As multiprocessing's `daemon`: a daemon child is killed when its process object goes or its
+  /// context ends; a non-daemon one (the default) is waited for when its context ends. Before
+  /// start only.
+  void set_daemon(bool daemon);
+  bool daemon() const noexcept { return daemon_; }
 
  private:
   template <class R, class... P, class... A>
@@ -82,6 +89,7 @@ class process {
   process(context& ctx, detail::encoded_call call);
 
   std::shared_ptr<detail::child_process> state_;
+  bool daemon_ = false;
 };
 
 struct process_info {

@@ -47,12 +47,30 @@ process& process::operator=(process&&) noexcept = default;
 process::~process() {
   if (!state_ || !state_->is_alive()) return;
   auto p = state_;
-  detail::logf(log_level::warn, "process ", p->name(), " was still running when its process object was destroyed: killed");
   try {
-    p->rt()->run_sync([p] { p->kill_now(); });
+    if (daemon_) {
+      detail::logf(log_level::warn, "daemon process ", p->name(), " was still running when its process object was destroyed: killed");
+      p->rt()->run_sync([p] { p->kill_now(); });
+      return;
+    }
+    // As multiprocessing: a non-daemon child runs on, and its context waits for it at its end.
+    p->rt()->run_sync([p] {
+      auto& rt = *p->rt();
+      if (!p->is_alive() || rt.is_shut_down()) return;
+      auto id = rt.hold_until_end(p, p->name());
+      p->when_ended([weak = std::weak_ptr<detail::runtime>(p->rt()), id] {
+        if (auto r = weak.lock()) r->let_go(id);
+      });
+    });
   } catch (const std::exception& e) {
-    detail::logf(log_level::error, "could not stop process ", p->name(), ": ", e.what());
+    detail::logf(log_level::error, "could not hand process ", p->name(), " to its context: ", e.what());
   }
+}
+
+void process::set_daemon(bool daemon) {
+  if (state_->state() != detail::child_process::phase::created)
+    throw error(errc::already_started, "process " + state_->name() + ": set_daemon() must come before start()");
+  daemon_ = daemon;
 }
 
 op<void> process::start() {

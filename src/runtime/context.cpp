@@ -60,7 +60,12 @@ context::context(asio::io_context& io, fiber::config cfg) {
 
 context::context(std::shared_ptr<detail::runtime> rt) noexcept : rt_(std::move(rt)) {}
 
-context::~context() { stop(); }
+context::~context() {
+  // Non-daemon processes whose objects went are waited for, as multiprocessing waits for its
+  // non-daemon children at exit; stop() then ends what is left.
+  if (rt_ && rt_->is_master()) rt_->wait_for_held();
+  stop();
+}
 
 void context::stop() noexcept {
   if (rt_ && rt_->is_master()) rt_->stop();

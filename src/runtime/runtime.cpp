@@ -47,6 +47,36 @@ void runtime::stop() noexcept {
   zctx_.close();
 }
 
+std::uint64_t runtime::hold_until_end(std::shared_ptr<void> what, std::string name) {
+  auto id = ++next_held_;
+  held_.emplace(id, std::make_pair(std::move(what), std::move(name)));
+  none_held_ = false;
+  return id;
+}
+
+void runtime::let_go(std::uint64_t id) {
+  held_.erase(id);
+  if (held_.empty()) notify_done(none_held_);
+}
+
+void runtime::wait_for_held() {
+  if (none_held_ || shut_down_) return;
+  if (!owns_loop() || in_loop_thread()) {
+    // A caller's io_context runs only when its owner runs it, and the loop's own thread cannot
+    // wait for itself: what is held ends with the context instead.
+    return;
+  }
+  std::string names;
+  run_sync([&] {
+    for (auto& [id, held] : held_) names += (names.empty() ? "" : ", ") + held.second;
+  });
+  if (names.empty()) return;
+  logf(log_level::info, "waiting for process(es) ", names,
+       " to end before the context ends, as multiprocessing waits for non-daemon children "
+       "(set_daemon(true) has a process killed instead)");
+  wait_until(none_held_);
+}
+
 void runtime::run_soon(unique_function<void()> f) {
   if (shut_down_) return;
   loop_.run_or_post([f = std::move(f), weak = weak_from_this()]() mutable {

@@ -6,6 +6,7 @@
 #include <asio/io_context.hpp>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,14 @@ class runtime : public std::enable_shared_from_this<runtime> {
   void wait_until(const std::atomic<bool>& done) { loop_.wait_until(done); }
   void notify_done(std::atomic<bool>& done) noexcept { loop_.notify_done(done); }
   void drive(unique_function<void()> start, const std::atomic<bool>& done) { loop_.drive(std::move(start), done); }
+
+  // ---- what the context waits for before it ends (a non-daemon process whose object went)
+  /// Holds `what` until let_go(id), on the loop thread.
+  std::uint64_t hold_until_end(std::shared_ptr<void> what, std::string name);
+  void let_go(std::uint64_t id);
+  /// Blocks until nothing is held, naming what it waits for; at once on the loop's own thread or
+  /// with a caller's io_context (which this cannot run), where nothing is waited for.
+  void wait_for_held();
   void run_sync(unique_function<void()> f) { loop_.run_sync(std::move(f)); }
   /// Runs `f` on the loop without waiting on a loop that nobody may be running: now when this
   /// thread can, else posted to the caller's io_context. Nothing once the runtime has shut down.
@@ -88,6 +97,9 @@ class runtime : public std::enable_shared_from_this<runtime> {
   std::atomic<std::uint64_t> next_channel_{1};
   std::uint64_t channel_prefix_ = 0;
   bool shut_down_ = false;
+  std::map<std::uint64_t, std::pair<std::shared_ptr<void>, std::string>> held_;  // see hold_until_end
+  std::uint64_t next_held_ = 0;
+  std::atomic<bool> none_held_{true};
 };
 
 }  // namespace fiber::detail
