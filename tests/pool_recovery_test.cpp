@@ -122,6 +122,18 @@ TEST(pool, a_task_past_its_timeout_fails_and_its_worker_is_replaced) {
   EXPECT_EQ(s.workers_started, 3u);
 }
 
+TEST(pool, negative_limits_are_refused_naming_the_option) {
+  FIBER_TEST_LOCAL_ONLY("checked before any worker starts, the same on every backend");
+  fiber_test::expect_error([] { fiber::pool p(fiber::pool_options{.processes = 1, .task_timeout = std::chrono::milliseconds(-1)}); },
+                           fiber::errc::config_error, "task_timeout must be 0 (no limit) or more");
+  fiber_test::expect_error([] { fiber::pool p(fiber::pool_options{.processes = 1, .report_interval = std::chrono::milliseconds(-5)}); },
+                           fiber::errc::config_error, "report_interval must be 0");
+  fiber::pool p(1);
+  fiber_test::expect_error([&] { (void)p.with({.task_timeout = std::chrono::milliseconds(-1)}).apply(&square, 2).get(); },
+                           fiber::errc::config_error, "pool.with: task_timeout must be 0 (no limit) or more, got -1 ms");
+  EXPECT_EQ(p.apply(&square, 2).get(), 4);
+}
+
 TEST(pool, a_timeout_per_call_and_a_timed_out_item_run_again_when_asked) {
   fiber::pool p(2);
   fiber_test::expect_error([&] { (void)p.with({.task_timeout = std::chrono::milliseconds(200)}).apply(&hang, 0).get(); },

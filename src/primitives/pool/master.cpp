@@ -80,6 +80,10 @@ void pool_master::terminate_soon() {
 void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::size_t hint,
                          std::shared_ptr<pool_sink> sink, call_options call) {
   check_open();
+  auto timeout = call.task_timeout.value_or(options_.task_timeout);
+  if (timeout.count() < 0)
+    throw error(errc::config_error, "pool.with: task_timeout must be 0 (no limit) or more, got " +
+                                        std::to_string(timeout.count()) + " ms");
   auto needs = find_meta(function_id);
   if (!workers_.covers(needs)) workers_.check_capacity(needs);
   // The workers could not start for the work before: they try again for this one.
@@ -89,10 +93,6 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
     auto per = static_cast<std::size_t>(workers_.target()) * 4;
     chunksize = hint ? std::max<std::size_t>(1, (hint + per - 1) / per) : 1;
   }
-  auto timeout = call.task_timeout.value_or(options_.task_timeout);
-  if (timeout.count() < 0)
-    throw error(errc::config_error, "pool.with: task_timeout must be 0 (no limit) or more, got " +
-                                        std::to_string(timeout.count()) + " ms");
   if (!workers_.covers(needs)) workers_.raise_needs(needs);
   auto sub = std::make_shared<pool_submission>(pool_submission{function_id, chunksize, std::move(sink), call.retry, needs});
   sub->timeout = timeout;

@@ -128,17 +128,25 @@ std::string item_words(const pool_task& t) {
 }
 }  // namespace
 
-void task_queue::on_worker_lost(const std::deque<std::uint64_t>& held, const worker_end& end, bool pool_retry,
-                                int max_attempts) {
-  bool running = true;
-  std::vector<pool_task> requeued;
+std::vector<pool_task> task_queue::take_held(const std::deque<std::uint64_t>& held) {
+  std::vector<pool_task> out;
   for (auto id : held) {
     auto it = inflight_.find(id);
     if (it == inflight_.end()) continue;
-    auto t = std::move(it->second);
+    out.push_back(std::move(it->second));
     inflight_.erase(it);
-    t.worker.clear();
-    if (!std::exchange(running, false)) {  // waiting behind the one it ran: untouched
+    out.back().worker.clear();
+  }
+  return out;
+}
+
+void task_queue::on_worker_lost(const std::deque<std::uint64_t>& held, const worker_end& end, bool pool_retry,
+                                int max_attempts) {
+  auto tasks = take_held(held);
+  std::vector<pool_task> requeued;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    auto& t = tasks[i];
+    if (i > 0) {  // waiting behind the one it ran: untouched
       retried_ += t.count();
       requeued.push_back(std::move(t));
       continue;
@@ -156,17 +164,17 @@ void task_queue::on_worker_lost(const std::deque<std::uint64_t>& held, const wor
       }
       continue;
     }
-    if (t.attempts >= max_attempts) {
-      auto why = item_words(t) + where + "; " + std::to_string(t.attempts) + " worker(s) lost running it; max_attempts reached";
-      t.attempts = 0;
-      if (!fail_first(t, std::make_exception_ptr(error(errc::worker_lost, why)))) continue;
+    if (t.attempts < max_attempts) {
       retried_ += t.count();
-      t.careful = true;
-      requeued.push_back(std::move(t));
+      split_charged(std::move(t), requeued);
       continue;
     }
+    auto why = item_words(t) + where + "; " + std::to_string(t.attempts) + " worker(s) lost running it; max_attempts reached";
+    t.attempts = 0;
+    if (!fail_first(t, std::make_exception_ptr(error(errc::worker_lost, why)))) continue;
     retried_ += t.count();
-    split_charged(std::move(t), requeued);
+    t.careful = true;
+    requeued.push_back(std::move(t));
   }
   requeue_front(requeued);
 }
@@ -193,15 +201,11 @@ void task_queue::split_charged(pool_task&& t, std::vector<pool_task>& out) {
 }
 
 void task_queue::on_timed_out(const std::deque<std::uint64_t>& held, const std::string& worker_name, int max_attempts) {
-  bool running = true;
+  auto tasks = take_held(held);
   std::vector<pool_task> requeued;
-  for (auto id : held) {
-    auto it = inflight_.find(id);
-    if (it == inflight_.end()) continue;
-    auto t = std::move(it->second);
-    inflight_.erase(it);
-    t.worker.clear();
-    if (std::exchange(running, false)) {
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    auto& t = tasks[i];
+    if (i == 0) {  // the one that ran too long
       auto& sub = *t.sub;
       if (sub.retry_timed_out && ++t.attempts < max_attempts) {
         retried_ += t.count();
@@ -214,10 +218,8 @@ void task_queue::on_timed_out(const std::deque<std::uint64_t>& held, const std::
       t.attempts = 0;
       if (!fail_first(t, std::make_exception_ptr(error(errc::timed_out, why)))) continue;
       t.careful = true;
-      retried_ += t.count();
-    } else {
-      retried_ += t.count();
     }
+    retried_ += t.count();
     requeued.push_back(std::move(t));
   }
   requeue_front(requeued);
@@ -295,14 +297,7 @@ std::vector<std::uint64_t> task_queue::fail_where(const std::function<bool(const
 }
 
 void task_queue::put_back_held(const std::deque<std::uint64_t>& held) {
-  std::vector<pool_task> back;
-  for (auto id : held) {
-    auto it = inflight_.find(id);
-    if (it == inflight_.end()) continue;
-    it->second.worker.clear();
-    back.push_back(std::move(it->second));
-    inflight_.erase(it);
-  }
+  auto back = take_held(held);
   requeue_front(back);
 }
 

@@ -145,6 +145,8 @@ class task_queue {
   /// `t`'s first item fails with `e`; false when it was the task's last.
   bool fail_first(pool_task& t, std::exception_ptr e);
   void requeue_front(std::vector<pool_task>& tasks);
+  /// The tasks of `held` still in flight, out of the flight, in the order of `held`.
+  std::vector<pool_task> take_held(const std::deque<std::uint64_t>& held);
   /// The running task `t`, its first item charged: that item alone, then the rest (if any).
   void split_charged(pool_task&& t, std::vector<pool_task>& out);
 
