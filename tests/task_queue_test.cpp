@@ -180,24 +180,32 @@ TEST_F(pool_task_queue, a_death_reruns_only_the_items_not_yet_reported_and_each_
   q.on_worker_lost({first.id}, killed, true, 3);
   EXPECT_EQ(q.retried(), 6u);  // not the 4 reported
   // Item 4 was running: it runs again alone, on a worker given nothing else, so that the next
-  // death is surely its; the rest follow as a task of their own, reporting item by item.
+  // death is surely its; the rest follow in pieces of a quarter chunk (here 2 items), reporting
+  // item by item at first.
   auto charged = send_next("w2");
   EXPECT_EQ(charged.position(), 4u);
   EXPECT_EQ(charged.count(), 1u);
   EXPECT_EQ(charged.attempts, 1);
   EXPECT_TRUE(charged.alone);
-  auto rest = send_next("w3");
-  EXPECT_EQ(rest.position(), 5u);
-  EXPECT_EQ(rest.count(), 5u);
-  EXPECT_EQ(rest.attempts, 0);
-  EXPECT_TRUE(rest.careful);
+  std::vector<pool_task> pieces;
+  while (q.next()) pieces.push_back(send_next("w3"));
+  ASSERT_EQ(pieces.size(), 3u);  // 5-6, 7-8, 9
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    EXPECT_EQ(pieces[i].position(), 5 + 2 * i);
+    EXPECT_EQ(pieces[i].count(), i < 2 ? 2u : 1u);
+    EXPECT_EQ(pieces[i].attempts, 0);
+    EXPECT_FALSE(pieces[i].alone);
+    EXPECT_TRUE(pieces[i].careful);
+    EXPECT_EQ(pieces[i].args, first.args);  // the chunk's items, packed once
+  }
   // Item 4's result clears its charge: it was not what killed the worker.
   q.on_results(charged.id, "w2", "PoolWorker-2", results_for(charged));
   EXPECT_EQ(q.in_flight(charged.id), nullptr);
   // A late batch from the dead worker changes nothing.
-  q.on_results(first.id, "w1", "PoolWorker-1", results_for(rest, 4), false, 4);
-  q.on_results(rest.id, "w3", "PoolWorker-3", results_for(rest, 2), false, 2);
-  q.on_results(rest.id, "w3", "PoolWorker-3", results_for(*q.in_flight(rest.id)));
+  q.on_results(first.id, "w1", "PoolWorker-1", results_for(pieces[0], 2), false, 2);
+  q.on_results(pieces[0].id, "w3", "PoolWorker-3", results_for(pieces[0], 1), false, 1);
+  q.on_results(pieces[0].id, "w3", "PoolWorker-3", results_for(*q.in_flight(pieces[0].id)));
+  for (std::size_t i = 1; i < pieces.size(); ++i) q.on_results(pieces[i].id, "w3", "PoolWorker-3", results_for(pieces[i]));
   ASSERT_EQ(sink->results.size(), 10u);
   for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(sink->results[i], static_cast<int>(i) * 10);
   EXPECT_EQ(q.done(), 10u);
@@ -217,10 +225,13 @@ TEST_F(pool_task_queue, an_item_that_kills_every_worker_fails_at_its_position_an
   EXPECT_EQ(sink->errors[2], fiber::errc::worker_lost);
   EXPECT_NE(sink->reasons[2].find("item 2"), std::string::npos) << sink->reasons[2];
   EXPECT_NE(sink->reasons[2].find("3 worker(s) lost running it"), std::string::npos) << sink->reasons[2];
-  auto rest = send_next();
-  EXPECT_EQ(rest.position(), 3u);
-  EXPECT_EQ(rest.attempts, 0);
-  q.on_results(rest.id, "w1", "PoolWorker-1", results_for(rest));
+  // The items after it run again, uncharged.
+  for (std::size_t at = 3; q.next(); ++at) {
+    auto rest = send_next();
+    EXPECT_EQ(rest.position(), at);
+    EXPECT_EQ(rest.attempts, 0);
+    q.on_results(rest.id, "w1", "PoolWorker-1", results_for(rest));
+  }
   EXPECT_EQ(sink->results.size(), 4u);
   EXPECT_EQ(sink->finished, 1);
 }

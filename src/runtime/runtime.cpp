@@ -71,9 +71,10 @@ void runtime::wait_for_held() {
     for (auto& [id, held] : held_) names += (names.empty() ? "" : ", ") + held.second;
   });
   if (names.empty()) return;
-  logf(log_level::info, "waiting for process(es) ", names,
+  // A warning, so that a program that does not exit says why (a child blocked for ever).
+  logf(log_level::warn, "waiting for process(es) ", names,
        " to end before the context ends, as multiprocessing waits for non-daemon children "
-       "(set_daemon(true) has a process killed instead)");
+       "(join() them, or set_daemon(true) to have them killed instead)");
   wait_until(none_held_);
 }
 

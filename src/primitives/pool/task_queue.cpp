@@ -183,21 +183,25 @@ void task_queue::split_charged(pool_task&& t, std::vector<pool_task>& out) {
   // A worker killed right after sending a report can take the report with it: the item charged
   // may have finished, and the one that killed it come after. Alone, with nothing after it on
   // its worker, a charged item's next death is its own, and its result cannot be lost to another.
-  if (t.count() > 1) {
-    pool_task rest = t;
-    rest.id = next_task_++;
-    rest.begin = t.begin + 1;
-    rest.attempts = 0;
-    rest.alone = false;
-    rest.careful = true;
-    t.end = t.begin + 1;
-    t.alone = true;
-    out.push_back(std::move(t));
-    out.push_back(std::move(rest));
-    return;
-  }
+  auto end = t.end;
+  t.end = t.begin + 1;
   t.alone = true;
+  auto next = t.end;
+  pool_task piece = t;
   out.push_back(std::move(t));
+  // The rest, in pieces of a quarter chunk, so that several workers share it rather than one
+  // running it all while the others may be idle. Each reports item by item at first: the item
+  // that killed the worker may be in any of them when items are tiny.
+  const auto size = std::max<std::size_t>(1, piece.sub->chunksize / 4);
+  for (; next < end; next += size) {
+    piece.id = next_task_++;
+    piece.begin = next;
+    piece.end = std::min(end, next + size);
+    piece.attempts = 0;
+    piece.alone = false;
+    piece.careful = true;
+    out.push_back(piece);
+  }
 }
 
 void task_queue::on_timed_out(const std::deque<std::uint64_t>& held, const std::string& worker_name, int max_attempts) {

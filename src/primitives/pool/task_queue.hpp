@@ -147,7 +147,8 @@ class task_queue {
   void requeue_front(std::vector<pool_task>& tasks);
   /// The tasks of `held` still in flight, out of the flight, in the order of `held`.
   std::vector<pool_task> take_held(const std::deque<std::uint64_t>& held);
-  /// The running task `t`, its first item charged: that item alone, then the rest (if any).
+  /// The running task `t`, its first item charged: that item alone, then the rest (if any), in
+  /// pieces of a quarter of its submission's chunksize.
   void split_charged(pool_task&& t, std::vector<pool_task>& out);
 
   std::list<std::shared_ptr<pool_submission>> feeding_;  // whose input has not run out
