@@ -87,6 +87,7 @@ void worker_set::raise_needs(const meta& needs) {
   needs_ = needs_.joined(needs);
   logf(log_level::info, "pool ", pool_id_, ": a function needs cpu=", needs.cpu, " memory_mb=", needs.memory_mb,
        " gpu=", needs.gpu, "; starting workers with that, each retiring one started with less once it connects");
+  superseded_ = true;
   top_up();
 }
 
@@ -105,7 +106,7 @@ pool_worker* worker_set::find(const std::string& rid) {
 bool worker_set::on_ready(pool_worker& w, int credit) {
   w.connected = true;
   start_failures_ = 0;
-  if (!w.leaving && w.needs.covers(full(needs_))) {
+  if (superseded_ && !w.leaving && w.needs.covers(full(needs_))) {
     base_needs_ = needs_;  // the raised needs can be met
     retire_superseded();
   }
@@ -185,16 +186,21 @@ std::size_t worker_set::current() const {
 }
 
 void worker_set::retire_superseded() {
+  if (!superseded_) return;
   auto has = full(needs_);
-  int serving = 0;
+  int serving = 0, left = 0;
   for (auto& [rid, w] : workers_)
     if (!w.leaving && (w.connected || !w.needs.covers(has))) ++serving;
   for (auto& [rid, w] : workers_) {
-    if (serving <= target_) break;
     if (w.leaving || w.needs.covers(has)) continue;
-    retire(w);
-    --serving;
+    if (serving > target_) {
+      retire(w);
+      --serving;
+    } else {
+      ++left;
+    }
   }
+  superseded_ = left > 0;
 }
 
 std::size_t worker_set::starting() const {

@@ -134,6 +134,7 @@ class worker_set {
   int target_ = 0;
   meta needs_;       // what new workers start with
   meta base_needs_;  // what a worker that connected was started with: where a refused raise returns
+  bool superseded_ = false;  // workers started with less than needs_ may be left (after a raise)
   int started_ = 0;
   int start_failures_ = 0;  // in a row, not counting workers killed from outside
   static constexpr int max_start_failures = 3;
