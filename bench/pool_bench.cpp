@@ -91,6 +91,16 @@ BENCHMARK(pool_throughput)
     ->UseRealTime()
     ->Repetitions(3);
 
+// One task's round trip on a warm pool: apply, wait for the result (the peers' harness measures
+// the same, bench/compare/peers/peers.py).
+void pool_apply_latency(benchmark::State& state) {
+  fiber::pool p(static_cast<int>(state.range(0)));
+  p.ready().get();
+  for (int i = 0; i < 100; ++i) (void)p.apply(&identity, i).get();  // warm-up
+  for (auto _ : state) benchmark::DoNotOptimize(p.apply(&identity, 1).get());
+}
+BENCHMARK(pool_apply_latency)->Arg(2)->Arg(4)->ArgName("W")->Unit(benchmark::kMicrosecond)->UseRealTime()->Iterations(2000)->Repetitions(3);
+
 // From constructing the pool until all of its workers are ready.
 void pool_start(benchmark::State& state) {
   const int workers = static_cast<int>(state.range(0));
