@@ -73,8 +73,7 @@ TEST(process, children_die_with_their_master) {
     // The child's pod outlives the master, but the child in it ends: its container terminates.
     // Or the pod is deleted first: a master that starts on this host meanwhile (another test's,
     // beside this one) deletes the pods of masters that are gone, which ends the child as well.
-    auto owner = fiber_test::master_label();
-    owner = owner.substr(0, owner.rfind(':') + 1) + std::to_string(master);
+    auto owner = mark_of(master);
     std::set<std::string> seen;
     EXPECT_TRUE(fiber_test::await_pods("app.kubernetes.io/managed-by=fiber", [&](const auto& pods) {
       int live = 0;
@@ -95,11 +94,7 @@ TEST(process, children_die_with_their_master) {
     // master on this machine removes what dead masters left.
     fiber::context ctx;
     fiber::process(ctx, &do_nothing).start().get();
-    auto owner = fiber_test::master_label();
-    owner = owner.substr(0, owner.rfind(':') + 1) + std::to_string(master);
-    if (fiber_test::on_docker()) EXPECT_TRUE(fiber_test::containers_of(owner).empty());
-    if (fiber_test::on_slurm()) EXPECT_TRUE(fiber_test::live_slurm_jobs_of(owner).empty());
-    if (fiber_test::on_kubernetes()) EXPECT_TRUE(fiber_test::pods_of(owner).empty());
+    expect_nothing_left_of(master);
   }
 }
 
@@ -133,11 +128,7 @@ TEST(process, a_master_ending_by_an_uncaught_exception_ends_its_children_first) 
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT) << "status " << status;
   EXPECT_NE(said.find("an uncaught exception: a config error nobody caught"), std::string::npos) << said;
   EXPECT_NE(said.find("ending its children first"), std::string::npos) << said;
-  auto owner = fiber_test::master_label();
-  owner = owner.substr(0, owner.rfind(':') + 1) + std::to_string(master);
-  if (fiber_test::on_docker()) EXPECT_TRUE(fiber_test::containers_of(owner).empty());
-  if (fiber_test::on_slurm()) EXPECT_TRUE(fiber_test::live_slurm_jobs_of(owner).empty());
-  if (fiber_test::on_kubernetes()) EXPECT_TRUE(fiber_test::pods_of(owner).empty());
+  expect_nothing_left_of(master);
 }
 
 TEST(process, a_worker_that_never_reaches_its_master_exits) {

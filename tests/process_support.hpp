@@ -29,6 +29,18 @@
 
 
 namespace {
+// The mark (host:pid) a master with pid `master` on this host puts on its containers, pods and jobs.
+std::string mark_of(pid_t master) {
+  auto mine = fiber_test::master_label();
+  return mine.substr(0, mine.rfind(':') + 1) + std::to_string(master);
+}
+// No container, Slurm job or pod of the master `master` is left on the backend under test.
+void expect_nothing_left_of(pid_t master) {
+  auto owner = mark_of(master);
+  if (fiber_test::on_docker()) EXPECT_TRUE(fiber_test::containers_of(owner).empty());
+  if (fiber_test::on_slurm()) EXPECT_TRUE(fiber_test::live_slurm_jobs_of(owner).empty());
+  if (fiber_test::on_kubernetes()) EXPECT_TRUE(fiber_test::pods_of(owner).empty());
+}
 void do_nothing() {}
 void fail_with(std::string message) { throw std::runtime_error(message); }
 void exit_with(int code) { std::exit(code); }
