@@ -29,8 +29,8 @@ remote_call bind_remote(R (*f)(P...), A&&... args) {
 
 struct pool_options {
   std::optional<int> processes;  // unset: cpu_count(); at least 1
-  int max_attempts = 3;          // a task that took down this many workers fails with worker_lost
-  bool retry = true;             // false: a task whose worker died fails at once (never runs twice)
+  int max_attempts = 3;          // an item whose running took down this many workers fails with worker_lost
+  bool retry = true;             // false: the items a dead worker had not reported fail at once (none runs twice)
   int maxtasksperchild = 0;      // a worker is replaced after this many chunks; 0: never
   int prefetch = 1;              // chunks a worker may hold beyond the one it runs
   /// A worker running a chunk sends the results it has at least this often (and whenever 1 MiB
@@ -47,7 +47,7 @@ struct pool_options {
 
 /// Per-call choices, for the calls made through pool::with(...).
 struct call_options {
-  bool retry = true;  // false: a task whose worker died fails with worker_lost (it never runs twice)
+  bool retry = true;  // false: the items a dead worker had not reported fail with worker_lost (none runs twice)
   std::optional<std::chrono::milliseconds> task_timeout;  // unset: the pool's; 0: no limit
   std::optional<bool> retry_timed_out;                    // unset: the pool's
 };

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "core/log.hpp"
-#include "fiber/op.hpp"
 #include "runtime/runtime.hpp"
 
 namespace fiber::detail {
@@ -61,7 +60,7 @@ constexpr auto end_children_within = std::chrono::seconds(30);
       // stopped here; the others are stopped by a helper, so that a loop nobody drives now
       // cannot hold the abort for ever.
       std::erase_if(live, [](auto& rt) {
-        if (!in_loop_thread(*rt)) return false;
+        if (!rt->in_loop_thread()) return false;
         rt->stop();
         return true;
       });

@@ -91,9 +91,10 @@ class task_queue {
   /// A worker died holding `held`, in the order sent. The oldest is the one it was running, and
   /// of its items the first not yet reported is charged an attempt. Out of attempts, it fails
   /// alone; else it runs again alone (a task of its own, on a worker given nothing else, so that
-  /// the next death is surely its), and the rest of its chunk runs again uncharged, reporting
-  /// item by item. Without retries, every item of that chunk not yet reported fails (each may
-  /// have run). The tasks waiting behind it (prefetch) go back to the front as they were.
+  /// the next death is surely its), and the rest of its chunk runs again uncharged, in pieces
+  /// that report item by item at first. Without retries, every item of that chunk not yet
+  /// reported fails (each may have run). The tasks waiting behind it (prefetch) go back to the
+  /// front as they were.
   void on_worker_lost(const std::deque<std::uint64_t>& held, const worker_end& end, bool pool_retry, int max_attempts);
   /// The item running on a worker holding `held` passed its submission's timeout: it fails with
   /// errc::timed_out (or is charged an attempt and runs again, if its submission says so), and
