@@ -121,6 +121,45 @@ TEST(codec, aggregates_and_user_types) {
   EXPECT_EQ(round_trip(wallet), wallet);
 }
 
+// Members that are C arrays: each is one field (a count that took its elements for fields would
+// name more fields than the type has, and the encoding would not compile).
+struct sample {
+  int id;
+  double weights[4];
+  std::string names[2];
+  point corners[2];
+  float grid[2][3];
+  char tag[8];
+};
+struct only_an_array {
+  std::uint8_t bytes[3];
+};
+struct no_fields {};
+
+TEST(codec, aggregates_with_c_array_members_travel_whole) {
+  static_assert(fiber::detail::field_count<sample>() == 6);
+  static_assert(fiber::detail::field_count<only_an_array>() == 1);
+  static_assert(fiber::detail::field_count<no_fields>() == 0);
+  static_assert(fiber::detail::field_count<point>() == 4);
+  sample s{7, {0.5, 1.5, 2.5, 3.5}, {"left", "right"}, {{1, 2, "a", {1}}, {3, 4, "b", {2, 3}}},
+           {{1, 2, 3}, {4, 5, 6}}, "tagged"};
+  auto t = round_trip(s);
+  EXPECT_EQ(t.id, 7);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(t.weights[i], s.weights[i]) << i;
+  EXPECT_EQ(t.names[0], "left");
+  EXPECT_EQ(t.names[1], "right");
+  EXPECT_EQ(t.corners[1].label, "b");
+  EXPECT_EQ(t.corners[1].tags, (std::vector<int>{2, 3}));
+  EXPECT_EQ(t.corners[0].x, 1.0);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(t.grid[i][j], s.grid[i][j]) << i << "," << j;
+  EXPECT_STREQ(t.tag, "tagged");
+  EXPECT_EQ(round_trip(only_an_array{{1, 2, 3}}).bytes[2], 3);
+  (void)round_trip(no_fields{});
+  // The elements and nothing else: no count of fields or of elements.
+  EXPECT_EQ(encode(only_an_array{{1, 2, 3}}).head.size(), 3u);
+}
+
 TEST(codec, large_contiguous_data_travels_as_its_own_frame) {
   std::vector<float> big(1 << 20, 0.5f);
   auto e = encode(big);

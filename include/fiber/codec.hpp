@@ -4,14 +4,14 @@
 //   static void encode(fiber::writer&, const T&);
 //   static T decode(fiber::reader&);
 // The defaults below cover arithmetic and enum types, strings, the standard containers, pair,
-// tuple, optional, variant, shared_ptr, unique_ptr and plain aggregates (through Boost.PFR).
+// tuple, optional, variant, shared_ptr, unique_ptr and plain aggregates, field by field (C array
+// members included).
 // Large contiguous ranges of trivially copyable values travel as frames of their own, not copied
 // into the header frame. A shared_ptr keeps its sharing within one message, as pickle's memo
 // does: an object several values point to travels once (and, in a pool, once per chunk of
 // items). The writer and reader themselves are in fiber/encoding.hpp.
 #pragma once
 #include <array>
-#include <boost/pfr.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -28,6 +28,7 @@
 #include <variant>
 #include <vector>
 
+#include "fiber/detail/aggregate_fields.hpp"
 #include "fiber/encoding.hpp"
 
 namespace fiber {
@@ -268,16 +269,32 @@ inline constexpr bool is_plain_aggregate_v = std::is_aggregate_v<T> && std::is_c
                                              std::is_default_constructible_v<T> && !is_std_array<T>::value;
 }
 
-/// Plain aggregates: field by field.
+/// Plain aggregates: field by field; a C array member element by element.
 template <class T>
 struct codec<T, std::enable_if_t<detail::is_plain_aggregate_v<T> && !std::is_same_v<T, std::monostate>>> {
   static void encode(writer& w, const T& v) {
-    boost::pfr::for_each_field(v, [&](const auto& f) { w.value(f); });
+    std::apply([&](const auto&... f) { (put(w, f), ...); }, detail::tie_fields(v));
   }
   static T decode(reader& r) {
     T v{};
-    boost::pfr::for_each_field(v, [&](auto& f) { f = r.value<std::remove_cvref_t<decltype(f)>>(); });
+    std::apply([&](auto&... f) { (take(r, f), ...); }, detail::tie_fields(v));
     return v;
+  }
+
+ private:
+  template <class F>
+  static void put(writer& w, const F& f) {
+    if constexpr (std::is_array_v<F>)
+      for (const auto& e : f) put(w, e);
+    else
+      w.value(f);
+  }
+  template <class F>
+  static void take(reader& r, F& f) {
+    if constexpr (std::is_array_v<F>)
+      for (auto& e : f) take(r, e);
+    else
+      f = r.value<F>();
   }
 };
 
