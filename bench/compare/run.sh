@@ -2,8 +2,9 @@
 # Runs fiber's benchmarks beside the anchors (Python multiprocessing, raw ZeroMQ, plain sockets,
 # the Docker engine's own floor) in one go, and prints each figure with its ratio to the anchor.
 # Usage: bench/compare/run.sh [build-dir] [channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|all]   (default: build, all)
-# peers (not part of all: it installs the peers once, into ~/.cache/fiber/peers) measures Ray,
-# Dask, loky and multiprocessing on the pool's workloads beside fiber, alternating the order.
+# peers (not part of all: it installs the peers once, into ~/.cache/fiber/peers) measures the seed
+# (uber/fiber 0.2.1), multiprocessing, Ray, Dask and loky on ten workloads beside fiber,
+# alternating the order, and prints the lead table of docs/performance.md.
 # Each part runs on its own: one that cannot run (no engine, a missing anchor, a failing
 # benchmark) says what it could not do, the others still run, and the script then exits 1.
 # The docker, slurm and kubernetes parts start their engines through scripts/engines.sh and stop
@@ -353,57 +354,45 @@ part_peers() {
   # The peers live in a virtual environment of their own, outside the clone, installed once from
   # pinned wheels (bench/compare/peers/requirements.txt); building and testing fiber never need it.
   local env=${FIBER_PEERS_ENV:-$HOME/.cache/fiber/peers/venv} req="$root/bench/compare/peers/requirements.txt"
-  if ! cmp -s "$req" "$env/requirements.txt" 2>/dev/null; then
+  local sdists="$root/bench/compare/peers/sdists.txt"
+  if ! cat "$req" "$sdists" | cmp -s - "$env/installed.txt" 2>/dev/null; then
     echo "== peers: installing $(grep -v '^#' "$req" | tr '\n' ' ') into $env"
     python3 -m venv "$env"
     "$env/bin/pip" install -q --only-binary :all: -r "$req"
-    cp "$req" "$env/requirements.txt"
+    # nnpy builds against nanomsg's headers and library (Debian's, the version uber/fiber's
+    # nnpy-bundle would have built from git).
+    dpkg -s libnanomsg-dev >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -q libnanomsg-dev >/dev/null
+    grep -v '^#' "$sdists" | while read -r name version sha; do
+      file=$("$env/bin/python" "$root/bench/compare/peers/fetch_sdist.py" "$name" "$version" "$sha" "$(dirname "$env")/sdists")
+      echo "== peers: $name $version from the sdist read before ($sha)"
+      "$env/bin/pip" install -q --no-build-isolation --no-deps "$file"
+    done
+    cat "$req" "$sdists" >"$env/installed.txt"
   fi
-  local fiber_filter='^(pool_overhead/W:(2|4)/D_us:(0|1000)/|pool_throughput/W:(2|4)/chunksize:0/|pool_apply_latency)'
-  for round in 1 2; do  # fiber first, then the peers first
+  # fiber's side of each workload, from its own benchmarks (medians of repetitions).
+  fiber_side() {
+    local r=$1 g='--benchmark_report_aggregates_only=true --benchmark_format=json'
+    "$build/bench/process_bench" --benchmark_filter='^process_start_join' $g >"$tmp/fiber-$r-process.json" 2>/dev/null
+    "$build/bench/queue_bench" --benchmark_filter='_rtt_16B' $g >"$tmp/fiber-$r-queue.json" 2>/dev/null
+    "$build/bench/pool_bench" $g >"$tmp/fiber-$r-pool.json" 2>/dev/null \
+      --benchmark_filter='^(pool_overhead/W:(2|4)/D_us:(0|1000)/|pool_throughput/W:(2|4)/chunksize:0/|pool_apply_latency|framework_rounds|pool_start/W:256)'
+    "$build/bench/data_path_bench" --benchmark_filter='^(es_round/|payload_8MB)' $g >"$tmp/fiber-$r-data.json" 2>/dev/null
+    "$build/bench/manager_bench" --benchmark_filter='^harness' $g >"$tmp/fiber-$r-managers.json" 2>/dev/null
+    # The machine's floors, right beside fiber's figures (timer wake-ups move with the VM).
+    { "$build/bench/wakeup_floor"; "$build/bench/framework_floor"; } >"$tmp/floor-$r.txt"
+  }
+  local peers=("$env/bin/python" "$root/bench/compare/peers/peers.py" --repeat 3 --fiber-pi "$build/examples/pi_estimation")
+  for round in 1 2; do  # fiber first, then the peers first (pi alternates within each peer)
+    echo "== peers, round $round"
     if [ $round = 1 ]; then
-      "$build/bench/pool_bench" --benchmark_filter="$fiber_filter" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/fiber-$round.json" 2>/dev/null
-      "$env/bin/python" "$root/bench/compare/peers/peers.py" --repeat 3 | tee "$tmp/peers-$round.txt"
+      fiber_side $round
+      "${peers[@]}" | tee "$tmp/peers-$round.txt"
     else
-      "$env/bin/python" "$root/bench/compare/peers/peers.py" --repeat 3 --peers ray,dask,loky,mp | tee "$tmp/peers-$round.txt"
-      "$build/bench/pool_bench" --benchmark_filter="$fiber_filter" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/fiber-$round.json" 2>/dev/null
+      "${peers[@]}" --peers ray,dask,loky,seed,mp | tee "$tmp/peers-$round.txt"
+      fiber_side $round
     fi
   done
-  python3 - "$tmp" <<'PY'
-import json, re, sys
-tmp = sys.argv[1]
-for rnd in (1, 2):
-    fib = {}
-    for b in json.load(open(f"{tmp}/fiber-{rnd}.json"))["benchmarks"]:
-        if b.get("aggregate_name") == "median":
-            fib[b["run_name"]] = b
-    peers = {}
-    for line in open(f"{tmp}/peers-{rnd}.txt"):
-        parts = line.split()
-        if len(parts) < 3 or "=" not in parts[2]:
-            continue
-        kv = dict(p.split("=", 1) for p in parts[2:])
-        peers.setdefault((parts[1], kv.get("W"), kv.get("D_us")), {})[parts[0]] = kv
-    names = ["mp", "loky", "dask", "ray", "ray_pool"]
-    print(f"-- round {rnd} (" + ("fiber first" if rnd == 1 else "the peers first") + "); each cell: fiber / peer")
-    for w in ("2", "4"):
-        for d in ("0", "1000"):
-            f = fib.get(f"pool_overhead/W:{w}/D_us:{d}/iterations:1/repeats:3/manual_time")
-            row = peers.get(("overhead", w, d), {})
-            if not f: continue
-            cells = [f"{n} {f['ovh_cal_us'] / float(row[n]['ovh_cal_us']):.3f}" for n in names if n in row and float(row[n]['ovh_cal_us']) > 0]
-            print(f"overhead per task W={w} D={int(d)//1000}ms chunksize 1: fiber {f['ovh_cal_us']:.1f} us; " + ", ".join(cells))
-        f = fib.get(f"pool_throughput/W:{w}/chunksize:0/repeats:3/real_time")
-        row = peers.get(("throughput", w, None), {})
-        if f:
-            cells = [f"{n} {f['tasks_per_s'] / float(row[n]['tasks_per_s']):.1f}" for n in names if n in row]
-            print(f"throughput 100,000 trivial tasks W={w}: fiber {f['tasks_per_s']/1e6:.2f} M/s; (fiber / peer, higher is faster) " + ", ".join(cells))
-        f = fib.get(f"pool_apply_latency/W:{w}/iterations:2000/repeats:3/real_time")
-        row = peers.get(("latency", w, None), {})
-        if f:
-            cells = [f"{n} {f['real_time'] / float(row[n]['us']):.4f}" for n in names if n in row]
-            print(f"one task's round trip W={w}: fiber {f['real_time']:.1f} us; " + ", ".join(cells))
-PY
+  python3 "$root/bench/compare/peers/table.py" "$tmp"
 }
 
 # Runs part $1 in a subshell that stops at its first failing command, and remembers the parts
