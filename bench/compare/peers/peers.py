@@ -422,8 +422,9 @@ def rss_mb(pids):
 def w_ready(name, args):
     if name not in POOLS:
         return
-    # Ray's and Dask's workers take 100-200 MB each (printed below): 256 of them do not fit in
-    # this machine's memory, so they start 32.
+    # 32 for Ray and Dask: a Ray worker takes ~110 MB here (printed below), 256 of them more than
+    # the machine's 24 GiB; a Dask LocalCluster of 256 was not ready after 5 minutes (256
+    # processes up, 10 GB in use), where one of 32 is ready in seconds.
     w = 32 if name in ("ray", "dask") else 256
     t = now()
     p = POOLS[name](w)
