@@ -8,6 +8,8 @@
 //             per chunk (fiber's shared_ptr, pickle's memo).
 //   es_round_copies: the same with a copy of the vector in every task (256 × 80 KB per
 //             generation built and sent): what a program gets that copies.
+//   es_round_refs: the natural C++ form: every task holds a const reference to the one vector;
+//             its bytes travel once per chunk (writer::share_ranges), as pickle's memo does.
 //   payload_8MB: pool(4).map of 64 tasks of a 1,000,000-double vector: MB/s of arguments.
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
@@ -33,10 +35,14 @@ double es_evaluate(std::shared_ptr<const std::vector<double>> theta, std::uint64
 double es_evaluate_copy(std::vector<double> theta, std::uint64_t seed) {
   return theta[seed % theta.size()] + static_cast<double>(seed);
 }
+double es_evaluate_ref(const std::vector<double>& theta, std::uint64_t seed) {
+  return theta[seed % theta.size()] + static_cast<double>(seed);
+}
 double payload_sum(std::vector<double> v) { return v.front() + v.back() + static_cast<double>(v.size()); }
 }  // namespace
 FIBER_REMOTE(es_evaluate);
 FIBER_REMOTE(es_evaluate_copy);
+FIBER_REMOTE(es_evaluate_ref);
 FIBER_REMOTE(payload_sum);
 
 namespace {
@@ -81,6 +87,16 @@ void es_round_copies(benchmark::State& state) {
   });
 }
 BENCHMARK(es_round_copies)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
+
+void es_round_refs(benchmark::State& state) {
+  es_generations(state, &es_evaluate_ref, [](const std::vector<double>& theta, std::uint64_t first, int tasks) {
+    std::vector<std::tuple<const std::vector<double>&, std::uint64_t>> batch;  // every task holds the one vector
+    batch.reserve(tasks);
+    for (int i = 0; i < tasks; ++i) batch.emplace_back(theta, first + i);
+    return batch;
+  });
+}
+BENCHMARK(es_round_refs)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
 
 void payload_8MB(benchmark::State& state) {
   const int workers = 4, tasks = 64;

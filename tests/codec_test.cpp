@@ -172,6 +172,68 @@ TEST(codec, large_contiguous_data_travels_as_its_own_frame) {
   EXPECT_TRUE(encode(small).frames.empty());
 }
 
+// What a writer wrote, read back by one reader (the frames in order).
+template <class... T>
+std::tuple<T...> read_all(fiber::writer& w) {
+  std::vector<std::span<const std::byte>> spans;
+  for (auto& b : w.blobs()) spans.emplace_back(b.data, b.size);
+  fiber::reader r({reinterpret_cast<const std::byte*>(w.head().data()), w.head().size()}, spans);
+  std::tuple<T...> out{r.template value<T>()...};
+  EXPECT_TRUE(r.at_end());
+  return out;
+}
+
+// pickle's memo for the bytes of one vector several values hold by reference: a writer asked to
+// share ranges carries a large range once, and the later ones refer to it.
+TEST(codec, a_large_range_written_again_travels_once_when_ranges_are_shared) {
+  std::vector<double> theta(10000, 0.5), other(10000, 0.5);
+  fiber::writer w;
+  w.share_ranges();
+  w.value(theta);
+  w.value(theta);
+  w.value(other);  // the same bytes at another address: a copy, which travels (as pickle's would)
+  w.value(theta);
+  EXPECT_EQ(w.blobs().size(), 2u);
+  EXPECT_TRUE(w.shares_objects());
+  auto [a, b, c, d] = read_all<std::vector<double>, std::vector<double>, std::vector<double>, std::vector<double>>(w);
+  EXPECT_EQ(a, theta);
+  EXPECT_EQ(b, theta);
+  EXPECT_EQ(c, other);
+  EXPECT_EQ(d, theta);
+
+  // Not asked: every value travels whole.
+  fiber::writer plain;
+  plain.value(theta);
+  plain.value(theta);
+  EXPECT_EQ(plain.blobs().size(), 2u);
+  EXPECT_FALSE(plain.shares_objects());
+}
+
+TEST(codec, an_address_that_holds_other_bytes_by_now_is_not_referred_to) {
+  fiber::writer w;
+  w.share_ranges();
+  // Two temporaries, likely at one address in turn, with different bytes.
+  w.value(std::vector<double>(10000, 1.0));
+  w.value(std::vector<double>(10000, 2.0));
+  EXPECT_EQ(w.blobs().size(), 2u);
+  auto [a, b] = read_all<std::vector<double>, std::vector<double>>(w);
+  EXPECT_EQ(a, std::vector<double>(10000, 1.0));
+  EXPECT_EQ(b, std::vector<double>(10000, 2.0));
+}
+
+TEST(codec, a_reference_to_a_range_never_read_is_malformed) {
+  fiber::writer w;
+  w.share_ranges();
+  std::vector<double> theta(10000, 0.5);
+  w.value(theta);
+  w.value(theta);
+  // The second value alone, without the frame the first one carried.
+  std::string head = w.head().substr(w.head().size() - 12);
+  fiber::reader r({reinterpret_cast<const std::byte*>(head.data()), head.size()}, {});
+  fiber_test::expect_error([&] { (void)r.value<std::vector<double>>(); }, fiber::errc::malformed_message,
+                           {"repeated range number"});
+}
+
 TEST(codec, large_range_of_a_temporary_is_copied_at_once) {
   fiber::writer w;
   w.value(std::vector<double>(100000, 4.0));  // the temporary is gone after this line

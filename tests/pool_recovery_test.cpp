@@ -62,6 +62,22 @@ TEST(pool, items_reported_before_a_death_are_not_run_again) {
   std::filesystem::remove(marker);
 }
 
+// A vector every item holds by reference travels once per chunk (writer::share_ranges): the
+// first item carries it, the others refer to it. After a death, the items run again refer to it in
+// an item that is not run again, which the worker still reads for it.
+TEST(pool, items_holding_one_vector_by_reference_get_it_whole_after_a_death) {
+  fiber::pool p(fiber::pool_options{.processes = 1, .report_interval = std::chrono::milliseconds(0)});
+  auto marker = marker_path("died");
+  const std::vector<double> theta(10000, 0.25);  // 80 KB, sum 2500
+  std::vector<std::tuple<const std::vector<double>&, std::uint64_t, std::uint64_t, std::string>> batch;
+  for (std::uint64_t i = 0; i < 10; ++i) batch.emplace_back(theta, i, 5, marker);
+  auto sums = p.starmap(&sum_or_die_once, batch, 10).get();
+  ASSERT_EQ(sums.size(), batch.size());
+  for (std::size_t i = 0; i < sums.size(); ++i) EXPECT_EQ(sums[i], 2500.0 + static_cast<double>(i)) << i;
+  EXPECT_EQ(p.stats().workers_lost, 1u);
+  std::filesystem::remove(marker);
+}
+
 // An item that kills every worker that runs it fails alone, at its position, naming how its
 // workers ended; the other items of its chunk, before and after it, all have their results.
 TEST(pool, a_poisoned_item_fails_alone_at_its_position) {

@@ -58,6 +58,11 @@ int die_once(int x, std::string marker, int sig) {
   }
   return x;
 }
+// The sum of `theta` plus `seed`; the first run of item `die_at` dies (as die_once).
+double sum_or_die_once(const std::vector<double>& theta, std::uint64_t seed, std::uint64_t die_at, std::string marker) {
+  if (seed == die_at) (void)die_once(0, marker, SIGKILL);
+  return std::accumulate(theta.begin(), theta.end(), 0.0) + static_cast<double>(seed);
+}
 int always_die(int) {
   ::raise(SIGKILL);
   return 0;
@@ -175,6 +180,7 @@ FIBER_REMOTE(fail_on_multiples_of_20);
 FIBER_REMOTE(meet);
 FIBER_REMOTE(die_once);
 FIBER_REMOTE(always_die);
+FIBER_REMOTE(sum_or_die_once);
 FIBER_REMOTE(run_logged);
 FIBER_REMOTE(die_at_17);
 FIBER_REMOTE(die_once_at);

@@ -153,6 +153,19 @@ TEST(pool, items_sharing_an_object_get_it_whole_however_they_are_chunked) {
   }
 }
 
+// The same vector held by reference (the natural C++ form): it travels once per chunk.
+TEST(pool, items_holding_one_vector_by_reference_get_it_whole_however_they_are_chunked) {
+  fiber::pool p(2);
+  const std::vector<double> theta(10000, 0.25);
+  std::vector<std::tuple<const std::vector<double>&, std::uint64_t, std::uint64_t, std::string>> batch;
+  for (std::uint64_t i = 0; i < 64; ++i) batch.emplace_back(theta, i, 1000, "");  // 1000: no item dies
+  for (std::size_t chunksize : {1, 7, 16, 64}) {
+    auto sums = p.starmap(&sum_or_die_once, batch, chunksize).get();
+    ASSERT_EQ(sums.size(), batch.size());
+    for (std::size_t i = 0; i < sums.size(); ++i) EXPECT_EQ(sums[i], 2500.0 + static_cast<double>(i)) << i;
+  }
+}
+
 TEST(pool, maxtasksperchild_replaces_workers) {
   fiber::pool p(fiber::pool_options{.processes = 2, .maxtasksperchild = 1});
   auto workers = p.map(&my_name, std::vector<int>(6, 0), 1).get();

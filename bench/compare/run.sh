@@ -375,8 +375,8 @@ part_peers() {
     "$build/bench/process_bench" --benchmark_filter='^process_start_join' $g >"$tmp/fiber-$r-process.json" 2>/dev/null
     "$build/bench/queue_bench" --benchmark_filter='_rtt_16B' $g >"$tmp/fiber-$r-queue.json" 2>/dev/null
     "$build/bench/pool_bench" $g >"$tmp/fiber-$r-pool.json" 2>/dev/null \
-      --benchmark_filter='^(pool_overhead/W:(2|4)/D_us:(0|1000)/|pool_throughput/W:(2|4)/chunksize:0/|pool_apply_latency|framework_rounds|pool_start/W:256)'
-    "$build/bench/data_path_bench" --benchmark_filter='^(es_round/|payload_8MB)' $g >"$tmp/fiber-$r-data.json" 2>/dev/null
+      --benchmark_filter='^(pool_overhead/W:(2|4)/D_us:(0|1000)/|pool_throughput/W:(2|4)/chunksize:0/|pool_apply_latency|framework_rounds|pool_start/W:(32|256))'
+    "$build/bench/data_path_bench" --benchmark_filter='^(es_round/|es_round_refs|payload_8MB)' $g >"$tmp/fiber-$r-data.json" 2>/dev/null
     "$build/bench/manager_bench" --benchmark_filter='^harness' $g >"$tmp/fiber-$r-managers.json" 2>/dev/null
     # The machine's floors, right beside fiber's figures (timer wake-ups move with the VM).
     { "$build/bench/wakeup_floor"; "$build/bench/framework_floor"; } >"$tmp/floor-$r.txt"

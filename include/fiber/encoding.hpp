@@ -50,6 +50,8 @@ struct blob {
 };
 /// Contiguous ranges at least this large go as their own frame.
 inline constexpr std::size_t blob_threshold = 8 * 1024;
+/// Marks a range's length when the range is one written before (writer::share_ranges).
+inline constexpr std::uint64_t range_ref_bit = std::uint64_t(1) << 63;
 [[noreturn]] void throw_malformed(const char* what, std::size_t need, std::size_t have);
 }  // namespace detail
 
@@ -77,11 +79,14 @@ class writer {
   void size(std::size_t n) { pod(static_cast<std::uint64_t>(n)); }
   /// A contiguous range: inline when small, its own frame when large.
   void range(const void* p, std::size_t n) {
-    size(n);
     if (n < detail::blob_threshold || flat_) {
+      size(n);
       bytes(p, n);
       return;
     }
+    if (share_ranges_ && refer_to_earlier(p, n)) return;
+    size(n);
+    if (share_ranges_) ranges_[p] = {n, static_cast<std::uint32_t>(blobs_.size() - ranges_base_)};
     if (keep_) {
       blobs_.push_back({static_cast<const std::byte*>(p), n, keep_});  // zero-copy: the owner lives on
       return;
@@ -108,9 +113,21 @@ class writer {
     return {it->second.first, first};
   }
   /// Starts a new scope of shared objects: what comes next is read by a reader of its own.
-  void forget_shared() noexcept { shared_ids_.clear(); }
-  /// Whether what was written refers to an object by number (a shared_ptr seen twice or more).
-  bool shares_objects() const noexcept { return !shared_ids_.empty(); }
+  void forget_shared() noexcept {
+    shared_ids_.clear();
+    ranges_.clear();
+    ranges_base_ = blobs_.size();
+  }
+  /// Whether what was written refers to an object by number (a shared_ptr seen twice or more, a
+  /// large range written again).
+  bool shares_objects() const noexcept { return !shared_ids_.empty() || ranges_referenced_; }
+  /// From now on, a large range with the address and the bytes of one written before (since
+  /// the last forget_shared) travels once: the later ones refer to it by number, as pickle's memo
+  /// does for an object several items hold. This is what carries a vector that every item of a
+  /// pool chunk holds by reference once per chunk. Off unless asked: each reader of what this
+  /// writes must read its large ranges in order into one table (reader::share_objects), as a
+  /// pool worker reads a chunk's items.
+  void share_ranges() noexcept { share_ranges_ = true; }
   /// Runs `f` with `owner` keeping large ranges alive: a shared object's data is referenced, not
   /// copied.
   template <class F>
@@ -142,12 +159,31 @@ class writer {
   std::shared_ptr<const void> keep_;
   std::unordered_map<const void*, std::pair<std::uint32_t, std::shared_ptr<const void>>> shared_ids_;
   bool flat_ = false;
+
+  // A repeated large range: its length with the top bit set, then the number of the first.
+  bool refer_to_earlier(const void* p, std::size_t n) {
+    auto it = ranges_.find(p);
+    if (it == ranges_.end() || it->second.first != n) return false;
+    // The same address may hold other bytes by now (a codec's temporary freed and another put
+    // there): only the same bytes are referred to. Memory referenced, not copied, is the same.
+    auto& first = blobs_[ranges_base_ + it->second.second];
+    if (first.data != p && std::memcmp(first.data, p, n) != 0) return false;
+    pod(static_cast<std::uint64_t>(n) | detail::range_ref_bit);
+    pod(it->second.second);
+    ranges_referenced_ = true;
+    return true;
+  }
+  bool share_ranges_ = false;
+  bool ranges_referenced_ = false;
+  std::size_t ranges_base_ = 0;  // blobs_ written before the last forget_shared
+  std::unordered_map<const void*, std::pair<std::size_t, std::uint32_t>> ranges_;  // address -> length, number
 };
 
 /// The objects shared_ptrs in a message decoded to, by number (codec<shared_ptr>); several
 /// readers of one message's parts (a pool chunk's items) may share one.
 struct shared_objects {
   std::vector<std::pair<const std::type_info*, std::shared_ptr<void>>> objects;
+  std::vector<std::span<const std::byte>> ranges;  // the large ranges read, in order
 };
 
 /// Reads an encoded value back; every read is bounds-checked and throws
@@ -191,7 +227,16 @@ class reader {
   }
   /// A contiguous range written by writer::range.
   std::span<const std::byte> range() {
-    auto n = static_cast<std::size_t>(pod<std::uint64_t>());
+    auto raw = pod<std::uint64_t>();
+    if (raw & detail::range_ref_bit) {  // one read before (writer::share_ranges)
+      auto n = static_cast<std::size_t>(raw & ~detail::range_ref_bit);
+      auto id = pod<std::uint32_t>();
+      auto& earlier = shared().ranges;
+      if (id >= earlier.size()) detail::throw_malformed("repeated range number", id + std::size_t(1), earlier.size());
+      if (earlier[id].size() != n) detail::throw_malformed("repeated range size", n, earlier[id].size());
+      return earlier[id];
+    }
+    auto n = static_cast<std::size_t>(raw);
     if (n < detail::blob_threshold || flat_) {
       if (n > head_.size() - pos_) detail::throw_malformed("inline range", n, head_.size() - pos_);
       std::span<const std::byte> s{head_.data() + pos_, n};
@@ -201,6 +246,7 @@ class reader {
     if (next_blob_ >= blobs_.size()) detail::throw_malformed("large-data frame", 1, 0);
     auto s = blobs_[next_blob_++];
     if (s.size() != n) detail::throw_malformed("large-data frame size", n, s.size());
+    shared().ranges.push_back(s);  // a later item may refer to it
     return s;
   }
   template <class T>

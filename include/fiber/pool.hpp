@@ -15,6 +15,7 @@
 // ever run on workers that cover its needs.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -162,7 +163,7 @@ class pool {
   op<std::vector<detail::result_t<R>>> starmap(R (*f)(P...), const Range& tuples, std::size_t chunksize = 0) {
     return run_map<detail::result_t<R>>(f, std::begin(tuples), std::end(tuples), detail::size_hint(tuples), chunksize,
                                         [](writer& w, const auto& t) {
-                                          w.value(std::apply([](const auto&... a) { return std::tuple<std::decay_t<P>...>(a...); }, t));
+                                          std::apply([&](const auto&... a) { (encode_as<std::decay_t<P>>(w, a), ...); }, t);
                                         });
   }
   /// f(args...) in a worker.
@@ -242,7 +243,20 @@ class pool {
   /// Encodes one item as the argument tuple of a one-parameter function.
   template <class A>
   static auto encode_one() {
-    return [](writer& w, const auto& x) { w.value(std::tuple<std::decay_t<A>>(x)); };
+    return [](writer& w, const auto& x) { encode_as<std::decay_t<A>>(w, x); };
+  }
+  /// One argument, as the parameter type T reads it (the wire of a tuple of arguments is its
+  /// elements, one after the other). A T, or a reference_wrapper to one, is written as it is:
+  /// nothing is copied, and an object that several items hold by reference is seen as one (its
+  /// large data travels once per chunk: writer::share_ranges). Anything else is converted.
+  template <class T, class U>
+  static void encode_as(writer& w, const U& u) {
+    if constexpr (std::is_same_v<U, T>)
+      w.value(u);
+    else if constexpr (std::is_same_v<U, std::reference_wrapper<T>> || std::is_same_v<U, std::reference_wrapper<const T>>)
+      w.value(u.get());
+    else
+      w.value(static_cast<T>(u));
   }
 
   template <class R, class... P, class... A>

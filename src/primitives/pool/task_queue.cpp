@@ -21,6 +21,7 @@ void task_queue::feed(std::size_t window, std::size_t max_message_bytes) {
       continue;
     }
     writer chunk;
+    chunk.share_ranges();  // a vector every item holds by reference travels once per chunk
     item_writer items(chunk);
     auto count = sub->sink->next_items(sub->chunksize, items);
     if (!count) {
