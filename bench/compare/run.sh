@@ -392,7 +392,10 @@ part_peers() {
       fiber_side $round
     fi
   done
-  python3 "$root/bench/compare/peers/table.py" "$tmp"
+  # What the table is made of stays beside the build (the run takes 20 minutes).
+  rm -rf "$build/peers-last" && mkdir -p "$build/peers-last"
+  cp "$tmp"/fiber-[12]-*.json "$tmp"/peers-[12].txt "$tmp"/floor-[12].txt "$build/peers-last/"
+  python3 "$root/bench/compare/peers/table.py" "$build/peers-last"
 }
 
 # Runs part $1 in a subshell that stops at its first failing command, and remembers the parts
