@@ -4,9 +4,9 @@
 Reads, for each round R (1: fiber first, 2: the peers first), from the folder given:
   fiber-R-*.json   fiber's Google Benchmark output (medians of repetitions)
   peers-R.txt      bench/compare/peers/peers.py's lines: `peer workload key=value ...`
-  floor-R.txt      the machine's floors: wakeup_floor (a round trip over a bare socketpair or pipe
-                   whose reader polls 50 µs before it sleeps, as fiber's threads do) and
-                   framework_floor
+  floor-R.txt      the machine's floors: wakeup_floor (a round trip over a bare socketpair, what
+                   fiber's queues and pipes travel on, whose reader polls 50 µs before it sleeps,
+                   as fiber's threads do) and framework_floor
 Every figure is turned into a time (lower is better), so that every cell, fiber ÷ peer, reads
 the same way: below 1, fiber is faster. A cell holds round 1 / round 2.
 """
@@ -71,7 +71,7 @@ def rows(fiber, peers, floor):
                 fl(r"socketpair spin 50us rtt ([\d.]+)"), "rtt"))
     out.append(("16 B round trip, pipe", "µs", f("pipe_rtt_16B"),
                 {"mp": p("mp", "rtt", "us", channel="Pipe"), "seed": p("seed", "rtt", "us", channel="Pipe")},
-                fl(r"pipes spin 50us rtt ([\d.]+)"), "rtt"))
+                fl(r"socketpair spin 50us rtt ([\d.]+)"), "rtt"))
     for w in (2, 4):
         for d in (0, 1000):
             out.append((f"pool overhead per task, chunksize 1, {d // 1000} ms tasks, {w} workers", "µs",
