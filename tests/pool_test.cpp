@@ -164,6 +164,12 @@ TEST(pool, items_holding_one_vector_by_reference_get_it_whole_however_they_are_c
     ASSERT_EQ(sums.size(), batch.size());
     for (std::size_t i = 0; i < sums.size(); ++i) EXPECT_EQ(sums[i], 2500.0 + static_cast<double>(i)) << i;
   }
+  // Through std::cref, the same.
+  std::vector<std::tuple<std::reference_wrapper<const std::vector<double>>, std::uint64_t, std::uint64_t, std::string>> crefs;
+  for (std::uint64_t i = 0; i < 64; ++i) crefs.emplace_back(std::cref(theta), i, 1000, "");
+  auto sums = p.starmap(&sum_or_die_once, crefs, 16).get();
+  ASSERT_EQ(sums.size(), crefs.size());
+  for (std::size_t i = 0; i < sums.size(); ++i) EXPECT_EQ(sums[i], 2500.0 + static_cast<double>(i)) << i;
 }
 
 TEST(pool, maxtasksperchild_replaces_workers) {

@@ -642,13 +642,17 @@ def w_managers(name, args):
         p.close()
 
 
-PI_PROGRAMS = {
-    # uber/fiber's README, as it is; multiprocessing's the same with its Pool.
-    "seed": """
-import fiber, random
+# The pi programs, each written as its library's user would, around one sampling function.
+PI_INSIDE = """
+import random
 def inside(p):
     x, y = random.random(), random.random()
     return x * x + y * y < 1
+"""
+PI_PROGRAMS = {
+    # uber/fiber's README, as it is; multiprocessing's the same with its Pool.
+    "seed": """
+import fiber
 if __name__ == '__main__':
     NUM_SAMPLES = int(1e6)
     pool = fiber.Pool(processes=4)
@@ -657,10 +661,7 @@ if __name__ == '__main__':
     pool.terminate()
 """,
     "mp": """
-import multiprocessing, random
-def inside(p):
-    x, y = random.random(), random.random()
-    return x * x + y * y < 1
+import multiprocessing
 if __name__ == '__main__':
     NUM_SAMPLES = int(1e6)
     with multiprocessing.Pool(processes=4) as pool:
@@ -668,11 +669,7 @@ if __name__ == '__main__':
     print("Pi is roughly {}".format(4.0 * count / NUM_SAMPLES))
 """,
     "loky": """
-import random
 from loky import get_reusable_executor
-def inside(p):
-    x, y = random.random(), random.random()
-    return x * x + y * y < 1
 if __name__ == '__main__':
     NUM_SAMPLES = int(1e6)
     ex = get_reusable_executor(max_workers=4)
@@ -681,11 +678,8 @@ if __name__ == '__main__':
     ex.shutdown(wait=True, kill_workers=True)
 """,
     "ray": """
-import random, ray
+import ray
 from ray.util.multiprocessing import Pool
-def inside(p):
-    x, y = random.random(), random.random()
-    return x * x + y * y < 1
 if __name__ == '__main__':
     NUM_SAMPLES = int(1e6)
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
@@ -696,12 +690,8 @@ if __name__ == '__main__':
     ray.shutdown()
 """,
     "dask": """
-import random
 import dask.bag as db
 from distributed import Client, LocalCluster
-def inside(p):
-    x, y = random.random(), random.random()
-    return x * x + y * y < 1
 if __name__ == '__main__':
     NUM_SAMPLES = int(1e6)
     with LocalCluster(n_workers=4, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
@@ -720,7 +710,7 @@ def w_pi(name, args):
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "pi_%s.py" % name)
         with open(path, "w") as f:
-            f.write(PI_PROGRAMS[name])
+            f.write(PI_INSIDE + PI_PROGRAMS[name])
         runs = {"fiber": [args.fiber_pi] if args.fiber_pi else None, name: [sys.executable, path]}
         times = {k: [] for k, v in runs.items() if v}
         for r in range(args.repeat):
