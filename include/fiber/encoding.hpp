@@ -196,7 +196,10 @@ class reader {
   reader(writer::flat_t, std::span<const std::byte> flat) : head_(flat), flat_(true) {}
   /// Decodes shared_ptrs into `table`, which outlives this reader (the items of a pool chunk,
   /// read one after the other, share one).
-  void share_objects(shared_objects& table) noexcept { shared_ = &table; }
+  void share_objects(shared_objects& table) noexcept {
+    shared_ = &table;
+    ranges_in_table_ = true;
+  }
   shared_objects& shared() {
     if (!shared_) {
       own_shared_ = std::make_shared<shared_objects>();
@@ -231,7 +234,9 @@ class reader {
     if (raw & detail::range_ref_bit) {  // one read before (writer::share_ranges)
       auto n = static_cast<std::size_t>(raw & ~detail::range_ref_bit);
       auto id = pod<std::uint32_t>();
-      auto& earlier = shared().ranges;
+      // Numbered across the readers of a table, or, read alone, this message's frames so far.
+      std::span<const std::span<const std::byte>> earlier =
+          ranges_in_table_ ? std::span<const std::span<const std::byte>>(shared_->ranges) : blobs_.first(next_blob_);
       if (id >= earlier.size()) detail::throw_malformed("repeated range number", id + std::size_t(1), earlier.size());
       if (earlier[id].size() != n) detail::throw_malformed("repeated range size", n, earlier[id].size());
       return earlier[id];
@@ -246,7 +251,7 @@ class reader {
     if (next_blob_ >= blobs_.size()) detail::throw_malformed("large-data frame", 1, 0);
     auto s = blobs_[next_blob_++];
     if (s.size() != n) detail::throw_malformed("large-data frame size", n, s.size());
-    shared().ranges.push_back(s);  // a later item may refer to it
+    if (ranges_in_table_) shared_->ranges.push_back(s);  // a later item may refer to it
     return s;
   }
   template <class T>
@@ -274,6 +279,7 @@ class reader {
   bool flat_ = false;
   shared_objects* shared_ = nullptr;
   std::shared_ptr<shared_objects> own_shared_;  // when nobody shared a table with this reader
+  bool ranges_in_table_ = false;                 // share_objects: large ranges are numbered there
 };
 
 /// `v` as one flat string, and back (throws malformed_message on trailing bytes).

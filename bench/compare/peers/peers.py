@@ -286,11 +286,17 @@ def median_of(repeat, f):
 
 # ---- the workloads ----
 
+def warm_pool(name, w, tasks):
+    """The peer's pool of w workers, each of them up (tasks of 1 ms at chunksize 1)."""
+    p = POOLS[name](w)
+    p.map1(sleep_task, [0.001] * tasks)
+    return p
+
+
 def w_pool(name, args):
     cal = {d: measured_sleep(d) for d in (0.0, 0.001)}
     for w in (2, 4):
-        p = POOLS[name](w)
-        p.map1(sleep_task, [0.001] * (w * 20))  # every worker up
+        p = warm_pool(name, w, w * 20)
         forms = [("", p.map1)]
         if name == "ray":
             forms.append(("_pool", lambda f, xs: p.pool().map(f, xs, chunksize=1)))
@@ -328,8 +334,7 @@ def w_framework(name, args):
         return
     rounds, d = 200, 0.001
     cal = measured_sleep(d)
-    p = POOLS[name](5)
-    p.map1(sleep_task, [d] * 100)
+    p = warm_pool(name, 5, 100)
 
     def once():
         t = now()
@@ -346,8 +351,7 @@ def w_framework(name, args):
 def w_es(name, args):
     if name not in POOLS:
         return
-    p = POOLS[name](4)
-    p.map1(sleep_task, [0.001] * 40)
+    p = warm_pool(name, 4, 40)
     theta = array('d', (float(i) for i in range(10000)))
     times = []
     for g in range(20 * args.repeat):
@@ -371,8 +375,7 @@ def w_es(name, args):
 def w_payload(name, args):
     if name not in POOLS:
         return
-    p = POOLS[name](4)
-    p.map1(sleep_task, [0.001] * 40)
+    p = warm_pool(name, 4, 40)
     payloads = [bytes(8_000_000) for _ in range(64)]
 
     def once():
