@@ -30,6 +30,8 @@ struct config {
   int heartbeat_timeout_ms = 10000;         // a silent peer is dropped after this
   std::string executable;                   // program a child runs; empty: this program
   std::uint64_t max_message_bytes = std::uint64_t{1} << 30;  // larger payloads are refused
+  std::uint64_t shared_cache_bytes = 0;     // the fiber::shared objects a pool has sent and that are
+                                            // still in use, together; 0: a quarter of this host's memory
   int start_timeout_ms = 60000;             // a child must complete the handshake in this time
   int terminate_grace_ms = 2000;            // SIGTERM, then SIGKILL after this
   std::uint64_t malloc_keep_mb = 256;       // freed memory a process keeps for reuse (glibc malloc);

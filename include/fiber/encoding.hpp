@@ -42,6 +42,7 @@ inline constexpr bool no_codec_for = false;
   "encode(fiber::writer&, const T&) and static T decode(fiber::reader&) (docs/getting_started.md, rule 3)"
 
 namespace detail {
+class shared_entry;  // fiber/detail/shared_entry.hpp
 /// A frame of an encoded message: bytes plus, optionally, what keeps them alive (zero-copy).
 struct blob {
   const std::byte* data = nullptr;
@@ -128,6 +129,19 @@ class writer {
   /// writes must read its large ranges in order into one table (reader::share_objects), as a
   /// pool worker reads a chunk's items.
   void share_ranges() noexcept { share_ranges_ = true; }
+  /// From now on, a fiber::shared<T> is written as its id, and its object is attached to this
+  /// writer (shared_attached) for the sender to deliver apart: a pool sends each worker an object
+  /// once, whatever chunk holds it. Off unless asked: otherwise the object travels inside.
+  void send_shared_apart() noexcept { shared_apart_ = true; }
+  bool sends_shared_apart() const noexcept { return shared_apart_; }
+  void attach_shared(const std::shared_ptr<const detail::shared_entry>& e) {
+    for (auto& a : attached_)
+      if (a == e) return;
+    attached_.push_back(e);
+  }
+  /// The objects attached, each once, in the order first written.
+  const std::vector<std::shared_ptr<const detail::shared_entry>>& shared_attached() const noexcept { return attached_; }
+
   /// Runs `f` with `owner` keeping large ranges alive: a shared object's data is referenced, not
   /// copied.
   template <class F>
@@ -175,6 +189,8 @@ class writer {
   }
   bool share_ranges_ = false;
   bool ranges_referenced_ = false;
+  bool shared_apart_ = false;
+  std::vector<std::shared_ptr<const detail::shared_entry>> attached_;
   std::size_t ranges_base_ = 0;  // blobs_ written before the last forget_shared
   std::unordered_map<const void*, std::pair<std::size_t, std::uint32_t>> ranges_;  // address -> length, number
 };

@@ -27,6 +27,7 @@ enum class errc {
   unsatisfiable,        // a child asks for more (CPUs, memory, GPUs) than any node of the backend has
   timed_out,            // a pool item ran longer than its task_timeout: its worker was killed
   cancelled,            // the operation was cancelled before it finished
+  shared_cache_full,    // a fiber::shared object would take the shared objects in use past shared_cache_bytes
 };
 
 }  // namespace fiber

@@ -15,4 +15,5 @@
 #include "fiber/registry.hpp"
 #include "fiber/remote_class.hpp"
 #include "fiber/ring.hpp"
+#include "fiber/shared.hpp"
 #include "fiber/simple_queue.hpp"

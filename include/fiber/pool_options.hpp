@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -61,6 +62,10 @@ struct pool_stats {
   std::size_t workers_lost = 0;     // workers that died or stopped answering
   std::size_t workers = 0;          // workers now
   std::size_t workers_started = 0;  // workers started since the pool was made, replacements included
+  // fiber::shared objects (each goes to a worker once, however many items hold it):
+  std::size_t shared_objects_sent = 0;  // deliveries to workers, in their messages or as a map of host memory
+  std::uint64_t shared_bytes_sent = 0;  // their bytes in the workers' messages
+  std::uint64_t shared_bytes_host = 0;  // their bytes copied into this host's shared memory (once per object)
 };
 
 }  // namespace fiber

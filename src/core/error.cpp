@@ -30,6 +30,7 @@ class category : public std::error_category {
       case errc::unsatisfiable: return "no node can satisfy the request";
       case errc::timed_out: return "a task ran longer than its time limit";
       case errc::cancelled: return "the operation was cancelled";
+      case errc::shared_cache_full: return "the shared objects in use would exceed shared_cache_bytes";
     }
     return "unknown fiber error";
   }

@@ -43,6 +43,9 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   /// Whether ZeroMQ heartbeats watch the children (they reach this master over a network); on
   /// this host's unix sockets they do not, and a stopped child is found by its state instead.
   bool heartbeats() const noexcept { return !direct_ && !endpoint_.starts_with("ipc://"); }
+  /// Whether the children run on this host, in its process namespace (they reach this master on
+  /// a unix socket): they can map memory this process shares (valid after listen()).
+  bool children_on_this_host() const noexcept { return direct_ || endpoint_.starts_with("ipc://"); }
   backend& the_backend();
   /// Credentials for a child (valid after listen()).
   std::string worker_credentials() const { return keys_.for_worker(plain_auth_); }

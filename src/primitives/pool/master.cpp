@@ -1,6 +1,7 @@
 #include "primitives/pool/master.hpp"
 
 #include <algorithm>
+#include <asio/post.hpp>
 #include <csignal>
 
 #include "core/log.hpp"
@@ -8,6 +9,7 @@
 #include "primitives/child_process.hpp"
 #include "primitives/pool/wire.hpp"
 #include "runtime/runtime.hpp"
+#include "transport/shared_frames.hpp"
 
 namespace fiber::detail {
 
@@ -58,6 +60,9 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
 
 void pool_master::start() {
   rt_->services().add(id_, weak_from_this());
+  rt_->master().listen();
+  shared_in_host_memory_ = rt_->master().children_on_this_host();
+  tasks_.shared_limits(rt_->cfg().shared_cache_bytes, shared_in_host_memory_);
   workers_.start(weak_from_this());
 }
 
@@ -171,6 +176,9 @@ pool_stats pool_master::stats() const {
   s.workers_lost = workers_lost_;
   s.workers = workers_.live();
   s.workers_started = workers_.started();
+  s.shared_objects_sent = shared_sent_;
+  s.shared_bytes_sent = shared_bytes_sent_;
+  s.shared_bytes_host = shared_bytes_host_;
   return s;
 }
 
@@ -222,14 +230,19 @@ void pool_master::dispatch() {
     head.report_each = t.sub->timeout.count() ? 1 : 0;
     head.careful = t.careful ? 1 : 0;
     head.shares_objects = t.shares_objects ? 1 : 0;
+    multipart objects = attach_shared(*w, *t.args);
+    head.objects = static_cast<std::uint16_t>(objects_attached_);
     // The frames reference the task's arguments: kept for a resend, never copied.
     auto m = make_message(pool_kind::task, {.channel = id_, .request = t.id, .aux = static_cast<std::uint32_t>(t.packed)},
-                          as_pod(head), to_shared_frames(t.args));
+                          as_pod(head), std::move(objects), to_shared_frames(t.args));
     if (auto ec = rt_->master().try_send_to_child(w->rid, std::move(m))) {
+      w->shared.resize(w->shared.size() - objects_attached_);  // it never got them
       tasks_.put_back(std::move(t));
       workers_.unreachable(*w, ec);
       continue;
     }
+    shared_sent_ += objects_attached_;
+    shared_bytes_sent_ += objects_bytes_;
     --w->credit;
     w->tasks.push_back(t.id);
     w->holds_alone = t.alone;
@@ -241,6 +254,56 @@ void pool_master::dispatch() {
     tasks_.feed(window, rt_->cfg().max_message_bytes);
   }
   maybe_stop_workers();
+}
+
+multipart pool_master::attach_shared(pool_worker& w, const writer& args) {
+  multipart out;
+  objects_attached_ = 0;
+  objects_bytes_ = 0;
+  // Objects gone since this worker got them go first: it lets them go before the task runs,
+  // whether or not the posted release reached it yet.
+  std::erase_if(w.shared, [&](auto& held) {
+    if (!held.second.expired()) return false;
+    release_to(w, held.first);
+    return true;
+  });
+  for (auto& e : args.shared_attached()) {
+    if (std::find_if(w.shared.begin(), w.shared.end(), [&](auto& held) { return held.first == e->id(); }) != w.shared.end())
+      continue;
+    if (watched_.insert(e->id()).second) {
+      // When its last handle here goes, the workers that got it are told to let it go.
+      e->on_release([weak = weak_from_this(), rt = std::weak_ptr<runtime>(rt_)](std::uint64_t id) {
+        if (auto r = rt.lock())
+          asio::post(r->executor(), [weak, id] {
+            if (auto self = weak.lock()) self->on_shared_released(id);
+          });
+      });
+    }
+    bool host = shared_in_host_memory_, copied = host && e->has_host_copy();
+    try {
+      objects_bytes_ += append_shared(out, *e, host);
+    } catch (const std::exception& ex) {
+      if (!host) throw;
+      // No shared memory to be had (memfd): the object goes in the message, as to another host.
+      logf(log_level::warn, "shared object ", e->id(), " goes to each worker in its messages: ", ex.what());
+      objects_bytes_ += append_shared(out, *e, false);
+    }
+    if (host && !copied && e->has_host_copy()) shared_bytes_host_ += e->bytes();
+    w.shared.emplace_back(e->id(), e);
+    ++objects_attached_;
+  }
+  return out;
+}
+
+void pool_master::release_to(pool_worker& w, std::uint64_t id) {
+  if (w.connected) (void)rt_->master().try_send_to_child(w.rid, make_message(pool_kind::release, {.channel = id_}, as_pod(id)));
+}
+
+void pool_master::on_shared_released(std::uint64_t id) {
+  watched_.erase(id);
+  workers_.for_each([&](pool_worker& w) {
+    if (std::erase_if(w.shared, [&](auto& held) { return held.first == id; })) release_to(w, id);
+  });
 }
 
 void pool_master::on_worker_ended(pool_worker&& w) {

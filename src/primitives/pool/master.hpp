@@ -4,6 +4,7 @@
 // of tasks with a small credit each. The wire is pool/wire.hpp.
 #pragma once
 #include <atomic>
+#include <unordered_set>
 #include <memory>
 #include <vector>
 
@@ -61,6 +62,13 @@ class pool_master final : public pool_core, public service, public std::enable_s
   void on_deadline();
 
   static pool_options checked(pool_options options);
+  /// The fiber::shared objects `args` refer to that `w` lacks, as frames to send before the
+  /// items (transport/shared_frames.hpp); they are counted as w's from now on. Sets
+  /// objects_attached_ and objects_bytes_.
+  multipart attach_shared(pool_worker& w, const writer& args);
+  /// The last handle of shared object `id` went: its workers let it go.
+  void on_shared_released(std::uint64_t id);
+  void release_to(pool_worker& w, std::uint64_t id);
 
   std::shared_ptr<runtime> rt_;
   pool_options options_;
@@ -75,6 +83,11 @@ class pool_master final : public pool_core, public service, public std::enable_s
   std::vector<unique_function<void()>> joined_waiters_, ready_waiters_;
   bool timeouts_used_ = false;  // a submission had a task timeout: deadlines are watched
   std::unique_ptr<asio::steady_timer> deadline_timer_;
+  bool shared_in_host_memory_ = false;  // workers map shared objects from this host's memory
+  std::unordered_set<std::uint64_t> watched_;  // shared objects sent, whose release is watched
+  std::size_t objects_attached_ = 0, objects_bytes_ = 0;  // by the last attach_shared
+  std::size_t shared_sent_ = 0;
+  std::uint64_t shared_bytes_sent_ = 0, shared_bytes_host_ = 0;
   std::optional<std::chrono::steady_clock::time_point> deadline_armed_;
 };
 

@@ -6,6 +6,7 @@
 #include "core/message_limit.hpp"
 #include "core/remote_failure.hpp"
 #include "fiber/error.hpp"
+#include "fiber/detail/shared_entry.hpp"
 #include "fiber/registry.hpp"
 #include "primitives/pool/wire.hpp"
 
@@ -21,7 +22,8 @@ void task_queue::feed(std::size_t window, std::size_t max_message_bytes) {
       continue;
     }
     writer chunk;
-    chunk.share_ranges();  // a vector every item holds by reference travels once per chunk
+    chunk.share_ranges();       // a vector every item holds by reference travels once per chunk
+    chunk.send_shared_apart();  // a fiber::shared object, once per worker
     item_writer items(chunk);
     auto count = sub->sink->next_items(sub->chunksize, items);
     if (!count) {
@@ -32,10 +34,22 @@ void task_queue::feed(std::size_t window, std::size_t max_message_bytes) {
     auto first = sub->next_index;
     sub->next_index += count;
     sub->outstanding += count;
-    if (auto over = message_limit_text("the arguments of a chunk", chunk.total_size(), max_message_bytes,
-                                       "use a smaller chunksize");
-        !over.empty()) {
-      auto why = std::make_exception_ptr(error(errc::message_too_large, over));
+    std::exception_ptr why;
+    std::size_t attached = 0;
+    try {
+      for (auto& e : chunk.shared_attached()) {
+        publish_shared(*e, shared_bound_);
+        if (!shared_in_host_memory_) attached += e->bytes();
+      }
+    } catch (const std::exception&) {
+      why = std::current_exception();
+    }
+    if (auto over = message_limit_text(attached ? "the arguments of a chunk with the fiber::shared objects they hold"
+                                                : "the arguments of a chunk",
+                                       chunk.total_size() + attached, max_message_bytes, "use a smaller chunksize");
+        !why && !over.empty())
+      why = std::make_exception_ptr(error(errc::message_too_large, over));
+    if (why) {
       for (std::size_t i = 0; i < count; ++i) deliver_error(*sub, first + i, why);
       continue;
     }

@@ -70,6 +70,13 @@ class task_queue {
   /// Produces chunks until `window` tasks wait (or the input runs out, or a sink wants no more).
   /// A chunk over `max_message_bytes` fails its items here: a worker would drop the connection.
   void feed(std::size_t window, std::size_t max_message_bytes);
+  /// The fiber::shared objects the chunks refer to: their bound together (shared_cache_bytes),
+  /// and whether workers map them from this host's memory (else each goes in a task's message,
+  /// and counts against max_message_bytes).
+  void shared_limits(std::uint64_t bound, bool host_memory) {
+    shared_bound_ = bound;
+    shared_in_host_memory_ = host_memory;
+  }
   std::size_t waiting() const { return queue_.size(); }
 
   /// The next task to send, skipping those whose caller already has an error; null when none.
@@ -157,6 +164,8 @@ class task_queue {
   std::map<std::uint64_t, pool_task> inflight_;
   std::uint64_t next_task_ = 1;
   std::size_t done_ = 0, retried_ = 0;
+  std::uint64_t shared_bound_ = 0;
+  bool shared_in_host_memory_ = false;
 };
 
 }  // namespace fiber::detail

@@ -3,13 +3,18 @@
 // Messages (see runtime/protocol.hpp), channel = pool id:
 //   ready        worker -> master  aux = chunks it can take now (its credit)
 //   task         master -> worker  request = task id, aux = packed items;
-//                                  frames: task_head, the packed items, their large frames
+//                                  frames: task_head, the fiber::shared objects the items
+//                                  refer to that the worker lacks (task_head::objects of them,
+//                                  transport/shared_frames.hpp), the packed items, their large
+//                                  frames
 //   partial      worker -> master  request = task id, aux = items in it: the results of the
 //                                  task's next items, while it runs (a death loses only the rest)
 //   result       worker -> master  request = task id, aux = credit it gives back;
 //                                  frames: the packed results of the task's items not yet sent
 //                                  in a partial, their large frames
 //   stop         master -> worker  finish what was sent, then exit
+//   release      master -> worker  frames: the ids (u64) of shared objects the worker may let
+//                                  go: their last handle in the master went
 // The items are packed as fiber/detail/pool_items.hpp writes and reads them; a failed result
 // item holds a core/remote_failure after its status byte.
 #pragma once
@@ -34,6 +39,7 @@ inline constexpr kind task = service_kind<service_block::pool, 1>();
 inline constexpr kind result = service_kind<service_block::pool, 2>();
 inline constexpr kind stop = service_kind<service_block::pool, 3>();
 inline constexpr kind partial = service_kind<service_block::pool, 4>();
+inline constexpr kind release = service_kind<service_block::pool, 5>();
 }  // namespace pool_kind
 
 /// A task's first frame. A task runs `run` of the packed items after the first `skip`: a chunk
@@ -50,7 +56,8 @@ struct task_head {
   /// within the interval it had not reported yet, so the next death names its item; after that,
   /// batches again (a message per item for a whole 62,500-item remainder cost 2.3x).
   std::uint8_t careful = 0;
-  std::uint8_t reserved[5] = {};
+  std::uint16_t objects = 0;  // shared objects attached before the items
+  std::uint8_t reserved[2] = {};
 };
 static_assert(sizeof(task_head) == 24);
 

@@ -10,6 +10,7 @@
 #include "fiber/registry.hpp"
 #include "primitives/pool/wire.hpp"
 #include "runtime/runtime.hpp"
+#include "transport/shared_frames.hpp"
 
 FIBER_REMOTE(fiber::detail::pool_worker_main);
 
@@ -106,18 +107,47 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
   int granted = maxtasks ? std::min(credit, maxtasks) : credit;
   rt->worker().send_upstream(make_message(pool_kind::ready, {.channel = pool_id, .aux = static_cast<std::uint32_t>(granted)}));
   int done = 0;
+  // A task's last results, with the credit back unless this worker is about to retire; true when
+  // it retires now (maxtasksperchild: the master starts a replacement).
+  auto finish = [&](chunk_run& run) {
+    ++done;
+    int give_back = (!maxtasks || granted < maxtasks) ? 1 : 0;
+    granted += give_back;
+    run.send_final(give_back);
+    return maxtasks && done >= maxtasks;
+  };
   for (;;) {
     auto m = rt->worker().next_service_message();
     auto h = parse_header(m[0]);
     if (h->type == pool_kind::stop) return;
+    if (h->type == pool_kind::release) {
+      for (std::size_t i = 1; i < m.size(); ++i) {
+        if (m[i].size() != sizeof(std::uint64_t)) throw error(errc::malformed_message, "malformed pool release");
+        std::uint64_t id;
+        std::memcpy(&id, m[i].data(), sizeof id);
+        release_shared(id);
+      }
+      continue;
+    }
     if (m.size() < 3 || m[1].size() != sizeof(task_head)) throw error(errc::malformed_message, "malformed pool task");
     task_head head;
     std::memcpy(&head, m[1].data(), sizeof head);
-    auto items = unpack(m, 2, static_cast<std::size_t>(h->aux), false);
+    chunk_run run(*rt, pool_id, h->request, report_interval, head.report_each != 0, head.careful != 0);
+    // The shared objects this worker lacks come first: the items refer to them by id. When
+    // they cannot be taken in (their memory cannot be mapped), the items fail with why.
+    std::size_t at = 2;
+    try {
+      at = receive_shared(m, 2, head.objects);
+    } catch (const std::exception&) {
+      auto why = std::current_exception();
+      for (std::uint32_t i = 0; i < head.run; ++i) run.add([&](writer&) { std::rethrow_exception(why); });
+      if (finish(run)) return;
+      continue;
+    }
+    auto items = unpack(m, at, static_cast<std::size_t>(h->aux), false);
     if (head.run == 0 || std::size_t(head.skip) + head.run > items.size())
       throw error(errc::malformed_message, "malformed pool task: its range is outside its items");
     auto* entry = find_function(head.function_id);
-    chunk_run run(*rt, pool_id, h->request, report_interval, head.report_each != 0, head.careful != 0);
     shared_objects chunk_objects;  // the master wrote the chunk's items with one writer
     if (entry && head.shares_objects) {
       // Items reported before a death are not run again, but later items may refer to the
@@ -142,12 +172,7 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
       });
       if (i != last && run.due()) run.send_partial();
     }
-    ++done;
-    // Give the credit back unless this worker is about to retire.
-    int give_back = (!maxtasks || granted < maxtasks) ? 1 : 0;
-    granted += give_back;
-    run.send_final(give_back);
-    if (maxtasks && done >= maxtasks) return;  // retire: the master starts a replacement
+    if (finish(run)) return;
   }
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <asio/steady_timer.hpp>
 
@@ -23,6 +24,7 @@
 namespace fiber::detail {
 class runtime;
 class child_process;
+class shared_entry;
 
 struct pool_worker {
   std::shared_ptr<child_process> proc;
@@ -36,6 +38,9 @@ struct pool_worker {
   bool holds_alone = false;         // it runs a task that must run alone: it gets nothing else
   std::chrono::steady_clock::time_point running_since;  // of the item it runs: its last report, or its first task's send
   std::string why_ended;  // when the pool ended it: why (else its exit says)
+  /// The fiber::shared objects it was sent and still holds (their entries here, which it must
+  /// let go once they are gone).
+  std::vector<std::pair<std::uint64_t, std::weak_ptr<const shared_entry>>> shared;
   std::optional<std::chrono::steady_clock::time_point> stopped_since;  // local: seen stopped (SIGSTOP)
 };
 

@@ -1,0 +1,78 @@
+#include "transport/shared_frames.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fiber/error.hpp"
+
+namespace fiber::detail {
+namespace {
+void release_keep(void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }
+[[noreturn]] void malformed(const char* what) {
+  throw error(errc::malformed_message, std::string("malformed shared object: ") + what);
+}
+}  // namespace
+
+std::size_t append_shared(multipart& m, const shared_entry& e, bool host_memory) {
+  shared_desc d;
+  d.id = e.id();
+  d.type = e.type();
+  d.head = e.head().size();
+  d.blobs = static_cast<std::uint32_t>(e.blobs().size());
+  if (host_memory) {
+    d.host_memory = 1;
+    d.fd = e.host_copy();
+    d.pid = static_cast<std::int32_t>(::getpid());
+    std::vector<std::uint64_t> sizes;
+    for (auto& b : e.blobs()) sizes.push_back(b.size());
+    m.emplace_back(&d, sizeof d);
+    m.emplace_back(sizes.data(), sizes.size() * sizeof(std::uint64_t));
+    return 0;
+  }
+  m.emplace_back(&d, sizeof d);
+  m.emplace_back(e.head().data(), e.head().size());
+  std::size_t bytes = e.head().size();
+  for (auto& b : e.blobs()) {
+    // Zero-copy: ZeroMQ lets go of the entry's frames by dropping this reference.
+    m.emplace_back(const_cast<std::byte*>(b.data()), b.size(), &release_keep, new std::shared_ptr<const void>(e.keep()));
+    bytes += b.size();
+  }
+  return bytes;
+}
+
+std::size_t receive_shared(multipart& m, std::size_t at, std::size_t count) {
+  for (std::size_t k = 0; k < count; ++k) {
+    if (at >= m.size() || m[at].size() != sizeof(shared_desc)) malformed("missing description");
+    shared_desc d;
+    std::memcpy(&d, m[at].data(), sizeof d);
+    ++at;
+    if (d.host_memory) {
+      if (at >= m.size() || m[at].size() != std::size_t(d.blobs) * sizeof(std::uint64_t)) malformed("missing sizes");
+      std::vector<std::size_t> sizes(d.blobs);
+      for (std::uint32_t i = 0; i < d.blobs; ++i) {
+        std::uint64_t s;
+        std::memcpy(&s, static_cast<const char*>(m[at].data()) + i * sizeof s, sizeof s);
+        sizes[i] = static_cast<std::size_t>(s);
+      }
+      ++at;
+      hold_shared(map_host_copy(d.pid, d.fd, d.id, d.type, static_cast<std::size_t>(d.head), sizes));
+      continue;
+    }
+    if (at >= m.size() || d.blobs > m.size() - at - 1 || m[at].size() != d.head) malformed("missing frames");
+    std::string head(static_cast<const char*>(m[at].data()), m[at].size());
+    ++at;
+    // The frames move into what keeps them: their bytes stay where they are.
+    auto kept = std::make_shared<multipart>();
+    kept->reserve(d.blobs);
+    for (std::uint32_t i = 0; i < d.blobs; ++i) kept->push_back(std::move(m[at++]));
+    std::vector<std::span<const std::byte>> spans;
+    for (auto& f : *kept) spans.emplace_back(static_cast<const std::byte*>(f.data()), f.size());
+    hold_shared(std::make_shared<const shared_entry>(d.id, d.type, std::move(head), std::move(spans), std::move(kept)));
+  }
+  return at;
+}
+
+}  // namespace fiber::detail

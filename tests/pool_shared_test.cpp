@@ -1,0 +1,149 @@
+// fiber::shared<T> across processes, on every backend: a pool sends each worker an object once
+// (on the master's host, one copy in shared memory that workers map), lets it go when its last
+// handle goes, gives it to the replacement of a worker that died, and keeps objects of
+// concurrent maps apart; a process's arguments, a queue's items and a task's result carry theirs
+// whole. The codec and the frames in one process: shared_test.
+#include "co_test.hpp"
+#include "pool_support.hpp"
+
+namespace {
+using theta_t = fiber::shared<std::vector<double>>;
+
+double weighted(const theta_t& theta, std::uint64_t seed) {
+  return std::accumulate(theta->begin(), theta->end(), 0.0) + static_cast<double>(seed);
+}
+// How many objects this worker holds for its master, after taking in this task's.
+std::size_t held_objects(const theta_t&, int) { return fiber::detail::shared_held(); }
+std::size_t held_now(int) { return fiber::detail::shared_held(); }
+double weighted_or_die_once(const theta_t& theta, std::uint64_t seed, std::uint64_t die_at, std::string marker) {
+  if (seed == die_at) (void)die_once(0, marker, SIGKILL);
+  return weighted(theta, seed);
+}
+// A result that is a shared object of the worker's own: it travels back whole.
+theta_t doubled(const theta_t& theta) {
+  std::vector<double> v(*theta);
+  for (auto& x : v) x *= 2;
+  return fiber::share(std::move(v));
+}
+void check_sum(theta_t theta, double expected, fiber::simple_queue<theta_t> back) {
+  if (weighted(theta, 0) != expected) throw std::runtime_error("the process got another object");
+  back.put(theta).get();
+}
+}  // namespace
+FIBER_REMOTE(weighted);
+FIBER_REMOTE(held_objects);
+FIBER_REMOTE(held_now);
+FIBER_REMOTE(weighted_or_die_once);
+FIBER_REMOTE(doubled);
+FIBER_REMOTE(check_sum);
+
+namespace {
+bool workers_on_this_host() { return fiber::context::default_context().config().backend == "local"; }
+
+std::vector<std::tuple<theta_t, std::uint64_t>> items_of(const theta_t& theta, std::uint64_t n) {
+  std::vector<std::tuple<theta_t, std::uint64_t>> items;
+  for (std::uint64_t i = 0; i < n; ++i) items.emplace_back(theta, i);
+  return items;
+}
+}  // namespace
+
+TEST(pool_shared, each_worker_gets_an_object_once_however_many_items_chunks_and_maps_hold_it) {
+  fiber::pool p(2);
+  auto theta = fiber::share(std::vector<double>(100000, 0.25));  // 800 KB, sum 25000
+  auto items = items_of(theta, 200);
+  for (int round = 0; round < 3; ++round) {
+    auto r = p.starmap(&weighted, items, 5).get();  // 40 chunks a map
+    ASSERT_EQ(r.size(), items.size());
+    for (std::size_t i = 0; i < r.size(); ++i) ASSERT_EQ(r[i], 25000.0 + static_cast<double>(i)) << round << " " << i;
+  }
+  auto s = p.stats();
+  EXPECT_GE(s.shared_objects_sent, 1u);
+  EXPECT_LE(s.shared_objects_sent, s.workers_started) << "once per worker, not per chunk (120) or item (600)";
+  if (workers_on_this_host()) {
+    // One copy in this host's memory, mapped by every worker: nothing of it in the messages.
+    EXPECT_EQ(s.shared_bytes_host, theta.bytes());
+    EXPECT_EQ(s.shared_bytes_sent, 0u);
+  } else {
+    EXPECT_EQ(s.shared_bytes_sent, s.shared_objects_sent * theta.bytes());
+    EXPECT_EQ(s.shared_bytes_host, 0u);
+  }
+}
+
+TEST(pool_shared, workers_let_go_of_an_object_once_its_last_handle_in_the_master_goes) {
+  fiber::pool p(1);
+  {
+    auto theta = fiber::share(std::vector<double>(20000, 1.0));
+    auto r = p.starmap(&held_objects, std::vector<std::tuple<theta_t, int>>{{theta, 0}, {theta, 1}}).get();
+    EXPECT_EQ(r, (std::vector<std::size_t>{1, 1}));
+  }
+  // The handle went: the worker lets the object go before it runs anything after that.
+  EXPECT_EQ(p.map(&held_now, std::vector<int>{0, 1, 2}).get(), (std::vector<std::size_t>{0, 0, 0}));
+  auto again = fiber::share(std::vector<double>(20000, 1.0));
+  EXPECT_EQ(p.apply(&held_objects, again, 0).get(), 1u) << "a new object is a new one to send";
+  EXPECT_EQ(p.stats().shared_objects_sent, 2u);
+}
+
+TEST(pool_shared, the_replacement_of_a_worker_that_died_gets_the_object) {
+  fiber::pool p(fiber::pool_options{.processes = 1});
+  auto marker = marker_path("shared-died");
+  auto theta = fiber::share(std::vector<double>(10000, 0.25));  // sum 2500
+  std::vector<std::tuple<theta_t, std::uint64_t, std::uint64_t, std::string>> batch;
+  for (std::uint64_t i = 0; i < 20; ++i) batch.emplace_back(theta, i, 7, marker);
+  auto sums = p.starmap(&weighted_or_die_once, batch, 4).get();
+  ASSERT_EQ(sums.size(), batch.size());
+  for (std::size_t i = 0; i < sums.size(); ++i) EXPECT_EQ(sums[i], 2500.0 + static_cast<double>(i)) << i;
+  auto s = p.stats();
+  EXPECT_EQ(s.workers_lost, 1u);
+  EXPECT_EQ(s.shared_objects_sent, 2u) << "to the worker that died and to its replacement";
+  std::filesystem::remove(marker);
+}
+
+TEST(pool_shared, concurrent_maps_with_different_objects_each_read_their_own) {
+  fiber::pool p(2);
+  auto a = fiber::share(std::vector<double>(30000, 1.0));  // sum 30000
+  auto b = fiber::share(std::vector<double>(30000, 2.0));  // sum 60000
+  auto ra = p.starmap_async(&weighted, items_of(a, 100), 3);
+  auto rb = p.starmap_async(&weighted, items_of(b, 100), 3);
+  auto mixed = items_of(a, 100);
+  for (std::size_t i = 1; i < mixed.size(); i += 2) std::get<0>(mixed[i]) = b;
+  auto rm = p.starmap_async(&weighted, mixed, 7);
+  auto va = std::move(ra).get();
+  auto vb = std::move(rb).get();
+  auto vm = std::move(rm).get();
+  for (std::size_t i = 0; i < 100; ++i) {
+    ASSERT_EQ(va[i], 30000.0 + static_cast<double>(i));
+    ASSERT_EQ(vb[i], 60000.0 + static_cast<double>(i));
+    ASSERT_EQ(vm[i], (i % 2 ? 60000.0 : 30000.0) + static_cast<double>(i));
+  }
+  EXPECT_LE(p.stats().shared_objects_sent, 2 * p.stats().workers_started);
+}
+
+TEST(pool_shared, objects_past_shared_cache_bytes_fail_their_items_naming_the_key) {
+  fiber::context ctx(fiber::config::load({{"shared_cache_bytes", "100000"}}));
+  fiber::pool p(ctx, 1);
+  auto small = fiber::share(std::vector<double>(10000, 1.0));  // 80 KB: fits
+  auto big = fiber::share(std::vector<double>(20000, 1.0));    // 160 KB: does not
+  EXPECT_EQ(p.apply(&weighted, small, 1).get(), 10001.0);
+  fiber_test::expect_error([&] { (void)p.apply(&weighted, big, 1).get(); }, fiber::errc::shared_cache_full,
+                           {"shared_cache_bytes", "let go of handles"});
+  auto second = fiber::share(std::vector<double>(5000, 1.0));  // 40 KB beside the 80 KB in use: too much
+  fiber_test::expect_error([&] { (void)p.apply(&weighted, second, 1).get(); }, fiber::errc::shared_cache_full,
+                           "shared_cache_bytes");
+  small = {};
+  EXPECT_EQ(p.apply(&weighted, second, 1).get(), 5001.0) << "the bytes of a handle let go are free again";
+}
+
+TEST(pool_shared, a_result_a_process_argument_and_a_queue_item_carry_their_object_whole) {
+  fiber::pool p(1);
+  auto theta = fiber::share(std::vector<double>(10000, 0.5));  // sum 5000
+  auto twice = p.apply(&doubled, theta).get();
+  EXPECT_EQ(weighted(twice, 0), 10000.0);
+
+  fiber::simple_queue<theta_t> back;
+  fiber::process proc(&check_sum, theta, 5000.0, back);
+  proc.start().get();
+  auto returned = back.get().get();
+  proc.join().get();
+  EXPECT_EQ(proc.exitcode(), 0);
+  EXPECT_EQ(*returned, *theta);
+}
