@@ -10,6 +10,9 @@
 //             generation built and sent): what a program gets that copies.
 //   es_round_refs: the natural C++ form: every task holds a const reference to the one vector;
 //             its bytes travel once per chunk (writer::share_ranges), as pickle's memo does.
+//   es_round_shared: the explicit handle: each generation shares its vector once
+//             (fiber::share), every task holds the handle; each worker gets the vector once per
+//             generation (on this host, it maps the master's one copy), not once per chunk.
 //   payload_8MB: pool(4).map of 64 tasks of a 1,000,000-double vector: MB/s of arguments.
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
@@ -38,11 +41,15 @@ double es_evaluate_copy(std::vector<double> theta, std::uint64_t seed) {
 double es_evaluate_ref(const std::vector<double>& theta, std::uint64_t seed) {
   return theta[seed % theta.size()] + static_cast<double>(seed);
 }
+double es_evaluate_shared(const fiber::shared<std::vector<double>>& theta, std::uint64_t seed) {
+  return (*theta)[seed % theta->size()] + static_cast<double>(seed);
+}
 double payload_sum(std::vector<double> v) { return v.front() + v.back() + static_cast<double>(v.size()); }
 }  // namespace
 FIBER_REMOTE(es_evaluate);
 FIBER_REMOTE(es_evaluate_copy);
 FIBER_REMOTE(es_evaluate_ref);
+FIBER_REMOTE(es_evaluate_shared);
 FIBER_REMOTE(payload_sum);
 
 namespace {
@@ -97,6 +104,17 @@ void es_round_refs(benchmark::State& state) {
   });
 }
 BENCHMARK(es_round_refs)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
+
+void es_round_shared(benchmark::State& state) {
+  es_generations(state, &es_evaluate_shared, [](const std::vector<double>& theta, std::uint64_t first, int tasks) {
+    auto shared = fiber::share(theta);  // this generation's parameters, shared once
+    std::vector<std::tuple<fiber::shared<std::vector<double>>, std::uint64_t>> batch;
+    batch.reserve(tasks);
+    for (int i = 0; i < tasks; ++i) batch.emplace_back(shared, first + i);
+    return batch;
+  });
+}
+BENCHMARK(es_round_shared)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
 
 void payload_8MB(benchmark::State& state) {
   const int workers = 4, tasks = 64;

@@ -88,9 +88,12 @@ for rnd in (1, 2):
     rows = {b["run_name"]: b for b in json.load(open(f"{tmp}/data-{rnd}.json"))["benchmarks"] if b.get("aggregate_name") == "median"}
     es = next(b for n, b in rows.items() if n.startswith("es_round/"))["real_time"]
     copies = next(b for n, b in rows.items() if n.startswith("es_round_copies/"))["real_time"]
+    refs = next(b for n, b in rows.items() if n.startswith("es_round_refs/"))["real_time"]
+    handle = next(b for n, b in rows.items() if n.startswith("es_round_shared/"))["real_time"]
     mb = next(b for n, b in rows.items() if n.startswith("payload_8MB"))["bytes_per_second"] / 1e6
     print(f"round {rnd}: ES round fiber {es:.2f} ms/generation  mp {mp_es[rnd-1]:.2f}  fiber/mp {es/mp_es[rnd-1]:.2f}x time"
-          f" (fiber with a copy of theta per task {copies:.2f} ms, {copies/mp_es[rnd-1]:.2f}x)"
+          f" (fiber with a copy of theta per task {copies:.2f} ms, {copies/mp_es[rnd-1]:.2f}x;"
+          f" const references {refs:.2f} ms, {refs/mp_es[rnd-1]:.2f}x; fiber::shared {handle:.2f} ms, {handle/mp_es[rnd-1]:.2f}x)"
           f";  8 MB payloads fiber {mb:.0f} MB/s  mp {mp_mb[rnd-1]:.0f}  fiber/mp {mb/mp_mb[rnd-1]:.2f}x speed")
 PYD
 }
@@ -376,7 +379,7 @@ part_peers() {
     "$build/bench/queue_bench" --benchmark_filter='_rtt_16B' $g >"$tmp/fiber-$r-queue.json" 2>/dev/null
     "$build/bench/pool_bench" $g >"$tmp/fiber-$r-pool.json" 2>/dev/null \
       --benchmark_filter='^(pool_overhead/W:(2|4)/D_us:(0|1000)/|pool_throughput/W:(2|4)/chunksize:0/|pool_apply_latency|framework_rounds|pool_start/W:(32|256))'
-    "$build/bench/data_path_bench" --benchmark_filter='^(es_round/|es_round_refs|payload_8MB)' $g >"$tmp/fiber-$r-data.json" 2>/dev/null
+    "$build/bench/data_path_bench" --benchmark_filter='^(es_round/|es_round_refs|es_round_shared|payload_8MB)' $g >"$tmp/fiber-$r-data.json" 2>/dev/null
     "$build/bench/manager_bench" --benchmark_filter='^harness' $g >"$tmp/fiber-$r-managers.json" 2>/dev/null
     # The machine's floors, right beside fiber's figures (timer wake-ups move with the VM).
     { "$build/bench/wakeup_floor"; "$build/bench/framework_floor"; } >"$tmp/floor-$r.txt"

@@ -94,6 +94,8 @@ def rows(fiber, peers, floor):
     out.append(("ES generation: 256 tasks × (10,000 doubles, seed), 4 workers; fiber's tasks hold a const reference",
                 "ms", f("es_round_refs/"), es, None, "es"))
     out.append(("the same, fiber's tasks holding a shared_ptr", "ms", f("es_round/"), es, None, "es"))
+    out.append(("the same, fiber's tasks holding a fiber::shared (each worker gets it once)", "ms", f("es_round_shared/"), es,
+                None, "es"))
     out.append(("managers, sync: 4 CartPoles × 200 steps of 1 ms", "s", (f("harness_sync/") or 0) / 1e3 or None,
                 {"mp": p("mp", "managers", "steps_s", mode="sync"), "seed": p("seed", "managers", "steps_s", mode="sync")},
                 None, "managers"))
