@@ -13,6 +13,11 @@
 //   es_round_shared: the explicit handle: each generation shares its vector once
 //             (fiber::share), every task holds the handle; each worker gets the vector once per
 //             generation (on this host, it maps the master's one copy), not once per chunk.
+//   model_8MB_shared / model_8MB_span / model_8MB_refs: a fresh 1,000,000-double (8 MB) model
+//             each map, read by 64 tasks on pool(4) (16 chunks): shared once (fiber::share, each
+//             worker gets it once and decodes a copy), shared as a span (each worker reads the
+//             host's one copy in place), against every task holding a const reference (it
+//             travels once per chunk).
 //   payload_8MB: pool(4).map of 64 tasks of a 1,000,000-double vector: MB/s of arguments.
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
@@ -44,6 +49,9 @@ double es_evaluate_ref(const std::vector<double>& theta, std::uint64_t seed) {
 double es_evaluate_shared(const fiber::shared<std::vector<double>>& theta, std::uint64_t seed) {
   return (*theta)[seed % theta->size()] + static_cast<double>(seed);
 }
+double model_probe(const fiber::shared<std::vector<double>>& model, std::uint64_t i) { return (*model)[i]; }
+double model_probe_span(const fiber::shared<std::span<const double>>& model, std::uint64_t i) { return (*model)[i]; }
+double model_probe_ref(const std::vector<double>& model, std::uint64_t i) { return model[i]; }
 double payload_sum(std::vector<double> v) { return v.front() + v.back() + static_cast<double>(v.size()); }
 }  // namespace
 FIBER_REMOTE(es_evaluate);
@@ -51,6 +59,9 @@ FIBER_REMOTE(es_evaluate_copy);
 FIBER_REMOTE(es_evaluate_ref);
 FIBER_REMOTE(es_evaluate_shared);
 FIBER_REMOTE(payload_sum);
+FIBER_REMOTE(model_probe);
+FIBER_REMOTE(model_probe_ref);
+FIBER_REMOTE(model_probe_span);
 
 namespace {
 
@@ -115,6 +126,46 @@ void es_round_shared(benchmark::State& state) {
   });
 }
 BENCHMARK(es_round_shared)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
+
+template <class Tasks>
+void model_maps(benchmark::State& state, Tasks tasks_of) {
+  fiber::pool p(4);
+  p.ready().get();
+  std::vector<double> model(1'000'000, 0.5);
+  double sum = 0;
+  for (auto _ : state) {
+    model[0] = sum;  // a new model each map
+    auto r = tasks_of(p, model);
+    sum = r[0];
+  }
+  state.SetBytesProcessed(state.iterations() * std::int64_t(model.size() * sizeof(double)));
+}
+void model_8MB_shared(benchmark::State& state) {
+  model_maps(state, [](fiber::pool& p, const std::vector<double>& model) {
+    auto shared = fiber::share(model);
+    std::vector<std::tuple<fiber::shared<std::vector<double>>, std::uint64_t>> tasks;
+    for (std::uint64_t i = 0; i < 64; ++i) tasks.emplace_back(shared, i);
+    return p.starmap(&model_probe, tasks, 4).get();
+  });
+}
+BENCHMARK(model_8MB_shared)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
+void model_8MB_span(benchmark::State& state) {
+  model_maps(state, [](fiber::pool& p, const std::vector<double>& model) {
+    auto shared = fiber::share(std::span<const double>(model));
+    std::vector<std::tuple<fiber::shared<std::span<const double>>, std::uint64_t>> tasks;
+    for (std::uint64_t i = 0; i < 64; ++i) tasks.emplace_back(shared, i);
+    return p.starmap(&model_probe_span, tasks, 4).get();
+  });
+}
+BENCHMARK(model_8MB_span)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
+void model_8MB_refs(benchmark::State& state) {
+  model_maps(state, [](fiber::pool& p, const std::vector<double>& model) {
+    std::vector<std::tuple<const std::vector<double>&, std::uint64_t>> tasks;
+    for (std::uint64_t i = 0; i < 64; ++i) tasks.emplace_back(model, i);
+    return p.starmap(&model_probe_ref, tasks, 4).get();
+  });
+}
+BENCHMARK(model_8MB_refs)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
 
 void payload_8MB(benchmark::State& state) {
   const int workers = 4, tasks = 64;

@@ -15,6 +15,9 @@ double weighted(const theta_t& theta, std::uint64_t seed) {
 // How many objects this worker holds for its master, after taking in this task's.
 std::size_t held_objects(const theta_t&, int) { return fiber::detail::shared_held(); }
 std::size_t held_now(int) { return fiber::detail::shared_held(); }
+double span_sum(const fiber::shared<std::span<const float>>& w, std::uint64_t seed) {
+  return std::accumulate(w->begin(), w->end(), 0.0) + static_cast<double>(seed);
+}
 double weighted_or_die_once(const theta_t& theta, std::uint64_t seed, std::uint64_t die_at, std::string marker) {
   if (seed == die_at) (void)die_once(0, marker, SIGKILL);
   return weighted(theta, seed);
@@ -33,6 +36,7 @@ void check_sum(theta_t theta, double expected, fiber::simple_queue<theta_t> back
 FIBER_REMOTE(weighted);
 FIBER_REMOTE(held_objects);
 FIBER_REMOTE(held_now);
+FIBER_REMOTE(span_sum);
 FIBER_REMOTE(weighted_or_die_once);
 FIBER_REMOTE(doubled);
 FIBER_REMOTE(check_sum);
@@ -49,12 +53,12 @@ std::vector<std::tuple<theta_t, std::uint64_t>> items_of(const theta_t& theta, s
 
 TEST(pool_shared, each_worker_gets_an_object_once_however_many_items_chunks_and_maps_hold_it) {
   fiber::pool p(2);
-  auto theta = fiber::share(std::vector<double>(100000, 0.25));  // 800 KB, sum 25000
+  auto theta = fiber::share(std::vector<double>(300000, 0.25));  // 2.4 MB, sum 75000
   auto items = items_of(theta, 200);
   for (int round = 0; round < 3; ++round) {
     auto r = p.starmap(&weighted, items, 5).get();  // 40 chunks a map
     ASSERT_EQ(r.size(), items.size());
-    for (std::size_t i = 0; i < r.size(); ++i) ASSERT_EQ(r[i], 25000.0 + static_cast<double>(i)) << round << " " << i;
+    for (std::size_t i = 0; i < r.size(); ++i) ASSERT_EQ(r[i], 75000.0 + static_cast<double>(i)) << round << " " << i;
   }
   auto s = p.stats();
   EXPECT_GE(s.shared_objects_sent, 1u);
@@ -67,6 +71,27 @@ TEST(pool_shared, each_worker_gets_an_object_once_however_many_items_chunks_and_
     EXPECT_EQ(s.shared_bytes_sent, s.shared_objects_sent * theta.bytes());
     EXPECT_EQ(s.shared_bytes_host, 0u);
   }
+}
+
+TEST(pool_shared, a_small_object_goes_in_the_messages_even_on_the_masters_host) {
+  fiber::pool p(1);
+  auto theta = fiber::share(std::vector<double>(10000, 0.25));  // 80 KB: under a memfd's worth
+  EXPECT_EQ(p.starmap(&weighted, items_of(theta, 10), 2).get().back(), 2509.0);
+  auto s = p.stats();
+  EXPECT_EQ(s.shared_objects_sent, 1u);
+  EXPECT_EQ(s.shared_bytes_sent, theta.bytes());
+  EXPECT_EQ(s.shared_bytes_host, 0u);
+}
+
+TEST(pool_shared, a_span_handle_is_read_in_place_by_every_worker) {
+  fiber::pool p(2);
+  std::vector<float> model(1 << 19, 2.0f);  // 2 MB
+  auto w = fiber::share(std::span<const float>(model));
+  std::vector<std::tuple<fiber::shared<std::span<const float>>, std::uint64_t>> items;
+  for (std::uint64_t i = 0; i < 40; ++i) items.emplace_back(w, i);
+  auto r = p.starmap(&span_sum, items, 3).get();
+  for (std::size_t i = 0; i < r.size(); ++i) ASSERT_EQ(r[i], double(1 << 20) + static_cast<double>(i)) << i;
+  EXPECT_LE(p.stats().shared_objects_sent, p.stats().workers_started);
 }
 
 TEST(pool_shared, workers_let_go_of_an_object_once_its_last_handle_in_the_master_goes) {

@@ -173,3 +173,35 @@ TEST(shared, an_object_on_this_host_is_one_sealed_copy_in_shared_memory_that_oth
       },
       fiber::errc::malformed_message, "is not the master's copy");
 }
+
+TEST(shared, a_span_handle_reads_its_elements_where_they_arrived_without_a_copy) {
+  std::vector<float> weights(50000);  // 200 KB
+  std::iota(weights.begin(), weights.end(), 0.0f);
+  auto w = fiber::share(std::span<const float>(weights));
+  EXPECT_NE(w->data(), weights.data()) << "copied in once, when shared";
+  weights[0] = -1;  // the caller's array is free again
+  EXPECT_EQ((*w)[0], 0.0f);
+  EXPECT_EQ(w->size(), 50000u);
+  for (bool host : {false, true}) {
+    fiber::detail::multipart frames;
+    fiber::detail::append_shared(frames, *w.entry(), host);
+    fiber::detail::receive_shared(frames, 0, 1);
+    auto e = fiber::detail::find_shared(w.entry()->id());
+    ASSERT_TRUE(e);
+    auto view = e->value<std::span<const float>>();
+    ASSERT_EQ(view->size(), 50000u);
+    EXPECT_EQ((*view)[49999], 49999.0f);
+    // In the frame or the mapping it arrived in: no copy of the elements.
+    EXPECT_EQ(static_cast<const void*>(view->data()), static_cast<const void*>(e->blobs()[0].data())) << host;
+    fiber::detail::release_shared(w.entry()->id());
+    EXPECT_EQ((*view)[1], 1.0f) << "the view keeps what it views alive";
+  }
+  // Whole, and small enough to lie inline: copied out of the message, aligned.
+  auto small = fiber::share(std::span<const double>(std::vector<double>{1.5, 2.5}));
+  fiber::writer sw;
+  sw.value(small);
+  fiber::reader sr({reinterpret_cast<const std::byte*>(sw.head().data()), sw.head().size()}, {});
+  auto back = sr.value<fiber::shared<std::span<const double>>>();
+  EXPECT_EQ((*back)[1], 2.5);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(back->data()) % alignof(double), 0u);
+}

@@ -10,6 +10,11 @@
 // its workers let it go. Workers on the master's host map the master's one copy in shared memory
 // instead of receiving their own. Elsewhere (a process's arguments, a queue, a result) a handle
 // carries its object with it. Copies of a handle are cheap: they share the object.
+//
+// Each process decodes the object once into a value of its own. An array that every worker of a
+// host should read in place, without a copy each, is a shared<std::span<const X>>:
+//   auto weights = fiber::share(std::span<const float>(model));  // elements copied in once
+//   float probe(const fiber::shared<std::span<const float>>& w, std::size_t i) { return (*w)[i]; }
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -42,6 +47,19 @@ class shared {
     entry_ = detail::make_shared_entry(v, typeid(T), std::move(w));
     value_ = std::move(v);
   }
+  /// shared<std::span<const X>>: the elements are copied in once, here; where the object is
+  /// received, the span views them where they arrived (the host's shared memory, or the frames
+  /// they came in): no process decodes a copy of its own.
+  explicit shared(T value)
+    requires detail::is_shared_view<T>::value
+  {
+    using element = typename T::value_type;
+    auto owned = std::make_shared<const std::vector<element>>(value.begin(), value.end());
+    writer w(owned);
+    w.range(owned->data(), owned->size() * sizeof(element));
+    entry_ = detail::make_shared_entry(nullptr, typeid(T), std::move(w));  // `w` keeps `owned`
+    value_ = entry_->template value<T>();
+  }
 
   const T& operator*() const { return *get(); }
   const T* operator->() const { return get().get(); }
@@ -73,7 +91,8 @@ class shared {
 /// Shares `value`: `fiber::share(std::move(v))` moves it in, `fiber::share(v)` copies it.
 template <class T>
 shared<std::remove_cvref_t<T>> share(T&& value) {
-  static_assert(has_codec<std::remove_cvref_t<T>>, FIBER_NO_CODEC_MESSAGE);
+  static_assert(has_codec<std::remove_cvref_t<T>> || detail::is_shared_view<std::remove_cvref_t<T>>::value,
+                FIBER_NO_CODEC_MESSAGE);
   return shared<std::remove_cvref_t<T>>(std::forward<T>(value));
 }
 

@@ -5,12 +5,14 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <typeinfo>
 #include <vector>
 
@@ -18,6 +20,13 @@
 #include "fiber/error.hpp"
 
 namespace fiber::detail {
+
+/// fiber::shared<std::span<const X>> (X trivially copyable): the elements are read where they
+/// lie (the frames they came in, or the host's shared memory), never decoded into a copy.
+template <class T>
+struct is_shared_view : std::false_type {};
+template <class X>
+struct is_shared_view<std::span<const X>> : std::bool_constant<std::is_trivially_copyable_v<X>> {};
 
 /// What tells two types apart on the wire: a hash of the type's name (the same in every process
 /// of one program, which is what runs on both sides).
@@ -76,6 +85,9 @@ class shared_entry {
   mutable std::shared_ptr<const void> value_;  // decoded, or the value shared here
   mutable int host_fd_ = -1;
   mutable std::vector<std::function<void(std::uint64_t)>> on_release_;
+
+  template <class T>
+  std::shared_ptr<const T> view_of(std::span<const std::byte> bytes) const;
 };
 
 /// An entry for `value`, shared here (found by id in this process while it lives).
@@ -109,12 +121,39 @@ std::shared_ptr<const T> shared_entry::value() const {
   if (type_ != type_fingerprint(typeid(T))) throw_shared_type_mismatch(id_, typeid(T));
   if (!value_) {
     reader r(head(), blobs_);
-    auto v = std::make_shared<const T>(r.value<T>());
+    std::shared_ptr<const T> v;
+    if constexpr (is_shared_view<T>::value)
+      v = view_of<T>(r.range());
+    else
+      v = std::make_shared<const T>(r.value<T>());
     if (!r.at_end())
       throw error(errc::malformed_message, "shared object " + std::to_string(id_) + " carries trailing bytes: it was shared with another type");
     value_ = std::move(v);
   }
   return std::static_pointer_cast<const T>(value_);
+}
+
+template <class T>
+std::shared_ptr<const T> shared_entry::view_of(std::span<const std::byte> bytes) const {
+  using element = typename T::value_type;
+  if (bytes.size() % sizeof(element))
+    throw error(errc::malformed_message, "shared object " + std::to_string(id_) + ": its bytes are not whole elements");
+  struct holder {
+    std::shared_ptr<const void> keep;
+    T view;
+  };
+  auto h = std::make_shared<holder>();
+  if (reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(element) == 0) {
+    h->keep = keep_;  // the elements stay where they arrived: in the frames, or the host's memory
+  } else {
+    // Inline in the head (a small array), or a frame a transport placed unaligned: one copy.
+    auto copy = std::make_shared<std::vector<element>>(bytes.size() / sizeof(element));
+    if (!bytes.empty()) std::memcpy(copy->data(), bytes.data(), bytes.size());
+    bytes = std::as_bytes(std::span<const element>(*copy));
+    h->keep = std::move(copy);
+  }
+  h->view = T(reinterpret_cast<const element*>(bytes.data()), bytes.size() / sizeof(element));
+  return std::shared_ptr<const T>(h, &h->view);
 }
 
 }  // namespace fiber::detail

@@ -279,7 +279,10 @@ multipart pool_master::attach_shared(pool_worker& w, const writer& args) {
           });
       });
     }
-    bool host = shared_in_host_memory_, copied = host && e->has_host_copy();
+    // Small objects go in the message: below host_memory_min_bytes, a memfd's calls and each
+    // worker's map cost more than the copy through the socket (es_round_shared).
+    bool host = shared_in_host_memory_ && e->bytes() >= host_memory_min_bytes;
+    bool copied = host && e->has_host_copy();
     try {
       objects_bytes_ += append_shared(out, *e, host);
     } catch (const std::exception& ex) {

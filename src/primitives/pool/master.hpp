@@ -84,6 +84,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   bool timeouts_used_ = false;  // a submission had a task timeout: deadlines are watched
   std::unique_ptr<asio::steady_timer> deadline_timer_;
   bool shared_in_host_memory_ = false;  // workers map shared objects from this host's memory
+  static constexpr std::size_t host_memory_min_bytes = std::size_t(1) << 20;
   std::unordered_set<std::uint64_t> watched_;  // shared objects sent, whose release is watched
   std::size_t objects_attached_ = 0, objects_bytes_ = 0;  // by the last attach_shared
   std::size_t shared_sent_ = 0;
