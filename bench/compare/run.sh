@@ -84,6 +84,7 @@ tmp = sys.argv[1]
 py = open(f"{tmp}/pydata.txt").read()
 mp_es = [float(x) for x in re.findall(r"es_round .*ms_per_generation=([\d.]+)", py)]
 mp_mb = [float(x) for x in re.findall(r"payload_8MB .*MB_per_s=([\d.]+)", py)]
+mp_model = [float(x) for x in re.findall(r"model_8MB .*ms_per_map=([\d.]+)", py)]
 for rnd in (1, 2):
     rows = {b["run_name"]: b for b in json.load(open(f"{tmp}/data-{rnd}.json"))["benchmarks"] if b.get("aggregate_name") == "median"}
     es = next(b for n, b in rows.items() if n.startswith("es_round/"))["real_time"]
@@ -91,10 +92,15 @@ for rnd in (1, 2):
     refs = next(b for n, b in rows.items() if n.startswith("es_round_refs/"))["real_time"]
     handle = next(b for n, b in rows.items() if n.startswith("es_round_shared/"))["real_time"]
     mb = next(b for n, b in rows.items() if n.startswith("payload_8MB"))["bytes_per_second"] / 1e6
+    model = {k: next(b for n, b in rows.items() if n.startswith(f"model_8MB_{k}/"))["real_time"] for k in ("refs", "shared", "span")}
     print(f"round {rnd}: ES round fiber {es:.2f} ms/generation  mp {mp_es[rnd-1]:.2f}  fiber/mp {es/mp_es[rnd-1]:.2f}x time"
           f" (fiber with a copy of theta per task {copies:.2f} ms, {copies/mp_es[rnd-1]:.2f}x;"
           f" const references {refs:.2f} ms, {refs/mp_es[rnd-1]:.2f}x; fiber::shared {handle:.2f} ms, {handle/mp_es[rnd-1]:.2f}x)"
           f";  8 MB payloads fiber {mb:.0f} MB/s  mp {mp_mb[rnd-1]:.0f}  fiber/mp {mb/mp_mb[rnd-1]:.2f}x speed")
+    mm = mp_model[rnd - 1]
+    print(f"round {rnd}: an 8 MB model read by 64 tasks, mp {mm:.1f} ms/map; fiber references {model['refs']:.1f} ms"
+          f" ({model['refs']/mm:.2f}x), fiber::shared {model['shared']:.1f} ms ({model['shared']/mm:.2f}x),"
+          f" fiber::shared span {model['span']:.1f} ms ({model['span']/mm:.2f}x)")
 PYD
 }
 
