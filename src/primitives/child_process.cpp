@@ -171,6 +171,7 @@ void child_process::on_hello(const std::string& text) {
   auto cfg_text = boost::json::serialize(snapshot);
   auto welcome = make_message(kind::welcome, {}, cfg_text, as_pod(call_.function_id), call_.args);
   if (auto* host = hello.if_contains("host"); host && host->is_string()) host_ = std::string(host->as_string());
+  if (auto* d = hello.if_contains("memory_domain"); d && d->is_string()) memory_domain_ = std::string(d->as_string());
   if (auto* pid_field = hello.if_contains("pid"); pid_field && pid_field->is_int64())
     child_->reported_pid(static_cast<int>(pid_field->as_int64()));
   state_ = phase::running;

@@ -57,6 +57,9 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   bool is_stopped() const noexcept { return child_ && state() == phase::running && child_->is_stopped(); }
   /// The host it runs on, as it said in its handshake (empty before).
   const std::string& host() const noexcept { return host_; }
+  /// The processes that can map each other's shared memory share this (its host and process
+  /// namespace, as it said in its handshake; empty before).
+  const std::string& memory_domain() const noexcept { return memory_domain_; }
   /// Its id on the master's socket, for messages to it (set by start()).
   const std::string& peer() const noexcept { return peer_; }
 
@@ -99,6 +102,7 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   std::unique_ptr<job> child_;  // set before state_ leaves `starting`
   std::string peer_;
   std::string host_;  // written on the loop before start completes
+  std::string memory_domain_;
   started_handler on_started_;
   std::unique_ptr<asio::steady_timer> start_timer_, grace_timer_, kill_timer_;
   std::vector<unique_function<void()>> on_ended_;

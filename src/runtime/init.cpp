@@ -1,4 +1,5 @@
 // fiber::init and the worker side of a child: handshake, run the target, report, exit.
+#include <filesystem>
 #include <asio/post.hpp>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -42,6 +43,16 @@ std::string this_host_name() {
   return name;
 }
 
+// Which processes can map this one's shared memory through /proc/<pid>/fd: those of the same
+// host and process namespace. The host name alone does not say it (containers on the host's
+// network share its name), nor the namespace alone (every machine's first one has the same
+// number).
+std::string memory_domain() {
+  std::error_code ec;
+  auto ns = std::filesystem::read_symlink("/proc/self/ns/pid", ec);
+  return this_host_name() + "/" + (ec ? std::string("?") : ns.string());
+}
+
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
@@ -76,6 +87,7 @@ int run_worker() {
                             {"registry", std::to_string(registry_digest())},
                             {"pid", ::getpid()},
                             {"host", this_host_name()},
+                            {"memory_domain", memory_domain()},
                             {"executable", executable_path()}};
   auto hello_text = boost::json::serialize(hello);
   rt->worker().send_upstream(make_message(kind::hello, {}, hello_text));

@@ -14,24 +14,20 @@ void release_keep(void*, void* hint) { delete static_cast<std::shared_ptr<const 
 [[noreturn]] void malformed(const char* what) {
   throw error(errc::malformed_message, std::string("malformed shared object: ") + what);
 }
-}  // namespace
-
-std::size_t append_shared(multipart& m, const shared_entry& e, bool host_memory) {
+shared_desc desc_of(const shared_entry& e, std::uint8_t how) {
   shared_desc d;
   d.id = e.id();
   d.type = e.type();
   d.head = e.head().size();
   d.blobs = static_cast<std::uint32_t>(e.blobs().size());
-  if (host_memory) {
-    d.host_memory = 1;
-    d.fd = e.host_copy();
-    d.pid = static_cast<std::int32_t>(::getpid());
-    std::vector<std::uint64_t> sizes;
-    for (auto& b : e.blobs()) sizes.push_back(b.size());
-    m.emplace_back(&d, sizeof d);
-    m.emplace_back(sizes.data(), sizes.size() * sizeof(std::uint64_t));
-    return 0;
-  }
+  d.how = how;
+  return d;
+}
+}  // namespace
+
+std::size_t append_shared_frames(multipart& m, const shared_entry& e, bool host_it) {
+  auto d = desc_of(e, shared_desc::frames);
+  d.host_it = host_it ? 1 : 0;
   m.emplace_back(&d, sizeof d);
   m.emplace_back(e.head().data(), e.head().size());
   std::size_t bytes = e.head().size();
@@ -43,13 +39,38 @@ std::size_t append_shared(multipart& m, const shared_entry& e, bool host_memory)
   return bytes;
 }
 
-std::size_t receive_shared(multipart& m, std::size_t at, std::size_t count) {
+void append_shared_host(multipart& m, const shared_entry& e, int pid, int fd) {
+  auto d = desc_of(e, shared_desc::host_memory);
+  d.pid = pid;
+  d.fd = fd;
+  std::vector<std::uint64_t> sizes;
+  for (auto& b : e.blobs()) sizes.push_back(b.size());
+  m.emplace_back(&d, sizeof d);
+  m.emplace_back(sizes.data(), sizes.size() * sizeof(std::uint64_t));
+}
+
+void append_shared_later(multipart& m, const shared_entry& e) {
+  auto d = desc_of(e, shared_desc::later);
+  m.emplace_back(&d, sizeof d);
+}
+
+std::size_t append_shared(multipart& m, const shared_entry& e, bool host_memory) {
+  if (!host_memory) return append_shared_frames(m, e);
+  append_shared_host(m, e, static_cast<int>(::getpid()), e.host_copy());
+  return 0;
+}
+
+std::size_t receive_shared(multipart& m, std::size_t at, std::size_t count, shared_received& out) {
   for (std::size_t k = 0; k < count; ++k) {
     if (at >= m.size() || m[at].size() != sizeof(shared_desc)) malformed("missing description");
     shared_desc d;
     std::memcpy(&d, m[at].data(), sizeof d);
     ++at;
-    if (d.host_memory) {
+    if (d.how == shared_desc::later) {
+      out.later.push_back(d.id);
+      continue;
+    }
+    if (d.how == shared_desc::host_memory) {
       if (at >= m.size() || m[at].size() != std::size_t(d.blobs) * sizeof(std::uint64_t)) malformed("missing sizes");
       std::vector<std::size_t> sizes(d.blobs);
       for (std::uint32_t i = 0; i < d.blobs; ++i) {
@@ -58,9 +79,16 @@ std::size_t receive_shared(multipart& m, std::size_t at, std::size_t count) {
         sizes[i] = static_cast<std::size_t>(s);
       }
       ++at;
-      hold_shared(map_host_copy(d.pid, d.fd, d.id, d.type, static_cast<std::size_t>(d.head), sizes));
+      try {
+        hold_shared(map_host_copy(d.pid, d.fd, d.id, d.type, static_cast<std::size_t>(d.head), sizes));
+      } catch (const std::exception& e) {
+        // The copy's maker may have ended since: the sender sends the object itself instead.
+        out.failed.push_back(d.id);
+        out.why_failed = e.what();
+      }
       continue;
     }
+    if (d.how != shared_desc::frames) malformed("unknown form");
     if (at >= m.size() || d.blobs > m.size() - at - 1 || m[at].size() != d.head) malformed("missing frames");
     std::string head(static_cast<const char*>(m[at].data()), m[at].size());
     ++at;
@@ -70,8 +98,18 @@ std::size_t receive_shared(multipart& m, std::size_t at, std::size_t count) {
     for (std::uint32_t i = 0; i < d.blobs; ++i) kept->push_back(std::move(m[at++]));
     std::vector<std::span<const std::byte>> spans;
     for (auto& f : *kept) spans.emplace_back(static_cast<const std::byte*>(f.data()), f.size());
-    hold_shared(std::make_shared<const shared_entry>(d.id, d.type, std::move(head), std::move(spans), std::move(kept)));
+    auto e = std::make_shared<const shared_entry>(d.id, d.type, std::move(head), std::move(spans), std::move(kept));
+    hold_shared(e);
+    if (d.host_it) out.to_host.push_back(std::move(e));
   }
+  return at;
+}
+
+std::size_t receive_shared(multipart& m, std::size_t at, std::size_t count) {
+  shared_received r;
+  at = receive_shared(m, at, count, r);
+  if (!r.failed.empty()) throw error(errc::malformed_message, r.why_failed);
+  if (!r.later.empty()) malformed("an object announced for later where none can follow");
   return at;
 }
 

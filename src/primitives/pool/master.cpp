@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <asio/post.hpp>
 #include <csignal>
+#include <cstring>
 
 #include "core/log.hpp"
 #include "fiber/error.hpp"
@@ -200,6 +201,20 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
       w->running_since = std::chrono::steady_clock::now();
       watch_deadline(*w);
     }
+  } else if (h.type == pool_kind::hosted) {
+    if (payload.size() == 1 && payload[0].size() == sizeof(hosted_at)) {
+      hosted_at at;
+      std::memcpy(&at, payload[0].data(), sizeof at);
+      on_hosted(*w, at);
+    }
+    return;
+  } else if (h.type == pool_kind::need) {
+    if (payload.size() == 1 && payload[0].size() == sizeof(std::uint64_t)) {
+      std::uint64_t id;
+      std::memcpy(&id, payload[0].data(), sizeof id);
+      send_whole(*w, id, false);
+    }
+    return;
   } else if (h.type == pool_kind::result) {
     std::erase(w->tasks, h.request);
     if (w->tasks.empty()) w->holds_alone = false;
@@ -265,6 +280,7 @@ multipart pool_master::attach_shared(pool_worker& w, const writer& args) {
   std::erase_if(w.shared, [&](auto& held) {
     if (!held.second.expired()) return false;
     release_to(w, held.first);
+    forget_host_copies(held.first);
     return true;
   });
   for (auto& e : args.shared_attached()) {
@@ -281,21 +297,125 @@ multipart pool_master::attach_shared(pool_worker& w, const writer& args) {
     }
     // Small objects go in the message: below host_memory_min_bytes, a memfd's calls and each
     // worker's map cost more than the copy through the socket (es_round_shared).
-    bool host = shared_in_host_memory_ && e->bytes() >= host_memory_min_bytes;
-    bool copied = host && e->has_host_copy();
-    try {
-      objects_bytes_ += append_shared(out, *e, host);
-    } catch (const std::exception& ex) {
-      if (!host) throw;
-      // No shared memory to be had (memfd): the object goes in the message, as to another host.
-      logf(log_level::warn, "shared object ", e->id(), " goes to each worker in its messages: ", ex.what());
-      objects_bytes_ += append_shared(out, *e, false);
+    bool large = e->bytes() >= host_memory_min_bytes;
+    if (large && !shared_in_host_memory_ && has_host_mates(w)) {
+      attach_for_remote_host(out, w, e);
+    } else {
+      bool host = shared_in_host_memory_ && large;
+      bool copied = host && e->has_host_copy();
+      try {
+        objects_bytes_ += append_shared(out, *e, host);
+      } catch (const std::exception& ex) {
+        if (!host) throw;
+        // No shared memory to be had (memfd): the object goes in the message, as to another host.
+        logf(log_level::warn, "shared object ", e->id(), " goes to each worker in its messages: ", ex.what());
+        objects_bytes_ += append_shared(out, *e, false);
+      }
+      if (host && !copied && e->has_host_copy()) shared_bytes_host_ += e->bytes();
     }
-    if (host && !copied && e->has_host_copy()) shared_bytes_host_ += e->bytes();
     w.shared.emplace_back(e->id(), e);
     ++objects_attached_;
   }
   return out;
+}
+
+bool pool_master::has_host_mates(const pool_worker& w) {
+  bool mates = false;
+  workers_.for_each([&](pool_worker& o) {
+    mates = mates || (&o != &w && !o.leaving && o.proc->memory_domain() == w.proc->memory_domain());
+  });
+  return mates;
+}
+
+void pool_master::attach_for_remote_host(multipart& out, pool_worker& w, const std::shared_ptr<const shared_entry>& e) {
+  // One copy per host: the first worker of a host gets the object and copies it into its host's
+  // memory; the others of that host map that copy, or wait until it is made.
+  auto& st = host_copies_[{w.proc->memory_domain(), e->id()}];
+  if (st.holder.empty()) {
+    st.holder = w.rid;
+    objects_bytes_ += append_shared_frames(out, *e, true);
+  } else if (st.fd >= 0) {
+    append_shared_host(out, *e, st.pid, st.fd);
+  } else {
+    append_shared_later(out, *e);
+    st.waiting.push_back(w.rid);
+  }
+}
+
+std::shared_ptr<const shared_entry> pool_master::entry_held(const pool_worker& w, std::uint64_t id) const {
+  for (auto& [held, e] : w.shared)
+    if (held == id) return e.lock();
+  return nullptr;
+}
+
+void pool_master::send_whole(pool_worker& w, std::uint64_t id, bool host_it) {
+  auto e = entry_held(w, id);
+  if (!e) {
+    logf(log_level::error, w.proc->name(), " waits for shared object ", id, ", which is gone");
+    return;
+  }
+  multipart m;
+  auto bytes = append_shared_frames(m, *e, host_it);
+  if (!rt_->master().try_send_to_child(w.rid, make_message(pool_kind::hosted, {.channel = id_}, std::move(m))))
+    shared_bytes_sent_ += bytes;
+}
+
+void pool_master::on_hosted(pool_worker& w, const hosted_at& at) {
+  auto it = host_copies_.find({w.proc->memory_domain(), at.id});
+  if (it == host_copies_.end() || it->second.holder != w.rid) return;
+  auto& st = it->second;
+  auto waiting = std::exchange(st.waiting, {});
+  if (at.fd < 0) {
+    // It could not: those waiting get the object itself, and the next of the host tries again.
+    host_copies_.erase(it);
+    for (auto& rid : waiting)
+      if (auto* o = workers_.find(rid)) send_whole(*o, at.id, false);
+    return;
+  }
+  st.pid = at.pid;
+  st.fd = at.fd;
+  for (auto& rid : waiting) {
+    auto* o = workers_.find(rid);
+    if (!o) continue;
+    auto e = entry_held(*o, at.id);
+    if (!e) continue;
+    multipart m;
+    append_shared_host(m, *e, st.pid, st.fd);
+    (void)rt_->master().try_send_to_child(rid, make_message(pool_kind::hosted, {.channel = id_}, std::move(m)));
+  }
+}
+
+void pool_master::forget_host_copies(std::uint64_t id) {
+  std::erase_if(host_copies_, [&](auto& kv) { return kv.first.second == id; });
+}
+
+void pool_master::on_holder_lost(const pool_worker& w) {
+  for (auto it = host_copies_.begin(); it != host_copies_.end();) {
+    auto& st = it->second;
+    std::erase(st.waiting, w.rid);
+    if (st.holder != w.rid) {
+      ++it;
+      continue;
+    }
+    // Its copy goes with it (the mappings made stay). While none was made, the first of those
+    // waiting makes it instead.
+    pool_worker* next = nullptr;
+    while (!next && st.fd < 0 && !st.waiting.empty()) {
+      next = workers_.find(st.waiting.front());
+      st.waiting.erase(st.waiting.begin());
+    }
+    if (!next) {
+      auto waiting = std::move(st.waiting);
+      auto id = it->first.second;
+      it = host_copies_.erase(it);
+      for (auto& rid : waiting)
+        if (auto* o = workers_.find(rid)) send_whole(*o, id, false);
+      continue;
+    }
+    st.holder = next->rid;
+    send_whole(*next, it->first.second, true);
+    ++it;
+  }
 }
 
 void pool_master::release_to(pool_worker& w, std::uint64_t id) {
@@ -304,12 +424,14 @@ void pool_master::release_to(pool_worker& w, std::uint64_t id) {
 
 void pool_master::on_shared_released(std::uint64_t id) {
   watched_.erase(id);
+  forget_host_copies(id);
   workers_.for_each([&](pool_worker& w) {
     if (std::erase_if(w.shared, [&](auto& held) { return held.first == id; })) release_to(w, id);
   });
 }
 
 void pool_master::on_worker_ended(pool_worker&& w) {
+  if (!host_copies_.empty()) on_holder_lost(w);
   bool lost = !w.leaving && !terminating_ && !rt_->is_shut_down();
   if (lost || (!w.tasks.empty() && !rt_->is_shut_down())) {
     auto code = w.proc->exit_code().value_or(0);

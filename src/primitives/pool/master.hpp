@@ -4,8 +4,10 @@
 // of tasks with a small credit each. The wire is pool/wire.hpp.
 #pragma once
 #include <atomic>
-#include <unordered_set>
+#include <map>
 #include <memory>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "fiber/detail/pool_core.hpp"
@@ -15,6 +17,7 @@
 #include "runtime/service_registry.hpp"
 
 namespace fiber::detail {
+struct hosted_at;
 
 class pool_master final : public pool_core, public service, public std::enable_shared_from_this<pool_master> {
  public:
@@ -69,6 +72,21 @@ class pool_master final : public pool_core, public service, public std::enable_s
   /// The last handle of shared object `id` went: its workers let it go.
   void on_shared_released(std::uint64_t id);
   void release_to(pool_worker& w, std::uint64_t id);
+  // One copy of a large shared object per remote host (transport/shared_frames.hpp): its first
+  // worker there gets it whole and copies it into the host's memory, the others map that copy.
+  struct host_copy {
+    std::string holder;  // the worker making (or that made) the copy
+    int pid = 0, fd = -1;  // where it is, once made
+    std::vector<std::string> waiting;  // workers sent `later`, until it is made
+  };
+  bool has_host_mates(const pool_worker& w);
+  void attach_for_remote_host(multipart& out, pool_worker& w, const std::shared_ptr<const shared_entry>& e);
+  std::shared_ptr<const shared_entry> entry_held(const pool_worker& w, std::uint64_t id) const;
+  /// Sends `w` shared object `id` whole (it waits for it); `host_it`: it makes its host's copy.
+  void send_whole(pool_worker& w, std::uint64_t id, bool host_it);
+  void on_hosted(pool_worker& w, const hosted_at& at);
+  void forget_host_copies(std::uint64_t id);
+  void on_holder_lost(const pool_worker& w);
 
   std::shared_ptr<runtime> rt_;
   pool_options options_;
@@ -86,6 +104,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   bool shared_in_host_memory_ = false;  // workers map shared objects from this host's memory
   static constexpr std::size_t host_memory_min_bytes = std::size_t(1) << 20;
   std::unordered_set<std::uint64_t> watched_;  // shared objects sent, whose release is watched
+  std::map<std::pair<std::string, std::uint64_t>, host_copy> host_copies_;  // by host and object
   std::size_t objects_attached_ = 0, objects_bytes_ = 0;  // by the last attach_shared
   std::size_t shared_sent_ = 0;
   std::uint64_t shared_bytes_sent_ = 0, shared_bytes_host_ = 0;

@@ -15,6 +15,12 @@
 //   stop         master -> worker  finish what was sent, then exit
 //   release      master -> worker  frames: the ids (u64) of shared objects the worker may let
 //                                  go: their last handle in the master went
+//   hosted       worker -> master  frame: hosted_at: where the worker put its host's copy of an
+//                                  object it was sent with host_it (fd -1: it could not)
+//                master -> worker  frames: one shared object the worker waits for (it was
+//                                  announced `later`, or it could not map a host copy)
+//   need         worker -> master  frame: the id (u64) of an object whose host copy the worker
+//                                  could not map: the master sends it whole (hosted)
 // The items are packed as fiber/detail/pool_items.hpp writes and reads them; a failed result
 // item holds a core/remote_failure after its status byte.
 #pragma once
@@ -40,6 +46,8 @@ inline constexpr kind result = service_kind<service_block::pool, 2>();
 inline constexpr kind stop = service_kind<service_block::pool, 3>();
 inline constexpr kind partial = service_kind<service_block::pool, 4>();
 inline constexpr kind release = service_kind<service_block::pool, 5>();
+inline constexpr kind hosted = service_kind<service_block::pool, 6>();
+inline constexpr kind need = service_kind<service_block::pool, 7>();
 }  // namespace pool_kind
 
 /// A task's first frame. A task runs `run` of the packed items after the first `skip`: a chunk
@@ -60,6 +68,14 @@ struct task_head {
   std::uint8_t reserved[2] = {};
 };
 static_assert(sizeof(task_head) == 24);
+
+/// Where a worker put its host's copy of a shared object (pool_kind::hosted).
+struct hosted_at {
+  std::uint64_t id = 0;
+  std::int32_t pid = 0;
+  std::int32_t fd = -1;
+};
+static_assert(sizeof(hosted_at) == 16);
 
 /// A worker sends the results it has once pool_options::report_interval has passed since it last
 /// did, or once they reach report_bytes: a message every few ms, not one per item, however small

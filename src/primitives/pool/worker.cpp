@@ -1,9 +1,13 @@
 // The worker's side of a pool: runs the initializer, asks for work, runs chunks, sends results.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 
 #include "core/frames_reader.hpp"
+#include "core/log.hpp"
 #include "core/message_limit.hpp"
 #include "core/remote_failure.hpp"
 #include "fiber/context.hpp"
@@ -90,6 +94,81 @@ class chunk_run {
   clock::time_point careful_until_;
 };
 
+/// The worker's side of the shared objects sent apart: it takes in a task's objects, makes its
+/// host's copy of one when asked (and says where it is), and waits for those that come later or
+/// whose host copy it could not map, keeping the messages that arrive meanwhile for after.
+class shared_intake {
+ public:
+  shared_intake(runtime& rt, std::uint64_t pool_id) : rt_(rt), pool_id_(pool_id) {}
+
+  /// The next service message: one kept while waiting, else the master's next.
+  multipart next() {
+    if (kept_.empty()) return rt_.worker().next_service_message();
+    auto m = std::move(kept_.front());
+    kept_.pop_front();
+    return m;
+  }
+
+  /// A release or an object outside a task: true when `m` was one.
+  bool aside(const header& h, multipart& m) {
+    if (h.type == pool_kind::release) {
+      for (std::size_t i = 1; i < m.size(); ++i) {
+        if (m[i].size() != sizeof(std::uint64_t)) throw error(errc::malformed_message, "malformed pool release");
+        std::uint64_t id;
+        std::memcpy(&id, m[i].data(), sizeof id);
+        release_shared(id);
+      }
+      return true;
+    }
+    if (h.type == pool_kind::hosted) {
+      shared_received r;
+      receive_shared(m, 1, 1, r);
+      settle(r);
+      return true;
+    }
+    return false;
+  }
+
+  /// Takes in the `count` objects at m[2] and waits until each is here; returns where the
+  /// task's items start.
+  std::size_t take(multipart& m, std::size_t count) {
+    shared_received r;
+    auto at = receive_shared(m, 2, count, r);
+    settle(r);
+    while (!missing_.empty()) {
+      auto x = rt_.worker().next_service_message();
+      auto hx = parse_header(x[0]);
+      if (!aside(*hx, x)) kept_.push_back(std::move(x));  // a task or a stop: after this one
+    }
+    return at;
+  }
+
+ private:
+  void settle(shared_received& r) {
+    for (auto& e : r.to_host) {
+      hosted_at at{.id = e->id(), .pid = static_cast<std::int32_t>(::getpid())};
+      try {
+        at.fd = e->host_copy();
+      } catch (const std::exception& ex) {
+        logf(log_level::warn, "cannot copy shared object ", e->id(), " into this host's memory: ", ex.what());
+      }
+      rt_.worker().send_upstream(make_message(pool_kind::hosted, {.channel = pool_id_}, as_pod(at)));
+    }
+    for (auto id : r.failed) {
+      logf(log_level::info, "asking for shared object ", id, " whole: ", r.why_failed);
+      rt_.worker().send_upstream(make_message(pool_kind::need, {.channel = pool_id_}, as_pod(id)));
+    }
+    missing_.insert(missing_.end(), r.later.begin(), r.later.end());
+    missing_.insert(missing_.end(), r.failed.begin(), r.failed.end());
+    std::erase_if(missing_, [](std::uint64_t id) { return find_shared(id) != nullptr; });
+  }
+
+  runtime& rt_;
+  std::uint64_t pool_id_;
+  std::deque<multipart> kept_;
+  std::vector<std::uint64_t> missing_;
+};
+
 }  // namespace
 
 void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int64_t report_ms, std::uint64_t init_id,
@@ -116,28 +195,21 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
     run.send_final(give_back);
     return maxtasks && done >= maxtasks;
   };
+  shared_intake objects(*rt, pool_id);
   for (;;) {
-    auto m = rt->worker().next_service_message();
+    auto m = objects.next();
     auto h = parse_header(m[0]);
     if (h->type == pool_kind::stop) return;
-    if (h->type == pool_kind::release) {
-      for (std::size_t i = 1; i < m.size(); ++i) {
-        if (m[i].size() != sizeof(std::uint64_t)) throw error(errc::malformed_message, "malformed pool release");
-        std::uint64_t id;
-        std::memcpy(&id, m[i].data(), sizeof id);
-        release_shared(id);
-      }
-      continue;
-    }
+    if (objects.aside(*h, m)) continue;
     if (m.size() < 3 || m[1].size() != sizeof(task_head)) throw error(errc::malformed_message, "malformed pool task");
     task_head head;
     std::memcpy(&head, m[1].data(), sizeof head);
     chunk_run run(*rt, pool_id, h->request, report_interval, head.report_each != 0, head.careful != 0);
     // The shared objects this worker lacks come first: the items refer to them by id. When
-    // they cannot be taken in (their memory cannot be mapped), the items fail with why.
+    // they cannot be taken in, the items fail with why.
     std::size_t at = 2;
     try {
-      at = receive_shared(m, 2, head.objects);
+      at = objects.take(m, head.objects);
     } catch (const std::exception&) {
       auto why = std::current_exception();
       for (std::uint32_t i = 0; i < head.run; ++i) run.add([&](writer&) { std::rethrow_exception(why); });
