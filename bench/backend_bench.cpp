@@ -7,10 +7,27 @@
 #include <chrono>
 #include <thread>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
 namespace {
 void noop() {}
+float probe(const fiber::shared<std::span<const float>>& model, std::uint64_t i) { return (*model)[i * 4096]; }
+// A host as shared memory sees it: its name and process namespace.
+std::string memory_domain(int) {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return std::string(name) + "/" + std::filesystem::read_symlink("/proc/self/ns/pid").string();
 }
+}  // namespace
 FIBER_REMOTE(noop);
+FIBER_REMOTE(probe);
+FIBER_REMOTE(memory_domain);
 
 static void child_start_join(benchmark::State& state) {
   for (auto _ : state) {
@@ -55,3 +72,29 @@ static void pool_idle(benchmark::State& state) {
   }
 }
 BENCHMARK(pool_idle)->Args({4, 60})->Args({100, 60})->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
+
+// A fresh 256 MB model each map (fiber::shared<std::span<const float>>), read by 64 tasks of
+// chunksize 1 on a pool of W workers: W = 1 is one copy to one host; on the test Slurm cluster W = 8
+// fills both nodes (4 CPUs each). Counters: the copies that left the master per map (bytes sent
+// ÷ the object's bytes) and the hosts its workers ran on. Not in the default runs: select it with
+// --benchmark_filter=shared_256MB (bench/compare/run.sh slurm does).
+static void shared_256MB(benchmark::State& state) {
+  fiber::pool p(static_cast<int>(state.range(0)));
+  p.ready().get();
+  std::vector<float> model(std::size_t(64) << 20, 1.0f);
+  std::size_t object_bytes = 0;
+  for (auto _ : state) {
+    model[0] += 1;  // a new model each map
+    auto w = fiber::share(std::span<const float>(model));
+    object_bytes = w.bytes();
+    std::vector<std::tuple<fiber::shared<std::span<const float>>, std::uint64_t>> tasks;
+    for (std::uint64_t i = 0; i < 64; ++i) tasks.emplace_back(w, i);
+    benchmark::DoNotOptimize(p.starmap(&probe, tasks, 1).get());
+  }
+  auto s = p.stats();
+  std::vector<int> each(static_cast<std::size_t>(state.range(0)) * 8);
+  auto domains = p.map(&memory_domain, each, 1).get();
+  state.counters["copies_per_map"] = double(s.shared_bytes_sent) / double(object_bytes) / double(state.iterations());
+  state.counters["hosts"] = double(std::set<std::string>(domains.begin(), domains.end()).size());
+}
+BENCHMARK(shared_256MB)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);

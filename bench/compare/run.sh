@@ -223,6 +223,22 @@ part_slurm() {
   python3 "$root/bench/compare/slurm_floor.py" batch 5 | tee "$tmp/floor_batch.txt"
   FIBER_BACKEND=slurm "$build/bench/backend_bench" "$startup" --benchmark_report_aggregates_only=true \
     --benchmark_format=json >"$tmp/batch.json" 2>/dev/null
+  # One 256 MB fiber::shared object read by 64 tasks: one worker (one copy to one host), then 8
+  # workers over both nodes (a copy to each node, mapped by its workers), alternating.
+  for round in 1 2; do
+    FIBER_BACKEND=slurm "$build/bench/backend_bench" --benchmark_filter='^shared_256MB' --benchmark_format=json \
+      >"$tmp/shared-$round.json" 2>/dev/null
+  done
+  python3 - "$tmp" <<'PYS'
+import json, sys
+for rnd in (1, 2):
+    rows = {b["run_name"]: b for b in json.load(open(f"{sys.argv[1]}/shared-{rnd}.json"))["benchmarks"]}
+    one = next(b for n, b in rows.items() if n.startswith("shared_256MB/1/"))
+    eight = next(b for n, b in rows.items() if n.startswith("shared_256MB/8/"))
+    print(f"round {rnd}: 256 MB shared, 64 tasks: 1 worker {one['real_time']:.0f} ms/map ({one['copies_per_map']:.2f} copies sent);"
+          f" 8 workers on {eight['hosts']:.0f} hosts {eight['real_time']:.0f} ms/map ({eight['copies_per_map']:.2f} copies sent),"
+          f" {eight['real_time']/one['real_time']:.2f}x one copy to one host")
+PYS
   # Steps: the floor and fiber both inside one two-node allocation.
   sbatch --wait --quiet -N2 --cpus-per-task=2 -o "$tmp/steps.out" --wrap \
     "python3 $root/bench/compare/slurm_floor.py steps 10 $build/bench/backend_bench --benchmark_list_tests=true >$tmp/floor_steps.txt &&
