@@ -220,6 +220,7 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     if (w->tasks.empty()) w->holds_alone = false;
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload));
     w->credit += static_cast<int>(h.aux);
+    workers_.offer(*w);
     workers_.on_completed(*w);
     if (timeouts_used_) {
       w->running_since = std::chrono::steady_clock::now();

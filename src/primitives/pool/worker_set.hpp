@@ -36,6 +36,7 @@ struct pool_worker {
   int completed = 0;
   std::deque<std::uint64_t> tasks;  // in the order sent, which is the order it runs them
   bool holds_alone = false;         // it runs a task that must run alone: it gets nothing else
+  bool offered = false;             // in worker_set's list of workers that may have credit
   std::chrono::steady_clock::time_point running_since;  // of the item it runs: its last report, or its first task's send
   std::string why_ended;  // when the pool ended it: why (else its exit says)
   /// The fiber::shared objects it was sent and still holds (their entries here, which it must
@@ -93,6 +94,9 @@ class worker_set {
   /// spread over the pool. `alone`: only a worker that holds nothing. Null when none can take
   /// one now.
   pool_worker* least_loaded(const meta& needs, bool alone = false);
+  /// `w`'s credit grew (it connected, or gave a chunk's credit back): it is one least_loaded looks
+  /// at until its credit runs out.
+  void offer(pool_worker& w);
   /// A task could not be sent to `w`: unreachable (its connection dropped) unless it is leaving.
   void unreachable(pool_worker& w, std::error_code ec);
   void retire_all();
@@ -145,6 +149,7 @@ class worker_set {
   static constexpr int max_start_failures = 3;
   bool failed_ = false, closed_ = false;
   std::map<std::string, pool_worker> workers_;
+  std::vector<pool_worker*> offered_;  // workers that may have credit (least_loaded)
   std::unique_ptr<asio::steady_timer> probe_timer_;
 };
 
