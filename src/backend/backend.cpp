@@ -2,12 +2,22 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::detail {
+std::string pidfd_open_failure(int err) {
+  std::string what = std::string("pidfd_open failed: ") + std::strerror(err);
+  if (err == ENOSYS) return what + " (fiber needs Linux 5.3 or newer)";
+  if (err == EMFILE || err == ENFILE)
+    return what + ": this process is out of open files; raise its limit (ulimit -n, or setrlimit(RLIMIT_NOFILE) in main)";
+  return what;
+}
+
 std::string this_host() {
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);

@@ -95,6 +95,8 @@ class tcp_backend : public backend {
   std::string bind_host_, advertise_host_;
 };
 
+/// Why pidfd_open failed, with the fix: a kernel without it, or a process out of open files.
+std::string pidfd_open_failure(int err);
 /// This machine's host name.
 std::string this_host();
 /// Where this master runs, as its marks name it: the run a `fiber run` master belongs to

@@ -255,8 +255,7 @@ class local_backend final : public backend {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
       resources_->give_back(grant);
-      throw error(errc::spawn_failed, std::string("pidfd_open failed: ") + std::strerror(err) +
-                                          " (the local backend needs Linux 5.3 or newer)");
+      throw error(errc::spawn_failed, pidfd_open_failure(err));
     }
     logf(log_level::debug, "started ", spec.name, " as pid ", pid);
     j.started(pid, pidfd, std::move(grant));

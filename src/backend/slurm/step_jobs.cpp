@@ -192,8 +192,7 @@ std::unique_ptr<job> step_jobs::start(const spawn_spec& spec) {
     ::kill(c.pid, SIGTERM);
     ::waitpid(c.pid, nullptr, 0);
     ::close(c.stderr_fd);
-    throw error(errc::spawn_failed, std::string("pidfd_open failed: ") + std::strerror(err) +
-                                        " (fiber needs Linux 5.3 or newer)");
+    throw error(errc::spawn_failed, pidfd_open_failure(err));
   }
   logf(log_level::debug, "starting ", spec.name, " as a Slurm step on ", node, " (srun pid ", c.pid, ")");
   auto run = std::make_shared<step_run>(io_, c, pidfd, load_, node, std::max(spec.cpu, 1), commands_,

@@ -1,5 +1,7 @@
 #include "primitives/pool/master.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <asio/post.hpp>
 #include <csignal>
@@ -59,8 +61,23 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
                 .raised_needs_refused = [this](std::exception_ptr e) { fail_uncovered(e); }}),
       progress_(options_.progress, [this] { return progress_frame(); }) {}
 
+namespace {
+// A master holds about two descriptors per worker (its connection, and on this host its pidfd;
+// envelope_bench): a pool that cannot have them fails its starts with "Too many open files".
+// Said at once, with the fix, rather than after the first few hundred workers.
+void check_open_files(int workers) {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return;
+  auto need = static_cast<rlim_t>(workers) * 2 + 64;
+  if (need > r.rlim_cur)
+    logf(log_level::warn, "a pool of ", workers, " workers needs about ", need, " open files in this process, and its limit is ",
+         r.rlim_cur, " (hard limit ", r.rlim_max, "): raise it (ulimit -n ", need, ", or setrlimit(RLIMIT_NOFILE) in main)");
+}
+}  // namespace
+
 void pool_master::start() {
   rt_->services().add(id_, weak_from_this());
+  check_open_files(workers_.target());
   rt_->master().listen();
   shared_in_host_memory_ = rt_->master().children_on_this_host();
   tasks_.shared_limits(rt_->cfg().shared_cache_bytes, shared_in_host_memory_);
