@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs fiber's benchmarks beside the anchors (Python multiprocessing, raw ZeroMQ, plain sockets,
 # the Docker engine's own floor) in one go, and prints each figure with its ratio to the anchor.
-# Usage: bench/compare/run.sh [build-dir] [channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|all]   (default: build, all)
+# Usage: bench/compare/run.sh [build-dir] [channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|envelope|all]   (default: build, all)
 # peers (not part of all: it installs the peers once, into ~/.cache/fiber/peers) measures the seed
 # (uber/fiber 0.2.1), multiprocessing, Ray, Dask and loky on ten workloads beside fiber,
 # alternating the order, and prints the lead table of docs/performance.md.
@@ -13,7 +13,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd) || { echo "no build folder ${1:-$root/build}: run scripts/build.sh first" >&2; exit 2; }
 what=${2:-all}
-case "$what" in channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|all) ;; *) echo "unknown part '$what' (channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|all)" >&2; exit 2 ;; esac
+case "$what" in channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|envelope|all) ;; *) echo "unknown part '$what' (channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|envelope|all)" >&2; exit 2 ;; esac
 anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
 tmp=$(mktemp -d)
 # The start-up benchmarks of backend_bench (pool_idle runs only in the kubernetes part).
@@ -102,6 +102,21 @@ for rnd in (1, 2):
           f" ({model['refs']/mm:.2f}x), fiber::shared {model['shared']:.1f} ms ({model['shared']/mm:.2f}x),"
           f" fiber::shared span {model['span']:.1f} ms ({model['span']/mm:.2f}x)")
 PYD
+}
+
+# The envelope of one master (issue 35): what one worker costs it, on direct links and through
+# ZeroMQ with CURVE at up to 1,024 local workers, and over TCP to the Slurm cluster's nodes; then
+# the model at 10,000 workers on 100 hosts (bench/compare/envelope.py).
+part_envelope() {
+  local g='--benchmark_format=json'
+  "$build/bench/envelope_bench" $g >"$tmp/envelope-direct.json" 2>/dev/null
+  FIBER_ENCRYPTION=always FIBER_LOCAL_TRANSPORT=zeromq "$build/bench/envelope_bench" $g >"$tmp/envelope-curve.json" 2>/dev/null
+  local slurm=()
+  if "$root/scripts/engines.sh" start slurm >/dev/null 2>&1; then
+    SLURM_CONF="$root/build/engines/slurm/slurm.conf" FIBER_BACKEND=slurm "$build/bench/envelope_bench" \
+      --benchmark_filter='W:8/' $g >"$tmp/envelope-slurm.json" 2>/dev/null && slurm=("$tmp/envelope-slurm.json")
+  fi
+  python3 "$root/bench/compare/envelope.py" "$tmp/envelope-direct.json" "$tmp/envelope-curve.json" "${slurm[@]}"
 }
 
 part_managers() {
@@ -437,7 +452,7 @@ started_slurm=false
 [ -f "$root/build/engines/slurmctld.pid" ] || started_slurm=true
 started_kubernetes=false
 [ -f "$root/build/engines/k8s/ready" ] || started_kubernetes=true
-for p in pool data managers ring ring_slurm docker kubernetes slurm channels; do
+for p in pool data managers ring ring_slurm docker kubernetes slurm envelope channels; do
   if [ "$what" = all ] || [ "$what" = "$p" ]; then run_part "$p"; fi
 done
 [ "$what" = peers ] && run_part peers

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""The envelope of one master: what bounds it at 10,000 workers on 100 hosts, from the per-unit
+costs build/bench/envelope_bench measured here (docs/design.md, "The envelope of one master").
+
+    envelope.py direct.json curve.json [slurm.json]
+
+direct.json: envelope_bench on the local backend (direct links); curve.json: the same with
+FIBER_ENCRYPTION=always FIBER_LOCAL_TRANSPORT=zeromq (every message through ZeroMQ with CURVE, as
+across a network); slurm.json: under FIBER_BACKEND=slurm (TCP with CURVE to the test cluster's
+nodes). The model: the master is one loop thread plus ZeroMQ's I/O thread; each task costs it
+`master_cpu_us_per_task` (measured at 1,024 workers); each worker costs it `fds_per_worker`
+descriptors and `master_kB_per_worker` of memory; an ES generation moves a model of `model_mb`
+to every worker by the way the program passes it.
+"""
+import json
+import sys
+
+WORKERS, HOSTS, MODEL_MB, CHUNKS_PER_WORKER, NIC_GBIT = 10_000, 100, 100, 4, 10
+
+
+def figures(path):
+    rows = json.load(open(path))["benchmarks"]
+    return {int(b["run_name"].split("W:")[1].split("/")[0]): b for b in rows}
+
+
+def main():
+    direct, curve = figures(sys.argv[1]), figures(sys.argv[2])
+    slurm = figures(sys.argv[3]) if len(sys.argv) > 3 else {}
+    big = max(direct)
+    d, c = direct[big], curve[big]
+    print(f"measured at {big} workers on this host (direct links / ZeroMQ with CURVE):")
+    for key, unit in (("fds_per_worker", ""), ("master_kB_per_worker", " kB"), ("worker_pss_kB", " kB"),
+                      ("master_cpu_us_per_task", " us"), ("wall_us_per_task", " us")):
+        print(f"  {key:24s} {d[key]:8.2f}{unit} / {c[key]:8.2f}{unit}")
+    for w, b in sorted(slurm.items()):
+        print(f"  slurm, {w} workers over TCP with CURVE: master {b['master_cpu_us_per_task']:.1f} us CPU per task,"
+              f" {b['fds_per_worker']:.2f} fds and {b['master_kB_per_worker']:.0f} kB per worker,"
+              f" a worker's PSS {b['worker_pss_kB'] / 1024:.1f} MB")
+
+    print(f"\nthe envelope at {WORKERS:,} workers on {HOSTS} hosts (remote: the ZeroMQ/CURVE figures):")
+    fds = WORKERS * c["fds_per_worker"] + 64
+    print(f"  file descriptors in the master   {fds:,.0f}: above the common soft limit of 1,024 and of many"
+          f" hard limits of 4,096; fiber warns with the fix (ulimit -n) when a pool would pass it")
+    print(f"  master memory for its workers    {WORKERS * c['master_kB_per_worker'] / 1024:,.0f} MB")
+    cpu = c["master_cpu_us_per_task"]
+    rate = 1e6 / cpu
+    print(f"  master CPU per task              {cpu:.1f} us: at most {rate:,.0f} tasks/s at chunksize 1, so"
+          f" {WORKERS:,} workers stay busy only with tasks of {WORKERS / rate * 1e3:,.0f} ms or more"
+          f" (chunksize k divides that by about k)")
+    model = MODEL_MB * 1e6
+    nic = NIC_GBIT * 1e9 / 8
+    ways = (
+        ("every task holds a reference (once per chunk)", WORKERS * CHUNKS_PER_WORKER),
+        ("fiber::shared, one copy per worker (containers, pods)", WORKERS),
+        ("fiber::shared, one copy per host (Slurm nodes, this slice)", HOSTS),
+        ("forwarded host to host (a later slice)", 1),
+    )
+    print(f"  bytes leaving the master per ES generation, a {MODEL_MB} MB model, {NIC_GBIT} Gbit/s:")
+    for label, copies in ways:
+        print(f"    {label:58s} {copies * model / 1e9:10,.1f} GB  {copies * model / nic:10,.1f} s")
+
+
+if __name__ == "__main__":
+    main()
