@@ -25,9 +25,10 @@ shared_desc desc_of(const shared_entry& e, std::uint8_t how) {
 }
 }  // namespace
 
-std::size_t append_shared_frames(multipart& m, const shared_entry& e, bool host_it) {
+std::size_t append_shared_frames(multipart& m, const shared_entry& e, bool host_it, bool report) {
   auto d = desc_of(e, shared_desc::frames);
   d.host_it = host_it ? 1 : 0;
+  d.report = report ? 1 : 0;
   m.emplace_back(&d, sizeof d);
   m.emplace_back(e.head().data(), e.head().size());
   std::size_t bytes = e.head().size();
@@ -49,6 +50,16 @@ void append_shared_host(multipart& m, const shared_entry& e, int pid, int fd) {
   m.emplace_back(sizes.data(), sizes.size() * sizeof(std::uint64_t));
 }
 
+void append_shared_from_peer(multipart& m, const shared_entry& e, const std::string& endpoint,
+                             const std::string& public_key, bool host_it) {
+  auto d = desc_of(e, shared_desc::from_peer);
+  d.host_it = host_it ? 1 : 0;
+  d.report = 1;
+  m.emplace_back(&d, sizeof d);
+  auto where = endpoint + "\n" + public_key;
+  m.emplace_back(where.data(), where.size());
+}
+
 void append_shared_later(multipart& m, const shared_entry& e) {
   auto d = desc_of(e, shared_desc::later);
   m.emplace_back(&d, sizeof d);
@@ -68,6 +79,14 @@ std::size_t receive_shared(multipart& m, std::size_t at, std::size_t count, shar
     ++at;
     if (d.how == shared_desc::later) {
       out.later.push_back(d.id);
+      continue;
+    }
+    if (d.how == shared_desc::from_peer) {
+      if (at >= m.size()) malformed("missing peer");
+      auto where = m[at++].to_string();
+      auto nl = where.find('\n');
+      if (nl == std::string::npos) malformed("peer without a key");
+      out.to_fetch.push_back({d.id, where.substr(0, nl), where.substr(nl + 1), d.host_it != 0});
       continue;
     }
     if (d.how == shared_desc::host_memory) {
@@ -100,6 +119,7 @@ std::size_t receive_shared(multipart& m, std::size_t at, std::size_t count, shar
     for (auto& f : *kept) spans.emplace_back(static_cast<const std::byte*>(f.data()), f.size());
     auto e = std::make_shared<const shared_entry>(d.id, d.type, std::move(head), std::move(spans), std::move(kept));
     hold_shared(e);
+    if (d.report) out.to_report.push_back(d.id);
     if (d.host_it) out.to_host.push_back(std::move(e));
   }
   return at;
@@ -109,7 +129,7 @@ std::size_t receive_shared(multipart& m, std::size_t at, std::size_t count) {
   shared_received r;
   at = receive_shared(m, at, count, r);
   if (!r.failed.empty()) throw error(errc::malformed_message, r.why_failed);
-  if (!r.later.empty()) malformed("an object announced for later where none can follow");
+  if (!r.later.empty() || !r.to_fetch.empty()) malformed("an object announced for later where none can follow");
   return at;
 }
 

@@ -219,17 +219,17 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
       watch_deadline(*w);
     }
   } else if (h.type == pool_kind::hosted) {
-    if (payload.size() == 1 && payload[0].size() == sizeof(hosted_at)) {
+    if ((payload.size() == 1 || payload.size() == 2) && payload[0].size() == sizeof(hosted_at)) {
       hosted_at at;
       std::memcpy(&at, payload[0].data(), sizeof at);
-      on_hosted(*w, at);
+      on_hosted(*w, at, payload.size() == 2 ? payload[1].to_string() : std::string());
     }
     return;
   } else if (h.type == pool_kind::need) {
     if (payload.size() == 1 && payload[0].size() == sizeof(std::uint64_t)) {
       std::uint64_t id;
       std::memcpy(&id, payload[0].data(), sizeof id);
-      send_whole(*w, id, false);
+      on_need(*w, id);
     }
     return;
   } else if (h.type == pool_kind::result) {
@@ -316,7 +316,7 @@ multipart pool_master::attach_shared(pool_worker& w, const writer& args) {
     // Small objects go in the message: below host_memory_min_bytes, a memfd's calls and each
     // worker's map cost more than the copy through the socket (es_round_shared).
     bool large = e->bytes() >= host_memory_min_bytes;
-    if (large && !shared_in_host_memory_ && has_host_mates(w)) {
+    if (large && !shared_in_host_memory_) {
       attach_for_remote_host(out, w, e);
     } else {
       bool host = shared_in_host_memory_ && large;
@@ -345,18 +345,49 @@ bool pool_master::has_host_mates(const pool_worker& w) {
   return mates;
 }
 
+pool_master::object_source* pool_master::free_source(object_sources& src) {
+  object_source* best = nullptr;
+  for (auto& s : src.ready)
+    if (s.serving < source_fanout && (!best || s.serving < best->serving)) best = &s;
+  return best;
+}
+
+void pool_master::fetch_from(multipart& out, pool_worker& w, const shared_entry& e, object_source& from, host_copy& st) {
+  append_shared_from_peer(out, e, from.endpoint, from.public_key, has_host_mates(w));
+  ++from.serving;
+  st.source = from.rid;
+  ++sources_[e.id()].inflight;
+}
+
 void pool_master::attach_for_remote_host(multipart& out, pool_worker& w, const std::shared_ptr<const shared_entry>& e) {
-  // One copy per host: the first worker of a host gets the object and copies it into its host's
-  // memory; the others of that host map that copy, or wait until it is made.
+  // One copy per memory domain: its first worker gets the object whole and, when it has mates,
+  // copies it into its host's memory; the others map that copy, or wait until it is made. The
+  // whole copy comes from the master once: later domains fetch it from a worker that has it
+  // (a tree: each source serves source_fanout at a time), or wait for one.
   auto& st = host_copies_[{w.proc->memory_domain(), e->id()}];
-  if (st.holder.empty()) {
-    st.holder = w.rid;
-    objects_bytes_ += append_shared_frames(out, *e, true);
-  } else if (st.fd >= 0) {
-    append_shared_host(out, *e, st.pid, st.fd);
+  if (!st.holder.empty()) {
+    if (st.fd >= 0) {
+      append_shared_host(out, *e, st.pid, st.fd);
+    } else {
+      append_shared_later(out, *e);
+      st.waiting.push_back(w.rid);
+    }
+    return;
+  }
+  st.holder = w.rid;
+  auto& src = sources_[e->id()];
+  auto* from = src.master_copies < master_fanout ? nullptr : free_source(src);
+  if (!from && src.master_copies >= master_fanout && src.inflight) {
+    append_shared_later(out, *e);  // a source is on its way
+    src.pending.push_back(w.rid);
+  } else if (from) {
+    fetch_from(out, w, *e, *from, st);
   } else {
-    append_shared_later(out, *e);
-    st.waiting.push_back(w.rid);
+    // The master is the tree's root: it sends the first master_fanout copies itself (two hosts
+    // get theirs at once, as fast as one copy each), and another only when no source is left.
+    objects_bytes_ += append_shared_frames(out, *e, has_host_mates(w), true);
+    ++src.master_copies;
+    ++src.inflight;
   }
 }
 
@@ -366,57 +397,128 @@ std::shared_ptr<const shared_entry> pool_master::entry_held(const pool_worker& w
   return nullptr;
 }
 
-void pool_master::send_whole(pool_worker& w, std::uint64_t id, bool host_it) {
+void pool_master::send_whole(pool_worker& w, std::uint64_t id, bool as_holder) {
   auto e = entry_held(w, id);
   if (!e) {
     logf(log_level::error, w.proc->name(), " waits for shared object ", id, ", which is gone");
     return;
   }
   multipart m;
-  auto bytes = append_shared_frames(m, *e, host_it);
+  auto bytes = as_holder ? append_shared_frames(m, *e, has_host_mates(w), true) : append_shared_frames(m, *e);
   if (!rt_->master().try_send_to_child(w.rid, make_message(pool_kind::hosted, {.channel = id_}, std::move(m))))
     shared_bytes_sent_ += bytes;
 }
 
-void pool_master::on_hosted(pool_worker& w, const hosted_at& at) {
+void pool_master::on_need(pool_worker& w, std::uint64_t id) {
+  // Its host copy or its fetch failed. The holder of a domain gets the master's copy and goes on
+  // as its domain's holder; another worker gets one of its own.
+  auto it = host_copies_.find({w.proc->memory_domain(), id});
+  bool holder = it != host_copies_.end() && it->second.holder == w.rid;
+  if (holder && !it->second.source.empty()) {
+    if (auto* from = find_source(id, it->second.source)) --from->serving;
+    it->second.source.clear();
+  }
+  send_whole(w, id, holder);
+}
+
+pool_master::object_source* pool_master::find_source(std::uint64_t id, const std::string& rid) {
+  auto it = sources_.find(id);
+  if (it == sources_.end()) return nullptr;
+  for (auto& s : it->second.ready)
+    if (s.rid == rid) return &s;
+  return nullptr;
+}
+
+void pool_master::on_hosted(pool_worker& w, const hosted_at& at, const std::string& server) {
   auto it = host_copies_.find({w.proc->memory_domain(), at.id});
   if (it == host_copies_.end() || it->second.holder != w.rid) return;
   auto& st = it->second;
+  auto& src = sources_[at.id];
+  if (src.inflight) --src.inflight;
+  if (!st.source.empty()) {
+    if (auto* from = find_source(at.id, st.source)) --from->serving;
+    st.source.clear();
+  }
+  if (auto nl = server.find('\n'); nl != std::string::npos)
+    src.ready.push_back({w.rid, server.substr(0, nl), server.substr(nl + 1), 0});
   auto waiting = std::exchange(st.waiting, {});
   if (at.fd < 0) {
-    // It could not: those waiting get the object itself, and the next of the host tries again.
+    // No host copy (none asked, or it could not): those waiting get the object itself, and the
+    // next of the host tries again.
+    st.holder.clear();
     host_copies_.erase(it);
     for (auto& rid : waiting)
       if (auto* o = workers_.find(rid)) send_whole(*o, at.id, false);
-    return;
+  } else {
+    st.pid = at.pid;
+    st.fd = at.fd;
+    for (auto& rid : waiting) {
+      auto* o = workers_.find(rid);
+      if (!o) continue;
+      auto e = entry_held(*o, at.id);
+      if (!e) continue;
+      multipart m;
+      append_shared_host(m, *e, st.pid, st.fd);
+      (void)rt_->master().try_send_to_child(rid, make_message(pool_kind::hosted, {.channel = id_}, std::move(m)));
+    }
   }
-  st.pid = at.pid;
-  st.fd = at.fd;
-  for (auto& rid : waiting) {
+  serve_pending(at.id);
+}
+
+void pool_master::serve_pending(std::uint64_t id) {
+  auto sit = sources_.find(id);
+  if (sit == sources_.end()) return;
+  auto& src = sit->second;
+  while (!src.pending.empty()) {
+    auto* from = free_source(src);
+    if (!from && src.inflight) return;  // the next source to be made serves them
+    auto rid = src.pending.front();
+    src.pending.erase(src.pending.begin());
     auto* o = workers_.find(rid);
     if (!o) continue;
-    auto e = entry_held(*o, at.id);
+    auto hc = host_copies_.find({o->proc->memory_domain(), id});
+    if (hc == host_copies_.end() || hc->second.holder != rid) continue;
+    if (!from) {  // no source left at all (they ended): the master's copy again
+      ++src.inflight;
+      send_whole(*o, id, true);
+      continue;
+    }
+    auto e = entry_held(*o, id);
     if (!e) continue;
     multipart m;
-    append_shared_host(m, *e, st.pid, st.fd);
+    fetch_from(m, *o, *e, *from, hc->second);
     (void)rt_->master().try_send_to_child(rid, make_message(pool_kind::hosted, {.channel = id_}, std::move(m)));
   }
 }
 
 void pool_master::forget_host_copies(std::uint64_t id) {
   std::erase_if(host_copies_, [&](auto& kv) { return kv.first.second == id; });
+  sources_.erase(id);
 }
 
 void pool_master::on_holder_lost(const pool_worker& w) {
+  for (auto& [id, src] : sources_) {
+    std::erase_if(src.ready, [&](auto& s) { return s.rid == w.rid; });
+    std::erase(src.pending, w.rid);
+  }
+  std::vector<std::uint64_t> retry;
   for (auto it = host_copies_.begin(); it != host_copies_.end();) {
     auto& st = it->second;
+    auto id = it->first.second;
     std::erase(st.waiting, w.rid);
     if (st.holder != w.rid) {
       ++it;
       continue;
     }
+    if (st.fd < 0) {  // it was getting the object whole: not any more
+      auto& src = sources_[id];
+      if (src.inflight) --src.inflight;
+      if (!st.source.empty())
+        if (auto* from = find_source(id, st.source)) --from->serving;
+    }
+    retry.push_back(id);
     // Its copy goes with it (the mappings made stay). While none was made, the first of those
-    // waiting makes it instead.
+    // waiting gets the object whole instead, and makes the copy.
     pool_worker* next = nullptr;
     while (!next && st.fd < 0 && !st.waiting.empty()) {
       next = workers_.find(st.waiting.front());
@@ -424,16 +526,18 @@ void pool_master::on_holder_lost(const pool_worker& w) {
     }
     if (!next) {
       auto waiting = std::move(st.waiting);
-      auto id = it->first.second;
       it = host_copies_.erase(it);
       for (auto& rid : waiting)
         if (auto* o = workers_.find(rid)) send_whole(*o, id, false);
       continue;
     }
     st.holder = next->rid;
-    send_whole(*next, it->first.second, true);
+    st.source.clear();
+    ++sources_[id].inflight;
+    send_whole(*next, id, true);
     ++it;
   }
+  for (auto id : retry) serve_pending(id);
 }
 
 void pool_master::release_to(pool_worker& w, std::uint64_t id) {
@@ -449,7 +553,7 @@ void pool_master::on_shared_released(std::uint64_t id) {
 }
 
 void pool_master::on_worker_ended(pool_worker&& w) {
-  if (!host_copies_.empty()) on_holder_lost(w);
+  if (!host_copies_.empty() || !sources_.empty()) on_holder_lost(w);
   bool lost = !w.leaving && !terminating_ && !rt_->is_shut_down();
   if (lost || (!w.tasks.empty() && !rt_->is_shut_down())) {
     auto code = w.proc->exit_code().value_or(0);

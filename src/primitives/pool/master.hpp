@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -72,19 +73,38 @@ class pool_master final : public pool_core, public service, public std::enable_s
   /// The last handle of shared object `id` went: its workers let it go.
   void on_shared_released(std::uint64_t id);
   void release_to(pool_worker& w, std::uint64_t id);
-  // One copy of a large shared object per remote host (transport/shared_frames.hpp): its first
-  // worker there gets it whole and copies it into the host's memory, the others map that copy.
+  // A large shared object on remote hosts (transport/shared_frames.hpp): the first worker of a
+  // memory domain gets it whole, from the master once and after that from a worker that has it
+  // (transport/shared_server.hpp), and copies it into its host's memory for its mates.
   struct host_copy {
-    std::string holder;  // the worker making (or that made) the copy
-    int pid = 0, fd = -1;  // where it is, once made
-    std::vector<std::string> waiting;  // workers sent `later`, until it is made
+    std::string holder;  // the worker getting (or that got) the object whole for its domain
+    std::string source;  // the worker it fetches from, until it has it
+    int pid = 0, fd = -1;  // where the domain's copy is, once made
+    std::vector<std::string> waiting;  // workers of the domain sent `later`, until it is made
   };
+  struct object_source {
+    std::string rid, endpoint, public_key;  // a worker with the object whole, and its server
+    int serving = 0;                        // fetches from it under way
+  };
+  struct object_sources {
+    std::vector<object_source> ready;
+    int inflight = 0;                   // holders getting the object whole now
+    int master_copies = 0;              // sent whole by the master to a domain's holder
+    std::vector<std::string> pending;   // holders waiting for a source
+  };
+  static constexpr int source_fanout = 2, master_fanout = 2;
   bool has_host_mates(const pool_worker& w);
   void attach_for_remote_host(multipart& out, pool_worker& w, const std::shared_ptr<const shared_entry>& e);
+  object_source* free_source(object_sources& src);
+  object_source* find_source(std::uint64_t id, const std::string& rid);
+  void fetch_from(multipart& out, pool_worker& w, const shared_entry& e, object_source& from, host_copy& st);
   std::shared_ptr<const shared_entry> entry_held(const pool_worker& w, std::uint64_t id) const;
-  /// Sends `w` shared object `id` whole (it waits for it); `host_it`: it makes its host's copy.
-  void send_whole(pool_worker& w, std::uint64_t id, bool host_it);
-  void on_hosted(pool_worker& w, const hosted_at& at);
+  /// Sends `w` shared object `id` whole (it waits for it); `as_holder`: it is its domain's holder
+  /// (it makes the copy and becomes a source).
+  void send_whole(pool_worker& w, std::uint64_t id, bool as_holder);
+  void on_need(pool_worker& w, std::uint64_t id);
+  void on_hosted(pool_worker& w, const hosted_at& at, const std::string& server);
+  void serve_pending(std::uint64_t id);
   void forget_host_copies(std::uint64_t id);
   void on_holder_lost(const pool_worker& w);
 
@@ -104,7 +124,8 @@ class pool_master final : public pool_core, public service, public std::enable_s
   bool shared_in_host_memory_ = false;  // workers map shared objects from this host's memory
   static constexpr std::size_t host_memory_min_bytes = std::size_t(1) << 20;
   std::unordered_set<std::uint64_t> watched_;  // shared objects sent, whose release is watched
-  std::map<std::pair<std::string, std::uint64_t>, host_copy> host_copies_;  // by host and object
+  std::map<std::pair<std::string, std::uint64_t>, host_copy> host_copies_;  // by memory domain and object
+  std::unordered_map<std::uint64_t, object_sources> sources_;               // by object
   std::size_t objects_attached_ = 0, objects_bytes_ = 0;  // by the last attach_shared
   std::size_t shared_sent_ = 0;
   std::uint64_t shared_bytes_sent_ = 0, shared_bytes_host_ = 0;

@@ -16,11 +16,14 @@
 //   release      master -> worker  frames: the ids (u64) of shared objects the worker may let
 //                                  go: their last handle in the master went
 //   hosted       worker -> master  frame: hosted_at: where the worker put its host's copy of an
-//                                  object it was sent with host_it (fd -1: it could not)
+//                                  object it got whole with `report` (fd -1: none made); and,
+//                                  when it serves it to other hosts, "endpoint\npublic key"
+//                                  (transport/shared_server.hpp)
 //                master -> worker  frames: one shared object the worker waits for (it was
-//                                  announced `later`, or it could not map a host copy)
+//                                  announced `later`, or it could not map a host copy): a host
+//                                  copy to map, the object whole, or a worker to fetch it from
 //   need         worker -> master  frame: the id (u64) of an object whose host copy the worker
-//                                  could not map: the master sends it whole (hosted)
+//                                  could not map, or could not fetch: the master sends it whole
 // The items are packed as fiber/detail/pool_items.hpp writes and reads them; a failed result
 // item holds a core/remote_failure after its status byte.
 #pragma once

@@ -15,6 +15,7 @@
 #include "primitives/pool/wire.hpp"
 #include "runtime/runtime.hpp"
 #include "transport/shared_frames.hpp"
+#include "transport/shared_server.hpp"
 
 FIBER_REMOTE(fiber::detail::pool_worker_main);
 
@@ -145,14 +146,46 @@ class shared_intake {
 
  private:
   void settle(shared_received& r) {
-    for (auto& e : r.to_host) {
-      hosted_at at{.id = e->id(), .pid = static_cast<std::int32_t>(::getpid())};
+    // Fetched from the worker the master named: then here whole, as if it had come in frames.
+    for (auto& f : r.to_fetch) {
       try {
-        at.fd = e->host_copy();
+        auto got = fetch_shared({f.endpoint, f.public_key}, f.id, patience());
+        shared_received whole;
+        receive_shared(got, 0, 1, whole);
+        r.to_report.push_back(f.id);
+        if (f.host_it)
+          if (auto e = find_shared(f.id)) r.to_host.push_back(std::move(e));
       } catch (const std::exception& ex) {
-        logf(log_level::warn, "cannot copy shared object ", e->id(), " into this host's memory: ", ex.what());
+        logf(log_level::info, "asking the master for shared object ", f.id, " whole: ", ex.what());
+        rt_.worker().send_upstream(make_message(pool_kind::need, {.channel = pool_id_}, as_pod(f.id)));
+        missing_.push_back(f.id);
       }
-      rt_.worker().send_upstream(make_message(pool_kind::hosted, {.channel = pool_id_}, as_pod(at)));
+    }
+    // Here whole: copied into this host's memory when asked, and served to other hosts.
+    for (auto& e : r.to_host) {
+      if (std::find(r.to_report.begin(), r.to_report.end(), e->id()) == r.to_report.end()) r.to_report.push_back(e->id());
+    }
+    for (auto id : r.to_report) {
+      hosted_at at{.id = id, .pid = static_cast<std::int32_t>(::getpid())};
+      for (auto& e : r.to_host) {
+        if (e->id() != id) continue;
+        try {
+          at.fd = e->host_copy();
+        } catch (const std::exception& ex) {
+          logf(log_level::warn, "cannot copy shared object ", id, " into this host's memory: ", ex.what());
+        }
+      }
+      std::string server;
+      try {
+        auto& a = serve_shared_objects();
+        server = a.endpoint + "\n" + a.public_key;
+      } catch (const std::exception& ex) {
+        logf(log_level::warn, "cannot serve shared objects to other hosts: ", ex.what());
+      }
+      if (server.empty())
+        rt_.worker().send_upstream(make_message(pool_kind::hosted, {.channel = pool_id_}, as_pod(at)));
+      else
+        rt_.worker().send_upstream(make_message(pool_kind::hosted, {.channel = pool_id_}, as_pod(at), std::string_view(server)));
     }
     for (auto id : r.failed) {
       logf(log_level::info, "asking for shared object ", id, " whole: ", r.why_failed);
@@ -161,6 +194,12 @@ class shared_intake {
     missing_.insert(missing_.end(), r.later.begin(), r.later.end());
     missing_.insert(missing_.end(), r.failed.begin(), r.failed.end());
     std::erase_if(missing_, [](std::uint64_t id) { return find_shared(id) != nullptr; });
+  }
+
+  /// How long a fetch from another worker may take before the master is asked instead: a peer
+  /// that ended leaves its connection retrying, silent.
+  std::chrono::milliseconds patience() const {
+    return std::chrono::milliseconds(std::max(60000, rt_.cfg().heartbeat_timeout_ms * 6));
   }
 
   runtime& rt_;

@@ -14,6 +14,7 @@
 
 #include "fiber/ring.hpp"
 #include "primitives/ring/shared_channel.hpp"
+#include "transport/reachable_address.hpp"
 
 namespace fiber::detail {
 
@@ -53,9 +54,6 @@ class member_mesh {
   std::map<int, peer_link> links_;  // by rank
 };
 
-/// The address of this host that the master's network reaches (members on other hosts dial it):
-/// the source address of the route to the master; loopback when the master is on this host.
-std::string reachable_address();
 
 /// The mesh of this process's member of ring `me` (made on first use).
 member_mesh& mesh_of(const ring_member& me);

@@ -1,0 +1,108 @@
+#include "transport/shared_server.hpp"
+
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "core/log.hpp"
+#include "fiber/detail/shared_entry.hpp"
+#include "fiber/error.hpp"
+#include "transport/reachable_address.hpp"
+#include "transport/shared_frames.hpp"
+
+namespace fiber::detail {
+namespace {
+
+struct key_pair {
+  std::string public_key, secret_key;
+};
+key_pair new_key_pair() {
+  char pub[41] = {}, sec[41] = {};
+  if (zmq_curve_keypair(pub, sec) != 0) throw error(errc::spawn_failed, "cannot make a CURVE key pair (libzmq without CURVE)");
+  return {pub, sec};
+}
+
+class server {
+ public:
+  server() : ctx_(1), router_(ctx_, zmq::socket_type::router) {
+    auto keys = new_key_pair();
+    router_.set(zmq::sockopt::curve_server, 1);
+    router_.set(zmq::sockopt::curve_secretkey, keys.secret_key);
+    router_.set(zmq::sockopt::linger, 0);
+    router_.bind("tcp://" + reachable_address() + ":0");
+    address_ = {router_.get(zmq::sockopt::last_endpoint), keys.public_key};
+    // Serves until the process ends: the thread and its context are never torn down (a worker
+    // exits with its objects).
+    std::thread([this] { run(); }).detach();
+  }
+  const shared_server_address& address() const { return address_; }
+
+ private:
+  void run() {
+    for (;;) {
+      multipart request;
+      try {
+        do {
+          zmq::message_t part;
+          (void)router_.recv(part, zmq::recv_flags::none);
+          request.push_back(std::move(part));
+        } while (router_.get(zmq::sockopt::rcvmore));
+        answer(request);
+      } catch (const std::exception& e) {
+        logf(log_level::warn, "shared object server: ", e.what());
+      }
+    }
+  }
+  void answer(multipart& request) {
+    if (request.size() != 2 || request[1].size() != sizeof(std::uint64_t)) return;  // not a fetch
+    std::uint64_t id;
+    std::memcpy(&id, request[1].data(), sizeof id);
+    multipart reply;
+    reply.push_back(std::move(request[0]));  // the asker's routing id
+    if (auto e = find_shared(id))
+      append_shared_frames(reply, *e);
+    else
+      reply.emplace_back();  // let go of: nothing
+    for (std::size_t i = 0; i < reply.size(); ++i)
+      router_.send(reply[i], i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+
+  zmq::context_t ctx_;
+  zmq::socket_t router_;
+  shared_server_address address_;
+};
+
+}  // namespace
+
+const shared_server_address& serve_shared_objects() {
+  static server* s = new server;  // never destroyed: see server::server
+  return s->address();
+}
+
+multipart fetch_shared(const shared_server_address& from, std::uint64_t id, std::chrono::milliseconds patience) {
+  static zmq::context_t* ctx = new zmq::context_t(1);  // for fetches, kept for the process's life
+  zmq::socket_t s(*ctx, zmq::socket_type::dealer);
+  auto keys = new_key_pair();
+  s.set(zmq::sockopt::curve_serverkey, from.public_key);
+  s.set(zmq::sockopt::curve_publickey, keys.public_key);
+  s.set(zmq::sockopt::curve_secretkey, keys.secret_key);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(from.endpoint);
+  zmq::message_t ask(&id, sizeof id);
+  s.send(ask, zmq::send_flags::none);
+  zmq::pollitem_t item{static_cast<void*>(s), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, patience) == 0)
+    throw error(errc::timeout, "no answer from the worker at " + from.endpoint + " for shared object " + std::to_string(id) +
+                                   " within " + std::to_string(patience.count()) + " ms");
+  multipart reply;
+  do {
+    zmq::message_t part;
+    (void)s.recv(part, zmq::recv_flags::none);
+    reply.push_back(std::move(part));
+  } while (s.get(zmq::sockopt::rcvmore));
+  if (reply.empty() || (reply.size() == 1 && reply[0].size() == 0))
+    throw error(errc::malformed_message, "the worker at " + from.endpoint + " no longer has shared object " + std::to_string(id));
+  return reply;
+}
+
+}  // namespace fiber::detail
