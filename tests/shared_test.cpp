@@ -12,6 +12,7 @@
 
 #include "support.hpp"
 #include "transport/shared_frames.hpp"
+#include "transport/shared_server.hpp"
 
 namespace {
 
@@ -204,4 +205,32 @@ TEST(shared, a_span_handle_reads_its_elements_where_they_arrived_without_a_copy)
   auto back = sr.value<fiber::shared<std::span<const double>>>();
   EXPECT_EQ((*back)[1], 2.5);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(back->data()) % alignof(double), 0u);
+}
+
+// What a worker serves to the workers of other hosts: the object whole to whoever has the
+// server's public key (given only through the master's encrypted channel), nothing once let go,
+// and no answer at all to a client with another key.
+TEST(shared, a_workers_server_gives_an_object_whole_only_to_those_with_its_key) {
+  auto m = fiber::share(big_model());
+  auto& server = fiber::detail::serve_shared_objects();
+  EXPECT_TRUE(server.endpoint.starts_with("tcp://")) << server.endpoint;
+  auto got = fiber::detail::fetch_shared(server, m.entry()->id(), std::chrono::seconds(30));
+  auto held = fiber::detail::shared_held();
+  fiber::detail::shared_received r;
+  EXPECT_EQ(fiber::detail::receive_shared(got, 0, 1, r), got.size());
+  EXPECT_EQ(fiber::detail::shared_held(), held + 1);
+  auto e = fiber::detail::find_shared(m.entry()->id());
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->value<model>()->weights, m->weights);
+  fiber::detail::release_shared(m.entry()->id());
+
+  fiber_test::expect_error([&] { (void)fiber::detail::fetch_shared(server, 424242, std::chrono::seconds(30)); },
+                           fiber::errc::malformed_message, "no longer has shared object 424242");
+
+  char other_public[41] = {}, other_secret[41] = {};
+  ASSERT_EQ(zmq_curve_keypair(other_public, other_secret), 0);
+  fiber::detail::shared_server_address impostor{server.endpoint, other_public};
+  fiber_test::expect_error(
+      [&] { (void)fiber::detail::fetch_shared(impostor, m.entry()->id(), std::chrono::milliseconds(500)); },
+      fiber::errc::timeout, "no answer");
 }
