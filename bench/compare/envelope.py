@@ -51,9 +51,9 @@ def main():
     nic = NIC_GBIT * 1e9 / 8
     ways = (
         ("every task holds a reference (once per chunk)", WORKERS * CHUNKS_PER_WORKER),
-        ("fiber::shared, one copy per worker (containers, pods)", WORKERS),
-        ("fiber::shared, one copy per host (Slurm nodes, this slice)", HOSTS),
-        ("forwarded host to host (a later slice)", 1),
+        ("fiber::shared, one copy per worker", WORKERS),
+        ("fiber::shared, one copy per host from the master", HOSTS),
+        ("fiber::shared as it is: two from the master, hosts forward the rest", 2),
     )
     print(f"  bytes leaving the master per ES generation, a {MODEL_MB} MB model, {NIC_GBIT} Gbit/s:")
     for label, copies in ways:
