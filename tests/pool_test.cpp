@@ -383,3 +383,11 @@ TEST(pool, a_pool_built_on_a_thread_that_ended_keeps_its_workers) {
   EXPECT_EQ(p->map(&square, std::vector<int>{4, 5}).get(), (std::vector<int>{16, 25}));
   EXPECT_EQ(p->stats().workers_lost, 0u);
 }
+
+// A backend that cannot be made (here Docker without an image, refused before any engine is
+// asked) fails the pool where it is made, with the backend's words.
+TEST(pool, a_backend_that_cannot_be_made_fails_the_pool_with_its_words) {
+  fiber::context ctx(fiber::config::load({{"backend", "docker"}, {"image", ""}}));
+  fiber_test::expect_error([&] { fiber::pool p(ctx, 1); }, fiber::errc::config_error,
+                           {"backend=docker needs an image", "FIBER_IMAGE"});
+}

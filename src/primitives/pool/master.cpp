@@ -78,8 +78,12 @@ void check_open_files(int workers) {
 void pool_master::start() {
   rt_->services().add(id_, weak_from_this());
   check_open_files(workers_.target());
-  rt_->master().listen();
-  shared_in_host_memory_ = rt_->master().children_on_this_host();
+  try {
+    rt_->master().listen();  // how children reach this master says whether they share its memory
+    shared_in_host_memory_ = rt_->master().children_on_this_host();
+  } catch (const std::exception&) {
+    // No backend to listen for (an engine that does not answer): the workers' start says so.
+  }
   tasks_.shared_limits(rt_->cfg().shared_cache_bytes, shared_in_host_memory_);
   workers_.start(weak_from_this());
 }
