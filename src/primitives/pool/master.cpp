@@ -267,19 +267,19 @@ void pool_master::dispatch() {
     head.report_each = t.sub->timeout.count() ? 1 : 0;
     head.careful = t.careful ? 1 : 0;
     head.shares_objects = t.shares_objects ? 1 : 0;
-    multipart objects = attach_shared(*w, *t.args);
-    head.objects = static_cast<std::uint16_t>(objects_attached_);
+    auto objects = attach_shared(*w, *t.args);
+    head.objects = static_cast<std::uint16_t>(objects.count);
     // The frames reference the task's arguments: kept for a resend, never copied.
     auto m = make_message(pool_kind::task, {.channel = id_, .request = t.id, .aux = static_cast<std::uint32_t>(t.packed)},
-                          as_pod(head), std::move(objects), to_shared_frames(t.args));
+                          as_pod(head), std::move(objects.frames), to_shared_frames(t.args));
     if (auto ec = rt_->master().try_send_to_child(w->rid, std::move(m))) {
-      w->shared.resize(w->shared.size() - objects_attached_);  // it never got them
+      w->shared.resize(w->shared.size() - objects.count);  // it never got them
       tasks_.put_back(std::move(t));
       workers_.unreachable(*w, ec);
       continue;
     }
-    shared_sent_ += objects_attached_;
-    shared_bytes_sent_ += objects_bytes_;
+    shared_sent_ += objects.count;
+    shared_bytes_sent_ += objects.bytes;
     --w->credit;
     w->tasks.push_back(t.id);
     w->holds_alone = t.alone;
@@ -293,10 +293,8 @@ void pool_master::dispatch() {
   maybe_stop_workers();
 }
 
-multipart pool_master::attach_shared(pool_worker& w, const writer& args) {
-  multipart out;
-  objects_attached_ = 0;
-  objects_bytes_ = 0;
+pool_master::attached pool_master::attach_shared(pool_worker& w, const writer& args) {
+  attached out;
   // Objects gone since this worker got them go first: it lets them go before the task runs,
   // whether or not the posted release reached it yet.
   std::erase_if(w.shared, [&](auto& held) {
@@ -321,22 +319,22 @@ multipart pool_master::attach_shared(pool_worker& w, const writer& args) {
     // worker's map cost more than the copy through the socket (es_round_shared).
     bool large = e->bytes() >= host_memory_min_bytes;
     if (large && !shared_in_host_memory_) {
-      attach_for_remote_host(out, w, e);
+      out.bytes += attach_for_remote_host(out.frames, w, e);
     } else {
       bool host = shared_in_host_memory_ && large;
       bool copied = host && e->has_host_copy();
       try {
-        objects_bytes_ += append_shared(out, *e, host);
+        out.bytes += append_shared(out.frames, *e, host);
       } catch (const std::exception& ex) {
         if (!host) throw;
         // No shared memory to be had (memfd): the object goes in the message, as to another host.
         logf(log_level::warn, "shared object ", e->id(), " goes to each worker in its messages: ", ex.what());
-        objects_bytes_ += append_shared(out, *e, false);
+        out.bytes += append_shared(out.frames, *e, false);
       }
       if (host && !copied && e->has_host_copy()) shared_bytes_host_ += e->bytes();
     }
     w.shared.emplace_back(e->id(), e);
-    ++objects_attached_;
+    ++out.count;
   }
   return out;
 }
@@ -363,11 +361,11 @@ void pool_master::fetch_from(multipart& out, pool_worker& w, const shared_entry&
   ++sources_[e.id()].inflight;
 }
 
-void pool_master::attach_for_remote_host(multipart& out, pool_worker& w, const std::shared_ptr<const shared_entry>& e) {
+std::size_t pool_master::attach_for_remote_host(multipart& out, pool_worker& w, const std::shared_ptr<const shared_entry>& e) {
   // One copy per memory domain: its first worker gets the object whole and, when it has mates,
   // copies it into its host's memory; the others map that copy, or wait until it is made. The
-  // whole copy comes from the master once: later domains fetch it from a worker that has it
-  // (a tree: each source serves source_fanout at a time), or wait for one.
+  // master sends the first master_fanout whole copies; later domains fetch theirs from a worker
+  // that has it (a tree: each source serves source_fanout at a time), or wait for one.
   auto& st = host_copies_[{w.proc->memory_domain(), e->id()}];
   if (!st.holder.empty()) {
     if (st.fd >= 0) {
@@ -376,23 +374,25 @@ void pool_master::attach_for_remote_host(multipart& out, pool_worker& w, const s
       append_shared_later(out, *e);
       st.waiting.push_back(w.rid);
     }
-    return;
+    return 0;
   }
   st.holder = w.rid;
   auto& src = sources_[e->id()];
-  auto* from = src.master_copies < master_fanout ? nullptr : free_source(src);
-  if (!from && src.master_copies >= master_fanout && src.inflight) {
+  bool master_done = src.master_copies >= master_fanout;
+  if (auto* from = master_done ? free_source(src) : nullptr) {
+    fetch_from(out, w, *e, *from, st);
+    return 0;
+  }
+  if (master_done && src.inflight) {
     append_shared_later(out, *e);  // a source is on its way
     src.pending.push_back(w.rid);
-  } else if (from) {
-    fetch_from(out, w, *e, *from, st);
-  } else {
-    // The master is the tree's root: it sends the first master_fanout copies itself (two hosts
-    // get theirs at once, as fast as one copy each), and another only when no source is left.
-    objects_bytes_ += append_shared_frames(out, *e, has_host_mates(w), true);
-    ++src.master_copies;
-    ++src.inflight;
+    return 0;
   }
+  // Two hosts get their copies from the master at once, as fast as one copy each; another comes
+  // from it only when no source is left.
+  ++src.master_copies;
+  ++src.inflight;
+  return append_shared_frames(out, *e, has_host_mates(w), true);
 }
 
 std::shared_ptr<const shared_entry> pool_master::entry_held(const pool_worker& w, std::uint64_t id) const {

@@ -67,9 +67,13 @@ class pool_master final : public pool_core, public service, public std::enable_s
 
   static pool_options checked(pool_options options);
   /// The fiber::shared objects `args` refer to that `w` lacks, as frames to send before the
-  /// items (transport/shared_frames.hpp); they are counted as w's from now on. Sets
-  /// objects_attached_ and objects_bytes_.
-  multipart attach_shared(pool_worker& w, const writer& args);
+  /// items (transport/shared_frames.hpp); they are counted as w's from now on.
+  struct attached {
+    multipart frames;
+    std::size_t count = 0;  // objects
+    std::size_t bytes = 0;  // of them in the frames (not in host memory, not fetched from a peer)
+  };
+  attached attach_shared(pool_worker& w, const writer& args);
   /// The last handle of shared object `id` went: its workers let it go.
   void on_shared_released(std::uint64_t id);
   void release_to(pool_worker& w, std::uint64_t id);
@@ -94,7 +98,8 @@ class pool_master final : public pool_core, public service, public std::enable_s
   };
   static constexpr int source_fanout = 2, master_fanout = 2;
   bool has_host_mates(const pool_worker& w);
-  void attach_for_remote_host(multipart& out, pool_worker& w, const std::shared_ptr<const shared_entry>& e);
+  /// Returns the bytes of the object it put in `out`.
+  std::size_t attach_for_remote_host(multipart& out, pool_worker& w, const std::shared_ptr<const shared_entry>& e);
   object_source* free_source(object_sources& src);
   object_source* find_source(std::uint64_t id, const std::string& rid);
   void fetch_from(multipart& out, pool_worker& w, const shared_entry& e, object_source& from, host_copy& st);
@@ -126,7 +131,6 @@ class pool_master final : public pool_core, public service, public std::enable_s
   std::unordered_set<std::uint64_t> watched_;  // shared objects sent, whose release is watched
   std::map<std::pair<std::string, std::uint64_t>, host_copy> host_copies_;  // by memory domain and object
   std::unordered_map<std::uint64_t, object_sources> sources_;               // by object
-  std::size_t objects_attached_ = 0, objects_bytes_ = 0;  // by the last attach_shared
   std::size_t shared_sent_ = 0;
   std::uint64_t shared_bytes_sent_ = 0, shared_bytes_host_ = 0;
   std::optional<std::chrono::steady_clock::time_point> deadline_armed_;
