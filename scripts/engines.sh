@@ -51,6 +51,9 @@ start_docker() {
 # is started unless one runs. Each node offers 4 CPUs (more than the machine has: Slurm counts slots,
 # and the tests' two-node allocation of 2 per node leaves room for the batch-job tests running beside
 # it). Clients find the cluster through SLURM_CONF=build/engines/slurm/slurm.conf.
+# FIBER_SLURM_NODE_CPUS=N offers N slots per node instead: bench/compare/run.sh envelope measures
+# 1,024 workers over both nodes on a cluster started with 512 (stop a running one first).
+slurm_node_cpus=${FIBER_SLURM_NODE_CPUS:-4}
 slurm_dir=$PWD/$state/slurm
 slurm_conf=$slurm_dir/slurm.conf
 slurm_up() { [ -f "$slurm_conf" ] && [ "$(SLURM_CONF=$slurm_conf sinfo -h -N -o %T 2>/dev/null | grep -c idle)" = 2 ]; }
@@ -85,8 +88,8 @@ MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SlurmdParameters=config_overrides
-NodeName=n1 NodeAddr=10.77.0.11 CPUs=4 RealMemory=2000 State=UNKNOWN
-NodeName=n2 NodeAddr=10.77.0.12 CPUs=4 RealMemory=2000 State=UNKNOWN
+NodeName=n1 NodeAddr=10.77.0.11 CPUs=$slurm_node_cpus RealMemory=2000 State=UNKNOWN
+NodeName=n2 NodeAddr=10.77.0.12 CPUs=$slurm_node_cpus RealMemory=2000 State=UNKNOWN
 PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
 CONF
   if ! ip link show fiberbr0 >/dev/null 2>&1; then

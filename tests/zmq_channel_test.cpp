@@ -213,3 +213,89 @@ TEST(zmq_channel, a_send_to_a_gone_peer_leaves_the_parts_as_they_came) {
   }
   channel->close();
 }
+
+namespace {
+/// Frames a raw socket receives for the next message.
+std::vector<std::string> raw_frames(zmq::socket_t& raw) {
+  std::vector<std::string> frames;
+  for (bool more = true; more;) {
+    zmq::message_t m;
+    if (!raw.recv(m)) break;
+    frames.push_back(m.to_string());
+    more = m.more();
+  }
+  return frames;
+}
+}  // namespace
+
+TEST(zmq_channel, a_small_message_of_several_parts_travels_as_one_frame_and_arrives_in_its_parts) {
+  // ZeroMQ and CURVE pay per frame; a pool's task is three parts, its result two.
+  asio::io_context io;
+  zmq::context_t zctx;
+  zmq::socket_t router(zctx, zmq::socket_type::router), dealer(zctx, zmq::socket_type::dealer);
+  router.set(zmq::sockopt::router_mandatory, 1);
+  router.bind("inproc://packed");
+  dealer.set(zmq::sockopt::routing_id, "worker");
+  dealer.connect("inproc://packed");
+  auto master = std::make_shared<zmq_channel>(io, std::move(router));
+  auto worker = std::make_shared<zmq_channel>(io, std::move(dealer));
+  auto parts = [](std::size_t middle) {
+    multipart m;
+    m.emplace_back(std::string_view("head"));
+    m.emplace_back(std::string(middle, 'm'));
+    m.emplace_back(std::string_view(""));  // an empty part stays a part
+    return m;
+  };
+  // Worker to master and back, both ends channels: the parts as they were sent. The middle part
+  // at the packing bound and one byte past it (then frames of their own).
+  for (std::size_t middle : {std::size_t{5}, fiber::detail::max_packed_bytes - 4, fiber::detail::max_packed_bytes - 3}) {
+    ASSERT_FALSE(worker->send(parts(middle)));
+    multipart got;
+    master->async_receive([&](std::error_code ec, multipart m) {
+      EXPECT_FALSE(ec);
+      got = std::move(m);
+    });
+    io.restart();  // a run that ran out of work stopped it
+    while (got.empty() && io.run_one()) {
+    }
+    ASSERT_EQ(got.size(), 4u) << middle;
+    EXPECT_EQ(got[0].to_string(), "worker");
+    EXPECT_EQ(got[1].to_string(), "head");
+    EXPECT_EQ(got[2].to_string(), std::string(middle, 'm'));
+    EXPECT_EQ(got[3].size(), 0u);
+
+    auto reply = parts(middle);
+    reply.insert(reply.begin(), zmq::message_t(std::string_view("worker")));
+    ASSERT_FALSE(master->send(std::move(reply)));
+    got.clear();
+    worker->async_receive([&](std::error_code ec, multipart m) {
+      EXPECT_FALSE(ec);
+      got = std::move(m);
+    });
+    io.restart();
+    while (got.empty() && io.run_one()) {
+    }
+    ASSERT_EQ(got.size(), 3u) << middle;
+    EXPECT_EQ(got[1].to_string(), std::string(middle, 'm'));
+  }
+
+  // On the wire: one frame at or under the bound, the parts as frames above it, and as frames
+  // too from a channel told to keep them (its peer is not a channel).
+  zmq::socket_t raw(zctx, zmq::socket_type::pair);
+  raw.bind("inproc://packed-raw");
+  zmq::socket_t s(zctx, zmq::socket_type::pair);
+  s.connect("inproc://packed-raw");
+  auto sender = std::make_shared<zmq_channel>(io, std::move(s));
+  ASSERT_FALSE(sender->send(parts(fiber::detail::max_packed_bytes - 4)));
+  auto frames = raw_frames(raw);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].substr(0, 8), std::string("\xf1" "BSPACK\x01", 8));
+  ASSERT_FALSE(sender->send(parts(fiber::detail::max_packed_bytes - 3)));
+  EXPECT_EQ(raw_frames(raw).size(), 3u);
+  sender->keep_frames();
+  ASSERT_FALSE(sender->send(parts(5)));
+  EXPECT_EQ(raw_frames(raw), (std::vector<std::string>{"head", "mmmmm", ""}));
+  sender->close();
+  master->close();
+  worker->close();
+}

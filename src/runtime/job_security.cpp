@@ -79,6 +79,7 @@ zap_handler::zap_handler(asio::io_context& io, zmq::context_t& ctx, const job_ke
   s.set(zmq::sockopt::linger, 0);
   s.bind("inproc://zeromq.zap.01");
   socket_ = std::make_shared<zmq_channel>(io, std::move(s));
+  socket_->keep_frames();  // the peer is libzmq's ZAP client, which reads the reply frame by frame
 }
 
 void zap_handler::start() { step(); }

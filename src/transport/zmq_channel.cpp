@@ -20,6 +20,8 @@ namespace {
 // at least 32 bytes, so it cannot be taken for a message's first frame, a 24-byte header.
 constexpr char layout_magic[8] = {'\xf1', 'B', 'S', 'P', 'L', 'I', 'T', '\x01'};
 constexpr std::size_t layout_fixed = 24;
+// A packed frame: the same layout with its own magic, the parts' bytes after it.
+constexpr char packed_magic[8] = {'\xf1', 'B', 'S', 'P', 'A', 'C', 'K', '\x01'};
 
 std::uint64_t word_at(const zmq::message_t& m, std::size_t at) {
   std::uint64_t w;
@@ -34,19 +36,49 @@ bool zmq_channel::needs_split(const multipart& parts) const {
   return false;
 }
 
+bool zmq_channel::packs(const multipart& parts) const {
+  std::size_t first = router_ ? 1 : 0;
+  if (!pack_ || parts.size() < first + 2) return false;
+  std::size_t total = 0;
+  for (std::size_t i = first; i < parts.size(); ++i) total += parts[i].size();
+  return total <= max_packed_bytes;
+}
+
+multipart zmq_channel::packed(const multipart& parts) const {
+  std::size_t first = router_ ? 1 : 0;
+  std::size_t total = 0;
+  for (std::size_t i = first; i < parts.size(); ++i) total += parts[i].size();
+  auto layout_bytes = layout_fixed + (parts.size() - first) * 8;
+  zmq::message_t frame(layout_bytes + total);
+  layout_of(parts, packed_magic, frame);
+  auto* at = static_cast<char*>(frame.data()) + layout_bytes;
+  for (std::size_t i = first; i < parts.size(); ++i) {
+    if (parts[i].size()) std::memcpy(at, parts[i].data(), parts[i].size());
+    at += parts[i].size();
+  }
+  multipart out;
+  if (router_) out.emplace_back(parts[0].data(), parts[0].size());
+  out.push_back(std::move(frame));
+  return out;
+}
+
 zmq::message_t zmq_channel::layout_of(const multipart& parts) const {
+  zmq::message_t layout(layout_fixed + (parts.size() - (router_ ? 1 : 0)) * 8);
+  layout_of(parts, layout_magic, layout);
+  return layout;
+}
+
+void zmq_channel::layout_of(const multipart& parts, const char* magic, zmq::message_t& into) const {
   std::size_t first = router_ ? 1 : 0;
   std::uint64_t count = parts.size() - first;
-  zmq::message_t layout(layout_fixed + count * 8);
-  auto* l = static_cast<char*>(layout.data());
-  std::memcpy(l, layout_magic, 8);
+  auto* l = static_cast<char*>(into.data());
+  std::memcpy(l, magic, 8);
   std::memset(l + 8, 0, 8);
   std::memcpy(l + 16, &count, 8);
   for (std::size_t i = first; i < parts.size(); ++i) {
     std::uint64_t size = parts[i].size();
     std::memcpy(l + layout_fixed + (i - first) * 8, &size, 8);
   }
-  return layout;
 }
 
 void zmq_channel::append_pieces(multipart& parts, multipart& out) const {
@@ -67,6 +99,7 @@ void zmq_channel::append_pieces(multipart& parts, multipart& out) const {
 }
 
 multipart zmq_channel::split(multipart&& parts) const {
+  if (packs(parts)) return packed(parts);
   if (!needs_split(parts)) return std::move(parts);
   multipart out;
   if (router_ && !parts.empty()) out.push_back(std::move(parts[0]));
@@ -80,7 +113,9 @@ std::string zmq_channel::join(multipart& parts) const {
   std::size_t first = router_ ? 1 : 0;
   if (parts.size() <= first) return {};
   auto& layout = parts[first];
-  if (layout.size() < layout_fixed + 8 || std::memcmp(layout.data(), layout_magic, 8) != 0) return {};
+  if (layout.size() < layout_fixed + 8) return {};
+  if (std::memcmp(layout.data(), packed_magic, 8) == 0) return unpack(parts);
+  if (std::memcmp(layout.data(), layout_magic, 8) != 0) return {};
   auto count = word_at(layout, 16);
   if (count > layout.size() / 8 || layout.size() != layout_fixed + count * 8) return malformed;
   std::uint64_t total = 0;
@@ -116,6 +151,33 @@ std::string zmq_channel::join(multipart& parts) const {
   return {};
 }
 
+std::string zmq_channel::unpack(multipart& parts) const {
+  static const std::string malformed = "packed, whose parts do not match its layout";
+  std::size_t first = router_ ? 1 : 0;
+  if (parts.size() != first + 1) return malformed;
+  auto& frame = parts[first];
+  auto count = word_at(frame, 16);
+  if (count > (frame.size() - layout_fixed) / 8) return malformed;
+  auto layout_bytes = layout_fixed + count * 8;
+  std::uint64_t total = 0;
+  for (std::uint64_t k = 0; k < count; ++k) {
+    total += word_at(frame, layout_fixed + k * 8);
+    if (total > frame.size()) return malformed;
+  }
+  if (layout_bytes + total != frame.size()) return malformed;
+  multipart out;
+  out.reserve(first + count);
+  if (router_) out.push_back(std::move(parts[0]));
+  auto* at = static_cast<const char*>(frame.data()) + layout_bytes;
+  for (std::uint64_t k = 0; k < count; ++k) {
+    auto size = static_cast<std::size_t>(word_at(frame, layout_fixed + k * 8));
+    out.emplace_back(at, size);
+    at += size;
+  }
+  parts = std::move(out);
+  return {};
+}
+
 zmq_channel::~zmq_channel() { close(); }
 
 void zmq_channel::close() {
@@ -143,6 +205,22 @@ std::error_code zmq_channel::send(multipart&& parts) {
   }
   // The first frame decides. Refused, it leaves `parts` as they came (a caller may keep them for
   // a resend elsewhere); taken, ZeroMQ takes the rest of the message without blocking.
+  if (packs(parts)) {
+    auto wire = packed(parts);  // a copy: `parts` stay as they came until it is taken
+    try {
+      if (!socket_.send(wire[0], zmq::send_flags::dontwait | (wire.size() > 1 ? zmq::send_flags::sndmore : zmq::send_flags::none))) {
+        outbox_.push_back(std::move(wire));
+        arm();
+        return {};
+      }
+      if (wire.size() > 1 && !socket_.send(wire[1], zmq::send_flags::none))
+        return std::make_error_code(std::errc::resource_unavailable_try_again);  // not expected mid-message
+    } catch (const zmq::error_t& e) {
+      return std::error_code(e.num(), std::generic_category());
+    }
+    if (pending_) on_ready();
+    return {};
+  }
   bool large = needs_split(parts);
   zmq::message_t layout = large ? layout_of(parts) : zmq::message_t();
   bool layout_first = large && !router_;

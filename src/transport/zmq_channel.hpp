@@ -8,6 +8,11 @@
 // layout frame, and the receiving channel joins them. So a socket that listens for strangers
 // can refuse any frame above that size (ZMQ_MAXMSGSIZE, which also bounds the handshake's
 // commands, before a peer has proven anything) and still take messages of any allowed size.
+//
+// A message of several parts and at most max_packed_bytes travels as one frame, the parts
+// packed behind their layout: ZeroMQ pays per frame (a queue entry, a wake-up of its I/O
+// thread's batch), and CURVE pays a box per frame, nonce and key derivation included. A pool's
+// task is three parts and its result two, so across a network a task cost five boxes, now two.
 #pragma once
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
@@ -33,6 +38,10 @@ using multipart = std::vector<zmq::message_t>;
 /// The largest frame a zmq_channel sends (below glibc's mmap threshold, so a receiver's
 /// buffers come from the heap rather than fresh mappings).
 inline constexpr std::size_t max_frame_bytes = std::size_t{64} << 10;
+
+/// The largest message whose parts travel packed in one frame: above it, the per-frame cost
+/// is small beside the bytes', and the copy into one frame is not worth making.
+inline constexpr std::size_t max_packed_bytes = std::size_t{16} << 10;
 
 class zmq_channel : public std::enable_shared_from_this<zmq_channel> {
  public:
@@ -63,6 +72,10 @@ class zmq_channel : public std::enable_shared_from_this<zmq_channel> {
 
   /// Closes the socket; a parked receive completes with asio::error::operation_aborted.
   void close();
+
+  /// Sends every part as a frame of its own: for a peer that is not a zmq_channel (libzmq's ZAP
+  /// client), which could not unpack them.
+  void keep_frames() noexcept { pack_ = false; }
 
   /// A split message announcing more than this many bytes in all is dropped (logged) rather
   /// than joined; 0: no limit.
@@ -105,13 +118,21 @@ class zmq_channel : public std::enable_shared_from_this<zmq_channel> {
   std::deque<multipart> outbox_;
   bool needs_split(const multipart& parts) const;
   zmq::message_t layout_of(const multipart& parts) const;
+  void layout_of(const multipart& parts, const char* magic, zmq::message_t& into) const;
+  /// True when `parts` travel packed: two parts or more, max_packed_bytes in all.
+  bool packs(const multipart& parts) const;
+  /// The frames that carry `parts` packed (a copy: `parts` are left as they are).
+  multipart packed(const multipart& parts) const;
+  /// Unpacks a packed message in place; why it cannot be, or empty.
+  std::string unpack(multipart& parts) const;
   /// Moves every payload part of `parts` to `out`, those over max_frame_bytes as pieces.
   void append_pieces(multipart& parts, multipart& out) const;
-  /// The frames that carry `parts`: as they are, or a layout frame and pieces.
+  /// The frames that carry `parts`: packed, as they are, or a layout frame and pieces.
   multipart split(multipart&& parts) const;
   /// Joins a split message in place; why it cannot be joined, or empty.
   std::string join(multipart& parts) const;
 
+  bool pack_ = true;     // small messages of several parts travel packed in one frame
   bool router_ = false;  // the first frame of every message is a peer's routing id
   std::size_t max_joined_ = 0;
   bool waiting_ = false;
