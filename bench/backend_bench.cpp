@@ -75,7 +75,8 @@ BENCHMARK(pool_idle)->Args({4, 60})->Args({100, 60})->Unit(benchmark::kSecond)->
 
 // A fresh 256 MB model each map (fiber::shared<std::span<const float>>), read by 64 tasks of
 // chunksize 1 on a pool of W workers: W = 1 is one copy to one host; on the test Slurm cluster W = 8
-// fills both nodes (4 CPUs each). Counters: the copies that left the master per map (bytes sent
+// fills both nodes (4 CPUs each), and W = 64 on one started with FIBER_SLURM_NODE_CPUS=32 (Slurm
+// fills a node before the next, so only a full cluster spreads the workers). Counters: the copies that left the master per map (bytes sent
 // ÷ the object's bytes) and the hosts its workers ran on. Not in the default runs: select it with
 // --benchmark_filter=shared_256MB (bench/compare/run.sh slurm does).
 static void shared_256MB(benchmark::State& state) {
@@ -97,4 +98,4 @@ static void shared_256MB(benchmark::State& state) {
   state.counters["copies_per_map"] = double(s.shared_bytes_sent) / double(object_bytes) / double(state.iterations());
   state.counters["hosts"] = double(std::set<std::string>(domains.begin(), domains.end()).size());
 }
-BENCHMARK(shared_256MB)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(shared_256MB)->Arg(1)->Arg(8)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);

@@ -91,4 +91,4 @@ static void envelope(benchmark::State& state) {
     state.ResumeTiming();
   }
 }
-BENCHMARK(envelope)->Arg(8)->Arg(256)->Arg(1024)->ArgName("W")->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(1);
+BENCHMARK(envelope)->Arg(8)->Arg(64)->Arg(256)->Arg(1024)->ArgName("W")->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(1);

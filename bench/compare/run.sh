@@ -111,10 +111,14 @@ part_envelope() {
   local g='--benchmark_format=json'
   "$build/bench/envelope_bench" $g >"$tmp/envelope-direct.json" 2>/dev/null
   FIBER_ENCRYPTION=always FIBER_LOCAL_TRANSPORT=zeromq "$build/bench/envelope_bench" $g >"$tmp/envelope-curve.json" 2>/dev/null
+  # On Slurm, as many workers as fill both nodes: 8 on the test cluster, 1,024 on one started with
+  # FIBER_SLURM_NODE_CPUS=512.
   local slurm=()
   if "$root/scripts/engines.sh" start slurm >/dev/null 2>&1; then
-    SLURM_CONF="$root/build/engines/slurm/slurm.conf" FIBER_BACKEND=slurm "$build/bench/envelope_bench" \
-      --benchmark_filter='W:8/' $g >"$tmp/envelope-slurm.json" 2>/dev/null && slurm=("$tmp/envelope-slurm.json")
+    export SLURM_CONF="$root/build/engines/slurm/slurm.conf"
+    local fill=$(( 2 * $(sinfo -h -N -o %c | head -1) ))
+    FIBER_BACKEND=slurm "$build/bench/envelope_bench" \
+      --benchmark_filter="W:$fill/" $g >"$tmp/envelope-slurm.json" 2>/dev/null && slurm=("$tmp/envelope-slurm.json")
   fi
   python3 "$root/bench/compare/envelope.py" "$tmp/envelope-direct.json" "$tmp/envelope-curve.json" "${slurm[@]}"
 }
@@ -238,21 +242,24 @@ part_slurm() {
   python3 "$root/bench/compare/slurm_floor.py" batch 5 | tee "$tmp/floor_batch.txt"
   FIBER_BACKEND=slurm "$build/bench/backend_bench" "$startup" --benchmark_report_aggregates_only=true \
     --benchmark_format=json >"$tmp/batch.json" 2>/dev/null
-  # One 256 MB fiber::shared object read by 64 tasks: one worker (one copy to one host), then 8
-  # workers over both nodes (a copy to each node, mapped by its workers), alternating.
+  # One 256 MB fiber::shared object read by 64 tasks: one worker (one copy to one host), then as
+  # many workers as fill both nodes (a copy to each node, mapped by its workers), alternating: 8 on
+  # the test cluster, 64 on one started with FIBER_SLURM_NODE_CPUS=32 (Slurm fills a node before
+  # the next, so only a full cluster spreads the workers over both).
+  local fill=$(( 2 * $(sinfo -h -N -o %c | head -1) ))
   for round in 1 2; do
-    FIBER_BACKEND=slurm "$build/bench/backend_bench" --benchmark_filter='^shared_256MB' --benchmark_format=json \
+    FIBER_BACKEND=slurm "$build/bench/backend_bench" --benchmark_filter="^shared_256MB/(1|$fill)/" --benchmark_format=json \
       >"$tmp/shared-$round.json" 2>/dev/null
   done
-  python3 - "$tmp" <<'PYS'
+  python3 - "$tmp" "$fill" <<'PYS'
 import json, sys
 for rnd in (1, 2):
     rows = {b["run_name"]: b for b in json.load(open(f"{sys.argv[1]}/shared-{rnd}.json"))["benchmarks"]}
     one = next(b for n, b in rows.items() if n.startswith("shared_256MB/1/"))
-    eight = next(b for n, b in rows.items() if n.startswith("shared_256MB/8/"))
+    full = next(b for n, b in rows.items() if n.startswith(f"shared_256MB/{sys.argv[2]}/"))
     print(f"round {rnd}: 256 MB shared, 64 tasks: 1 worker {one['real_time']:.0f} ms/map ({one['copies_per_map']:.2f} copies sent);"
-          f" 8 workers on {eight['hosts']:.0f} hosts {eight['real_time']:.0f} ms/map ({eight['copies_per_map']:.2f} copies sent),"
-          f" {eight['real_time']/one['real_time']:.2f}x one copy to one host")
+          f" {sys.argv[2]} workers on {full['hosts']:.0f} hosts {full['real_time']:.0f} ms/map ({full['copies_per_map']:.2f} copies sent),"
+          f" {full['real_time']/one['real_time']:.2f}x one copy to one host")
 PYS
   # Steps: the floor and fiber both inside one two-node allocation.
   sbatch --wait --quiet -N2 --cpus-per-task=2 -o "$tmp/steps.out" --wrap \

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 
 #include "fiber/error.hpp"
 
@@ -190,6 +192,10 @@ void batch_watch::polled(const std::vector<std::string>& asked, const command_re
     return poll_after(backoff_);
   }
   auto rows = parse_squeue(r.out);
+  // By id: a pool of 10,000 workers is 10,000 rows, and a scan of them per job was 10^8 compares.
+  std::unordered_map<std::string_view, const job_row*> by_id;
+  by_id.reserve(rows.size());
+  for (auto& x : rows) by_id[x.id] = &x;  // the last row of an id, as the scan took
   bool changed = false;
   for (auto& id : asked) {
     auto it = watched_.find(id);
@@ -199,9 +205,8 @@ void batch_watch::polled(const std::vector<std::string>& asked, const command_re
       watched_.erase(it);
       continue;
     }
-    const job_row* row = nullptr;
-    for (auto& x : rows)
-      if (x.id == id) row = &x;
+    auto found = by_id.find(id);
+    const job_row* row = found == by_id.end() ? nullptr : found->second;
     auto before = run->at;
     run->update(row);
     changed |= run->at != before;
