@@ -18,7 +18,7 @@ RANK = {name: i for i, name in enumerate(ORDER)}
 
 # Public headers by the layer whose concept they carry.
 PUBLIC = {
-    "core": {"error", "config", "codec", "encoding", "log", "registry", "meta", "shared", "detail/shared_entry",
+    "core": {"error", "config", "codec", "encoding", "log", "registry", "meta", "shared", "history", "detail/shared_entry",
              "detail/unique_function", "detail/message"},
     "runtime": {"context", "op", "detail/completion"},
 }

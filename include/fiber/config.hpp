@@ -47,6 +47,12 @@ struct config {
                                             // encryption=always implies zeromq
   int wait_spin_us = 50;                    // a blocked caller polls fiber's loop this long before it
                                             // sleeps (a quick answer then costs no wake-up); 0: sleep
+  bool record = true;                       // the flight recorder: a file per run of what it did
+                                            // (fiber history, fiber trace); false: none
+  std::string record_dir;                   // where: empty: $XDG_STATE_HOME/fiber/runs, else
+                                            // ~/.local/state/fiber/runs
+  std::uint64_t record_max_bytes = std::uint64_t{64} << 20;  // a run's file stops growing here
+  int record_keep = 100;                    // recordings kept in the folder (the oldest go)
   // backend=kubernetes
   std::string kubernetes_namespace;         // empty: the master pod's namespace, else the kubeconfig
                                             // context's, else "default"

@@ -4,6 +4,7 @@
 #include "fiber/config.hpp"
 #include "fiber/context.hpp"
 #include "fiber/error.hpp"
+#include "fiber/history.hpp"
 #include "fiber/log.hpp"
 #include "fiber/managed.hpp"
 #include "fiber/manager.hpp"

@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +21,7 @@
 #include "cli/run_options.hpp"
 #include "cli/slurm_runner.hpp"
 #include "fiber/error.hpp"
+#include "fiber/history.hpp"
 
 namespace fiber::cli {
 
@@ -28,6 +31,34 @@ namespace {
   throw error(errc::config_error, "`fiber " + verb +
                                       "` runs on an engine, and --backend local runs the program here: use --backend "
                                       "docker, kubernetes or slurm");
+}
+
+/// `fiber history`: the runs the flight recorder kept here, newest first.
+int print_history() {
+  auto runs = run_history();
+  if (runs.empty()) {
+    std::printf("no recorded runs in %s\n", config::load().record_dir.empty() ? "the record folder (record_dir)"
+                                                                              : config::load().record_dir.c_str());
+    return 0;
+  }
+  std::printf("%-12s  %-19s  %9s  %-20s  %5s  %5s  %17s  %5s  %9s  %s\n", "RUN", "STARTED (UTC)", "SECONDS", "PROGRAM",
+              "POOLS", "MAPS", "TASKS DONE/SENT", "LOST", "WORKERS", "END");
+  for (auto& r : runs) {
+    auto t = std::chrono::system_clock::to_time_t(r.began);
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    std::string tasks = std::to_string(r.tasks_done) + "/" + std::to_string(r.tasks_sent);
+    std::string workers = std::to_string(r.workers_started) + (r.workers_lost ? " (" + std::to_string(r.workers_lost) + " lost)" : "");
+    std::string end = r.ended ? "ended" : "no end recorded (killed, or running)";
+    if (r.truncated) end += ", truncated";
+    if (r.tasks_timed_out) end += ", " + std::to_string(r.tasks_timed_out) + " timed out";
+    std::printf("%-12s  %-19s  %9.2f  %-20.20s  %5llu  %5llu  %17s  %5llu  %9s  %s\n", r.id.c_str(), when, r.seconds,
+                r.program.c_str(), static_cast<unsigned long long>(r.pools), static_cast<unsigned long long>(r.maps),
+                tasks.c_str(), static_cast<unsigned long long>(r.tasks_lost), workers.c_str(), end.c_str());
+  }
+  return 0;
 }
 
 }  // namespace
@@ -83,6 +114,12 @@ int main(int argc, char** argv) {
   auto* stop = app.add_subcommand("stop", "stop a run: its master (SIGTERM, then SIGKILL after 10 s) and its workers");
   stop->add_option("name", stop_name, "the run's name")->required();
   app.add_subcommand("gc", "remove ended runs and the workers of masters that are gone");
+  auto* history = app.add_subcommand("history", "the runs this machine's flight recorder kept (record_dir), newest first");
+  std::string trace_run, trace_out;
+  auto* trace = app.add_subcommand("trace", "write a recorded run as a trace for Perfetto (ui.perfetto.dev) or chrome://tracing");
+  trace->add_option("run", trace_run, "its id, the start of it, \"last\", or a recording's path (fiber history lists them)")
+      ->required();
+  trace->add_option("-o,--output", trace_out, "the trace file (default: <run>.trace.json here)");
   copy_options co;
   auto* cp = app.add_subcommand("cp", "copy between a claim and this machine: fiber cp ./data results:/in, "
                                       "fiber cp results:/out ./out (no tools needed in any image)");
@@ -102,6 +139,18 @@ int main(int argc, char** argv) {
   try {
     if (!memory.empty()) ro.memory_bytes = parse_size(memory, "--memory");
     auto verb = app.get_subcommands().front()->get_name();
+    // The recorder's runs are on this machine, whatever the backend.
+    if (*history) return print_history();
+    if (*trace) {
+      auto out = trace_out.empty() ? (trace_run == "last" || trace_run.find('/') != std::string::npos ? std::string("run") : trace_run) +
+                                         ".trace.json"
+                                   : trace_out;
+      auto r = fiber::write_trace(trace_run, out);
+      std::printf("%s: run %s (%s), %llu tasks on %llu workers, %.2f s; open it in ui.perfetto.dev\n", out.c_str(),
+                  r.id.c_str(), r.program.c_str(), static_cast<unsigned long long>(r.tasks_sent),
+                  static_cast<unsigned long long>(r.workers_started), r.seconds);
+      return 0;
+    }
     if (backend == "local") {
       if (*run) return run_locally(ro);
       not_here(verb);

@@ -29,6 +29,7 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
   keep_freed_memory(cfg_.malloc_keep_mb);
   master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, keys_, gets_, services_);
   route_ = master_.get();
+  recorder_.open(cfg_, job_id_);
 }
 
 runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::string master_endpoint, std::string token)
@@ -125,6 +126,7 @@ void runtime::shutdown() noexcept {
   shut_down_ = true;
   services_.shutdown_all();
   route_->shutdown();
+  recorder_.close();  // after the services: a pool's end is in the recording
 }
 
 }  // namespace fiber::detail

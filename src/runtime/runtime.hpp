@@ -12,6 +12,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "core/flight_recorder.hpp"
 #include "fiber/codec.hpp"
 #include "fiber/config.hpp"
 #include "runtime/event_loop.hpp"
@@ -70,6 +71,8 @@ class runtime : public std::enable_shared_from_this<runtime> {
   /// A worker's side; throws fiber::error(not_started) in a master.
   worker_side& worker();
   service_registry& services() noexcept { return services_; }
+  /// The run's flight recorder: on in a master (config record), off in a worker.
+  flight_recorder& recorder() noexcept { return recorder_; }
 
   // ---- queues and pipes, on the loop thread
   std::uint64_t new_channel_id() noexcept;
@@ -91,6 +94,7 @@ class runtime : public std::enable_shared_from_this<runtime> {
   zmq::context_t zctx_;
   pending_gets gets_;
   service_registry services_;
+  flight_recorder recorder_;
   std::shared_ptr<master_side> master_;
   std::shared_ptr<worker_side> worker_;
   channel_route* route_ = nullptr;  // master_ or worker_

@@ -61,6 +61,8 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
                 .raised_needs_refused = [this](std::exception_ptr e) { fail_uncovered(e); }}),
       progress_(options_.progress, [this] { return progress_frame(); }) {}
 
+pool_master::~pool_master() { rt_->recorder().record(record_kind::pool_end, 0, id_); }
+
 namespace {
 // A master holds about two descriptors per worker (its connection, and on this host its pidfd;
 // envelope_bench): a pool that cannot have them fails its starts with "Too many open files".
@@ -85,6 +87,7 @@ void pool_master::start() {
     // No backend to listen for (an engine that does not answer): the workers' start says so.
   }
   tasks_.shared_limits(rt_->cfg().shared_cache_bytes, shared_in_host_memory_);
+  rt_->recorder().record(record_kind::pool_begin, static_cast<std::uint32_t>(workers_.target()), id_);
   workers_.start(weak_from_this());
 }
 
@@ -129,6 +132,7 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
     deadline_timer_ = std::make_unique<asio::steady_timer>(rt_->io());
   }
   tasks_.add(std::move(sub));
+  rt_->recorder().record(record_kind::map_begin, 0, id_, ++maps_, hint);
   total_hint_ += hint;
   progress_.start(rt_->io(), weak_from_this());
   if (start_again) workers_.top_up();  // may fail this submission at once, item by item
@@ -214,6 +218,10 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
   auto* w = workers_.find(peer);
   if (!w) return;  // a worker we already gave up on
   if (h.type == pool_kind::ready) {
+    if (!w->recorded_as) {
+      w->recorded_as = rt_->recorder().name(w->proc->name());
+      rt_->recorder().record(record_kind::worker_up, w->recorded_as, id_, static_cast<std::uint64_t>(w->proc->pid()));
+    }
     if (!workers_.on_ready(*w, static_cast<int>(h.aux))) return;
     check_ready();
   } else if (h.type == pool_kind::partial) {
@@ -237,6 +245,7 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     }
     return;
   } else if (h.type == pool_kind::result) {
+    rt_->recorder().record(record_kind::task_done, w->recorded_as, id_, h.request);
     std::erase(w->tasks, h.request);
     if (w->tasks.empty()) w->holds_alone = false;
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload));
@@ -278,6 +287,7 @@ void pool_master::dispatch() {
       workers_.unreachable(*w, ec);
       continue;
     }
+    rt_->recorder().record(record_kind::task_sent, w->recorded_as, id_, t.id, t.count());
     shared_sent_ += objects.count;
     shared_bytes_sent_ += objects.bytes;
     --w->credit;
@@ -566,6 +576,13 @@ void pool_master::on_worker_ended(pool_worker&& w) {
          tasks_.items_in(w.tasks), " item(s) in ", w.tasks.size(), " chunk(s)");
     if (lost && w.connected) ++workers_lost_;
   }
+  if (rt_->recorder().on()) {
+    auto& rec = rt_->recorder();
+    if (!w.recorded_as) w.recorded_as = rec.name(w.proc->name());  // it never connected
+    for (auto task : w.tasks) rec.record(record_kind::task_lost, w.recorded_as, id_, task);
+    rec.record(record_kind::worker_down, w.recorded_as, id_, static_cast<std::uint64_t>(w.proc->exit_code().value_or(0)),
+               lost ? 1 : 0, how_it_ended(w));
+  }
   tasks_.on_worker_lost(w.tasks, {w.proc->name(), how_it_ended(w)}, options_.retry, options_.max_attempts);
   // Closed with work still to do (what the lost worker held, or queued behind it): its
   // replacement finishes it; terminate() failed all work first, so it starts none.
@@ -660,6 +677,7 @@ void pool_master::on_deadline() {
   });
   for (auto* w : late) {
     logf(log_level::warn, w->proc->name(), " ran an item longer than its task_timeout; killing it");
+    for (auto task : w->tasks) rt_->recorder().record(record_kind::task_timed_out, w->recorded_as, id_, task);
     tasks_.on_timed_out(w->tasks, w->proc->name(), options_.max_attempts);
     w->tasks.clear();
     workers_.end_now(*w, "killed: its item ran longer than task_timeout");

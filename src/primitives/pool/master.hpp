@@ -23,6 +23,7 @@ struct hosted_at;
 class pool_master final : public pool_core, public service, public std::enable_shared_from_this<pool_master> {
  public:
   pool_master(std::shared_ptr<runtime> rt, pool_options options);
+  ~pool_master();
 
   // pool_core, from any thread
   const std::shared_ptr<runtime>& rt() const override { return rt_; }
@@ -122,6 +123,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   worker_set workers_;
   progress_line progress_;
   std::size_t workers_lost_ = 0;
+  std::uint64_t maps_ = 0;  // submissions so far: their number in the flight recorder
   std::size_t total_hint_ = 0;  // items submitted while the progress line is up
   std::vector<unique_function<void()>> joined_waiters_, ready_waiters_;
   bool timeouts_used_ = false;  // a submission had a task timeout: deadlines are watched

@@ -1,0 +1,50 @@
+// The flight recorder's cost (issue 37's budget: 2 % at 100,000 tasks a second).
+//   record_event          one event appended (what a task costs twice: sent, done)
+//   recorded_map/R        a map of 20,000 trivial tasks at chunksize 1 on pool(4), in a context
+//                         that records (R = 1) or not (R = 0); run with
+//                         --benchmark_enable_random_interleaving=true so the two alternate
+//                         (docs/performance.md has the command)
+#include <benchmark/benchmark.h>
+#include <fiber/fiber.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <numeric>
+
+#include "core/flight_recorder.hpp"
+
+namespace {
+int identity(int x) { return x; }
+
+std::string scratch_folder() {
+  return (std::filesystem::temp_directory_path() / ("fiber-recorder-bench-" + std::to_string(::getpid()))).string();
+}
+}  // namespace
+FIBER_REMOTE(identity);
+
+static void record_event(benchmark::State& state) {
+  fiber::detail::flight_recorder rec;
+  rec.open(fiber::config::load({{"record_dir", scratch_folder()}, {"record_max_bytes", "1000000000000"}}), "bench");
+  auto w = rec.name("PoolWorker-1-1");
+  std::uint64_t task = 0;
+  for (auto _ : state) rec.record(fiber::detail::record_kind::task_sent, w, 1, ++task, 1);
+  rec.close();
+  std::filesystem::remove_all(scratch_folder());
+}
+BENCHMARK(record_event)->Unit(benchmark::kNanosecond);
+
+static void recorded_map(benchmark::State& state) {
+  fiber::context ctx(fiber::config::load({{"record", state.range(0) ? "true" : "false"}, {"record_dir", scratch_folder()}}));
+  fiber::pool p(ctx, 4);
+  p.ready().get();
+  std::vector<int> xs(20000);
+  std::iota(xs.begin(), xs.end(), 0);
+  (void)p.map(&identity, xs, 1).get();  // warm-up
+  for (auto _ : state) {
+    auto r = p.map(&identity, xs, 1).get();
+    if (r.back() != 19999) state.SkipWithError("wrong result");
+  }
+  state.counters["tasks_per_s"] = benchmark::Counter(static_cast<double>(xs.size()), benchmark::Counter::kIsIterationInvariantRate);
+  p.terminate().get();
+}
+BENCHMARK(recorded_map)->Arg(0)->Arg(1)->ArgName("R")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5)->Repetitions(6);

@@ -1,0 +1,35 @@
+// Runs the flight recorder kept (config key `record`, on by default): what each did, after it
+// ended and its cluster is gone. `fiber history` and `fiber trace` print these.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fiber/config.hpp"
+
+namespace fiber {
+
+/// One recorded run, summed up from its file.
+struct recorded_run {
+  std::string id;    // the run's job id
+  std::string path;  // its recording
+  std::string program, backend;
+  std::chrono::system_clock::time_point began;
+  double seconds = 0;      // from its start to its last record
+  bool ended = false;      // it recorded its end (false: it was killed, or runs still)
+  bool truncated = false;  // it reached record_max_bytes: later events are not in it
+  std::uint64_t pools = 0, maps = 0, tasks_sent = 0, tasks_done = 0, tasks_lost = 0, tasks_timed_out = 0;
+  std::uint64_t workers_started = 0, workers_lost = 0;
+};
+
+/// The runs recorded in record_dir (see docs/config.md), newest first.
+std::vector<recorded_run> run_history(const config& cfg = config::load());
+
+/// Writes a recorded run as a Chrome trace (JSON that Perfetto's UI and chrome://tracing open):
+/// a process per pool, a track per worker, a span per task from when the worker took it up to its
+/// result, and marks for a worker's death and a task's timeout. `run`: an id or the start of one,
+/// "last" (the newest), or a file's path. Throws fiber::error (config_error) when no run matches.
+recorded_run write_trace(const std::string& run, const std::string& out_path, const config& cfg = config::load());
+
+}  // namespace fiber

@@ -1,0 +1,190 @@
+// The flight recorder (core/flight_recorder) and what reads it (fiber/history.hpp): a run's
+// events in a bounded file, read back whole or up to a cut; a pool's run recorded for real, its
+// deaths and timeouts included, and written as a trace with a span per task on its worker's track.
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+#include <fiber/history.hpp>
+
+#include "core/flight_recorder.hpp"
+#include "pool_support.hpp"
+
+namespace {
+using fiber::detail::flight_recorder;
+using fiber::detail::read_flight_file;
+using fiber::detail::record_kind;
+
+/// A folder of its own for a test's recordings, removed after.
+struct record_folder {
+  std::filesystem::path path;
+  explicit record_folder(const char* name)
+      : path(std::filesystem::temp_directory_path() / ("fiber-rec-" + std::to_string(::getpid()) + "-" + name)) {
+    std::filesystem::remove_all(path);
+  }
+  ~record_folder() { std::filesystem::remove_all(path); }
+  fiber::config cfg(std::vector<std::pair<std::string, std::string>> more = {}) const {
+    more.emplace_back("record_dir", path.string());
+    return fiber::config::load(more);
+  }
+  std::vector<std::filesystem::path> files() const {
+    std::vector<std::filesystem::path> out;
+    if (std::filesystem::exists(path))
+      for (auto& e : std::filesystem::directory_iterator(path)) out.push_back(e.path());
+    return out;
+  }
+};
+
+int hang_or_double(int x) {
+  if (x < 0) std::this_thread::sleep_for(std::chrono::hours(1));  // the task's work: it outlives its timeout
+  return 2 * x;
+}
+}  // namespace
+FIBER_REMOTE(hang_or_double);
+
+TEST(flight_recorder, records_read_back_in_order_with_their_texts_and_a_cut_file_up_to_the_cut) {
+  record_folder dir("read");
+  {
+    flight_recorder rec;
+    rec.open(dir.cfg(), "run1");
+    ASSERT_TRUE(rec.on());
+    auto w = rec.name("PoolWorker-1-1");
+    EXPECT_EQ(rec.name("PoolWorker-1-1"), w);  // said once
+    rec.record(record_kind::task_sent, w, 7, 1, 10);
+    rec.record(record_kind::worker_down, w, 7, static_cast<std::uint64_t>(-9), 1, "signal 9");
+  }
+  auto files = dir.files();
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_TRUE(files[0].filename().string().ends_with("-run1.fiberrec")) << files[0];
+  auto records = read_flight_file(files[0].string());
+  std::vector<record_kind> kinds;
+  for (auto& r : records) kinds.push_back(r.r.kind);
+  EXPECT_EQ(kinds, (std::vector<record_kind>{record_kind::run_begin, record_kind::name, record_kind::task_sent,
+                                             record_kind::worker_down, record_kind::run_end}));
+  EXPECT_EQ(records[0].r.a, static_cast<std::uint32_t>(::getpid()));
+  EXPECT_TRUE(records[0].text.ends_with("\tlocal")) << records[0].text;
+  EXPECT_EQ(records[1].text, "PoolWorker-1-1");
+  EXPECT_EQ(records[2].r.d, 10u);
+  EXPECT_EQ(records[3].text, "signal 9");
+  for (std::size_t i = 1; i < records.size(); ++i) EXPECT_GE(records[i].r.ns, records[i - 1].r.ns);
+
+  // Killed while writing: the records before the cut.
+  std::filesystem::resize_file(files[0], std::filesystem::file_size(files[0]) - 45);
+  EXPECT_EQ(read_flight_file(files[0].string()).size(), records.size() - 2);
+  fiber_test::expect_error([&] { (void)read_flight_file((dir.path / "nothing").string()); }, fiber::errc::malformed_message,
+                           "cannot read the recorded run");
+  std::ofstream(dir.path / "other.fiberrec") << "not a recording";
+  fiber_test::expect_error([&] { (void)read_flight_file((dir.path / "other.fiberrec").string()); },
+                           fiber::errc::malformed_message, "is not a fiber recording");
+}
+
+TEST(flight_recorder, a_run_stops_growing_at_record_max_bytes_and_says_where) {
+  record_folder dir("bound");
+  {
+    flight_recorder rec;
+    rec.open(dir.cfg({{"record_max_bytes", "4096"}}), "big");
+    for (std::uint64_t t = 0; t < 10000; ++t) rec.record(record_kind::task_sent, 1, 1, t, 1);
+  }
+  auto files = dir.files();
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_LE(std::filesystem::file_size(files[0]), 4096u);
+  auto records = read_flight_file(files[0].string());
+  ASSERT_FALSE(records.empty());
+  EXPECT_EQ(records.back().r.kind, record_kind::truncated);
+  auto runs = fiber::run_history(dir.cfg());
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_TRUE(runs[0].truncated);
+  EXPECT_FALSE(runs[0].ended);  // its end did not fit
+  EXPECT_EQ(runs[0].tasks_sent, records.size() - 2);
+}
+
+TEST(flight_recorder, off_records_nothing_and_the_newest_record_keep_runs_stay) {
+  record_folder dir("keep");
+  {
+    flight_recorder rec;
+    rec.open(dir.cfg({{"record", "false"}}), "off");
+    EXPECT_FALSE(rec.on());
+    rec.record(record_kind::task_sent, 1, 1, 1, 1);
+  }
+  EXPECT_TRUE(dir.files().empty());
+  for (int i = 0; i < 5; ++i) {
+    flight_recorder rec;
+    rec.open(dir.cfg({{"record_keep", "3"}}), "keep" + std::to_string(i));
+    // The names begin with the second the run began: a second apart, or the same second and then
+    // by id, which these ids order as made.
+  }
+  auto runs = fiber::run_history(dir.cfg());
+  ASSERT_EQ(runs.size(), 3u);
+  std::set<std::string> ids;
+  for (auto& r : runs) ids.insert(r.id);
+  EXPECT_EQ(ids, (std::set<std::string>{"keep2", "keep3", "keep4"}));
+  EXPECT_TRUE(runs[0].ended);
+}
+
+TEST(flight_recorder, a_run_nobody_recorded_is_a_clear_error) {
+  record_folder dir("none");
+  fiber_test::expect_error([&] { (void)fiber::write_trace("abc", (dir.path / "t.json").string(), dir.cfg()); },
+                           fiber::errc::config_error, {"no recorded run matches 'abc'", "fiber history lists them"});
+}
+
+// A pool's run for real: three workers, a worker killed while it holds a task, a task past its
+// timeout; the history's counts, and the trace's spans, one per task on the track of the worker
+// that ran it, none overlapping on a track.
+TEST(flight_recorder, a_pool_run_is_recorded_with_its_deaths_and_timeouts_and_traced_a_span_per_task) {
+  record_folder dir("pool");
+  auto marker = marker_path("recorder-death");
+  {
+    fiber::context ctx(dir.cfg());
+    fiber::pool p(ctx, fiber::pool_options{.processes = 3, .task_timeout = std::chrono::milliseconds(500)});
+    std::vector<int> xs(30);
+    std::iota(xs.begin(), xs.end(), 1);
+    EXPECT_EQ(p.map(&square, xs, 1).get().size(), 30u);
+    EXPECT_EQ(p.apply(&die_once, 5, marker, SIGKILL).get(), 5);  // its first worker dies, the next runs it
+    fiber_test::expect_error([&] { (void)p.apply(&hang_or_double, -1).get(); }, fiber::errc::timed_out, "task_timeout");
+    p.terminate().get();
+  }
+  std::filesystem::remove(marker);
+  auto runs = fiber::run_history(dir.cfg());
+  ASSERT_EQ(runs.size(), 1u);
+  auto& run = runs[0];
+  EXPECT_TRUE(run.ended);
+  EXPECT_EQ(run.pools, 1u);
+  EXPECT_EQ(run.maps, 3u);
+  EXPECT_EQ(run.tasks_sent, 30u + 2 + 1);  // the killed task twice
+  EXPECT_EQ(run.tasks_done, 30u + 1);
+  EXPECT_EQ(run.tasks_lost, 1u);
+  EXPECT_EQ(run.tasks_timed_out, 1u);
+  EXPECT_EQ(run.workers_lost, 1u);
+  // Three, and the replacements of the dead one and the killed one when they connected before the end.
+  EXPECT_GE(run.workers_started, 3u);
+
+  auto out = (dir.path / "run.trace.json").string();
+  auto traced = fiber::write_trace(run.id.substr(0, 6), out, dir.cfg());
+  EXPECT_EQ(traced.id, run.id);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto events = boost::json::parse(text).at("traceEvents").as_array();
+  std::map<std::int64_t, std::string> tracks;  // tid -> worker name
+  std::map<std::int64_t, std::vector<std::pair<double, double>>> spans;
+  std::map<std::string, int> ends;
+  std::vector<std::string> marks;
+  for (auto& e : events) {
+    auto& o = e.as_object();
+    auto ph = o.at("ph").as_string();
+    if (ph == "M" && o.at("name").as_string() == "thread_name")
+      tracks[o.at("tid").as_int64()] = std::string(o.at("args").at("name").as_string());
+    if (ph == "X") {
+      auto from = o.at("ts").to_number<double>();
+      spans[o.at("tid").as_int64()].emplace_back(from, from + o.at("dur").to_number<double>());
+      ++ends[std::string(o.at("args").at("end").as_string())];
+    }
+    if (ph == "i") marks.push_back(std::string(o.at("name").as_string()));
+  }
+  EXPECT_EQ(ends, (std::map<std::string, int>{{"result", 31}, {"its worker died", 1}, {"timed out", 1}}));
+  for (auto& [tid, list] : spans) {
+    ASSERT_TRUE(tracks.contains(tid)) << "a span on a track with no worker's name";
+    EXPECT_TRUE(tracks[tid].starts_with("PoolWorker-")) << tracks[tid];
+    std::sort(list.begin(), list.end());
+    for (std::size_t i = 1; i < list.size(); ++i) EXPECT_LE(list[i - 1].second, list[i].first + 1e-3) << tracks[tid];
+  }
+  EXPECT_EQ(std::count_if(marks.begin(), marks.end(), [](auto& m) { return m.starts_with("died: signal 9"); }), 1) << text;
+  EXPECT_EQ(std::count_if(marks.begin(), marks.end(), [](auto& m) { return m.ends_with("timed out"); }), 1) << text;
+}
