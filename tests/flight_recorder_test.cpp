@@ -166,6 +166,8 @@ TEST(flight_recorder, a_pool_run_is_recorded_with_its_deaths_and_timeouts_and_tr
   std::map<std::int64_t, std::vector<std::pair<double, double>>> spans;
   std::map<std::string, int> ends;
   std::vector<std::string> marks;
+  std::map<std::int64_t, int> flow_starts, flow_ends;  // by flow id
+  std::vector<std::pair<std::int64_t, double>> flow_targets;
   for (auto& e : events) {
     auto& o = e.as_object();
     auto ph = o.at("ph").as_string();
@@ -177,7 +179,18 @@ TEST(flight_recorder, a_pool_run_is_recorded_with_its_deaths_and_timeouts_and_tr
       ++ends[std::string(o.at("args").at("end").as_string())];
     }
     if (ph == "i") marks.push_back(std::string(o.at("name").as_string()));
+    if (ph == "s") ++flow_starts[o.at("id").as_int64()];
+    if (ph == "f") {
+      ++flow_ends[o.at("id").as_int64()];
+      flow_targets.emplace_back(o.at("tid").as_int64(), o.at("ts").to_number<double>());
+    }
   }
+  // An arrow from its map to every task: it ends where the task's span begins.
+  EXPECT_EQ(flow_starts.size(), 33u);
+  EXPECT_EQ(flow_starts, flow_ends);
+  for (auto& [tid, ts] : flow_targets)
+    EXPECT_TRUE(std::any_of(spans[tid].begin(), spans[tid].end(), [&](auto& span) { return span.first == ts; }))
+        << "an arrow to no span's start on " << tracks[tid];
   EXPECT_EQ(ends, (std::map<std::string, int>{{"result", 31}, {"its worker died", 1}, {"timed out", 1}}));
   for (auto& [tid, list] : spans) {
     ASSERT_TRUE(tracks.contains(tid)) << "a span on a track with no worker's name";

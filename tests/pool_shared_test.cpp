@@ -3,6 +3,10 @@
 // handle goes, gives it to the replacement of a worker that died, and keeps objects of
 // concurrent maps apart; a process's arguments, a queue's items and a task's result carry theirs
 // whole. The codec and the frames in one process: shared_test.
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
 #include "co_test.hpp"
 #include "pool_support.hpp"
 
@@ -33,6 +37,20 @@ double weighted_or_die_once(const theta_t& theta, std::uint64_t seed, std::uint6
   if (seed == die_at) (void)die_once(0, marker, SIGKILL);
   return weighted(theta, seed);
 }
+// A worker that may not look into other processes (no CAP_SYS_PTRACE, which root otherwise
+// has): it cannot open a non-dumpable master's /proc/<pid>/fd entries, so it cannot map the copy
+// the master made in this host's memory.
+void drop_ptrace_capability() {
+  __user_cap_header_struct head{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct caps[2]{};
+  if (::syscall(SYS_capget, &head, caps) != 0) throw std::runtime_error("capget failed");
+  for (auto& c : caps) {
+    if (&c - caps != CAP_SYS_PTRACE / 32) continue;
+    c.effective &= ~(1u << (CAP_SYS_PTRACE % 32));
+    c.permitted &= ~(1u << (CAP_SYS_PTRACE % 32));
+  }
+  if (::syscall(SYS_capset, &head, caps) != 0) throw std::runtime_error("capset failed");
+}
 // A result that is a shared object of the worker's own: it travels back whole.
 theta_t doubled(const theta_t& theta) {
   std::vector<double> v(*theta);
@@ -52,6 +70,7 @@ FIBER_REMOTE(host_of);
 FIBER_REMOTE(weighted_or_die_once);
 FIBER_REMOTE(doubled);
 FIBER_REMOTE(check_sum);
+FIBER_REMOTE(drop_ptrace_capability);
 
 namespace {
 bool workers_on_this_host() { return fiber::context::default_context().config().backend == "local"; }
@@ -86,6 +105,32 @@ TEST(pool_shared, each_worker_gets_an_object_once_however_many_items_chunks_and_
     EXPECT_LE(s.shared_bytes_sent, s.shared_objects_sent * theta.bytes());
     EXPECT_EQ(s.shared_bytes_host, 0u);
   }
+}
+
+// The master's host copy cannot be mapped (a real refusal: the kernel's, for a worker without
+// CAP_SYS_PTRACE looking into a non-dumpable master): each worker asks for the object whole
+// (`need`), gets it in the messages, and the items are right.
+TEST(pool_shared, a_worker_that_cannot_map_the_hosts_copy_asks_for_the_object_whole) {
+  if (!workers_on_this_host()) GTEST_SKIP() << "the master's host copy is for workers on its host";
+  struct dumpable_again {
+    ~dumpable_again() { ::prctl(PR_SET_DUMPABLE, 1); }
+  } restore;
+  ASSERT_EQ(::prctl(PR_SET_DUMPABLE, 0), 0);
+  fiber::pool p(fiber::pool_options{.processes = 2, .initializer = fiber::bind_remote(&drop_ptrace_capability)});
+  auto theta = fiber::share(std::vector<double>(300000, 0.25));  // 2.4 MB: a host copy's worth
+  auto items = items_of(theta, 40);
+  for (int round = 0; round < 2; ++round) {
+    auto r = p.starmap(&weighted, items, 2).get();
+    ASSERT_EQ(r.size(), items.size());
+    for (std::size_t i = 0; i < r.size(); ++i) ASSERT_EQ(r[i], 75000.0 + static_cast<double>(i)) << round << " " << i;
+  }
+  auto s = p.stats();
+  EXPECT_EQ(s.shared_bytes_host, theta.bytes()) << "the copy was made";
+  // Whole, once to each worker that ran a task (not again in the second map), where mapping it
+  // would have sent nothing.
+  EXPECT_GE(s.shared_bytes_sent, theta.bytes());
+  EXPECT_EQ(s.shared_bytes_sent % theta.bytes(), 0u);
+  EXPECT_LE(s.shared_bytes_sent, s.workers_started * theta.bytes());
 }
 
 TEST(pool_shared, a_small_object_goes_in_the_messages_even_on_the_masters_host) {

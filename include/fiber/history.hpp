@@ -28,7 +28,8 @@ std::vector<recorded_run> run_history(const config& cfg = config::load());
 
 /// Writes a recorded run as a Chrome trace (JSON that Perfetto's UI and chrome://tracing open):
 /// a process per pool, a track per worker, a span per task from when the worker took it up to its
-/// result, and marks for a worker's death and a task's timeout. `run`: an id or the start of one,
+/// result, an arrow to each task from its map's submission on the pool's master track, and marks
+/// for a worker's start and end and a task's timeout. `run`: an id or the start of one,
 /// "last" (the newest), or a file's path. Throws fiber::error (config_error) when no run matches.
 recorded_run write_trace(const std::string& run, const std::string& out_path, const config& cfg = config::load());
 

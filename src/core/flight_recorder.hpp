@@ -32,7 +32,7 @@ enum class record_kind : std::uint16_t {
   pool_end = 5,      // b: pool id
   worker_up = 6,     // a: worker (name), b: pool id, c: pid
   worker_down = 7,   // a: worker, b: pool id, c: exit code (-N: signal N), d: 1 if lost (not asked to end); text: how
-  task_sent = 8,     // a: worker, b: pool id, c: task id, d: items
+  task_sent = 8,     // a: worker, b: pool id, c: task id, d: items and its map (task_sent_items)
   task_done = 9,     // a: worker, b: pool id, c: task id
   task_lost = 10,    // a: worker, b: pool id, c: task id (its worker died holding it)
   task_timed_out = 11,  // a: worker, b: pool id, c: task id
@@ -40,6 +40,14 @@ enum class record_kind : std::uint16_t {
   map_end = 13,      // b: pool id, c: submission id
   truncated = 14,    // record_max_bytes reached: nothing after this
 };
+
+/// A task_sent record's `d`: its items (the low 40 bits) and the number of the map it is part of
+/// (the high 24, as map_begin numbered it; a pool's 16,777,216th map is numbered 0 again).
+constexpr std::uint64_t task_sent_items(std::uint64_t items, std::uint64_t map) {
+  return (items & ((std::uint64_t{1} << 40) - 1)) | (map << 40);
+}
+constexpr std::uint64_t items_of_task(std::uint64_t d) { return d & ((std::uint64_t{1} << 40) - 1); }
+constexpr std::uint64_t map_of_task(std::uint64_t d) { return d >> 40; }
 
 struct flight_record {
   std::uint64_t ns = 0;  // since the run began

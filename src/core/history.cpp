@@ -102,6 +102,13 @@ class trace_writer {
     line() << "{\"ph\":\"X\",\"name\":" << json_text(name) << ",\"pid\":" << pid << ",\"tid\":" << tid
            << ",\"ts\":" << us(from_ns) << ",\"dur\":" << us(to_ns - from_ns) << ",\"args\":{" << args << "}}";
   }
+  /// An arrow from (pid, 0) at `from_ns` to the span on `tid` that encloses `to_ns`.
+  void flow(std::uint64_t id, int pid, std::uint64_t from_ns, std::uint32_t tid, std::uint64_t to_ns) {
+    line() << "{\"ph\":\"s\",\"id\":" << id << ",\"name\":\"map\",\"cat\":\"map\",\"pid\":" << pid
+           << ",\"tid\":0,\"ts\":" << us(from_ns) << "}";
+    line() << "{\"ph\":\"f\",\"bp\":\"e\",\"id\":" << id << ",\"name\":\"map\",\"cat\":\"map\",\"pid\":" << pid
+           << ",\"tid\":" << tid << ",\"ts\":" << us(to_ns) << "}";
+  }
   void mark(int pid, std::uint32_t tid, std::string_view name, std::uint64_t ns, std::string_view args) {
     line() << "{\"ph\":\"i\",\"s\":\"t\",\"name\":" << json_text(name) << ",\"pid\":" << pid << ",\"tid\":" << tid
            << ",\"ts\":" << us(ns) << ",\"args\":{" << args << "}}";
@@ -156,8 +163,10 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
     return it->second;
   };
   struct sent {
-    std::uint64_t task, ns, items;
+    std::uint64_t task, ns, items, map;
   };
+  std::map<std::pair<int, std::uint64_t>, std::uint64_t> map_at;  // (pool, map) -> when it was submitted
+  std::uint64_t flows = 0;
   std::map<std::pair<int, std::uint32_t>, std::deque<sent>> held;  // per worker, in the order sent
   std::map<std::pair<int, std::uint32_t>, std::uint64_t> free_since;
   auto end_task = [&](const detail::flight_record& r, const char* how) {
@@ -170,7 +179,10 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
     // one before it ended, whichever came later.
     auto from = std::max(it->ns, free_since[key]);
     out.span(pid, r.a, "task " + std::to_string(r.c), from, std::max(from, r.ns),
-             "\"task\":" + std::to_string(r.c) + ",\"items\":" + std::to_string(it->items) + ",\"end\":\"" + how + "\"");
+             "\"task\":" + std::to_string(r.c) + ",\"map\":" + std::to_string(it->map) + ",\"items\":" +
+                 std::to_string(it->items) + ",\"end\":\"" + how + "\"");
+    // From the map's submission to the task's span: which map each task served.
+    if (auto m = map_at.find({pid, it->map}); m != map_at.end()) out.flow(++flows, pid, m->second, r.a, from);
     free_since[key] = std::max(from, r.ns);
     q.erase(it);
   };
@@ -182,6 +194,7 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
         break;
       case record_kind::pool_end: out.mark(pool_pid(r.b), 0, "pool ended", r.ns, ""); break;
       case record_kind::map_begin:
+        map_at[{pool_pid(r.b), r.c}] = r.ns;
         out.mark(pool_pid(r.b), 0, "map " + std::to_string(r.c), r.ns,
                  "\"submission\":" + std::to_string(r.c) + ",\"items\":" + std::to_string(r.d));
         break;
@@ -195,7 +208,9 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
         out.mark(pool_pid(r.b), r.a, r.d ? "died: " + text : "ended", r.ns,
                  "\"how\":" + json_text(text) + ",\"code\":" + std::to_string(static_cast<std::int64_t>(r.c)));
         break;
-      case record_kind::task_sent: held[{pool_pid(r.b), r.a}].push_back({r.c, r.ns, r.d}); break;
+      case record_kind::task_sent:
+        held[{pool_pid(r.b), r.a}].push_back({r.c, r.ns, detail::items_of_task(r.d), detail::map_of_task(r.d)});
+        break;
       case record_kind::task_done: end_task(r, "result"); break;
       case record_kind::task_lost: end_task(r, "its worker died"); break;
       case record_kind::task_timed_out:

@@ -131,8 +131,9 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
     timeouts_used_ = true;
     deadline_timer_ = std::make_unique<asio::steady_timer>(rt_->io());
   }
+  sub->recorded_as = ++maps_;
+  rt_->recorder().record(record_kind::map_begin, 0, id_, sub->recorded_as, hint);
   tasks_.add(std::move(sub));
-  rt_->recorder().record(record_kind::map_begin, 0, id_, ++maps_, hint);
   total_hint_ += hint;
   progress_.start(rt_->io(), weak_from_this());
   if (start_again) workers_.top_up();  // may fail this submission at once, item by item
@@ -287,7 +288,7 @@ void pool_master::dispatch() {
       workers_.unreachable(*w, ec);
       continue;
     }
-    rt_->recorder().record(record_kind::task_sent, w->recorded_as, id_, t.id, t.count());
+    rt_->recorder().record(record_kind::task_sent, w->recorded_as, id_, t.id, task_sent_items(t.count(), t.sub->recorded_as));
     shared_sent_ += objects.count;
     shared_bytes_sent_ += objects.bytes;
     --w->credit;

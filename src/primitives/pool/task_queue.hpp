@@ -33,6 +33,7 @@ struct pool_submission {
   std::size_t outstanding = 0;  // items produced and not yet delivered
   bool input_done = false;
   bool finished = false;
+  std::uint64_t recorded_as = 0;  // its number in the flight recorder (the pool's maps, from 1)
 };
 
 /// A chunk of a submission's items, run by one worker. Its results come in batches (partials,
