@@ -183,14 +183,15 @@ zmq::socket_t keyed_peer(zmq::context_t& z, fiber::context& ctx) {
 }
 
 /// A packed frame, as a zmq_channel sends a small message of several parts: magic, a reserved
-/// word, the part count, each part's size, then the parts. `skew` is added to the first size.
-std::string packed(const std::vector<std::string>& parts, std::uint64_t skew = 0) {
+/// word, the part count, each part's size, then the parts. `skew` is added to the first size and,
+/// when `balanced`, taken from the second (the sizes then add up, modulo 2^64, to the bytes there).
+std::string packed(const std::vector<std::string>& parts, std::uint64_t skew = 0, bool balanced = false) {
   std::string f("\xf1" "BSPACK\x01", 8);
   f.append(8, '\0');
   std::uint64_t count = parts.size();
   f.append(reinterpret_cast<const char*>(&count), 8);
   for (std::size_t i = 0; i < parts.size(); ++i) {
-    std::uint64_t size = parts[i].size() + (i == 0 ? skew : 0);
+    std::uint64_t size = parts[i].size() + (i == 0 ? skew : 0) - (i == 1 && balanced ? skew : 0);
     f.append(reinterpret_cast<const char*>(&size), 8);
   }
   for (auto& p : parts) f += p;
@@ -291,6 +292,9 @@ void malformed_frames_are_reported_not_fatal(fiber::context& ctx) {
   // 5. a packed frame whose sizes do not add up is dropped; a well-formed one arrives unpacked
   std::string head(reinterpret_cast<const char*>(w.head().data()), w.head().size());
   ASSERT_TRUE(peer.send(zmq::buffer(packed({put_text, head}, 5)), zmq::send_flags::none));
+  // ... and one whose sizes wrap around to the right total: the first past the bytes, the second
+  // "negative"
+  ASSERT_TRUE(peer.send(zmq::buffer(packed({put_text, head}, head.size() + 1, true)), zmq::send_flags::none));
   fiber::writer w2;
   w2.value(5678);
   ASSERT_TRUE(peer.send(zmq::buffer(packed({put_text, std::string(reinterpret_cast<const char*>(w2.head().data()), w2.head().size())})),

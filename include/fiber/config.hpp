@@ -51,8 +51,8 @@ struct config {
                                             // (fiber history, fiber trace); false: none
   std::string record_dir;                   // where: empty: $XDG_STATE_HOME/fiber/runs, else
                                             // ~/.local/state/fiber/runs
-  std::uint64_t record_max_bytes = std::uint64_t{64} << 20;  // a run's file stops growing here
-  int record_keep = 100;                    // recordings kept in the folder (the oldest go)
+  std::uint64_t record_max_bytes = std::uint64_t{128} << 20;  // a run's file stops growing here
+  int record_keep = 50;                     // recordings kept in the folder (the oldest go)
   // backend=kubernetes
   std::string kubernetes_namespace;         // empty: the master pod's namespace, else the kubeconfig
                                             // context's, else "default"

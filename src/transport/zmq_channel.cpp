@@ -161,8 +161,9 @@ std::string zmq_channel::unpack(multipart& parts) const {
   auto layout_bytes = layout_fixed + count * 8;
   std::uint64_t total = 0;
   for (std::uint64_t k = 0; k < count; ++k) {
-    total += word_at(frame, layout_fixed + k * 8);
-    if (total > frame.size()) return malformed;
+    auto size = word_at(frame, layout_fixed + k * 8);
+    if (size > frame.size() - total) return malformed;  // not `total + size`: that can wrap
+    total += size;
   }
   if (layout_bytes + total != frame.size()) return malformed;
   multipart out;
