@@ -33,12 +33,14 @@ struct record_folder {
   }
 };
 
+void exit_with_code(int code) { std::exit(code); }
 int hang_or_double(int x) {
   if (x < 0) std::this_thread::sleep_for(std::chrono::hours(1));  // the task's work: it outlives its timeout
   return 2 * x;
 }
 }  // namespace
 FIBER_REMOTE(hang_or_double);
+FIBER_REMOTE(exit_with_code);
 
 TEST(flight_recorder, records_read_back_in_order_with_their_texts_and_a_cut_file_up_to_the_cut) {
   record_folder dir("read");
@@ -139,7 +141,12 @@ TEST(flight_recorder, a_pool_run_is_recorded_with_its_deaths_and_timeouts_and_tr
     EXPECT_EQ(p.map(&square, xs, 1).get().size(), 30u);
     EXPECT_EQ(p.apply(&die_once, 5, marker, SIGKILL).get(), 5);  // its first worker dies, the next runs it
     fiber_test::expect_error([&] { (void)p.apply(&hang_or_double, -1).get(); }, fiber::errc::timed_out, "task_timeout");
-    p.terminate().get();
+    p.close();
+    p.join().get();
+    fiber::process child(ctx, &exit_with_code, 3);
+    child.start().get();
+    child.join().get();
+    EXPECT_EQ(child.exitcode(), 3);
   }
   std::filesystem::remove(marker);
   auto runs = fiber::run_history(dir.cfg());
@@ -153,6 +160,7 @@ TEST(flight_recorder, a_pool_run_is_recorded_with_its_deaths_and_timeouts_and_tr
   EXPECT_EQ(run.tasks_lost, 1u);
   EXPECT_EQ(run.tasks_timed_out, 1u);
   EXPECT_EQ(run.workers_lost, 1u);
+  EXPECT_GE(run.processes, 4u);  // three workers and the process, and the replacements
   // Three, and the replacements of the dead one and the killed one when they connected before the end.
   EXPECT_GE(run.workers_started, 3u);
 
@@ -167,12 +175,17 @@ TEST(flight_recorder, a_pool_run_is_recorded_with_its_deaths_and_timeouts_and_tr
   std::map<std::string, int> ends;
   std::vector<std::string> marks;
   std::map<std::int64_t, int> flow_starts, flow_ends;  // by flow id
+  std::map<std::string, std::string> processes;        // name -> how it ended
   std::vector<std::pair<std::int64_t, double>> flow_targets;
   for (auto& e : events) {
     auto& o = e.as_object();
     auto ph = o.at("ph").as_string();
     if (ph == "M" && o.at("name").as_string() == "thread_name")
       tracks[o.at("tid").as_int64()] = std::string(o.at("args").at("name").as_string());
+    if (ph == "X" && o.at("pid").as_int64() == 0) {  // a child of the master, from its start to its end
+      processes[std::string(o.at("name").as_string())] = std::string(o.at("args").at("end").as_string());
+      continue;
+    }
     if (ph == "X") {
       auto from = o.at("ts").to_number<double>();
       spans[o.at("tid").as_int64()].emplace_back(from, from + o.at("dur").to_number<double>());
@@ -192,6 +205,14 @@ TEST(flight_recorder, a_pool_run_is_recorded_with_its_deaths_and_timeouts_and_tr
     EXPECT_TRUE(std::any_of(spans[tid].begin(), spans[tid].end(), [&](auto& span) { return span.first == ts; }))
         << "an arrow to no span's start on " << tracks[tid];
   EXPECT_EQ(ends, (std::map<std::string, int>{{"result", 31}, {"its worker died", 1}, {"timed out", 1}}));
+  // Every child, the pool's workers among them: the one a task killed by its signal, the one
+  // the process ran in with its code.
+  EXPECT_EQ(processes.size(), run.processes);
+  EXPECT_EQ(std::count_if(processes.begin(), processes.end(),
+                          [](auto& p) { return p.first.starts_with("Process-") && p.second == "exit code 3"; }),
+            1);
+  EXPECT_EQ(std::count_if(processes.begin(), processes.end(), [](auto& p) { return p.second == "signal 9"; }), 2)
+      << "the worker the task killed, and the one killed for the timeout; the others were closed and joined";
   for (auto& [tid, list] : spans) {
     ASSERT_TRUE(tracks.contains(tid)) << "a span on a track with no worker's name";
     EXPECT_TRUE(tracks[tid].starts_with("PoolWorker-")) << tracks[tid];

@@ -21,6 +21,8 @@ struct recorded_run {
   bool truncated = false;  // it reached record_max_bytes: later events are not in it
   std::uint64_t pools = 0, maps = 0, tasks_sent = 0, tasks_done = 0, tasks_lost = 0, tasks_timed_out = 0;
   std::uint64_t workers_started = 0, workers_lost = 0;
+  /// Every child the master started: processes, pool workers, managers' servers, ring members.
+  std::uint64_t processes = 0;
 };
 
 /// The runs recorded in record_dir (see docs/config.md), newest first.
@@ -29,7 +31,8 @@ std::vector<recorded_run> run_history(const config& cfg = config::load());
 /// Writes a recorded run as a Chrome trace (JSON that Perfetto's UI and chrome://tracing open):
 /// a process per pool, a track per worker, a span per task from when the worker took it up to its
 /// result, an arrow to each task from its map's submission on the pool's master track, and marks
-/// for a worker's start and end and a task's timeout. `run`: an id or the start of one,
+/// for a worker's start and end and a task's timeout; and a "processes" process with a span per
+/// child of the master from its start to its end. `run`: an id or the start of one,
 /// "last" (the newest), or a file's path. Throws fiber::error (config_error) when no run matches.
 recorded_run write_trace(const std::string& run, const std::string& out_path, const config& cfg = config::load());
 

@@ -39,6 +39,8 @@ enum class record_kind : std::uint16_t {
   map_begin = 12,    // b: pool id, c: submission id, d: items (0: not known yet)
   map_end = 13,      // b: pool id, c: submission id
   truncated = 14,    // record_max_bytes reached: nothing after this
+  process_start = 15,  // a: the child (name), c: pid (0 until its engine says)
+  process_end = 16,    // a: the child, c: exit code (-N: signal N), d: 1 if it raised; text: what it raised
 };
 
 /// A task_sent record's `d`: its items (the low 40 bits) and the number of the map it is part of

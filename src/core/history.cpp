@@ -49,6 +49,7 @@ recorded_run summarize(const std::string& path, const std::vector<detail::read_r
       case record_kind::task_lost: ++run.tasks_lost; break;
       case record_kind::task_timed_out: ++run.tasks_timed_out; break;
       case record_kind::truncated: run.truncated = true; break;
+      case record_kind::process_start: ++run.processes; break;
       default: break;
     }
     run.seconds = std::max(run.seconds, static_cast<double>(r.ns) / 1e9);
@@ -166,6 +167,8 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
     std::uint64_t task, ns, items, map;
   };
   std::map<std::pair<int, std::uint64_t>, std::uint64_t> map_at;  // (pool, map) -> when it was submitted
+  std::unordered_map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> process_began;  // child -> (ns, pid)
+  bool processes_named = false;
   std::uint64_t flows = 0;
   std::map<std::pair<int, std::uint32_t>, std::deque<sent>> held;  // per worker, in the order sent
   std::map<std::pair<int, std::uint32_t>, std::uint64_t> free_since;
@@ -218,6 +221,22 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
         out.mark(pool_pid(r.b), r.a, "task " + std::to_string(r.c) + " timed out", r.ns, "");
         break;
       case record_kind::truncated: out.mark(1, 0, "recording truncated (record_max_bytes)", r.ns, ""); break;
+      case record_kind::process_start: process_began[r.a] = {r.ns, r.c}; break;
+      case record_kind::process_end: {
+        // The master's children, pool workers included, each a track of process 0.
+        auto began = process_began.find(r.a);
+        if (began == process_began.end()) break;
+        if (!processes_named) out.meta("process_name", 0, 0, "processes");
+        processes_named = true;
+        out.meta("thread_name", 0, r.a, names[r.a]);
+        auto code = static_cast<std::int64_t>(r.c);
+        auto how = code < 0 ? "signal " + std::to_string(-code) : "exit code " + std::to_string(code);
+        out.span(0, r.a, names[r.a], began->second.first, std::max(began->second.first, r.ns),
+                 "\"pid\":" + std::to_string(began->second.second) + ",\"end\":" + json_text(how) +
+                     (r.d ? ",\"raised\":" + json_text(text) : std::string()));
+        process_began.erase(began);
+        break;
+      }
       default: break;
     }
   }

@@ -62,6 +62,8 @@ void child_process::start(started_handler& done) {
   on_started_ = std::move(done);
   rt_->master().track_job(child_.get());
   pid_ = child_->pid();
+  if (auto& rec = rt_->recorder(); rec.on())
+    rec.record(record_kind::process_start, rec.name(name_), 0, static_cast<std::uint64_t>(pid_.load()));
   child_->on_exit([weak = weak_from_this()](int code) {
     if (auto self = weak.lock()) self->on_exit(code);
   });
@@ -229,6 +231,9 @@ void child_process::finish() {
   if (grace_timer_) grace_timer_->cancel();
   if (kill_timer_) kill_timer_->cancel();
   state_ = phase::ended;
+  if (auto& rec = rt_->recorder(); rec.on())
+    rec.record(record_kind::process_end, rec.name(name_), 0, static_cast<std::uint64_t>(static_cast<std::int64_t>(exit_code_.load())),
+               raised_ ? 1 : 0, raised_ ? raised_->what() : std::string_view());
   rt_->master().detach_child(peer_);
   auto waiters = std::move(on_ended_);
   on_ended_.clear();
