@@ -17,24 +17,29 @@ std::string reachable_address() {
   std::string e = endpoint ? endpoint : "";
   if (!e.starts_with("tcp://")) return "127.0.0.1";
   auto hostport = e.substr(6);
-  auto host = hostport.substr(0, hostport.rfind(':'));
-  addrinfo hints{}, *res = nullptr;
+  auto ip = source_address_towards(hostport.substr(0, hostport.rfind(':')));
+  return ip.empty() ? "127.0.0.1" : ip;
+}
+
+std::string source_address_towards(const std::string& host) {
+  addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_DGRAM;
-  if (::getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || !res) return "127.0.0.1";
-  std::string ip = "127.0.0.1";
-  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s >= 0 && ::connect(s, res->ai_addr, res->ai_addrlen) == 0) {
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || !found) return {};
+  std::string out;
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {  // UDP: no packet is sent
     sockaddr_in local{};
     socklen_t len = sizeof local;
-    char text[INET_ADDRSTRLEN];
-    if (::getsockname(s, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+    char text[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
         ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
-      ip = text;
+      out = text;
   }
-  if (s >= 0) ::close(s);
-  ::freeaddrinfo(res);
-  return ip;
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  return out;
 }
 
 }  // namespace fiber::detail

@@ -206,21 +206,11 @@ std::error_code zmq_channel::send(multipart&& parts) {
   }
   // The first frame decides. Refused, it leaves `parts` as they came (a caller may keep them for
   // a resend elsewhere); taken, ZeroMQ takes the rest of the message without blocking.
+  // Packed, the frames are a copy: the parts as they came are kept until it is taken.
+  multipart as_given;
   if (packs(parts)) {
-    auto wire = packed(parts);  // a copy: `parts` stay as they came until it is taken
-    try {
-      if (!socket_.send(wire[0], zmq::send_flags::dontwait | (wire.size() > 1 ? zmq::send_flags::sndmore : zmq::send_flags::none))) {
-        outbox_.push_back(std::move(wire));
-        arm();
-        return {};
-      }
-      if (wire.size() > 1 && !socket_.send(wire[1], zmq::send_flags::none))
-        return std::make_error_code(std::errc::resource_unavailable_try_again);  // not expected mid-message
-    } catch (const zmq::error_t& e) {
-      return std::error_code(e.num(), std::generic_category());
-    }
-    if (pending_) on_ready();
-    return {};
+    as_given = std::move(parts);
+    parts = packed(as_given);
   }
   bool large = needs_split(parts);
   zmq::message_t layout = large ? layout_of(parts) : zmq::message_t();
@@ -244,6 +234,7 @@ std::error_code zmq_channel::send(multipart&& parts) {
       if (!socket_.send(rest[i], i + 1 < rest.size() ? zmq::send_flags::sndmore : zmq::send_flags::none))
         return std::make_error_code(std::errc::resource_unavailable_try_again);  // not expected mid-message
   } catch (const zmq::error_t& e) {
+    if (!as_given.empty()) parts = std::move(as_given);
     return std::error_code(e.num(), std::generic_category());
   }
   if (pending_) on_ready();  // the send may have eaten the edge of an arrived message

@@ -17,6 +17,7 @@
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 #include "core/log.hpp"
+#include "transport/reachable_address.hpp"
 
 namespace fiber::detail {
 namespace {
@@ -45,29 +46,6 @@ std::vector<std::string> lines_of(const std::string& text) {
     if (!line.empty()) out.push_back(line);
     pos = eol == std::string::npos ? text.size() : eol + 1;
   }
-  return out;
-}
-
-/// The address of this host that packets to `node_address` leave from: what that node can reach
-/// the master at. Empty when there is no route.
-std::string source_address_towards(const std::string& node_address) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(node_address.c_str(), "9", &hints, &found) != 0 || !found) return {};
-  std::string out;
-  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {  // UDP: no packet is sent
-    sockaddr_in local{};
-    socklen_t len = sizeof local;
-    char text[INET_ADDRSTRLEN] = {};
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
-      out = text;
-  }
-  if (fd >= 0) ::close(fd);
-  ::freeaddrinfo(found);
   return out;
 }
 
