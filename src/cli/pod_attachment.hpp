@@ -16,6 +16,7 @@
 #include <string>
 
 #include "backend/kubernetes/blocking_api.hpp"
+#include "backend/kubernetes/node_taints.hpp"
 #include "backend/kubernetes/pod_watch.hpp"
 #include "cli/pod_state.hpp"
 #include "transport/run_until.hpp"
@@ -81,9 +82,15 @@ class pod_attachment {
     }
     if (!st.started && st.hopeless)
       return finish_with_failure("its pod " + out_.pod + " cannot start: " + st.reason);
-    if (!st.started && st.unschedulable && !autoscaling_)
-      return finish_with_failure("Kubernetes cannot schedule its pod " + out_.pod + ": " + st.reason.substr(15) +
-                                 " (lower --cpu/--memory/--gpu, or set kubernetes_autoscaling=true to wait for nodes)");
+    if (!st.started && st.unschedulable && !autoscaling_) {
+      auto message = st.reason.substr(15);
+      // The scheduler names no taint: the nodes say which, and whether they pass by themselves.
+      if (message.find("untolerated taint") != std::string::npos) {
+        if (!taints_asked_) check_taints(message, pod);
+        return;
+      }
+      return never_schedulable(message);
+    }
     if (st.started && !logs_started_) follow_logs();
     if (st.exit_code && !exit_code_) {
       exit_code_ = st.exit_code;
@@ -105,6 +112,32 @@ class pod_attachment {
         [this](std::error_code, long, std::string) {
           logs_open_ = false;
           maybe_done();
+        });
+  }
+
+  void never_schedulable(const std::string& message) {
+    finish_with_failure("Kubernetes cannot schedule its pod " + out_.pod + ": " + message +
+                        " (lower --cpu/--memory/--gpu, or set kubernetes_autoscaling=true to wait for nodes)");
+  }
+
+  void check_taints(const std::string& message, const json::object* pod) {
+    taints_asked_ = true;
+    auto* spec = pod->if_contains("spec");
+    detail::kube::ask_untolerated_taints(
+        api_.api(), spec && spec->is_object() ? spec->as_object() : json::object{},
+        [this, alive = std::weak_ptr<bool>(alive_), message](detail::kube::untolerated taints, std::string why) {
+          if (alive.expired() || finished_) return;
+          taints_asked_ = false;
+          if (!why.empty()) return never_schedulable(message + " (which taints, listing the nodes would say: " + why + ")");
+          if (!taints.passing)
+            return finish_with_failure("Kubernetes cannot schedule its pod " + out_.pod + ": " + message +
+                                       " Untolerated: " + taints.nodes +
+                                       ". Remove the taint, or add a toleration with kubernetes_pod_patch");
+          // Taints the cluster takes off by itself (nodes lost from sight during a control plane's
+          // restart, a node under pressure): the run waits, as any Job's pod would.
+          std::fprintf(stderr, "fiber: %s waits: %s, taints the cluster takes off by itself\n", out_.pod.c_str(),
+                       taints.nodes.empty() ? "the taints that kept it off are gone"
+                                            : ("the nodes carry " + taints.nodes).c_str());
         });
   }
 
@@ -139,6 +172,8 @@ class pod_attachment {
   std::optional<int> exit_code_;
   std::string said_;
   bool finished_ = false, logs_started_ = false, logs_open_ = false;
+  bool taints_asked_ = false;  // the nodes' taints are being listed
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for answers that come after this is gone
 };
 
 }  // namespace fiber::cli

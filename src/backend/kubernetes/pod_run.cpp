@@ -10,6 +10,7 @@
 #include <csignal>
 #include <optional>
 
+#include "backend/kubernetes/node_taints.hpp"
 #include "core/log.hpp"
 #include "fiber/error.hpp"
 
@@ -50,6 +51,7 @@ struct pod_run final : engine_run, std::enable_shared_from_this<pod_run> {
   std::string detail, last_reason, output_tail;
   std::string failing;  // why fail() is deleting the pod
   std::atomic<bool> unschedulable{false};  // the scheduler refused it and no autoscaler may help
+  bool taints_asked = false;               // the nodes' taints are being listed
   std::optional<int> terminated_code;
   std::atomic<bool> reaped{false};
   asio::steady_timer pending_timer, logs_grace, kill_deadline;
@@ -77,6 +79,10 @@ struct pod_run final : engine_run, std::enable_shared_from_this<pod_run> {
 
   /// On the loop: follows the pod through the watch (which hands over what it has already seen).
   void follow();
+  /// The scheduler refused it for good: the start fails.
+  void never_schedulable(const std::string& message);
+  /// The scheduler refused it for taints: fails for lasting ones, waits through passing ones.
+  void check_taints(const std::string& message, const boost::json::object* spec);
 
   void create_answered() {
     auto& a = create_answer->wait();  // set already: this runs after the answer
@@ -190,15 +196,16 @@ void pod_run::changed(const boost::json::object* pod, const std::string& problem
       auto& co = c.as_object();
       if (string_at(&co, "type") == "PodScheduled" && string_at(&co, "status") == "False" &&
           string_at(&co, "reason") == "Unschedulable") {
-        last_reason = "Unschedulable: " + string_at(&co, "message");
-        if (!shared->cfg.kubernetes_autoscaling) {
-          // Without an autoscaler no room will come: the start fails for good (errc::unsatisfiable),
-          // and a pool stops starting workers instead of trying again and again while the
-          // workers that fit run (Pool(100) on nodes that held 40: a create a second).
-          unschedulable = true;
-          return fail("Kubernetes cannot schedule its pod " + name + ": " + string_at(&co, "message") +
-                      " (it asked for " + asked + "; set kubernetes_autoscaling=true to wait for new nodes)");
+        auto message = string_at(&co, "message");
+        last_reason = "Unschedulable: " + message;
+        if (shared->cfg.kubernetes_autoscaling) continue;
+        // The scheduler names no taint: which ones, and whether they pass by themselves, takes
+        // the nodes (when this master may list them).
+        if (message.find("untolerated taint") != std::string::npos) {
+          if (!taints_asked) check_taints(message, object_at(*pod, "spec"));
+          return;
         }
+        return never_schedulable(message);
       }
     }
   auto* statuses = status->if_contains("containerStatuses");
@@ -221,6 +228,39 @@ void pod_run::changed(const boost::json::object* pod, const std::string& problem
       terminated_now(*terminated);
     }
   }
+}
+
+void pod_run::never_schedulable(const std::string& message) {
+  // Without an autoscaler no room will come: the start fails for good (errc::unsatisfiable), and a
+  // pool stops starting workers instead of trying again and again while the workers that fit run
+  // (Pool(100) on nodes that held 40: a create a second).
+  unschedulable = true;
+  fail("Kubernetes cannot schedule its pod " + name + ": " + message + " (it asked for " + asked +
+       "; set kubernetes_autoscaling=true to wait for new nodes)");
+}
+
+void pod_run::check_taints(const std::string& message, const boost::json::object* spec) {
+  taints_asked = true;
+  std::weak_ptr<pod_run> weak = weak_from_this();
+  ask_untolerated_taints(*shared->client, spec ? *spec : boost::json::object{},
+                         [weak, message](untolerated taints, std::string why) {
+    auto self = weak.lock();
+    if (!self || self->at == stage::ended || self->at == stage::running) return;
+    if (!why.empty()) return self->never_schedulable(message + " (which taints, listing the nodes would say: " + why + ")");
+    if (!taints.passing)
+      return self->fail("Kubernetes cannot schedule its pod " + self->name + ": " + message + " Untolerated: " +
+                        taints.nodes + ". Remove the taint, or add a toleration with kubernetes_pod_patch");
+    // Taints the cluster takes off by itself (nodes the control plane lost sight of during a
+    // restart, a node under memory or disk pressure): the pod waits, as a pod of any controller
+    // would, up to the pending timeout. The scheduler tries again when the nodes change; asking
+    // again once it refuses again sees whether the taints are still passing ones.
+    self->last_reason = "Unschedulable: " + message + (taints.nodes.empty() ? "" : " Untolerated: " + taints.nodes);
+    logf(log_level::warn, self->process_name, ": its pod ", self->name, " waits: ",
+         taints.nodes.empty() ? std::string("the taints that kept it off are gone") : "the nodes carry " + taints.nodes,
+         ", taints the cluster takes off by itself (up to kubernetes_pending_timeout_ms=",
+         self->shared->cfg.kubernetes_pending_timeout_ms, ")");
+    self->taints_asked = false;
+  });
 }
 
 void pod_run::follow_logs() {
