@@ -205,13 +205,16 @@ TEST(process, a_child_whose_main_lacks_fiber_init_stops_before_starting_anything
   EXPECT_NE(out.find("did not call fiber::init(argc, argv)"), std::string::npos) << out;
 }
 
-TEST(process, a_worker_starting_a_process_gets_a_clear_error) {
-  fiber::simple_queue<std::string> out;
-  fiber::process p(&start_from_worker, out);
+TEST(process, a_child_at_max_depth_starting_a_process_gets_a_clear_error) {
+  // Children may start children (nested) down to max_depth; this child is already there.
+  fiber::context ctx(fiber::config::load({{"max_depth", "1"}}));
+  fiber::simple_queue<std::string> out(ctx);
+  fiber::process p(ctx, &start_from_worker, out);
   p.start().get();
   auto report = out.get().get();
   p.join().get();
-  EXPECT_NE(report.find("from inside a worker is not supported"), std::string::npos) << report;
+  EXPECT_NE(report.find("at depth 1 of its job's tree"), std::string::npos) << report;
+  EXPECT_NE(report.find("max_depth=1"), std::string::npos) << report;
   EXPECT_NE(report.find("| not alive"), std::string::npos) << report;
   EXPECT_EQ(p.exitcode(), 0);
 }

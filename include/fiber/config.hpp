@@ -33,6 +33,7 @@ struct config {
   std::uint64_t shared_cache_bytes = 0;     // the fiber::shared objects a pool has sent and that are
                                             // still in use, together; 0: a quarter of this host's memory
   int start_timeout_ms = 60000;             // a child must complete the handshake in this time
+  int max_depth = 4;                        // children may start children down to this depth (the master is 0)
   int terminate_grace_ms = 2000;            // SIGTERM, then SIGKILL after this
   std::uint64_t malloc_keep_mb = 256;       // freed memory a process keeps for reuse (glibc malloc);
                                             // 0: malloc's own defaults

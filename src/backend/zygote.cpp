@@ -52,7 +52,15 @@ std::unique_ptr<zygote> zygote::start(const std::string& executable) {
   posix_spawn_file_actions_adddup2(&actions, from, helper_fd);
   posix_spawn_file_actions_addclosefrom_np(&actions, helper_fd + 1);
   std::vector<std::string> env_storage;
-  for (char** e = environ; e && *e; ++e) env_storage.emplace_back(*e);
+  // A master that is itself a child (nested) has its own parent's pid in its environment: the
+  // helper must see this process's (getenv takes the first of two), or it leaves at once.
+  auto replaced = [](std::string_view entry) {
+    for (std::string_view name : {std::string_view(env_zygote_fd), std::string_view(env_parent_pid)})
+      if (entry.starts_with(name) && entry.size() > name.size() && entry[name.size()] == '=') return true;
+    return false;
+  };
+  for (char** e = environ; e && *e; ++e)
+    if (!replaced(*e)) env_storage.emplace_back(*e);
   env_storage.push_back(std::string(env_zygote_fd) + "=" + std::to_string(helper_fd));
   env_storage.push_back(std::string(env_parent_pid) + "=" + std::to_string(getpid()));
   std::vector<char*> envp;

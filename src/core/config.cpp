@@ -137,6 +137,7 @@ const std::vector<key_def>& key_table() {
       int_key<std::uint64_t>("max_message_bytes", &config::max_message_bytes, 1, std::numeric_limits<std::uint64_t>::max()),
       int_key<std::uint64_t>("shared_cache_bytes", &config::shared_cache_bytes, 0, std::numeric_limits<std::uint64_t>::max()),
       int_key("start_timeout_ms", &config::start_timeout_ms, 1, int_max),
+      int_key("max_depth", &config::max_depth, 1, 64),
       int_key("terminate_grace_ms", &config::terminate_grace_ms, 0, int_max),
       int_key<std::uint64_t>("malloc_keep_mb", &config::malloc_keep_mb, 0, std::uint64_t{1} << 20),
       int_key("wait_spin_us", &config::wait_spin_us, 0, 1000000),

@@ -9,6 +9,7 @@ inline constexpr const char* env_job = "FIBER_WORKER_JOB";            // job id
 inline constexpr const char* env_keys = "FIBER_WORKER_KEYS";          // see job_keys::for_worker
 inline constexpr const char* env_name = "FIBER_WORKER_NAME";          // process name
 inline constexpr const char* env_parent_pid = "FIBER_WORKER_PARENT_PID";
+inline constexpr const char* env_depth = "FIBER_WORKER_DEPTH";        // 1 for the master's children, 2 below, ...
 inline constexpr const char* worker_flag = "--fiber-worker";
 /// Exit code of a worker the master refused (binary or protocol mismatch).
 inline constexpr int exit_refused = 3;

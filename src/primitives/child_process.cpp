@@ -12,7 +12,6 @@
 namespace fiber::detail {
 
 namespace {
-std::atomic<std::uint64_t> next_peer{1};
 std::atomic<int> next_number{1};
 }  // namespace
 
@@ -77,13 +76,11 @@ void child_process::start(started_handler& done) {
 void child_process::spawn() {
   auto& rt = *rt_;
   if (rt.is_shut_down()) throw error(errc::closed, "cannot start " + name_ + ": its fiber context has been stopped");
-  if (!rt.is_master())
-    throw error(errc::spawn_failed, "starting processes from inside a worker is not supported yet; start them from the master");
   require_init();
   check_message_size("the arguments of " + name_, call_.args.total_size(), rt.cfg().max_message_bytes,
                      "send large data through a queue or a pipe in pieces");
-  auto endpoint = rt.master().listen();
-  peer_ = std::to_string(next_peer++);
+  auto endpoint = rt.master().listen();  // in a child: it becomes the master of its own (nested)
+  peer_ = std::to_string(master_side::new_peer());
   rt.master().attach_child(peer_, weak_from_this());
   auto spec = spec_for_needs(needs_, rt.cfg());  // cpu, memory, GPUs
   spec.name = name_;
@@ -94,7 +91,8 @@ void child_process::spawn() {
               {env_endpoint, endpoint},
               {env_job, rt.job_id()},
               {env_keys, rt.master().worker_credentials()},
-              {env_name, name_}};
+              {env_name, name_},
+              {env_depth, std::to_string(rt.depth() + 1)}};
   auto& backend = rt.master().the_backend();
   backend.check_capacity(spec);  // a request no node can meet fails before anything starts
   child_ = backend.spawn(spec);
@@ -183,8 +181,30 @@ void child_process::on_hello(const std::string& text) {
   child_->when_identified([weak = weak_from_this(), welcome = std::move(welcome)]() mutable {
     auto self = weak.lock();
     if (!self) return;
-    self->rt_->master().send_to_child(self->peer_, std::move(welcome));
-    self->complete_start({}, {});
+    if (self->rt_->is_master()) {  // its routing id is its channel prefix
+      self->rt_->master().send_to_child(self->peer_, std::move(welcome));
+      self->complete_start({}, {});
+      return;
+    }
+    // A nested master's child: its channel prefix, unique in the job, comes from the top master.
+    self->rt_->get(master_side::prefix_channel, std::nullopt,
+                   [weak, welcome = std::move(welcome)](std::error_code ec, multipart answer, bool) mutable {
+                     auto self = weak.lock();
+                     if (!self || self->state_ != phase::running) return;
+                     std::uint32_t prefix = 0;
+                     if (ec || answer.empty() || answer[0].size() != sizeof prefix) {
+                       self->complete_start(ec ? ec : make_error_code(errc::protocol_error),
+                                            "cannot start " + self->name_ + ": the master above gave no channel prefix (" +
+                                                (ec ? ec.message() : std::string("malformed answer")) + ")");
+                       self->child_->signal(SIGKILL);
+                       return;
+                     }
+                     std::memcpy(&prefix, answer[0].data(), sizeof prefix);
+                     auto h = parse_header(welcome[0]);
+                     welcome[0] = make_header(kind::welcome, h->channel, h->request, prefix, h->flags);
+                     self->rt_->master().send_to_child(self->peer_, std::move(welcome));
+                     self->complete_start({}, {});
+                   });
   });
 }
 

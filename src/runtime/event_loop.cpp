@@ -20,6 +20,11 @@ event_loop::event_loop(asio::io_context* external, bool standby, std::chrono::mi
   if (standby) standby_ = std::thread([this] { standby_loop(); });
 }
 
+void event_loop::start_standby() {
+  if (!owned_io_ || standby_.joinable()) return;
+  standby_ = std::thread([this] { standby_loop(); });
+}
+
 event_loop::~event_loop() {
   stop([] {});
 }

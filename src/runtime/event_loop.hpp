@@ -48,6 +48,9 @@ class event_loop {
   /// io_context: never waits on a loop that nobody may be running.
   void run_or_post(unique_function<void()> f);
 
+  /// Starts the standby thread of an owned loop made without one (a worker that became a master
+  /// of its own children); nothing if it runs already or the loop is a caller's.
+  void start_standby();
   /// Runs `last` on the loop (or here, when the loop is gone; it must be idempotent), then ends
   /// the standby thread and lets an owned loop run out. Safe from any thread, the loop's included.
   void stop(unique_function<void()> last) noexcept;

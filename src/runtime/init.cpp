@@ -115,6 +115,8 @@ int run_worker() {
     return 2;
   }
   rt->replace_config(cfg);
+  // A nested master's child: the channel prefix the top master gave it (else its routing id's).
+  if (auto welcome = parse_header(answer[0]); welcome && welcome->aux) rt->set_channel_prefix(welcome->aux);
   keep_freed_memory(cfg.malloc_keep_mb);
   configure_log(cfg.log_level, cfg.log_file, name);
 
@@ -132,6 +134,9 @@ int run_worker() {
   } catch (...) {
     failure = remote_failure::of_current_exception();
   }
+  // Children it started and let go of without join() (non-daemon), as the master waits for its
+  // own; then stop() below ends whatever it started that is still running.
+  rt->wait_for_held();
   if (failure) log(log_level::error, "target raised " + failure->type + ": " + failure->message);
   auto detail = failure ? failure->encode() : std::string();
   rt->worker().send_upstream(make_message(kind::done, {.aux = failure ? 1u : 0u}, detail));

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <atomic>
+
 #include "core/log.hpp"
 #include "fiber/error.hpp"
 
@@ -128,9 +130,27 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
         child->on_done(h->aux != 0, text);
       return;
     }
-    case kind::put: broker_.put(h->channel, payload(), true); return;
-    case kind::get: broker_.get(h->channel, channel_reader{peer, h->request}); return;
+    case kind::put:
+      if (upstream_) return upstream_->put(h->channel, payload());
+      broker_.put(h->channel, payload(), true);
+      return;
+    case kind::get:
+      if (upstream_) return forward_get(peer, h->channel, h->request);
+      if (h->channel == prefix_channel) {
+        // A nested master asks a channel prefix for its new child: unique in the job, as the
+        // prefixes of this master's own children are (one counter for both).
+        auto prefix = new_peer();
+        (void)try_send_to_child(peer, make_message(kind::item, {.channel = h->channel, .request = h->request}, as_pod(prefix)));
+        return;
+      }
+      broker_.get(h->channel, channel_reader{peer, h->request});
+      return;
     case kind::cancel_get:
+      if (upstream_) {
+        if (auto it = forwarded_.find({peer, h->request}); it != forwarded_.end())
+          upstream_->cancel_get(it->second.first, it->second.second);
+        return;  // the answer to the forwarded get (cancelled, or the item) goes down when it comes
+      }
       if (broker_.cancel(h->channel, peer, h->request)) {
         (void)try_send_to_child(peer, make_message(kind::cancelled, {.channel = h->channel, .request = h->request}));
       }
@@ -158,6 +178,41 @@ bool master_side::deliver(const channel_reader& r, std::uint64_t channel, multip
   return true;
 }
 
+std::uint32_t master_side::new_peer() {
+  static std::atomic<std::uint32_t> next{1};
+  return next++;
+}
+
+void master_side::forward_get(const std::string& peer, std::uint64_t channel, std::uint64_t request) {
+  auto ours = gets_.add(channel, [weak = weak_from_this(), peer, channel, request](std::error_code ec, multipart payload,
+                                                                                  bool) {
+    auto self = weak.lock();
+    if (!self) return;
+    self->forwarded_.erase({peer, request});
+    if (ec == make_error_code(errc::timeout)) {  // withdrawn upstream, as the child asked
+      (void)self->try_send_to_child(peer, make_message(kind::cancelled, {.channel = channel, .request = request}));
+      return;
+    }
+    if (ec) {
+      (void)self->try_send_to_child(
+          peer, make_message(kind::failure, {.channel = channel, .request = request}, "the read failed above: " + ec.message()));
+      return;
+    }
+    multipart m;
+    m.reserve(payload.size() + 1);
+    m.push_back(make_header(kind::item, channel, request));
+    for (auto& f : payload) m.push_back(std::move(f));
+    if (self->try_send_to_child(peer, std::move(m))) {
+      // The reader died meanwhile: the message goes back to its queue rather than being lost.
+      multipart back;
+      for (std::size_t i = 1; i < m.size(); ++i) back.push_back(std::move(m[i]));
+      if (self->upstream_ && channel != prefix_channel) self->upstream_->put(channel, std::move(back));
+    }
+  });
+  forwarded_[{peer, request}] = {channel, ours};
+  upstream_->get(channel, ours);
+}
+
 void master_side::cancel_get(std::uint64_t channel, std::uint64_t request) {
   if (broker_.cancel(channel, {}, request)) gets_.complete(request, make_error_code(errc::timeout), {}, true);
 }
@@ -169,6 +224,16 @@ void master_side::attach_child(const std::string& routing_id, std::weak_ptr<chil
 void master_side::detach_child(const std::string& routing_id) {
   children_.erase(routing_id);
   broker_.forget_peer(routing_id);  // readers that died while waiting must not receive messages
+  // ... nor the reads a nested master asked upstream for them (an item already on its way comes
+  // back here, finds the child gone, and goes back to its queue).
+  for (auto it = forwarded_.lower_bound({routing_id, 0}); it != forwarded_.end() && it->first.first == routing_id;)
+    if (upstream_) {
+      auto [channel, ours] = it->second;
+      ++it;
+      upstream_->cancel_get(channel, ours);
+    } else {
+      ++it;
+    }
 }
 
 void master_side::send_to_child(const std::string& routing_id, multipart&& parts) {

@@ -3,6 +3,7 @@
 // of service messages to the services that own them.
 #pragma once
 #include <asio/io_context.hpp>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -61,6 +62,17 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   void untrack_job(job* j) { std::erase(live_jobs_, j); }
   std::vector<int> live_pids() const;
 
+  /// A child's master that is itself a child (nested): the queues and pipes of the whole tree are
+  /// served by the top master, so its children's puts and gets go up through `upstream` (its own
+  /// route), and the answers come back down (docs/design.md, "Nested processes").
+  void forward_channels_to(channel_route* upstream) { upstream_ = upstream; }
+  /// A routing id for a new child, unique in this process; in the top master also the child's
+  /// channel prefix, which the top master hands out to the whole tree (channel 0, below).
+  static std::uint32_t new_peer();
+  /// The reserved channel a nested master reads a channel prefix for its new child from: a get
+  /// on it, answered by the top master with four bytes.
+  static constexpr std::uint64_t prefix_channel = 0;
+
   // channel_route: the broker is here
   void put(std::uint64_t channel, multipart&& payload) override { broker_.put(channel, std::move(payload), false); }
   void get(std::uint64_t channel, std::uint64_t request) override { broker_.get(channel, channel_reader{{}, request}); }
@@ -74,6 +86,8 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   /// A message from child `peer`; its header is m[first].
   void handle(const std::string& peer, multipart&& m, std::size_t first);
   bool deliver(const channel_reader& r, std::uint64_t channel, multipart& payload, bool may_run_inline);
+  /// Nested: a child's get, asked upstream under a request of this process; the answer goes down.
+  void forward_get(const std::string& peer, std::uint64_t channel, std::uint64_t request);
 
   asio::io_context& io_;
   zmq::context_t& zctx_;
@@ -91,6 +105,9 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   std::unique_ptr<backend> backend_;
   std::unordered_map<std::string, std::weak_ptr<child_endpoint>> children_;
   std::vector<job*> live_jobs_;
+  channel_route* upstream_ = nullptr;  // nested: where the tree's channels are served
+  // nested: (child, its request) -> (channel, our request)
+  std::map<std::pair<std::string, std::uint64_t>, std::pair<std::uint64_t, std::uint64_t>> forwarded_;
   bool closed_ = false;
 };
 

@@ -3,10 +3,12 @@
 
 #include <asio/post.hpp>
 
+#include <cstdlib>
 #include <random>
 
 #include "core/log.hpp"
 #include "core/message_limit.hpp"
+#include "core/worker_env.hpp"
 #include "runtime/terminate_guard.hpp"
 #include "fiber/error.hpp"
 
@@ -35,6 +37,8 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
 runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::string master_endpoint, std::string token)
     : cfg_(std::move(cfg)), job_id_(std::move(job_id)), keys_(std::move(keys)), loop_(nullptr, /*standby=*/false, std::chrono::microseconds(cfg_.wait_spin_us)) {
   channel_prefix_ = std::stoull(token) << 32;
+  depth_ = 1;
+  if (const char* d = std::getenv(env_depth); d && std::atoi(d) > 0) depth_ = std::atoi(d);
   worker_ = std::make_shared<worker_side>(loop_, zctx_, cfg_, keys_, master_endpoint, token, gets_, services_);
   route_ = worker_.get();
 }
@@ -42,7 +46,7 @@ runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::stri
 runtime::~runtime() { stop(); }
 
 void runtime::stop() noexcept {
-  if (master_) unguard_on_terminate(this);
+  if (!worker_) unguard_on_terminate(this);
   loop_.stop([this] { shutdown(); });
   // Waits, within each socket's linger, until what was sent has left this process.
   zctx_.close();
@@ -87,7 +91,21 @@ void runtime::run_soon(unique_function<void()> f) {
 }
 
 master_side& runtime::master() {
-  if (!master_) throw error(errc::not_started, "this is a worker: only the master starts children and serves queues");
+  if (master_) return *master_;
+  if (shut_down_) throw error(errc::closed, "the fiber context has shut down");
+  // A child that starts children becomes their master (docs/design.md, "Nested processes"): its
+  // own listening socket, backend and credentials; the tree's queues stay with the top master.
+  if (depth_ >= cfg_.max_depth)
+    throw error(errc::unsatisfiable, "this process is at depth " + std::to_string(depth_) +
+                                         " of its job's tree (the master is at 0) and config max_depth=" +
+                                         std::to_string(cfg_.max_depth) +
+                                         " allows no children below it: raise max_depth, or start them from a process "
+                                         "nearer the master");
+  subtree_keys_ = job_keys::generate();
+  master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, subtree_keys_, gets_, services_);
+  master_->forward_channels_to(worker_.get());
+  // Its children are heard while its target computes, not only while it blocks in fiber.
+  loop_.start_standby();
   return *master_;
 }
 
@@ -125,6 +143,7 @@ void runtime::shutdown() noexcept {
   if (shut_down_) return;
   shut_down_ = true;
   services_.shutdown_all();
+  if (master_ && worker_) master_->shutdown();  // nested: its children end with it
   route_->shutdown();
   recorder_.close();  // after the services: a pool's end is in the recording
 }

@@ -65,9 +65,17 @@ class runtime : public std::enable_shared_from_this<runtime> {
   const job_keys& keys() const noexcept { return keys_; }
   zmq::context_t& zmq() noexcept { return zctx_; }
 
-  bool is_master() const noexcept { return master_ != nullptr; }
-  /// The master's side; throws fiber::error(not_started) in a worker.
+  /// The top of the job's tree: no master above it.
+  bool is_master() const noexcept { return worker_ == nullptr; }
+  /// How far below the top this process is: 0 in the master, 1 in its children, ...
+  int depth() const noexcept { return depth_; }
+  /// The side that starts children and hears from them. A child that starts children of its own
+  /// becomes their master here, on first use (nested; throws fiber::error(unsatisfiable) past
+  /// config max_depth).
   master_side& master();
+  /// A nested master's child learns its channel prefix in its welcome (the top master's children
+  /// use their routing id).
+  void set_channel_prefix(std::uint32_t prefix) noexcept { channel_prefix_ = std::uint64_t{prefix} << 32; }
   /// A worker's side; throws fiber::error(not_started) in a master.
   worker_side& worker();
   service_registry& services() noexcept { return services_; }
@@ -90,6 +98,8 @@ class runtime : public std::enable_shared_from_this<runtime> {
   fiber::config cfg_;
   std::string job_id_;
   job_keys keys_;
+  job_keys subtree_keys_;  // nested: the credentials of this process's own children
+  int depth_ = 0;
   event_loop loop_;
   zmq::context_t zctx_;
   pending_gets gets_;

@@ -60,15 +60,27 @@ void worker_side::on_first_message(unique_function<void(std::error_code, multipa
 }
 
 void worker_side::push_service_message(multipart m) {
-  inbox_.push_back(std::move(m));
+  {
+    std::lock_guard lock(inbox_mutex_);
+    inbox_.push_back(std::move(m));
+  }
   loop_.notify_done(inbox_filled_);
 }
 
 multipart worker_side::next_service_message() {
+  std::unique_lock lock(inbox_mutex_);
   if (inbox_.empty()) {
     inbox_filled_ = false;
-    // Set by the loop (on this thread, inside drive) when a service message arrives.
-    loop_.drive([this] { if (!inbox_.empty()) loop_.notify_done(inbox_filled_); }, inbox_filled_);
+    lock.unlock();
+    // Set by the loop (on this thread inside drive, or on the standby thread of a worker that is
+    // also a master of its own children) when a service message arrives.
+    loop_.drive(
+        [this] {
+          std::lock_guard held(inbox_mutex_);
+          if (!inbox_.empty()) loop_.notify_done(inbox_filled_);
+        },
+        inbox_filled_);
+    lock.lock();
   }
   auto m = std::move(inbox_.front());
   inbox_.pop_front();

@@ -5,6 +5,7 @@
 #include <asio/io_context.hpp>
 #include <atomic>
 #include <deque>
+#include <mutex>
 #include <memory>
 #include <string>
 
@@ -61,6 +62,7 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   bool link_started_ = false;
   std::unique_ptr<master_watch> master_watch_;
   unique_function<void(std::error_code, multipart)> first_message_;
+  std::mutex inbox_mutex_;  // the loop may run on a standby thread (a worker that is also a master)
   std::deque<multipart> inbox_;
   std::atomic<bool> inbox_filled_{false};
   bool closed_ = false;

@@ -253,7 +253,8 @@ bool worker_set::start_one() {
   call.args.value(std::make_tuple(pool_id_, options_.prefetch + 1, options_.maxtasksperchild,
                                   static_cast<std::int64_t>(options_.report_interval.count()), init_id, init_frames));
   auto proc = child_process::make(rt_.shared_from_this(), std::move(call));
-  proc->set_name("PoolWorker-" + std::to_string(pool_id_) + "-" + std::to_string(++started_));
+  // The pool's number in this process (a child's ids carry its channel prefix in the high half).
+  proc->set_name("PoolWorker-" + std::to_string(pool_id_ & 0xffffffffu) + "-" + std::to_string(++started_));
   proc->set_needs(needs_);
   proc->set_owned();
   unique_function<void(std::error_code, std::string)> done = [owner = owner_, this, proc, needs = needs_](std::error_code ec,

@@ -1,0 +1,162 @@
+// Nested: a child starts processes and pools of its own, and the tree's queues work at every
+// level (docs/design.md, "Nested processes"). A child that starts children becomes their master;
+// queues and pipes stay with the top master, reached through each level above.
+#include <fiber/fiber.hpp>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "support.hpp"
+
+namespace {
+
+int square(int x) { return x * x; }
+
+// A pool worker's task that runs a pool of its own: the sum of the squares below n.
+int sum_of_squares_below(int n) {
+  fiber::pool inner(2);
+  std::vector<int> xs(n);
+  std::iota(xs.begin(), xs.end(), 0);
+  auto squares = inner.map(&square, xs).get();
+  return std::accumulate(squares.begin(), squares.end(), 0);
+}
+
+// Level 3: a pool (its workers are level 4).
+void pool_at_level_3(fiber::simple_queue<int> out) {
+  fiber::pool p(2);
+  auto r = p.map(&square, std::vector<int>{1, 2, 3}).get();
+  out.put(r[0] + r[1] + r[2]).get();
+}
+// Levels 1 and 2: a process that starts a process, and fails if it failed.
+void start_and_join(fiber::process& p) {
+  p.start().get();
+  p.join().get();
+  if (p.exitcode() != 0) throw std::runtime_error(p.name() + " ended with " + std::to_string(p.exitcode().value_or(-1)));
+}
+void level_2(fiber::simple_queue<int> out) {
+  fiber::process p(&pool_at_level_3, out);
+  start_and_join(p);
+}
+void level_1(fiber::simple_queue<int> out) {
+  fiber::process p(&level_2, out);
+  start_and_join(p);
+}
+
+// Level 3 puts into the queue its parent (level 2) made.
+void put_answer(fiber::simple_queue<int> q) { q.put(42).get(); }
+// Level 2 makes a queue, hands it up to level 1 through `up`, and down to level 3.
+void make_and_share(fiber::simple_queue<fiber::simple_queue<int>> up) {
+  fiber::simple_queue<int> q;
+  up.put(q).get();
+  fiber::process child(&put_answer, q);
+  start_and_join(child);
+}
+// Level 1 starts level 2, takes its queue, and reads what level 3 put there.
+void read_from_grandchild(fiber::simple_queue<int> report) {
+  fiber::simple_queue<fiber::simple_queue<int>> up;
+  fiber::process child(&make_and_share, up);
+  child.start().get();
+  auto q = up.get().get();
+  report.put(q.get().get() + 1).get();
+  child.join().get();
+}
+
+// Level 3: waits for ever (its parent's death ends it).
+void wait_for_ever(fiber::simple_queue<int> never) { (void)never.get().get(); }
+// Level 2, a pool worker: the first time, starts a level-3 child, says both pids, and waits to be
+// killed; run again (elsewhere, after that), it answers.
+int square_once_killed(int x, std::string marker, fiber::simple_queue<std::vector<int>> pids,
+                       fiber::simple_queue<int> never) {
+  if (x == 0 && !std::filesystem::exists(marker)) {
+    std::ofstream(marker) << "ran";
+    fiber::process child(&wait_for_ever, never);
+    child.set_daemon(true);
+    child.start().get();
+    pids.put(std::vector<int>{::getpid(), child.pid()}).get();
+    (void)never.get().get();
+  }
+  return x * x;
+}
+// Level 1: a pool whose worker is killed holding a task.
+void pool_with_a_victim(std::string marker, fiber::simple_queue<std::vector<int>> pids,
+                        fiber::simple_queue<std::vector<int>> results, fiber::simple_queue<int> never) {
+  fiber::pool p(2);
+  results.put(p.starmap(&square_once_killed, std::vector<std::tuple<int, std::string, fiber::simple_queue<std::vector<int>>,
+                                                                   fiber::simple_queue<int>>>{
+                                                 {0, marker, pids, never}, {1, marker, pids, never},
+                                                 {2, marker, pids, never}, {3, marker, pids, never}})
+                  .get())
+      .get();
+}
+
+/// Whether process `pid` has ended (it is gone, or a zombie), waiting for it up to a bound
+/// against hangs only: its pidfd is readable once it ends.
+bool ends(int pid) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH;
+  pollfd p{fd, POLLIN, 0};
+  bool ended = ::poll(&p, 1, 60000) == 1;
+  ::close(fd);
+  return ended;
+}
+
+}  // namespace
+FIBER_REMOTE(square);
+FIBER_REMOTE(sum_of_squares_below);
+FIBER_REMOTE(pool_at_level_3);
+FIBER_REMOTE(level_2);
+FIBER_REMOTE(level_1);
+FIBER_REMOTE(put_answer);
+FIBER_REMOTE(make_and_share);
+FIBER_REMOTE(read_from_grandchild);
+FIBER_REMOTE(wait_for_ever);
+FIBER_REMOTE(square_once_killed);
+FIBER_REMOTE(pool_with_a_victim);
+
+TEST(nested, a_pool_worker_runs_a_pool_of_its_own_inside_a_task) {
+  fiber::pool outer(2);
+  EXPECT_EQ(outer.map(&sum_of_squares_below, std::vector<int>{3, 4, 5}).get(), (std::vector<int>{5, 14, 30}));
+}
+
+TEST(nested, a_process_starts_a_process_that_starts_a_pool) {
+  fiber::simple_queue<int> out;
+  fiber::process p(&level_1, out);
+  p.start().get();
+  EXPECT_EQ(out.get().get(), 14);
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+}
+
+TEST(nested, a_queue_made_at_level_2_is_used_by_levels_1_and_3) {
+  fiber::simple_queue<int> report;
+  fiber::process p(&read_from_grandchild, report);
+  p.start().get();
+  EXPECT_EQ(report.get().get(), 43);
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+}
+
+TEST(nested, a_killed_level_2_parent_ends_its_subtree_and_its_task_runs_again) {
+  auto marker = std::filesystem::temp_directory_path() / ("fiber-nested-" + std::to_string(::getpid()));
+  std::filesystem::remove(marker);
+  fiber::simple_queue<std::vector<int>> pids, results;
+  fiber::simple_queue<int> never;
+  fiber::process p(&pool_with_a_victim, marker.string(), pids, results, never);
+  p.start().get();
+  auto victim = pids.get().get();  // a level-2 pool worker and its level-3 child
+  ASSERT_EQ(victim.size(), 2u);
+  ASSERT_EQ(::kill(victim[0], SIGKILL), 0);
+  EXPECT_TRUE(ends(victim[1])) << "the killed worker's child (pid " << victim[1] << ") outlived it";
+  EXPECT_EQ(results.get().get(), (std::vector<int>{0, 1, 4, 9}));  // the task ran again elsewhere
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+  std::filesystem::remove(marker);
+}
