@@ -4,10 +4,14 @@
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -39,7 +43,9 @@ void pool_at_level_3(fiber::simple_queue<int> out) {
 void start_and_join(fiber::process& p) {
   p.start().get();
   p.join().get();
-  if (p.exitcode() != 0) throw std::runtime_error(p.name() + " ended with " + std::to_string(p.exitcode().value_or(-1)));
+  if (p.exitcode() != 0)
+    throw std::runtime_error(p.name() + " ended with " + std::to_string(p.exitcode().value_or(-1)) +
+                             (p.exception() ? std::string(": ") + p.exception()->what() : std::string()));
 }
 void level_2(fiber::simple_queue<int> out) {
   fiber::process p(&pool_at_level_3, out);
@@ -97,6 +103,21 @@ void pool_with_a_victim(std::string marker, fiber::simple_queue<std::vector<int>
       .get();
 }
 
+// A ring started by a child: each member adds its rank + 1 to a sum every member reads.
+void add_rank(fiber::ring_member& me) {
+  std::vector<double> sum{me.rank() + 1.0};
+  me.allreduce(std::span<double>(sum));
+  if (sum[0] != me.size() * (me.size() + 1) / 2.0) throw std::runtime_error("wrong sum");
+}
+void ring_in_a_child(fiber::simple_queue<int> out) {
+  fiber::ring r(3, &add_rank);
+  r.start().get();
+  r.join().get();
+  int ok = 0;
+  for (auto& code : r.exitcodes()) ok += code == 0;
+  out.put(ok).get();
+}
+
 /// Whether process `pid` has ended (it is gone, or a zombie), waiting for it up to a bound
 /// against hangs only: its pidfd is readable once it ends.
 bool ends(int pid) {
@@ -120,6 +141,8 @@ FIBER_REMOTE(read_from_grandchild);
 FIBER_REMOTE(wait_for_ever);
 FIBER_REMOTE(square_once_killed);
 FIBER_REMOTE(pool_with_a_victim);
+FIBER_REMOTE(add_rank);
+FIBER_REMOTE(ring_in_a_child);
 
 TEST(nested, a_pool_worker_runs_a_pool_of_its_own_inside_a_task) {
   fiber::pool outer(2);
@@ -159,4 +182,54 @@ TEST(nested, a_killed_level_2_parent_ends_its_subtree_and_its_task_runs_again) {
   p.join().get();
   EXPECT_EQ(p.exitcode(), 0);
   std::filesystem::remove(marker);
+}
+
+TEST(nested, a_child_starts_a_ring_whose_members_allreduce) {
+  fiber::simple_queue<int> out;
+  fiber::process p(&ring_in_a_child, out);
+  p.start().get();
+  EXPECT_EQ(out.get().get(), 3);
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+}
+
+TEST(nested, the_tree_stops_at_max_depth_with_an_error_naming_the_key) {
+  // max_depth 2: levels 1 and 2 start, and level 2's process is refused (its pool would be at 3).
+  fiber::context ctx(fiber::config::load({{"max_depth", "2"}}));
+  fiber::simple_queue<int> out(ctx);
+  fiber::process p(ctx, &level_1, out);
+  p.start().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 1);
+  auto raised = p.exception();
+  ASSERT_TRUE(raised) << "level 1 should fail with its child's failure";
+  std::string why = raised->what();
+  EXPECT_NE(why.find("max_depth=2"), std::string::npos) << why;
+}
+
+TEST(nested, a_killed_master_ends_the_whole_tree) {
+  // A program whose child starts a grandchild; both pids come on its output.
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  char nested_arg[] = "nested";
+  char* argv[] = {const_cast<char*>(FIBER_TEST_ORPHAN_MASTER), nested_arg, nullptr};
+  pid_t master = 0;
+  ASSERT_EQ(posix_spawn(&master, FIBER_TEST_ORPHAN_MASTER, &actions, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  std::string text;
+  char buf[64];
+  for (ssize_t n; std::count(text.begin(), text.end(), '\n') < 2 && (n = ::read(out[0], buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
+  ::close(out[0]);
+  int child = 0, grandchild = 0;
+  ASSERT_EQ(std::sscanf(text.c_str(), "%d %d", &child, &grandchild), 2) << text;
+  ::kill(master, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(master, &status, 0), master);
+  EXPECT_TRUE(ends(child)) << "the child (pid " << child << ") outlived the master";
+  EXPECT_TRUE(ends(grandchild)) << "the grandchild (pid " << grandchild << ") outlived the master";
 }

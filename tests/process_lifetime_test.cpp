@@ -219,6 +219,23 @@ TEST(process, a_child_at_max_depth_starting_a_process_gets_a_clear_error) {
   EXPECT_EQ(p.exitcode(), 0);
 }
 
+TEST(process, a_child_starts_a_process_of_its_own_on_the_local_backend_and_is_told_why_not_elsewhere) {
+  fiber::simple_queue<std::string> out;
+  fiber::process p(&start_from_worker, out);  // its child crashes, which is its child's business
+  p.start().get();
+  auto report = out.get().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+  if (fiber_test::backend_under_test() == "local") {
+    EXPECT_TRUE(report.starts_with("started")) << report;
+  } else {
+    EXPECT_NE(report.find("cannot start children of its own on the " + std::string(fiber_test::backend_under_test()) + " backend yet"),
+              std::string::npos)
+        << report;
+    EXPECT_NE(report.find("| not alive"), std::string::npos) << report;
+  }
+}
+
 // A child's parent is a thread to Linux (PR_SET_PDEATHSIG fires when the parent *thread* ends):
 // a process started from a thread that then ended was killed with it.
 TEST(process, a_child_outlives_the_thread_that_started_it) {

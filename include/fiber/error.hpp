@@ -28,6 +28,7 @@ enum class errc {
   timed_out,            // a pool item ran longer than its task_timeout: its worker was killed
   cancelled,            // the operation was cancelled before it finished
   shared_cache_full,    // a fiber::shared object would take the shared objects in use past shared_cache_bytes
+  too_deep,             // a child would be deeper in the job's tree of processes than max_depth allows
 };
 
 }  // namespace fiber

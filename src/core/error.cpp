@@ -31,6 +31,7 @@ class category : public std::error_category {
       case errc::timed_out: return "a task ran longer than its time limit";
       case errc::cancelled: return "the operation was cancelled";
       case errc::shared_cache_full: return "the shared objects in use would exceed shared_cache_bytes";
+      case errc::too_deep: return "the tree of processes would be deeper than max_depth";
     }
     return "unknown fiber error";
   }

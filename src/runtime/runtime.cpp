@@ -96,11 +96,17 @@ master_side& runtime::master() {
   // A child that starts children becomes their master (docs/design.md, "Nested processes"): its
   // own listening socket, backend and credentials; the tree's queues stay with the top master.
   if (depth_ >= cfg_.max_depth)
-    throw error(errc::unsatisfiable, "this process is at depth " + std::to_string(depth_) +
+    throw error(errc::too_deep, "this process is at depth " + std::to_string(depth_) +
                                          " of its job's tree (the master is at 0) and config max_depth=" +
                                          std::to_string(cfg_.max_depth) +
                                          " allows no children below it: raise max_depth, or start them from a process "
                                          "nearer the master");
+  // In a container, a pod or a Slurm job a child reaches neither the engine nor, through the
+  // address the master advertised, its own children: say so rather than time out.
+  if (cfg_.backend != "local")
+    throw error(errc::spawn_failed, "a child cannot start children of its own on the " + cfg_.backend +
+                                        " backend yet (nested processes run on the local backend): start them from "
+                                        "the master, or run this part of the program on the local backend");
   subtree_keys_ = job_keys::generate();
   master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, subtree_keys_, gets_, services_);
   master_->forward_channels_to(worker_.get());

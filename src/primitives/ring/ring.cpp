@@ -32,8 +32,6 @@ class ring_core final : public service, public std::enable_shared_from_this<ring
     if (size < 1) throw error(errc::config_error, "a ring needs at least one member; got " + std::to_string(size));
     if (options.max_restarts < 0)
       throw error(errc::config_error, "ring_options::max_restarts must be 0 or more; got " + std::to_string(options.max_restarts));
-    if (!rt_->is_master())
-      throw error(errc::spawn_failed, "a ring cannot be started inside a worker yet; start it from the master");
     entry_ = &require_registered(f);
     number_ = next_ring_number++;
     size_ = size;
