@@ -21,6 +21,19 @@
 #include "support.hpp"
 
 namespace {
+class tally {
+ public:
+  explicit tally(int start) : n_(start) {}
+  int add(int k) { return n_ += k; }
+  int value() const { return n_; }
+
+ private:
+  int n_;
+};
+}  // namespace
+FIBER_REMOTE_CLASS(tally, add, value);
+
+namespace {
 
 int square(int x) { return x * x; }
 
@@ -118,6 +131,17 @@ void ring_in_a_child(fiber::simple_queue<int> out) {
   out.put(ok).get();
 }
 
+// A manager made by a child, called by it and by its own child through a proxy.
+void add_to(fiber::proxy<tally> t, int k) { (void)t.add(k).get(); }
+void manager_in_a_child(fiber::simple_queue<int> out) {
+  fiber::manager mgr;
+  auto t = mgr.create<tally>(100).get();
+  (void)t.add(1).get();
+  fiber::process child(&add_to, t, 10);
+  start_and_join(child);
+  out.put(t.value().get()).get();
+}
+
 /// Whether process `pid` has ended (it is gone, or a zombie), waiting for it up to a bound
 /// against hangs only: its pidfd is readable once it ends.
 bool ends(int pid) {
@@ -143,6 +167,8 @@ FIBER_REMOTE(square_once_killed);
 FIBER_REMOTE(pool_with_a_victim);
 FIBER_REMOTE(add_rank);
 FIBER_REMOTE(ring_in_a_child);
+FIBER_REMOTE(add_to);
+FIBER_REMOTE(manager_in_a_child);
 
 TEST(nested, a_pool_worker_runs_a_pool_of_its_own_inside_a_task) {
   fiber::pool outer(2);
@@ -232,4 +258,13 @@ TEST(nested, a_killed_master_ends_the_whole_tree) {
   ASSERT_EQ(::waitpid(master, &status, 0), master);
   EXPECT_TRUE(ends(child)) << "the child (pid " << child << ") outlived the master";
   EXPECT_TRUE(ends(grandchild)) << "the grandchild (pid " << grandchild << ") outlived the master";
+}
+
+TEST(nested, a_child_makes_a_manager_that_it_and_its_own_child_call) {
+  fiber::simple_queue<int> out;
+  fiber::process p(&manager_in_a_child, out);
+  p.start().get();
+  EXPECT_EQ(out.get().get(), 111);
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
 }

@@ -23,7 +23,9 @@ std::shared_ptr<completion<message>> send_object_call(runtime& rt, const object_
       !over.empty())
     return failed_call(errc::message_too_large, over);
   if (rt.is_shut_down()) return failed_call(errc::closed, "the fiber context has been stopped");
-  if (rt.is_master()) {
+  // Its server is this process's child (this is the master, or a child that made the manager):
+  // called here; else through the master above, which is its server's (or forwards to it).
+  if (rt.is_master() || manager_here(rt, ref.manager)) {
     return call_at_master(rt, ref, method, args);
   }
   static const upstream_client<message>::traits traits{&whole_reply, errc::server_lost, &gone_words};

@@ -11,9 +11,6 @@ manager::manager() : manager(context::default_context(), false) {}
 manager::manager(context& ctx) : manager(ctx, false) {}
 manager::manager(context& ctx, bool async)
     : rt_(ctx.runtime()), core_(std::make_shared<detail::manager_core>(rt_, async)) {
-  if (!rt_->is_master())
-    throw error(errc::spawn_failed, "a manager cannot be created inside a worker yet; create it in the master and "
-                                    "pass its proxies to the workers");
   // Not waiting: with the caller's own io_context the loop may not run yet. Calls made before
   // the server is up wait for it; a server that cannot start fails them (and ready()).
   rt_->run_soon([core = core_] { core->start(); });

@@ -204,6 +204,10 @@ int manager_core::pid() const { return proc_ ? proc_->pid() : 0; }
 
 // ---- the callers in this process
 
+bool manager_here(runtime& rt, std::uint64_t manager) {
+  return std::dynamic_pointer_cast<manager_core>(rt.services().find(manager)) != nullptr;
+}
+
 std::shared_ptr<completion<message>> call_at_master(runtime& rt, const object_ref& ref, std::uint64_t method,
                                                     writer& args) {
   auto core = std::dynamic_pointer_cast<manager_core>(rt.services().find(ref.manager));

@@ -93,6 +93,8 @@ class manager_core final : public service, public std::enable_shared_from_this<m
 };
 
 /// A call made in the master, through the manager's service (failed when it is gone).
+/// Whether manager `manager` is served from this process (its server is this process's child).
+bool manager_here(runtime& rt, std::uint64_t manager);
 std::shared_ptr<completion<message>> call_at_master(runtime& rt, const object_ref& ref, std::uint64_t method,
                                                     writer& args);
 
