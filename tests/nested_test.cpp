@@ -142,6 +142,21 @@ void manager_in_a_child(fiber::simple_queue<int> out) {
   out.put(t.value().get()).get();
 }
 
+// A pipe made at level 2: one end goes down to level 3, which echoes; the other goes up to the
+// master through a queue made there, which talks with level 3 across two levels.
+void echo(fiber::connection<std::string> end) { end.send("echo " + end.recv().get()).get(); }
+void pipe_across(fiber::simple_queue<std::optional<fiber::connection<std::string>>> up) {
+  auto [mine, theirs] = fiber::pipe<std::string>();
+  fiber::process child(&echo, theirs);
+  child.start().get();
+  up.put(std::optional(mine)).get();
+  child.join().get();
+}
+void pipe_from_level_2(fiber::simple_queue<std::optional<fiber::connection<std::string>>> up) {
+  fiber::process child(&pipe_across, up);
+  start_and_join(child);
+}
+
 /// Whether process `pid` has ended (it is gone, or a zombie), waiting for it up to a bound
 /// against hangs only: its pidfd is readable once it ends.
 bool ends(int pid) {
@@ -169,6 +184,9 @@ FIBER_REMOTE(add_rank);
 FIBER_REMOTE(ring_in_a_child);
 FIBER_REMOTE(add_to);
 FIBER_REMOTE(manager_in_a_child);
+FIBER_REMOTE(echo);
+FIBER_REMOTE(pipe_across);
+FIBER_REMOTE(pipe_from_level_2);
 
 TEST(nested, a_pool_worker_runs_a_pool_of_its_own_inside_a_task) {
   fiber::pool outer(2);
@@ -265,6 +283,18 @@ TEST(nested, a_child_makes_a_manager_that_it_and_its_own_child_call) {
   fiber::process p(&manager_in_a_child, out);
   p.start().get();
   EXPECT_EQ(out.get().get(), 111);
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+}
+
+TEST(nested, a_pipe_made_at_level_2_joins_the_master_and_level_3) {
+  fiber::simple_queue<std::optional<fiber::connection<std::string>>> up;
+  fiber::process p(&pipe_from_level_2, up);
+  p.start().get();
+  auto end = up.get().get();
+  ASSERT_TRUE(end);
+  end->send("hi").get();
+  EXPECT_EQ(end->recv().get(), "echo hi");
   p.join().get();
   EXPECT_EQ(p.exitcode(), 0);
 }

@@ -26,9 +26,17 @@ class simple_queue {
   /// Puts a value; completes when it is on its way (the queue is unbounded).
   op<void> put(T value) const { return ops::put(rt_, id_->id, std::move(value)); }
   /// Waits for the next value.
-  op<T> get() const { return ops::get(rt_, id_->id); }
+  op<T> get() const {
+    static_assert(std::is_default_constructible_v<T>,
+                  "fiber::simple_queue<T>::get: T must be default-constructible to be read (an op<T> holds a T before the read completes); put std::optional<T> in the queue instead (for a fiber::connection, say)");
+    return ops::get(rt_, id_->id);
+  }
   /// Waits at most `timeout`; nullopt when nothing came.
-  op<std::optional<T>> get(std::chrono::milliseconds timeout) const { return ops::get(rt_, id_->id, timeout); }
+  op<std::optional<T>> get(std::chrono::milliseconds timeout) const {
+    static_assert(std::is_default_constructible_v<T>,
+                  "fiber::simple_queue<T>::get: T must be default-constructible to be read (an op<T> holds a T before the read completes); put std::optional<T> in the queue instead (for a fiber::connection, say)");
+    return ops::get(rt_, id_->id, timeout);
+  }
 
   std::uint64_t id() const noexcept { return id_->id; }
 
