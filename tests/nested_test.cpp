@@ -157,6 +157,31 @@ void pipe_from_level_2(fiber::simple_queue<std::optional<fiber::connection<std::
   start_and_join(child);
 }
 
+// GPUs across levels: level 1 holds two of the master's three (named) devices, and its children
+// draw theirs from those two.
+std::string visible_devices() {
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  return v ? v : "(unset)";
+}
+void report_devices(fiber::simple_queue<std::string> out) { out.put(visible_devices()).get(); }
+void want_three_gpus() {}
+void gpus_from_the_parents_grant(fiber::simple_queue<std::string> out) {
+  std::string refused;
+  try {
+    fiber::process greedy(&want_three_gpus);
+    greedy.start().get();
+    greedy.join().get();
+  } catch (const fiber::error& e) {
+    refused = e.what();
+  }
+  fiber::simple_queue<std::string> seen;
+  fiber::process child(&report_devices, seen);
+  start_and_join(child);
+  out.put(visible_devices()).get();
+  out.put(seen.get().get()).get();
+  out.put(refused).get();
+}
+
 /// Whether process `pid` has ended (it is gone, or a zombie), waiting for it up to a bound
 /// against hangs only: its pidfd is readable once it ends.
 bool ends(int pid) {
@@ -187,6 +212,12 @@ FIBER_REMOTE(manager_in_a_child);
 FIBER_REMOTE(echo);
 FIBER_REMOTE(pipe_across);
 FIBER_REMOTE(pipe_from_level_2);
+FIBER_REMOTE(report_devices);
+FIBER_META(report_devices, .gpu = 1);
+FIBER_REMOTE(want_three_gpus);
+FIBER_META(want_three_gpus, .gpu = 3);
+FIBER_REMOTE(gpus_from_the_parents_grant);
+FIBER_META(gpus_from_the_parents_grant, .gpu = 2);
 
 TEST(nested, a_pool_worker_runs_a_pool_of_its_own_inside_a_task) {
   fiber::pool outer(2);
@@ -297,4 +328,20 @@ TEST(nested, a_pipe_made_at_level_2_joins_the_master_and_level_3) {
   EXPECT_EQ(end->recv().get(), "echo hi");
   p.join().get();
   EXPECT_EQ(p.exitcode(), 0);
+}
+
+TEST(nested, a_childs_children_take_their_gpus_from_its_own) {
+  fiber::context ctx(fiber::config::load({{"gpus", "g0,g1,g2"}}));  // device names: no GPU needed
+  fiber::simple_queue<std::string> out(ctx);
+  fiber::process p(ctx, &gpus_from_the_parents_grant, out);
+  p.start().get();
+  auto mine = out.get().get(), grandchilds = out.get().get(), refused = out.get().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+  EXPECT_EQ(std::count(mine.begin(), mine.end(), ','), 1) << "level 1 should hold two devices: " << mine;
+  EXPECT_FALSE(grandchilds.empty());
+  EXPECT_EQ(grandchilds.find(','), std::string::npos) << grandchilds;
+  EXPECT_NE(mine.find(grandchilds), std::string::npos) << "the grandchild's " << grandchilds << " is not of its parent's " << mine;
+  EXPECT_NE(refused.find("asks for 3 GPUs"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("the GPUs its parent gave this process, CUDA_VISIBLE_DEVICES=" + mine), std::string::npos) << refused;
 }

@@ -131,8 +131,7 @@ class pod_attachment {
           if (!why.empty()) return never_schedulable(message + " (which taints, listing the nodes would say: " + why + ")");
           if (!taints.passing)
             return finish_with_failure("Kubernetes cannot schedule its pod " + out_.pod + ": " + message +
-                                       " Untolerated: " + taints.nodes +
-                                       ". Remove the taint, or add a toleration with kubernetes_pod_patch");
+                                       detail::kube::lasting_taints_words(taints));
           // Taints the cluster takes off by itself (nodes lost from sight during a control plane's
           // restart, a node under pressure): the run waits, as any Job's pod would.
           std::fprintf(stderr, "fiber: %s waits: %s, taints the cluster takes off by itself\n", out_.pod.c_str(),

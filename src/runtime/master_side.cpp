@@ -226,13 +226,11 @@ void master_side::detach_child(const std::string& routing_id) {
   broker_.forget_peer(routing_id);  // readers that died while waiting must not receive messages
   // ... nor the reads a nested master asked upstream for them (an item already on its way comes
   // back here, finds the child gone, and goes back to its queue).
-  for (auto it = forwarded_.lower_bound({routing_id, 0}); it != forwarded_.end() && it->first.first == routing_id;)
-    if (upstream_) {
+  if (upstream_)
+    for (auto it = forwarded_.lower_bound({routing_id, 0}); it != forwarded_.end() && it->first.first == routing_id;) {
       auto [channel, ours] = it->second;
-      ++it;
+      ++it;  // the cancel's answer may erase the entry
       upstream_->cancel_get(channel, ours);
-    } else {
-      ++it;
     }
 }
 

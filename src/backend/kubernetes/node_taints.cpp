@@ -73,6 +73,10 @@ untolerated untolerated_taints(const json::value& node_list, const json::object*
   return out;
 }
 
+std::string lasting_taints_words(const untolerated& taints) {
+  return " Untolerated: " + taints.nodes + ". Remove the taint, or add a toleration with kubernetes_pod_patch";
+}
+
 void ask_untolerated_taints(api& client, json::object pod_spec, unique_function<void(untolerated, std::string)> done) {
   client.call("GET", "/api/v1/nodes", {}, {"list", "nodes"},
               [spec = std::move(pod_spec), done = std::move(done)](std::error_code ec, long, json::value body,

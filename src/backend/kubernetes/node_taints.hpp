@@ -26,6 +26,10 @@ struct untolerated {
 /// tolerate (a Pod's spec, or null for none).
 untolerated untolerated_taints(const boost::json::value& node_list, const boost::json::object* pod_spec);
 
+/// What a start kept off by lasting taints fails with, after the scheduler's message: the nodes,
+/// their taints, and the fix.
+std::string lasting_taints_words(const untolerated& taints);
+
 /// Lists the nodes (verb list on nodes) and answers untolerated_taints; `why` is set, and the
 /// answer meaningless, when the list was refused or failed.
 void ask_untolerated_taints(api& client, boost::json::object pod_spec,

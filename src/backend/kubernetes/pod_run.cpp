@@ -248,8 +248,7 @@ void pod_run::check_taints(const std::string& message, const boost::json::object
     if (!self || self->at == stage::ended || self->at == stage::running) return;
     if (!why.empty()) return self->never_schedulable(message + " (which taints, listing the nodes would say: " + why + ")");
     if (!taints.passing)
-      return self->fail("Kubernetes cannot schedule its pod " + self->name + ": " + message + " Untolerated: " +
-                        taints.nodes + ". Remove the taint, or add a toleration with kubernetes_pod_patch");
+      return self->fail("Kubernetes cannot schedule its pod " + self->name + ": " + message + lasting_taints_words(taints));
     // Taints the cluster takes off by itself (nodes the control plane lost sight of during a
     // restart, a node under memory or disk pressure): the pod waits, as a pod of any controller
     // would, up to the pending timeout. The scheduler tries again when the nodes change; asking

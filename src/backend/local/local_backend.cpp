@@ -193,7 +193,7 @@ class local_backend final : public backend {
   local_backend(asio::io_context& io, const fiber::config& cfg)
       : io_(io),
         forkserver_(cfg.start_method == "forkserver"),
-        resources_(std::make_shared<local_resources>(find_gpus(cfg.gpus), allowed_cpus())) {}
+        resources_(std::make_shared<local_resources>(gpus_to_hand_out(cfg.gpus), allowed_cpus())) {}
   ~local_backend() override { resources_->clear_waiting(); }  // nothing starts once the backend is gone
 
   std::string name() const override { return "local"; }

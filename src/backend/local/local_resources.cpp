@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "backend/command.hpp"
+#include "core/worker_env.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::detail {
@@ -79,6 +80,15 @@ gpu_inventory find_gpus(const std::string& value) {
     return inv;
   }
   for (unsigned i = 0; i < *n; ++i) inv.ids.push_back(std::to_string(i));
+  return inv;
+}
+
+gpu_inventory gpus_to_hand_out(const std::string& config_value) {
+  if (!std::getenv(env_token)) return find_gpus(config_value);
+  const char* given = std::getenv("CUDA_VISIBLE_DEVICES");
+  gpu_inventory inv;
+  inv.ids = split_list(given ? given : "");
+  inv.source = std::string("the GPUs its parent gave this process, CUDA_VISIBLE_DEVICES=") + (given ? given : "");
   return inv;
 }
 

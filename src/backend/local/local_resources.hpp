@@ -22,6 +22,10 @@ struct gpu_inventory {
   std::string source;  // for messages: "config gpus", "NVML", "nvidia-smi", or why none
 };
 gpu_inventory find_gpus(const std::string& config_value);
+/// The GPUs this process may hand out: find_gpus in the master; in a fiber child that starts
+/// children of its own (nested), the devices its parent gave it (CUDA_VISIBLE_DEVICES), whatever
+/// the config says: a subtree's slots come out of its root's grant.
+gpu_inventory gpus_to_hand_out(const std::string& config_value);
 
 /// What one child was given.
 struct local_grant {
