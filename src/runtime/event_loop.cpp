@@ -167,6 +167,7 @@ void event_loop::drive(unique_function<void()> start, const std::atomic<bool>& d
     if (!driving_) {
       // Take the loop and run it until our own operation completes; others wait for us.
       driving_ = true;
+      driver_.store(std::this_thread::get_id(), std::memory_order_relaxed);
       --want_to_drive_;
       lock.unlock();
       std::exception_ptr failure;
@@ -181,6 +182,7 @@ void event_loop::drive(unique_function<void()> start, const std::atomic<bool>& d
       }
       if (!failure) stopped = !run_until(is_done);
       lock.lock();
+      driver_.store(std::thread::id{}, std::memory_order_relaxed);
       driving_ = false;
       last_release_ = std::chrono::steady_clock::now();
       if (want_to_drive_ > 0) wait_cv_.notify_all();  // another caller takes the loop

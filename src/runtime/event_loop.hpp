@@ -51,6 +51,13 @@ class event_loop {
   /// Starts the standby thread of an owned loop made without one (a worker that became a master
   /// of its own children); nothing if it runs already or the loop is a caller's.
   void start_standby();
+  /// Whether handlers may run on the standby thread while a caller's code runs outside the loop.
+  bool has_standby() const noexcept { return standby_.joinable(); }
+  /// Whether this thread may touch what the loop owns now: it runs a handler, or it holds the loop
+  /// in drive() (running its `start`, before it runs the loop).
+  bool this_thread_drives() const noexcept {
+    return in_loop_thread() || driver_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+  }
   /// Runs `last` on the loop (or here, when the loop is gone; it must be idempotent), then ends
   /// the standby thread and lets an owned loop run out. Safe from any thread, the loop's included.
   void stop(unique_function<void()> last) noexcept;
@@ -75,6 +82,7 @@ class event_loop {
   std::condition_variable standby_cv_;  // the standby thread; signalled only at stop
   bool self_driven_ = false;   // owned loop: whoever blocks runs it
   bool driving_ = false;       // some thread is inside run_one
+  std::atomic<std::thread::id> driver_{};  // the caller that holds the loop in drive(), if any
   bool standby_driving_ = false;
   bool kicked_ = false;        // a wake-up is on its way to the standby's run_one
   bool stopping_ = false;

@@ -50,6 +50,11 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
 worker_side::~worker_side() = default;
 
 void worker_side::send_upstream(multipart&& parts) {
+  // A worker that is also a master of its own children (nested) runs its loop on a standby thread
+  // too: its target's sends (a pool worker's results, its `done`) take the loop first, as the
+  // socket and the link belong to whoever runs it.
+  if (loop_.has_standby() && !loop_.this_thread_drives())
+    return loop_.run_sync([this, &parts] { send_upstream(std::move(parts)); });
   auto ec = link_ ? link_->send(std::move(parts)) : upstream_->send(std::move(parts));
   if (ec) logf(log_level::error, "cannot send to the master: ", ec.message());
 }
