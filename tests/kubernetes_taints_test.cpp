@@ -28,6 +28,40 @@ class taint_on_k2 {
  public:
   explicit taint_on_k2(std::string taint) : taint_(std::move(taint)) { said_ = kubectl("taint nodes k2 " + taint_); }
   ~taint_on_k2() { remove(); }
+  /// Whether the scheduler has the taint. It places pods by its own cache of the nodes, which may
+  /// not have it yet when the API server already does (a CI run's pod went to k2 a moment after
+  /// the taint): a probe pod pinned to k2 is refused once it has. A probe placed before that is
+  /// deleted and made again.
+  bool seen_by_the_scheduler() const {
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      auto name = "taint-probe-" + std::to_string(::getpid()) + "-" + std::to_string(attempt);
+      auto made = fiber_test::kube_call(
+          "POST", "/api/v1/namespaces/default/pods",
+          R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name + R"(","labels":{"fiber.test/probe":")" +
+              name + R"("}},"spec":{"nodeSelector":{"kubernetes.io/hostname":"k2"},"terminationGracePeriodSeconds":0,)" +
+              R"("containers":[{"name":"probe","image":")" + fiber_test::kube_test_image() +
+              R"(","command":["/no-such-program"]}]}})",
+          true);
+      if (made.ec) return false;
+      bool refused = false;
+      (void)fiber_test::await_pods("fiber.test/probe=" + name, [&](const auto& pods) {
+        for (auto& [pod_name, pod] : pods) {
+          auto& spec = pod.at("spec").as_object();
+          if (spec.contains("nodeName")) return true;  // placed: the scheduler did not have it yet
+          auto* status = pod.if_contains("status");
+          auto* conditions = status && status->is_object() ? status->as_object().if_contains("conditions") : nullptr;
+          if (conditions && conditions->is_array())
+            for (auto& c : conditions->as_array())
+              if (c.is_object() && c.as_object().contains("reason") && c.as_object().at("reason") == "Unschedulable")
+                return refused = true;
+        }
+        return false;
+      });
+      (void)fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/pods/" + name, {}, true);
+      if (refused) return true;
+    }
+    return false;
+  }
   void remove() {
     if (removed_) return;
     removed_ = true;
@@ -70,6 +104,7 @@ class kubernetes_taints : public ::testing::Test {
 TEST_F(kubernetes_taints, a_lasting_taint_fails_the_start_naming_the_node_and_the_taint) {
   taint_on_k2 taint("fiber.test/reserved=gpu-team:NoSchedule");
   ASSERT_NE(taint.said().find("tainted"), std::string::npos) << taint.said();
+  ASSERT_TRUE(taint.seen_by_the_scheduler());
   fiber::context ctx(on_k2());
   auto why = fiber_test::start_error(ctx, &do_nothing);
   EXPECT_NE(why.find("untolerated taint"), std::string::npos) << why;
@@ -92,6 +127,7 @@ TEST_F(kubernetes_taints, a_taint_the_cluster_takes_off_by_itself_makes_the_pod_
   // scheduler has refused the pod for it.
   taint_on_k2 taint("node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule");
   ASSERT_NE(taint.said().find("tainted"), std::string::npos) << taint.said();
+  ASSERT_TRUE(taint.seen_by_the_scheduler());
   fiber::context ctx(on_k2());
   auto refused = std::async(std::launch::async, [&] {
     bool seen = fiber_test::await_pods("fiber.job=" + ctx.job_id(), [](const auto& pods) {
