@@ -66,3 +66,10 @@ TEST(node_taints, a_list_without_taints_or_not_a_list_names_no_node) {
   EXPECT_EQ(kube::untolerated_taints(nodes(R"({"kind":"Status","code":403})"), nullptr).nodes, "");
   EXPECT_EQ(kube::untolerated_taints(nodes("[1,2]"), nullptr).nodes, "");
 }
+
+TEST(node_taints, the_schedulers_words_for_taints_are_told_from_its_others) {
+  EXPECT_TRUE(kube::refused_for_taints("0/2 nodes are available: 2 node(s) had untolerated taint(s). preemption: ..."));
+  EXPECT_TRUE(kube::refused_for_taints("0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s)."));
+  EXPECT_FALSE(kube::refused_for_taints("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."));
+  EXPECT_FALSE(kube::refused_for_taints("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."));
+}

@@ -85,7 +85,7 @@ class pod_attachment {
     if (!st.started && st.unschedulable && !autoscaling_) {
       auto message = st.reason.substr(15);
       // The scheduler names no taint: the nodes say which, and whether they pass by themselves.
-      if (message.find("untolerated taint") != std::string::npos) {
+      if (detail::kube::refused_for_taints(message)) {
         if (!taints_asked_) check_taints(message, pod);
         return;
       }

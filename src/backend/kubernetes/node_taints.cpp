@@ -24,6 +24,10 @@ bool tolerates(const json::object& toleration, const json::object& taint) {
 
 }  // namespace
 
+bool refused_for_taints(std::string_view scheduler_message) {
+  return scheduler_message.find("untolerated taint") != std::string_view::npos;
+}
+
 bool passing_taint(std::string_view key) {
   static constexpr std::string_view passing[] = {
       "node.kubernetes.io/not-ready",       "node.kubernetes.io/unreachable",

@@ -17,6 +17,10 @@ namespace fiber::detail::kube {
 /// cordon, an admin's own) stays until someone acts.
 bool passing_taint(std::string_view key);
 
+/// Whether the scheduler's Unschedulable message gives taints as a reason, which it does without
+/// naming them ("N node(s) had untolerated taint(s)").
+bool refused_for_taints(std::string_view scheduler_message);
+
 struct untolerated {
   std::string nodes;     ///< "k1 (node.kubernetes.io/unreachable:NoSchedule), k2 (...)"; empty: no node has one now
   bool passing = true;   ///< every one of them is a passing_taint

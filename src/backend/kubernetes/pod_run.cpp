@@ -201,7 +201,7 @@ void pod_run::changed(const boost::json::object* pod, const std::string& problem
         if (shared->cfg.kubernetes_autoscaling) continue;
         // The scheduler names no taint: which ones, and whether they pass by themselves, takes
         // the nodes (when this master may list them).
-        if (message.find("untolerated taint") != std::string::npos) {
+        if (refused_for_taints(message)) {
           if (!taints_asked) check_taints(message, object_at(*pod, "spec"));
           return;
         }
