@@ -219,20 +219,70 @@ TEST(process, a_child_at_max_depth_starting_a_process_gets_a_clear_error) {
   EXPECT_EQ(p.exitcode(), 0);
 }
 
-TEST(process, a_child_starts_a_process_of_its_own_on_the_local_backend_and_is_told_why_not_elsewhere) {
+// A child starts children of its own on every backend (nested): on a cluster backend the top
+// master starts them for it, as the engine's is the only way in.
+TEST(process, a_child_starts_a_process_of_its_own_on_every_backend) {
   fiber::simple_queue<std::string> out;
   fiber::process p(&start_from_worker, out);  // its child crashes, which is its child's business
   p.start().get();
   auto report = out.get().get();
   p.join().get();
   EXPECT_EQ(p.exitcode(), 0);
-  if (fiber_test::backend_under_test() == "local") {
-    EXPECT_TRUE(report.starts_with("started")) << report;
-  } else {
-    EXPECT_NE(report.find("cannot start children of its own on the " + std::string(fiber_test::backend_under_test()) + " backend yet"),
-              std::string::npos)
-        << report;
-    EXPECT_NE(report.find("| not alive"), std::string::npos) << report;
+  EXPECT_TRUE(report.starts_with("started")) << report;
+}
+
+// A master SIGKILLed while its child's child runs: the whole tree ends, and nothing of it is left
+// on the engine (the grandchild's container, pod or Slurm job was started by the master too).
+TEST(process, the_whole_tree_dies_with_its_master) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  char* argv[] = {const_cast<char*>(FIBER_TEST_ORPHAN_MASTER), const_cast<char*>("nested"), nullptr};
+  pid_t master = 0;
+  ASSERT_EQ(posix_spawn(&master, FIBER_TEST_ORPHAN_MASTER, &actions, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  std::string text;
+  char buf[64];
+  for (ssize_t n; std::count(text.begin(), text.end(), '\n') < 2 && (n = read(out[0], buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
+  close(out[0]);
+  int child = 0, grandchild = 0;
+  ASSERT_EQ(std::sscanf(text.c_str(), "%d %d", &child, &grandchild), 2) << text;
+  kill(master, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(master, &status, 0), master);
+  if (fiber_test::on_kubernetes()) {
+    // Both pods end (their containers terminate), or are deleted by a master starting meanwhile.
+    auto owner = mark_of(master);
+    EXPECT_TRUE(fiber_test::await_pods("app.kubernetes.io/managed-by=fiber", [&](const auto& pods) {
+      for (auto& [name, pod] : pods) {
+        auto* ann = pod.at("metadata").as_object().if_contains("annotations");
+        if (!ann || !ann->as_object().contains("fiber.master") || ann->at("fiber.master").as_string() != owner)
+          continue;
+        auto phase = pod.at("status").at("phase").as_string();
+        if (phase != "Succeeded" && phase != "Failed") return false;
+      }
+      return true;
+    })) << "a pod of the tree kept running after its master was killed";
+  } else if (!fiber_test::on_slurm()) {
+    // Local children and containers have pids on this host: both must end (bounded only against
+    // a hang).
+    for (int pid : {child, grandchild}) {
+      int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+      if (fd < 0) continue;  // already gone
+      pollfd p{fd, POLLIN, 0};
+      EXPECT_EQ(poll(&p, 1, 60000), 1) << "pid " << pid << " of the tree outlived its master";
+      close(fd);
+    }
+  }
+  if (fiber_test::on_docker() || fiber_test::on_slurm() || fiber_test::on_kubernetes()) {
+    // What is left of them goes when the next master on this machine starts.
+    fiber::context ctx;
+    fiber::process(ctx, &do_nothing).start().get();
+    expect_nothing_left_of(master);
   }
 }
 

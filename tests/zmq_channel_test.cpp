@@ -6,6 +6,7 @@
 #include <asio/io_context.hpp>
 #include <asio/use_awaitable.hpp>
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include "transport/zmq_channel.hpp"
 
@@ -298,4 +299,49 @@ TEST(zmq_channel, a_small_message_of_several_parts_travels_as_one_frame_and_arri
   sender->close();
   master->close();
   worker->close();
+}
+
+// A send that ZeroMQ refuses (router_mandatory: the peer is gone) reads the socket's commands as
+// one it takes does, and with them the edge of a message that has arrived: the parked receive
+// must still complete. (A nested master that told a dead child's news stopped hearing its own
+// children: docs/design.md, "Nested processes on every backend".)
+TEST(zmq_channel, a_refused_send_does_not_lose_the_wakeup_of_an_arrived_message) {
+  asio::io_context io;
+  zmq::context_t zctx;
+  zmq::socket_t router(zctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::router_mandatory, 1);
+  router.bind("inproc://refused-send");
+  zmq::socket_t dealer(zctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::routing_id, "peer");
+  dealer.connect("inproc://refused-send");
+  auto channel = std::make_shared<zmq_channel>(io, std::move(router));
+  int fd = channel->socket().get(zmq::sockopt::fd);
+
+  std::vector<std::string> received;
+  auto receive = [&] {
+    channel->async_receive([&](std::error_code ec, multipart m) {
+      ASSERT_FALSE(ec);
+      received.push_back(m.back().to_string());
+      if (received.size() == 2) io.stop();
+    });
+  };
+  // The connection is made: a first message is taken.
+  receive();
+  (void)dealer.send(zmq::str_buffer("first"), zmq::send_flags::none);
+  while (received.empty()) io.run_one();
+  io.restart();  // it ran out of work
+  // A receive waits; a message arrives (the socket's descriptor says so) ...
+  receive();
+  io.poll();
+  (void)dealer.send(zmq::str_buffer("second"), zmq::send_flags::none);
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1);
+  // ... and before the loop sees it, a send to a peer that is not there is refused.
+  multipart to_nobody;
+  to_nobody.emplace_back(std::string_view("nobody"));
+  to_nobody.emplace_back(std::string_view("lost"));
+  EXPECT_EQ(channel->send(std::move(to_nobody)), std::error_code(EHOSTUNREACH, std::generic_category()));
+  io.run_for(std::chrono::seconds(10));  // bounded only against a hang
+  EXPECT_EQ(received, (std::vector<std::string>{"first", "second"}));
+  channel->close();
 }

@@ -10,6 +10,9 @@ inline constexpr const char* env_keys = "FIBER_WORKER_KEYS";          // see job
 inline constexpr const char* env_name = "FIBER_WORKER_NAME";          // process name
 inline constexpr const char* env_parent_pid = "FIBER_WORKER_PARENT_PID";
 inline constexpr const char* env_depth = "FIBER_WORKER_DEPTH";        // 1 for the master's children, 2 below, ...
+/// A child the top master started for a nested master (runtime/spawn_host): its number there,
+/// which the children it asks for in turn name as their parent.
+inline constexpr const char* env_spawn_handle = "FIBER_SPAWN_HANDLE";
 inline constexpr const char* worker_flag = "--fiber-worker";
 /// Exit code of a worker the master refused (binary or protocol mismatch).
 inline constexpr int exit_refused = 3;

@@ -223,6 +223,7 @@ void master_side::attach_child(const std::string& routing_id, std::weak_ptr<chil
 
 void master_side::detach_child(const std::string& routing_id) {
   children_.erase(routing_id);
+  services_.peer_gone(routing_id);  // e.g. the tree's spawn service ends what it started through the child
   broker_.forget_peer(routing_id);  // readers that died while waiting must not receive messages
   // ... nor the reads a nested master asked upstream for them (an item already on its way comes
   // back here, finds the child gone, and goes back to its queue).

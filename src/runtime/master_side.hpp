@@ -48,6 +48,10 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   /// a unix socket): they can map memory this process shares (valid after listen()).
   bool children_on_this_host() const noexcept { return direct_ || endpoint_.starts_with("ipc://"); }
   backend& the_backend();
+  /// A backend other than config `backend`'s own (a nested master on a cluster backend: the one
+  /// that asks the top master); before the first use of the_backend().
+  void use_backend(std::unique_ptr<backend> b) { backend_ = std::move(b); }
+  asio::io_context& io() noexcept { return io_; }
   /// Credentials for a child (valid after listen()).
   std::string worker_credentials() const { return keys_.for_worker(plain_auth_); }
 

@@ -41,7 +41,7 @@ constexpr bool is_service_kind(kind k) { return static_cast<std::uint8_t>(k) >= 
 
 /// Each service owns a block of kinds_per_block kinds, listed here once, so that no two services
 /// share a kind: a message that reached the wrong service is then never read as one of its own.
-enum class service_block : std::uint8_t { pool, ring, manager, count };
+enum class service_block : std::uint8_t { pool, ring, manager, spawn, count };
 inline constexpr std::uint8_t kinds_per_block = 8;
 static_assert(first_service_kind + static_cast<int>(service_block::count) * kinds_per_block - 1 <= last_service_kind,
               "fiber: the services' blocks of kinds overflow the service range; raise last_service_kind");

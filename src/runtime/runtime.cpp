@@ -9,6 +9,8 @@
 #include "core/log.hpp"
 #include "core/message_limit.hpp"
 #include "core/worker_env.hpp"
+#include "runtime/spawn_host.hpp"
+#include "runtime/spawn_relay.hpp"
 #include "runtime/terminate_guard.hpp"
 #include "fiber/error.hpp"
 
@@ -31,6 +33,8 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
   keep_freed_memory(cfg_.malloc_keep_mb);
   master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, keys_, gets_, services_);
   route_ = master_.get();
+  // The tree's nested masters on a cluster backend start their children through this one.
+  services_.keep<spawn_host>(spawn_wire::service_id, [&] { return std::make_shared<spawn_host>(*master_); });
   recorder_.open(cfg_, job_id_);
 }
 
@@ -101,15 +105,19 @@ master_side& runtime::master() {
                                          std::to_string(cfg_.max_depth) +
                                          " allows no children below it: raise max_depth, or start them from a process "
                                          "nearer the master");
-  // In a container, a pod or a Slurm job a child reaches neither the engine nor, through the
-  // address the master advertised, its own children: say so rather than time out.
-  if (cfg_.backend != "local")
-    throw error(errc::spawn_failed, "a child cannot start children of its own on the " + cfg_.backend +
-                                        " backend yet (nested processes run on the local backend): start them from "
-                                        "the master, or run this part of the program on the local backend");
   subtree_keys_ = job_keys::generate();
   master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, subtree_keys_, gets_, services_);
   master_->forward_channels_to(worker_.get());
+  if (cfg_.backend != "local") {
+    // A container, a pod or a Slurm job reaches no engine: the top master starts this process's
+    // children, asked through the masters above (runtime/spawn_relay).
+    std::uint64_t handle = 0;
+    if (const char* h = std::getenv(env_spawn_handle)) handle = std::strtoull(h, nullptr, 10);
+    auto& relay = services_.keep<spawn_relay>(spawn_wire::service_id, [&] {
+      return std::make_shared<spawn_relay>(*worker_, *master_, cfg_.backend, handle);
+    });
+    master_->use_backend(relay.make_backend());
+  }
   // Its children are heard while its target computes, not only while it blocks in fiber.
   loop_.start_standby();
   return *master_;

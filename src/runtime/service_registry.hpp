@@ -18,6 +18,8 @@ class service {
   virtual void on_message(const std::string& peer, const header& h, multipart&& payload) = 0;
   /// The runtime is shutting down: cancel timers, so that a caller's io_context runs out of work.
   virtual void on_shutdown() noexcept {}
+  /// Child `peer` of this process's master side is gone (it ended, or was let go).
+  virtual void on_peer_gone(const std::string& /*peer*/) noexcept {}
 };
 
 class service_registry {
@@ -38,6 +40,10 @@ class service_registry {
   std::shared_ptr<service> find(std::uint64_t id) const {
     auto it = services_.find(id);
     return it == services_.end() ? nullptr : it->second.lock();
+  }
+  void peer_gone(const std::string& peer) noexcept {
+    for (auto& [id, weak] : services_)
+      if (auto s = weak.lock()) s->on_peer_gone(peer);
   }
   void shutdown_all() noexcept {
     for (auto& [id, weak] : services_)

@@ -235,6 +235,7 @@ std::error_code zmq_channel::send(multipart&& parts) {
         return std::make_error_code(std::errc::resource_unavailable_try_again);  // not expected mid-message
   } catch (const zmq::error_t& e) {
     if (!as_given.empty()) parts = std::move(as_given);
+    if (pending_) on_ready();  // a refused send (a peer gone) may have eaten that edge too
     return std::error_code(e.num(), std::generic_category());
   }
   if (pending_) on_ready();  // the send may have eaten the edge of an arrived message
