@@ -184,6 +184,19 @@ void gpus_from_the_parents_grant(fiber::simple_queue<std::string> out) {
   out.put(refused).get();
 }
 
+// A child asks for more CPUs than any node (the host, the engine's host, a Slurm or Kubernetes
+// node) has: its start fails, and says why.
+void wants_4096_cpus() {}
+void ask_too_much(fiber::simple_queue<std::string> out) {
+  fiber::process greedy(&wants_4096_cpus);
+  try {
+    greedy.start().get();
+    out.put("started").get();
+  } catch (const fiber::error& e) {
+    out.put(std::string(e.code() == fiber::errc::unsatisfiable ? "unsatisfiable: " : "other: ") + e.what()).get();
+  }
+}
+
 /// Whether process `pid` has ended (it is gone, or a zombie), waiting for it up to a bound
 /// against hangs only: its pidfd is readable once it ends.
 bool ends(int pid) {
@@ -219,6 +232,9 @@ FIBER_META(report_devices, .gpu = 1);
 FIBER_REMOTE(want_three_gpus);
 FIBER_META(want_three_gpus, .gpu = 3);
 FIBER_REMOTE(gpus_from_the_parents_grant);
+FIBER_REMOTE(wants_4096_cpus);
+FIBER_META(wants_4096_cpus, .cpu = 4096);
+FIBER_REMOTE(ask_too_much);
 FIBER_META(gpus_from_the_parents_grant, .gpu = 2);
 
 TEST(nested, a_pool_worker_runs_a_pool_of_its_own_inside_a_task) {
@@ -352,4 +368,15 @@ TEST(nested, a_childs_children_take_their_gpus_from_its_own) {
   EXPECT_NE(mine.find(grandchilds), std::string::npos) << "the grandchild's " << grandchilds << " is not of its parent's " << mine;
   EXPECT_NE(refused.find("asks for 3 GPUs"), std::string::npos) << refused;
   EXPECT_NE(refused.find("the GPUs its parent gave this process, CUDA_VISIBLE_DEVICES=" + mine), std::string::npos) << refused;
+}
+
+TEST(nested, a_childs_request_that_no_node_can_meet_fails_at_start) {
+  fiber::simple_queue<std::string> out;
+  fiber::process p(&ask_too_much, out);
+  p.start().get();
+  auto said = out.get().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+  EXPECT_TRUE(said.starts_with("unsatisfiable: ")) << said;
+  EXPECT_NE(said.find("4096"), std::string::npos) << said;
 }

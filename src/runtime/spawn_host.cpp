@@ -43,10 +43,10 @@ void spawn_host::start(const std::string& peer, std::uint64_t request, const std
     b.check_capacity(spec);
     j = b.spawn(spec);
   } catch (const error& e) {
-    refused.detail = e.what();
+    refused.detail = std::string("the top master could not start it: ") + e.what();
     refused.never_fits = e.code() == make_error_code(errc::unsatisfiable);
   } catch (const std::exception& e) {
-    refused.detail = e.what();
+    refused.detail = std::string("the top master could not start it: ") + e.what();
   }
   if (!j) {
     tell(peer, request, spawn_wire::event::exited, refused);
