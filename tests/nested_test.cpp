@@ -71,21 +71,47 @@ void level_1(fiber::simple_queue<int> out) {
 
 // Level 3 puts into the queue its parent (level 2) made.
 void put_answer(fiber::simple_queue<int> q) { q.put(42).get(); }
-// Level 2 makes a queue, hands it up to level 1 through `up`, and down to level 3.
-void make_and_share(fiber::simple_queue<fiber::simple_queue<int>> up) {
+// Level 2 makes a queue, hands it up to level 1 through `up`, and down to level 3; it lives
+// until level 1 says it has read (a queue ends with its maker).
+void make_and_share(fiber::simple_queue<fiber::simple_queue<int>> up, fiber::simple_queue<int> read) {
   fiber::simple_queue<int> q;
   up.put(q).get();
   fiber::process child(&put_answer, q);
   start_and_join(child);
+  (void)read.get().get();
 }
 // Level 1 starts level 2, takes its queue, and reads what level 3 put there.
 void read_from_grandchild(fiber::simple_queue<int> report) {
   fiber::simple_queue<fiber::simple_queue<int>> up;
-  fiber::process child(&make_and_share, up);
+  fiber::simple_queue<int> read;
+  fiber::process child(&make_and_share, up, read);
   child.start().get();
   auto q = up.get().get();
   report.put(q.get().get() + 1).get();
+  read.put(1).get();
   child.join().get();
+}
+
+// A process that makes a queue, puts into it, hands it up, and ends.
+void make_queue_and_end(fiber::simple_queue<fiber::simple_queue<int>> up) {
+  fiber::simple_queue<int> q;
+  q.put(7).get();
+  up.put(q).get();
+}
+// What reading a queue whose maker has ended says: "ended: <the error>", or what it read.
+std::string read_after_its_maker(fiber::simple_queue<int> q) {
+  try {
+    return "read " + std::to_string(q.get().get());
+  } catch (const fiber::error& e) {
+    return std::string(e.code() == fiber::errc::maker_gone ? "ended: " : "other: ") + e.what();
+  }
+}
+// Level 1: the same one level down (the maker at level 2, the reader at level 1).
+void queue_of_an_ended_grandchild(fiber::simple_queue<std::string> report) {
+  fiber::simple_queue<fiber::simple_queue<int>> up;
+  fiber::process child(&make_queue_and_end, up);
+  start_and_join(child);
+  report.put(read_after_its_maker(up.get().get())).get();
 }
 
 // Level 3: waits for ever (its parent's death ends it).
@@ -147,15 +173,17 @@ void manager_in_a_child(fiber::simple_queue<int> out) {
 // A pipe made at level 2: one end goes down to level 3, which echoes; the other goes up to the
 // master through a queue made there, which talks with level 3 across two levels.
 void echo(fiber::connection<std::string> end) { end.send("echo " + end.recv().get()).get(); }
-void pipe_across(fiber::simple_queue<std::optional<fiber::connection<std::string>>> up) {
+// The pipe ends with its maker: level 2 lives until the master says it has read the echo.
+void pipe_across(fiber::simple_queue<std::optional<fiber::connection<std::string>>> up, fiber::simple_queue<int> read) {
   auto [mine, theirs] = fiber::pipe<std::string>();
   fiber::process child(&echo, theirs);
   child.start().get();
   up.put(std::optional(mine)).get();
   child.join().get();
+  (void)read.get().get();
 }
-void pipe_from_level_2(fiber::simple_queue<std::optional<fiber::connection<std::string>>> up) {
-  fiber::process child(&pipe_across, up);
+void pipe_from_level_2(fiber::simple_queue<std::optional<fiber::connection<std::string>>> up, fiber::simple_queue<int> read) {
+  fiber::process child(&pipe_across, up, read);
   start_and_join(child);
 }
 
@@ -218,6 +246,8 @@ FIBER_REMOTE(put_answer);
 FIBER_REMOTE(make_and_share);
 FIBER_REMOTE(read_from_grandchild);
 FIBER_REMOTE(wait_for_ever);
+FIBER_REMOTE(make_queue_and_end);
+FIBER_REMOTE(queue_of_an_ended_grandchild);
 FIBER_REMOTE(square_once_killed);
 FIBER_REMOTE(pool_with_a_victim);
 FIBER_REMOTE(add_rank);
@@ -258,6 +288,29 @@ TEST(nested, a_queue_made_at_level_2_is_used_by_levels_1_and_3) {
   EXPECT_EQ(report.get().get(), 43);
   p.join().get();
   EXPECT_EQ(p.exitcode(), 0);
+}
+
+// A queue lives as long as the process that made it: once its maker has ended, a read fails with
+// errc::maker_gone, in the master and one level down alike (the message left in it is dropped,
+// and the top master says so in its log).
+TEST(nested, a_queue_fails_with_a_clear_error_once_its_maker_has_ended) {
+  fiber::simple_queue<fiber::simple_queue<int>> up;
+  fiber::process maker(&make_queue_and_end, up);
+  maker.start().get();
+  auto q = up.get().get();
+  maker.join().get();
+  ASSERT_EQ(maker.exitcode(), 0);
+  auto said = read_after_its_maker(q);
+  EXPECT_TRUE(said.starts_with("ended: ")) << said;
+  EXPECT_NE(said.find("the process that made this queue or pipe has ended"), std::string::npos) << said;
+
+  fiber::simple_queue<std::string> report;
+  fiber::process p(&queue_of_an_ended_grandchild, report);
+  p.start().get();
+  said = report.get().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+  EXPECT_TRUE(said.starts_with("ended: ")) << said;
 }
 
 TEST(nested, a_killed_level_2_parent_ends_its_subtree_and_its_task_runs_again) {
@@ -343,12 +396,14 @@ TEST(nested, a_child_makes_a_manager_that_it_and_its_own_child_call) {
 
 TEST(nested, a_pipe_made_at_level_2_joins_the_master_and_level_3) {
   fiber::simple_queue<std::optional<fiber::connection<std::string>>> up;
-  fiber::process p(&pipe_from_level_2, up);
+  fiber::simple_queue<int> read;
+  fiber::process p(&pipe_from_level_2, up, read);
   p.start().get();
   auto end = up.get().get();
   ASSERT_TRUE(end);
   end->send("hi").get();
   EXPECT_EQ(end->recv().get(), "echo hi");
+  read.put(1).get();
   p.join().get();
   EXPECT_EQ(p.exitcode(), 0);
 }

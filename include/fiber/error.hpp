@@ -29,6 +29,7 @@ enum class errc {
   cancelled,            // the operation was cancelled before it finished
   shared_cache_full,    // a fiber::shared object would take the shared objects in use past shared_cache_bytes
   too_deep,             // a child would be deeper in the job's tree of processes than max_depth allows
+  maker_gone,           // the process that made a queue or pipe has ended: the queue or pipe ended with it
 };
 
 }  // namespace fiber

@@ -32,6 +32,9 @@ class category : public std::error_category {
       case errc::cancelled: return "the operation was cancelled";
       case errc::shared_cache_full: return "the shared objects in use would exceed shared_cache_bytes";
       case errc::too_deep: return "the tree of processes would be deeper than max_depth";
+      case errc::maker_gone:
+        return "the process that made this queue or pipe has ended, and the queue or pipe with it (keep its maker "
+               "running while others use it, or make it in the master)";
     }
     return "unknown fiber error";
   }

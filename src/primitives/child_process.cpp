@@ -200,6 +200,7 @@ void child_process::on_hello(const std::string& text) {
                        return;
                      }
                      std::memcpy(&prefix, answer[0].data(), sizeof prefix);
+                     self->rt_->master().note_prefix(self->peer_, prefix);  // its queues end with it
                      auto h = parse_header(welcome[0]);
                      welcome[0] = make_header(kind::welcome, h->channel, h->request, prefix, h->flags);
                      self->rt_->master().send_to_child(self->peer_, std::move(welcome));

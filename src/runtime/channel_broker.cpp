@@ -49,6 +49,22 @@ void channel_broker::release(std::uint64_t channel) noexcept {
     it->second.released = true;
 }
 
+std::vector<std::pair<std::uint64_t, channel_reader>> channel_broker::end_prefix(std::uint32_t prefix,
+                                                                                 std::size_t& dropped) {
+  std::vector<std::pair<std::uint64_t, channel_reader>> readers;
+  dropped = 0;
+  for (auto it = channels_.begin(); it != channels_.end();) {
+    if (it->first >> 32 != prefix) {
+      ++it;
+      continue;
+    }
+    dropped += it->second.items.size();
+    for (auto& r : it->second.readers) readers.emplace_back(it->first, std::move(r));
+    it = channels_.erase(it);
+  }
+  return readers;
+}
+
 void channel_broker::forget_peer(const std::string& peer) {
   for (auto& [id, ch] : channels_) std::erase_if(ch.readers, [&](const channel_reader& r) { return r.peer == peer; });
 }

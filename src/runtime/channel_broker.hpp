@@ -6,6 +6,8 @@
 #include <deque>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "fiber/detail/unique_function.hpp"
 #include "transport/zmq_channel.hpp"
@@ -37,6 +39,10 @@ class channel_broker {
   /// A child that ended: its waiting reads must not receive messages.
   void forget_peer(const std::string& peer);
   void clear() noexcept { channels_.clear(); }
+  /// The channels whose ids carry `prefix` (made by one process) end: their storage goes, and
+  /// the readers that waited on them are returned with their channel; `dropped` counts the
+  /// messages nobody read.
+  std::vector<std::pair<std::uint64_t, channel_reader>> end_prefix(std::uint32_t prefix, std::size_t& dropped);
 
   std::size_t queued(std::uint64_t channel) const;
   std::size_t waiting(std::uint64_t channel) const;

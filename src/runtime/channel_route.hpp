@@ -15,6 +15,9 @@ class channel_route {
   /// that was already on its way.
   virtual void cancel_get(std::uint64_t channel, std::uint64_t request) = 0;
   virtual void release(std::uint64_t channel) noexcept = 0;
+  /// The process whose channel ids carry `prefix` has ended, and the queues and pipes it made
+  /// with it: their reads fail with errc::maker_gone from now on.
+  virtual void maker_gone(std::uint32_t prefix) = 0;
   /// Closes this side's sockets and ends what it started; idempotent.
   virtual void shutdown() noexcept = 0;
 };

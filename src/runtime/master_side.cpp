@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 
 #include "core/log.hpp"
 #include "fiber/error.hpp"
@@ -132,18 +133,29 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
     }
     case kind::put:
       if (upstream_) return upstream_->put(h->channel, payload());
+      if (maker_has_gone(h->channel)) {
+        logf(log_level::warn, "a message from ", peer, " to a queue or pipe whose maker has ended was dropped");
+        return;
+      }
       broker_.put(h->channel, payload(), true);
       return;
     case kind::get:
       if (upstream_) return forward_get(peer, h->channel, h->request);
       if (h->channel == prefix_channel) {
         // A nested master asks a channel prefix for its new child: unique in the job, as the
-        // prefixes of this master's own children are (one counter for both).
+        // prefixes of this master's own children are (one counter for both). Its channels end
+        // with it (kind::maker_gone), or with the child of this master it came through.
         auto prefix = new_peer();
+        handed_out_[prefix] = peer;
         (void)try_send_to_child(peer, make_message(kind::item, {.channel = h->channel, .request = h->request}, as_pod(prefix)));
         return;
       }
+      if (maker_has_gone(h->channel)) return fail_read(channel_reader{peer, h->request}, h->channel);
       broker_.get(h->channel, channel_reader{peer, h->request});
+      return;
+    case kind::maker_gone:
+      if (upstream_) return upstream_->maker_gone(h->aux);
+      maker_gone(h->aux);
       return;
     case kind::cancel_get:
       if (upstream_) {
@@ -194,8 +206,9 @@ void master_side::forward_get(const std::string& peer, std::uint64_t channel, st
       return;
     }
     if (ec) {
-      (void)self->try_send_to_child(
-          peer, make_message(kind::failure, {.channel = channel, .request = request}, "the read failed above: " + ec.message()));
+      std::uint32_t named = ec.category() == fiber_category() ? static_cast<std::uint32_t>(ec.value()) : 0;
+      (void)self->try_send_to_child(peer, make_message(kind::failure, {.channel = channel, .request = request, .aux = named},
+                                                       "the read failed above: " + ec.message()));
       return;
     }
     multipart m;
@@ -213,6 +226,40 @@ void master_side::forward_get(const std::string& peer, std::uint64_t channel, st
   upstream_->get(channel, ours);
 }
 
+void master_side::put(std::uint64_t channel, multipart&& payload) {
+  if (maker_has_gone(channel)) {
+    logf(log_level::warn, "a message to a queue or pipe whose maker has ended was dropped");
+    return;
+  }
+  broker_.put(channel, std::move(payload), false);
+}
+
+void master_side::get(std::uint64_t channel, std::uint64_t request) {
+  if (maker_has_gone(channel)) return fail_read(channel_reader{{}, request}, channel);
+  broker_.get(channel, channel_reader{{}, request});
+}
+
+void master_side::maker_gone(std::uint32_t prefix) {
+  if (prefix == 0) return;  // the top master's own: they end with the job
+  gone_makers_.insert(prefix);
+  handed_out_.erase(prefix);
+  std::size_t dropped = 0;
+  for (auto& [channel, reader] : broker_.end_prefix(prefix, dropped)) fail_read(reader, channel);
+  if (dropped)
+    logf(log_level::warn, dropped, " message(s) nobody read were dropped with the queues and pipes of a process that ended");
+}
+
+void master_side::fail_read(const channel_reader& reader, std::uint64_t channel) {
+  if (reader.peer.empty()) {
+    gets_.complete(reader.request, make_error_code(errc::maker_gone), {}, false);
+    return;
+  }
+  (void)try_send_to_child(reader.peer, make_message(kind::failure,
+                                                    {.channel = channel, .request = reader.request,
+                                                     .aux = static_cast<std::uint32_t>(errc::maker_gone)},
+                                                    make_error_code(errc::maker_gone).message()));
+}
+
 void master_side::cancel_get(std::uint64_t channel, std::uint64_t request) {
   if (broker_.cancel(channel, {}, request)) gets_.complete(request, make_error_code(errc::timeout), {}, true);
 }
@@ -223,6 +270,18 @@ void master_side::attach_child(const std::string& routing_id, std::weak_ptr<chil
 
 void master_side::detach_child(const std::string& routing_id) {
   children_.erase(routing_id);
+  // Its queues and pipes end with it, and in the top master those of its subtree.
+  if (upstream_) {
+    if (auto p = prefixes_.find(routing_id); p != prefixes_.end()) {
+      upstream_->maker_gone(p->second);
+      prefixes_.erase(p);
+    }
+  } else if (!closed_) {
+    std::vector<std::uint32_t> ended{static_cast<std::uint32_t>(std::strtoul(routing_id.c_str(), nullptr, 10))};
+    for (auto& [prefix, through] : handed_out_)
+      if (through == routing_id) ended.push_back(prefix);
+    for (auto prefix : ended) maker_gone(prefix);
+  }
   services_.peer_gone(routing_id);  // e.g. the tree's spawn service ends what it started through the child
   broker_.forget_peer(routing_id);  // readers that died while waiting must not receive messages
   // ... nor the reads a nested master asked upstream for them (an item already on its way comes

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -77,9 +78,13 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   /// on it, answered by the top master with four bytes.
   static constexpr std::uint64_t prefix_channel = 0;
 
+  /// Nested: child `routing_id`'s channel prefix (its queues and pipes end with it).
+  void note_prefix(const std::string& routing_id, std::uint32_t prefix) { prefixes_[routing_id] = prefix; }
+
   // channel_route: the broker is here
-  void put(std::uint64_t channel, multipart&& payload) override { broker_.put(channel, std::move(payload), false); }
-  void get(std::uint64_t channel, std::uint64_t request) override { broker_.get(channel, channel_reader{{}, request}); }
+  void put(std::uint64_t channel, multipart&& payload) override;
+  void get(std::uint64_t channel, std::uint64_t request) override;
+  void maker_gone(std::uint32_t prefix) override;
   void cancel_get(std::uint64_t channel, std::uint64_t request) override;
   void release(std::uint64_t channel) noexcept override { broker_.release(channel); }
   void shutdown() noexcept override;
@@ -92,6 +97,12 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   bool deliver(const channel_reader& r, std::uint64_t channel, multipart& payload, bool may_run_inline);
   /// Nested: a child's get, asked upstream under a request of this process; the answer goes down.
   void forward_get(const std::string& peer, std::uint64_t channel, std::uint64_t request);
+  /// Whether the process that made `channel` has ended (the top master keeps the list).
+  bool maker_has_gone(std::uint64_t channel) const noexcept {
+    return !gone_makers_.empty() && gone_makers_.contains(static_cast<std::uint32_t>(channel >> 32));
+  }
+  /// Answers `reader` that `channel`'s maker has ended.
+  void fail_read(const channel_reader& reader, std::uint64_t channel);
 
   asio::io_context& io_;
   zmq::context_t& zctx_;
@@ -112,6 +123,11 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   channel_route* upstream_ = nullptr;  // nested: where the tree's channels are served
   // nested: (child, its request) -> (channel, our request)
   std::map<std::pair<std::string, std::uint64_t>, std::pair<std::uint64_t, std::uint64_t>> forwarded_;
+  // The top master: the channel prefixes of processes that have ended, and of each prefix handed
+  // out to a nested master's child, the child of this master it came through (its subtree).
+  std::unordered_set<std::uint32_t> gone_makers_;
+  std::unordered_map<std::uint32_t, std::string> handed_out_;
+  std::unordered_map<std::string, std::uint32_t> prefixes_;  // nested: its children's prefixes
   bool closed_ = false;
 };
 

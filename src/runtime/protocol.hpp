@@ -29,11 +29,12 @@ enum class kind : std::uint8_t {
   item,          // owner -> getter: channel, request id, payload frames
   cancel_get,    // getter -> owner: channel, request id
   cancelled,     // owner -> getter: the get with this request id was withdrawn
-  failure,       // owner -> peer: text; request id names the failed request, if any
+  failure,       // owner -> peer: text; request id names the failed request, if any; aux: a fiber::errc, or 0
   probe,         // master -> any worker: ignored; its delivery failing means the peer is gone
   service_gone,  // master -> worker: the service `channel` is gone; `request` is the call that asked
+  maker_gone,    // nested master -> up: its child with channel prefix `aux` has ended, and its channels
 };
-inline constexpr std::uint8_t last_runtime_kind = static_cast<std::uint8_t>(kind::service_gone);
+inline constexpr std::uint8_t last_runtime_kind = static_cast<std::uint8_t>(kind::maker_gone);
 /// Kinds from here on belong to services.
 inline constexpr std::uint8_t first_service_kind = 32;
 inline constexpr std::uint8_t last_service_kind = 63;

@@ -105,6 +105,10 @@ void worker_side::cancel_get(std::uint64_t channel, std::uint64_t request) {
   send_upstream(make_message(kind::cancel_get, {.channel = channel, .request = request}));
 }
 
+void worker_side::maker_gone(std::uint32_t prefix) {
+  send_upstream(make_message(kind::maker_gone, {.aux = prefix}));
+}
+
 void worker_side::receive_next() {
   if (link_) {
     if (link_started_) return;  // it reads until it closes
@@ -173,8 +177,11 @@ void worker_side::handle(multipart&& m) {
     case kind::probe: return;
     case kind::failure: {
       auto text = payload.empty() ? std::string("(no detail)") : payload[0].to_string();
-      logf(log_level::error, "the master reported: ", text);
-      if (h->request) gets_.complete(h->request, make_error_code(errc::protocol_error), {}, true);
+      // A failure that names its error (a read of a queue whose maker has ended) is that
+      // read's answer; one that does not is the master's report of something wrong.
+      if (!h->aux) logf(log_level::error, "the master reported: ", text);
+      if (h->request)
+        gets_.complete(h->request, make_error_code(h->aux ? static_cast<errc>(h->aux) : errc::protocol_error), {}, true);
       return;
     }
     default: logf(log_level::error, "unexpected message kind ", int(h->type), " from the master; ignored");

@@ -46,6 +46,7 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   void get(std::uint64_t channel, std::uint64_t request) override;
   void cancel_get(std::uint64_t channel, std::uint64_t request) override;
   void release(std::uint64_t) noexcept override {}
+  void maker_gone(std::uint32_t prefix) override;
   void shutdown() noexcept override;
 
  private:
