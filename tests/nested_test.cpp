@@ -170,6 +170,22 @@ void manager_in_a_child(fiber::simple_queue<int> out) {
   out.put(t.value().get()).get();
 }
 
+// A proxy of the master's manager passed two levels down: level 1 calls it, and so does level 2,
+// through level 1.
+void add_at_level_2(fiber::proxy<tally> t) { (void)t.add(100).get(); }
+void add_and_pass_down(fiber::proxy<tally> t) {
+  (void)t.add(10).get();
+  fiber::process child(&add_at_level_2, t);
+  start_and_join(child);
+}
+
+// A child's manager, whose proxy goes up to the master; the child lives until told.
+void hand_a_proxy_up(fiber::simple_queue<fiber::proxy<tally>> up, fiber::simple_queue<int> done) {
+  fiber::manager mgr;
+  up.put(mgr.create<tally>(5).get()).get();
+  (void)done.get().get();
+}
+
 // A pipe made at level 2: one end goes down to level 3, which echoes; the other goes up to the
 // master through a queue made there, which talks with level 3 across two levels.
 void echo(fiber::connection<std::string> end) { end.send("echo " + end.recv().get()).get(); }
@@ -254,6 +270,9 @@ FIBER_REMOTE(add_rank);
 FIBER_REMOTE(ring_in_a_child);
 FIBER_REMOTE(add_to);
 FIBER_REMOTE(manager_in_a_child);
+FIBER_REMOTE(add_at_level_2);
+FIBER_REMOTE(add_and_pass_down);
+FIBER_REMOTE(hand_a_proxy_up);
 FIBER_REMOTE(echo);
 FIBER_REMOTE(pipe_across);
 FIBER_REMOTE(pipe_from_level_2);
@@ -392,6 +411,35 @@ TEST(nested, a_child_makes_a_manager_that_it_and_its_own_child_call) {
   EXPECT_EQ(out.get().get(), 111);
   p.join().get();
   EXPECT_EQ(p.exitcode(), 0);
+}
+
+TEST(nested, a_proxy_of_the_masters_manager_is_called_two_levels_down) {
+  fiber::manager mgr;
+  auto t = mgr.create<tally>(1).get();
+  fiber::process p(&add_and_pass_down, t);
+  p.start().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0) << (p.exception() ? p.exception()->what() : "");
+  EXPECT_EQ(t.value().get(), 111);
+}
+
+// Not routed (yet): a proxy passed up from where its manager lives. The call says so.
+TEST(nested, a_proxy_passed_up_from_a_childs_manager_fails_with_a_clear_error) {
+  fiber::simple_queue<fiber::proxy<tally>> up;
+  fiber::simple_queue<int> done;
+  fiber::process p(&hand_a_proxy_up, up, done);
+  p.start().get();
+  auto t = up.get().get();
+  std::string said;
+  try {
+    (void)t.value().get();
+  } catch (const fiber::error& e) {
+    said = e.what();
+  }
+  done.put(1).get();
+  p.join().get();
+  EXPECT_NE(said.find("was made by a child"), std::string::npos) << said;
+  EXPECT_NE(said.find("make the manager in the master"), std::string::npos) << said;
 }
 
 TEST(nested, a_pipe_made_at_level_2_joins_the_master_and_level_3) {

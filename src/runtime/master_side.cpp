@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/log.hpp"
+#include "runtime/worker_side.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::detail {
@@ -104,8 +105,17 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
     return p;
   };
   if (is_service_kind(h->type)) {
-    if (auto svc = services_.find(h->channel)) {
+    if (auto svc = services_.find(h->channel); svc && svc->serves_children()) {
       svc->on_message(peer, *h, payload());
+    } else if (up_ && (h->flags & flag_expects_reply)) {
+      // Nested: a call to a service above (a manager's proxy passed down more than one level):
+      // passed up under a number of ours, which no call of this process's own uses (their
+      // numbers never set the top bit), and its reply comes back down (pass_reply_down).
+      auto ours = (std::uint64_t{1} << 63) | ++next_passed_call_;
+      passed_calls_[ours] = {peer, h->request};
+      auto m = payload();
+      m.insert(m.begin(), make_header(h->type, h->channel, ours, h->aux, h->flags));
+      up_->send_upstream(std::move(m));
     } else if (h->flags & flag_expects_reply) {
       // The caller waits for an answer: tell it the service is gone rather than let it hang.
       (void)try_send_to_child(peer, make_message(kind::service_gone, {.channel = h->channel, .request = h->request, .flags = flag_reply}));
@@ -187,6 +197,24 @@ bool master_side::deliver(const channel_reader& r, std::uint64_t channel, multip
     for (std::size_t i = 1; i < m.size(); ++i) payload.push_back(std::move(m[i]));
     return false;
   }
+  return true;
+}
+
+void master_side::forward_channels_to(worker_side* upstream) {
+  upstream_ = upstream;
+  up_ = upstream;
+}
+
+bool master_side::pass_reply_down(const header& h, multipart& payload) {
+  auto it = passed_calls_.find(h.request);
+  if (it == passed_calls_.end()) return false;
+  auto [peer, theirs] = it->second;
+  passed_calls_.erase(it);
+  multipart m;
+  m.reserve(payload.size() + 1);
+  m.push_back(make_header(h.type, h.channel, theirs, h.aux, h.flags));
+  for (auto& f : payload) m.push_back(std::move(f));
+  (void)try_send_to_child(peer, std::move(m));  // a child that is gone hears nothing
   return true;
 }
 
@@ -272,6 +300,7 @@ void master_side::detach_child(const std::string& routing_id) {
   children_.erase(routing_id);
   // Its queues and pipes end with it, and in the top master those of its subtree.
   if (upstream_) {
+    std::erase_if(passed_calls_, [&](const auto& e) { return e.second.first == routing_id; });
     if (auto p = prefixes_.find(routing_id); p != prefixes_.end()) {
       upstream_->maker_gone(p->second);
       prefixes_.erase(p);

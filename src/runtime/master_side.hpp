@@ -22,6 +22,7 @@
 #include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {
+class worker_side;
 
 /// What a master needs from a child it started (implemented by child_process).
 class child_endpoint {
@@ -70,7 +71,10 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   /// A child's master that is itself a child (nested): the queues and pipes of the whole tree are
   /// served by the top master, so its children's puts and gets go up through `upstream` (its own
   /// route), and the answers come back down (docs/design.md, "Nested processes").
-  void forward_channels_to(channel_route* upstream) { upstream_ = upstream; }
+  void forward_channels_to(worker_side* upstream);
+  /// Nested: a reply from above to a call this master passed up for a child (a manager's proxy
+  /// passed down more than one level); true when it was one, and it went down.
+  bool pass_reply_down(const header& h, multipart& payload);
   /// A routing id for a new child, unique in this process; in the top master also the child's
   /// channel prefix, which the top master hands out to the whole tree (channel 0, below).
   static std::uint32_t new_peer();
@@ -121,6 +125,10 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   std::unordered_map<std::string, std::weak_ptr<child_endpoint>> children_;
   std::vector<job*> live_jobs_;
   channel_route* upstream_ = nullptr;  // nested: where the tree's channels are served
+  worker_side* up_ = nullptr;          // ... the same, as the connection to the master above
+  // nested: calls to services above passed up for a child: our request -> (child, its request)
+  std::map<std::uint64_t, std::pair<std::string, std::uint64_t>> passed_calls_;
+  std::uint64_t next_passed_call_ = 0;
   // nested: (child, its request) -> (channel, our request)
   std::map<std::pair<std::string, std::uint64_t>, std::pair<std::uint64_t, std::uint64_t>> forwarded_;
   // The top master: the channel prefixes of processes that have ended, and of each prefix handed

@@ -108,6 +108,7 @@ master_side& runtime::master() {
   subtree_keys_ = job_keys::generate();
   master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, subtree_keys_, gets_, services_);
   master_->forward_channels_to(worker_.get());
+  worker_->pass_replies_to([m = master_.get()](const header& h, multipart& payload) { return m->pass_reply_down(h, payload); });
   if (cfg_.backend != "local") {
     // A container, a pod or a Slurm job reaches no engine: the top master starts this process's
     // children, asked through the masters above (runtime/spawn_relay).

@@ -18,6 +18,9 @@ class service {
   virtual void on_message(const std::string& peer, const header& h, multipart&& payload) = 0;
   /// The runtime is shutting down: cancel timers, so that a caller's io_context runs out of work.
   virtual void on_shutdown() noexcept {}
+  /// Whether children's messages on this id are this service's (a manager, a pool); a worker's
+  /// client of a service above is not, and a nested master passes its children's calls up.
+  virtual bool serves_children() const noexcept { return true; }
   /// Child `peer` of this process's master side is gone (it ended, or was let go).
   virtual void on_peer_gone(const std::string& /*peer*/) noexcept {}
 };

@@ -44,6 +44,8 @@ class upstream_client final : public service {
     return c;
   }
 
+  bool serves_children() const noexcept override { return false; }
+
   void on_message(const std::string&, const header& h, multipart&& payload) override {
     auto c = pending_.take(h.request);
     if (!c) return;

@@ -148,6 +148,7 @@ void worker_side::handle(multipart&& m) {
   multipart payload;
   for (std::size_t i = 1; i < m.size(); ++i) payload.push_back(std::move(m[i]));
   if (is_service_kind(h->type) || h->type == kind::service_gone) {  // a reply for a local service
+    if (pass_reply_ && pass_reply_(*h, payload)) return;  // ... or for a child's call passed up
     if (auto svc = services_.find(h->channel))
       svc->on_message({}, *h, std::move(payload));
     else

@@ -40,6 +40,9 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   multipart next_service_message();
   /// A service message that came another way (a manager's direct link); on the loop thread.
   void push_service_message(multipart m);
+  /// Nested: replies to calls this process passed up for its children are theirs (master_side::
+  /// pass_reply_down answers whether one was).
+  void pass_replies_to(unique_function<bool(const header&, multipart&)> f) { pass_reply_ = std::move(f); }
 
   // channel_route: the broker is at the master
   void put(std::uint64_t channel, multipart&& payload) override;
@@ -66,6 +69,7 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   std::mutex inbox_mutex_;  // the loop may run on a standby thread (a worker that is also a master)
   std::deque<multipart> inbox_;
   std::atomic<bool> inbox_filled_{false};
+  unique_function<bool(const header&, multipart&)> pass_reply_;
   bool closed_ = false;
 };
 

@@ -211,6 +211,12 @@ bool manager_here(runtime& rt, std::uint64_t manager) {
 std::shared_ptr<completion<message>> call_at_master(runtime& rt, const object_ref& ref, std::uint64_t method,
                                                     writer& args) {
   auto core = std::dynamic_pointer_cast<manager_core>(rt.services().find(ref.manager));
+  if (!core && (ref.manager >> 32) != 0)  // its id carries the prefix of the child that made it
+    return failed_call(errc::server_lost,
+                       "manager " + std::to_string(ref.manager) +
+                           " was made by a child, and its proxies are called in that child and the processes below "
+                           "it, not above it (or it has been shut down): make the manager in the master to share it "
+                           "with the whole tree");
   if (!core)
     return failed_call(errc::server_lost, "manager " + std::to_string(ref.manager) +
                                               " has been shut down (or its server ended): its objects are gone");
