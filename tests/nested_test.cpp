@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kubernetes_support.hpp"
 #include "support.hpp"
 
 namespace {
@@ -116,27 +117,35 @@ void queue_of_an_ended_grandchild(fiber::simple_queue<std::string> report) {
 
 // Level 3: waits for ever (its parent's death ends it).
 void wait_for_ever(fiber::simple_queue<int> never) { (void)never.get().get(); }
-// Level 2, a pool worker: the first time, starts a level-3 child, says its pid, and kills itself
-// once told;
-// run again (elsewhere, after that), it answers.
-int square_once_killed(int x, std::string marker, fiber::simple_queue<int> pids, fiber::simple_queue<int> never) {
+// ... after saying its host's name (a pod's is the pod's).
+void say_host_and_wait(fiber::simple_queue<std::string> host, fiber::simple_queue<int> never) {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  host.put(name).get();
+  (void)never.get().get();
+}
+// Level 2, a pool worker: the first time, starts a level-3 child, says its pid and host, and
+// kills itself once told; run again (elsewhere, after that), it answers.
+int square_once_killed(int x, std::string marker, fiber::simple_queue<std::pair<int, std::string>> pids,
+                       fiber::simple_queue<int> never) {
   if (x == 0 && !std::filesystem::exists(marker)) {
     std::ofstream(marker) << "ran";
     fiber::simple_queue<int> forever;  // nobody puts here
-    fiber::process child(&wait_for_ever, forever);
+    fiber::simple_queue<std::string> host;
+    fiber::process child(&say_host_and_wait, host, forever);
     child.set_daemon(true);
     child.start().get();
-    pids.put(child.pid()).get();
+    pids.put(std::pair(child.pid(), host.get().get())).get();
     (void)never.get().get();  // the test's word that the pid arrived (a put may still be on its way here)
     std::raise(SIGKILL);
   }
   return x * x;
 }
 // Level 1: a pool whose worker is killed holding a task.
-void pool_with_a_victim(std::string marker, fiber::simple_queue<int> pids,
+void pool_with_a_victim(std::string marker, fiber::simple_queue<std::pair<int, std::string>> pids,
                         fiber::simple_queue<std::vector<int>> results, fiber::simple_queue<int> never) {
   fiber::pool p(2);
-  auto r = p.starmap(&square_once_killed, std::vector<std::tuple<int, std::string, fiber::simple_queue<int>,
+  auto r = p.starmap(&square_once_killed, std::vector<std::tuple<int, std::string, fiber::simple_queue<std::pair<int, std::string>>,
                                                                    fiber::simple_queue<int>>>{
                                                  {0, marker, pids, never}, {1, marker, pids, never},
                                                  {2, marker, pids, never}, {3, marker, pids, never}})
@@ -262,6 +271,7 @@ FIBER_REMOTE(put_answer);
 FIBER_REMOTE(make_and_share);
 FIBER_REMOTE(read_from_grandchild);
 FIBER_REMOTE(wait_for_ever);
+FIBER_REMOTE(say_host_and_wait);
 FIBER_REMOTE(make_queue_and_end);
 FIBER_REMOTE(queue_of_an_ended_grandchild);
 FIBER_REMOTE(square_once_killed);
@@ -337,16 +347,25 @@ TEST(nested, a_killed_level_2_parent_ends_its_subtree_and_its_task_runs_again) {
   // shared with containers, pods and the Slurm nodes.
   auto marker = std::filesystem::temp_directory_path() / ("fiber-nested-" + std::to_string(::getpid()));
   std::filesystem::remove(marker);
-  fiber::simple_queue<int> pids;
+  fiber::simple_queue<std::pair<int, std::string>> pids;
   fiber::simple_queue<std::vector<int>> results;
   fiber::simple_queue<int> never;
   fiber::process p(&pool_with_a_victim, marker.string(), pids, results, never);
   p.start().get();
-  int grandchild = pids.get().get();  // the level-3 child of the level-2 pool worker that kills itself
-  never.put(1).get();                 // the worker's word to kill itself
-  // Its pid is one of this host's where the engine runs it here (local, Docker).
-  if (fiber_test::backend_under_test() == "local" || fiber_test::on_docker())
+  auto [grandchild, host] = pids.get().get();  // the level-3 child of the level-2 pool worker that kills itself
+  never.put(1).get();                           // the worker's word to kill itself
+  if (fiber_test::on_kubernetes()) {
+    // A pod's pid is its own namespace's: its pod (its host name) must end or go.
+    EXPECT_TRUE(fiber_test::await_pods("app.kubernetes.io/managed-by=fiber", [&](const auto& pods) {
+      auto it = pods.find(host);
+      if (it == pods.end()) return true;
+      auto phase = it->second.at("status").at("phase").as_string();
+      return phase == "Succeeded" || phase == "Failed";
+    })) << "the killed worker's child (pod " << host << ") outlived it";
+  } else {
+    // Local children, containers and the Slurm nodes' processes have pids on this host.
     EXPECT_TRUE(ends(grandchild)) << "the killed worker's child (pid " << grandchild << ") outlived it";
+  }
   EXPECT_EQ(results.get().get(), (std::vector<int>{0, 1, 4, 9}));  // the task ran again elsewhere
   p.join().get();
   EXPECT_EQ(p.exitcode(), 0);

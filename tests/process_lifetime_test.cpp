@@ -267,9 +267,9 @@ TEST(process, the_whole_tree_dies_with_its_master) {
       }
       return true;
     })) << "a pod of the tree kept running after its master was killed";
-  } else if (!fiber_test::on_slurm()) {
-    // Local children and containers have pids on this host: both must end (bounded only against
-    // a hang).
+  } else {
+    // Local children, containers and the Slurm nodes' processes have pids on this host: both must
+    // end (bounded only against a hang).
     for (int pid : {child, grandchild}) {
       int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
       if (fd < 0) continue;  // already gone

@@ -52,7 +52,11 @@ class relayed_job final : public job {
       s_->on_running = std::move(f);
   }
   void reported_pid(int pid) override {
-    if (!s_->exited && pid > 0) relay_->send_up(spawn_wire::reported_pid, s_->request, static_cast<std::uint32_t>(pid));
+    if (s_->exited || pid <= 0) return;
+    // A backend that cannot ask its engine (Slurm) knows the pid only from the child: the top's
+    // news may have said 0.
+    if (!s_->news.pid) s_->news.pid = pid;
+    relay_->send_up(spawn_wire::reported_pid, s_->request, static_cast<std::uint32_t>(pid));
   }
   void expect_exit() override {
     if (!s_->exited) relay_->send_up(spawn_wire::expect_exit, s_->request, 0);
@@ -151,7 +155,7 @@ void spawn_relay::hear(std::uint64_t request, spawn_wire::event e, const spawn_w
   }
   switch (e) {
     case spawn_wire::event::identified:
-      s->news.pid = news.pid;
+      if (news.pid) s->news.pid = news.pid;
       s->identified = true;
       if (auto f = std::move(s->on_identified)) f();
       return;
