@@ -31,8 +31,14 @@ class tally {
  private:
   int n_;
 };
+// A manager's object whose method runs a pool: its server starts children of its own.
+class pool_runner {
+ public:
+  int sum_of_squares_below(int n);
+};
 }  // namespace
 FIBER_REMOTE_CLASS(tally, add, value);
+FIBER_REMOTE_CLASS(pool_runner, sum_of_squares_below);
 
 namespace {
 
@@ -141,6 +147,23 @@ int square_once_killed(int x, std::string marker, fiber::simple_queue<std::pair<
   }
   return x * x;
 }
+// A ring member that starts a process of its own, and fails if it failed.
+void member_starts_a_child(fiber::ring_member& me) {
+  fiber::simple_queue<int> out;
+  fiber::process p(&put_answer, out);
+  start_and_join(p);
+  if (out.get().get() != 42) throw std::runtime_error("member " + std::to_string(me.rank()) + " read a wrong answer");
+}
+
+// An async_manager made by a child: a call's handle read after another call.
+void async_manager_in_a_child(fiber::simple_queue<int> out) {
+  fiber::async_manager mgr;
+  auto t = mgr.create<tally>(2).get();
+  auto first = t.add(3);
+  auto second = t.add(10);
+  out.put(std::move(first).get() * 100 + std::move(second).get()).get();
+}
+
 // Level 1: a pool whose worker is killed holding a task.
 void pool_with_a_victim(std::string marker, fiber::simple_queue<std::pair<int, std::string>> pids,
                         fiber::simple_queue<std::vector<int>> results, fiber::simple_queue<int> never) {
@@ -250,6 +273,10 @@ void ask_too_much(fiber::simple_queue<std::string> out) {
   }
 }
 
+}  // namespace
+int pool_runner::sum_of_squares_below(int n) { return ::sum_of_squares_below(n); }
+namespace {
+
 /// Whether process `pid` has ended (it is gone, or a zombie), waiting for it up to a bound
 /// against hangs only: its pidfd is readable once it ends.
 bool ends(int pid) {
@@ -283,6 +310,8 @@ FIBER_REMOTE(manager_in_a_child);
 FIBER_REMOTE(add_at_level_2);
 FIBER_REMOTE(add_and_pass_down);
 FIBER_REMOTE(hand_a_proxy_up);
+FIBER_REMOTE(member_starts_a_child);
+FIBER_REMOTE(async_manager_in_a_child);
 FIBER_REMOTE(echo);
 FIBER_REMOTE(pipe_across);
 FIBER_REMOTE(pipe_from_level_2);
@@ -501,4 +530,26 @@ TEST(nested, a_childs_request_that_no_node_can_meet_fails_at_start) {
   EXPECT_EQ(p.exitcode(), 0);
   EXPECT_TRUE(said.starts_with("unsatisfiable: ")) << said;
   EXPECT_NE(said.find("4096"), std::string::npos) << said;
+}
+
+TEST(nested, a_ring_member_starts_a_process_of_its_own) {
+  fiber::ring r(2, &member_starts_a_child);
+  r.start().get();
+  r.join().get();
+  EXPECT_EQ(r.exitcodes(), (std::vector<std::optional<int>>{0, 0}));
+}
+
+TEST(nested, a_managers_object_runs_a_pool_in_its_server) {
+  fiber::manager mgr;
+  auto runner = mgr.create<pool_runner>().get();
+  EXPECT_EQ(runner.sum_of_squares_below(4).get(), 14);
+}
+
+TEST(nested, a_child_makes_an_async_manager) {
+  fiber::simple_queue<int> out;
+  fiber::process p(&async_manager_in_a_child, out);
+  p.start().get();
+  EXPECT_EQ(out.get().get(), 5 * 100 + 15);
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
 }
