@@ -4,8 +4,6 @@
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 #include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -422,34 +420,6 @@ TEST(nested, the_tree_stops_at_max_depth_with_an_error_naming_the_key) {
   ASSERT_TRUE(raised) << "level 1 should fail with its child's failure";
   std::string why = raised->what();
   EXPECT_NE(why.find("max_depth=2"), std::string::npos) << why;
-}
-
-TEST(nested, a_killed_master_ends_the_whole_tree) {
-  FIBER_TEST_LOCAL_ONLY("pids of this host; process_lifetime's the_whole_tree_dies_with_its_master runs on every backend");
-  // A program whose child starts a grandchild; both pids come on its output.
-  int out[2];
-  ASSERT_EQ(::pipe(out), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  char nested_arg[] = "nested";
-  char* argv[] = {const_cast<char*>(FIBER_TEST_ORPHAN_MASTER), nested_arg, nullptr};
-  pid_t master = 0;
-  ASSERT_EQ(posix_spawn(&master, FIBER_TEST_ORPHAN_MASTER, &actions, nullptr, argv, environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out[1]);
-  std::string text;
-  char buf[64];
-  for (ssize_t n; std::count(text.begin(), text.end(), '\n') < 2 && (n = ::read(out[0], buf, sizeof buf)) > 0;)
-    text.append(buf, static_cast<std::size_t>(n));
-  ::close(out[0]);
-  int child = 0, grandchild = 0;
-  ASSERT_EQ(std::sscanf(text.c_str(), "%d %d", &child, &grandchild), 2) << text;
-  ::kill(master, SIGKILL);
-  int status = 0;
-  ASSERT_EQ(::waitpid(master, &status, 0), master);
-  EXPECT_TRUE(ends(child)) << "the child (pid " << child << ") outlived the master";
-  EXPECT_TRUE(ends(grandchild)) << "the grandchild (pid " << grandchild << ") outlived the master";
 }
 
 TEST(nested, a_child_makes_a_manager_that_it_and_its_own_child_call) {

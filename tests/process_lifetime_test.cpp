@@ -43,20 +43,10 @@ TEST(process, set_daemon_after_start_is_refused) {
 
 // Probing found a process whose arguments exceeded max_message_bytes started and then never ran.
 TEST(process, children_die_with_their_master) {
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  char* argv[] = {const_cast<char*>(FIBER_TEST_ORPHAN_MASTER), nullptr};
   pid_t master = 0;
-  ASSERT_EQ(posix_spawn(&master, FIBER_TEST_ORPHAN_MASTER, &actions, nullptr, argv, environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  char line[32] = {};
-  ASSERT_GT(read(out[0], line, sizeof line - 1), 0);
-  close(out[0]);
-  int child = std::atoi(line);
+  auto pids = start_orphan_master(nullptr, 1, master);
+  ASSERT_EQ(pids.size(), 1u);
+  int child = pids[0];
   ASSERT_GT(child, 0);
   // A pod's pid is its own namespace's: it names no process on this host.
   int pidfd = fiber_test::on_kubernetes() ? -1 : static_cast<int>(syscall(SYS_pidfd_open, child, 0));
@@ -234,23 +224,10 @@ TEST(process, a_child_starts_a_process_of_its_own_on_every_backend) {
 // A master SIGKILLed while its child's child runs: the whole tree ends, and nothing of it is left
 // on the engine (the grandchild's container, pod or Slurm job was started by the master too).
 TEST(process, the_whole_tree_dies_with_its_master) {
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  char* argv[] = {const_cast<char*>(FIBER_TEST_ORPHAN_MASTER), const_cast<char*>("nested"), nullptr};
   pid_t master = 0;
-  ASSERT_EQ(posix_spawn(&master, FIBER_TEST_ORPHAN_MASTER, &actions, nullptr, argv, environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  std::string text;
-  char buf[64];
-  for (ssize_t n; std::count(text.begin(), text.end(), '\n') < 2 && (n = read(out[0], buf, sizeof buf)) > 0;)
-    text.append(buf, static_cast<std::size_t>(n));
-  close(out[0]);
-  int child = 0, grandchild = 0;
-  ASSERT_EQ(std::sscanf(text.c_str(), "%d %d", &child, &grandchild), 2) << text;
+  auto pids = start_orphan_master("nested", 2, master);
+  ASSERT_EQ(pids.size(), 2u);
+  int child = pids[0], grandchild = pids[1];
   kill(master, SIGKILL);
   int status = 0;
   ASSERT_EQ(waitpid(master, &status, 0), master);

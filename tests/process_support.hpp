@@ -19,6 +19,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <mutex>
@@ -33,6 +34,29 @@ namespace {
 std::string mark_of(pid_t master) {
   auto mine = fiber_test::master_label();
   return mine.substr(0, mine.rfind(':') + 1) + std::to_string(master);
+}
+// Starts the test program orphan_master (a master that starts one child and waits to be killed;
+// `mode` "nested": its child starts a grandchild) and reads the `count` pids it prints, child
+// first; `master` is its pid. Fewer pids when it printed fewer.
+std::vector<int> start_orphan_master(const char* mode, int count, pid_t& master) {
+  int out[2];
+  if (pipe(out) != 0) return {};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  char* argv[] = {const_cast<char*>(FIBER_TEST_ORPHAN_MASTER), const_cast<char*>(mode), nullptr};
+  bool started = posix_spawn(&master, FIBER_TEST_ORPHAN_MASTER, &actions, nullptr, argv, environ) == 0;
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  std::string text;
+  char buf[64];
+  for (ssize_t n; started && std::count(text.begin(), text.end(), '\n') < count && (n = read(out[0], buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
+  close(out[0]);
+  std::vector<int> pids;
+  std::istringstream lines(text);
+  for (int pid; pids.size() < static_cast<std::size_t>(count) && lines >> pid;) pids.push_back(pid);
+  return pids;
 }
 // No container, Slurm job or pod of the master `master` is left on the backend under test.
 void expect_nothing_left_of(pid_t master) {
