@@ -1,7 +1,9 @@
 // Nested: a child starts processes and pools of its own, and the tree's queues work at every
 // level (docs/design.md, "Nested processes"). A child that starts children becomes their master;
 // queues and pipes stay with the top master, reached through each level above.
+#include <boost/json/parse.hpp>
 #include <fiber/fiber.hpp>
+#include <fiber/history.hpp>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/syscall.h>
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -522,4 +525,40 @@ TEST(nested, a_child_makes_an_async_manager) {
   EXPECT_EQ(out.get().get(), 5 * 100 + 15);
   p.join().get();
   EXPECT_EQ(p.exitcode(), 0);
+}
+
+// The run's recording holds the whole tree: the grandchild's start and end, sent up by its
+// parent, under its name in the tree.
+TEST(nested, the_runs_recording_holds_the_grandchildren_by_their_names_in_the_tree) {
+  auto dir = std::filesystem::temp_directory_path() / ("fiber-nested-rec-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto cfg = fiber::config::load({{"record_dir", dir.string()}});
+  std::string child_name;
+  {
+    fiber::context ctx(cfg);
+    fiber::simple_queue<int> out(ctx);
+    fiber::process p(ctx, &level_2, out);  // it starts a process, which starts a pool of two
+    child_name = p.name();
+    p.start().get();
+    EXPECT_EQ(out.get().get(), 14);
+    p.join().get();
+    EXPECT_EQ(p.exitcode(), 0);
+  }
+  auto runs = fiber::run_history(cfg);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].processes, 4u);  // the child, its child, and that one's two pool workers
+  auto out = (dir / "trace.json").string();
+  (void)fiber::write_trace(runs[0].id, out, cfg);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::set<std::string> names;
+  auto trace = boost::json::parse(text);  // kept: a range-for over a temporary's member dangles
+  for (auto& e : trace.at("traceEvents").as_array()) {
+    auto& o = e.as_object();
+    if (o.at("ph").as_string() == "X" && o.at("pid").as_int64() == 0) names.insert(std::string(o.at("name").as_string()));
+  }
+  EXPECT_TRUE(names.contains(child_name)) << text.substr(0, 2000);
+  EXPECT_TRUE(names.contains(child_name + "/Process-1")) << text.substr(0, 2000);
+  EXPECT_TRUE(names.contains(child_name + "/Process-1/PoolWorker-1-1")) << text.substr(0, 2000);
+  std::filesystem::remove_all(dir);
 }

@@ -10,6 +10,7 @@ inline constexpr const char* env_keys = "FIBER_WORKER_KEYS";          // see job
 inline constexpr const char* env_name = "FIBER_WORKER_NAME";          // process name
 inline constexpr const char* env_parent_pid = "FIBER_WORKER_PARENT_PID";
 inline constexpr const char* env_depth = "FIBER_WORKER_DEPTH";        // 1 for the master's children, 2 below, ...
+inline constexpr const char* env_tree_name = "FIBER_WORKER_TREE_NAME";  // its name in the tree: Process-1/Process-2
 /// A child the top master started for a nested master (runtime/spawn_host): its number there,
 /// which the children it asks for in turn name as their parent.
 inline constexpr const char* env_spawn_handle = "FIBER_SPAWN_HANDLE";

@@ -61,8 +61,7 @@ void child_process::start(started_handler& done) {
   on_started_ = std::move(done);
   rt_->master().track_job(child_.get());
   pid_ = child_->pid();
-  if (auto& rec = rt_->recorder(); rec.on())
-    rec.record(record_kind::process_start, rec.name(name_), 0, static_cast<std::uint64_t>(pid_.load()));
+  rt_->record_child_event(record_kind::process_start, tree_name_, static_cast<std::uint64_t>(pid_.load()));
   child_->on_exit([weak = weak_from_this()](int code) {
     if (auto self = weak.lock()) self->on_exit(code);
   });
@@ -87,11 +86,19 @@ void child_process::spawn() {
   spec.job_id = rt.job_id();
   spec.executable = rt.cfg().executable.empty() ? executable_path() : rt.cfg().executable;
   spec.args = {worker_flag};
+  // Its name in the tree (the recording's: each level numbers its own processes from 1).
+  tree_name_ = name_;
+  if (!rt.is_master()) {
+    const char* mine = std::getenv(env_tree_name);
+    const char* own = std::getenv(env_name);
+    tree_name_ = std::string(mine ? mine : own ? own : "?") + "/" + name_;
+  }
   spec.env = {{env_token, peer_},
               {env_endpoint, endpoint},
               {env_job, rt.job_id()},
               {env_keys, rt.master().worker_credentials()},
               {env_name, name_},
+              {env_tree_name, tree_name_},
               {env_depth, std::to_string(rt.depth() + 1)}};
   auto& backend = rt.master().the_backend();
   backend.check_capacity(spec);  // a request no node can meet fails before anything starts
@@ -252,9 +259,9 @@ void child_process::finish() {
   if (grace_timer_) grace_timer_->cancel();
   if (kill_timer_) kill_timer_->cancel();
   state_ = phase::ended;
-  if (auto& rec = rt_->recorder(); rec.on())
-    rec.record(record_kind::process_end, rec.name(name_), 0, static_cast<std::uint64_t>(static_cast<std::int64_t>(exit_code_.load())),
-               raised_ ? 1 : 0, raised_ ? raised_->what() : std::string_view());
+  rt_->record_child_event(record_kind::process_end, tree_name_,
+                          static_cast<std::uint64_t>(static_cast<std::int64_t>(exit_code_.load())), raised_ ? 1 : 0,
+                          raised_ ? raised_->what() : std::string_view());
   rt_->master().detach_child(peer_);
   auto waiters = std::move(on_ended_);
   on_ended_.clear();

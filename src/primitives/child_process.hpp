@@ -92,6 +92,7 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
 
   std::shared_ptr<runtime> rt_;
   std::string name_;
+  std::string tree_name_;  // in the run's recording: the parents' names before its own, nested
   bool owned_ = false;
   encoded_call call_;
   meta needs_;

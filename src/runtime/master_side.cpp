@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 
+#include "core/flight_recorder.hpp"
 #include "core/log.hpp"
 #include "runtime/worker_side.hpp"
 #include "fiber/error.hpp"
@@ -163,6 +165,21 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
       if (maker_has_gone(h->channel)) return fail_read(channel_reader{peer, h->request}, h->channel);
       broker_.get(h->channel, channel_reader{peer, h->request});
       return;
+    case kind::record: {
+      if (up_) {  // nested: on up to the top
+        auto m = payload();
+        m.insert(m.begin(), make_header(kind::record, 0, 0, h->aux));
+        up_->send_upstream(std::move(m));
+        return;
+      }
+      auto p = payload();
+      if (!recorder_ || !recorder_->on() || p.size() != 4 || p[1].size() != 8 || p[2].size() != 8) return;
+      std::uint64_t c = 0, d = 0;
+      std::memcpy(&c, p[1].data(), 8);
+      std::memcpy(&d, p[2].data(), 8);
+      recorder_->record(static_cast<record_kind>(h->aux), recorder_->name(p[0].to_string_view()), 0, c, d, p[3].to_string_view());
+      return;
+    }
     case kind::maker_gone:
       if (upstream_) return upstream_->maker_gone(h->aux);
       maker_gone(h->aux);

@@ -23,6 +23,7 @@
 
 namespace fiber::detail {
 class worker_side;
+class flight_recorder;
 
 /// What a master needs from a child it started (implemented by child_process).
 class child_endpoint {
@@ -54,6 +55,8 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   /// that asks the top master); before the first use of the_backend().
   void use_backend(std::unique_ptr<backend> b) { backend_ = std::move(b); }
   asio::io_context& io() noexcept { return io_; }
+  /// The top master: where its nested masters' events are recorded.
+  void record_with(flight_recorder* r) noexcept { recorder_ = r; }
   /// Credentials for a child (valid after listen()).
   std::string worker_credentials() const { return keys_.for_worker(plain_auth_); }
 
@@ -126,6 +129,7 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   std::vector<job*> live_jobs_;
   channel_route* upstream_ = nullptr;  // nested: where the tree's channels are served
   worker_side* up_ = nullptr;          // ... the same, as the connection to the master above
+  flight_recorder* recorder_ = nullptr;  // the top master's
   // nested: calls to services above passed up for a child: our request -> (child, its request)
   std::map<std::uint64_t, std::pair<std::string, std::uint64_t>> passed_calls_;
   std::uint64_t next_passed_call_ = 0;

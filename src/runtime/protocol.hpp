@@ -33,8 +33,10 @@ enum class kind : std::uint8_t {
   probe,         // master -> any worker: ignored; its delivery failing means the peer is gone
   service_gone,  // master -> worker: the service `channel` is gone; `request` is the call that asked
   maker_gone,    // nested master -> up: its child with channel prefix `aux` has ended, and its channels
+  record,        // nested master -> up: an event for the top's flight recorder; aux: its record_kind;
+                 // frames: the process's name in the tree, c and d (8 bytes each), text
 };
-inline constexpr std::uint8_t last_runtime_kind = static_cast<std::uint8_t>(kind::maker_gone);
+inline constexpr std::uint8_t last_runtime_kind = static_cast<std::uint8_t>(kind::record);
 /// Kinds from here on belong to services.
 inline constexpr std::uint8_t first_service_kind = 32;
 inline constexpr std::uint8_t last_service_kind = 63;

@@ -33,6 +33,7 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
   keep_freed_memory(cfg_.malloc_keep_mb);
   master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, keys_, gets_, services_);
   route_ = master_.get();
+  master_->record_with(&recorder_);
   // The tree's nested masters on a cluster backend start their children through this one.
   services_.keep<spawn_host>(spawn_wire::service_id, [&] { return std::make_shared<spawn_host>(*master_); });
   recorder_.open(cfg_, job_id_);
@@ -122,6 +123,16 @@ master_side& runtime::master() {
   // Its children are heard while its target computes, not only while it blocks in fiber.
   loop_.start_standby();
   return *master_;
+}
+
+void runtime::record_child_event(record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d,
+                                 std::string_view text) {
+  if (!worker_) {
+    if (recorder_.on()) recorder_.record(k, recorder_.name(name), 0, c, d, text);
+    return;
+  }
+  if (!cfg_.record || shut_down_) return;  // the top master records only when its config says so
+  worker_->send_upstream(make_message(kind::record, {.aux = static_cast<std::uint32_t>(k)}, name, as_pod(c), as_pod(d), text));
 }
 
 worker_side& runtime::worker() {

@@ -81,6 +81,10 @@ class runtime : public std::enable_shared_from_this<runtime> {
   service_registry& services() noexcept { return services_; }
   /// The run's flight recorder: on in a master (config record), off in a worker.
   flight_recorder& recorder() noexcept { return recorder_; }
+  /// Records an event of a child this process started (`name`: its name in the tree): here in the
+  /// top master, else sent up to it (a nested master's children are in the run's recording too).
+  void record_child_event(record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d = 0,
+                          std::string_view text = {});
 
   // ---- queues and pipes, on the loop thread
   std::uint64_t new_channel_id() noexcept;
