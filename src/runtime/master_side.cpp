@@ -109,7 +109,7 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
   if (is_service_kind(h->type)) {
     if (auto svc = services_.find(h->channel); svc && svc->serves_children()) {
       svc->on_message(peer, *h, payload());
-    } else if (up_ && (h->flags & flag_expects_reply)) {
+    } else if (upstream_ && (h->flags & flag_expects_reply)) {
       // Nested: a call to a service above (a manager's proxy passed down more than one level):
       // passed up under a number of ours, which no call of this process's own uses (their
       // numbers never set the top bit), and its reply comes back down (pass_reply_down).
@@ -117,7 +117,7 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
       passed_calls_[ours] = {peer, h->request};
       auto m = payload();
       m.insert(m.begin(), make_header(h->type, h->channel, ours, h->aux, h->flags));
-      up_->send_upstream(std::move(m));
+      upstream_->send_upstream(std::move(m));
     } else if (h->flags & flag_expects_reply) {
       // The caller waits for an answer: tell it the service is gone rather than let it hang.
       (void)try_send_to_child(peer, make_message(kind::service_gone, {.channel = h->channel, .request = h->request, .flags = flag_reply}));
@@ -166,10 +166,10 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
       broker_.get(h->channel, channel_reader{peer, h->request});
       return;
     case kind::record: {
-      if (up_) {  // nested: on up to the top
+      if (upstream_) {  // nested: on up to the top
         auto m = payload();
         m.insert(m.begin(), make_header(kind::record, 0, 0, h->aux));
-        up_->send_upstream(std::move(m));
+        upstream_->send_upstream(std::move(m));
         return;
       }
       auto p = payload();
@@ -217,10 +217,7 @@ bool master_side::deliver(const channel_reader& r, std::uint64_t channel, multip
   return true;
 }
 
-void master_side::forward_channels_to(worker_side* upstream) {
-  upstream_ = upstream;
-  up_ = upstream;
-}
+void master_side::forward_channels_to(worker_side* upstream) { upstream_ = upstream; }
 
 bool master_side::pass_reply_down(const header& h, multipart& payload) {
   auto it = passed_calls_.find(h.request);

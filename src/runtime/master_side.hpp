@@ -127,8 +127,7 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   std::unique_ptr<backend> backend_;
   std::unordered_map<std::string, std::weak_ptr<child_endpoint>> children_;
   std::vector<job*> live_jobs_;
-  channel_route* upstream_ = nullptr;  // nested: where the tree's channels are served
-  worker_side* up_ = nullptr;          // ... the same, as the connection to the master above
+  worker_side* upstream_ = nullptr;  // nested: the master above, where the tree's channels are served
   flight_recorder* recorder_ = nullptr;  // the top master's
   // nested: calls to services above passed up for a child: our request -> (child, its request)
   std::map<std::uint64_t, std::pair<std::string, std::uint64_t>> passed_calls_;
