@@ -24,9 +24,6 @@ class spawn_host final : public service, public std::enable_shared_from_this<spa
   void on_peer_gone(const std::string& peer) noexcept override;
   void on_shutdown() noexcept override;
 
-  /// Children started for the tree and not ended yet.
-  std::size_t running() const noexcept { return children_.size(); }
-
  private:
   struct child {
     std::unique_ptr<job> the_job;
