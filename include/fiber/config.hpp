@@ -54,6 +54,11 @@ struct config {
                                             // ~/.local/state/fiber/runs
   std::uint64_t record_max_bytes = std::uint64_t{128} << 20;  // a run's file stops growing here
   int record_keep = 50;                     // recordings kept in the folder (the oldest go)
+  bool dashboard = false;                   // the master serves a live page of the run; the URL
+                                            // it prints to stderr carries a random token
+  std::string dashboard_address = "127.0.0.1";  // where the page listens: this host only
+  int dashboard_port = 0;                   // 0: a free port the system picks
+  int dashboard_interval_ms = 500;          // how often the page is updated
   // backend=kubernetes
   std::string kubernetes_namespace;         // empty: the master pod's namespace, else the kubeconfig
                                             // context's, else "default"

@@ -38,6 +38,9 @@ class context {
   std::vector<std::string> endpoints() const;
   /// Identity of this job; children share it.
   const std::string& job_id() const noexcept;
+  /// The address of the run's live page, with its token (config dashboard; printed to stderr
+  /// when the context starts); empty when it is off, and in a child.
+  std::string dashboard_url() const;
 
   /// The context of this process: in a worker, the one its master configured; otherwise one
   /// made on first use from fiber::init's overrides, the environment and .fiberconfig.

@@ -59,6 +59,10 @@ class job {
   /// True while the child is stopped (SIGSTOP, traced), where the backend can tell; one that
   /// cannot says false, and its children are watched by heartbeats instead.
   virtual bool is_stopped() const noexcept { return false; }
+  /// While the engine has not started it: why, in the engine's words (a Slurm job's pending
+  /// reason, a pod's scheduling message or container's waiting reason). Empty when it is not
+  /// waiting or the engine says nothing. On the io_context's thread.
+  virtual std::string pending_reason() const { return {}; }
 };
 
 class backend {

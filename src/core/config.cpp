@@ -8,6 +8,8 @@
 #include <functional>
 #include <limits>
 
+#include <asio/ip/address.hpp>
+
 #include "core/volume.hpp"
 #include "fiber/error.hpp"
 
@@ -145,6 +147,17 @@ const std::vector<key_def>& key_table() {
       string_key("record_dir", &config::record_dir),
       int_key<std::uint64_t>("record_max_bytes", &config::record_max_bytes, 4096, std::numeric_limits<std::uint64_t>::max()),
       int_key("record_keep", &config::record_keep, 1, 1000000),
+      bool_key("dashboard", &config::dashboard),
+      {"dashboard_address",
+       [](config& c, std::string_view v) {
+         std::error_code ec;
+         (void)asio::ip::make_address(std::string(v), ec);
+         if (ec) bad_value("dashboard_address", v, "an IP address of this host, such as 127.0.0.1 (this host only) or 0.0.0.0 (every address)");
+         c.dashboard_address = std::string(v);
+       },
+       [](const config& c) { return c.dashboard_address; }},
+      int_key("dashboard_port", &config::dashboard_port, 0, 65535),
+      int_key("dashboard_interval_ms", &config::dashboard_interval_ms, 50, 3600000),
       {"gpus",
        [](config& c, std::string_view v) {
          if (v.empty() || v.find_first_of(" \t") != std::string_view::npos || v.front() == ',' || v.back() == ',' ||

@@ -28,6 +28,12 @@ std::string record_folder(const fiber::config& cfg) {
   return std::string(home && *home ? home : "/tmp") + "/.local/state/fiber/runs";
 }
 
+std::string program_name() {
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("?") : exe.filename().string();
+}
+
 namespace {
 /// The oldest recordings go first (their names begin with the UTC time they began).
 void keep_newest(const fs::path& folder, int keep) {
@@ -54,11 +60,6 @@ std::string utc_stamp(std::chrono::system_clock::time_point t) {
 bool forked_away = false;
 void note_fork() { forked_away = true; }
 
-std::string program_name() {
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("?") : exe.filename().string();
-}
 }  // namespace
 
 void flight_recorder::open(const fiber::config& cfg, const std::string& run_id) {

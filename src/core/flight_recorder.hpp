@@ -66,6 +66,8 @@ inline constexpr std::string_view flight_suffix = ".fiberrec";
 /// The folder runs are recorded in: config::record_dir, else $XDG_STATE_HOME/fiber/runs, else
 /// $HOME/.local/state/fiber/runs.
 std::string record_folder(const fiber::config& cfg);
+/// This program's file name (what a run is listed under).
+std::string program_name();
 
 class flight_recorder {
  public:

@@ -55,6 +55,8 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   int pid() const noexcept;
   /// True while it is stopped (SIGSTOP), where its backend can tell (see job::is_stopped).
   bool is_stopped() const noexcept { return child_ && state() == phase::running && child_->is_stopped(); }
+  /// loop: while starting, why its engine has not started it yet (job::pending_reason).
+  std::string pending_reason() const { return child_ && state() == phase::starting ? child_->pending_reason() : std::string(); }
   /// The host it runs on, as it said in its handshake (empty before).
   const std::string& host() const noexcept { return host_; }
   /// The processes that can map each other's shared memory share this (its host and process

@@ -75,6 +75,11 @@ const fiber::config& context::config() const noexcept { return rt_->cfg(); }
 asio::any_io_executor context::get_executor() const noexcept { return rt_->executor(); }
 const std::string& context::job_id() const noexcept { return rt_->job_id(); }
 
+std::string context::dashboard_url() const {
+  auto* d = rt_->run_dashboard();
+  return d ? d->url() : std::string();
+}
+
 std::vector<std::string> context::endpoints() const {
   std::vector<std::string> out;
   rt_->run_sync([&] { out = rt_->master().endpoints(); });

@@ -173,11 +173,11 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
         return;
       }
       auto p = payload();
-      if (!recorder_ || !recorder_->on() || p.size() != 4 || p[1].size() != 8 || p[2].size() != 8) return;
+      if (!record_ || p.size() != 4 || p[1].size() != 8 || p[2].size() != 8) return;
       std::uint64_t c = 0, d = 0;
       std::memcpy(&c, p[1].data(), 8);
       std::memcpy(&d, p[2].data(), 8);
-      recorder_->record(static_cast<record_kind>(h->aux), recorder_->name(p[0].to_string_view()), 0, c, d, p[3].to_string_view());
+      record_(static_cast<record_kind>(h->aux), p[0].to_string_view(), c, d, p[3].to_string_view());
       return;
     }
     case kind::maker_gone:

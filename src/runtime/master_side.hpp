@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/flight_recorder.hpp"
 #include "fiber/config.hpp"
 #include "runtime/channel_broker.hpp"
 #include "runtime/channel_route.hpp"
@@ -23,7 +24,6 @@
 
 namespace fiber::detail {
 class worker_side;
-class flight_recorder;
 
 /// What a master needs from a child it started (implemented by child_process).
 class child_endpoint {
@@ -55,8 +55,10 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   /// that asks the top master); before the first use of the_backend().
   void use_backend(std::unique_ptr<backend> b) { backend_ = std::move(b); }
   asio::io_context& io() noexcept { return io_; }
-  /// The top master: where its nested masters' events are recorded.
-  void record_with(flight_recorder* r) noexcept { recorder_ = r; }
+  /// The top master: what takes its nested masters' events of their children (runtime::record_child_event).
+  using record_fn = unique_function<void(record_kind, std::string_view name, std::uint64_t c, std::uint64_t d,
+                                         std::string_view text)>;
+  void record_with(record_fn f) noexcept { record_ = std::move(f); }
   /// Credentials for a child (valid after listen()).
   std::string worker_credentials() const { return keys_.for_worker(plain_auth_); }
 
@@ -128,7 +130,7 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   std::unordered_map<std::string, std::weak_ptr<child_endpoint>> children_;
   std::vector<job*> live_jobs_;
   worker_side* upstream_ = nullptr;  // nested: the master above, where the tree's channels are served
-  flight_recorder* recorder_ = nullptr;  // the top master's
+  record_fn record_;  // the top master's: its recorder and dashboard
   // nested: calls to services above passed up for a child: our request -> (child, its request)
   std::map<std::uint64_t, std::pair<std::string, std::uint64_t>> passed_calls_;
   std::uint64_t next_passed_call_ = 0;

@@ -3,6 +3,7 @@
 
 #include <asio/post.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 
@@ -33,10 +34,17 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
   keep_freed_memory(cfg_.malloc_keep_mb);
   master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, keys_, gets_, services_);
   route_ = master_.get();
-  master_->record_with(&recorder_);
+  master_->record_with([this](record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d,
+                              std::string_view text) { record_child_event(k, name, c, d, text); });
   // The tree's nested masters on a cluster backend start their children through this one.
   services_.keep<spawn_host>(spawn_wire::service_id, [&] { return std::make_shared<spawn_host>(*master_); });
   recorder_.open(cfg_, job_id_);
+  if (cfg_.dashboard) {
+    dashboard_ = std::make_unique<dashboard>(loop_.io(), cfg_, dashboard_view(job_id_, program_name(), cfg_.backend));
+    std::fprintf(stderr, "fiber: dashboard of run %s at %s\n", job_id_.c_str(), dashboard_->url().c_str());
+    // Not run_soon: this runtime has no shared_ptr of its own yet.
+    loop_.run_or_post([d = dashboard_.get()] { d->start(); });
+  }
 }
 
 runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::string master_endpoint, std::string token)
@@ -129,9 +137,10 @@ void runtime::record_child_event(record_kind k, std::string_view name, std::uint
                                  std::string_view text) {
   if (!worker_) {
     if (recorder_.on()) recorder_.record(k, recorder_.name(name), 0, c, d, text);
+    if (dashboard_) dashboard_->view().on_process(k, name, c, d, text);
     return;
   }
-  if (!cfg_.record || shut_down_) return;  // the top master records only when its config says so
+  if ((!cfg_.record && !cfg_.dashboard) || shut_down_) return;  // the top master has no use for it
   worker_->send_upstream(make_message(kind::record, {.aux = static_cast<std::uint32_t>(k)}, name, as_pod(c), as_pod(d), text));
 }
 
@@ -172,6 +181,7 @@ void runtime::shutdown() noexcept {
   if (master_ && worker_) master_->shutdown();  // nested: its children end with it
   route_->shutdown();
   recorder_.close();  // after the services: a pool's end is in the recording
+  if (dashboard_) dashboard_->close();
 }
 
 }  // namespace fiber::detail

@@ -15,6 +15,7 @@
 #include "core/flight_recorder.hpp"
 #include "fiber/codec.hpp"
 #include "fiber/config.hpp"
+#include "runtime/dashboard.hpp"
 #include "runtime/event_loop.hpp"
 #include "runtime/job_security.hpp"
 #include "runtime/master_side.hpp"
@@ -81,6 +82,8 @@ class runtime : public std::enable_shared_from_this<runtime> {
   service_registry& services() noexcept { return services_; }
   /// The run's flight recorder: on in a master (config record), off in a worker.
   flight_recorder& recorder() noexcept { return recorder_; }
+  /// The run's live page (config dashboard, in the top master), or null.
+  dashboard* run_dashboard() noexcept { return dashboard_.get(); }
   /// Records an event of a child this process started (`name`: its name in the tree): here in the
   /// top master, else sent up to it (a nested master's children are in the run's recording too).
   void record_child_event(record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d = 0,
@@ -109,6 +112,7 @@ class runtime : public std::enable_shared_from_this<runtime> {
   pending_gets gets_;
   service_registry services_;
   flight_recorder recorder_;
+  std::unique_ptr<dashboard> dashboard_;  // before the loop goes: its sockets are the loop's
   std::shared_ptr<master_side> master_;
   std::shared_ptr<worker_side> worker_;
   channel_route* route_ = nullptr;  // master_ or worker_

@@ -59,6 +59,7 @@ const char* reason_of(int status) {
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     default: return "Status";
   }
@@ -93,9 +94,9 @@ http_served_request parse_head(std::string_view head) {
 
 class connection : public std::enable_shared_from_this<connection> {
  public:
-  connection(tcp::socket s, std::uint64_t max_body, std::chrono::seconds timeout, const http_server::handler& h,
-             std::shared_ptr<std::size_t> active)
-      : socket_(std::move(s)), deadline_(socket_.get_executor()), max_body_(max_body), timeout_(timeout), handler_(h),
+  connection(tcp::socket s, std::uint64_t max_body, std::chrono::seconds timeout,
+             std::shared_ptr<const http_server::handler> h, std::shared_ptr<std::size_t> active)
+      : socket_(std::move(s)), deadline_(socket_.get_executor()), max_body_(max_body), timeout_(timeout), handler_(std::move(h)),
         active_(std::move(active)) {
     ++*active_;
   }
@@ -115,18 +116,39 @@ class connection : public std::enable_shared_from_this<connection> {
     try {
       reply = co_await self->answer();
     } catch (const bad_request& b) {
-      reply = {b.status, b.why + "\n"};
+      reply.status = b.status;
+      reply.body = b.why + "\n";
     } catch (const std::system_error&) {  // the client went, or the deadline closed it
       self->deadline_.cancel();
       co_return;
     }
     std::string head = "HTTP/1.1 " + std::to_string(reply.status) + " " + reason_of(reply.status) +
-                       "\r\nContent-Type: " + reply.content_type + "\r\nContent-Length: " +
-                       std::to_string(reply.body.size()) + "\r\nConnection: close\r\n\r\n";
+                       "\r\nContent-Type: " + reply.content_type;
+    if (!reply.stream) head += "\r\nContent-Length: " + std::to_string(reply.body.size());
+    for (auto& [name, value] : reply.headers) head += "\r\n" + name + ": " + value;
+    head += "\r\nConnection: close\r\n\r\n";
     std::array<asio::const_buffer, 2> out{asio::buffer(head), asio::buffer(reply.body)};
     try {
       co_await asio::async_write(self->socket_, out, asio::use_awaitable);
     } catch (const std::system_error&) {
+      reply.stream = nullptr;
+    }
+    if (reply.stream) {
+      // It lasts as long as it has pieces and the client reads them: no deadline. Its request was
+      // read whole, so the connection closes at once after it.
+      self->deadline_.cancel();
+      try {
+        for (;;) {
+          auto piece = co_await reply.stream();
+          if (piece.empty()) break;
+          co_await asio::async_write(self->socket_, asio::buffer(piece), asio::use_awaitable);
+        }
+      } catch (const std::system_error&) {  // the client went
+      }
+      std::error_code ec;
+      self->socket_.shutdown(tcp::socket::shutdown_both, ec);
+      self->socket_.close(ec);
+      co_return;
     }
     // A lingering close: what the client still sends (a body refused before it was read) is read
     // and dropped until it closes, so that a reset does not destroy the answer before it is read.
@@ -164,9 +186,11 @@ class connection : public std::enable_shared_from_this<connection> {
     }
     http_reply reply;
     try {
-      reply = handler_(req);
+      reply = (*handler_)(req);
     } catch (const std::exception& e) {  // said to the client, not mistaken for a lost connection
-      reply = {500, std::string(e.what()) + "\n"};
+      reply = {};
+      reply.status = 500;
+      reply.body = std::string(e.what()) + "\n";
     }
     co_return reply;
   }
@@ -203,7 +227,8 @@ class connection : public std::enable_shared_from_this<connection> {
   asio::steady_timer deadline_;
   std::uint64_t max_body_;
   std::chrono::seconds timeout_;
-  const http_server::handler& handler_;
+  // Shared: a connection still reading its request when the server goes calls it after.
+  std::shared_ptr<const http_server::handler> handler_;
   std::shared_ptr<std::size_t> active_;
   std::string in_;
 };
@@ -236,7 +261,7 @@ std::string http_served_request::query(std::string_view name) const {
 
 http_server::http_server(asio::io_context& io, std::uint16_t port, std::uint64_t max_body,
                          std::chrono::seconds client_timeout, handler h)
-    : acceptor_(io), max_body_(max_body), client_timeout_(client_timeout), handler_(std::move(h)) {
+    : acceptor_(io), max_body_(max_body), client_timeout_(client_timeout), handler_(std::make_shared<const handler>(std::move(h))) {
   // Both IPv6 and IPv4 where the host has IPv6 (a dual-stack pod network), else IPv4 alone.
   std::error_code ec;
   acceptor_.open(tcp::v6(), ec);
@@ -247,6 +272,16 @@ http_server::http_server(asio::io_context& io, std::uint16_t port, std::uint64_t
     acceptor_.open(tcp::v4());
     acceptor_.bind(tcp::endpoint(tcp::v4(), port));
   }
+  acceptor_.listen();
+}
+
+http_server::http_server(asio::io_context& io, const std::string& address, std::uint16_t port, std::uint64_t max_body,
+                         std::chrono::seconds client_timeout, handler h)
+    : acceptor_(io), max_body_(max_body), client_timeout_(client_timeout), handler_(std::make_shared<const handler>(std::move(h))) {
+  tcp::endpoint at(asio::ip::make_address(address), port);
+  acceptor_.open(at.protocol());
+  acceptor_.set_option(tcp::acceptor::reuse_address(true));
+  acceptor_.bind(at);
   acceptor_.listen();
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <asio/post.hpp>
+#include <boost/json/array.hpp>
 #include <csignal>
 #include <cstring>
 
@@ -17,6 +18,16 @@
 namespace fiber::detail {
 
 namespace {
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an unknown error";
+  }
+}
+
 std::string how_it_ended(const pool_worker& w) {
   auto code = w.proc->exit_code();
   std::string status = !code ? "" : *code < 0 ? "signal " + std::to_string(-*code) : "exit code " + std::to_string(*code);
@@ -57,7 +68,11 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
       id_(rt_->new_channel_id()),  // unique among services too
       workers_(*rt_, id_, options_,
                {.ended = [this](pool_worker&& w) { on_worker_ended(std::move(w)); },
-                .cannot_start = [this](std::exception_ptr e) { fail_all(e); },
+                .cannot_start =
+                    [this](std::exception_ptr e) {
+                      note_failure("workers cannot start: " + what_of(e));
+                      fail_all(e);
+                    },
                 .raised_needs_refused = [this](std::exception_ptr e) { fail_uncovered(e); }}),
       progress_(options_.progress, [this] { return progress_frame(); }) {}
 
@@ -88,6 +103,11 @@ void pool_master::start() {
   }
   tasks_.shared_limits(rt_->cfg().shared_cache_bytes, shared_in_host_memory_);
   rt_->recorder().record(record_kind::pool_begin, static_cast<std::uint32_t>(workers_.target()), id_);
+  if (auto* board = rt_->run_dashboard())
+    board->view().add_pool(id_, [weak = weak_from_this()]() -> std::optional<boost::json::object> {
+      if (auto self = weak.lock()) return self->describe();
+      return std::nullopt;
+    });
   workers_.start(weak_from_this());
 }
 
@@ -207,6 +227,49 @@ pool_stats pool_master::stats() const {
   s.shared_bytes_sent = shared_bytes_sent_;
   s.shared_bytes_host = shared_bytes_host_;
   return s;
+}
+
+boost::json::object pool_master::describe() const {
+  auto s = stats();
+  boost::json::object out{{"id", id_},
+                          {"state", terminating_ ? "terminating" : closed_ ? "closed" : "open"},
+                          {"target", workers_.target()}};
+  out["stats"] = {{"queued", s.queued},   {"running", s.running},           {"done", s.done},
+                  {"retried", s.retried}, {"workers_lost", s.workers_lost}, {"workers", s.workers},
+                  {"workers_started", s.workers_started}};
+  // A page stays readable, and a sample cheap, with thousands of workers: the first ones are
+  // listed, all are counted.
+  constexpr std::size_t listed = 256;
+  boost::json::array workers;
+  std::size_t total = 0;
+  const_cast<worker_set&>(workers_).for_each([&](pool_worker& w) {
+    if (++total > listed) return;
+    std::string state = !w.connected           ? "starting"
+                        : w.leaving            ? "leaving"
+                        : w.stopped_since      ? "stopped"
+                        : !w.tasks.empty()     ? "busy"
+                                               : "idle";
+    boost::json::object o{{"name", w.proc->name()},
+                          {"pid", w.proc->pid()},
+                          {"state", state},
+                          {"items", tasks_.items_in(w.tasks)},
+                          {"completed", w.completed}};
+    if (!w.connected)
+      if (auto why = w.proc->pending_reason(); !why.empty()) o["state"] = "waiting", o["pending"] = why;
+    workers.push_back(std::move(o));
+  });
+  out["workers"] = std::move(workers);
+  out["workers_total"] = total;
+  out["workers_shown"] = std::min(total, listed);
+  boost::json::array failures;
+  for (auto& [at, what] : failures_) failures.push_back(boost::json::object{{"at_s", at}, {"what", what}});
+  out["failures"] = std::move(failures);
+  return out;
+}
+
+void pool_master::note_failure(std::string what) {
+  failures_.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count(), std::move(what));
+  if (failures_.size() > failures_kept) failures_.pop_front();
 }
 
 void pool_master::on_shutdown() noexcept {
@@ -576,6 +639,8 @@ void pool_master::on_worker_ended(pool_worker&& w) {
     logf(log_level::warn, w.proc->name(), " (pid ", w.proc->pid(), ") ended with code ", code, " holding ",
          tasks_.items_in(w.tasks), " item(s) in ", w.tasks.size(), " chunk(s)");
     if (lost && w.connected) ++workers_lost_;
+    note_failure(w.proc->name() + " ended (" + how_it_ended(w) + ") holding " + std::to_string(tasks_.items_in(w.tasks)) +
+                 " item(s)");
   }
   if (rt_->recorder().on()) {
     auto& rec = rt_->recorder();
@@ -679,6 +744,7 @@ void pool_master::on_deadline() {
   for (auto* w : late) {
     logf(log_level::warn, w->proc->name(), " ran an item longer than its task_timeout; killing it");
     for (auto task : w->tasks) rt_->recorder().record(record_kind::task_timed_out, w->recorded_as, id_, task);
+    note_failure(w->proc->name() + " ran an item longer than its task_timeout and was killed");
     tasks_.on_timed_out(w->tasks, w->proc->name(), options_.max_attempts);
     w->tasks.clear();
     workers_.end_now(*w, "killed: its item ran longer than task_timeout");

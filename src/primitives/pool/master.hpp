@@ -4,6 +4,8 @@
 // of tasks with a small credit each. The wire is pool/wire.hpp.
 #pragma once
 #include <atomic>
+#include <boost/json/object.hpp>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +45,8 @@ class pool_master final : public pool_core, public service, public std::enable_s
   void when_joined(unique_function<void()> done) override;
   void when_ready(unique_function<void()> done) override;
   pool_stats stats() const override;
+  /// What the run's dashboard shows of this pool: its stats, each worker's state, its failures.
+  boost::json::object describe() const;
   void on_message(const std::string& peer, const header& h, multipart&& payload) override;
   void on_shutdown() noexcept override;
 
@@ -136,6 +140,12 @@ class pool_master final : public pool_core, public service, public std::enable_s
   std::size_t shared_sent_ = 0;
   std::uint64_t shared_bytes_sent_ = 0, shared_bytes_host_ = 0;
   std::optional<std::chrono::steady_clock::time_point> deadline_armed_;
+  // For the dashboard: the newest failures (a worker's end that was not asked for, an item's
+  // timeout, workers that cannot start), with their time since the pool began.
+  void note_failure(std::string what);
+  static constexpr std::size_t failures_kept = 20;
+  std::chrono::steady_clock::time_point began_ = std::chrono::steady_clock::now();
+  std::deque<std::pair<double, std::string>> failures_;
 };
 
 }  // namespace fiber::detail

@@ -1,0 +1,158 @@
+#include "runtime/dashboard.hpp"
+
+#include <asio/ip/address.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <boost/json/serialize.hpp>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "fiber/error.hpp"
+#include "transport/http_server.hpp"
+
+namespace fiber::detail {
+
+struct dashboard::state {
+  state(asio::io_context& io, dashboard_view v, std::chrono::milliseconds every)
+      : view(std::move(v)), interval(every), ticker(io), updated(io) {
+    updated.expires_at(asio::steady_timer::time_point::max());
+  }
+  dashboard_view view;
+  std::chrono::milliseconds interval;
+  asio::steady_timer ticker;
+  // Used as an event: streams wait on it, and each sample cancels their waits.
+  asio::steady_timer updated;
+  std::string latest;           // the last sample, as JSON
+  std::uint64_t generation = 0;  // samples taken
+  bool closed = false;
+};
+
+namespace {
+
+std::string random_token() {
+  std::random_device rd;  // the kernel's random source
+  std::string t;
+  for (int i = 0; i < 4; ++i) {
+    char part[9];
+    std::snprintf(part, sizeof part, "%08x", static_cast<unsigned>(rd()));
+    t += part;
+  }
+  return t;
+}
+
+/// Compares in a time that does not depend on where the strings differ.
+bool same_token(std::string_view given, std::string_view token) {
+  unsigned char diff = given.size() == token.size() ? 0 : 1;
+  for (std::size_t i = 0; i < token.size(); ++i) diff |= static_cast<unsigned char>(token[i] ^ (i < given.size() ? given[i] : 0));
+  return diff == 0;
+}
+
+/// What every answer carries: the page is the run's, not to be kept, framed or referred from.
+void private_headers(http_reply& r) {
+  r.headers.emplace_back("Cache-Control", "no-store");
+  r.headers.emplace_back("Referrer-Policy", "no-referrer");
+  r.headers.emplace_back("X-Frame-Options", "DENY");
+  r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+}
+
+}  // namespace
+
+dashboard::dashboard(asio::io_context& io, const fiber::config& cfg, dashboard_view view)
+    : state_(std::make_shared<state>(io, std::move(view), std::chrono::milliseconds(cfg.dashboard_interval_ms))),
+      token_(random_token()) {
+  try {
+    server_ = std::make_unique<http_server>(io, cfg.dashboard_address, static_cast<std::uint16_t>(cfg.dashboard_port),
+                                            /*max_body=*/0, std::chrono::seconds(30),
+                                            [st = state_, token = token_](const http_served_request& r) {
+                                              return answer(st, token, r);
+                                            });
+  } catch (const std::system_error& e) {
+    throw error(errc::config_error, "the dashboard cannot listen on " + cfg.dashboard_address + " port " +
+                                        std::to_string(cfg.dashboard_port) + ": " + e.code().message() +
+                                        "; set dashboard_port to a free port (0: one the system picks) and "
+                                        "dashboard_address to an address of this host, or turn dashboard off");
+  }
+  auto address = cfg.dashboard_address;
+  if (address == "0.0.0.0" || address == "::") address = "127.0.0.1";
+  if (address.find(':') != std::string::npos) address = "[" + address + "]";
+  url_ = "http://" + address + ":" + std::to_string(server_->port()) + "/?token=" + token_;
+}
+
+dashboard::~dashboard() { close(); }
+
+dashboard_view& dashboard::view() noexcept { return state_->view; }
+
+void dashboard::start() {
+  server_->start();
+  tick();
+}
+
+void dashboard::close() {
+  if (state_->closed) return;
+  state_->closed = true;
+  state_->ticker.cancel();
+  state_->updated.cancel();
+  if (server_) server_->close();
+}
+
+void dashboard::tick() {
+  auto& s = *state_;
+  if (s.closed) return;
+  s.latest = boost::json::serialize(s.view.sample());
+  ++s.generation;
+  s.updated.cancel();
+  s.ticker.expires_after(s.interval);
+  // `this` outlives the wait: close() (from the destructor too) cancels it and sets `closed`.
+  s.ticker.async_wait([this, alive = std::weak_ptr<state>(state_)](std::error_code ec) {
+    if (auto st = alive.lock(); st && !ec && !st->closed) tick();
+  });
+}
+
+http_reply dashboard::answer(const std::shared_ptr<state>& st_ptr, const std::string& token_, const http_served_request& r) {
+  auto& st = *st_ptr;
+  http_reply reply;
+  private_headers(reply);
+  if (!same_token(r.query("token"), token_)) {
+    reply.status = 403;
+    reply.body = "fiber dashboard: this page needs the token of its run: open the address the run printed "
+                 "(\"fiber: dashboard at http://...?token=...\"), or fiber::context::dashboard_url()\n";
+    return reply;
+  }
+  if (r.method != "GET") {
+    reply.status = 405;
+    reply.body = "fiber dashboard: only GET is served\n";
+    return reply;
+  }
+  auto path = r.path();
+  if (path == "/") {
+    reply.content_type = "text/html; charset=utf-8";
+    // Nothing but the page's own inline script and style, and its own address for the events.
+    reply.headers.emplace_back("Content-Security-Policy",
+                               "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                               "connect-src 'self'; img-src data:");
+    reply.body = std::string(dashboard_page());
+  } else if (path == "/state") {
+    reply.content_type = "application/json";
+    reply.body = st.latest;
+  } else if (path == "/events") {
+    reply.content_type = "text/event-stream";
+    reply.body = "retry: 2000\n\n";
+    reply.stream = [st = st_ptr, seen = std::uint64_t{0}]() mutable -> asio::awaitable<std::string> {
+      while (!st->closed && seen == st->generation) {
+        std::error_code ec;
+        co_await st->updated.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
+      if (st->closed) co_return std::string();
+      seen = st->generation;
+      co_return "data: " + st->latest + "\n\n";
+    };
+  } else {
+    reply.status = 404;
+    reply.body = "fiber dashboard: no page " + path + " (the page is /, its data /state and /events)\n";
+  }
+  return reply;
+}
+
+}  // namespace fiber::detail

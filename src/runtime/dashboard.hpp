@@ -1,0 +1,57 @@
+// The live dashboard of a run (config dashboard, off by default): the master serves one page on
+// its loop, with its state (runtime/dashboard_view) sampled every dashboard_interval_ms and sent
+// to open pages as server-sent events. Bound to dashboard_address (this host only by default);
+// every request must carry the run's random token, which is in the URL the master prints, so
+// another user of the host, or a page of another site, reads nothing.
+//
+//   GET /?token=T        the page (self-contained: no request leaves for another host)
+//   GET /state?token=T   the state now, as JSON
+//   GET /events?token=T  the state at each sample, as server-sent events ("data: {json}")
+#pragma once
+#include <asio/io_context.hpp>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "fiber/config.hpp"
+#include "runtime/dashboard_view.hpp"
+
+namespace fiber::detail {
+
+class http_server;
+struct http_served_request;
+struct http_reply;
+
+/// The page's HTML, script and style (runtime/dashboard_page.cpp).
+std::string_view dashboard_page();
+
+class dashboard {
+ public:
+  /// Listens now; throws fiber::error(config_error) naming dashboard_address and dashboard_port
+  /// when it cannot (the port taken, an address not this host's).
+  dashboard(asio::io_context& io, const fiber::config& cfg, dashboard_view view);
+  ~dashboard();
+  dashboard(const dashboard&) = delete;
+  dashboard& operator=(const dashboard&) = delete;
+
+  /// On the loop: takes requests and samples the run every dashboard_interval_ms.
+  void start();
+  /// http://ADDRESS:PORT/?token=TOKEN (an address that takes every one is written as 127.0.0.1).
+  const std::string& url() const noexcept { return url_; }
+  const std::string& token() const noexcept { return token_; }
+  dashboard_view& view() noexcept;
+  /// On the loop: stops serving and sampling; open pages' streams end. Idempotent.
+  void close();
+
+ private:
+  struct state;
+  static http_reply answer(const std::shared_ptr<state>& st, const std::string& token, const http_served_request& r);
+  void tick();
+  // shared with the streams, which may outlive this object by a turn of the loop
+  // shared with the streams, which may outlive this object by a turn of the loop
+  std::shared_ptr<state> state_;
+  std::string token_, url_;
+  std::unique_ptr<http_server> server_;
+};
+
+}  // namespace fiber::detail

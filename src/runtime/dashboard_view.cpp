@@ -1,0 +1,151 @@
+#include "runtime/dashboard_view.hpp"
+
+#include <algorithm>
+#include <boost/json/array.hpp>
+#include <boost/json/value.hpp>
+#include <vector>
+
+namespace fiber::detail {
+namespace {
+
+std::uint64_t number(const boost::json::object& o, std::string_view key) {
+  auto* v = o.if_contains(key);
+  if (!v) return 0;
+  if (v->is_uint64()) return v->as_uint64();
+  if (v->is_int64()) return static_cast<std::uint64_t>(std::max<std::int64_t>(0, v->as_int64()));
+  return 0;
+}
+
+std::string how_it_ended(std::int64_t code) {
+  if (code < 0) return "signal " + std::to_string(-code);
+  return "exit code " + std::to_string(code);
+}
+
+}  // namespace
+
+dashboard_view::dashboard_view(std::string run, std::string program, std::string backend)
+    : run_(std::move(run)), program_(std::move(program)), backend_(std::move(backend)) {}
+
+void dashboard_view::add_pool(std::uint64_t id, describe_fn describe) { pools_[id].describe = std::move(describe); }
+
+void dashboard_view::on_process(record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d,
+                                std::string_view text) {
+  auto it = processes_.find(name);
+  if (k == record_kind::process_start) {
+    if (it == processes_.end()) it = processes_.emplace(std::string(name), process_entry{}).first;
+    if (!it->second.running || it->second.order == 0) ++processes_running_;
+    if (it->second.order != 0 && !it->second.running) --processes_ended_;  // a name used again
+    it->second = {.pid = c, .running = true, .code = 0, .raised = {}, .order = ++process_events_};
+    return;
+  }
+  if (k != record_kind::process_end || it == processes_.end() || !it->second.running) return;
+  it->second.running = false;
+  it->second.code = static_cast<std::int64_t>(c);
+  it->second.raised = d ? std::string(text) : std::string();
+  it->second.order = ++process_events_;
+  --processes_running_;
+  ++processes_ended_;
+  // Ended ones beyond what the page lists go, the oldest first (a pool that replaced thousands
+  // of workers would otherwise grow this without bound).
+  auto ended = processes_.size() - processes_running_;
+  if (ended > 2 * processes_listed) {
+    std::vector<std::pair<std::uint64_t, std::string>> old;
+    for (auto& [n, p] : processes_)
+      if (!p.running) old.emplace_back(p.order, n);
+    std::sort(old.begin(), old.end());
+    for (std::size_t i = 0; i + processes_listed < old.size(); ++i) processes_.erase(old[i].second);
+  }
+}
+
+void dashboard_view::add_stats(totals& t, const boost::json::object& stats) const {
+  t.queued += number(stats, "queued");
+  t.running += number(stats, "running");
+  t.done += number(stats, "done");
+  t.retried += number(stats, "retried");
+  t.workers += number(stats, "workers");
+  t.workers_lost += number(stats, "workers_lost");
+  t.workers_started += number(stats, "workers_started");
+}
+
+boost::json::object dashboard_view::sample() {
+  using namespace std::chrono;
+  double now = duration<double>(steady_clock::now() - began_).count();
+  totals sum = dropped_;
+  boost::json::array pools;
+  for (auto& [id, p] : pools_) {
+    if (!p.ended) {
+      if (auto state = p.describe()) {
+        p.last = std::move(*state);
+      } else {
+        p.ended = true;
+        p.describe = nullptr;
+        p.last["state"] = "ended";
+      }
+    }
+    if (auto* stats = p.last.if_contains("stats"); stats && stats->is_object()) {
+      add_stats(sum, stats->as_object());
+      // A pool that ended no longer has items queued or running, whatever it last said.
+      if (p.ended) sum.queued -= number(stats->as_object(), "queued"), sum.running -= number(stats->as_object(), "running");
+    }
+  }
+  // Only the newest ended pools stay listed; the older ones' numbers stay in the totals.
+  std::size_t ended = 0;
+  for (auto it = pools_.rbegin(); it != pools_.rend();) {
+    if (it->second.ended && ++ended > ended_pools_kept) {
+      if (auto* stats = it->second.last.if_contains("stats"); stats && stats->is_object()) {
+        add_stats(dropped_, stats->as_object());
+        dropped_.queued -= number(stats->as_object(), "queued");
+        dropped_.running -= number(stats->as_object(), "running");
+      }
+      it = decltype(it)(pools_.erase(std::next(it).base()));
+      continue;
+    }
+    ++it;
+  }
+  for (auto& [id, p] : pools_) pools.push_back(p.last);
+
+  double done_rate = 0, retried_rate = 0;
+  if (last_ && now > last_->first) {
+    double dt = now - last_->first;
+    done_rate = static_cast<double>(sum.done - std::min(sum.done, last_->second.done)) / dt;
+    retried_rate = static_cast<double>(sum.retried - std::min(sum.retried, last_->second.retried)) / dt;
+  }
+  last_ = {now, sum};
+  history_.push_back({now, done_rate, retried_rate, sum.running, sum.queued});
+  if (history_.size() > history_points) history_.pop_front();
+
+  boost::json::object out;
+  out["run"] = run_;
+  out["program"] = program_;
+  out["backend"] = backend_;
+  out["uptime_s"] = now;
+  out["totals"] = {{"queued", sum.queued},   {"running", sum.running},           {"done", sum.done},
+                   {"retried", sum.retried}, {"workers", sum.workers},           {"workers_lost", sum.workers_lost},
+                   {"workers_started", sum.workers_started}};
+  out["rates"] = {{"done_per_s", done_rate}, {"retried_per_s", retried_rate}};
+  boost::json::array history;
+  for (auto& p : history_)
+    history.push_back(boost::json::array{p.t_s, p.done_per_s, p.retried_per_s, p.running, p.queued});
+  out["history"] = std::move(history);
+  out["pools"] = std::move(pools);
+
+  std::vector<std::pair<const std::string*, const process_entry*>> listed;
+  for (auto& [n, p] : processes_) listed.emplace_back(&n, &p);
+  std::sort(listed.begin(), listed.end(), [](auto& a, auto& b) {
+    if (a.second->running != b.second->running) return a.second->running;
+    return a.second->running ? a.second->order < b.second->order : a.second->order > b.second->order;
+  });
+  if (listed.size() > processes_listed) listed.resize(processes_listed);
+  boost::json::array procs;
+  for (auto [n, p] : listed) {
+    boost::json::object o{{"name", *n}, {"pid", p->pid}, {"state", p->running ? "running" : how_it_ended(p->code)}};
+    if (!p->raised.empty()) o["raised"] = p->raised;
+    procs.push_back(std::move(o));
+  }
+  out["processes"] = {{"running", processes_running_},
+                      {"ended", processes_ended_},
+                      {"list", std::move(procs)}};
+  return out;
+}
+
+}  // namespace fiber::detail

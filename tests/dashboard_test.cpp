@@ -1,0 +1,281 @@
+// The run's live page (runtime/dashboard, config dashboard): its token, what its state says
+// during a run against pool::stats(), the events it streams, and its errors. The page itself, in
+// a browser, is dashboard_browser_test's.
+#include <asio/connect.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/read_until.hpp>
+#include <asio/write.hpp>
+#include <boost/json.hpp>
+#include <fiber/fiber.hpp>
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include <csignal>
+#include <string>
+
+#include "support.hpp"
+
+namespace {
+int wait_for(int x, fiber::simple_queue<int> gate) {
+  (void)gate.get().get();
+  return x;
+}
+int triple(int x) { return 3 * x; }
+int kill_myself(int) {
+  ::raise(SIGKILL);
+  return 0;
+}
+}  // namespace
+FIBER_REMOTE(wait_for);
+FIBER_REMOTE(kill_myself);
+FIBER_REMOTE(triple);
+
+namespace {
+
+struct url_parts {
+  std::string host, port, token;
+};
+url_parts parse(const std::string& url) {
+  // http://HOST:PORT/?token=T
+  auto rest = url.substr(std::string("http://").size());
+  auto colon = rest.find(':'), slash = rest.find('/');
+  return {rest.substr(0, colon), rest.substr(colon + 1, slash - colon - 1), rest.substr(rest.find("token=") + 6)};
+}
+
+struct answer {
+  int status = 0;
+  std::string head, body;
+};
+
+/// One GET with a blocking socket, read to its end.
+answer get(const std::string& host, const std::string& port, const std::string& target, const std::string& method = "GET") {
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  asio::connect(s, asio::ip::tcp::resolver(io).resolve(host, port));
+  std::string req = method + " " + target + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n";
+  asio::write(s, asio::buffer(req));
+  std::string all;
+  std::error_code ec;
+  asio::read(s, asio::dynamic_buffer(all), ec);
+  answer a;
+  auto end = all.find("\r\n\r\n");
+  a.head = all.substr(0, end);
+  a.body = end == std::string::npos ? "" : all.substr(end + 4);
+  a.status = std::stoi(all.substr(all.find(' ') + 1, 3));
+  return a;
+}
+
+boost::json::object state_of(const url_parts& u) {
+  auto a = get(u.host, u.port, "/state?token=" + u.token);
+  EXPECT_EQ(a.status, 200) << a.body;
+  return boost::json::parse(a.body).as_object();
+}
+
+std::uint64_t num(const boost::json::value& v) { return v.to_number<std::uint64_t>(); }
+
+fiber::config with_dashboard(std::vector<std::pair<std::string, std::string>> more = {}) {
+  more.emplace_back("dashboard", "true");
+  more.emplace_back("dashboard_interval_ms", "50");
+  return fiber::config::load(more);
+}
+
+/// The dashboard's state once a sample taken after this call says what `pred` wants (each sample
+/// is a new /state: reading it again is waiting for the next, which the test's timeout bounds).
+template <class Pred>
+boost::json::object state_when(const url_parts& u, Pred pred) {
+  for (;;) {
+    auto s = state_of(u);
+    if (pred(s)) return s;
+  }
+}
+
+/// The state's one pool (an empty object before the pool's start has been sampled).
+boost::json::object pool_in(const boost::json::object& s) {
+  auto& pools = s.at("pools").as_array();
+  EXPECT_LE(pools.size(), 1u);
+  return pools.empty() ? boost::json::object{{"stats", boost::json::object{}}, {"failures", boost::json::array{}}}
+                       : pools[0].as_object();
+}
+
+/// An IPv4 address of this host that is not its loopback (empty when it has none).
+std::string another_address_of_this_host() {
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return {};
+  std::string found;
+  for (auto* a = all; a && found.empty(); a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+    if (std::string_view(text).rfind("127.", 0) != 0) found = text;
+  }
+  ::freeifaddrs(all);
+  return found;
+}
+
+}  // namespace
+
+TEST(dashboard, off_by_default) {
+  fiber::context ctx(fiber::config::load({{"dashboard", "false"}}));
+  EXPECT_EQ(ctx.dashboard_url(), "");
+}
+
+TEST(dashboard, its_url_is_on_this_host_with_a_long_random_token) {
+  fiber::context a(with_dashboard()), b(with_dashboard());
+  auto ua = parse(a.dashboard_url()), ub = parse(b.dashboard_url());
+  EXPECT_EQ(ua.host, "127.0.0.1");
+  EXPECT_EQ(ua.token.size(), 32u);
+  EXPECT_NE(ua.token, ub.token);
+  EXPECT_NE(ua.port, ub.port);
+}
+
+TEST(dashboard, nothing_is_served_without_the_token) {
+  fiber::context ctx(with_dashboard());
+  auto u = parse(ctx.dashboard_url());
+  for (std::string target : std::vector<std::string>{"/", "/state", "/events", "/?token=", "/state?token=" + u.token.substr(0, 31),
+                             "/state?token=" + u.token + "0", "/state?token=" + std::string(32, '0'), "/nothing"}) {
+    auto a = get(u.host, u.port, target);
+    EXPECT_EQ(a.status, 403) << target;
+    EXPECT_NE(a.body.find("needs the token of its run"), std::string::npos) << a.body;
+    EXPECT_EQ(a.body.find(u.token), std::string::npos);
+  }
+  auto page = get(u.host, u.port, "/?token=" + u.token);
+  EXPECT_EQ(page.status, 200);
+  EXPECT_NE(page.head.find("Content-Type: text/html"), std::string::npos);
+  EXPECT_NE(page.head.find("Cache-Control: no-store"), std::string::npos);
+  EXPECT_NE(page.body.find("<title>fiber run</title>"), std::string::npos);
+  EXPECT_EQ(get(u.host, u.port, "/other?token=" + u.token).status, 404);
+  EXPECT_EQ(get(u.host, u.port, "/state?token=" + u.token, "DELETE").status, 405);
+}
+
+TEST(dashboard, it_listens_on_this_host_only_by_default) {
+  auto other = another_address_of_this_host();
+  if (other.empty()) GTEST_SKIP() << "this host has no address but its loopback";
+  fiber::context ctx(with_dashboard());
+  auto u = parse(ctx.dashboard_url());
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  std::error_code ec;
+  s.connect({asio::ip::make_address(other), static_cast<unsigned short>(std::stoi(u.port))}, ec);
+  EXPECT_EQ(ec, asio::error::connection_refused) << "connected through " << other;
+}
+
+TEST(dashboard, a_port_taken_is_a_clear_error_naming_the_keys) {
+  fiber::context first(with_dashboard());
+  auto port = parse(first.dashboard_url()).port;
+  try {
+    fiber::context second(with_dashboard({{"dashboard_port", port}}));
+    FAIL() << "a second dashboard listened on port " << port;
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::config_error);
+    std::string what = e.what();
+    EXPECT_NE(what.find("port " + port), std::string::npos) << what;
+    EXPECT_NE(what.find("dashboard_port"), std::string::npos) << what;
+  }
+}
+
+TEST(dashboard, its_numbers_are_the_pools_stats_during_a_run) {
+  fiber::context ctx(with_dashboard());
+  auto u = parse(ctx.dashboard_url());
+  fiber::simple_queue<int> gate(ctx);
+  fiber::pool p(ctx, 2);
+  std::vector<std::tuple<int, fiber::simple_queue<int>>> args;
+  for (int i = 0; i < 6; ++i) args.emplace_back(i, gate);
+  auto all = p.starmap_async(&wait_for, args, 1);
+  // Workers hold a chunk beyond the one they run (their credit), so what is held moves as items
+  // finish: each settled point (all released items done, the rest waiting on the gate) is
+  // compared whole.
+  for (int released = 0; released <= 6; released += 2) {
+    fiber::pool_stats want;
+    auto s = state_when(u, [&](const boost::json::object& st) {
+      want = p.stats();
+      auto pool = pool_in(st);
+      auto& stats = pool.at("stats").as_object();
+      return stats.contains("done") && want.done == static_cast<std::size_t>(released) &&
+             want.queued + want.running + want.done == 6 && num(stats.at("done")) == want.done &&
+             num(stats.at("running")) == want.running && num(stats.at("queued")) == want.queued;
+    });
+    auto pool = pool_in(s);
+    auto& stats = pool.at("stats").as_object();
+    EXPECT_EQ(num(stats.at("retried")), want.retried);
+    EXPECT_EQ(num(stats.at("workers")), want.workers);
+    EXPECT_EQ(num(stats.at("workers_started")), want.workers_started);
+    auto& totals = s.at("totals").as_object();
+    EXPECT_EQ(num(totals.at("done")), want.done);
+    EXPECT_EQ(num(totals.at("running")), want.running);
+    EXPECT_EQ(num(totals.at("queued")), want.queued);
+    // The workers' rows add up to what is running, each busy one holding some.
+    std::size_t held = 0;
+    auto& workers = pool.at("workers").as_array();
+    EXPECT_EQ(workers.size(), 2u);
+    for (auto& w : workers) {
+      auto items = num(w.at("items"));
+      held += items;
+      EXPECT_EQ(w.at("state").as_string(), items ? "busy" : "idle");
+      EXPECT_GT(w.at("pid").to_number<int>(), 0);
+    }
+    EXPECT_EQ(held, want.running);
+    if (released < 6) {
+      gate.put(0).get();
+      gate.put(0).get();
+    }
+  }
+  EXPECT_EQ(std::move(all).get().size(), 6u);
+  auto s = state_of(u);
+  EXPECT_EQ(s.at("run").as_string(), ctx.job_id());
+  EXPECT_GE(s.at("processes").at("running").to_number<int>(), 2);  // the pool's workers
+}
+
+TEST(dashboard, events_carry_each_sample_as_it_is_taken) {
+  fiber::context ctx(with_dashboard());
+  auto u = parse(ctx.dashboard_url());
+  fiber::pool p(ctx, 1);
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  asio::connect(s, asio::ip::tcp::resolver(io).resolve(u.host, u.port));
+  asio::write(s, asio::buffer("GET /events?token=" + u.token + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string in;
+  auto n = asio::read_until(s, asio::dynamic_buffer(in), "\r\n\r\n");
+  auto head = in.substr(0, n);
+  in.erase(0, n);
+  EXPECT_NE(head.find("200 OK"), std::string::npos) << head;
+  EXPECT_NE(head.find("Content-Type: text/event-stream"), std::string::npos) << head;
+  EXPECT_EQ(head.find("Content-Length"), std::string::npos) << head;
+  auto next_event = [&] {
+    for (;;) {
+      auto end = asio::read_until(s, asio::dynamic_buffer(in), "\n\n");
+      auto event = in.substr(0, end);
+      in.erase(0, end);
+      if (event.rfind("data: ", 0) == 0) return boost::json::parse(event.substr(6)).as_object();
+    }
+  };
+  // A pool's work shows in the events that follow it, without asking again.
+  auto first = next_event();
+  EXPECT_EQ(first.at("run").as_string(), ctx.job_id());
+  p.map(&triple, std::vector<int>(10, 3)).get();
+  for (;;) {
+    auto e = next_event();
+    auto& pools = e.at("pools").as_array();
+    if (!pools.empty() && num(pools[0].at("stats").at("done")) == 10) break;
+  }
+  SUCCEED();
+}
+
+TEST(dashboard, a_lost_worker_is_a_failure_with_how_it_ended) {
+  fiber::context ctx(with_dashboard());
+  auto u = parse(ctx.dashboard_url());
+  fiber::pool p(ctx, {.processes = 1, .retry = false});
+  EXPECT_THROW(p.map(&kill_myself, std::vector<int>{1}).get(), fiber::error);
+  auto s = state_when(u, [](const boost::json::object& st) {
+    auto pool = pool_in(st);
+    return !pool.at("failures").as_array().empty();
+  });
+  auto failure = std::string(pool_in(s).at("failures").as_array()[0].at("what").as_string());
+  EXPECT_NE(failure.find("signal 9"), std::string::npos) << failure;
+  EXPECT_NE(failure.find("holding 1 item(s)"), std::string::npos) << failure;
+  EXPECT_EQ(num(s.at("totals").at("workers_lost")), 1u);
+}
