@@ -37,7 +37,7 @@ std::string_view dashboard_page() {
   th { color: var(--muted); font-weight: 500; font-size: 12px; border-top: none; }
   .state-busy { color: var(--accent); } .state-starting, .state-waiting { color: #b54708; } .state-leaving { color: var(--muted); }
   .failures li { color: var(--bad); }
-  .none { color: var(--muted); }
+  .failures li.none, .none { color: var(--muted); }
   svg { width: 100%; height: 180px; display: block; }
   .legend span { margin-right: 14px; font-size: 12px; }
   .legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; vertical-align: -1px; }
@@ -130,14 +130,14 @@ function drawPool(p) {
   stats.append(el("thead", {}, head), el("tbody", {}, vals));
   s.append(stats);
 
-  const wt = el("table", {id: id + "-workers"});
+  const wt = el("table", {id: id + "-worker-table"});
   const wh = el("tr");
-  for (const n of ["worker", "pid", "state", "items held", "chunks done", "why"]) { const th = el("th"); th.textContent = n; wh.append(th); }
+  for (const n of ["worker", "pid", "state", "items held", "items done", "why"]) { const th = el("th"); th.textContent = n; wh.append(th); }
   const wb = el("tbody");
   for (const w of p.workers) {
     const r = el("tr", {"data-worker": w.name});
     cell(r, w.name); cell(r, w.pid ? String(w.pid) : "—"); cell(r, w.state, "state-" + w.state);
-    cell(r, String(w.items)); cell(r, String(w.completed)); cell(r, w.pending || "");
+    cell(r, String(w.items)); cell(r, String(w.done)); cell(r, w.pending || "");
     wb.append(r);
   }
   wt.append(el("thead", {}, wh), wb);

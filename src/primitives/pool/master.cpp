@@ -253,7 +253,7 @@ boost::json::object pool_master::describe() const {
                           {"pid", w.proc->pid()},
                           {"state", state},
                           {"items", tasks_.items_in(w.tasks)},
-                          {"completed", w.completed}};
+                          {"done", w.items_done}};
     if (!w.connected)
       if (auto why = w.proc->pending_reason(); !why.empty()) o["state"] = "waiting", o["pending"] = why;
     workers.push_back(std::move(o));
@@ -289,6 +289,7 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     if (!workers_.on_ready(*w, static_cast<int>(h.aux))) return;
     check_ready();
   } else if (h.type == pool_kind::partial) {
+    w->items_done += h.aux;  // items reported one by one (a chunk resent after a death)
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload), false, h.aux);
     if (timeouts_used_) {
       w->running_since = std::chrono::steady_clock::now();
@@ -310,6 +311,7 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     return;
   } else if (h.type == pool_kind::result) {
     rt_->recorder().record(record_kind::task_done, w->recorded_as, id_, h.request);
+    if (auto* t = tasks_.in_flight(h.request)) w->items_done += t->count();
     std::erase(w->tasks, h.request);
     if (w->tasks.empty()) w->holds_alone = false;
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload));

@@ -33,7 +33,8 @@ struct pool_worker {
   bool connected = false;
   bool leaving = false;  // told to stop (close, resize), or retiring (maxtasksperchild)
   int credit = 0;        // chunks it can take now
-  int completed = 0;
+  int completed = 0;            // chunks, counted with maxtasksperchild only
+  std::uint64_t items_done = 0;  // the dashboard's count of the items it finished
   std::deque<std::uint64_t> tasks;  // in the order sent, which is the order it runs them
   bool holds_alone = false;         // it runs a task that must run alone: it gets nothing else
   bool offered = false;             // in worker_set's list of workers that may have credit
