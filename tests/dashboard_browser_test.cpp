@@ -75,6 +75,7 @@ TEST(dashboard_browser, the_page_shows_the_pools_stats_during_a_run_and_its_thro
   std::vector<std::tuple<int, fiber::simple_queue<int>>> args;
   for (int i = 0; i < 6; ++i) args.emplace_back(i, gate);
   auto held = p.starmap_async(&held_at, args, 1);
+  p.ready().get();
 
   fiber_test::chromium page;
   page.go(ctx.dashboard_url());

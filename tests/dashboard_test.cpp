@@ -186,6 +186,7 @@ TEST(dashboard, its_numbers_are_the_pools_stats_during_a_run) {
   std::vector<std::tuple<int, fiber::simple_queue<int>>> args;
   for (int i = 0; i < 6; ++i) args.emplace_back(i, gate);
   auto all = p.starmap_async(&wait_for, args, 1);
+  p.ready().get();  // both workers connected (on a cluster, pods take a while): they have their items
   // Workers hold a chunk beyond the one they run (their credit), so what is held moves as items
   // finish: each settled point (all released items done, the rest waiting on the gate) is
   // compared whole.
@@ -278,4 +279,37 @@ TEST(dashboard, a_lost_worker_is_a_failure_with_how_it_ended) {
   EXPECT_NE(failure.find("signal 9"), std::string::npos) << failure;
   EXPECT_NE(failure.find("holding 1 item(s)"), std::string::npos) << failure;
   EXPECT_EQ(num(s.at("totals").at("workers_lost")), 1u);
+}
+
+// A worker its engine has not started yet is "waiting", with the engine's reason: a Slurm job that
+// may not begin for an hour, a pod no node's labels match (with kubernetes_autoscaling, which
+// waits for nodes instead of failing).
+TEST(dashboard, a_worker_its_engine_holds_back_is_waiting_with_the_engines_reason) {
+  std::vector<std::pair<std::string, std::string>> held_back;
+  std::string reason;
+  if (fiber_test::on_slurm()) {
+    held_back = {{"slurm_sbatch_args", "--begin=now+1hour"}};
+    reason = "BeginTime";
+  } else if (fiber_test::on_kubernetes()) {
+    held_back = {{"kubernetes_autoscaling", "true"},
+                 {"kubernetes_pod_patch", R"({"spec":{"nodeSelector":{"fiber-test":"no-such-node"}}})"}};
+    reason = "Unschedulable";
+  } else {
+    GTEST_SKIP() << "the " << fiber_test::backend_under_test() << " backend starts a worker at once: nothing holds one back";
+  }
+  fiber::context ctx(with_dashboard(held_back));
+  auto u = parse(ctx.dashboard_url());
+  fiber::pool p(ctx, 1);
+  auto s = state_when(u, [&](const boost::json::object& st) {
+    auto pool = pool_in(st);
+    auto* workers = pool.if_contains("workers");
+    if (!workers || workers->as_array().empty()) return false;
+    auto& w = workers->as_array()[0].as_object();
+    return w.contains("pending") && std::string(w.at("pending").as_string()).find(reason) != std::string::npos;
+  });
+  auto pool = pool_in(s);
+  auto& w = pool.at("workers").as_array()[0].as_object();
+  EXPECT_EQ(w.at("state").as_string(), "waiting");
+  EXPECT_EQ(num(w.at("items")), 0u);
+  EXPECT_EQ(p.stats().workers_started, 1u);
 }

@@ -32,6 +32,8 @@ class engine_run {
   /// The child's own word for its pid; an engine whose pid is another namespace's ignores it.
   virtual void reported_pid(int p) { pid = p; }
   virtual std::string exit_detail() const { return detail_; }
+  /// Why the engine has not started it yet (job::pending_reason); on the engine's loop.
+  virtual std::string pending_reason() const { return {}; }
 
   std::atomic<int> pid{0};
 
@@ -105,6 +107,7 @@ class engine_job final : public job {
   void when_running(unique_function<void()> f) override { run_->when_running(std::move(f)); }
   void reported_pid(int p) override { run_->reported_pid(p); }
   void expect_exit() override { run_->expect_exit(); }
+  std::string pending_reason() const override { return run_->pending_reason(); }
 
  private:
   std::shared_ptr<engine_run> run_;

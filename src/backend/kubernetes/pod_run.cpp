@@ -67,6 +67,11 @@ struct pod_run final : engine_run, std::enable_shared_from_this<pod_run> {
   std::string path() const { return "/api/v1/namespaces/" + shared->ns + "/pods/" + name; }
 
   bool never_fits() const noexcept override { return unschedulable.load(); }
+  std::string pending_reason() const override {
+    if (at == stage::creating) return "its pod " + name + " is being created";
+    if (at != stage::pending) return {};
+    return "its pod " + name + " is pending" + (last_reason.empty() ? "" : ": " + last_reason);
+  }
   void signal(int sig) noexcept override {
     asio::post(shared->io, [self = shared_from_this(), sig] { self->signal_now(sig); });
   }

@@ -136,6 +136,12 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
 
   void kill_and_reap() noexcept override;  // below, beside cancel_now
   void expect_exit() override { watch->poll_after(soon_poll); }
+  std::string pending_reason() const override {
+    if (at == stage::submitting) return "being submitted to Slurm";
+    if (at != stage::pending) return {};
+    // "None": Slurm has not looked at it yet.
+    return "Slurm job " + id + " pends" + (last_reason.empty() || last_reason == "None" ? "" : ": " + last_reason);
+  }
 
   /// Which submission carries this run: `index` is its element in a job array, -1 when it is a
   /// job of its own; `output` the path of its output files without .out/.err.
