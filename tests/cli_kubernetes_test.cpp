@@ -53,11 +53,11 @@ class fiber_command_on_kubernetes : public ::testing::Test {
     return fiber_test::fiber_cmd("--backend kubernetes " + args, env_ + " " + env);
   }
   /// Runs `program` detached, built and pushed: the run's name.
-  std::string start(const std::string& what, const std::string& program) {
+  std::string start(const std::string& what, const std::string& program, const std::string& flags = {}) {
     auto name = unique(what);
     started_.push_back(name);
-    auto r = fiber("run --build --registry " + registry_ + "/fibertest-kube " + small_workers + " --name " + name + " -- " +
-                   program);
+    auto r = fiber("run --build --registry " + registry_ + "/fibertest-kube " + small_workers + " " + flags + " --name " +
+                   name + " -- " + program);
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("Created pod: " + name + "-"), std::string::npos) << r.out;
     return name;
@@ -229,6 +229,14 @@ TEST_F(fiber_command_on_kubernetes, ps_logs_and_stop_follow_a_detached_run_and_s
   EXPECT_TRUE(no_workers_of(uid));
   EXPECT_EQ(fiber("ps").out.find(name), std::string::npos);
   started_.clear();
+}
+
+TEST_F(fiber_command_on_kubernetes, dashboard_serves_a_runs_page_here_through_the_api_servers_proxy) {
+  auto name = start("page", FIBER_TEST_ORPHAN_MASTER, "--dashboard");
+  ASSERT_FALSE(first_line(name).empty()) << "the master printed no pid";
+  ::setenv("KUBECONFIG", kubeconfig().c_str(), 1);
+  fiber_test::expect_orphan_masters_page(fiber_test::through_dashboard({"--backend", "kubernetes", "dashboard", name}),
+                                         "kubernetes");
 }
 
 TEST_F(fiber_command_on_kubernetes, logs_follow_returns_when_the_run_ends_with_all_its_output) {

@@ -78,6 +78,14 @@ TEST_F(fiber_command_on_slurm, ps_logs_and_stop_follow_a_detached_run) {
   started_.clear();
 }
 
+TEST_F(fiber_command_on_slurm, dashboard_serves_a_runs_page_here_relayed_to_its_masters_node) {
+  auto name = unique("page");
+  started_.push_back(name);
+  ASSERT_EQ(fiber_cmd("run --backend slurm --dashboard --name " + name + " -- " FIBER_TEST_ORPHAN_MASTER).code, 0);
+  ASSERT_FALSE(fiber_test::line_of({"--backend", "slurm", "logs", "-f", name}, fiber_test::a_pid).empty());
+  fiber_test::expect_orphan_masters_page(fiber_test::through_dashboard({"--backend", "slurm", "dashboard", name}), "slurm");
+}
+
 TEST_F(fiber_command_on_slurm, gc_cancels_the_workers_a_killed_master_left) {
   auto name = unique("killed");
   started_.push_back(name);

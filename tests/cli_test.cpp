@@ -143,12 +143,26 @@ TEST_F(fiber_command, ps_logs_and_stop_follow_a_detached_run_and_stop_leaves_not
   EXPECT_TRUE(row.ends_with(" 1")) << "one running worker: " << row;
   auto logs = fiber_cmd("logs " + name);
   EXPECT_NE(logs.out.find(line.substr(0, line.find('\n'))), std::string::npos) << logs.out;
+  // Started without --dashboard: there is no page to relay, and the command says how to have one.
+  auto page = fiber_cmd("dashboard " + name);
+  EXPECT_EQ(page.code, 125);
+  EXPECT_NE(page.out.find("printed no dashboard address: start the run with `fiber run --dashboard`"), std::string::npos)
+      << page.out;
   auto stopped = fiber_cmd("stop " + name);
   EXPECT_EQ(stopped.code, 0) << stopped.out;
   EXPECT_TRUE(containers("fiber.run", name).empty());
   auto again = fiber_cmd("ps");
   EXPECT_EQ(again.out.find(name), std::string::npos) << again.out;
   started_.clear();
+}
+
+TEST_F(fiber_command, dashboard_serves_a_runs_page_here_relayed_to_its_master_container) {
+  auto name = unique("page");
+  started_.push_back(name);
+  ASSERT_EQ(fiber_cmd("run --build --dashboard --name " + name + " -- " FIBER_TEST_ORPHAN_MASTER).code, 0);
+  // Its child's pid: the child runs (its page's address came before).
+  ASSERT_FALSE(fiber_test::line_of({"logs", "-f", name}, fiber_test::a_pid).empty()) << "the master printed no pid";
+  fiber_test::expect_orphan_masters_page(fiber_test::through_dashboard({"dashboard", name}), "docker");
 }
 
 TEST_F(fiber_command, logs_follow_returns_when_the_run_ends_with_all_its_output) {

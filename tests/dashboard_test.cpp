@@ -84,12 +84,35 @@ fiber::config with_dashboard(std::vector<std::pair<std::string, std::string>> mo
   return fiber::config::load(more);
 }
 
-/// The dashboard's state once a sample taken after this call says what `pred` wants (each sample
-/// is a new /state: reading it again is waiting for the next, which the test's timeout bounds).
+/// The dashboard's events (GET /events), read one by one: each is a sample the master took.
+struct event_reader {
+  explicit event_reader(const url_parts& u) : socket(io) {
+    asio::connect(socket, asio::ip::tcp::resolver(io).resolve(u.host, u.port));
+    asio::write(socket, asio::buffer("GET /events?token=" + u.token + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+    auto n = asio::read_until(socket, asio::dynamic_buffer(in), "\r\n\r\n");
+    head = in.substr(0, n);
+    in.erase(0, n);
+  }
+  boost::json::object next() {
+    for (;;) {
+      auto end = asio::read_until(socket, asio::dynamic_buffer(in), "\n\n");
+      auto event = in.substr(0, end);
+      in.erase(0, end);
+      if (event.rfind("data: ", 0) == 0) return boost::json::parse(event.substr(6)).as_object();
+    }
+  }
+  asio::io_context io;
+  asio::ip::tcp::socket socket;
+  std::string head, in;
+};
+
+/// The first of the dashboard's samples that says what `pred` wants (waiting on its events, each
+/// a sample; the test's timeout bounds the wait).
 template <class Pred>
 boost::json::object state_when(const url_parts& u, Pred pred) {
+  event_reader events(u);
   for (;;) {
-    auto s = state_of(u);
+    auto s = events.next();
     if (pred(s)) return s;
   }
 }
@@ -235,31 +258,18 @@ TEST(dashboard, events_carry_each_sample_as_it_is_taken) {
   fiber::context ctx(with_dashboard());
   auto u = parse(ctx.dashboard_url());
   fiber::pool p(ctx, 1);
-  asio::io_context io;
-  asio::ip::tcp::socket s(io);
-  asio::connect(s, asio::ip::tcp::resolver(io).resolve(u.host, u.port));
-  asio::write(s, asio::buffer("GET /events?token=" + u.token + " HTTP/1.1\r\nHost: x\r\n\r\n"));
-  std::string in;
-  auto n = asio::read_until(s, asio::dynamic_buffer(in), "\r\n\r\n");
-  auto head = in.substr(0, n);
-  in.erase(0, n);
-  EXPECT_NE(head.find("200 OK"), std::string::npos) << head;
-  EXPECT_NE(head.find("Content-Type: text/event-stream"), std::string::npos) << head;
-  EXPECT_EQ(head.find("Content-Length"), std::string::npos) << head;
-  auto next_event = [&] {
-    for (;;) {
-      auto end = asio::read_until(s, asio::dynamic_buffer(in), "\n\n");
-      auto event = in.substr(0, end);
-      in.erase(0, end);
-      if (event.rfind("data: ", 0) == 0) return boost::json::parse(event.substr(6)).as_object();
-    }
-  };
+  event_reader events(u);
+  EXPECT_NE(events.head.find("200 OK"), std::string::npos) << events.head;
+  EXPECT_NE(events.head.find("Content-Type: text/event-stream"), std::string::npos) << events.head;
+  EXPECT_EQ(events.head.find("Content-Length"), std::string::npos) << events.head;
   // A pool's work shows in the events that follow it, without asking again.
-  auto first = next_event();
+  auto first = events.next();
   EXPECT_EQ(first.at("run").as_string(), ctx.job_id());
   p.map(&triple, std::vector<int>(10, 3)).get();
+  // /state is taken when asked: the map's end is in it at once.
+  EXPECT_EQ(num(pool_in(state_of(u)).at("stats").at("done")), 10u);
   for (;;) {
-    auto e = next_event();
+    auto e = events.next();
     auto& pools = e.at("pools").as_array();
     if (!pools.empty() && num(pools[0].at("stats").at("done")) == 10) break;
   }

@@ -19,6 +19,7 @@
 #include "cli/tar_archive.hpp"
 #include "cli/run_names.hpp"
 #include "fiber/error.hpp"
+#include "transport/http_client.hpp"
 #include "transport/run_until.hpp"
 
 namespace fiber::cli {
@@ -345,6 +346,37 @@ int docker_runner::cp(const copy_options& o) {
   std::fprintf(stderr, "fiber: copied %s to %s (%zu %s)\n", o.src.c_str(), (plan.local_parent / plan.local_name).c_str(), n,
                n == 1 ? "entry" : "entries");
   return 0;
+}
+
+}  // namespace fiber::cli
+
+namespace fiber::cli {
+
+std::string docker_runner::master_output(const std::string& name) {
+  auto m = s_->master(name);
+  return s_->call<std::string>([&](docker_engine& e, auto done) { e.logs(m.id, std::move(done)); });
+}
+
+dashboard_route docker_runner::route_to_master(const std::string& name, int port) {
+  auto m = s_->master(name);
+  if (m.state != "running")
+    throw error(errc::config_error, "run " + name + "'s master is " + m.state + ", not running: its page went with it");
+  // Its address on its network (this host reaches the engine's bridge networks); with the host's
+  // network, this host's own.
+  auto inspected = boost::json::parse(s_->call<std::string>([&](docker_engine& e, auto done) { e.inspect(m.id, std::move(done)); }));
+  std::string address;
+  auto& settings = inspected.at("HostConfig").as_object();
+  if (auto* mode = settings.if_contains("NetworkMode"); mode && mode->is_string() && mode->as_string() == "host")
+    address = "127.0.0.1";
+  else if (auto* nets = inspected.at("NetworkSettings").as_object().if_contains("Networks"); nets && nets->is_object())
+    for (auto& [net, v] : nets->as_object())
+      if (auto* ip = v.as_object().if_contains("IPAddress"); address.empty() && ip && ip->is_string() && !ip->as_string().empty())
+        address = std::string(ip->as_string());
+  if (address.empty())
+    throw error(errc::config_error, "run " + name + "'s master container has no address on a network this host reaches");
+  return [base = "http://" + address + ":" + std::to_string(port)](detail::http_request& req, const std::string& target) {
+    req.url = base + target;
+  };
 }
 
 }  // namespace fiber::cli

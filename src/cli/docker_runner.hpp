@@ -25,6 +25,8 @@ class docker_runner final : public runner {
 
  private:
   std::unique_ptr<launch> plan_run(const run_options& o) override;
+  std::string master_output(const std::string& name) override;
+  dashboard_route route_to_master(const std::string& name, int port) override;
   std::unique_ptr<session> s_;
 };
 

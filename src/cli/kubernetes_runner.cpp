@@ -463,4 +463,40 @@ int kubernetes_runner::cp(const copy_options& o) {
   return 0;
 }
 
+std::string kubernetes_runner::master_output(const std::string& name) {
+  auto& s = *s_;
+  s.job(name);
+  auto master = s.master_pod(name);
+  auto pod = str(obj(&master, "metadata"), "name");
+  if (pod.empty()) throw error(errc::config_error, "run " + name + " has no pod (yet): `fiber ps` says what keeps it pending");
+  std::string text, failure;
+  bool ended = false;
+  s.api.api().stream(
+      s.pods_path() + "/" + pod + "/log?container=" + master_container, std::chrono::milliseconds(0), {"get", "pods/log"},
+      [&](std::string_view line) { (text += line) += '\n'; },
+      [&](std::error_code ec, long, std::string why) {
+        ended = true;
+        if (ec) failure = why;
+      });
+  detail::run_until(s.api.io(), [&] { return ended; });
+  if (!failure.empty()) throw error(errc::backend_unavailable, "reading the output of " + pod + ": " + failure);
+  return text;
+}
+
+dashboard_route kubernetes_runner::route_to_master(const std::string& name, int port) {
+  auto& s = *s_;
+  auto master = s.master_pod(name);
+  auto pod = str(obj(&master, "metadata"), "name");
+  auto phase = str(obj(&master, "status"), "phase");
+  if (phase != "Running")
+    throw error(errc::config_error, "run " + name + "'s master pod " + pod + " is " + (phase.empty() ? "gone" : phase) +
+                                        ", not running: its page is there while it runs");
+  // Through the API server's pod proxy, with this user's credentials (pods/proxy, get), as
+  // `fiber cp` reaches its helper: no port of the cluster's network is opened to this host.
+  auto prefix = s.pods_path() + "/" + pod + ":" + std::to_string(port) + "/proxy";
+  return [where = s.api.api().where(), prefix](detail::http_request& req, const std::string& target) {
+    where.prepare(req, prefix + target);
+  };
+}
+
 }  // namespace fiber::cli

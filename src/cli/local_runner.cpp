@@ -63,6 +63,8 @@ int run_locally(const run_options& o) {
       auto rest = left_for_children.empty() ? std::string("none") : joined(left_for_children);
       ::setenv("FIBER_GPUS", rest.c_str(), 1);  // --env FIBER_GPUS=... below still decides
     }
+    // Here the master's page is on this host already: it prints its address itself.
+    if (o.dashboard) ::setenv("FIBER_DASHBOARD", "true", 1);
     for (auto& kv : o.env)
       if (auto eq = kv.find('='); eq != std::string::npos) ::setenv(kv.substr(0, eq).c_str(), kv.c_str() + eq + 1, 1);
     auto problems = apply_limits(grant.cpus, static_cast<std::uint64_t>(master.memory_mb));

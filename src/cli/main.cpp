@@ -101,6 +101,9 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   run->add_option("--env", ro.env, "KEY=VALUE in the master's environment (its workers inherit fiber's config)")
       ->allow_extra_args(false);
+  run->add_flag("--dashboard", ro.dashboard,
+                "the master serves a live page of its run: `fiber dashboard NAME` opens it here (local: it prints "
+                "its address itself)");
   run->add_flag("--dry-run", ro.dry_run, "print what would be built and created, as JSON, and stop");
   run->add_option("command", ro.command, "the program and its arguments, after --")->required();
 
@@ -120,6 +123,11 @@ int main(int argc, char** argv) {
   trace->add_option("run", trace_run, "its id, the start of it, \"last\", or a recording's path (fiber history lists them)")
       ->required();
   trace->add_option("-o,--output", trace_out, "the trace file (default: <run>.trace.json here)");
+  dashboard_options dao;
+  auto* dash = app.add_subcommand("dashboard", "serve the live page of a run started with --dashboard on 127.0.0.1, "
+                                               "relayed to its master, until Ctrl-C");
+  dash->add_option("name", dao.name, "the run's name")->required();
+  dash->add_option("--port", dao.port, "the port on 127.0.0.1 (default: a free one)")->check(CLI::Range(0, 65535));
   copy_options co;
   auto* cp = app.add_subcommand("cp", "copy between a claim and this machine: fiber cp ./data results:/in, "
                                       "fiber cp results:/out ./out (no tools needed in any image)");
@@ -153,6 +161,9 @@ int main(int argc, char** argv) {
     }
     if (backend == "local") {
       if (*run) return run_locally(ro);
+      if (*dash)
+        throw fiber::error(fiber::errc::config_error, "a local run's master serves its page on this host itself, and prints its "
+                                        "address (\"fiber: dashboard of run ... at http://127.0.0.1:...\")");
       not_here(verb);
     }
     std::unique_ptr<runner> r;
@@ -164,6 +175,7 @@ int main(int argc, char** argv) {
     if (*logs) return r->logs(lo);
     if (*stop) return r->stop(stop_name);
     if (*cp) return r->cp(co);
+    if (*dash) return r->dashboard(dao);
     return r->gc();
   } catch (const fiber::error& e) {
     // The reason alone: the error code's words (": could not start a child") add nothing here.

@@ -9,6 +9,7 @@ namespace fiber::cli {
 
 struct run_options {
   bool attach = false, build = false, dry_run = false;
+  bool dashboard = false;         // --dashboard: the master serves its live page (fiber dashboard NAME)
   std::string image;              // --image: run this one, build nothing
   std::string registry;           // --registry HOST[/PATH]: push there, run by digest
   std::string context = ".";      // --context: the folder holding the Dockerfile
@@ -26,6 +27,11 @@ struct run_options {
 struct copy_options {
   std::string src, dst;
   std::string image, program;  // Kubernetes: the helper pod's fiber program (default: your newest run's)
+};
+
+struct dashboard_options {
+  std::string name;
+  int port = 0;  // --port: where on 127.0.0.1 (0: a free port)
 };
 
 struct logs_options {

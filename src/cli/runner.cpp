@@ -7,7 +7,11 @@
 
 namespace fiber::cli {
 
-int runner::run(const run_options& o) {
+int runner::run(const run_options& given) {
+  auto o = given;
+  // In a container, a pod or a Slurm job, the page listens on the master's own addresses (its
+  // token guards it); `fiber dashboard NAME` reaches it through the engine.
+  if (o.dashboard) o.env.insert(o.env.begin(), {"FIBER_DASHBOARD=true", "FIBER_DASHBOARD_ADDRESS=0.0.0.0"});
   if (o.command.empty())
     throw error(errc::config_error, "nothing to run: give the program after --, e.g. `fiber run --build -- ./pi_estimation`");
   for (auto& kv : o.env)
@@ -34,6 +38,15 @@ int runner::run(const run_options& o) {
     return 0;
   }
   return *code;
+}
+
+int runner::dashboard(const dashboard_options& o) {
+  auto at = dashboard_in_output(master_output(o.name));
+  if (!at)
+    throw error(errc::config_error, "run " + o.name + "'s master has printed no dashboard address: start the run with "
+                                    "`fiber run --dashboard` (its master prints the address once its context starts; "
+                                    "`fiber logs " + o.name + "` shows what it printed)");
+  return relay_dashboard(o.name, *at, route_to_master(o.name, at->port), o.port);
 }
 
 }  // namespace fiber::cli

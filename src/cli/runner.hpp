@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/dashboard_relay.hpp"
 #include "cli/run_options.hpp"
 
 namespace fiber::cli {
@@ -48,8 +49,15 @@ class runner {
   virtual int gc() = 0;
   /// Copies between a claim and this machine: one side is CLAIM:PATH (parse_claim_path).
   virtual int cp(const copy_options& o) = 0;
+  /// `fiber dashboard`: the page of a run started with --dashboard, served here
+  /// (cli/dashboard_relay) until Ctrl-C.
+  int dashboard(const dashboard_options& o);
 
  protected:
+  /// The master's output so far (stdout and stderr), where its page's address is.
+  virtual std::string master_output(const std::string& name) = 0;
+  /// How a request from here reaches port `port` of run `name`'s master.
+  virtual dashboard_route route_to_master(const std::string& name, int port) = 0;
   /// The run `o` asks for (a program and well-formed --env pairs, checked already).
   virtual std::unique_ptr<launch> plan_run(const run_options& o) = 0;
   /// How the hints name this engine's command.

@@ -17,6 +17,7 @@
 #include "backend/command.hpp"
 #include "backend/slurm/slurm_cli.hpp"
 #include "cli/run_names.hpp"
+#include "transport/http_client.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 
@@ -321,6 +322,34 @@ int slurm_runner::cp(const copy_options& o) {
   throw error(errc::config_error, "fiber cp " + o.src + " " + o.dst +
                                       ": Slurm's nodes share this file system, which is where a run keeps its files: "
                                       "use cp");
+}
+
+std::string slurm_runner::master_output(const std::string& name) {
+  // The batch script's output: stdout and stderr together (sbatch --output, no --error).
+  std::ifstream in(output_of(name));
+  if (!in) run_job_or_fail(name);  // says there is no such run
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+dashboard_route slurm_runner::route_to_master(const std::string& name, int port) {
+  auto j = run_job_or_fail(name);
+  if (j.state != "RUNNING")
+    throw error(errc::config_error, "run " + name + "'s master is " + j.state + ", not running: its page is there while it runs");
+  // The node's address as Slurm knows it (NodeAddr), which this host reaches as the nodes' master does.
+  auto r = slurm({"sinfo", "-h", "-N", "-n", j.nodes, "-o", "%N|%o"});
+  std::string address;
+  for (std::size_t at = 0; r.ok() && at < r.out.size();) {
+    auto nl = r.out.find('\n', at);
+    auto line = r.out.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    at = nl == std::string::npos ? r.out.size() : nl + 1;
+    if (auto bar = line.find('|'); bar != std::string::npos && line.substr(0, bar) == j.nodes) address = line.substr(bar + 1);
+  }
+  if (address.empty())
+    throw error(errc::backend_unavailable, "sinfo does not say the address of node " + j.nodes + ", where run " + name +
+                                               "'s master runs (" + r.problem() + ")");
+  return [base = "http://" + address + ":" + std::to_string(port)](detail::http_request& req, const std::string& target) {
+    req.url = base + target;
+  };
 }
 
 }  // namespace fiber::cli

@@ -21,6 +21,8 @@ class slurm_runner final : public runner {
 
  private:
   std::unique_ptr<launch> plan_run(const run_options& o) override;
+  std::string master_output(const std::string& name) override;
+  dashboard_route route_to_master(const std::string& name, int port) override;
   std::string command_words() const override { return "fiber --backend slurm"; }
 };
 

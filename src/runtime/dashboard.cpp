@@ -42,22 +42,34 @@ std::string random_token() {
   return t;
 }
 
-/// Compares in a time that does not depend on where the strings differ.
-bool same_token(std::string_view given, std::string_view token) {
+}  // namespace
+
+bool dashboard_token_matches(std::string_view given, std::string_view token) {
   unsigned char diff = given.size() == token.size() ? 0 : 1;
   for (std::size_t i = 0; i < token.size(); ++i) diff |= static_cast<unsigned char>(token[i] ^ (i < given.size() ? given[i] : 0));
   return diff == 0;
 }
 
-/// What every answer carries: the page is the run's, not to be kept, framed or referred from.
-void private_headers(http_reply& r) {
+void dashboard_headers(http_reply& r, bool page) {
   r.headers.emplace_back("Cache-Control", "no-store");
   r.headers.emplace_back("Referrer-Policy", "no-referrer");
   r.headers.emplace_back("X-Frame-Options", "DENY");
   r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  // Nothing but the page's own inline script and style, and its own address for the events.
+  if (page)
+    r.headers.emplace_back("Content-Security-Policy",
+                           "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                           "connect-src 'self'; img-src data:");
 }
 
-}  // namespace
+http_reply dashboard_refusal() {
+  http_reply reply;
+  dashboard_headers(reply, false);
+  reply.status = 403;
+  reply.body = "fiber dashboard: this page needs the token of its run: open the address the run printed "
+               "(\"fiber: dashboard of run ... at http://...?token=...\"), or fiber::context::dashboard_url()\n";
+  return reply;
+}
 
 dashboard::dashboard(asio::io_context& io, const fiber::config& cfg, dashboard_view view)
     : state_(std::make_shared<state>(io, std::move(view), std::chrono::milliseconds(cfg.dashboard_interval_ms))),
@@ -110,32 +122,24 @@ void dashboard::tick() {
   });
 }
 
-http_reply dashboard::answer(const std::shared_ptr<state>& st_ptr, const std::string& token_, const http_served_request& r) {
+http_reply dashboard::answer(const std::shared_ptr<state>& st_ptr, const std::string& token, const http_served_request& r) {
   auto& st = *st_ptr;
+  if (!dashboard_token_matches(r.query("token"), token)) return dashboard_refusal();
   http_reply reply;
-  private_headers(reply);
-  if (!same_token(r.query("token"), token_)) {
-    reply.status = 403;
-    reply.body = "fiber dashboard: this page needs the token of its run: open the address the run printed "
-                 "(\"fiber: dashboard at http://...?token=...\"), or fiber::context::dashboard_url()\n";
-    return reply;
-  }
+  auto path = r.path();
+  dashboard_headers(reply, path == "/");
   if (r.method != "GET") {
     reply.status = 405;
     reply.body = "fiber dashboard: only GET is served\n";
     return reply;
   }
-  auto path = r.path();
   if (path == "/") {
     reply.content_type = "text/html; charset=utf-8";
-    // Nothing but the page's own inline script and style, and its own address for the events.
-    reply.headers.emplace_back("Content-Security-Policy",
-                               "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-                               "connect-src 'self'; img-src data:");
     reply.body = std::string(dashboard_page());
   } else if (path == "/state") {
+    // Taken now: a script that just changed the run sees it (the events carry the samples).
     reply.content_type = "application/json";
-    reply.body = st.latest;
+    reply.body = boost::json::serialize(st.view.sample(/*tick=*/false));
   } else if (path == "/events") {
     reply.content_type = "text/event-stream";
     reply.body = "retry: 2000\n\n";

@@ -5,7 +5,7 @@
 // another user of the host, or a page of another site, reads nothing.
 //
 //   GET /?token=T        the page (self-contained: no request leaves for another host)
-//   GET /state?token=T   the state now, as JSON
+//   GET /state?token=T   the state now (taken for this request), as JSON
 //   GET /events?token=T  the state at each sample, as server-sent events ("data: {json}")
 #pragma once
 #include <asio/io_context.hpp>
@@ -24,6 +24,13 @@ struct http_reply;
 
 /// The page's HTML, script and style (runtime/dashboard_page.cpp).
 std::string_view dashboard_page();
+/// Whether `given` is `token`, compared in a time that does not depend on where they differ.
+bool dashboard_token_matches(std::string_view given, std::string_view token);
+/// What every answer about a run carries (not to be kept, framed or referred from); for the page
+/// itself (`page`), a policy that lets it run its own inline script and reach its own address only.
+void dashboard_headers(http_reply& r, bool page);
+/// The answer to a request without the run's token.
+http_reply dashboard_refusal();
 
 class dashboard {
  public:

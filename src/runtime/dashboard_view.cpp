@@ -67,7 +67,7 @@ void dashboard_view::add_stats(totals& t, const boost::json::object& stats) cons
   t.workers_started += number(stats, "workers_started");
 }
 
-boost::json::object dashboard_view::sample() {
+boost::json::object dashboard_view::sample(bool tick) {
   using namespace std::chrono;
   double now = duration<double>(steady_clock::now() - began_).count();
   totals sum = dropped_;
@@ -104,15 +104,19 @@ boost::json::object dashboard_view::sample() {
   }
   for (auto& [id, p] : pools_) pools.push_back(p.last);
 
-  double done_rate = 0, retried_rate = 0;
-  if (last_ && now > last_->first) {
-    double dt = now - last_->first;
-    done_rate = static_cast<double>(sum.done - std::min(sum.done, last_->second.done)) / dt;
-    retried_rate = static_cast<double>(sum.retried - std::min(sum.retried, last_->second.retried)) / dt;
+  double done_rate = history_.empty() ? 0 : history_.back().done_per_s;
+  double retried_rate = history_.empty() ? 0 : history_.back().retried_per_s;
+  if (tick) {
+    done_rate = retried_rate = 0;
+    if (last_ && now > last_->first) {
+      double dt = now - last_->first;
+      done_rate = static_cast<double>(sum.done - std::min(sum.done, last_->second.done)) / dt;
+      retried_rate = static_cast<double>(sum.retried - std::min(sum.retried, last_->second.retried)) / dt;
+    }
+    last_ = {now, sum};
+    history_.push_back({now, done_rate, retried_rate, sum.running, sum.queued});
+    if (history_.size() > history_points) history_.pop_front();
   }
-  last_ = {now, sum};
-  history_.push_back({now, done_rate, retried_rate, sum.running, sum.queued});
-  if (history_.size() > history_points) history_.pop_front();
 
   boost::json::object out;
   out["run"] = run_;

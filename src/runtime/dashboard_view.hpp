@@ -31,8 +31,9 @@ class dashboard_view {
   /// the recorder's c, d and text).
   void on_process(record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d, std::string_view text);
 
-  /// Takes the parts' states now and adds a point to the plot; what the page shows, as JSON.
-  boost::json::object sample();
+  /// Takes the parts' states now, and with `tick` adds a point to the plot (the rates are those of
+  /// the last point); what the page shows, as JSON.
+  boost::json::object sample(bool tick = true);
 
   static constexpr std::size_t history_points = 240;   // the plot's points, one per sample
   static constexpr std::size_t ended_pools_kept = 8;   // the newest; older ones add to the totals only

@@ -1,0 +1,36 @@
+// `fiber dashboard RUN`: the page of a run's master, which runs in a container, a pod or a Slurm
+// job, served on this machine's 127.0.0.1. The master prints its page's address with its token
+// ("fiber: dashboard of run ID at http://...:PORT/?token=T", runtime/dashboard); the command reads
+// it from the master's output, and relays each request of the browser to the master's port,
+// reached as the engine allows (a container's address, a Slurm node's, the Kubernetes API
+// server's pod proxy), the page's live events as they come.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace fiber::detail {
+struct http_request;
+}
+
+namespace fiber::cli {
+
+struct printed_dashboard {
+  int port = 0;
+  std::string token;
+};
+
+/// The last dashboard address a master printed in `output`; nullopt when it printed none.
+std::optional<printed_dashboard> dashboard_in_output(std::string_view output);
+
+/// Addresses a request for `target` (a path and its query) to the master's page: its URL and,
+/// for an API server's proxy, its credentials.
+using dashboard_route = std::function<void(detail::http_request&, const std::string& target)>;
+
+/// Serves the page of run `run` on 127.0.0.1:`local_port` (0: a free port), each request checked
+/// against the master's token here and sent on through `route`, until SIGINT or SIGTERM. Prints
+/// the page's address with the token on stdout first. Returns the exit status (0).
+int relay_dashboard(const std::string& run, const printed_dashboard& at, dashboard_route route, int local_port);
+
+}  // namespace fiber::cli
