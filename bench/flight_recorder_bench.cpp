@@ -4,6 +4,10 @@
 //                         that records (R = 1) or not (R = 0); run with
 //                         --benchmark_enable_random_interleaving=true so the two alternate
 //                         (docs/performance.md has the command)
+//   dashboard_map/D       the same map with the run's dashboard off (D = 0), on at its default
+//                         interval of 500 ms (D = 1), and sampling every 50 ms (D = 2)
+//   dashboard_sample/W    one sample of the page's state, serialized as it is sent, for a pool
+//                         of W workers (its description made here as the pool makes its own)
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
 #include <unistd.h>
@@ -11,7 +15,10 @@
 #include <filesystem>
 #include <numeric>
 
+#include <boost/json/serialize.hpp>
+
 #include "core/flight_recorder.hpp"
+#include "runtime/dashboard_view.hpp"
 
 namespace {
 int identity(int x) { return x; }
@@ -48,6 +55,50 @@ static void recorded_map(benchmark::State& state) {
   p.terminate().get();
 }
 BENCHMARK(recorded_map)->Arg(0)->Arg(1)->ArgName("R")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5)->Repetitions(6);
+
+static void dashboard_map(benchmark::State& state) {
+  auto d = state.range(0);
+  fiber::context ctx(fiber::config::load({{"record", "false"},
+                                          {"dashboard", d ? "true" : "false"},
+                                          {"dashboard_interval_ms", d == 2 ? "50" : "500"}}));
+  fiber::pool p(ctx, 4);
+  p.ready().get();
+  std::vector<int> xs(20000);
+  std::iota(xs.begin(), xs.end(), 0);
+  (void)p.map(&identity, xs, 1).get();  // warm-up
+  for (auto _ : state) {
+    auto r = p.map(&identity, xs, 1).get();
+    if (r.back() != 19999) state.SkipWithError("wrong result");
+  }
+  state.counters["tasks_per_s"] = benchmark::Counter(static_cast<double>(xs.size()), benchmark::Counter::kIsIterationInvariantRate);
+  p.terminate().get();
+}
+BENCHMARK(dashboard_map)->Arg(0)->Arg(1)->Arg(2)->ArgName("D")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5)->Repetitions(6);
+
+static void dashboard_sample(benchmark::State& state) {
+  auto workers = static_cast<std::size_t>(state.range(0));
+  fiber::detail::dashboard_view view("bench", "flight_recorder_bench", "local");
+  view.add_pool(1, [workers]() -> std::optional<boost::json::object> {
+    boost::json::object out{{"id", 1}, {"state", "open"}, {"target", workers}};
+    out["stats"] = {{"queued", 100}, {"running", workers}, {"done", 123456}, {"retried", 0},
+                    {"workers_lost", 0}, {"workers", workers}, {"workers_started", workers}};
+    boost::json::array rows;
+    for (std::size_t w = 0; w < std::min<std::size_t>(workers, 256); ++w)
+      rows.push_back(boost::json::object{{"name", "PoolWorker-1-" + std::to_string(w + 1)},
+                                         {"pid", 1000 + w}, {"state", "busy"}, {"items", 1}, {"done", 1000}});
+    out["workers"] = std::move(rows);
+    out["workers_total"] = workers;
+    out["workers_shown"] = std::min<std::size_t>(workers, 256);
+    out["failures"] = boost::json::array{};
+    return out;
+  });
+  for (std::size_t w = 0; w < workers; ++w)
+    view.on_process(fiber::detail::record_kind::process_start, "PoolWorker-1-" + std::to_string(w + 1), 1000 + w, 0, {});
+  std::size_t bytes = 0;
+  for (auto _ : state) bytes = boost::json::serialize(view.sample()).size();
+  state.counters["bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(dashboard_sample)->Arg(4)->Arg(1024)->ArgName("W")->Unit(benchmark::kMicrosecond);
 
 // A run of 1,000,000 tasks on 64 workers (recorded here directly: sent, then done, round robin,
 // one map), then its trace: the recording's and the trace's bytes, and the trace's writing time.
