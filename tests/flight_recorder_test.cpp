@@ -121,6 +121,44 @@ TEST(flight_recorder, off_records_nothing_and_the_newest_record_keep_runs_stay) 
   EXPECT_TRUE(runs[0].ended);
 }
 
+// In a child that is a master of its own, the records go to the top master (runtime's sink), in
+// the file's format, names said once, each time the buffer would go to a file; nothing is written
+// here.
+TEST(flight_recorder, a_relay_hands_its_records_on_in_the_files_format) {
+  record_folder dir("relay");
+  std::vector<std::string> batches;
+  fiber::detail::flight_recorder rec;
+  rec.open_relay(dir.cfg({}), [&](std::string_view records, std::uint64_t now) {
+    EXPECT_GT(now, 0u);
+    batches.emplace_back(records);
+  });
+  ASSERT_TRUE(rec.on());
+  auto w = rec.name("PoolWorker-1-1");
+  EXPECT_EQ(rec.name("PoolWorker-1-1"), w);
+  rec.record(fiber::detail::record_kind::task_sent, w, 7, 1, fiber::detail::task_sent_items(3, 1));
+  EXPECT_TRUE(batches.empty());  // buffered, as for a file
+  rec.record(fiber::detail::record_kind::pool_end, 0, 7);  // a rare event: handed on at once
+  ASSERT_EQ(batches.size(), 1u);
+  rec.record(fiber::detail::record_kind::task_done, w, 7, 1);
+  rec.close();  // the rest
+  ASSERT_EQ(batches.size(), 2u);
+  std::vector<fiber::detail::record_kind> kinds;
+  std::string names;
+  for (auto& b : batches)
+    for (std::size_t at = 0; at + sizeof(fiber::detail::flight_record) <= b.size();) {
+      fiber::detail::flight_record r;
+      std::memcpy(&r, b.data() + at, sizeof r);
+      at += sizeof r;
+      if (r.kind == fiber::detail::record_kind::name) names += b.substr(at, r.text_size);
+      at += r.text_size;
+      kinds.push_back(r.kind);
+    }
+  using k = fiber::detail::record_kind;
+  EXPECT_EQ(kinds, (std::vector<k>{k::name, k::task_sent, k::pool_end, k::task_done}));
+  EXPECT_EQ(names, "PoolWorker-1-1");
+  EXPECT_TRUE(dir.files().empty());
+}
+
 TEST(flight_recorder, a_run_nobody_recorded_is_a_clear_error) {
   record_folder dir("none");
   fiber_test::expect_error([&] { (void)fiber::write_trace("abc", (dir.path / "t.json").string(), dir.cfg()); },

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -528,7 +529,8 @@ TEST(nested, a_child_makes_an_async_manager) {
 }
 
 // The run's recording holds the whole tree: the grandchild's start and end, sent up by its
-// parent, under its name in the tree.
+// parent, under its name in the tree; and the tasks of the grandchild's pool, which its own
+// recorder sends up in batches.
 TEST(nested, the_runs_recording_holds_the_grandchildren_by_their_names_in_the_tree) {
   auto dir = std::filesystem::temp_directory_path() / ("fiber-nested-rec-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
@@ -551,12 +553,31 @@ TEST(nested, the_runs_recording_holds_the_grandchildren_by_their_names_in_the_tr
   (void)fiber::write_trace(runs[0].id, out, cfg);
   std::ifstream in(out);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::set<std::string> names;
+  std::set<std::string> names, pool_names;
+  std::map<std::pair<std::int64_t, std::int64_t>, std::string> threads;  // (pid, tid) -> its name
+  std::vector<const boost::json::object*> tasks;
   auto trace = boost::json::parse(text);  // kept: a range-for over a temporary's member dangles
   for (auto& e : trace.at("traceEvents").as_array()) {
     auto& o = e.as_object();
-    if (o.at("ph").as_string() == "X" && o.at("pid").as_int64() == 0) names.insert(std::string(o.at("name").as_string()));
+    auto ph = o.at("ph").as_string();
+    if (ph == "X" && o.at("pid").as_int64() == 0) names.insert(std::string(o.at("name").as_string()));
+    if (ph == "X" && o.at("pid").as_int64() != 0) tasks.push_back(&o);
+    if (ph == "M" && o.at("name").as_string() == "thread_name")
+      threads[{o.at("pid").as_int64(), o.at("tid").as_int64()}] = std::string(o.at("args").at("name").as_string());
+    if (ph == "M" && o.at("name").as_string() == "process_name") pool_names.insert(std::string(o.at("args").at("name").as_string()));
   }
+  // The grandchild's pool: its three items, on its workers, named by their place in the tree.
+  std::int64_t items = 0;
+  for (auto* t : tasks) {
+    auto& worker = threads[{t->at("pid").as_int64(), t->at("tid").as_int64()}];
+    EXPECT_TRUE(worker.starts_with(child_name + "/Process-1/PoolWorker-")) << worker;
+    items += t->at("args").at("items").as_int64();
+  }
+  EXPECT_EQ(items, 3) << text.substr(0, 2000);
+  EXPECT_TRUE(std::any_of(pool_names.begin(), pool_names.end(),
+                          [&](const std::string& n) { return n.ends_with(" in " + child_name + "/Process-1"); }))
+      << text.substr(0, 2000);
+  EXPECT_EQ(runs[0].tasks_done, runs[0].tasks_sent);
   EXPECT_TRUE(names.contains(child_name)) << text.substr(0, 2000);
   EXPECT_TRUE(names.contains(child_name + "/Process-1")) << text.substr(0, 2000);
   EXPECT_TRUE(names.contains(child_name + "/Process-1/PoolWorker-1-1")) << text.substr(0, 2000);

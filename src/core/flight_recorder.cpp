@@ -88,12 +88,29 @@ void flight_recorder::open(const fiber::config& cfg, const std::string& run_id) 
          program_name() + "\t" + cfg.backend);
 }
 
+void flight_recorder::open_relay(const fiber::config& cfg, relay_fn sink) {
+  if (!cfg.record) return;
+  relay_ = std::move(sink);
+  began_ = std::chrono::steady_clock::now();
+  buffer_.reserve(64 << 10);
+}
+
+std::uint64_t flight_recorder::now_ns() const {
+  return static_cast<std::uint64_t>((std::chrono::steady_clock::now() - began_).count());
+}
+
 void flight_recorder::record(record_kind kind, std::uint32_t a, std::uint64_t b, std::uint64_t c, std::uint64_t d,
                              std::string_view text) {
-  if (fd_ < 0 || forked_away) return;
+  if (!on() || forked_away) return;
+  record_at(now_ns(), kind, a, b, c, d, text);
+}
+
+void flight_recorder::record_at(std::uint64_t ns, record_kind kind, std::uint32_t a, std::uint64_t b, std::uint64_t c,
+                                std::uint64_t d, std::string_view text) {
+  if (!on() || forked_away) return;
   std::lock_guard lock(mutex_);
-  if (fd_ < 0 || truncated_) return;
-  flight_record r{.ns = static_cast<std::uint64_t>((std::chrono::steady_clock::now() - began_).count()),
+  if (!on() || truncated_) return;
+  flight_record r{.ns = ns,
                   .kind = kind,
                   .a = a,
                   .b = b,
@@ -107,7 +124,7 @@ void flight_recorder::record(record_kind kind, std::uint32_t a, std::uint64_t b,
 }
 
 std::uint32_t flight_recorder::name(std::string_view n) {
-  if (fd_ < 0) return 0;
+  if (!on()) return 0;
   std::lock_guard lock(mutex_);
   auto [it, added] = names_.try_emplace(std::string(n), static_cast<std::uint32_t>(names_.size() + 1));
   if (added && !truncated_) {
@@ -137,6 +154,11 @@ void flight_recorder::append(const flight_record& given, std::string_view text) 
 }
 
 void flight_recorder::write_out() {
+  if (relay_) {
+    if (!buffer_.empty()) relay_(std::string_view(buffer_.data(), buffer_.size()), now_ns());
+    buffer_.clear();
+    return;
+  }
   std::size_t at = 0;
   while (at < buffer_.size()) {
     auto n = ::write(fd_, buffer_.data() + at, buffer_.size() - at);
@@ -153,12 +175,18 @@ void flight_recorder::write_out() {
 }
 
 void flight_recorder::flush() {
-  if (fd_ < 0 || forked_away) return;
+  if (!on() || forked_away) return;
   std::lock_guard lock(mutex_);
-  if (fd_ >= 0) write_out();
+  if (on()) write_out();
 }
 
 void flight_recorder::close() {
+  if (relay_) {
+    flush();
+    std::lock_guard lock(mutex_);
+    relay_ = nullptr;
+    return;
+  }
   if (fd_ < 0) return;
   if (forked_away) {
     ::close(fd_);

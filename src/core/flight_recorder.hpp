@@ -8,11 +8,14 @@
 // them by number, so a task's events are 40 bytes each and appending one is a copy into a buffer
 // (the cost budget: 2 % at 100,000 tasks a second).
 //
-// Written by the master's runtime only, from any thread (a mutex); the buffer goes to the file when
-// it fills, on the rare events (a worker's end, a pool's end), and when the run ends. Past
-// `record_max_bytes` a `truncated` record is the last.
+// Written by the master's runtime, from any thread (a mutex); the buffer goes to the file when it
+// fills, on the rare events (a worker's end, a pool's end), and when the run ends. Past
+// `record_max_bytes` a `truncated` record is the last. In a child that is a master of its own (its
+// pools), the same buffer goes to the top master instead (open_relay), which adds the records to
+// the run's file.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -79,11 +82,20 @@ class flight_recorder {
   /// Starts recording run `run_id` when cfg.record (a file that cannot be made is logged, and
   /// nothing is recorded); the oldest runs beyond cfg.record_keep are removed.
   void open(const fiber::config& cfg, const std::string& run_id);
-  bool on() const noexcept { return fd_ >= 0; }
+  /// In a child, when cfg.record: the records go to `sink` (bytes in this file's record format,
+  /// without the magic, and this recorder's clock then) each time the buffer would go to a file.
+  using relay_fn = std::function<void(std::string_view records, std::uint64_t now_ns)>;
+  void open_relay(const fiber::config& cfg, relay_fn sink);
+  bool on() const noexcept { return fd_ >= 0 || relay_ != nullptr; }
   const std::string& path() const noexcept { return path_; }
 
   void record(record_kind kind, std::uint32_t a = 0, std::uint64_t b = 0, std::uint64_t c = 0, std::uint64_t d = 0,
               std::string_view text = {});
+  /// A record of an event at `ns` on this recorder's clock (a relayed one, already past).
+  void record_at(std::uint64_t ns, record_kind kind, std::uint32_t a, std::uint64_t b, std::uint64_t c, std::uint64_t d,
+                 std::string_view text);
+  /// This recorder's clock: nanoseconds since it opened.
+  std::uint64_t now_ns() const;
   /// The number a name is recorded under (said in a `name` record the first time).
   std::uint32_t name(std::string_view n);
   /// Writes what is buffered.
@@ -97,6 +109,7 @@ class flight_recorder {
 
   std::mutex mutex_;
   int fd_ = -1;
+  relay_fn relay_;
   std::string path_;
   std::chrono::steady_clock::time_point began_;
   std::vector<char> buffer_;

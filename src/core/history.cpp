@@ -193,6 +193,8 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
     switch (r.kind) {
       case record_kind::name: names[r.a] = text; break;
       case record_kind::pool_begin:
+        // A pool of a child that is a master of its own says which one.
+        if (!text.empty()) out.meta("process_name", pool_pid(r.b), 0, "pool " + std::to_string(pool_pid(r.b)) + " in " + text);
         out.mark(pool_pid(r.b), 0, "pool of " + std::to_string(r.a) + " workers", r.ns, "");
         break;
       case record_kind::pool_end: out.mark(pool_pid(r.b), 0, "pool ended", r.ns, ""); break;

@@ -180,6 +180,20 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
       record_(static_cast<record_kind>(h->aux), p[0].to_string_view(), c, d, p[3].to_string_view());
       return;
     }
+    case kind::record_batch: {
+      auto p = payload();
+      if (upstream_) {  // nested: on up to the top, as it is
+        p.insert(p.begin(), make_header(kind::record_batch, 0, 0, 0));
+        upstream_->send_upstream(std::move(p));
+        return;
+      }
+      if (!take_records_ || p.size() != 4 || p[0].size() != 8 || p[1].size() != 8) return;
+      std::uint64_t sender = 0, now = 0;
+      std::memcpy(&sender, p[0].data(), 8);
+      std::memcpy(&now, p[1].data(), 8);
+      take_records_(sender, now, p[2].to_string_view(), p[3].to_string_view());
+      return;
+    }
     case kind::maker_gone:
       if (upstream_) return upstream_->maker_gone(h->aux);
       maker_gone(h->aux);

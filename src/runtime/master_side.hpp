@@ -59,6 +59,10 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   using record_fn = unique_function<void(record_kind, std::string_view name, std::uint64_t c, std::uint64_t d,
                                          std::string_view text)>;
   void record_with(record_fn f) noexcept { record_ = std::move(f); }
+  /// ... and what takes their own recorders' batches (runtime::take_record_batch).
+  using records_fn = unique_function<void(std::uint64_t sender, std::uint64_t now, std::string_view tree,
+                                          std::string_view records)>;
+  void take_records_with(records_fn f) noexcept { take_records_ = std::move(f); }
   /// Credentials for a child (valid after listen()).
   std::string worker_credentials() const { return keys_.for_worker(plain_auth_); }
 
@@ -130,7 +134,8 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   std::unordered_map<std::string, std::weak_ptr<child_endpoint>> children_;
   std::vector<job*> live_jobs_;
   worker_side* upstream_ = nullptr;  // nested: the master above, where the tree's channels are served
-  record_fn record_;  // the top master's: its recorder and dashboard
+  record_fn record_;
+  records_fn take_records_;  // the top master's: its recorder and dashboard
   // nested: calls to services above passed up for a child: our request -> (child, its request)
   std::map<std::uint64_t, std::pair<std::string, std::uint64_t>> passed_calls_;
   std::uint64_t next_passed_call_ = 0;

@@ -35,8 +35,11 @@ enum class kind : std::uint8_t {
   maker_gone,    // nested master -> up: its child with channel prefix `aux` has ended, and its channels
   record,        // nested master -> up: an event for the top's flight recorder; aux: its record_kind;
                  // frames: the process's name in the tree, c and d (8 bytes each), text
+  record_batch,  // nested master -> up: its own flight recorder's records (its pools' events) for the
+                 // top's; frames: its channel prefix and its recorder's clock now (8 bytes each),
+                 // its name in the tree, the records (flight_recorder's format, names said once)
 };
-inline constexpr std::uint8_t last_runtime_kind = static_cast<std::uint8_t>(kind::record);
+inline constexpr std::uint8_t last_runtime_kind = static_cast<std::uint8_t>(kind::record_batch);
 /// Kinds from here on belong to services.
 inline constexpr std::uint8_t first_service_kind = 32;
 inline constexpr std::uint8_t last_service_kind = 63;

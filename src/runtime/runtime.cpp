@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "core/log.hpp"
@@ -36,6 +37,9 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
   route_ = master_.get();
   master_->record_with([this](record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d,
                               std::string_view text) { record_child_event(k, name, c, d, text); });
+  master_->take_records_with([this](std::uint64_t sender, std::uint64_t now, std::string_view tree, std::string_view records) {
+    take_record_batch(sender, now, tree, records);
+  });
   // The tree's nested masters on a cluster backend start their children through this one.
   services_.keep<spawn_host>(spawn_wire::service_id, [&] { return std::make_shared<spawn_host>(*master_); });
   recorder_.open(cfg_, job_id_);
@@ -54,6 +58,17 @@ runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::stri
   if (const char* d = std::getenv(env_depth); d && std::atoi(d) > 0) depth_ = std::atoi(d);
   worker_ = std::make_shared<worker_side>(loop_, zctx_, cfg_, keys_, master_endpoint, token, gets_, services_);
   route_ = worker_.get();
+  // What this process records (the pools it runs as a master of its own) goes to the top master,
+  // which keeps the run's one recording.
+  const char* tree = std::getenv(env_tree_name);
+  recorder_.open_relay(cfg_, [this, tree = std::string(tree ? tree : "")](std::string_view records, std::uint64_t now) {
+    auto m = std::make_shared<multipart>(make_message(kind::record_batch, {}, as_pod(channel_prefix_ >> 32), as_pod(now),
+                                                      tree, records));
+    if (loop_.this_thread_drives()) return worker_->send_upstream(std::move(*m));
+    asio::post(loop_.io(), [this, m] {
+      if (!shut_down_) worker_->send_upstream(std::move(*m));
+    });
+  });
 }
 
 runtime::~runtime() { stop(); }
@@ -144,6 +159,47 @@ void runtime::record_child_event(record_kind k, std::string_view name, std::uint
   worker_->send_upstream(make_message(kind::record, {.aux = static_cast<std::uint32_t>(k)}, name, as_pod(c), as_pod(d), text));
 }
 
+void runtime::take_record_batch(std::uint64_t sender, std::uint64_t child_now, std::string_view tree,
+                                std::string_view records) {
+  if (!recorder_.on()) return;
+  // The child's names by its numbers; its pools under ids of their own (its prefix above theirs);
+  // its clock moved onto this one's (the batch's transit, well under a millisecond on one host,
+  // is the error).
+  auto& names = relayed_names_[sender];
+  auto offset = static_cast<std::int64_t>(recorder_.now_ns()) - static_cast<std::int64_t>(child_now);
+  auto in_tree = [&](std::string_view n) { return tree.empty() ? std::string(n) : std::string(tree) + "/" + std::string(n); };
+  for (std::size_t at = 0; at + sizeof(flight_record) <= records.size();) {
+    flight_record r;
+    std::memcpy(&r, records.data() + at, sizeof r);
+    at += sizeof r;
+    if (at + r.text_size > records.size()) break;
+    auto text = records.substr(at, r.text_size);
+    at += r.text_size;
+    if (r.kind == record_kind::name) {
+      names[r.a] = recorder_.name(in_tree(text));
+      continue;
+    }
+    auto a = r.a;
+    auto b = r.b;
+    switch (r.kind) {
+      case record_kind::worker_up:
+      case record_kind::worker_down:
+      case record_kind::task_sent:
+      case record_kind::task_done:
+      case record_kind::task_lost:
+      case record_kind::task_timed_out: a = names[r.a]; [[fallthrough]];
+      case record_kind::pool_begin:
+      case record_kind::pool_end:
+      case record_kind::map_begin:
+      case record_kind::map_end: b = (sender << 32) | (r.b & 0xffffffffu); break;
+      default: continue;  // a child's process events come one by one (record_child_event)
+    }
+    auto ns = std::max<std::int64_t>(0, static_cast<std::int64_t>(r.ns) + offset);
+    // A pool says in which process of the tree it runs.
+    recorder_.record_at(static_cast<std::uint64_t>(ns), r.kind, a, b, r.c, r.d, r.kind == record_kind::pool_begin ? tree : text);
+  }
+}
+
 worker_side& runtime::worker() {
   if (!worker_) throw error(errc::not_started, "this is the master: it has no master to talk to");
   return *worker_;
@@ -179,6 +235,7 @@ void runtime::shutdown() noexcept {
   shut_down_ = true;
   services_.shutdown_all();
   if (master_ && worker_) master_->shutdown();  // nested: its children end with it
+  if (worker_) recorder_.close();  // its last records go up while the connection is there
   route_->shutdown();
   recorder_.close();  // after the services: a pool's end is in the recording
   if (dashboard_) dashboard_->close();

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,6 +90,9 @@ class runtime : public std::enable_shared_from_this<runtime> {
   void record_child_event(record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d = 0,
                           std::string_view text = {});
 
+  /// The top master: a nested master's records (kind::record_batch) into the run's recording.
+  void take_record_batch(std::uint64_t sender, std::uint64_t child_now, std::string_view tree, std::string_view records);
+
   // ---- queues and pipes, on the loop thread
   std::uint64_t new_channel_id() noexcept;
   /// Throws message_too_large before anything is sent.
@@ -112,7 +116,8 @@ class runtime : public std::enable_shared_from_this<runtime> {
   pending_gets gets_;
   service_registry services_;
   flight_recorder recorder_;
-  std::unique_ptr<dashboard> dashboard_;  // before the loop goes: its sockets are the loop's
+  std::unique_ptr<dashboard> dashboard_;
+  std::map<std::uint64_t, std::unordered_map<std::uint32_t, std::uint32_t>> relayed_names_;  // by sender: its name numbers -> ours  // before the loop goes: its sockets are the loop's
   std::shared_ptr<master_side> master_;
   std::shared_ptr<worker_side> worker_;
   channel_route* route_ = nullptr;  // master_ or worker_
