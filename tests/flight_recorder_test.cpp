@@ -260,3 +260,56 @@ TEST(flight_recorder, a_pool_run_is_recorded_with_its_deaths_and_timeouts_and_tr
   EXPECT_EQ(std::count_if(marks.begin(), marks.end(), [](auto& m) { return m.starts_with("died: signal 9"); }), 1) << text;
   EXPECT_EQ(std::count_if(marks.begin(), marks.end(), [](auto& m) { return m.ends_with("timed out"); }), 1) << text;
 }
+
+namespace {
+void reduce_three_times(fiber::ring_member& me) {
+  std::vector<double> v(1000, me.rank() + 1.0);
+  for (int i = 0; i < 3; ++i) me.allreduce(std::span<double>(v));
+  me.barrier();
+}
+}  // namespace
+FIBER_REMOTE(reduce_three_times);
+
+// A ring's collectives are in the run's recording, recorded by each member (sent up with its
+// records) and traced as a span per call on the member's track.
+TEST(flight_recorder, a_rings_collectives_are_recorded_by_its_members_and_traced) {
+  record_folder dir("ring");
+  auto cfg = dir.cfg();
+  std::vector<int> pids;
+  {
+    fiber::context ctx(cfg);
+    fiber::ring r(ctx, 2, &reduce_three_times);
+    r.start().get();
+    r.join().get();
+    for (auto& code : r.exitcodes()) ASSERT_EQ(code, 0);
+  }
+  auto out = (dir.path / "ring.trace.json").string();
+  (void)fiber::write_trace("last", out, cfg);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto trace = boost::json::parse(text);
+  std::map<std::int64_t, std::string> members;  // tid -> its name
+  std::map<std::int64_t, std::vector<std::string>> calls;
+  std::int64_t collectives_pid = -1;
+  for (auto& e : trace.at("traceEvents").as_array()) {
+    auto& o = e.as_object();
+    if (o.at("ph") == "M" && o.at("name") == "process_name" && o.at("args").at("name") == "collectives")
+      collectives_pid = o.at("pid").as_int64();
+  }
+  ASSERT_NE(collectives_pid, -1) << text.substr(0, 2000);
+  for (auto& e : trace.at("traceEvents").as_array()) {
+    auto& o = e.as_object();
+    if (o.at("pid").as_int64() != collectives_pid) continue;
+    if (o.at("ph") == "M" && o.at("name") == "thread_name")
+      members[o.at("tid").as_int64()] = std::string(o.at("args").at("name").as_string());
+    if (o.at("ph") == "X") {
+      calls[o.at("tid").as_int64()].emplace_back(o.at("name").as_string());
+      if (o.at("name") == "allreduce") EXPECT_EQ(o.at("args").at("bytes").as_int64(), 8000);
+    }
+  }
+  ASSERT_EQ(calls.size(), 2u) << text.substr(0, 2000);
+  for (auto& [tid, names] : calls) {
+    EXPECT_EQ(names, (std::vector<std::string>{"allreduce", "allreduce", "allreduce", "barrier"}));
+    EXPECT_TRUE(members[tid].starts_with("Ring-")) << members[tid];
+  }
+}

@@ -44,6 +44,8 @@ enum class record_kind : std::uint16_t {
   truncated = 14,    // record_max_bytes reached: nothing after this
   process_start = 15,  // a: the child (name), c: pid (0 until its engine says)
   process_end = 16,    // a: the child, c: exit code (-N: signal N), d: 1 if it raised; text: what it raised
+  collective = 17,     // at its start; a: the ring member (its name in the tree), c: bytes (its own
+                       // share), d: how long it took (ns); text: which ("allreduce"; " failed" after)
 };
 
 /// A task_sent record's `d`: its items (the low 40 bits) and the number of the map it is part of

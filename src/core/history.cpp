@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "core/flight_recorder.hpp"
@@ -168,7 +169,8 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
   };
   std::map<std::pair<int, std::uint64_t>, std::uint64_t> map_at;  // (pool, map) -> when it was submitted
   std::unordered_map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> process_began;  // child -> (ns, pid)
-  bool processes_named = false;
+  bool processes_named = false, collectives_named = false;
+  std::set<std::uint32_t> members_named;
   std::uint64_t flows = 0;
   std::map<std::pair<int, std::uint32_t>, std::deque<sent>> held;  // per worker, in the order sent
   std::map<std::pair<int, std::uint32_t>, std::uint64_t> free_since;
@@ -223,6 +225,15 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
         out.mark(pool_pid(r.b), r.a, "task " + std::to_string(r.c) + " timed out", r.ns, "");
         break;
       case record_kind::truncated: out.mark(1, 0, "recording truncated (record_max_bytes)", r.ns, ""); break;
+      case record_kind::collective: {
+        // The rings' members, each a track of a `collectives` process, a span per call.
+        constexpr int collectives_pid = 1 << 30;
+        if (!collectives_named) out.meta("process_name", collectives_pid, 0, "collectives");
+        collectives_named = true;
+        if (members_named.insert(r.a).second) out.meta("thread_name", collectives_pid, r.a, names[r.a]);
+        out.span(collectives_pid, r.a, text, r.ns, r.ns + r.d, "\"bytes\":" + std::to_string(r.c));
+        break;
+      }
       case record_kind::process_start: process_began[r.a] = {r.ns, r.c}; break;
       case record_kind::process_end: {
         // The master's children, pool workers included, each a track of process 0.

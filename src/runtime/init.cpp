@@ -139,6 +139,8 @@ int run_worker() {
   rt->wait_for_held();
   if (failure) log(log_level::error, "target raised " + failure->type + ": " + failure->message);
   auto detail = failure ? failure->encode() : std::string();
+  // What it recorded (its pools, its collectives) reaches the top master before its end does.
+  rt->run_sync([&] { rt->recorder().flush(); });
   rt->worker().send_upstream(make_message(kind::done, {.aux = failure ? 1u : 0u}, detail));
   int code = failure ? 1 : 0;
   std::fflush(nullptr);

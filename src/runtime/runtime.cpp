@@ -167,7 +167,10 @@ void runtime::take_record_batch(std::uint64_t sender, std::uint64_t child_now, s
   // is the error).
   auto& names = relayed_names_[sender];
   auto offset = static_cast<std::int64_t>(recorder_.now_ns()) - static_cast<std::int64_t>(child_now);
-  auto in_tree = [&](std::string_view n) { return tree.empty() ? std::string(n) : std::string(tree) + "/" + std::string(n); };
+  auto in_tree = [&](std::string_view n) {
+    if (n.empty()) return std::string(tree);  // the child itself
+    return tree.empty() ? std::string(n) : std::string(tree) + "/" + std::string(n);
+  };
   for (std::size_t at = 0; at + sizeof(flight_record) <= records.size();) {
     flight_record r;
     std::memcpy(&r, records.data() + at, sizeof r);
@@ -192,6 +195,7 @@ void runtime::take_record_batch(std::uint64_t sender, std::uint64_t child_now, s
       case record_kind::pool_end:
       case record_kind::map_begin:
       case record_kind::map_end: b = (sender << 32) | (r.b & 0xffffffffu); break;
+      case record_kind::collective: a = names[r.a]; break;
       default: continue;  // a child's process events come one by one (record_child_event)
     }
     auto ns = std::max<std::int64_t>(0, static_cast<std::int64_t>(r.ns) + offset);

@@ -4,16 +4,48 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/flight_recorder.hpp"
+#include "fiber/context.hpp"
 #include "fiber/ring.hpp"
 #include "primitives/ring/collective_thread.hpp"
 #include "primitives/ring/mesh.hpp"
+#include "runtime/runtime.hpp"
 
 namespace fiber::detail {
 
 namespace {
+/// A collective in the run's recording, from its start to its end (a member's recorder sends it to
+/// the top master with its other records; about 0.2 µs, against a collective's microseconds).
+class recorded_collective {
+ public:
+  recorded_collective(const char* what, std::size_t bytes)
+      : rec_(fiber::context::default_context().runtime()->recorder()), what_(what), bytes_(bytes),
+        exceptions_(std::uncaught_exceptions()) {
+    if (rec_.on()) start_ = rec_.now_ns();
+  }
+  ~recorded_collective() {
+    if (!rec_.on()) return;
+    bool failed = std::uncaught_exceptions() > exceptions_;
+    // "": this process itself (the top master names it by its place in the tree).
+    rec_.record_at(start_, record_kind::collective, rec_.name(""), 0, bytes_, rec_.now_ns() - start_,
+                   failed ? std::string(what_) + " failed" : std::string(what_));
+  }
+  recorded_collective(const recorded_collective&) = delete;
+  recorded_collective& operator=(const recorded_collective&) = delete;
+
+ private:
+  flight_recorder& rec_;
+  const char* what_;
+  std::size_t bytes_;
+  int exceptions_;
+  std::uint64_t start_ = 0;
+};
+
 /// Chunk k of `count` elements cut into n balanced chunks: [begin, end).
 std::pair<std::size_t, std::size_t> chunk(std::size_t count, int n, int k) {
   return {count * static_cast<std::size_t>(k) / static_cast<std::size_t>(n),
@@ -98,6 +130,7 @@ void ring_allreduce(const ring_member& me, void* data, std::size_t count, std::s
   wait_for_queued(me);  // after this member's async collectives, in call order
   int n = me.size(), r = me.rank();
   if (n == 1 || count == 0) return;
+  recorded_collective recorded("allreduce", count * element);
   auto& mesh = mesh_of(me);
   if (count * element <= small_allreduce_bytes)
     allreduce_by_doubling(mesh, r, n, static_cast<char*>(data), count, element, combine, op);
@@ -111,6 +144,7 @@ void ring_broadcast(const ring_member& me, void* data, std::size_t bytes, int ro
   if (root < 0 || root >= n)
     throw error(errc::config_error, "broadcast from rank " + std::to_string(root) + " in a ring of " + std::to_string(n));
   if (n == 1 || bytes == 0) return;
+  recorded_collective recorded("broadcast", bytes);
   auto& mesh = mesh_of(me);
   int pos = mod(r - root, n);  // position counted from the root
   if (bytes <= small_broadcast_bytes) {
@@ -147,6 +181,8 @@ void ring_allgather(const ring_member& me, const void* mine, void* all, std::siz
   wait_for_queued(me);  // after this member's async collectives, in call order
   int n = me.size(), r = me.rank();
   auto* out = static_cast<char*>(all);
+  std::optional<recorded_collective> recorded;
+  if (n > 1 && bytes_each) recorded.emplace("allgather", bytes_each);
   if (n > 1 && bytes_each && bytes_each * static_cast<std::size_t>(n) <= small_allgather_bytes) {
     // Bruck: after the step of distance d a member holds the blocks of ranks r .. r+2d-1 (in
     // that order); it sends the ones it has to r - d and appends those of r + d. ceil(log2 N)
@@ -180,6 +216,8 @@ void ring_reduce_scatter(const ring_member& me, const void* in, void* out, std::
   wait_for_queued(me);  // after this member's async collectives, in call order
   int n = me.size(), r = me.rank();
   auto block = count_each * element;
+  std::optional<recorded_collective> recorded;
+  if (n > 1 && block) recorded.emplace("reduce_scatter", block * static_cast<std::size_t>(n));
   if (n == 1 || block == 0) {
     if (block) std::memmove(out, in, block);
     return;
@@ -243,6 +281,7 @@ void ring_member::barrier() const {
   // before it; after ceil(log2 N) rounds every member has heard, through others, from all.
   int n = size_;
   if (n == 1) return;
+  detail::recorded_collective recorded("barrier", 0);
   auto& mesh = detail::mesh_of(*this);
   char out = 0, in = 0;
   for (int d = 1; d < n; d <<= 1)
