@@ -3,6 +3,7 @@
 // deaths and timeouts included, and written as a trace with a span per task on its worker's track.
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
+#include <cstring>
 #include <fiber/history.hpp>
 
 #include "core/flight_recorder.hpp"
@@ -312,4 +313,46 @@ TEST(flight_recorder, a_rings_collectives_are_recorded_by_its_members_and_traced
     EXPECT_EQ(names, (std::vector<std::string>{"allreduce", "allreduce", "allreduce", "barrier"}));
     EXPECT_TRUE(members[tid].starts_with("Ring-")) << members[tid];
   }
+}
+
+namespace {
+void hold_64_mib() {
+  std::vector<char> big(64 << 20);
+  std::memset(big.data(), 1, big.size());  // touched: resident
+  volatile char kept = big[12345];
+  (void)kept;
+}
+}  // namespace
+FIBER_REMOTE(hold_64_mib);
+
+// Each process records its memory (and once at its end, with its peak); the trace shows it as a
+// counter per process.
+TEST(flight_recorder, each_process_records_its_memory_and_the_trace_shows_it) {
+  record_folder dir("memory");
+  auto cfg = dir.cfg({{"record_memory_ms", "0"}});  // at the end only: what the test can count on
+  std::string child;
+  {
+    fiber::context ctx(cfg);
+    fiber::process p(ctx, &hold_64_mib);
+    child = p.name();
+    p.start().get();
+    p.join().get();
+    ASSERT_EQ(p.exitcode(), 0);
+  }
+  auto out = (dir.path / "memory.trace.json").string();
+  (void)fiber::write_trace("last", out, cfg);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto trace = boost::json::parse(text);
+  std::map<std::string, double> peak;  // by process
+  for (auto& e : trace.at("traceEvents").as_array()) {
+    auto& o = e.as_object();
+    if (o.at("ph") != "C") continue;
+    auto& args = o.at("args").as_object();
+    EXPECT_GT(args.at("resident_MB").to_number<double>(), 0.0);
+    peak[std::string(o.at("name").as_string())] = args.at("peak_MB").to_number<double>();
+  }
+  ASSERT_TRUE(peak.contains(child)) << text.substr(0, 2000);
+  EXPECT_GE(peak[child], 64 * 1.048576);  // 64 MiB, in MB
+  EXPECT_TRUE(peak.contains("master")) << text.substr(0, 2000);
 }

@@ -54,6 +54,8 @@ struct config {
                                             // ~/.local/state/fiber/runs
   std::uint64_t record_max_bytes = std::uint64_t{128} << 20;  // a run's file stops growing here
   int record_keep = 50;                     // recordings kept in the folder (the oldest go)
+  int record_memory_ms = 1000;              // each process's memory is recorded this often (and at
+                                            // its end); 0: at its end only
   bool dashboard = false;                   // the master serves a live page of the run; the URL
                                             // it prints to stderr carries a random token
   std::string dashboard_address = "127.0.0.1";  // where the page listens: this host only

@@ -46,6 +46,8 @@ enum class record_kind : std::uint16_t {
   process_end = 16,    // a: the child, c: exit code (-N: signal N), d: 1 if it raised; text: what it raised
   collective = 17,     // at its start; a: the ring member (its name in the tree), c: bytes (its own
                        // share), d: how long it took (ns); text: which ("allreduce"; " failed" after)
+  memory = 18,         // a: the process (its name in the tree; "master"), c: its resident bytes, d: its
+                       // peak (record_memory_ms apart, and once at its end)
 };
 
 /// A task_sent record's `d`: its items (the low 40 bits) and the number of the map it is part of

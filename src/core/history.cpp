@@ -8,6 +8,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -111,6 +112,10 @@ class trace_writer {
     line() << "{\"ph\":\"f\",\"bp\":\"e\",\"id\":" << id << ",\"name\":\"map\",\"cat\":\"map\",\"pid\":" << pid
            << ",\"tid\":" << tid << ",\"ts\":" << us(to_ns) << "}";
   }
+  void counter(int pid, std::string_view name, std::uint64_t ns, std::string_view args) {
+    line() << "{\"ph\":\"C\",\"name\":" << json_text(name) << ",\"pid\":" << pid << ",\"ts\":" << us(ns)
+           << ",\"args\":{" << args << "}}";
+  }
   void mark(int pid, std::uint32_t tid, std::string_view name, std::uint64_t ns, std::string_view args) {
     line() << "{\"ph\":\"i\",\"s\":\"t\",\"name\":" << json_text(name) << ",\"pid\":" << pid << ",\"tid\":" << tid
            << ",\"ts\":" << us(ns) << ",\"args\":{" << args << "}}";
@@ -169,7 +174,7 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
   };
   std::map<std::pair<int, std::uint64_t>, std::uint64_t> map_at;  // (pool, map) -> when it was submitted
   std::unordered_map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> process_began;  // child -> (ns, pid)
-  bool processes_named = false, collectives_named = false;
+  bool processes_named = false, collectives_named = false, memory_named = false;
   std::set<std::uint32_t> members_named;
   std::uint64_t flows = 0;
   std::map<std::pair<int, std::uint32_t>, std::deque<sent>> held;  // per worker, in the order sent
@@ -232,6 +237,17 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
         collectives_named = true;
         if (members_named.insert(r.a).second) out.meta("thread_name", collectives_pid, r.a, names[r.a]);
         out.span(collectives_pid, r.a, text, r.ns, r.ns + r.d, "\"bytes\":" + std::to_string(r.c));
+        break;
+      }
+      case record_kind::memory: {
+        // Each process's memory, a counter track of a `memory` process (MB).
+        constexpr int memory_pid = (1 << 30) + 1;
+        if (!memory_named) out.meta("process_name", memory_pid, 0, "memory");
+        memory_named = true;
+        char mb[96];
+        std::snprintf(mb, sizeof mb, "\"resident_MB\":%.1f,\"peak_MB\":%.1f", static_cast<double>(r.c) / 1e6,
+                      static_cast<double>(r.d) / 1e6);
+        out.counter(memory_pid, names[r.a], r.ns, mb);
         break;
       }
       case record_kind::process_start: process_began[r.a] = {r.ns, r.c}; break;

@@ -140,7 +140,10 @@ int run_worker() {
   if (failure) log(log_level::error, "target raised " + failure->type + ": " + failure->message);
   auto detail = failure ? failure->encode() : std::string();
   // What it recorded (its pools, its collectives) reaches the top master before its end does.
-  rt->run_sync([&] { rt->recorder().flush(); });
+  rt->run_sync([&] {
+    rt->record_memory();
+    rt->recorder().flush();
+  });
   rt->worker().send_upstream(make_message(kind::done, {.aux = failure ? 1u : 0u}, detail));
   int code = failure ? 1 : 0;
   std::fflush(nullptr);

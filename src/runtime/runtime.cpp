@@ -1,5 +1,6 @@
 #include "runtime/runtime.hpp"
 #include "core/malloc_tuning.hpp"
+#include "core/process_memory.hpp"
 
 #include <asio/post.hpp>
 
@@ -43,6 +44,7 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
   // The tree's nested masters on a cluster backend start their children through this one.
   services_.keep<spawn_host>(spawn_wire::service_id, [&] { return std::make_shared<spawn_host>(*master_); });
   recorder_.open(cfg_, job_id_);
+  loop_.run_or_post([this] { sample_memory_every(); });
   if (cfg_.dashboard) {
     dashboard_ = std::make_unique<dashboard>(loop_.io(), cfg_, dashboard_view(job_id_, program_name(), cfg_.backend));
     std::fprintf(stderr, "fiber: dashboard of run %s at %s\n", job_id_.c_str(), dashboard_->url().c_str());
@@ -69,6 +71,7 @@ runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::stri
       if (!shut_down_) worker_->send_upstream(std::move(*m));
     });
   });
+  loop_.run_or_post([this] { sample_memory_every(); });
 }
 
 runtime::~runtime() { stop(); }
@@ -159,6 +162,27 @@ void runtime::record_child_event(record_kind k, std::string_view name, std::uint
   worker_->send_upstream(make_message(kind::record, {.aux = static_cast<std::uint32_t>(k)}, name, as_pod(c), as_pod(d), text));
 }
 
+void runtime::record_memory() {
+  if (!recorder_.on()) return;
+  auto m = this_process_memory();
+  // A child is named by the top master (its place in the tree); the master by this.
+  recorder_.record(record_kind::memory, recorder_.name(worker_ ? "" : "master"), 0, m.resident, m.peak);
+}
+
+void runtime::sample_memory_every() {
+  // Not on a caller's io_context: a timer of fiber's that never ends would keep its run() from
+  // returning once the caller's own work is done. There, the memory is recorded at the end.
+  if (!recorder_.on() || cfg_.record_memory_ms <= 0 || shut_down_ || !loop_.owns_loop()) return;
+  if (!memory_timer_) memory_timer_ = std::make_unique<asio::steady_timer>(loop_.io());
+  memory_timer_->expires_after(std::chrono::milliseconds(cfg_.record_memory_ms));
+  // Cancelled by shutdown(): `this` is touched only when the wait ran out.
+  memory_timer_->async_wait([this](std::error_code ec) {
+    if (ec || shut_down_) return;
+    record_memory();
+    sample_memory_every();
+  });
+}
+
 void runtime::take_record_batch(std::uint64_t sender, std::uint64_t child_now, std::string_view tree,
                                 std::string_view records) {
   if (!recorder_.on()) return;
@@ -195,7 +219,8 @@ void runtime::take_record_batch(std::uint64_t sender, std::uint64_t child_now, s
       case record_kind::pool_end:
       case record_kind::map_begin:
       case record_kind::map_end: b = (sender << 32) | (r.b & 0xffffffffu); break;
-      case record_kind::collective: a = names[r.a]; break;
+      case record_kind::collective:
+      case record_kind::memory: a = names[r.a]; break;
       default: continue;  // a child's process events come one by one (record_child_event)
     }
     auto ns = std::max<std::int64_t>(0, static_cast<std::int64_t>(r.ns) + offset);
@@ -236,6 +261,8 @@ void runtime::release(std::uint64_t channel) noexcept { route_->release(channel)
 
 void runtime::shutdown() noexcept {
   if (shut_down_) return;
+  if (memory_timer_) memory_timer_->cancel();
+  record_memory();  // its last: what it held at its end, and at most
   shut_down_ = true;
   services_.shutdown_all();
   if (master_ && worker_) master_->shutdown();  // nested: its children end with it

@@ -4,6 +4,7 @@
 // backend) or a worker's (its connection to the master). Everything here runs on the loop.
 #pragma once
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -90,6 +91,8 @@ class runtime : public std::enable_shared_from_this<runtime> {
   void record_child_event(record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d = 0,
                           std::string_view text = {});
 
+  /// Records this process's memory now (record_kind::memory), when it records.
+  void record_memory();
   /// The top master: a nested master's records (kind::record_batch) into the run's recording.
   void take_record_batch(std::uint64_t sender, std::uint64_t child_now, std::string_view tree, std::string_view records);
 
@@ -117,7 +120,10 @@ class runtime : public std::enable_shared_from_this<runtime> {
   service_registry services_;
   flight_recorder recorder_;
   std::unique_ptr<dashboard> dashboard_;
-  std::map<std::uint64_t, std::unordered_map<std::uint32_t, std::uint32_t>> relayed_names_;  // by sender: its name numbers -> ours  // before the loop goes: its sockets are the loop's
+  std::map<std::uint64_t, std::unordered_map<std::uint32_t, std::uint32_t>> relayed_names_;
+  /// Records the memory every record_memory_ms while this runs (on the loop).
+  void sample_memory_every();
+  std::unique_ptr<asio::steady_timer> memory_timer_;  // by sender: its name numbers -> ours  // before the loop goes: its sockets are the loop's
   std::shared_ptr<master_side> master_;
   std::shared_ptr<worker_side> worker_;
   channel_route* route_ = nullptr;  // master_ or worker_
