@@ -15,9 +15,13 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <csignal>
+#include <filesystem>
+#include <map>
 #include <string>
 
+#include "core/flight_recorder.hpp"
 #include "support.hpp"
 
 namespace {
@@ -307,19 +311,40 @@ TEST(dashboard, a_worker_its_engine_holds_back_is_waiting_with_the_engines_reaso
   } else {
     GTEST_SKIP() << "the " << fiber_test::backend_under_test() << " backend starts a worker at once: nothing holds one back";
   }
-  fiber::context ctx(with_dashboard(held_back));
-  auto u = parse(ctx.dashboard_url());
-  fiber::pool p(ctx, 1);
-  auto s = state_when(u, [&](const boost::json::object& st) {
-    auto pool = pool_in(st);
-    auto* workers = pool.if_contains("workers");
-    if (!workers || workers->as_array().empty()) return false;
-    auto& w = workers->as_array()[0].as_object();
-    return w.contains("pending") && std::string(w.at("pending").as_string()).find(reason) != std::string::npos;
-  });
-  auto pool = pool_in(s);
-  auto& w = pool.at("workers").as_array()[0].as_object();
-  EXPECT_EQ(w.at("state").as_string(), "waiting");
-  EXPECT_EQ(num(w.at("items")), 0u);
-  EXPECT_EQ(p.stats().workers_started, 1u);
+  auto dir = std::filesystem::temp_directory_path() / ("fiber-dash-rec-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  held_back.emplace_back("record_dir", dir.string());
+  std::string worker;
+  {
+    fiber::context ctx(with_dashboard(held_back));
+    auto u = parse(ctx.dashboard_url());
+    fiber::pool p(ctx, 1);
+    auto s = state_when(u, [&](const boost::json::object& st) {
+      auto pool = pool_in(st);
+      auto* workers = pool.if_contains("workers");
+      if (!workers || workers->as_array().empty()) return false;
+      auto& w = workers->as_array()[0].as_object();
+      return w.contains("pending") && std::string(w.at("pending").as_string()).find(reason) != std::string::npos;
+    });
+    auto pool = pool_in(s);
+    auto& w = pool.at("workers").as_array()[0].as_object();
+    EXPECT_EQ(w.at("state").as_string(), "waiting");
+    EXPECT_EQ(num(w.at("items")), 0u);
+    EXPECT_EQ(p.stats().workers_started, 1u);
+    worker = std::string(w.at("name").as_string());
+  }
+  // The run's recording says so too: the engine's reason, on the worker's process.
+  std::vector<std::filesystem::path> files;
+  for (auto& f : std::filesystem::directory_iterator(dir)) files.push_back(f.path());
+  ASSERT_EQ(files.size(), 1u);
+  std::map<std::uint32_t, std::string> names;
+  std::vector<std::string> pending_of_worker;
+  for (auto& [r, text] : fiber::detail::read_flight_file(files[0].string())) {
+    if (r.kind == fiber::detail::record_kind::name) names[r.a] = text;
+    if (r.kind == fiber::detail::record_kind::process_pending && names[r.a] == worker) pending_of_worker.push_back(text);
+  }
+  EXPECT_TRUE(std::any_of(pending_of_worker.begin(), pending_of_worker.end(),
+                          [&](const std::string& t) { return t.find(reason) != std::string::npos; }))
+      << worker << " pended with: " << (pending_of_worker.empty() ? std::string("nothing") : pending_of_worker.back());
+  std::filesystem::remove_all(dir);
 }

@@ -63,6 +63,9 @@ class job {
   /// reason, a pod's scheduling message or container's waiting reason). Empty when it is not
   /// waiting or the engine says nothing. On the io_context's thread.
   virtual std::string pending_reason() const { return {}; }
+  /// Calls `f(reason)` on the io_context each time that reason changes (nothing where the engine
+  /// never holds a child back).
+  virtual void on_pending(unique_function<void(const std::string&)>) {}
 };
 
 class backend {

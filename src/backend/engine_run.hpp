@@ -51,6 +51,8 @@ class engine_run {
     if (identified_) return f();
     on_identified_.push_back(std::move(f));
   }
+  /// `f(reason)` each time pending_reason() changes while it waits (job::on_pending).
+  void on_pending(unique_function<void(const std::string&)> f) { on_pending_ = std::move(f); }
 
  protected:
   /// The child ended with `code` (-N: killed by signal N), `detail` saying why where the engine
@@ -75,6 +77,13 @@ class engine_run {
     on_identified_.clear();
   }
   void mark_running() { run_all(running_, on_running_); }
+  /// The engine said something new about why it waits (pending_reason() changed): told once.
+  void pending_changed() {
+    auto why = pending_reason();
+    if (why.empty() || why == pending_said_) return;
+    pending_said_ = why;
+    if (on_pending_) on_pending_(why);
+  }
   void mark_identified() { run_all(identified_, on_identified_); }
 
  private:
@@ -89,6 +98,8 @@ class engine_run {
   std::string detail_;
   unique_function<void(int)> on_exit_;
   std::vector<unique_function<void()>> on_running_, on_identified_;
+  unique_function<void(const std::string&)> on_pending_;
+  std::string pending_said_;
 };
 
 /// The job of an engine's run: each call goes to the run; destroying it reaps the child.
@@ -108,6 +119,7 @@ class engine_job final : public job {
   void reported_pid(int p) override { run_->reported_pid(p); }
   void expect_exit() override { run_->expect_exit(); }
   std::string pending_reason() const override { return run_->pending_reason(); }
+  void on_pending(unique_function<void(const std::string&)> f) override { run_->on_pending(std::move(f)); }
 
  private:
   std::shared_ptr<engine_run> run_;

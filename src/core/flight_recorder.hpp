@@ -48,6 +48,7 @@ enum class record_kind : std::uint16_t {
                        // share), d: how long it took (ns); text: which ("allreduce"; " failed" after)
   memory = 18,         // a: the process (its name in the tree; "master"), c: its resident bytes, d: its
                        // peak (record_memory_ms apart, and once at its end)
+  process_pending = 19,  // a: the child; text: why its engine has not started it (each new reason)
 };
 
 /// A task_sent record's `d`: its items (the low 40 bits) and the number of the map it is part of

@@ -250,6 +250,13 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
         out.counter(memory_pid, names[r.a], r.ns, mb);
         break;
       }
+      case record_kind::process_pending:
+        // On the process's track, where its span begins once it runs.
+        if (!processes_named) out.meta("process_name", 0, 0, "processes");
+        processes_named = true;
+        out.meta("thread_name", 0, r.a, names[r.a]);
+        out.mark(0, r.a, "pending: " + text, r.ns, "\"reason\":" + json_text(text));
+        break;
       case record_kind::process_start: process_began[r.a] = {r.ns, r.c}; break;
       case record_kind::process_end: {
         // The master's children, pool workers included, each a track of process 0.

@@ -65,6 +65,10 @@ void child_process::start(started_handler& done) {
   child_->on_exit([weak = weak_from_this()](int code) {
     if (auto self = weak.lock()) self->on_exit(code);
   });
+  // In the run's recording: why the engine holds it back (a Slurm queue, a pod not scheduled).
+  child_->on_pending([weak = weak_from_this()](const std::string& why) {
+    if (auto self = weak.lock()) self->rt_->record_child_event(record_kind::process_pending, self->tree_name_, 0, 0, why);
+  });
   // The handshake deadline counts from when the child runs: a scheduler's queue wait is not the
   // child's fault (a backend that queues fails a hopeless wait itself).
   child_->when_running([weak = weak_from_this()] {

@@ -203,6 +203,7 @@ void pod_run::changed(const boost::json::object* pod, const std::string& problem
           string_at(&co, "reason") == "Unschedulable") {
         auto message = string_at(&co, "message");
         last_reason = "Unschedulable: " + message;
+        pending_changed();
         if (shared->cfg.kubernetes_autoscaling) continue;
         // The scheduler names no taint: which ones, and whether they pass by themselves, takes
         // the nodes (when this master may list them).
@@ -223,6 +224,7 @@ void pod_run::changed(const boost::json::object* pod, const std::string& problem
       auto reason = string_at(waiting, "reason");
       auto message = string_at(waiting, "message");
       last_reason = reason + (message.empty() ? "" : ": " + message);
+      pending_changed();
       if (hopeless_waiting_reason(reason)) return fail("Kubernetes cannot start its pod " + name + ": " + last_reason);
     } else if (object_at(*state, "running")) {
       running();
@@ -259,6 +261,7 @@ void pod_run::check_taints(const std::string& message, const boost::json::object
     // would, up to the pending timeout. The scheduler tries again when the nodes change; asking
     // again once it refuses again sees whether the taints are still passing ones.
     self->last_reason = "Unschedulable: " + message + (taints.nodes.empty() ? "" : " Untolerated: " + taints.nodes);
+    self->pending_changed();
     logf(log_level::warn, self->process_name, ": its pod ", self->name, " waits: ",
          taints.nodes.empty() ? std::string("the taints that kept it off are gone") : "the nodes carry " + taints.nodes,
          ", taints the cluster takes off by itself (up to kubernetes_pending_timeout_ms=",

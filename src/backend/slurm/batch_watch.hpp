@@ -199,6 +199,7 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
   void pending(const job_row& row) {
     if (row.reason != last_reason) {
       last_reason = row.reason;
+      pending_changed();
       logf(log_level::debug, process_name, ": Slurm job ", id, " pends: ", row.reason);
     }
     if (hopeless_reason(row.reason))
