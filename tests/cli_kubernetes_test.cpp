@@ -81,6 +81,21 @@ class fiber_command_on_kubernetes : public ::testing::Test {
     auto p = pods("job-name=" + name);
     return p.empty() ? "" : std::string(p[0].at("metadata").at("uid").as_string());
   }
+  /// True once a pod owned by the pod with `uid` is Running as the API server says (the kubelet
+  /// reports it a moment after its container runs, so a child may say it runs before it does).
+  static bool a_worker_running_of(const std::string& uid) {
+    return fiber_test::await_pods("app.kubernetes.io/managed-by=fiber", [&](const auto& all) {
+      for (auto& [name, pod] : all) {
+        auto* owners = pod.at("metadata").as_object().if_contains("ownerReferences");
+        auto* status = pod.if_contains("status");
+        auto* phase = status && status->is_object() ? status->as_object().if_contains("phase") : nullptr;
+        if (!owners || !phase || !phase->is_string() || phase->as_string() != "Running") continue;
+        for (auto& r : owners->as_array())
+          if (r.at("uid").as_string() == uid) return true;
+      }
+      return false;
+    });
+  }
   /// True once no pod is owned by the pod with `uid` (a watch, bounded against hangs only).
   static bool no_workers_of(const std::string& uid) {
     return fiber_test::await_pods("app.kubernetes.io/managed-by=fiber", [&](const auto& all) {
@@ -210,6 +225,11 @@ TEST_F(fiber_command_on_kubernetes, ps_logs_and_stop_follow_a_detached_run_and_s
   auto name = start("held", FIBER_TEST_ORPHAN_MASTER);
   auto line = first_line(name);  // its child's pid, once the child runs
   ASSERT_FALSE(line.empty()) << "the master printed nothing";
+  auto uid = master_uid(name);
+  ASSERT_FALSE(uid.empty());
+  // What `ps` counts: the worker's pod Running in the API server (CI once saw the child's pid
+  // before the kubelet had said so).
+  ASSERT_TRUE(a_worker_running_of(uid));
   auto ps = fiber("ps");
   EXPECT_EQ(ps.code, 0) << ps.out;
   ASSERT_NE(ps.out.find(name), std::string::npos) << ps.out;
@@ -219,8 +239,6 @@ TEST_F(fiber_command_on_kubernetes, ps_logs_and_stop_follow_a_detached_run_and_s
   EXPECT_TRUE(row.ends_with(" 1")) << "one running worker: " << row;
   auto logs = fiber("logs " + name);
   EXPECT_NE(logs.out.find(line), std::string::npos) << logs.out;
-  auto uid = master_uid(name);
-  ASSERT_FALSE(uid.empty());
   auto stopped = fiber("stop " + name);
   EXPECT_EQ(stopped.code, 0) << stopped.out;
   // Gone when stop returns: the Job, its pod, and the worker its master made.
