@@ -5,7 +5,8 @@
 #   etcd etcdctl                                                                     (go.etcd.io/etcd)
 #   containerd containerd-shim-runc-v2 ctr                                           (containerd v2)
 # A warm run (all present) prints the folder at once. The Go module and build caches live beside
-# the binaries, so a build that was cut short goes on where it stopped.
+# the binaries while it builds, so a build that was cut short goes on where it stopped; they are
+# dropped once all the binaries are there.
 # Cache: FIBER_CACHE, else $XDG_CACHE_HOME/fiber, else ~/.cache/fiber. Progress goes to stderr.
 set -euo pipefail
 
@@ -111,4 +112,9 @@ fi
 
 complete || { say "some binaries are missing from $bin"; exit 1; }
 say "built in $((SECONDS - started)) s"
+# The Go build and module caches and the sources hold several GB that a warm run never reads
+# again: dropped once every binary is here, so a machine with little disk left keeps room for
+# the build and the tests (a cold CI run once failed to link for want of space).
+go clean -cache -modcache >&2 || say "could not empty the Go caches under $cache/go"
+rm -rf "$dest/src" "$cache/go"
 echo "$bin"

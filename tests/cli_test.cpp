@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fiber/history.hpp>
+
 #include "cli_support.hpp"
 #include "docker_support.hpp"
 #include "support.hpp"
@@ -88,6 +90,32 @@ TEST_F(fiber_command, runs_the_pi_example_built_and_pushed_and_exits_with_its_co
   EXPECT_NE(r.out.find("image " + registry_ + "/fibertest/pi-estimation@sha256:"), std::string::npos) << r.out;
   auto tags = http_get("http://" + registry_ + "/v2/fibertest/pi-estimation/tags/list");
   EXPECT_NE(tags.find("\"tags\""), std::string::npos) << tags;
+}
+
+// The master's container records the run into this host's record folder (bound into it), so the
+// run is in `fiber history` here once its container is gone.
+TEST_F(fiber_command, a_runs_recording_lands_on_this_host_and_outlives_its_container) {
+  auto name = unique("recorded");
+  started_.push_back(name);
+  auto dir = fs::path(testing::TempDir()) / unique("runs");
+  fs::remove_all(dir);
+  auto env = "FIBER_RECORD_DIR=" + dir.string();
+  auto r = fiber_cmd("run --build --attach --name " + name + " -- " FIBER_TEST_BUILD_DIR "/examples/pi_estimation", env);
+  ASSERT_EQ(r.code, 0) << r.out;
+  fiber_cmd("stop " + name);
+  EXPECT_TRUE(containers("fiber.run", name).empty());
+  auto runs = fiber::run_history(fiber::config::load({{"record_dir", dir.string()}}));
+  ASSERT_EQ(runs.size(), 1u) << r.out;
+  auto& run = runs.front();
+  EXPECT_EQ(run.backend, "docker");
+  EXPECT_NE(run.program.find("pi_estimation"), std::string::npos) << run.program;
+  EXPECT_TRUE(run.ended);
+  EXPECT_GT(run.tasks_sent, 0u);
+  EXPECT_EQ(run.tasks_done, run.tasks_sent);
+  EXPECT_GT(run.workers_started, 0u);
+  auto listed = fiber_cmd("history", env);
+  EXPECT_NE(listed.out.find(run.id), std::string::npos) << listed.out;
+  fs::remove_all(dir);
 }
 
 // The second test registry wants a login (htpasswd: fiber / fiber-test-secret, scripts/engines.sh).

@@ -212,6 +212,7 @@ TEST(flight_recorder, a_pool_run_is_recorded_with_its_deaths_and_timeouts_and_tr
   std::map<std::int64_t, std::string> tracks;  // tid -> worker name
   std::map<std::int64_t, std::vector<std::pair<double, double>>> spans;
   std::map<std::string, int> ends;
+  std::map<std::string, int> said_how_long;  // by end: spans whose worker said how long the task ran
   std::vector<std::string> marks;
   std::map<std::int64_t, int> flow_starts, flow_ends;  // by flow id
   std::map<std::string, std::string> processes;        // name -> how it ended
@@ -229,6 +230,7 @@ TEST(flight_recorder, a_pool_run_is_recorded_with_its_deaths_and_timeouts_and_tr
       auto from = o.at("ts").to_number<double>();
       spans[o.at("tid").as_int64()].emplace_back(from, from + o.at("dur").to_number<double>());
       ++ends[std::string(o.at("args").at("end").as_string())];
+      if (o.at("args").as_object().contains("ran_us")) ++said_how_long[std::string(o.at("args").at("end").as_string())];
     }
     if (ph == "i") marks.push_back(std::string(o.at("name").as_string()));
     if (ph == "s") ++flow_starts[o.at("id").as_int64()];
@@ -244,6 +246,9 @@ TEST(flight_recorder, a_pool_run_is_recorded_with_its_deaths_and_timeouts_and_tr
     EXPECT_TRUE(std::any_of(spans[tid].begin(), spans[tid].end(), [&](auto& span) { return span.first == ts; }))
         << "an arrow to no span's start on " << tracks[tid];
   EXPECT_EQ(ends, (std::map<std::string, int>{{"result", 31}, {"its worker died", 1}, {"timed out", 1}}));
+  // Each result said how long its task ran on its worker; a task whose worker died in it, or was
+  // killed for its timeout, has only the master's view.
+  EXPECT_EQ(said_how_long, (std::map<std::string, int>{{"result", 31}}));
   // Every child, the pool's workers among them: the one a task killed by its signal, the one
   // the process ran in with its code.
   EXPECT_EQ(processes.size(), run.processes);
@@ -273,6 +278,72 @@ FIBER_REMOTE(reduce_three_times);
 
 // A ring's collectives are in the run's recording, recorded by each member (sent up with its
 // records) and traced as a span per call on the member's track.
+namespace {
+/// A task's work: a millisecond of the cpu (not a sleep: the worker is busy with it).
+int spin_a_millisecond(int x) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+  return x;
+}
+}  // namespace
+FIBER_REMOTE(spin_a_millisecond);
+
+// Each result says how long its task ran on its worker (result_aux), and the master records it
+// with the task's end: a task's span on its worker's track begins no earlier than its end less
+// that, and lies between its sending and its end; one worker's spans follow one another.
+TEST(flight_recorder, a_tasks_span_is_timed_by_what_its_worker_said) {
+  record_folder dir("timed");
+  auto cfg = dir.cfg();
+  {
+    fiber::context ctx(cfg);
+    fiber::pool p(ctx, fiber::pool_options{.processes = 2, .prefetch = 3});
+    std::vector<int> xs(40);
+    std::iota(xs.begin(), xs.end(), 1);
+    EXPECT_EQ(p.map(&spin_a_millisecond, xs, 1).get().size(), 40u);
+  }
+  auto runs = fiber::run_history(cfg);
+  ASSERT_EQ(runs.size(), 1u);
+  // Each task's sending, its end and how long it ran, as the master recorded them, by task id.
+  struct seen_task {
+    std::uint64_t sent = 0, done = 0, ran = 0;
+  };
+  std::map<std::uint64_t, seen_task> seen;
+  for (auto& [r, text] : read_flight_file(runs[0].path)) {
+    if (r.kind == record_kind::task_sent) seen[r.c].sent = r.ns;
+    if (r.kind == record_kind::task_done) seen[r.c].done = r.ns, seen[r.c].ran = r.d;
+  }
+  ASSERT_EQ(seen.size(), 40u);
+  for (auto& [task, t] : seen) {
+    EXPECT_GE(t.ran, 1'000'000u) << "task " << task << ": its worker spun a millisecond in it";
+    EXPECT_LE(t.sent + t.ran, t.done) << "task " << task << ": it ran between its sending and its end";
+  }
+  auto out = (dir.path / "timed.trace.json").string();
+  (void)fiber::write_trace("last", out, cfg);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto trace = boost::json::parse(text);
+  std::map<std::int64_t, std::vector<std::pair<double, double>>> spans;  // by worker
+  for (auto& e : trace.at("traceEvents").as_array()) {
+    auto& o = e.as_object();
+    if (o.at("ph") != "X" || o.at("pid").as_int64() == 0) continue;
+    auto& args = o.at("args").as_object();
+    auto& t = seen[static_cast<std::uint64_t>(args.at("task").as_int64())];
+    EXPECT_EQ(static_cast<std::uint64_t>(args.at("ran_us").as_int64()), t.ran / 1000);
+    auto from = o.at("ts").to_number<double>(), to = from + o.at("dur").to_number<double>();  // µs
+    EXPECT_GE(from, static_cast<double>(t.done - t.ran) / 1000 - 1e-3);
+    EXPECT_NEAR(to, static_cast<double>(t.done) / 1000, 2e-3);
+    spans[o.at("tid").as_int64()].emplace_back(from, to);
+  }
+  std::size_t traced = 0;
+  for (auto& [tid, list] : spans) {
+    traced += list.size();
+    std::sort(list.begin(), list.end());
+    for (std::size_t i = 1; i < list.size(); ++i) EXPECT_LE(list[i - 1].second, list[i].first + 1e-3);
+  }
+  EXPECT_EQ(traced, 40u) << text.substr(0, 2000);
+}
+
 TEST(flight_recorder, a_rings_collectives_are_recorded_by_its_members_and_traced) {
   record_folder dir("ring");
   auto cfg = dir.cfg();
@@ -355,4 +426,126 @@ TEST(flight_recorder, each_process_records_its_memory_and_the_trace_shows_it) {
   ASSERT_TRUE(peak.contains(child)) << text.substr(0, 2000);
   EXPECT_GE(peak[child], 64 * 1.048576);  // 64 MiB, in MB
   EXPECT_TRUE(peak.contains("master")) << text.substr(0, 2000);
+}
+
+namespace {
+class tally {
+ public:
+  int add(int k) { return n_ += k; }
+  int fail(std::string why) { throw std::invalid_argument(why); }
+
+ private:
+  int n_ = 0;
+};
+}  // namespace
+FIBER_REMOTE_CLASS(tally, add, fail);
+
+/// The trace's spans on the `manager calls` track: (name, calls it stands for).
+std::vector<std::pair<std::string, std::int64_t>> manager_spans(const boost::json::value& trace) {
+  std::int64_t managers_pid = -1;
+  for (auto& e : trace.at("traceEvents").as_array()) {
+    auto& o = e.as_object();
+    if (o.at("ph") == "M" && o.at("name") == "process_name" && o.at("args").at("name") == "manager calls")
+      managers_pid = o.at("pid").as_int64();
+  }
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  for (auto& e : trace.at("traceEvents").as_array()) {
+    auto& o = e.as_object();
+    if (o.at("pid").as_int64() == managers_pid && o.at("ph") == "X")
+      out.emplace_back(std::string(o.at("name").as_string()), o.at("args").at("calls").as_int64());
+  }
+  return out;
+}
+
+// A manager's server records 1 in record_manager_calls of the calls it serves, each standing for
+// that many, and every call that raised; the trace shows them by class and method.
+TEST(flight_recorder, a_managers_calls_are_sampled_and_each_that_raised_is_recorded) {
+  record_folder dir("manager");
+  auto cfg = dir.cfg({{"record_manager_calls", "4"}});
+  {
+    fiber::context ctx(cfg);
+    fiber::manager mgr(ctx);
+    auto t = mgr.create<tally>().get();
+    for (int i = 1; i <= 10; ++i) ASSERT_EQ(t.add(1).get(), i);  // the 4th and the 8th are recorded
+    EXPECT_THROW((void)t.fail("on purpose").get(), fiber::error);  // the 11th: raised, recorded
+    auto list = mgr.list<int>().get();
+    for (int i = 0; i < 4; ++i) list.append(i).get();  // the 12th is recorded: the list's 1st append
+  }
+  auto out = (dir.path / "manager.trace.json").string();
+  (void)fiber::write_trace("last", out, cfg);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto spans = manager_spans(boost::json::parse(text));
+  using span = std::pair<std::string, std::int64_t>;
+  EXPECT_EQ(spans, (std::vector<span>{{"tally.add", 4}, {"tally.add", 4}, {"tally.fail raised", 1}, {"list_store.append", 4}}))
+      << text.substr(0, 3000);
+}
+
+// Off (0), a manager records none of its calls, not even one that raised.
+TEST(flight_recorder, a_manager_records_no_call_with_record_manager_calls_0) {
+  record_folder dir("manager-off");
+  auto cfg = dir.cfg({{"record_manager_calls", "0"}});
+  {
+    fiber::context ctx(cfg);
+    fiber::manager mgr(ctx);
+    auto t = mgr.create<tally>().get();
+    for (int i = 1; i <= 3; ++i) ASSERT_EQ(t.add(1).get(), i);
+    EXPECT_THROW((void)t.fail("on purpose").get(), fiber::error);
+  }
+  auto out = (dir.path / "manager-off.trace.json").string();
+  (void)fiber::write_trace("last", out, cfg);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(manager_spans(boost::json::parse(text)).empty()) << text.substr(0, 3000);
+}
+
+namespace {
+int one() { return 1; }
+}  // namespace
+FIBER_REMOTE(one);
+FIBER_META(one, .cpu = 1, .memory_mb = 64);
+
+// What a child asked for, and where its engine put it (the local backend: the cpu it pinned it
+// to), recorded once it runs; the trace puts it on the process's span.
+TEST(flight_recorder, a_childs_resources_and_placement_are_recorded_and_traced) {
+  record_folder dir("resources");
+  auto cfg = dir.cfg();
+  std::string child;
+  {
+    fiber::context ctx(cfg);
+    fiber::process p(ctx, &one);
+    child = p.name();
+    p.start().get();
+    p.join().get();
+    ASSERT_EQ(p.exitcode(), 0);
+  }
+  auto runs = fiber::run_history(cfg);
+  ASSERT_EQ(runs.size(), 1u);
+  std::string placement;
+  int resources_records = 0;
+  for (auto& [r, text] : read_flight_file(runs.front().path)) {
+    if (r.kind != record_kind::resources) continue;
+    ++resources_records;
+    EXPECT_EQ(r.c, 1u);  // cpus
+    EXPECT_EQ(fiber::detail::memory_mb_of(r.d), 64u);
+    EXPECT_EQ(fiber::detail::gpus_of(r.d), 0u);
+    placement = text;
+  }
+  ASSERT_EQ(resources_records, 1);
+  // A child that declared its cpus is pinned to that many of this host's.
+  ASSERT_TRUE(placement.starts_with("cpus ")) << placement;
+  EXPECT_EQ(placement.find(','), std::string::npos) << placement;
+
+  auto out = (dir.path / "resources.trace.json").string();
+  (void)fiber::write_trace("last", out, cfg);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto trace = boost::json::parse(text);
+  std::string traced;
+  for (auto& e : trace.at("traceEvents").as_array()) {
+    auto& o = e.as_object();
+    if (o.at("ph") == "X" && o.at("pid").as_int64() == 0 && o.at("name").as_string() == child)
+      traced = std::string(o.at("args").at("resources").as_string());
+  }
+  EXPECT_EQ(traced, "cpu 1, 64 MB; " + placement) << text.substr(0, 3000);
 }

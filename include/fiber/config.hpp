@@ -56,6 +56,8 @@ struct config {
   int record_keep = 50;                     // recordings kept in the folder (the oldest go)
   int record_memory_ms = 1000;              // each process's memory is recorded this often (and at
                                             // its end); 0: at its end only
+  int record_manager_calls = 8;             // 1 in this many calls a manager serves is recorded
+                                            // (each that raised too); 0: none
   bool dashboard = false;                   // the master serves a live page of the run; the URL
                                             // it prints to stderr carries a random token
   std::string dashboard_address = "127.0.0.1";  // where the page listens: this host only

@@ -74,6 +74,9 @@ class hosted_object final : public hosted {
                                             ": the caller runs another build of it");
     return true;
   }
+  std::string call_name(std::uint64_t method) const override {
+    return std::string(remote_class<T>::name) + "." + std::string(remote_class<T>::method_name(method));
+  }
 
  private:
   T value_;
@@ -188,6 +191,8 @@ struct codec<T, std::enable_if_t<std::is_base_of_v<detail::remote_object_base, T
     return static_cast<const Self&>(*this).template fiber_invoke<&T::m>(::fiber::detail::stable_hash(#m), \
                                                                         std::forward<A>(args)...);   \
   }
+#define FIBER_DETAIL_NAME_METHOD(T, m) \
+  if (method == ::fiber::detail::stable_hash(#m)) return #m;
 #define FIBER_DETAIL_DISPATCH_METHOD(T, m)                     \
   if (method == ::fiber::detail::stable_hash(#m)) {            \
     ::fiber::detail::invoke_member<&T::m>(object, in, out);    \
@@ -199,6 +204,11 @@ struct codec<T, std::enable_if_t<std::is_base_of_v<detail::remote_object_base, T
   template <>                                                                                            \
   struct fiber::remote_class<T> {                                                                        \
     static constexpr bool registered = true;                                                             \
+    static constexpr std::string_view name = #T;                                                         \
+    static constexpr std::string_view method_name(std::uint64_t method) {                                \
+      FIBER_DETAIL_FOR_EACH(FIBER_DETAIL_NAME_METHOD, T, __VA_ARGS__)                                    \
+      return "?";                                                                                        \
+    }                                                                                                    \
     template <class Self>                                                                                \
     struct methods {                                                                                     \
       FIBER_DETAIL_FOR_EACH(FIBER_DETAIL_PROXY_METHOD, T, __VA_ARGS__)                                   \

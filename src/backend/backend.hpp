@@ -44,6 +44,9 @@ class job {
   /// Why the child ended, when the backend knows more than its exit code (the engine refused to
   /// start it; the last lines it wrote to stderr). Empty otherwise.
   virtual std::string exit_detail() const { return {}; }
+  /// Where the engine put the child, in words, once it runs (the local backend: the cpus it is
+  /// pinned to and its GPUs); empty where the engine does not say.
+  virtual std::string placement() const { return {}; }
   /// True when the backend learned only by trying that no node can run this child (an engine
   /// without the device driver its GPU needs): its start fails with errc::unsatisfiable.
   virtual bool never_fits() const noexcept { return false; }

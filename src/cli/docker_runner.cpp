@@ -18,6 +18,8 @@
 #include "cli/image_plan.hpp"
 #include "cli/tar_archive.hpp"
 #include "cli/run_names.hpp"
+#include "core/flight_recorder.hpp"
+#include "fiber/config.hpp"
 #include "fiber/error.hpp"
 #include "transport/http_client.hpp"
 #include "transport/run_until.hpp"
@@ -37,6 +39,26 @@ constexpr const char* helper_label = "fiber.helper";  // fiber cp's container, r
 constexpr const char* cp_helper_image = "fiber/cp-helper:1";
 
 /// "-v CLAIM[:PATH][:ro]" → "CLAIM:PATH[:ro]", the path /persistent unless given.
+/// Where the master container keeps the run's recording: this host's record folder, bound there.
+constexpr std::string_view master_record_dir = "/var/lib/fiber/runs";
+
+/// This host's record folder, to bind into the master's container so that its recording lands
+/// here, where `fiber history` and `fiber trace` read it after the container is gone; empty where
+/// it cannot or should not be: an engine on another host (a path here means nothing there),
+/// recording off, or the run given a record folder or switch of its own (-e FIBER_RECORD...).
+std::string record_binding(const std::string& engine_host, const std::vector<std::string>& env) {
+  if (!engine_host.starts_with("unix://")) return {};
+  for (auto& kv : env)
+    if (kv.starts_with("FIBER_RECORD_DIR=") || kv.starts_with("FIBER_RECORD=")) return {};
+  auto cfg = config::load();
+  if (!cfg.record) return {};
+  auto dir = detail::record_folder(cfg);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return {};  // the run records inside its container, as it would without this
+  return fs::absolute(dir).string();
+}
+
 std::string volume_bind(const std::string& v) {
   std::string claim = v, path = "/persistent", ro;
   if (claim.ends_with(":ro")) {
@@ -194,6 +216,10 @@ std::unique_ptr<launch> docker_runner::plan_run(const run_options& o) {
   auto& host = s_->engine.host();
   if (host.starts_with("unix://")) c.binds.push_back(host.substr(7) + ":/var/run/docker.sock");
   else c.env.push_back("DOCKER_HOST=" + host);
+  if (auto runs = record_binding(host, o.env); !runs.empty()) {
+    c.binds.push_back(runs + ":" + std::string(master_record_dir));
+    c.env.push_back("FIBER_RECORD_DIR=" + std::string(master_record_dir));
+  }
   c.env.push_back("FIBER_BACKEND=docker");
   c.env.push_back("FIBER_RUN_NAME=" + name);
   if (!volumes.empty()) c.env.push_back("FIBER_VOLUMES=" + volumes);

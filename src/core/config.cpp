@@ -148,6 +148,7 @@ const std::vector<key_def>& key_table() {
       int_key<std::uint64_t>("record_max_bytes", &config::record_max_bytes, 4096, std::numeric_limits<std::uint64_t>::max()),
       int_key("record_keep", &config::record_keep, 1, 1000000),
       int_key("record_memory_ms", &config::record_memory_ms, 0, int_max),
+      int_key("record_manager_calls", &config::record_manager_calls, 0, int_max),
       bool_key("dashboard", &config::dashboard),
       {"dashboard_address",
        [](config& c, std::string_view v) {

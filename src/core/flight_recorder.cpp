@@ -28,6 +28,18 @@ std::string record_folder(const fiber::config& cfg) {
   return std::string(home && *home ? home : "/tmp") + "/.local/state/fiber/runs";
 }
 
+std::string exit_text(std::int64_t code) {
+  return code < 0 ? "signal " + std::to_string(-code) : "exit code " + std::to_string(code);
+}
+
+std::string resources_text(std::uint64_t cpus, std::uint64_t d, std::string_view placement) {
+  auto out = "cpu " + std::to_string(cpus);
+  if (auto mb = memory_mb_of(d)) out += ", " + std::to_string(mb) + " MB";
+  if (auto gpus = gpus_of(d)) out += ", " + std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs");
+  if (!placement.empty()) out += "; " + std::string(placement);
+  return out;
+}
+
 std::string program_name() {
   std::error_code ec;
   auto exe = fs::read_symlink("/proc/self/exe", ec);

@@ -36,7 +36,7 @@ enum class record_kind : std::uint16_t {
   worker_up = 6,     // a: worker (name), b: pool id, c: pid
   worker_down = 7,   // a: worker, b: pool id, c: exit code (-N: signal N), d: 1 if lost (not asked to end); text: how
   task_sent = 8,     // a: worker, b: pool id, c: task id, d: items and its map (task_sent_items)
-  task_done = 9,     // a: worker, b: pool id, c: task id
+  task_done = 9,     // a: worker, b: pool id, c: task id, d: how long it ran on its worker (ns, to the µs)
   task_lost = 10,    // a: worker, b: pool id, c: task id (its worker died holding it)
   task_timed_out = 11,  // a: worker, b: pool id, c: task id
   map_begin = 12,    // b: pool id, c: submission id, d: items (0: not known yet)
@@ -49,7 +49,24 @@ enum class record_kind : std::uint16_t {
   memory = 18,         // a: the process (its name in the tree; "master"), c: its resident bytes, d: its
                        // peak (record_memory_ms apart, and once at its end)
   process_pending = 19,  // a: the child; text: why its engine has not started it (each new reason)
+  resources = 20,        // once the child runs; a: the child, c: cpus, d: what it asked for (resources_of);
+                         // text: where its engine put it (local: "cpus 0,1 GPUs 2"), when it says
+  manager_call = 21,     // at its start, on the manager's server; a: the server (its name in the tree),
+                         // b: calls the record stands for (record_manager_calls; 1 if it raised),
+                         // c: the object, d: how long it ran (ns); text: "class.method" (" raised" after)
 };
+
+/// A resources record's `d`: memory in MB (the low 32 bits) and GPUs (the high 32).
+constexpr std::uint64_t resources_of(std::uint64_t memory_mb, std::uint64_t gpus) {
+  return (memory_mb & 0xffffffffu) | (gpus << 32);
+}
+constexpr std::uint64_t memory_mb_of(std::uint64_t d) { return d & 0xffffffffu; }
+constexpr std::uint64_t gpus_of(std::uint64_t d) { return d >> 32; }
+/// A recorded exit code in words: "exit code 3", or "signal 9" for -9 (the trace, the dashboard,
+/// a pool's worker deaths all say it alike).
+std::string exit_text(std::int64_t code);
+/// A resources record in words: "cpu 2, 512 MB, 1 GPU; cpus 0,1 GPUs 0" (the trace, the dashboard).
+std::string resources_text(std::uint64_t cpus, std::uint64_t d, std::string_view placement);
 
 /// A task_sent record's `d`: its items (the low 40 bits) and the number of the map it is part of
 /// (the high 24, as map_begin numbered it; a pool's 16,777,216th map is numbered 0 again).

@@ -174,8 +174,9 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
   };
   std::map<std::pair<int, std::uint64_t>, std::uint64_t> map_at;  // (pool, map) -> when it was submitted
   std::unordered_map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> process_began;  // child -> (ns, pid)
-  bool processes_named = false, collectives_named = false, memory_named = false;
-  std::set<std::uint32_t> members_named;
+  std::unordered_map<std::uint32_t, std::string> process_resources;  // child -> its resources, in words
+  bool processes_named = false, collectives_named = false, memory_named = false, managers_named = false;
+  std::set<std::uint32_t> members_named, servers_named;
   std::uint64_t flows = 0;
   std::map<std::pair<int, std::uint32_t>, std::deque<sent>> held;  // per worker, in the order sent
   std::map<std::pair<int, std::uint32_t>, std::uint64_t> free_since;
@@ -185,12 +186,16 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
     auto& q = held[key];
     auto it = std::find_if(q.begin(), q.end(), [&](const sent& s) { return s.task == r.c; });
     if (it == q.end()) return;
-    // A worker runs its tasks in the order sent: this one began when it was sent or when the
-    // one before it ended, whichever came later.
+    // It ends when its end reached the master. It began when it was sent or when the one before
+    // it on that worker ended (a worker runs its tasks in the order sent), whichever came later;
+    // and, where its worker said how long it ran (a result's), not before its end less that.
+    bool said = r.kind == record_kind::task_done;
     auto from = std::max(it->ns, free_since[key]);
+    if (said && r.ns > r.d) from = std::max(from, r.ns - r.d);
     out.span(pid, r.a, "task " + std::to_string(r.c), from, std::max(from, r.ns),
              "\"task\":" + std::to_string(r.c) + ",\"map\":" + std::to_string(it->map) + ",\"items\":" +
-                 std::to_string(it->items) + ",\"end\":\"" + how + "\"");
+                 std::to_string(it->items) + ",\"end\":\"" + how + "\"" +
+                 (said ? ",\"ran_us\":" + std::to_string(r.d / 1000) : std::string()));
     // From the map's submission to the task's span: which map each task served.
     if (auto m = map_at.find({pid, it->map}); m != map_at.end()) out.flow(++flows, pid, m->second, r.a, from);
     free_since[key] = std::max(from, r.ns);
@@ -258,6 +263,17 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
         out.mark(0, r.a, "pending: " + text, r.ns, "\"reason\":" + json_text(text));
         break;
       case record_kind::process_start: process_began[r.a] = {r.ns, r.c}; break;
+      case record_kind::resources: process_resources[r.a] = detail::resources_text(r.c, r.d, text); break;
+      case record_kind::manager_call: {
+        // Each manager's server a track of a `manager calls` process, a span per recorded call.
+        constexpr int managers_pid = (1 << 30) + 2;
+        if (!managers_named) out.meta("process_name", managers_pid, 0, "manager calls");
+        managers_named = true;
+        if (servers_named.insert(r.a).second) out.meta("thread_name", managers_pid, r.a, names[r.a]);
+        out.span(managers_pid, r.a, text, r.ns, r.ns + r.d,
+                 "\"object\":" + std::to_string(r.c) + ",\"calls\":" + std::to_string(r.b));
+        break;
+      }
       case record_kind::process_end: {
         // The master's children, pool workers included, each a track of process 0.
         auto began = process_began.find(r.a);
@@ -266,11 +282,13 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
         processes_named = true;
         out.meta("thread_name", 0, r.a, names[r.a]);
         auto code = static_cast<std::int64_t>(r.c);
-        auto how = code < 0 ? "signal " + std::to_string(-code) : "exit code " + std::to_string(code);
+        auto how = detail::exit_text(code);
         out.span(0, r.a, names[r.a], began->second.first, std::max(began->second.first, r.ns),
                  "\"pid\":" + std::to_string(began->second.second) + ",\"end\":" + json_text(how) +
-                     (r.d ? ",\"raised\":" + json_text(text) : std::string()));
+                     (r.d ? ",\"raised\":" + json_text(text) : std::string()) +
+                     (process_resources.count(r.a) ? ",\"resources\":" + json_text(process_resources[r.a]) : std::string()));
         process_began.erase(began);
+        process_resources.erase(r.a);
         break;
       }
       default: break;

@@ -71,8 +71,15 @@ void child_process::start(started_handler& done) {
   });
   // The handshake deadline counts from when the child runs: a scheduler's queue wait is not the
   // child's fault (a backend that queues fails a hopeless wait itself).
-  child_->when_running([weak = weak_from_this()] {
-    if (auto self = weak.lock()) self->arm_start_deadline();
+  child_->when_running([weak = weak_from_this(), asked = needs_with_defaults(needs_, rt_->cfg())] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->arm_start_deadline();
+    // What it asked for and where its engine put it, in the run's recording.
+    self->rt_->record_child_event(record_kind::resources, self->tree_name_, static_cast<std::uint64_t>(asked.cpu),
+                                  resources_of(static_cast<std::uint64_t>(std::max(asked.memory_mb, 0)),
+                                               static_cast<std::uint64_t>(std::max(asked.gpu, 0))),
+                                  self->child_->placement());
   });
 }
 

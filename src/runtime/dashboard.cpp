@@ -4,6 +4,7 @@
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
+#include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <chrono>
 #include <cstdio>
@@ -24,8 +25,19 @@ struct dashboard::state {
   asio::steady_timer ticker;
   // Used as an event: streams wait on it, and each sample cancels their waits.
   asio::steady_timer updated;
-  std::string latest;           // the last sample, as JSON
+  boost::json::object last;      // the last sample
   std::uint64_t generation = 0;  // samples taken
+  // The last sample as JSON, made when a page's stream first wants it: with no page open the
+  // master samples (the plot's history needs every tick) but serializes nothing.
+  std::string latest;
+  std::uint64_t latest_generation = 0;
+  const std::string& latest_text() {
+    if (latest_generation != generation) {
+      latest = boost::json::serialize(last);
+      latest_generation = generation;
+    }
+    return latest;
+  }
   bool closed = false;
 };
 
@@ -112,7 +124,7 @@ void dashboard::close() {
 void dashboard::tick() {
   auto& s = *state_;
   if (s.closed) return;
-  s.latest = boost::json::serialize(s.view.sample());
+  s.last = s.view.sample();
   ++s.generation;
   s.updated.cancel();
   s.ticker.expires_after(s.interval);
@@ -150,7 +162,7 @@ http_reply dashboard::answer(const std::shared_ptr<state>& st_ptr, const std::st
       }
       if (st->closed) co_return std::string();
       seen = st->generation;
-      co_return "data: " + st->latest + "\n\n";
+      co_return "data: " + st->latest_text() + "\n\n";
     };
   } else {
     reply.status = 404;

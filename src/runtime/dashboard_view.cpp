@@ -16,11 +16,6 @@ std::uint64_t number(const boost::json::object& o, std::string_view key) {
   return 0;
 }
 
-std::string how_it_ended(std::int64_t code) {
-  if (code < 0) return "signal " + std::to_string(-code);
-  return "exit code " + std::to_string(code);
-}
-
 }  // namespace
 
 dashboard_view::dashboard_view(std::string run, std::string program, std::string backend)
@@ -36,6 +31,10 @@ void dashboard_view::on_process(record_kind k, std::string_view name, std::uint6
     if (!it->second.running || it->second.order == 0) ++processes_running_;
     if (it->second.order != 0 && !it->second.running) --processes_ended_;  // a name used again
     it->second = {.pid = c, .running = true, .code = 0, .raised = {}, .order = ++process_events_};
+    return;
+  }
+  if (k == record_kind::resources) {
+    if (it != processes_.end() && it->second.running) it->second.resources = resources_text(c, d, text);
     return;
   }
   if (k != record_kind::process_end || it == processes_.end() || !it->second.running) return;
@@ -142,8 +141,9 @@ boost::json::object dashboard_view::sample(bool tick) {
   if (listed.size() > processes_listed) listed.resize(processes_listed);
   boost::json::array procs;
   for (auto [n, p] : listed) {
-    boost::json::object o{{"name", *n}, {"pid", p->pid}, {"state", p->running ? "running" : how_it_ended(p->code)}};
+    boost::json::object o{{"name", *n}, {"pid", p->pid}, {"state", p->running ? "running" : exit_text(p->code)}};
     if (!p->raised.empty()) o["raised"] = p->raised;
+    if (!p->resources.empty()) o["resources"] = p->resources;
     procs.push_back(std::move(o));
   }
   out["processes"] = {{"running", processes_running_},

@@ -141,7 +141,7 @@ int run_worker() {
   auto detail = failure ? failure->encode() : std::string();
   // What it recorded (its pools, its collectives) reaches the top master before its end does.
   rt->run_sync([&] {
-    rt->record_memory();
+    rt->record_last_memory();
     rt->recorder().flush();
   });
   rt->worker().send_upstream(make_message(kind::done, {.aux = failure ? 1u : 0u}, detail));

@@ -169,6 +169,10 @@ void runtime::record_memory() {
   recorder_.record(record_kind::memory, recorder_.name(worker_ ? "" : "master"), 0, m.resident, m.peak);
 }
 
+void runtime::record_last_memory() {
+  if (!last_memory_recorded_.exchange(true)) record_memory();
+}
+
 void runtime::sample_memory_every() {
   // Not on a caller's io_context: a timer of fiber's that never ends would keep its run() from
   // returning once the caller's own work is done. There, the memory is recorded at the end.
@@ -220,6 +224,7 @@ void runtime::take_record_batch(std::uint64_t sender, std::uint64_t child_now, s
       case record_kind::map_begin:
       case record_kind::map_end: b = (sender << 32) | (r.b & 0xffffffffu); break;
       case record_kind::collective:
+      case record_kind::manager_call:
       case record_kind::memory: a = names[r.a]; break;
       default: continue;  // a child's process events come one by one (record_child_event)
     }
@@ -262,7 +267,7 @@ void runtime::release(std::uint64_t channel) noexcept { route_->release(channel)
 void runtime::shutdown() noexcept {
   if (shut_down_) return;
   if (memory_timer_) memory_timer_->cancel();
-  record_memory();  // its last: what it held at its end, and at most
+  record_last_memory();  // what it held at its end, and at most
   shut_down_ = true;
   services_.shutdown_all();
   if (master_ && worker_) master_->shutdown();  // nested: its children end with it

@@ -93,6 +93,9 @@ class runtime : public std::enable_shared_from_this<runtime> {
 
   /// Records this process's memory now (record_kind::memory), when it records.
   void record_memory();
+  /// The process's last memory record, once: a worker takes it before it reports `done` (so it is
+  /// in the recording before its end), and shutdown() takes it where that did not happen.
+  void record_last_memory();
   /// The top master: a nested master's records (kind::record_batch) into the run's recording.
   void take_record_batch(std::uint64_t sender, std::uint64_t child_now, std::string_view tree, std::string_view records);
 
@@ -119,11 +122,12 @@ class runtime : public std::enable_shared_from_this<runtime> {
   pending_gets gets_;
   service_registry services_;
   flight_recorder recorder_;
-  std::unique_ptr<dashboard> dashboard_;
-  std::map<std::uint64_t, std::unordered_map<std::uint32_t, std::uint32_t>> relayed_names_;
+  std::unique_ptr<dashboard> dashboard_;  // before the loop goes: its sockets are the loop's
+  std::map<std::uint64_t, std::unordered_map<std::uint32_t, std::uint32_t>> relayed_names_;  // by sender: its name numbers -> ours
   /// Records the memory every record_memory_ms while this runs (on the loop).
   void sample_memory_every();
-  std::unique_ptr<asio::steady_timer> memory_timer_;  // by sender: its name numbers -> ours  // before the loop goes: its sockets are the loop's
+  std::unique_ptr<asio::steady_timer> memory_timer_;
+  std::atomic<bool> last_memory_recorded_{false};
   std::shared_ptr<master_side> master_;
   std::shared_ptr<worker_side> worker_;
   channel_route* route_ = nullptr;  // master_ or worker_

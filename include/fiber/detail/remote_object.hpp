@@ -103,6 +103,8 @@ class hosted {
   /// through it and returns false. Throws what the method throws; an unknown method throws
   /// fiber::error(protocol_error).
   virtual bool call(std::uint64_t method, reader& args, writer& out, const deferred_reply& later) = 0;
+  /// "class.method", as the run's recording names a call it samples.
+  virtual std::string call_name(std::uint64_t method) const = 0;
 };
 
 }  // namespace fiber::detail

@@ -69,6 +69,17 @@ class local_job final : public job {
 
   int pid() const noexcept override { return pid_.load(); }
   std::string exit_detail() const override { return detail_; }
+  std::string placement() const override {
+    std::string out;
+    auto list = [&](const char* what, auto& items, auto text) {
+      if (items.empty()) return;
+      out += (out.empty() ? "" : " ") + std::string(what);
+      for (std::size_t i = 0; i < items.size(); ++i) out += (i ? "," : " ") + text(items[i]);
+    };
+    list("cpus", grant_.cpus, [](int c) { return std::to_string(c); });
+    list("GPUs", grant_.gpus, [](const std::string& g) { return g; });
+    return out;
+  }
 
   void on_exit(unique_function<void(int)> cb) override {
     if (reaped_) {

@@ -5,8 +5,10 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
+#include "core/flight_recorder.hpp"
 #include "core/frames_reader.hpp"
 #include "core/message_limit.hpp"
 #include "core/log.hpp"
@@ -136,10 +138,56 @@ class queue_object final : public hosted {
     }
     throw error(errc::protocol_error, "the queue has no method with id " + std::to_string(method));
   }
+  std::string call_name(std::uint64_t method) const override {
+    for (const char* m : {"put", "get", "try_get", "size"})
+      if (method == stable_hash(m)) return std::string("queue.") + m;
+    return "queue.?";
+  }
 
  private:
   std::deque<bytes> items_;
   std::deque<deferred_reply> getters_;
+};
+
+/// One call in the run's recording: 1 in record_manager_calls, and each that raised, from when
+/// the server takes it to when it has answered (or kept it to answer later). A record costs about
+/// 0.2 µs against a call's round trip of tens of µs; sampling keeps a chatty manager's recording
+/// small.
+class sampled_call {
+ public:
+  sampled_call(flight_recorder& rec, std::uint64_t& since_recorded, int every, const hosted& object,
+               std::uint64_t object_id, std::uint64_t method)
+      : rec_(rec), object_(object), object_id_(object_id), method_(method), every_(static_cast<std::uint64_t>(every)) {
+    if (!rec_.on() || every <= 0) return;
+    // Every call counts toward the next sample, so a record stands for `every` calls.
+    sampled_ = ++since_recorded >= static_cast<std::uint64_t>(every);
+    if (sampled_) since_recorded = 0;
+    watched_ = true;
+    start_ = rec_.now_ns();
+  }
+  void raised() noexcept { raised_ = true; }
+  ~sampled_call() {
+    if (!watched_ || (!sampled_ && !raised_)) return;
+    try {
+      auto name = object_.call_name(method_);
+      // The built-in objects' classes, as users know them (manager.list() holds a list_store).
+      if (name.starts_with("fiber::detail::")) name.erase(0, 15);
+      if (raised_) name += " raised";
+      rec_.record_at(start_, record_kind::manager_call, rec_.name(""), sampled_ ? every_ : 1, object_id_,
+                     rec_.now_ns() - start_, name);
+    } catch (...) {
+      // The recording is best effort: a call is never failed by it.
+    }
+  }
+  sampled_call(const sampled_call&) = delete;
+  sampled_call& operator=(const sampled_call&) = delete;
+
+ private:
+  flight_recorder& rec_;
+  const hosted& object_;
+  std::uint64_t object_id_, method_, every_;
+  bool watched_ = false, sampled_ = false, raised_ = false;
+  std::uint64_t start_ = 0;
 };
 
 template <class T>
@@ -170,6 +218,7 @@ void manager_server_main(std::uint64_t manager_id) {
   auto me = current_process().name;
   std::unordered_map<std::uint64_t, std::unique_ptr<hosted>> objects;
   std::uint64_t next_object = 1;
+  std::uint64_t since_recorded = 0;  // calls since the last one recorded
   for (;;) {
     auto m = rt->worker().next_service_message();
     auto h = parse_header(m[0]);
@@ -187,6 +236,7 @@ void manager_server_main(std::uint64_t manager_id) {
     auto& args = framed.get();
     writer out;
     bool user_code = false;
+    std::optional<sampled_call> sampled;
     try {
       if (method == create_method) {
         auto make = find_constructor(object);
@@ -207,9 +257,11 @@ void manager_server_main(std::uint64_t manager_id) {
           throw error(errc::closed, "object " + std::to_string(object) + " of this manager was released: every proxy to it "
                                                                          "in the process that created it is gone");
         user_code = true;
+        sampled.emplace(rt->recorder(), since_recorded, rt->cfg().record_manager_calls, *it->second, object, method);
         if (!it->second->call(method, args, out, deferred_reply(manager_id, call))) continue;  // answered later
       }
     } catch (const error& e) {
+      if (sampled) sampled->raised();
       if (user_code && e.code() != make_error_code(errc::protocol_error) &&
           e.code() != make_error_code(errc::malformed_message))
         send_reply(manager_id, call, reply_raised, remote_failure::of_current_exception(me).encode());
@@ -217,6 +269,7 @@ void manager_server_main(std::uint64_t manager_id) {
         send_reply(manager_id, call, reply_failed, failure_reply(static_cast<errc>(e.code().value()), e.what()));
       continue;
     } catch (...) {
+      if (sampled) sampled->raised();
       send_reply(manager_id, call, reply_raised, remote_failure::of_current_exception(me).encode());
       continue;
     }

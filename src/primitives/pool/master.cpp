@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstring>
 
+#include "core/flight_recorder.hpp"
 #include "core/log.hpp"
 #include "fiber/error.hpp"
 #include "primitives/child_process.hpp"
@@ -30,7 +31,7 @@ std::string what_of(const std::exception_ptr& e) {
 
 std::string how_it_ended(const pool_worker& w) {
   auto code = w.proc->exit_code();
-  std::string status = !code ? "" : *code < 0 ? "signal " + std::to_string(-*code) : "exit code " + std::to_string(*code);
+  std::string status = code ? exit_text(*code) : "";
   if (w.why_ended.empty()) return status.empty() ? "its end was reported without a status" : status;
   // The pool ended it with SIGKILL; another status means it had ended by itself first (a
   // container's dropped connection is often seen before its own end is reported).
@@ -310,12 +311,12 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     }
     return;
   } else if (h.type == pool_kind::result) {
-    rt_->recorder().record(record_kind::task_done, w->recorded_as, id_, h.request);
+    rt_->recorder().record(record_kind::task_done, w->recorded_as, id_, h.request, ran_us_of_result(h.aux) * 1000);
     if (auto* t = tasks_.in_flight(h.request)) w->items_done += t->count();
     std::erase(w->tasks, h.request);
     if (w->tasks.empty()) w->holds_alone = false;
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload));
-    w->credit += static_cast<int>(h.aux);
+    w->credit += credit_of_result(h.aux);
     workers_.offer(*w);
     workers_.on_completed(*w);
     if (timeouts_used_) {

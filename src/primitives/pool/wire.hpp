@@ -9,7 +9,8 @@
 //                                  frames
 //   partial      worker -> master  request = task id, aux = items in it: the results of the
 //                                  task's next items, while it runs (a death loses only the rest)
-//   result       worker -> master  request = task id, aux = credit it gives back;
+//   result       worker -> master  request = task id, aux = credit it gives back and how long
+//                                  the task ran on the worker (result_aux);
 //                                  frames: the packed results of the task's items not yet sent
 //                                  in a partial, their large frames
 //   stop         master -> worker  finish what was sent, then exit
@@ -52,6 +53,18 @@ inline constexpr kind release = service_kind<service_block::pool, 5>();
 inline constexpr kind hosted = service_kind<service_block::pool, 6>();
 inline constexpr kind need = service_kind<service_block::pool, 7>();
 }  // namespace pool_kind
+
+/// A result's aux: the credit the worker gives back (0 or 1: the low bit) and how long the task
+/// ran on it, in µs (the rest; saturated at 2^31 - 1, 35 minutes). The time rides on a message
+/// the master takes anyway, so the run's recording times each task as its worker ran it at no
+/// cost, and a worker killed later loses none of it.
+constexpr std::uint32_t result_aux(int credit, std::int64_t ran_us) {
+  constexpr std::int64_t most = (std::int64_t{1} << 31) - 1;
+  auto us = ran_us < 0 ? 0 : ran_us > most ? most : ran_us;
+  return static_cast<std::uint32_t>(credit & 1) | (static_cast<std::uint32_t>(us) << 1);
+}
+constexpr int credit_of_result(std::uint32_t aux) { return static_cast<int>(aux & 1u); }
+constexpr std::uint64_t ran_us_of_result(std::uint32_t aux) { return aux >> 1; }
 
 /// A task's first frame. A task runs `run` of the packed items after the first `skip`: a chunk
 /// whose worker died goes out again with the items already reported skipped (read for the

@@ -35,6 +35,7 @@ class chunk_run {
         interval_(interval),
         report_each_(report_each),
         last_sent_(clock::now()),
+        started_(last_sent_),
         last_read_(last_sent_),
         careful_until_(careful ? last_sent_ + careful_intervals * interval_ : last_sent_) {}
 
@@ -64,7 +65,11 @@ class chunk_run {
   }
 
   void send_partial() { send(pool_kind::partial, static_cast<std::uint32_t>(items_)); }
-  void send_final(int credit) { send(pool_kind::result, static_cast<std::uint32_t>(credit)); }
+  /// With how long the task ran here, for the run's recording (result_aux).
+  void send_final(int credit) {
+    auto ran = std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - started_);
+    send(pool_kind::result, result_aux(credit, ran.count()));
+  }
 
  private:
   using clock = std::chrono::steady_clock;
@@ -91,7 +96,7 @@ class chunk_run {
   writer results_;
   std::size_t items_ = 0, bytes_ = 0;
   std::size_t stride_ = 1, since_read_ = 0;
-  clock::time_point last_sent_, last_read_;
+  clock::time_point last_sent_, started_, last_read_;  // started_: when the task was taken up
   clock::time_point careful_until_;
 };
 
