@@ -4,6 +4,8 @@
 //                         that records (R = 1) or not (R = 0); run with
 //                         --benchmark_enable_random_interleaving=true so the two alternate
 //                         (docs/performance.md has the command)
+//   manager_calls/S       2,000 calls to a manager's object, its server recording 1 in S of them
+//                         (S = 0: none; 8: the default; 1: every one), interleaved like the maps
 //   dashboard_map/D       the same map with the run's dashboard off (D = 0), on at its default
 //                         interval of 500 ms (D = 1), and sampling every 50 ms (D = 2)
 //   dashboard_sample/W    one sample of the page's state, serialized as it is sent, for a pool
@@ -23,11 +25,20 @@
 namespace {
 int identity(int x) { return x; }
 
+class tally {
+ public:
+  int add(int k) { return n_ += k; }
+
+ private:
+  int n_ = 0;
+};
+
 std::string scratch_folder() {
   return (std::filesystem::temp_directory_path() / ("fiber-recorder-bench-" + std::to_string(::getpid()))).string();
 }
 }  // namespace
 FIBER_REMOTE(identity);
+FIBER_REMOTE_CLASS(tally, add);
 
 static void record_event(benchmark::State& state) {
   fiber::detail::flight_recorder rec;
@@ -60,6 +71,18 @@ static void recorded_map(benchmark::State& state) {
   maps_of_20000(state, fiber::config::load({{"record", state.range(0) ? "true" : "false"}, {"record_dir", scratch_folder()}}));
 }
 BENCHMARK(recorded_map)->Arg(0)->Arg(1)->ArgName("R")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5)->Repetitions(6);
+
+static void manager_calls(benchmark::State& state) {
+  fiber::context ctx(fiber::config::load(
+      {{"record_dir", scratch_folder()}, {"record_manager_calls", std::to_string(state.range(0))}}));
+  fiber::manager mgr(ctx);
+  auto t = mgr.create<tally>().get();
+  (void)t.add(1).get();  // warm-up
+  for (auto _ : state)
+    for (int i = 0; i < 2000; ++i) benchmark::DoNotOptimize(t.add(1).get());
+  state.counters["calls_per_s"] = benchmark::Counter(2000, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(manager_calls)->Arg(0)->Arg(8)->Arg(1)->ArgName("S")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5)->Repetitions(6);
 
 static void dashboard_map(benchmark::State& state) {
   auto d = state.range(0);

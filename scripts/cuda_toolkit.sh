@@ -44,7 +44,7 @@ if [ ! -f "$dest/complete" ]; then
   if [ ! -f "$dest/complete" ]; then
     if ! python3 -m pip --version >/dev/null 2>&1; then
       say "installing python3-pip (to fetch NVIDIA's compiler wheels)"
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null 2>&1 || true
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq python3-pip >/dev/null 2>&1 || true
     fi
     say "no CUDA toolkit on this machine: installing NVIDIA's CUDA $version wheels into $dest"
     rm -rf "$dest.partial"

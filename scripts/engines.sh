@@ -31,7 +31,7 @@ start_docker() {
   if docker_up; then echo "engines: a Docker engine already answers on $docker_sock"; return; fi
   if ! command -v dockerd >/dev/null; then
     echo "engines: installing docker.io"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >"$state/apt-docker.log" 2>&1 ||
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq docker.io >"$state/apt-docker.log" 2>&1 ||
       { unavailable docker "docker.io could not be installed (see $state/apt-docker.log)"; return; }
   fi
   dockerd >"$state/dockerd.log" 2>&1 &
@@ -60,7 +60,7 @@ slurm_up() { [ -f "$slurm_conf" ] && [ "$(SLURM_CONF=$slurm_conf sinfo -h -N -o 
 start_slurm() {
   if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     echo "engines: installing slurm-wlm munge"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >"$state/apt-slurm.log" 2>&1 ||
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq slurm-wlm munge >"$state/apt-slurm.log" 2>&1 ||
       { unavailable slurm "slurm-wlm could not be installed (see $state/apt-slurm.log)"; return; }
   fi
   if slurm_up; then echo "engines: the test Slurm cluster already answers"; return; fi
@@ -196,7 +196,7 @@ start_registry() {
   fi
   if ! command -v docker-registry >/dev/null; then
     echo "engines: installing docker-registry"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >"$state/apt-registry.log" 2>&1 ||
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq docker-registry >"$state/apt-registry.log" 2>&1 ||
       { unavailable registry "docker-registry could not be installed (see $state/apt-registry.log)"; return; }
     # The package starts its own service with Debian's config (htpasswd auth): not ours.
     { systemctl stop docker-registry || service docker-registry stop || pkill -x docker-registry; } >/dev/null 2>&1

@@ -428,7 +428,7 @@ start() {
   for tool in socat conntrack /usr/lib/cni/bridge /usr/sbin/runc iptables; do
     command -v "$tool" >/dev/null || [ -x "$tool" ] || {
       say "installing socat conntrack containernetworking-plugins runc iptables"
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq socat conntrack containernetworking-plugins runc iptables \
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq socat conntrack containernetworking-plugins runc iptables \
         >"$dir/logs/apt.log" 2>&1 || { say "could not install them (see $dir/logs/apt.log)"; return 1; }
       break
     }

@@ -8,7 +8,7 @@ scripts/setup.sh
 # The dashboard's page is tested in Debian's headless Chromium (tests/dashboard_browser_test.cpp).
 if ! command -v chromium >/dev/null; then
   echo "test: installing chromium (the dashboard's browser test)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends chromium >/dev/null
 fi
 # The GPU examples are built in every run: with this machine's CUDA, else with NVIDIA's compiler
 # wheels cached outside the clone (scripts/cuda_toolkit.sh says which).
