@@ -35,7 +35,17 @@ int kill_myself(int) {
   return 0;
 }
 }  // namespace
+namespace {
+/// A master of its own: a pool of two runs four items held on `gate`; how many came back goes out.
+void pool_in_a_child(fiber::simple_queue<int> gate, fiber::simple_queue<int> out) {
+  fiber::pool p(2);
+  std::vector<std::tuple<int, fiber::simple_queue<int>>> args;
+  for (int i = 0; i < 4; ++i) args.emplace_back(i, gate);
+  out.put(static_cast<int>(p.starmap(&wait_for, args, 1).get().size())).get();
+}
+}  // namespace
 FIBER_REMOTE(wait_for);
+FIBER_REMOTE(pool_in_a_child);
 FIBER_REMOTE(kill_myself);
 FIBER_REMOTE(triple);
 
@@ -347,4 +357,44 @@ TEST(dashboard, a_worker_its_engine_holds_back_is_waiting_with_the_engines_reaso
                           [&](const std::string& t) { return t.find(reason) != std::string::npos; }))
       << worker << " pended with: " << (pending_of_worker.empty() ? std::string("nothing") : pending_of_worker.back());
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+/// The pool that runs in process `in` (a master of its own), or null.
+const boost::json::object* pool_of(const boost::json::object& s, const std::string& in) {
+  for (auto& p : s.at("pools").as_array())
+    if (auto* where = p.as_object().if_contains("in"); where && where->as_string() == in) return &p.as_object();
+  return nullptr;
+}
+}  // namespace
+
+// A child that runs a pool is a master of its own: its pool is on the run's page, by its place in
+// the tree, its numbers in the run's totals, until it says it ended.
+TEST(dashboard, a_childs_pool_is_on_the_runs_page_by_its_place_in_the_tree) {
+  fiber::context ctx(with_dashboard());
+  auto u = parse(ctx.dashboard_url());
+  fiber::simple_queue<int> gate(ctx), out(ctx);
+  fiber::process child(ctx, &pool_in_a_child, gate, out);
+  child.start().get();
+  // Its two workers hold its four items, none done: each runs one and holds one (its credit).
+  auto s = state_when(u, [&](const boost::json::object& st) {
+    auto* p = pool_of(st, child.name());
+    return p && num(p->at("stats").at("workers")) == 2 && num(p->at("stats").at("running")) == 4;
+  });
+  auto& pool = *pool_of(s, child.name());
+  EXPECT_EQ(num(pool.at("number")), 1u);
+  EXPECT_EQ(pool.at("state").as_string(), "open");
+  EXPECT_EQ(pool.at("workers").as_array().size(), 2u);
+  EXPECT_EQ(num(s.at("totals").at("running")), 4u);  // the run's only pool
+  for (int i = 0; i < 4; ++i) gate.put(0).get();
+  EXPECT_EQ(out.get().get(), 4);
+  child.join().get();
+  EXPECT_EQ(child.exitcode(), 0);
+  auto ended = state_when(u, [&](const boost::json::object& st) {
+    auto* p = pool_of(st, child.name());
+    return p && p->at("state").as_string() == "ended";
+  });
+  EXPECT_EQ(num(pool_of(ended, child.name())->at("stats").at("done")), 4u);
+  EXPECT_EQ(num(ended.at("totals").at("running")), 0u);
+  EXPECT_EQ(num(ended.at("totals").at("done")), 4u);
 }

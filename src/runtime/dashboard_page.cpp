@@ -115,7 +115,7 @@ function drawPool(p) {
   const id = "pool-" + p.id;
   const s = el("section", {id});
   const h = el("h2");
-  h.textContent = "Pool " + p.id + " ";
+  h.textContent = "Pool " + (p.in ? p.number + " in " + p.in : p.id) + " ";
   const st = el("span", {class: "muted", id: id + "-state"});
   st.textContent = p.state + " · " + p.target + " workers asked for";
   h.append(st);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/json/array.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 #include <vector>
 
@@ -23,6 +24,24 @@ dashboard_view::dashboard_view(std::string run, std::string program, std::string
 
 void dashboard_view::add_pool(std::uint64_t id, describe_fn describe) { pools_[id].describe = std::move(describe); }
 
+void dashboard_view::show_pool(std::uint64_t id, std::string_view tree, std::string_view state, bool ended) {
+  boost::system::error_code ec;
+  auto v = boost::json::parse(state, ec);
+  if (ec || !v.is_object()) return;
+  auto& p = pools_[id];
+  if (p.ended) return;  // its last word was said
+  p.last = std::move(v.as_object());
+  // Its id as text (a nested pool's carries its master's prefix in the high half: past what a
+  // page's numbers hold exactly), its number in its own process, and where it runs.
+  p.last["id"] = std::to_string(id);
+  p.last["number"] = id & 0xffffffffu;
+  p.last["in"] = tree;
+  if (ended) {
+    p.ended = true;
+    p.last["state"] = "ended";
+  }
+}
+
 void dashboard_view::on_process(record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d,
                                 std::string_view text) {
   auto it = processes_.find(name);
@@ -38,6 +57,13 @@ void dashboard_view::on_process(record_kind k, std::string_view name, std::uint6
     return;
   }
   if (k != record_kind::process_end || it == processes_.end() || !it->second.running) return;
+  // Its pools, if it was a master of its own, end with it, whatever they said last.
+  for (auto& [id, p] : pools_)
+    if (!p.describe && !p.ended)
+      if (auto* in = p.last.if_contains("in"); in && in->is_string() && in->as_string() == name) {
+        p.ended = true;
+        p.last["state"] = "ended";
+      }
   it->second.running = false;
   it->second.code = static_cast<std::int64_t>(c);
   it->second.raised = d ? std::string(text) : std::string();
@@ -72,7 +98,7 @@ boost::json::object dashboard_view::sample(bool tick) {
   totals sum = dropped_;
   boost::json::array pools;
   for (auto& [id, p] : pools_) {
-    if (!p.ended) {
+    if (!p.ended && p.describe) {  // a nested master's pool says its state itself (show_pool)
       if (auto state = p.describe()) {
         p.last = std::move(*state);
       } else {

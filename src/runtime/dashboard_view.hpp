@@ -27,6 +27,9 @@ class dashboard_view {
   /// A pool, until its describe_fn says it is gone. Its state has a "stats" object whose numbers
   /// add up to the run's totals (the pool_stats fields).
   void add_pool(std::uint64_t id, describe_fn describe);
+  /// A pool of a nested master (`tree`: where it runs), as it last said (kind::pool_view); one
+  /// whose process ended without saying it ended is shown ended.
+  void show_pool(std::uint64_t id, std::string_view tree, std::string_view state, bool ended);
   /// A child of the run's tree started or ended (record_kind::process_start / process_end, with
   /// the recorder's c, d and text).
   void on_process(record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d, std::string_view text);

@@ -180,6 +180,19 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
       record_(static_cast<record_kind>(h->aux), p[0].to_string_view(), c, d, p[3].to_string_view());
       return;
     }
+    case kind::pool_view: {
+      auto p = payload();
+      if (upstream_) {  // nested: on up to the top, as it is
+        p.insert(p.begin(), make_header(kind::pool_view, 0, 0, h->aux));
+        upstream_->send_upstream(std::move(p));
+        return;
+      }
+      if (!take_pool_views_ || p.size() != 3 || p[0].size() != 8) return;
+      std::uint64_t id = 0;
+      std::memcpy(&id, p[0].data(), 8);
+      take_pool_views_(id, p[1].to_string_view(), p[2].to_string_view(), h->aux != 0);
+      return;
+    }
     case kind::record_batch: {
       auto p = payload();
       if (upstream_) {  // nested: on up to the top, as it is

@@ -63,6 +63,9 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   using records_fn = unique_function<void(std::uint64_t sender, std::uint64_t now, std::string_view tree,
                                           std::string_view records)>;
   void take_records_with(records_fn f) noexcept { take_records_ = std::move(f); }
+  /// ... and their pools' states for the dashboard (kind::pool_view).
+  using pool_view_fn = unique_function<void(std::uint64_t pool, std::string_view tree, std::string_view state, bool ended)>;
+  void take_pool_views_with(pool_view_fn f) noexcept { take_pool_views_ = std::move(f); }
   /// Credentials for a child (valid after listen()).
   std::string worker_credentials() const { return keys_.for_worker(plain_auth_); }
 
@@ -136,6 +139,7 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   worker_side* upstream_ = nullptr;  // nested: the master above, where the tree's channels are served
   record_fn record_;
   records_fn take_records_;  // the top master's: its recorder and dashboard
+  pool_view_fn take_pool_views_;
   // nested: calls to services above passed up for a child: our request -> (child, its request)
   std::map<std::uint64_t, std::pair<std::string, std::uint64_t>> passed_calls_;
   std::uint64_t next_passed_call_ = 0;

@@ -38,8 +38,11 @@ enum class kind : std::uint8_t {
   record_batch,  // nested master -> up: its own flight recorder's records (its pools' events) for the
                  // top's; frames: its channel prefix and its recorder's clock now (8 bytes each),
                  // its name in the tree, the records (flight_recorder's format, names said once)
+  pool_view,     // nested master -> up: one of its pools as the top's dashboard shows it, every
+                 // dashboard_interval_ms while it runs; aux: 1 once it ended; frames: the pool's id
+                 // (8 bytes; its prefix in the high half), the process's name in the tree, its state (JSON)
 };
-inline constexpr std::uint8_t last_runtime_kind = static_cast<std::uint8_t>(kind::record_batch);
+inline constexpr std::uint8_t last_runtime_kind = static_cast<std::uint8_t>(kind::pool_view);
 /// Kinds from here on belong to services.
 inline constexpr std::uint8_t first_service_kind = 32;
 inline constexpr std::uint8_t last_service_kind = 63;

@@ -41,6 +41,9 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
   master_->take_records_with([this](std::uint64_t sender, std::uint64_t now, std::string_view tree, std::string_view records) {
     take_record_batch(sender, now, tree, records);
   });
+  master_->take_pool_views_with([this](std::uint64_t pool, std::string_view tree, std::string_view state, bool ended) {
+    if (dashboard_) dashboard_->view().show_pool(pool, tree, state, ended);
+  });
   // The tree's nested masters on a cluster backend start their children through this one.
   services_.keep<spawn_host>(spawn_wire::service_id, [&] { return std::make_shared<spawn_host>(*master_); });
   recorder_.open(cfg_, job_id_);
@@ -160,6 +163,17 @@ void runtime::record_child_event(record_kind k, std::string_view name, std::uint
   }
   if ((!cfg_.record && !cfg_.dashboard) || shut_down_) return;  // the top master has no use for it
   worker_->send_upstream(make_message(kind::record, {.aux = static_cast<std::uint32_t>(k)}, name, as_pod(c), as_pod(d), text));
+}
+
+void runtime::show_pool_upstream(std::uint64_t pool, std::string_view state, bool ended) {
+  if (!shows_pools_upstream() || shut_down_) return;
+  const char* tree = std::getenv(env_tree_name);
+  auto m = std::make_shared<multipart>(make_message(kind::pool_view, {.aux = ended ? 1u : 0u}, as_pod(pool),
+                                                    std::string_view(tree ? tree : ""), state));
+  if (loop_.this_thread_drives()) return worker_->send_upstream(std::move(*m));
+  asio::post(loop_.io(), [this, m] {
+    if (!shut_down_) worker_->send_upstream(std::move(*m));
+  });
 }
 
 void runtime::record_memory() {

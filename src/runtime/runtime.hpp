@@ -86,6 +86,10 @@ class runtime : public std::enable_shared_from_this<runtime> {
   flight_recorder& recorder() noexcept { return recorder_; }
   /// The run's live page (config dashboard, in the top master), or null.
   dashboard* run_dashboard() noexcept { return dashboard_.get(); }
+  /// A nested master whose run has a dashboard: its pools are shown on the top's page, each state
+  /// sent up (kind::pool_view), `ended` with its last. False in the top master and without one.
+  bool shows_pools_upstream() const noexcept { return worker_ && master_ && cfg_.dashboard; }
+  void show_pool_upstream(std::uint64_t pool, std::string_view state, bool ended);
   /// Records an event of a child this process started (`name`: its name in the tree): here in the
   /// top master, else sent up to it (a nested master's children are in the run's recording too).
   void record_child_event(record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d = 0,

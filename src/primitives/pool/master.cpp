@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <asio/post.hpp>
 #include <boost/json/array.hpp>
+#include <boost/json/serialize.hpp>
 #include <csignal>
 #include <cstring>
 
@@ -77,7 +78,25 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
                 .raised_needs_refused = [this](std::exception_ptr e) { fail_uncovered(e); }}),
       progress_(options_.progress, [this] { return progress_frame(); }) {}
 
-pool_master::~pool_master() { rt_->recorder().record(record_kind::pool_end, 0, id_); }
+pool_master::~pool_master() {
+  rt_->recorder().record(record_kind::pool_end, 0, id_);
+  // Its last state, marked ended (the destructor may run off the loop, where describe() may not).
+  if (view_timer_) rt_->show_pool_upstream(id_, last_view_, /*ended=*/true);
+}
+
+void pool_master::show_upstream() {
+  if (!view_timer_) return;
+  last_view_ = boost::json::serialize(describe());
+  rt_->show_pool_upstream(id_, last_view_, false);
+}
+
+void pool_master::show_upstream_every() {
+  show_upstream();
+  view_timer_->expires_after(std::chrono::milliseconds(std::max(10, rt_->cfg().dashboard_interval_ms)));
+  view_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (auto self = weak.lock(); self && !ec) self->show_upstream_every();
+  });
+}
 
 namespace {
 // A master holds about two descriptors per worker (its connection, and on this host its pidfd;
@@ -104,11 +123,15 @@ void pool_master::start() {
   }
   tasks_.shared_limits(rt_->cfg().shared_cache_bytes, shared_in_host_memory_);
   rt_->recorder().record(record_kind::pool_begin, static_cast<std::uint32_t>(workers_.target()), id_);
-  if (auto* board = rt_->run_dashboard())
+  if (auto* board = rt_->run_dashboard()) {
     board->view().add_pool(id_, [weak = weak_from_this()]() -> std::optional<boost::json::object> {
       if (auto self = weak.lock()) return self->describe();
       return std::nullopt;
     });
+  } else if (rt_->shows_pools_upstream()) {
+    view_timer_ = std::make_unique<asio::steady_timer>(rt_->io());
+    show_upstream_every();
+  }
   workers_.start(weak_from_this());
 }
 
@@ -174,6 +197,7 @@ void pool_master::terminate() {
   fail_all(std::make_exception_ptr(error(errc::closed, "the pool was terminated before this work finished")));
   workers_.kill_all();
   progress_.cancel();
+  show_upstream();  // its state at its end: the last the run's page gets
   if (deadline_timer_) deadline_timer_->cancel();
   rt_->services().remove(id_);
   check_joined();

@@ -132,6 +132,11 @@ class pool_master final : public pool_core, public service, public std::enable_s
   std::vector<unique_function<void()>> joined_waiters_, ready_waiters_;
   bool timeouts_used_ = false;  // a submission had a task timeout: deadlines are watched
   std::unique_ptr<asio::steady_timer> deadline_timer_;
+  /// A nested master's pool on the run's dashboard: its state sent up every dashboard_interval_ms.
+  void show_upstream_every();
+  void show_upstream();
+  std::unique_ptr<asio::steady_timer> view_timer_;
+  std::string last_view_;
   bool shared_in_host_memory_ = false;  // workers map shared objects from this host's memory
   static constexpr std::size_t host_memory_min_bytes = std::size_t(1) << 20;
   std::unordered_set<std::uint64_t> watched_;  // shared objects sent, whose release is watched
