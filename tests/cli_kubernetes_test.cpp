@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fiber/history.hpp>
+
 #include "backend/command.hpp"
 #include "cli_support.hpp"
 #include "kubernetes_support.hpp"
@@ -188,12 +190,25 @@ class command_user_without {
 
 }  // namespace
 
-TEST_F(fiber_command_on_kubernetes, runs_the_pi_example_as_a_job_built_and_pushed_and_exits_with_its_code) {
+// Attached, `fiber run` also takes the master's recording before its pod goes: the run is in this
+// host's `fiber history` (runtime/recording_handoff, cli/recording_taker).
+TEST_F(fiber_command_on_kubernetes, runs_the_pi_example_as_a_job_built_and_pushed_exits_with_its_code_and_keeps_its_recording) {
   auto name = unique("pi");
   started_.push_back(name);
+  auto runs_here = fs::path(testing::TempDir()) / unique("runs");
+  fs::remove_all(runs_here);
   auto r = fiber("run --build --registry " + registry_ + "/fibertest-kube " + small_workers + " --attach --name " + name +
-                 " -- " + FIBER_TEST_BUILD_DIR "/examples/pi_estimation");
+                     " -- " + FIBER_TEST_BUILD_DIR "/examples/pi_estimation",
+                 "FIBER_RECORD_DIR=" + runs_here.string());
   EXPECT_EQ(r.code, 0) << r.out;
+  auto runs = fiber::run_history(fiber::config::load({{"record_dir", runs_here.string()}}));
+  ASSERT_EQ(runs.size(), 1u) << r.out;
+  EXPECT_EQ(runs[0].backend, "kubernetes");
+  EXPECT_TRUE(runs[0].ended);
+  EXPECT_GT(runs[0].tasks_sent, 0u);
+  EXPECT_EQ(runs[0].tasks_done, runs[0].tasks_sent);
+  EXPECT_NE(r.out.find("the run's recording is kept here: " + runs[0].path), std::string::npos) << r.out;
+  fs::remove_all(runs_here);
   EXPECT_NE(r.out.find("Pi is roughly 3.1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Created pod: " + name + "-"), std::string::npos) << r.out;
   // The master ran the pushed image by digest (and its workers, FIBER_IMAGE, the same).

@@ -1,5 +1,7 @@
 #include "cli/kubernetes_job.hpp"
 
+#include "runtime/recording_handoff.hpp"
+
 #include <boost/json.hpp>
 #include <cctype>
 
@@ -50,6 +52,7 @@ json::object job_manifest(const job_settings& s) {
   spec.args.assign(s.command.begin() + 1, s.command.end());
   spec.env = {{"FIBER_BACKEND", "kubernetes"}, {"FIBER_IMAGE", s.image}, {"FIBER_RUN_NAME", s.name}};
   if (!volumes.empty()) spec.env.emplace_back("FIBER_VOLUMES", volumes);
+  if (!s.record_token.empty()) spec.env.emplace_back(detail::env_record_handoff, s.record_token);
   for (auto& kv : s.env) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) throw error(errc::config_error, "--env " + kv + " is not KEY=VALUE");

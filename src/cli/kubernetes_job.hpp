@@ -19,6 +19,7 @@ struct job_settings {
   std::vector<std::string> command;    // the program (its path in the image) and its arguments
   std::vector<std::string> env;        // KEY=VALUE
   std::vector<std::string> volumes;    // -v CLAIM[:PATH][:ro]
+  std::string record_token;            // run --attach: the master hands its recording to it (FIBER_INTERNAL_RECORD_HANDOFF)
   double cpu = 0;
   std::int64_t memory_bytes = 0;
   int gpu = 0;

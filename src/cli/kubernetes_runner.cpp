@@ -3,6 +3,7 @@
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +24,9 @@
 #include "cli/kubernetes_job.hpp"
 #include "cli/pod_attachment.hpp"
 #include "cli/pod_state.hpp"
+#include "cli/recording_taker.hpp"
+#include "core/flight_recorder.hpp"
+#include "runtime/dashboard.hpp"
 #include "runtime/claim_copy_service.hpp"
 #include "cli/run_names.hpp"
 #include "fiber/config.hpp"
@@ -226,6 +230,14 @@ class kubernetes_launch final : public launch {
   /// Attached or not, until the Job has made its pod: a run that cannot start says why.
   std::optional<int> follow(bool attach) override {
     pod_attachment a(s_.api, s_.ns, name(), s_.cfg.kubernetes_autoscaling);
+    recording_taker taker(s_.api.io(), attach ? js_.record_token : std::string(), detail::record_folder(config::load()));
+    a.on_line([&](const std::string& pod, std::string_view line) {
+      auto route = [&, pod](detail::http_request& req, std::uint16_t port, const std::string& target) {
+        s_.api.api().where().prepare(req, s_.pods_path() + "/" + pod + ":" + std::to_string(port) + "/proxy" + target);
+      };
+      a.hold();  // until it is here: the master waits for it before it ends
+      if (!taker.take_if_offered(line, route, [&a] { a.release(); })) a.release();
+    });
     auto out = a.run(attach, [](const std::string& pod) {
       std::printf("Created pod: %s\n", pod.c_str());
       std::fflush(stdout);
@@ -267,6 +279,11 @@ std::unique_ptr<launch> kubernetes_runner::plan_run(const run_options& o) {
   js.command = image.command;
   js.env = o.env;
   js.volumes = o.volumes;
+  // Attached, this command is there at the run's end to take its recording (the pod's files go
+  // with the pod), unless recording is off here or the run was given a record switch of its own.
+  if (o.attach && config::load().record &&
+      std::none_of(o.env.begin(), o.env.end(), [](const std::string& kv) { return kv.starts_with("FIBER_RECORD"); }))
+    js.record_token = detail::random_token();
   js.cpu = o.cpu;
   js.memory_bytes = o.memory_bytes;
   js.gpu = o.gpu;

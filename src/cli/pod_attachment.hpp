@@ -37,6 +37,16 @@ class pod_attachment {
     bool detached = false;
   };
 
+  /// Each line of the master's output, after it is printed (the pod's name, the line).
+  void on_line(std::function<void(const std::string& pod, std::string_view line)> f) { on_line_ = std::move(f); }
+  /// Work of the caller's on the loop that the attachment waits for before it ends (hold, then
+  /// release once done), such as taking what the master offered in its output.
+  void hold() noexcept { ++held_; }
+  void release() {
+    --held_;
+    maybe_done();
+  }
+
   /// `print_pod` once the Job made its pod (the pod's name); `attach`: then follow it.
   outcome run(bool attach, const std::function<void(const std::string&)>& print_pod) {
     attach_ = attach;
@@ -104,10 +114,11 @@ class pod_attachment {
     api_.api().stream(
         "/api/v1/namespaces/" + ns_ + "/pods/" + out_.pod + "/log?follow=true&container=" + master_container,
         std::chrono::milliseconds(0), {"get", "pods/log"},
-        [](std::string_view line) {
+        [this](std::string_view line) {
           std::fwrite(line.data(), 1, line.size(), stdout);
           std::fputc('\n', stdout);
           std::fflush(stdout);
+          if (on_line_) on_line_(out_.pod, line);
         },
         [this](std::error_code, long, std::string) {
           logs_open_ = false;
@@ -141,7 +152,7 @@ class pod_attachment {
   }
 
   void maybe_done() {
-    if (exit_code_ && !logs_open_) {
+    if (exit_code_ && !logs_open_ && held_ == 0) {
       out_.exit_code = exit_code_;
       done();
     }
@@ -167,6 +178,8 @@ class pod_attachment {
   asio::steady_timer first_pod_limit_;
   std::shared_ptr<detail::kube::pod_watch> watch_;
   std::function<void(const std::string&)> print_pod_;
+  std::function<void(const std::string&, std::string_view)> on_line_;
+  int held_ = 0;
   outcome out_;
   std::optional<int> exit_code_;
   std::string said_;

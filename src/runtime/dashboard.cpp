@@ -41,8 +41,6 @@ struct dashboard::state {
   bool closed = false;
 };
 
-namespace {
-
 std::string random_token() {
   std::random_device rd;  // the kernel's random source
   std::string t;
@@ -53,8 +51,6 @@ std::string random_token() {
   }
   return t;
 }
-
-}  // namespace
 
 bool dashboard_token_matches(std::string_view given, std::string_view token) {
   unsigned char diff = given.size() == token.size() ? 0 : 1;

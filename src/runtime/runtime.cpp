@@ -12,6 +12,7 @@
 #include "core/log.hpp"
 #include "core/message_limit.hpp"
 #include "core/worker_env.hpp"
+#include "runtime/recording_handoff.hpp"
 #include "runtime/spawn_host.hpp"
 #include "runtime/spawn_relay.hpp"
 #include "runtime/terminate_guard.hpp"
@@ -289,6 +290,10 @@ void runtime::shutdown() noexcept {
   route_->shutdown();
   recorder_.close();  // after the services: a pool's end is in the recording
   if (dashboard_) dashboard_->close();
+  // A master in a Kubernetes pod, followed by `fiber run`: the recording goes to it before the
+  // pod (and its files) can go.
+  if (const char* token = std::getenv(env_record_handoff); token && *token && !worker_ && !recorder_.path().empty())
+    hand_off_recording(recorder_.path(), token, std::chrono::seconds(60));
 }
 
 }  // namespace fiber::detail
