@@ -30,7 +30,8 @@ std::optional<handoff_offer> handoff_in_line(std::string_view line) {
   return handoff_offer{m[1].str(), std::stoull(m[2].str()), static_cast<std::uint16_t>(port)};
 }
 
-bool hand_off_recording(const std::string& path, const std::string& token, std::chrono::milliseconds patience) {
+bool hand_off_recording(const std::string& path, const std::string& token, std::chrono::milliseconds patience,
+                        const std::function<void(const handoff_offer&)>& announce) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   auto file = std::make_shared<std::string>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -64,8 +65,7 @@ bool hand_off_recording(const std::string& path, const std::string& token, std::
   server = &listening;
   listening.start();
   offer.port = listening.port();
-  std::fprintf(stderr, "%s\n", handoff_line(offer).c_str());
-  std::fflush(stderr);
+  announce(offer);
   io.run_for(patience);
   if (!taken) log(log_level::warn, "the run's recording was not taken: it stays in this container, at " + path);
   return taken;

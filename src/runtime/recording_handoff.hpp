@@ -6,6 +6,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,7 +26,9 @@ std::string handoff_line(const handoff_offer& offer);
 std::optional<handoff_offer> handoff_in_line(std::string_view line);
 
 /// Serves the recording at `path` once (GET /recording?token=TOKEN, on every address), says where
-/// on stderr, and returns once it was taken whole, or after `patience`: whether it was taken.
-bool hand_off_recording(const std::string& path, const std::string& token, std::chrono::milliseconds patience);
+/// through `announce` (the master: its handoff_line on stderr), and returns once it was taken
+/// whole, or after `patience`: whether it was taken.
+bool hand_off_recording(const std::string& path, const std::string& token, std::chrono::milliseconds patience,
+                        const std::function<void(const handoff_offer&)>& announce);
 
 }  // namespace fiber::detail

@@ -293,7 +293,10 @@ void runtime::shutdown() noexcept {
   // A master in a Kubernetes pod, followed by `fiber run`: the recording goes to it before the
   // pod (and its files) can go.
   if (const char* token = std::getenv(env_record_handoff); token && *token && !worker_ && !recorder_.path().empty())
-    hand_off_recording(recorder_.path(), token, std::chrono::seconds(60));
+    hand_off_recording(recorder_.path(), token, std::chrono::seconds(60), [](const handoff_offer& offer) {
+      std::fprintf(stderr, "%s\n", handoff_line(offer).c_str());
+      std::fflush(stderr);
+    });
 }
 
 }  // namespace fiber::detail
