@@ -20,6 +20,7 @@
 #include "backend/command.hpp"
 #include "core/file_tree.hpp"
 #include "runtime/claim_copy_service.hpp"
+#include "http_support.hpp"
 #include "transport/http_client.hpp"
 
 namespace fs = std::filesystem;
@@ -62,20 +63,12 @@ class claim_copy_service : public ::testing::Test {
 
   fiber::detail::http_response call(const std::string& method, const std::string& target, const std::string& body = {},
                                     std::optional<std::string> token = std::nullopt) {
-    asio::io_context io;
-    fiber::detail::http_client http(io);
     fiber::detail::http_request req;
     req.method = method;
     req.url = "http://127.0.0.1:" + std::to_string(port_) + target;
     req.headers.emplace_back(fiber::detail::claim_copy_token_header, token.value_or(token_));
     req.body = body;
-    fiber::detail::http_response out;
-    http.start(std::move(req), [&](std::error_code ec, fiber::detail::http_response r) {
-      EXPECT_FALSE(ec) << ec.message();
-      out = std::move(r);
-    });
-    io.run();
-    return out;
+    return fiber_test::http_call(std::move(req));
   }
 
   fs::path root_;

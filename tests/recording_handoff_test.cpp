@@ -4,14 +4,13 @@
 // cli_kubernetes_test's.
 #include <gtest/gtest.h>
 
-#include <asio/io_context.hpp>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <thread>
 
+#include "http_support.hpp"
 #include "runtime/recording_handoff.hpp"
-#include "transport/http_client.hpp"
 
 namespace {
 namespace fs = std::filesystem;
@@ -31,17 +30,9 @@ fs::path write_file(const std::string& name, const std::string& bytes) {
 }
 
 fiber::detail::http_response get(std::uint16_t port, const std::string& target) {
-  asio::io_context io;
-  fiber::detail::http_client http(io);
   fiber::detail::http_request req;
   req.url = "http://127.0.0.1:" + std::to_string(port) + target;
-  fiber::detail::http_response out;
-  http.start(std::move(req), [&](std::error_code ec, fiber::detail::http_response r) {
-    EXPECT_FALSE(ec) << ec.message();
-    out = std::move(r);
-  });
-  io.run();
-  return out;
+  return fiber_test::http_call(std::move(req));
 }
 }  // namespace
 
