@@ -29,14 +29,17 @@ void dashboard_view::show_pool(std::uint64_t id, std::string_view tree, std::str
   auto v = boost::json::parse(state, ec);
   if (ec || !v.is_object()) return;
   auto& p = pools_[id];
-  if (p.ended) return;  // its last word was said
+  if (p.said_ended) return;  // its last word was said
+  // Its process's end may be seen before its last words arrive: they still bring its numbers.
+  bool ended_already = p.ended;
   p.last = std::move(v.as_object());
   // Its id as text (a nested pool's carries its master's prefix in the high half: past what a
   // page's numbers hold exactly), its number in its own process, and where it runs.
   p.last["id"] = std::to_string(id);
   p.last["number"] = id & 0xffffffffu;
   p.last["in"] = tree;
-  if (ended) {
+  p.said_ended = ended;
+  if (ended || ended_already) {
     p.ended = true;
     p.last["state"] = "ended";
   }

@@ -47,6 +47,7 @@ class dashboard_view {
     describe_fn describe;
     boost::json::object last;
     bool ended = false;
+    bool said_ended = false;  // a nested master's pool that sent its last state (show_pool)
   };
   struct process_entry {
     std::uint64_t pid = 0;
