@@ -43,9 +43,19 @@ void pool_in_a_child(fiber::simple_queue<int> gate, fiber::simple_queue<int> out
   for (int i = 0; i < 4; ++i) args.emplace_back(i, gate);
   out.put(static_cast<int>(p.starmap(&wait_for, args, 1).get().size())).get();
 }
+/// A master of its own that is killed while its pool holds four items on `gate`.
+void pool_then_killed(fiber::simple_queue<int> gate, fiber::simple_queue<int> die) {
+  fiber::pool p(2);
+  std::vector<std::tuple<int, fiber::simple_queue<int>>> args;
+  for (int i = 0; i < 4; ++i) args.emplace_back(i, gate);
+  auto held = p.starmap_async(&wait_for, args, 1);
+  (void)die.get().get();
+  ::raise(SIGKILL);
+}
 }  // namespace
 FIBER_REMOTE(wait_for);
 FIBER_REMOTE(pool_in_a_child);
+FIBER_REMOTE(pool_then_killed);
 FIBER_REMOTE(kill_myself);
 FIBER_REMOTE(triple);
 
@@ -398,3 +408,27 @@ TEST(dashboard, a_childs_pool_is_on_the_runs_page_by_its_place_in_the_tree) {
   EXPECT_EQ(num(ended.at("totals").at("running")), 0u);
   EXPECT_EQ(num(ended.at("totals").at("done")), 4u);
 }
+
+// A nested master killed before its last word: its process's end ends its pool on the page, and
+// what it held is no longer counted as running.
+TEST(dashboard, a_killed_childs_pool_is_shown_ended) {
+  fiber::context ctx(with_dashboard());
+  auto u = parse(ctx.dashboard_url());
+  fiber::simple_queue<int> gate(ctx), die(ctx);
+  fiber::process child(ctx, &pool_then_killed, gate, die);
+  child.start().get();
+  (void)state_when(u, [&](const boost::json::object& st) {
+    auto* p = pool_of(st, child.name());
+    return p && num(p->at("stats").at("workers")) == 2 && num(p->at("stats").at("running")) == 4;
+  });
+  die.put(0).get();
+  child.join().get();
+  EXPECT_EQ(child.exitcode(), -SIGKILL);
+  auto ended = state_when(u, [&](const boost::json::object& st) {
+    auto* p = pool_of(st, child.name());
+    return p && p->at("state").as_string() == "ended";
+  });
+  EXPECT_EQ(num(ended.at("totals").at("running")), 0u);
+  EXPECT_EQ(num(ended.at("totals").at("queued")), 0u);
+}
+
