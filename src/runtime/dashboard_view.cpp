@@ -28,6 +28,9 @@ void dashboard_view::show_pool(std::uint64_t id, std::string_view tree, std::str
   boost::system::error_code ec;
   auto v = boost::json::parse(state, ec);
   if (ec || !v.is_object()) return;
+  // A pool's first state goes up as it starts: an unknown one that says it ended was dropped from
+  // the page already (older than the ended pools kept), its numbers in the totals.
+  if (ended && !pools_.contains(id)) return;
   auto& p = pools_[id];
   if (p.said_ended) return;  // its last word was said
   // Its process's end may be seen before its last words arrive: they still bring its numbers.
