@@ -376,6 +376,15 @@ const boost::json::object* pool_of(const boost::json::object& s, const std::stri
     if (auto* where = p.as_object().if_contains("in"); where && where->as_string() == in) return &p.as_object();
   return nullptr;
 }
+
+/// The state once the pool of process `in` has its two workers holding its four items, none done
+/// (each runs one and holds one: its credit).
+boost::json::object when_its_pool_holds_four(const url_parts& u, const std::string& in) {
+  return state_when(u, [&](const boost::json::object& st) {
+    auto* p = pool_of(st, in);
+    return p && num(p->at("stats").at("workers")) == 2 && num(p->at("stats").at("running")) == 4;
+  });
+}
 }  // namespace
 
 // A child that runs a pool is a master of its own: its pool is on the run's page, by its place in
@@ -386,11 +395,7 @@ TEST(dashboard, a_childs_pool_is_on_the_runs_page_by_its_place_in_the_tree) {
   fiber::simple_queue<int> gate(ctx), out(ctx);
   fiber::process child(ctx, &pool_in_a_child, gate, out);
   child.start().get();
-  // Its two workers hold its four items, none done: each runs one and holds one (its credit).
-  auto s = state_when(u, [&](const boost::json::object& st) {
-    auto* p = pool_of(st, child.name());
-    return p && num(p->at("stats").at("workers")) == 2 && num(p->at("stats").at("running")) == 4;
-  });
+  auto s = when_its_pool_holds_four(u, child.name());
   auto& pool = *pool_of(s, child.name());
   EXPECT_EQ(num(pool.at("number")), 1u);
   EXPECT_EQ(pool.at("state").as_string(), "open");
@@ -417,10 +422,7 @@ TEST(dashboard, a_killed_childs_pool_is_shown_ended) {
   fiber::simple_queue<int> gate(ctx), die(ctx);
   fiber::process child(ctx, &pool_then_killed, gate, die);
   child.start().get();
-  (void)state_when(u, [&](const boost::json::object& st) {
-    auto* p = pool_of(st, child.name());
-    return p && num(p->at("stats").at("workers")) == 2 && num(p->at("stats").at("running")) == 4;
-  });
+  (void)when_its_pool_holds_four(u, child.name());
   die.put(0).get();
   child.join().get();
   EXPECT_EQ(child.exitcode(), -SIGKILL);
