@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
-#include <thread>
 
 #include "http_support.hpp"
 #include "runtime/recording_handoff.hpp"

@@ -3,7 +3,6 @@
 #include <asio/io_context.hpp>
 #include <asio/use_awaitable.hpp>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
