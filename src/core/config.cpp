@@ -186,6 +186,12 @@ const std::vector<key_def>& key_table() {
          c.local_transport = std::string(v);
        },
        [](const config& c) { return c.local_transport; }},
+      {"remote_transport",
+       [](config& c, std::string_view v) {
+         if (v != "direct" && v != "zeromq") bad_value("remote_transport", v, "direct or zeromq");
+         c.remote_transport = std::string(v);
+       },
+       [](const config& c) { return c.remote_transport; }},
       {"kubernetes_namespace",
        [](config& c, std::string_view v) {
          if (!v.empty() && (v.size() > 63 || !std::all_of(v.begin(), v.end(), [](char ch) {

@@ -1,7 +1,13 @@
 #include "runtime/direct_links.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <asio/connect.hpp>
+#include <thread>
 
 #include <asio/steady_timer.hpp>
 #include <limits>
@@ -21,6 +27,20 @@ constexpr std::size_t greeting_limit = 1024;
 asio::local::stream_protocol::endpoint abstract(std::string_view name) {
   return asio::local::stream_protocol::endpoint(std::string(1, '\0') + std::string(name));
 }
+
+/// TCP gives up on a peer that takes no bytes for `silence` (a host that went away), and probes an
+/// idle connection so that it does.
+void tune_tcp(int fd, std::chrono::milliseconds silence) {
+  int on = 1;
+  unsigned timeout = static_cast<unsigned>(std::max<long long>(silence.count(), 1000));
+  int idle = static_cast<int>(std::max<long long>(silence.count() / 3000, 1));  // seconds
+  int count = 3;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout, sizeof timeout);
+}
 }  // namespace
 
 direct_listener::direct_listener(asio::io_context& io, std::string password, std::size_t max_message_bytes,
@@ -28,11 +48,30 @@ direct_listener::direct_listener(asio::io_context& io, std::string password, std
                                  std::function<bool(const std::string&)> expected,
                                  unique_function<void(const std::string&, multipart&&)> on_message)
     : acceptor_(io),
+      tcp_acceptor_(io),
+      sweep_timer_(io),
       password_(std::move(password)),
       max_message_bytes_(max_message_bytes),
       greeting_timeout_(greeting_timeout),
       expected_(std::move(expected)),
       on_message_(std::move(on_message)) {}
+
+// A connection until it has proven itself: the socket during a TLS handshake, then the link
+// while its greeting comes; closed when the deadline passes first.
+struct direct_listener::pending {
+  pending(stream_link::socket_type s, std::chrono::milliseconds limit)
+      : socket(std::move(s)), deadline(socket.get_executor(), limit) {}
+  stream_link::socket_type socket;
+  asio::steady_timer deadline;
+  std::unique_ptr<tls_session> tls;
+  std::weak_ptr<stream_link> link;
+  std::string id;  // once proven
+  void close() {
+    std::error_code ignored;
+    socket.close(ignored);
+    if (auto l = link.lock()) l->close();
+  }
+};
 
 void direct_listener::listen(const std::string& name) {
   try {
@@ -46,72 +85,186 @@ void direct_listener::listen(const std::string& name) {
   accept_next();
 }
 
+std::string direct_listener::listen_tcp(const std::string& host, const tls_session::key& psk,
+                                        std::chrono::milliseconds check_every, std::chrono::milliseconds silence) {
+  asio::ip::tcp::endpoint at;
+  try {
+    std::error_code ec;
+    auto address = asio::ip::make_address(host, ec);
+    if (ec) {  // a name: its first address
+      asio::ip::tcp::resolver resolver(tcp_acceptor_.get_executor());
+      at = *resolver.resolve(host, "0").begin();
+    } else {
+      at = asio::ip::tcp::endpoint(address, 0);
+    }
+    tcp_acceptor_.open(at.protocol());
+    tcp_acceptor_.set_option(asio::socket_base::reuse_address(true));
+    tcp_acceptor_.bind(at);
+    tcp_acceptor_.listen(asio::socket_base::max_listen_connections);
+  } catch (const std::system_error& e) {
+    throw error(errc::spawn_failed, "cannot listen on TCP at " + host + ": " + e.what());
+  }
+  psk_ = psk;
+  check_every_ = check_every;
+  silence_ = silence;
+  accept_tcp();
+  sweep();
+  return "tcp://" + host + ":" + std::to_string(tcp_acceptor_.local_endpoint().port());
+}
+
 void direct_listener::accept_next() {
   acceptor_.async_accept([weak = weak_from_this()](std::error_code ec, asio::local::stream_protocol::socket s) {
     auto self = weak.lock();
     if (!self || self->closed_ || ec == asio::error::operation_aborted) return;
-    if (!ec) self->on_connection(std::move(s));
+    if (!ec) {
+      // Another user's process is never one of ours, whatever it knows.
+      ucred peer{};
+      socklen_t len = sizeof peer;
+      if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != ::geteuid()) {
+        logf(log_level::warn, "a process of another user (uid ", peer.uid, ") connected to the master's unix socket; closed");
+      } else {
+        auto executor = s.get_executor();
+        stream_link::socket_type g(executor, asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), s.release());
+        if (auto p = self->admit(std::move(g))) self->start_link(std::move(p));
+      }
+    }
     self->accept_next();
   });
 }
 
-void direct_listener::on_connection(asio::local::stream_protocol::socket s) {
-  // Another user's process is never one of ours, whatever it knows.
-  ucred peer{};
-  socklen_t len = sizeof peer;
-  if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != ::geteuid()) {
-    logf(log_level::warn, "a process of another user (uid ", peer.uid, ") connected to the master's unix socket; closed");
-    return;
-  }
+void direct_listener::accept_tcp() {
+  tcp_acceptor_.async_accept([weak = weak_from_this()](std::error_code ec, asio::ip::tcp::socket s) {
+    auto self = weak.lock();
+    if (!self || self->closed_ || ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      std::error_code ignored;
+      s.set_option(asio::ip::tcp::no_delay(true), ignored);
+      tune_tcp(s.native_handle(), self->silence_);
+      auto family = s.local_endpoint(ignored).protocol().family();
+      auto executor = s.get_executor();
+      stream_link::socket_type g(executor, asio::generic::stream_protocol(family, SOCK_STREAM), s.release());
+      if (auto p = self->admit(std::move(g))) {
+        p->tls = std::make_unique<tls_session>(tls_session::role::server, *self->psk_);
+        self->handshake(std::move(p));
+      }
+    }
+    self->accept_tcp();
+  });
+}
+
+std::shared_ptr<direct_listener::pending> direct_listener::admit(stream_link::socket_type s) {
   std::erase_if(unproven_, [](auto& w) { return w.expired(); });
   if (unproven_.size() >= max_unproven) {
-    logf(log_level::warn, "more than ", max_unproven, " connections wait to prove themselves on the master's unix socket; ",
+    logf(log_level::warn, "more than ", max_unproven, " connections wait to prove themselves to the master; ",
          "closing a new one");
+    return nullptr;
+  }
+  auto p = std::make_shared<pending>(std::move(s), greeting_timeout_);
+  // Until it proves itself, the listener holds the connection only weakly: its pending read
+  // keeps it.
+  p->deadline.async_wait([weak = std::weak_ptr<pending>(p)](std::error_code ec) {
+    auto p = weak.lock();
+    if (ec || !p || !p->id.empty()) return;
+    logf(log_level::warn, "a connection to the master did not prove itself in time; closed");
+    p->close();
+  });
+  unproven_.push_back(p);
+  return p;
+}
+
+void direct_listener::handshake(std::shared_ptr<pending> p) {
+  auto step = p->tls->handshake();
+  std::string out;
+  p->tls->take_output(out);
+  // The handshake's few hundred bytes always fit the new socket's buffer.
+  if (!out.empty() && ::send(p->socket.native_handle(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+                          static_cast<ssize_t>(out.size()))
+    step = tls_session::step::failed;
+  if (step == tls_session::step::failed) {
+    logf(log_level::warn, "a connection to the master failed its TLS handshake: ",
+         p->tls->failure().empty() ? std::string("it could not be written to") : p->tls->failure(), "; closed");
+    p->deadline.cancel();
+    p->close();
     return;
   }
-  auto link = std::make_shared<stream_link>(std::move(s), greeting_limit);
-  std::weak_ptr<stream_link> weak_link = link;
-  // Until it proves itself, the listener holds the link only weakly: its pending read keeps it.
-  struct greeting {
-    std::string id;  // once proven
-    asio::steady_timer deadline;
-  };
-  auto state = std::make_shared<greeting>(greeting{{}, asio::steady_timer(acceptor_.get_executor(), greeting_timeout_)});
-  state->deadline.async_wait([weak_link, state = std::weak_ptr<greeting>(state)](std::error_code ec) {
-    auto l = weak_link.lock();
-    auto st = state.lock();
-    if (ec || !l || !st || !st->id.empty()) return;
-    logf(log_level::warn, "a connection to the master's unix socket did not prove itself in time; closed");
-    l->close();
+  if (step == tls_session::step::done) return start_link(std::move(p));
+  p->socket.async_wait(asio::socket_base::wait_read, [weak = weak_from_this(), p](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->closed_ || !p->socket.is_open()) return;
+    char buf[4096];
+    auto n = ::recv(p->socket.native_handle(), buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      p->deadline.cancel();
+      p->close();
+      return;
+    }
+    if (n > 0) p->tls->feed(buf, static_cast<std::size_t>(n));
+    self->handshake(p);
   });
+}
+
+void direct_listener::start_link(std::shared_ptr<pending> p) {
+  auto link = std::make_shared<stream_link>(std::move(p->socket), greeting_limit, std::move(p->tls));
+  p->link = link;
+  std::weak_ptr<stream_link> weak_link = link;
   link->start(
-      [weak = weak_from_this(), weak_link, state](multipart m) {
+      [weak = weak_from_this(), weak_link, p](multipart m) {
         auto self = weak.lock();
         auto l = weak_link.lock();
         if (!self || !l || self->closed_) return;
-        if (state->id.empty()) {
-          state->deadline.cancel();
-          state->id = self->on_first_message(l, std::move(m));
+        if (p->id.empty()) {
+          p->deadline.cancel();
+          p->id = self->on_first_message(l, std::move(m));
           return;
         }
-        self->on_message_(state->id, std::move(m));
+        self->on_message_(p->id, std::move(m));
       },
-      [weak = weak_from_this(), weak_link, state](std::error_code) {
-        state->deadline.cancel();
+      [weak = weak_from_this(), weak_link, p](std::error_code) {
+        p->deadline.cancel();
         auto self = weak.lock();
-        if (!self || state->id.empty()) return;
+        if (!self || p->id.empty()) return;
         // The child's death itself is seen through its process; here only its link goes.
-        auto it = self->links_.find(state->id);
+        auto it = self->links_.find(p->id);
         if (it != self->links_.end() && it->second == weak_link.lock()) self->links_.erase(it);
       });
-  unproven_.push_back(link);
+}
+
+// A child across a network that stopped (SIGSTOP, a frozen VM) keeps its TCP connection: its
+// kernel still answers. Its pulses stop, and its link is closed here, so sends to it fail and the
+// pool ends it as lost, as ZeroMQ's heartbeats did. One timer for every link, not one each. A
+// link whose bytes wait unread is not silent: this loop was busy (starting a thousand children),
+// not the child.
+void direct_listener::sweep() {
+  sweep_timer_.expires_after(check_every_);
+  sweep_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->closed_) return;
+    auto now = stream_link::clock::now();
+    std::vector<std::string> silent;
+    for (auto& [id, link] : self->links_)
+      if (link->encrypted() && now - link->last_heard() >= self->silence_ && !link->bytes_waiting())
+        silent.push_back(id);
+    for (auto& id : silent) {
+      logf(log_level::warn, "child ", id, " has said nothing for heartbeat_timeout_ms (", self->silence_.count(),
+           " ms); its link is closed");
+      auto it = self->links_.find(id);
+      auto link = it->second;
+      self->links_.erase(it);
+      link->close();
+    }
+    self->sweep();
+  });
 }
 
 std::string direct_listener::on_first_message(const std::shared_ptr<stream_link>& link, multipart&& m) {
-  std::erase_if(unproven_, [&](auto& w) { return w.expired() || w.lock() == link; });
+  std::erase_if(unproven_, [&](auto& w) {
+    auto p = w.lock();
+    return !p || p->link.lock() == link;
+  });
   bool greeting = m.size() == 3 && m[0].to_string_view() == link_greeting;
   std::string id = greeting ? m[1].to_string() : std::string();
-  if (!greeting || !same_secret(m[2].to_string_view(), password_)) {
+  // Over TLS the handshake proved the key; the greeting carries no password.
+  if (!greeting || !same_secret(m[2].to_string_view(), link->encrypted() ? std::string_view() : password_)) {
     logf(log_level::error, "a process that does not know the job's secret connected to the master's unix socket; closed");
     link->close();
     return {};
@@ -138,10 +291,12 @@ void direct_listener::close() {
   closed_ = true;
   std::error_code ignored;
   acceptor_.close(ignored);
+  tcp_acceptor_.close(ignored);
+  sweep_timer_.cancel();
   for (auto& [id, link] : links_) link->close();
   links_.clear();
   for (auto& w : unproven_)
-    if (auto l = w.lock()) l->close();
+    if (auto p = w.lock()) p->close();
   unproven_.clear();
 }
 
@@ -157,6 +312,72 @@ std::shared_ptr<stream_link> connect_direct_link(asio::io_context& io, const std
   greeting.emplace_back(id.data(), id.size());
   greeting.emplace_back(password.data(), password.size());
   if (auto ec = link->send_blocking(greeting)) throw std::system_error(ec, "greeting the master over its unix socket");
+  return link;
+}
+
+}  // namespace fiber::detail
+
+namespace fiber::detail {
+
+std::shared_ptr<stream_link> connect_tls_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
+                                              const tls_session::key& psk, std::chrono::milliseconds patience,
+                                              std::chrono::milliseconds silence) {
+  auto where = std::string_view(endpoint).substr(tls_scheme.size());
+  auto colon = where.rfind(':');
+  if (colon == std::string_view::npos) throw std::system_error(make_error_code(std::errc::invalid_argument), "no port in " + endpoint);
+  std::string host(where.substr(0, colon)), port(where.substr(colon + 1));
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  auto deadline = std::chrono::steady_clock::now() + patience;
+  asio::ip::tcp::socket s(io);
+  for (auto pause = std::chrono::milliseconds(20);; pause = std::min(pause * 2, std::chrono::milliseconds(500))) {
+    std::error_code ec;
+    asio::ip::tcp::resolver resolver(io);
+    auto found = resolver.resolve(host, port, ec);
+    if (!ec) asio::connect(s, found, ec);
+    if (!ec) break;
+    if (std::chrono::steady_clock::now() + pause >= deadline)
+      throw std::system_error(ec, "connecting to the master at " + endpoint);
+    std::this_thread::sleep_for(pause);  // nothing listens yet (a pod's network comes up late)
+  }
+  s.set_option(asio::ip::tcp::no_delay(true));
+  tune_tcp(s.native_handle(), silence);
+  int fd = s.native_handle();
+  auto tls = std::make_unique<tls_session>(tls_session::role::client, psk);
+  for (;;) {
+    auto step = tls->handshake();
+    std::string out;
+    tls->take_output(out);
+    for (std::size_t sent = 0; sent < out.size();) {
+      auto n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw std::system_error(errno, std::system_category(), "TLS handshake with the master");
+      sent += static_cast<std::size_t>(n);
+    }
+    if (step == tls_session::step::done) break;
+    if (step == tls_session::step::failed)
+      throw std::system_error(make_error_code(std::errc::permission_denied), tls->failure());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) == 0)
+      throw std::system_error(make_error_code(std::errc::timed_out), "TLS handshake with the master at " + endpoint);
+    char buf[4096];
+    auto n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw std::system_error(n == 0 ? make_error_code(std::errc::connection_reset) : std::error_code(errno, std::system_category()),
+                              "TLS handshake with the master at " + endpoint + " (it closed the connection: does it hold this job's key?)");
+    tls->feed(buf, static_cast<std::size_t>(n));
+  }
+  auto family = s.local_endpoint().protocol().family();
+  auto executor = s.get_executor();
+  stream_link::socket_type g(executor, asio::generic::stream_protocol(family, SOCK_STREAM), s.release());
+  // The master is proven by the key: what it sends is not limited here, as over ZeroMQ.
+  auto link = std::make_shared<stream_link>(std::move(g), std::numeric_limits<std::size_t>::max(), std::move(tls));
+  multipart greeting;
+  greeting.emplace_back(link_greeting.data(), link_greeting.size());
+  greeting.emplace_back(id.data(), id.size());
+  greeting.emplace_back();  // no password: the handshake proved the key
+  if (auto ec = link->send_blocking(greeting)) throw std::system_error(ec, "greeting the master over TLS");
   return link;
 }
 

@@ -4,12 +4,21 @@
 // master listens on an abstract socket; a child connects and proves itself first with its
 // routing id and the job's password, and until then may send only that (a few hundred bytes).
 // A child's link closing is how it hears that its master is gone.
+//
+// Children on other hosts (containers, Slurm nodes, pods) get the same links over TCP with TLS 1.3
+// when remote_transport=direct: the TLS handshake proves the job's key, a link whose child has
+// been silent for heartbeat_timeout_ms is closed (a child's pulse thread speaks when its task
+// does not: runtime/link_pulse), and the child hears its master's end from TCP (docs/design.md,
+// "Direct links across hosts").
 #pragma once
 #include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
 #include <asio/local/stream_protocol.hpp>
+#include <asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -21,6 +30,8 @@ namespace fiber::detail {
 
 /// The endpoint scheme children see for a master's direct links: "unix:@<abstract name>".
 inline constexpr std::string_view direct_scheme = "unix:@";
+/// ... and across a network: "tls://<host>:<port>".
+inline constexpr std::string_view tls_scheme = "tls://";
 
 /// The master's side: accepts children's links and routes their messages by routing id.
 class direct_listener : public std::enable_shared_from_this<direct_listener> {
@@ -36,6 +47,12 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
 
   /// Binds `name` (abstract) and starts accepting; throws fiber::error(spawn_failed).
   void listen(const std::string& name);
+  /// Binds TCP on `host` (an address, or a name that resolves to one; any port) for children on
+  /// other hosts, who prove `psk` in a TLS handshake; a link silent for `silence` is closed
+  /// (checked every `check_every`). Returns the address bound, "tcp://<host>:<port>"; throws
+  /// fiber::error(spawn_failed).
+  std::string listen_tcp(const std::string& host, const tls_session::key& psk, std::chrono::milliseconds check_every,
+                         std::chrono::milliseconds silence);
   /// What a child connects to.
   const std::string& endpoint() const noexcept { return endpoint_; }
   /// Sends to child `id`; host_unreachable when it has no link (any more), and `parts` is
@@ -47,12 +64,22 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   static constexpr std::size_t max_unproven = 1024;
 
  private:
+  struct pending;  // a connection until it has proven itself
   void accept_next();
-  void on_connection(asio::local::stream_protocol::socket s);
+  void accept_tcp();
+  /// Takes a new connection, or refuses it when too many wait; null when refused.
+  std::shared_ptr<pending> admit(stream_link::socket_type s);
+  void handshake(std::shared_ptr<pending> p);
+  void start_link(std::shared_ptr<pending> p);
   /// The child's routing id when it proved itself, else empty (and the link is closed).
   std::string on_first_message(const std::shared_ptr<stream_link>& link, multipart&& m);
+  void sweep();
 
   asio::local::stream_protocol::acceptor acceptor_;
+  asio::ip::tcp::acceptor tcp_acceptor_;
+  std::optional<tls_session::key> psk_;
+  asio::steady_timer sweep_timer_;
+  std::chrono::milliseconds check_every_{}, silence_{};
   std::string password_;
   std::size_t max_message_bytes_;
   std::chrono::milliseconds greeting_timeout_;
@@ -60,7 +87,7 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   unique_function<void(const std::string&, multipart&&)> on_message_;
   std::string endpoint_;
   std::unordered_map<std::string, std::shared_ptr<stream_link>> links_;  // by routing id
-  std::vector<std::weak_ptr<stream_link>> unproven_;
+  std::vector<std::weak_ptr<pending>> unproven_;
   bool closed_ = false;
 };
 
@@ -68,5 +95,13 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
 /// `password`. Throws std::system_error when the master cannot be reached.
 std::shared_ptr<stream_link> connect_direct_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
                                                  const std::string& password);
+/// A child on another host: connects to `endpoint` (tls_scheme), trying again until `patience`
+/// has passed while nothing listens (a pod's network may come up after its process), proves
+/// `psk` in the handshake and itself as `id`. TCP is told to give up on a master that takes no
+/// bytes for `silence`. Throws std::system_error (timed_out: no connection, or no handshake, in
+/// time; permission_denied: the master does not hold the key).
+std::shared_ptr<stream_link> connect_tls_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
+                                              const tls_session::key& psk, std::chrono::milliseconds patience,
+                                              std::chrono::milliseconds silence);
 
 }  // namespace fiber::detail

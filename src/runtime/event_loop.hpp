@@ -62,6 +62,9 @@ class event_loop {
   /// the standby thread and lets an owned loop run out. Safe from any thread, the loop's included.
   void stop(unique_function<void()> last) noexcept;
 
+  /// A worker's spin comes with its master's config (on the loop's thread).
+  void set_spin(std::chrono::microseconds spin) noexcept { spin_ = spin; }
+
  private:
   void standby_loop();
   /// io_->run_one() (or, when not `block`, poll_one()), logging an exception that escapes a
@@ -89,6 +92,11 @@ class event_loop {
   int want_to_drive_ = 0;      // callers waiting for the baton
   std::chrono::steady_clock::time_point last_release_{};
   std::chrono::microseconds spin_;
+  // Adaptive spinning (run_until), touched only by the thread that drives the loop.
+  static constexpr int spin_misses_allowed = 4;
+  static constexpr unsigned spin_probe_every = 32;
+  int spin_misses_ = 0;
+  unsigned waits_without_spin_ = 0;
 };
 
 }  // namespace fiber::detail

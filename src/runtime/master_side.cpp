@@ -40,6 +40,10 @@ const std::string& master_side::listen() {
     listen_direct();
     return endpoint_;
   }
+  if (endpoint.starts_with("tcp://") && cfg_.remote_transport == "direct") {
+    listen_tls(endpoint);
+    return endpoint_;
+  }
   zmq::socket_t s(zctx_, zmq::socket_type::router);
   // Children on this host (a unix socket) are watched through their pidfd, and a stopped one by
   // the state the kernel reports (the pool's probe): heartbeats would only wake every child
@@ -75,6 +79,26 @@ void master_side::listen_direct() {
   direct_->listen("fiber-" + job_id_ + "-" + std::to_string(::getpid()));
   endpoint_ = direct_->endpoint();
   plain_auth_ = true;  // children prove themselves with the password
+  logf(log_level::debug, "listening on ", endpoint_);
+}
+
+void master_side::listen_tls(const std::string& endpoint) {
+  auto hostport = endpoint.substr(std::string_view("tcp://").size());
+  auto host = hostport.substr(0, hostport.rfind(':'));
+  direct_ = std::make_shared<direct_listener>(
+      io_, keys_.password, cfg_.max_message_bytes + stream_link::envelope_bytes,
+      std::chrono::milliseconds(cfg_.start_timeout_ms),
+      [this](const std::string& id) { return children_.contains(id); },
+      [weak = weak_from_this()](const std::string& peer, multipart&& m) {
+        auto self = weak.lock();
+        if (self && !self->closed_) self->handle(peer, std::move(m), 0);
+      });
+  auto bound = direct_->listen_tcp(host, tls_session::key_for(keys_.client_secret),
+                                   std::chrono::milliseconds(cfg_.heartbeat_interval_ms),
+                                   std::chrono::milliseconds(cfg_.heartbeat_timeout_ms));
+  auto advertised = the_backend().advertised(bound);
+  endpoint_ = std::string(tls_scheme) + advertised.substr(std::string_view("tcp://").size());
+  remote_links_ = true;
   logf(log_level::debug, "listening on ", endpoint_);
 }
 
@@ -221,6 +245,7 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
         (void)try_send_to_child(peer, make_message(kind::cancelled, {.channel = h->channel, .request = h->request}));
       }
       return;
+    case kind::probe: return;  // a pulse: a child across a network is alive (runtime/link_pulse)
     default: logf(log_level::error, "unexpected message kind ", int(h->type), " from ", peer, "; ignored");
   }
 }

@@ -46,10 +46,12 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   std::vector<std::string> endpoints() const;
   /// Whether ZeroMQ heartbeats watch the children (they reach this master over a network); on
   /// this host's unix sockets they do not, and a stopped child is found by its state instead.
-  bool heartbeats() const noexcept { return !direct_ && !endpoint_.starts_with("ipc://"); }
+  bool heartbeats() const noexcept { return remote_links_ || (!direct_ && !endpoint_.starts_with("ipc://")); }
   /// Whether the children run on this host, in its process namespace (they reach this master on
   /// a unix socket): they can map memory this process shares (valid after listen()).
-  bool children_on_this_host() const noexcept { return direct_ || endpoint_.starts_with("ipc://"); }
+  bool children_on_this_host() const noexcept {
+    return (direct_ && !remote_links_) || endpoint_.starts_with("ipc://");
+  }
   backend& the_backend();
   /// A backend other than config `backend`'s own (a nested master on a cluster backend: the one
   /// that asks the top master); before the first use of the_backend().
@@ -107,6 +109,8 @@ class master_side final : public channel_route, public std::enable_shared_from_t
 
  private:
   void listen_direct();
+  /// remote_transport=direct: children on other hosts reach this master over TCP with TLS.
+  void listen_tls(const std::string& endpoint);
   void receive_next();
   /// A message from child `peer`; its header is m[first].
   void handle(const std::string& peer, multipart&& m, std::size_t first);
@@ -130,7 +134,8 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   channel_broker broker_;
   std::shared_ptr<zmq_channel> router_;
   std::shared_ptr<zap_handler> zap_;
-  std::shared_ptr<direct_listener> direct_;  // children on this host, without ZeroMQ
+  std::shared_ptr<direct_listener> direct_;  // children on this host, or over TLS, without ZeroMQ
+  bool remote_links_ = false;                // direct_ listens on TCP (children on other hosts)
   std::string endpoint_;
   bool plain_auth_ = false;  // listening on a local unix socket with encryption=auto (password, no CURVE)
   std::unique_ptr<backend> backend_;

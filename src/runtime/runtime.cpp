@@ -299,4 +299,10 @@ void runtime::shutdown() noexcept {
     });
 }
 
+void runtime::replace_config(fiber::config cfg) {
+  cfg_ = std::move(cfg);
+  loop_.set_spin(std::chrono::microseconds(cfg_.wait_spin_us));
+  if (worker_) worker_->retune();
+}
+
 }  // namespace fiber::detail

@@ -62,7 +62,8 @@ class runtime : public std::enable_shared_from_this<runtime> {
   void run_soon(unique_function<void()> f);
 
   const fiber::config& cfg() const noexcept { return cfg_; }
-  void replace_config(fiber::config cfg) { cfg_ = std::move(cfg); }
+  /// A worker takes its master's config from the welcome (its heartbeat timing too).
+  void replace_config(fiber::config cfg);
   bool is_shut_down() const noexcept { return shut_down_; }
   const std::string& job_id() const noexcept { return job_id_; }
   const job_keys& keys() const noexcept { return keys_; }

@@ -7,6 +7,7 @@
 #include "fiber/error.hpp"
 #include "runtime/direct_links.hpp"
 #include "runtime/init.hpp"
+#include "runtime/link_pulse.hpp"
 #include "transport/master_watch.hpp"
 
 namespace fiber::detail {
@@ -22,6 +23,20 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
       logf(log_level::error, "cannot reach the master at ", master_endpoint, ": ", e.what());
       exit_worker(exit_master_lost);
     }
+    return;
+  }
+  if (master_endpoint.starts_with(tls_scheme)) {
+    try {
+      link_ = connect_tls_link(loop_.io(), master_endpoint, token, tls_session::key_for(keys.client_secret),
+                               std::chrono::milliseconds(cfg_.start_timeout_ms),
+                               std::chrono::milliseconds(cfg_.heartbeat_timeout_ms));
+    } catch (const std::exception& e) {
+      logf(log_level::error, "cannot reach the master at ", master_endpoint, ": ", e.what());
+      exit_worker(exit_master_lost);
+    }
+    pulse_ = std::make_unique<link_pulse>(link_, std::chrono::milliseconds(cfg_.heartbeat_interval_ms),
+                                          std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
+                                          [] { exit_worker(exit_master_lost); });
     return;
   }
   zmq::socket_t s(zctx_, zmq::socket_type::dealer);
@@ -48,6 +63,11 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
 }
 
 worker_side::~worker_side() = default;
+
+void worker_side::retune() {
+  if (pulse_)
+    pulse_->retune(std::chrono::milliseconds(cfg_.heartbeat_interval_ms), std::chrono::milliseconds(cfg_.heartbeat_timeout_ms));
+}
 
 void worker_side::send_upstream(multipart&& parts) {
   // A worker that is also a master of its own children (nested) runs its loop on a standby thread
@@ -194,6 +214,7 @@ void worker_side::shutdown() noexcept {
   closed_ = true;
   gets_.fail_all(make_error_code(errc::closed));
   master_watch_.reset();
+  pulse_.reset();
   if (link_) {
     // What this worker sent (its results, its `done`) reaches the master before it exits.
     if (!link_->flush(std::chrono::milliseconds(10000)))

@@ -1,5 +1,6 @@
 // A worker's side of the runtime: its one connection to the master (authenticated with the
-// credentials it was given; a direct link when the master is on this host, else ZeroMQ), the watch on that connection, the master's first answer, the
+// credentials it was given; a direct link when the master is on this host or remote_transport is
+// direct, else ZeroMQ), the watch on that connection, the master's first answer, the
 // commands for the worker's service loop, and the answers to its own reads and calls.
 #pragma once
 #include <asio/io_context.hpp>
@@ -21,6 +22,7 @@
 
 namespace fiber::detail {
 class master_watch;
+class link_pulse;
 
 class worker_side final : public channel_route, public std::enable_shared_from_this<worker_side> {
  public:
@@ -33,6 +35,8 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   ~worker_side() override;
 
   void send_upstream(multipart&& parts);
+  /// The config changed (the master's arrived): its heartbeat timing applies from now on.
+  void retune();
   /// Starts receiving; `h` gets the master's first answer (welcome or refuse), header first.
   void on_first_message(unique_function<void(std::error_code, multipart)> h);
   /// Blocks (running the loop) until the master sends a command for this worker's service loop
@@ -62,7 +66,8 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   pending_gets& gets_;
   service_registry& services_;
   std::shared_ptr<zmq_channel> upstream_;  // over ZeroMQ, or
-  std::shared_ptr<stream_link> link_;      // a direct link (a master on this host)
+  std::shared_ptr<stream_link> link_;      // a direct link (on this host, or over TLS)
+  std::unique_ptr<link_pulse> pulse_;      // over TLS: speaks while a task runs
   bool link_started_ = false;
   std::unique_ptr<master_watch> master_watch_;
   unique_function<void(std::error_code, multipart)> first_message_;

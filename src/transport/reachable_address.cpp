@@ -15,7 +15,7 @@ namespace fiber::detail {
 std::string reachable_address() {
   const char* endpoint = std::getenv(env_endpoint);
   std::string e = endpoint ? endpoint : "";
-  if (!e.starts_with("tcp://")) return "127.0.0.1";
+  if (!e.starts_with("tcp://") && !e.starts_with("tls://")) return "127.0.0.1";  // ZeroMQ, or a direct link over TLS
   auto hostport = e.substr(6);
   auto ip = source_address_towards(hostport.substr(0, hostport.rfind(':')));
   return ip.empty() ? "127.0.0.1" : ip;

@@ -2,6 +2,7 @@
 
 #include <asio/read.hpp>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -60,8 +61,20 @@ std::size_t message_bytes(const std::string& head, const multipart& parts) {
 }
 }  // namespace
 
+namespace {
+stream_link::socket_type generic_of(asio::local::stream_protocol::socket s) {
+  auto executor = s.get_executor();
+  return stream_link::socket_type(executor, asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), s.release());
+}
+}  // namespace
+
 stream_link::stream_link(asio::local::stream_protocol::socket socket, std::size_t max_message_bytes)
-    : socket_(std::move(socket)), in_(new char[buffer_bytes]), max_message_bytes_(max_message_bytes) {}
+    : stream_link(generic_of(std::move(socket)), max_message_bytes) {}
+
+stream_link::stream_link(socket_type socket, std::size_t max_message_bytes, std::unique_ptr<tls_session> tls)
+    : socket_(std::move(socket)), tls_(std::move(tls)), in_(new char[buffer_bytes]), max_message_bytes_(max_message_bytes) {
+  if (tls_) cipher_.reset(new char[buffer_bytes]);
+}
 
 void stream_link::start(on_message_fn on_message, on_closed_fn on_closed) {
   on_message_ = std::move(on_message);
@@ -84,7 +97,7 @@ stream_link::parsed stream_link::stop(std::error_code why) {
 
 // ---- reading
 
-void stream_link::read_some() {
+void stream_link::make_room() noexcept {
   if (in_begin_ == in_end_) {
     in_begin_ = in_end_ = 0;
   } else if (in_end_ == buffer_bytes) {  // a message's start is at the end: move it to the front
@@ -92,6 +105,11 @@ void stream_link::read_some() {
     in_end_ -= in_begin_;
     in_begin_ = 0;
   }
+}
+
+void stream_link::read_some() {
+  make_room();
+  if (tls_) return read_tls();
   socket_.async_read_some(asio::buffer(in_.get() + in_end_, buffer_bytes - in_end_),
                           [self = shared_from_this()](std::error_code ec, std::size_t n) {
                             if (ec) return self->closed(ec);
@@ -163,6 +181,11 @@ stream_link::parsed stream_link::read_body(const std::uint64_t* sizes, std::uint
     if (!deliver(std::move(body_))) return stop(asio::error::operation_aborted);
     return parsed::need_more;
   }
+  if (tls_) {
+    rest_ = std::move(rest);
+    read_body_tls();
+    return parsed::reading_body;
+  }
   asio::async_read(socket_, rest, [self = shared_from_this()](std::error_code ec, std::size_t) {
     if (ec) return self->closed(ec);
     if (!self->deliver(std::move(self->body_))) return void(self->stop(asio::error::operation_aborted));
@@ -171,23 +194,119 @@ stream_link::parsed stream_link::read_body(const std::uint64_t* sizes, std::uint
   return parsed::reading_body;
 }
 
+
+// ---- reading an encrypted link: the socket's bytes go into the session, and what it decrypts
+// into the read buffer (or straight into a large message's parts), as for a plain link.
+
+bool stream_link::pull_cipher() {
+  // A few reads at most before decrypting: what waits in the session stays small.
+  for (int reads = 0; reads < 4; ++reads) {
+    auto n = ::recv(socket_.native_handle(), cipher_.get(), buffer_bytes, MSG_DONTWAIT);
+    if (n > 0) {
+      tls_->feed(cipher_.get(), static_cast<std::size_t>(n));
+      last_heard_ = clock::now();
+      if (static_cast<std::size_t>(n) < buffer_bytes) return true;
+      continue;
+    }
+    if (n == 0) {
+      closed(asio::error::eof);
+      return false;
+    }
+    if (errno == EINTR) {
+      --reads;
+      continue;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+    closed(std::error_code(errno, std::system_category()));
+    return false;
+  }
+  return true;
+}
+
+void stream_link::tls_failed() {
+  if (tls_->closed_by_peer()) {
+    closed(asio::error::eof);
+    return;
+  }
+  logf(log_level::warn, "an encrypted link closed: ", tls_->failure());
+  stop(make_error_code(errc::protocol_error));
+}
+
+void stream_link::read_tls() {
+  for (;;) {
+    make_room();
+    if (in_end_ == buffer_bytes) return void(stop(make_error_code(errc::malformed_message)));
+    long n = tls_->open(in_.get() + in_end_, buffer_bytes - in_end_);
+    if (n < 0) return tls_failed();
+    if (n == 0) break;
+    in_end_ += static_cast<std::size_t>(n);
+    if (parse() != parsed::need_more) return;  // stopped, or reading a large message
+  }
+  socket_.async_wait(asio::socket_base::wait_read, [self = shared_from_this()](std::error_code ec) {
+    if (ec) return self->closed(ec);
+    if (self->pull_cipher()) self->read_tls();
+  });
+}
+
+void stream_link::read_body_tls() {
+  while (!rest_.empty()) {
+    auto& b = rest_.front();
+    long n = tls_->open(b.data(), b.size());
+    if (n < 0) return tls_failed();
+    if (n == 0) {
+      socket_.async_wait(asio::socket_base::wait_read, [self = shared_from_this()](std::error_code ec) {
+        if (ec) return self->closed(ec);
+        if (self->pull_cipher()) self->read_body_tls();
+      });
+      return;
+    }
+    b += static_cast<std::size_t>(n);
+    if (b.size() == 0) rest_.erase(rest_.begin());
+  }
+  if (!deliver(std::move(body_))) return void(stop(asio::error::operation_aborted));
+  if (parse() == parsed::need_more) read_some();
+}
+
 // ---- writing
 
+std::string stream_link::sealed(const std::string& head, const multipart& parts) {
+  auto total = message_bytes(head, parts);
+  if (total <= 16 * 1024) {  // one record: small messages cost one encryption
+    thread_local std::string plain;
+    plain.clear();
+    plain.append(head);
+    for (auto& p : parts) plain.append(static_cast<const char*>(p.data()), p.size());
+    tls_->seal(plain.data(), plain.size());
+  } else {
+    tls_->seal(head.data(), head.size());
+    for (auto& p : parts) tls_->seal(p.data(), p.size());
+  }
+  std::string out;
+  out.reserve(total + 64 + total / 1024);
+  tls_->take_output(out);
+  return out;
+}
+
 std::error_code stream_link::send(multipart&& parts) {
+  std::lock_guard lock(write_mutex_);
   if (broken_) return broken_;
   if (!socket_.is_open()) return asio::error::bad_descriptor;
   auto head = frame_head(parts);
+  static const multipart none;
+  if (tls_) head = sealed(head, parts);
+  const multipart& body = tls_ ? none : parts;
+  note_sent();
   std::size_t written = 0;
   if (out_.empty()) {  // write at once what the socket takes
     std::vector<iovec> iov;
-    iov.reserve(parts.size() + 1);
-    add_message(iov, head, parts, 0);
+    iov.reserve(body.size() + 1);
+    add_message(iov, head, body, 0);
     auto n = write_vector(socket_.native_handle(), iov.data(), iov.size());
     if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK) return broken_ = std::error_code(static_cast<int>(-n), std::system_category());
     written = n > 0 ? static_cast<std::size_t>(n) : 0;
-    if (written == message_bytes(head, parts)) return {};
+    if (written == message_bytes(head, body)) return {};
   }
-  out_.push_back({std::move(head), std::move(parts)});
+  out_.push_back({std::move(head), tls_ ? multipart{} : std::move(parts)});
   if (out_.size() == 1) front_written_ = written;
   if (!write_waiting_) wait_writable();
   return {};
@@ -207,6 +326,7 @@ void stream_link::consume_written(std::size_t n) {
 }
 
 std::error_code stream_link::write_queued() {
+  std::lock_guard lock(write_mutex_);
   std::vector<iovec> iov;
   while (!out_.empty()) {
     iov.clear();
@@ -231,6 +351,7 @@ std::error_code stream_link::write_queued() {
 void stream_link::wait_writable() {
   write_waiting_ = true;
   socket_.async_wait(asio::socket_base::wait_write, [self = shared_from_this()](std::error_code ec) {
+    std::lock_guard lock(self->write_mutex_);
     self->write_waiting_ = false;
     if (ec || self->broken_) return;
     self->write_queued();
@@ -239,6 +360,7 @@ void stream_link::wait_writable() {
 }
 
 bool stream_link::flush(std::chrono::milliseconds limit) {
+  std::lock_guard lock(write_mutex_);
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (!out_.empty() && !broken_ && socket_.is_open()) {
     if (write_queued()) return false;
@@ -252,16 +374,38 @@ bool stream_link::flush(std::chrono::milliseconds limit) {
 }
 
 std::error_code stream_link::send_blocking(const multipart& parts) {
+  std::lock_guard lock(write_mutex_);
+  return write_all(parts, std::nullopt);
+}
+
+bool stream_link::send_pulse(const multipart& parts, std::chrono::milliseconds limit) {
+  std::lock_guard lock(write_mutex_);
+  if (broken_ || !socket_.is_open()) return false;
+  if (!out_.empty()) return true;  // bytes wait for the peer to read: it hears us when it does
+  return !write_all(parts, clock::now() + limit);
+}
+
+std::error_code stream_link::write_all(const multipart& parts, std::optional<clock::time_point> deadline) {
   auto head = frame_head(parts);
+  static const multipart none;
+  if (tls_) head = sealed(head, parts);
+  const multipart& body = tls_ ? none : parts;
+  note_sent();
   std::vector<iovec> iov;
-  add_message(iov, head, parts, 0);
+  add_message(iov, head, body, 0);
   std::size_t first = 0;
   int fd = socket_.native_handle();
   while (first < iov.size()) {
     auto n = write_vector(fd, iov.data() + first, iov.size() - first);
     if (n == -EAGAIN || n == -EWOULDBLOCK) {
+      int wait = -1;
+      if (deadline) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - clock::now()).count();
+        if (left <= 0) return broken_ = make_error_code(std::errc::timed_out);  // a frame half written ends the link
+        wait = static_cast<int>(std::min<long long>(left, INT_MAX));
+      }
       pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, -1);
+      ::poll(&p, 1, wait);
       continue;
     }
     if (n < 0) return {static_cast<int>(-n), std::system_category()};
@@ -275,7 +419,13 @@ std::error_code stream_link::send_blocking(const multipart& parts) {
   return {};
 }
 
+bool stream_link::bytes_waiting() noexcept {
+  int n = 0;
+  return socket_.is_open() && ::ioctl(socket_.native_handle(), FIONREAD, &n) == 0 && n > 0;
+}
+
 void stream_link::close() {
+  std::lock_guard lock(write_mutex_);  // not while a pulse writes on another thread
   std::error_code ignored;
   socket_.close(ignored);
 }

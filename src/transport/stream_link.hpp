@@ -10,16 +10,26 @@
 // Frame: [u32 parts][u64 size]×parts, then the parts' bytes. Small messages are read through the
 // link's buffer, several per system call; a large one straight into its parts' own memory.
 // Sends write at once as far as the socket takes them and queue only the rest.
+//
+// Across a network the same link runs on TCP with TLS 1.3 (transport/tls_session): frames are
+// encrypted as they are queued and decrypted as they are read, on the caller's thread, still
+// without an I/O thread between (docs/design.md, "Direct links across hosts").
 #pragma once
+#include <asio/generic/stream_protocol.hpp>
 #include <asio/io_context.hpp>
 #include <asio/local/stream_protocol.hpp>
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "fiber/detail/unique_function.hpp"
+#include "transport/tls_session.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {
@@ -38,7 +48,12 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   /// The read buffer (small messages, several per read).
   static constexpr std::size_t buffer_bytes = 64 * 1024;
 
+  using socket_type = asio::generic::stream_protocol::socket;
+  using clock = std::chrono::steady_clock;
+
   stream_link(asio::local::stream_protocol::socket socket, std::size_t max_message_bytes);
+  /// A link on any stream socket; with `tls` (its handshake done), encrypted.
+  stream_link(socket_type socket, std::size_t max_message_bytes, std::unique_ptr<tls_session> tls = nullptr);
 
   /// Reads messages until the link closes; each goes to `on_message` on the io_context.
   void start(on_message_fn on_message, on_closed_fn on_closed);
@@ -57,13 +72,36 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   /// The largest message (all parts together) the peer may send from now on.
   void set_max_message_bytes(std::size_t n) noexcept { max_message_bytes_ = n; }
 
-  asio::local::stream_protocol::socket& socket() noexcept { return socket_; }
+  /// From any thread (a worker's pulse while its main thread runs a task): writes `parts` unless
+  /// bytes already wait to be written (they will be heard), waiting at most `limit` for room.
+  /// False when the link is broken or the peer took nothing within `limit`.
+  bool send_pulse(const multipart& parts, std::chrono::milliseconds limit);
+  /// When this side last wrote a message, and last read bytes (an encrypted link's only).
+  clock::time_point last_sent() const noexcept { return clock::time_point(clock::duration(last_sent_.load())); }
+  clock::time_point last_heard() const noexcept { return last_heard_; }
+  bool encrypted() const noexcept { return tls_ != nullptr; }
+  /// Whether the peer's bytes wait in the socket, not read yet.
+  bool bytes_waiting() noexcept;
+
+  socket_type& socket() noexcept { return socket_; }
 
  private:
   enum class parsed { need_more, reading_body, stopped };
   void read_some();
   parsed parse();
   parsed read_body(const std::uint64_t* sizes, std::uint32_t parts);
+  void make_room() noexcept;
+  void tls_failed();
+  /// Writes `parts` whole, waiting for room until `deadline` (none: as long as it takes).
+  std::error_code write_all(const multipart& parts, std::optional<clock::time_point> deadline);
+  /// Encrypted: decrypts into the read buffer what has come, waiting for more when there is none.
+  void read_tls();
+  /// Encrypted: fills a large message's parts (rest_) as bytes come, then delivers it.
+  void read_body_tls();
+  /// Encrypted: takes what the socket holds into the session; false when the link ended.
+  bool pull_cipher();
+  /// Encrypted: `head` and `parts` as the bytes to write.
+  std::string sealed(const std::string& head, const multipart& parts);
   bool deliver(multipart&& m);  // false: the handler closed the link
   void closed(std::error_code ec);
   parsed stop(std::error_code why);  // closes and reports `why`
@@ -76,8 +114,16 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   std::error_code write_queued();
   void wait_writable();
   void consume_written(std::size_t n);
+  void note_sent() noexcept { last_sent_.store(clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
 
-  asio::local::stream_protocol::socket socket_;
+  socket_type socket_;
+  std::unique_ptr<tls_session> tls_;
+  std::unique_ptr<char[]> cipher_;  // encrypted: a read's bytes before they are fed in
+  std::vector<asio::mutable_buffer> rest_;  // encrypted: what a large message still needs
+  clock::time_point last_heard_ = clock::now();
+  std::atomic<clock::rep> last_sent_{clock::now().time_since_epoch().count()};
+  // Writes may come from a second thread (send_pulse); everything that writes holds this.
+  std::recursive_mutex write_mutex_;
   on_message_fn on_message_;
   on_closed_fn on_closed_;
   std::unique_ptr<char[]> in_;

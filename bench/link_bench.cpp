@@ -1,0 +1,121 @@
+// What a direct link costs per round trip of a small message, by what it runs on: a unix socket
+// (children on this host), TCP without encryption, and TCP with TLS 1.3 (remote_transport=direct,
+// children on other hosts). A second thread echoes on a loop of its own; both threads' CPU per
+// round trip is `cpu_us_per_round_trip`. The difference between the last two is TLS's share.
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/local/connect_pair.hpp>
+#include <future>
+#include <thread>
+
+#include "runtime/direct_links.hpp"
+#include "transport/stream_link.hpp"
+
+using namespace fiber::detail;
+
+namespace {
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](timeval t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+multipart small_message() {
+  multipart m;
+  m.emplace_back(std::string(24, 'h'));  // a header's size
+  m.emplace_back(std::string(40, 'p'));  // a small task's arguments
+  return m;
+}
+
+/// Round trips between `a` (driven here on `io`) and `b` (echoed on its own thread and loop).
+void round_trips(benchmark::State& state, asio::io_context& io, std::shared_ptr<stream_link> a, asio::io_context& echo_io,
+                 std::shared_ptr<stream_link> b) {
+  std::size_t got = 0;
+  a->start([&](multipart) { ++got; }, [](std::error_code) {});
+  b->start([&](multipart m) { b->send(std::move(m)); }, [](std::error_code) {});
+  auto guard = asio::make_work_guard(echo_io);
+  std::thread echo([&] { echo_io.run(); });
+  double cpu0 = process_cpu_seconds();
+  std::size_t n = 0;
+  for (auto _ : state) {
+    a->send(small_message());
+    ++n;
+    while (got < n) io.run_one();
+  }
+  state.counters["cpu_us_per_round_trip"] = (process_cpu_seconds() - cpu0) * 1e6 / double(n);
+  guard.reset();
+  a->close();
+  echo_io.stop();
+  echo.join();
+}
+
+void unix_socket(benchmark::State& state) {
+  asio::io_context io, echo_io;
+  asio::local::stream_protocol::socket sa(io), sb(echo_io);
+  asio::local::connect_pair(sa, sb);
+  round_trips(state, io, std::make_shared<stream_link>(std::move(sa), 1 << 20), echo_io,
+              std::make_shared<stream_link>(std::move(sb), 1 << 20));
+}
+
+std::pair<stream_link::socket_type, stream_link::socket_type> tcp_pair(asio::io_context& io, asio::io_context& echo_io) {
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::socket a(io), b(echo_io);
+  a.connect(acceptor.local_endpoint());
+  acceptor.accept(b);
+  a.set_option(asio::ip::tcp::no_delay(true));
+  b.set_option(asio::ip::tcp::no_delay(true));
+  auto generic = [](asio::ip::tcp::socket s) {
+    auto executor = s.get_executor();
+    return stream_link::socket_type(executor, asio::generic::stream_protocol(AF_INET, SOCK_STREAM), s.release());
+  };
+  return {generic(std::move(a)), generic(std::move(b))};
+}
+
+void tcp_plain(benchmark::State& state) {
+  asio::io_context io, echo_io;
+  auto [a, b] = tcp_pair(io, echo_io);
+  round_trips(state, io, std::make_shared<stream_link>(std::move(a), 1 << 20), echo_io,
+              std::make_shared<stream_link>(std::move(b), 1 << 20));
+}
+
+void tcp_tls(benchmark::State& state) {
+  asio::io_context io, echo_io;
+  auto key = tls_session::key_for("bench");
+  std::shared_ptr<direct_listener> listener;
+  listener = std::make_shared<direct_listener>(
+      echo_io, "", 1 << 20, std::chrono::seconds(10), [](const std::string&) { return true; },
+      [&](const std::string& id, multipart&& m) { (void)listener->send(id, std::move(m)); });
+  auto bound = listener->listen_tcp("127.0.0.1", key, std::chrono::seconds(1), std::chrono::seconds(60));
+  auto child = std::async(std::launch::async, [&] {
+    return connect_tls_link(io, "tls://" + bound.substr(6), "1", key, std::chrono::seconds(10), std::chrono::seconds(60));
+  });
+  while (child.wait_for(std::chrono::seconds(0)) != std::future_status::ready) echo_io.run_one_for(std::chrono::milliseconds(10));
+  auto a = child.get();
+  // The master's side echoes (its listener's loop on the second thread).
+  std::size_t got = 0;
+  a->start([&](multipart) { ++got; }, [](std::error_code) {});
+  auto guard = asio::make_work_guard(echo_io);
+  std::thread echo([&] { echo_io.run(); });
+  double cpu0 = process_cpu_seconds();
+  std::size_t n = 0;
+  for (auto _ : state) {
+    a->send(small_message());
+    ++n;
+    while (got < n) io.run_one();
+  }
+  state.counters["cpu_us_per_round_trip"] = (process_cpu_seconds() - cpu0) * 1e6 / double(n);
+  guard.reset();
+  a->close();
+  asio::post(echo_io, [&] { listener->close(); });
+  echo_io.stop();
+  echo.join();
+}
+}  // namespace
+
+BENCHMARK(unix_socket)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(tcp_plain)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(tcp_tls)->UseRealTime()->Unit(benchmark::kMicrosecond);
