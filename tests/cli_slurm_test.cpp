@@ -89,8 +89,12 @@ TEST_F(fiber_command_on_slurm, dashboard_serves_a_runs_page_here_relayed_to_its_
 TEST_F(fiber_command_on_slurm, gc_cancels_the_workers_a_killed_master_left) {
   auto name = unique("killed");
   started_.push_back(name);
-  // Its workers would end by themselves after the heartbeat timeout: a long one makes gc's part seen.
-  ASSERT_EQ(fiber_cmd("run --backend slurm --env FIBER_HEARTBEAT_TIMEOUT_MS=600000 --name " + name + " -- " FIBER_TEST_ORPHAN_MASTER).code, 0);
+  // Its workers would end by themselves after the heartbeat timeout: a long one makes gc's part
+  // seen. Over ZeroMQ: on direct links a worker hears its killed master's TCP end at once.
+  ASSERT_EQ(fiber_cmd("run --backend slurm --env FIBER_HEARTBEAT_TIMEOUT_MS=600000 --env FIBER_REMOTE_TRANSPORT=zeromq --name " +
+                      name + " -- " FIBER_TEST_ORPHAN_MASTER)
+                .code,
+            0);
   ASSERT_FALSE(fiber_test::line_of({"--backend", "slurm", "logs", "-f", name}, fiber_test::a_pid).empty());
   auto master = jobs_with("fiber run=" + name + " ");
   ASSERT_EQ(master.size(), 1u);

@@ -26,7 +26,8 @@ inline std::string slurm_cluster_problem() {
   auto r = fiber::detail::run_command({"sinfo", "-h", "-o", "%T"}, {}, std::chrono::seconds(20));
   if (!r.ok()) return "sinfo: " + r.problem();
   if (r.out.find("idle") == std::string::npos && r.out.find("mix") == std::string::npos &&
-      r.out.find("alloc") == std::string::npos && r.out.find("completing") == std::string::npos)
+      r.out.find("alloc") == std::string::npos && r.out.find("completing") == std::string::npos &&
+      r.out.find("planned") == std::string::npos)  // idle, a pending job planned on it
     return "no node is up (sinfo: " + r.out + ")";
   return {};
 }

@@ -2,12 +2,13 @@
 """The envelope of one master: what bounds it at 10,000 workers on 100 hosts, from the per-unit
 costs build/bench/envelope_bench measured here (docs/design.md, "The envelope of one master").
 
-    envelope.py direct.json curve.json [slurm.json]
+    envelope.py direct.json curve.json [slurm.json [slurm-direct.json]]
 
 direct.json: envelope_bench on the local backend (direct links); curve.json: the same with
 FIBER_ENCRYPTION=always FIBER_LOCAL_TRANSPORT=zeromq (every message through ZeroMQ with CURVE, as
 across a network); slurm.json: under FIBER_BACKEND=slurm (TCP with CURVE to the test cluster's
-nodes). The model: the master is one loop thread plus ZeroMQ's I/O thread; each task costs it
+nodes); slurm-direct.json: the same with FIBER_REMOTE_TRANSPORT=direct (TCP with TLS 1.3 on
+direct links, no I/O thread). The model: the master is one loop thread plus ZeroMQ's I/O thread; each task costs it
 `master_cpu_us_per_task` (measured at 1,024 workers); each worker costs it `fds_per_worker`
 descriptors and `master_kB_per_worker` of memory; an ES generation moves a model of `model_mb`
 to every worker by the way the program passes it.
@@ -26,6 +27,7 @@ def figures(path):
 def main():
     direct, curve = figures(sys.argv[1]), figures(sys.argv[2])
     slurm = figures(sys.argv[3]) if len(sys.argv) > 3 else {}
+    slurm_direct = figures(sys.argv[4]) if len(sys.argv) > 4 else {}
     big = max(direct)
     d, c = direct[big], curve[big]
     print(f"measured at {big} workers on this host (direct links / ZeroMQ with CURVE):")
@@ -37,6 +39,17 @@ def main():
               f" {b['wall_us_per_task']:.1f} us wall per task,"
               f" {b['fds_per_worker']:.2f} fds and {b['master_kB_per_worker']:.0f} kB per worker,"
               f" a worker's PSS {b['worker_pss_kB'] / 1024:.1f} MB")
+    for w, b in sorted(slurm_direct.items()):
+        print(f"  slurm, {w} workers over TCP with TLS (remote_transport=direct): master"
+              f" {b['master_cpu_us_per_task']:.1f} us CPU and {b['wall_us_per_task']:.1f} us wall per task")
+    for w in sorted(set(slurm) | set(slurm_direct)):
+        if w not in direct:
+            continue
+        for name, runs in (("ZeroMQ + CURVE", slurm), ("direct + TLS", slurm_direct)):
+            if w in runs:
+                print(f"  slurm {name} / this host's direct links at {w} workers: master CPU"
+                      f" {runs[w]['master_cpu_us_per_task'] / direct[w]['master_cpu_us_per_task']:.2f},"
+                      f" wall {runs[w]['wall_us_per_task'] / direct[w]['wall_us_per_task']:.2f}")
 
     # Remote workers cost what the Slurm run measured when it had hundreds of them (a cluster
     # started with FIBER_SLURM_NODE_CPUS=512 holds 1,024); else what ZeroMQ with CURVE costs here.

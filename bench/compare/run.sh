@@ -119,6 +119,16 @@ part_envelope() {
     local fill=$(( 2 * $(sinfo -h -N -o %c | head -1) ))
     FIBER_BACKEND=slurm "$build/bench/envelope_bench" \
       --benchmark_filter="W:$fill/" $g >"$tmp/envelope-slurm.json" 2>/dev/null && slurm=("$tmp/envelope-slurm.json")
+    FIBER_BACKEND=slurm FIBER_REMOTE_TRANSPORT=direct "$build/bench/envelope_bench" \
+      --benchmark_filter="W:$fill/" $g >"$tmp/envelope-slurm-direct.json" 2>/dev/null && slurm+=("$tmp/envelope-slurm-direct.json")
+    # The floors under the fan-out, same number of clients: a unix socket on this host, and TCP to
+    # clients in the two nodes' network namespaces (half in each).
+    local n=$fill msgs=$((fill * 32))
+    "$build/bench/fanout_floor" server unix $n $msgs & sleep 0.3
+    "$build/bench/fanout_floor" client unix $n; wait
+    "$build/bench/fanout_floor" server tcp $n $msgs 10.77.0.1 & sleep 0.3
+    ip netns exec fibern1 "$build/bench/fanout_floor" client tcp 10.77.0.1 $((n / 2)) &
+    ip netns exec fibern2 "$build/bench/fanout_floor" client tcp 10.77.0.1 $((n - n / 2)); wait
   fi
   python3 "$root/bench/compare/envelope.py" "$tmp/envelope-direct.json" "$tmp/envelope-curve.json" "${slurm[@]}"
 }

@@ -2,8 +2,6 @@
 
 #include <poll.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 
 #include "core/log.hpp"
@@ -20,8 +18,12 @@ link_pulse::link_pulse(std::shared_ptr<stream_link> link, std::chrono::milliseco
       thread_([this](std::stop_token stop) { run(stop); }) {}
 
 void link_pulse::retune(std::chrono::milliseconds interval, std::chrono::milliseconds silence) noexcept {
-  interval_ms_ = interval.count();
-  silence_ms_ = silence.count();
+  {
+    std::lock_guard lock(mutex_);
+    interval_ms_ = interval.count();
+    silence_ms_ = silence.count();
+  }
+  wake_.notify_all();
 }
 
 link_pulse::~link_pulse() {
@@ -30,16 +32,15 @@ link_pulse::~link_pulse() {
 }
 
 void link_pulse::run(std::stop_token stop) {
-  std::mutex m;
-  std::condition_variable_any wake;
   const auto pulse = make_message(kind::probe, {});
   const int fd = link_->socket().native_handle();
   std::optional<stream_link::clock::time_point> hung_up_since;
-  std::unique_lock lock(m);
+  std::unique_lock lock(mutex_);
   for (;;) {
     auto interval = std::chrono::milliseconds(interval_ms_.load());
     auto silence = std::chrono::milliseconds(silence_ms_.load());
-    wake.wait_for(lock, stop, interval, [] { return false; });  // woken early only to stop
+    // Woken early to stop, or by a retune: then this interval is the new one.
+    if (wake_.wait_for(lock, stop, interval, [&] { return interval_ms_.load() != interval.count(); })) continue;
     if (stop.stop_requested()) return;
     auto now = stream_link::clock::now();
     if (now - link_->last_sent() >= interval && !link_->send_pulse(pulse, silence)) {

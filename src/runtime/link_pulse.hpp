@@ -9,7 +9,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <stop_token>
 #include <thread>
 
@@ -32,6 +34,8 @@ class link_pulse {
 
   std::shared_ptr<stream_link> link_;
   std::atomic<std::int64_t> interval_ms_, silence_ms_;
+  std::mutex mutex_;
+  std::condition_variable_any wake_;  // a retune starts the next interval at once
   unique_function<void()> master_lost_;
   std::jthread thread_;  // last: it starts once everything above exists
 };

@@ -1,0 +1,152 @@
+// The floor under a master's fan-out: one server process keeps two 64-byte messages in flight to
+// each of N clients, which echo them, each a single-threaded process blocked in read(); no
+// framework, no encryption. Over a unix socket it is the floor of the local direct links; over TCP
+// to clients in the Slurm test nodes' network namespaces (bench/compare/run.sh envelope starts
+// them with `ip netns exec`) the floor of the cluster path. Prints wall and server CPU per message.
+//
+//   fanout_floor server unix|tcp N MESSAGES [ADDRESS]   (tcp: listens on ADDRESS, port 47123)
+//   fanout_floor client unix COUNT | client tcp ADDRESS COUNT
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+constexpr int message = 64;
+constexpr int port = 47123;
+const char* const unix_name = "fiber-fanout-floor";
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
+}
+bool read_all(int fd, char* b, int n) {
+  for (int got = 0; got < n;) {
+    auto r = read(fd, b + got, n - got);
+    if (r <= 0) return false;
+    got += static_cast<int>(r);
+  }
+  return true;
+}
+sockaddr_un unix_address(socklen_t& len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strcpy(a.sun_path + 1, unix_name);  // abstract
+  len = static_cast<socklen_t>(sizeof(sa_family_t) + 1 + std::strlen(unix_name));
+  return a;
+}
+sockaddr_in tcp_address(const char* host) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, host, &a.sin_addr);
+  return a;
+}
+int connect_to(bool tcp, const char* host) {
+  for (;;) {
+    int fd = socket(tcp ? AF_INET : AF_UNIX, SOCK_STREAM, 0);
+    int r;
+    if (tcp) {
+      auto a = tcp_address(host);
+      r = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    } else {
+      socklen_t len;
+      auto a = unix_address(len);
+      r = connect(fd, reinterpret_cast<sockaddr*>(&a), len);
+    }
+    if (r == 0) return fd;
+    close(fd);
+    usleep(10000);  // the server is not listening yet
+  }
+}
+
+int clients(bool tcp, const char* host, int count) {
+  for (int i = 0; i < count; ++i)
+    if (fork() == 0) {
+      int fd = connect_to(tcp, host);
+      char b[message];
+      while (read_all(fd, b, message))
+        if (write(fd, b, message) != message) break;
+      _exit(0);
+    }
+  while (wait(nullptr) > 0) {
+  }
+  return 0;
+}
+
+int server(bool tcp, int n, long total, const char* host) {
+  int l = socket(tcp ? AF_INET : AF_UNIX, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (tcp) {
+    auto a = tcp_address(host);
+    if (bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return perror("bind"), 1;
+  } else {
+    socklen_t len;
+    auto a = unix_address(len);
+    if (bind(l, reinterpret_cast<sockaddr*>(&a), len) != 0) return perror("bind"), 1;
+  }
+  listen(l, 4096);
+  std::vector<int> fds(n);
+  int ep = epoll_create1(0);
+  for (int i = 0; i < n; ++i) {
+    fds[i] = accept(l, nullptr, nullptr);
+    if (tcp) setsockopt(fds[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.u32 = static_cast<unsigned>(i);
+    epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &e);
+  }
+  char b[message] = {};
+  long sent = 0, got = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  double c0 = cpu_seconds();
+  for (int k = 0; k < 2; ++k)
+    for (int i = 0; i < n; ++i, ++sent)
+      if (write(fds[i], b, message) != message) return 1;
+  epoll_event ev[256];
+  while (got < total) {
+    int m = epoll_wait(ep, ev, 256, -1);
+    for (int j = 0; j < m; ++j) {
+      int fd = fds[ev[j].data.u32];
+      if (!read_all(fd, b, message)) return std::fprintf(stderr, "a client left\n"), 1;
+      ++got;
+      if (sent < total && write(fd, b, message) == message) ++sent;
+    }
+  }
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double cpu = cpu_seconds() - c0;
+  std::printf("fanout_floor %s clients=%d messages=%ld wall_us_per_message=%.2f server_cpu_us_per_message=%.2f\n",
+              tcp ? "tcp" : "unix", n, total, wall * 1e6 / double(total), cpu * 1e6 / double(total));
+  for (int fd : fds) close(fd);
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 4 && std::string(argv[1]) == "client") {
+    bool tcp = std::string(argv[2]) == "tcp";
+    return clients(tcp, tcp ? argv[3] : nullptr, std::atoi(argv[tcp ? 4 : 3]));
+  }
+  if (argc >= 5 && std::string(argv[1]) == "server") {
+    bool tcp = std::string(argv[2]) == "tcp";
+    return server(tcp, std::atoi(argv[3]), std::atol(argv[4]), argc > 5 ? argv[5] : "127.0.0.1");
+  }
+  std::fprintf(stderr, "usage: fanout_floor server unix|tcp N MESSAGES [ADDRESS] | client unix COUNT | client tcp ADDRESS COUNT\n");
+  return 2;
+}
