@@ -29,6 +29,34 @@ TEST(event_loop, a_blocking_caller_runs_the_handlers_itself) {
   EXPECT_EQ(ran_on, std::this_thread::get_id());  // no hop to another thread
 }
 
+TEST(event_loop, spinning_stops_after_spins_that_went_unanswered_and_returns_when_answers_are_quick) {
+  event_loop loop(nullptr, /*standby=*/false, std::chrono::microseconds(1));
+  auto answered_late = [&] {  // by a timer long after the spin
+    std::atomic<bool> done{false};
+    asio::steady_timer t(loop.io(), std::chrono::milliseconds(20));
+    t.async_wait([&](std::error_code) { loop.notify_done(done); });
+    loop.wait_until(done);
+  };
+  auto answered_at_once = [&] {  // by a handler already posted: within any spin
+    std::atomic<bool> done{false};
+    asio::post(loop.io(), [&] { loop.notify_done(done); });
+    loop.wait_until(done);
+  };
+  EXPECT_TRUE(loop.spins_next_wait());
+  for (int i = 0; i < event_loop::spin_misses_allowed; ++i) answered_late();
+  EXPECT_FALSE(loop.spins_next_wait()) << "spins that went unanswered stop the spinning";
+  unsigned waits = 0;
+  while (!loop.spins_next_wait() && waits < 1000) {
+    answered_at_once();  // no spin: the blocking run answers it
+    ++waits;
+  }
+  EXPECT_EQ(waits, event_loop::spin_probe_every - 1) << "one wait in spin_probe_every spins again";
+  answered_at_once();  // that spin is answered
+  EXPECT_TRUE(loop.spins_next_wait());
+  answered_at_once();
+  EXPECT_TRUE(loop.spins_next_wait()) << "and the loop spins on";
+}
+
 TEST(event_loop, run_sync_from_another_thread_runs_on_the_loop_and_returns_its_exception) {
   event_loop loop(nullptr);
   bool on_loop = false;

@@ -62,6 +62,13 @@ class event_loop {
   /// the standby thread and lets an owned loop run out. Safe from any thread, the loop's included.
   void stop(unique_function<void()> last) noexcept;
 
+  /// Whether the next wait that is not answered at once starts with a spin (run_until's count of
+  /// spins that went unanswered); for tests.
+  bool spins_next_wait() const noexcept {
+    return spin_.count() > 0 && (spin_misses_ < spin_misses_allowed || (waits_without_spin_ + 1) % spin_probe_every == 0);
+  }
+  static constexpr int spin_misses_allowed = 4;
+  static constexpr unsigned spin_probe_every = 32;
   /// A worker's spin comes with its master's config (on the loop's thread).
   void set_spin(std::chrono::microseconds spin) noexcept { spin_ = spin; }
 
@@ -93,8 +100,6 @@ class event_loop {
   std::chrono::steady_clock::time_point last_release_{};
   std::chrono::microseconds spin_;
   // Adaptive spinning (run_until), touched only by the thread that drives the loop.
-  static constexpr int spin_misses_allowed = 4;
-  static constexpr unsigned spin_probe_every = 32;
   int spin_misses_ = 0;
   unsigned waits_without_spin_ = 0;
 };
