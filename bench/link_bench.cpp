@@ -31,34 +31,40 @@ multipart small_message() {
   return m;
 }
 
-/// Round trips between `a` (driven here on `io`) and `b` (echoed on its own thread and loop).
-void round_trips(benchmark::State& state, asio::io_context& io, std::shared_ptr<stream_link> a, asio::io_context& echo_io,
-                 std::shared_ptr<stream_link> b) {
+/// Round trips from `a` (driven here on `io`) to what echoes on `echo_io` (run on a thread of its
+/// own).
+void round_trips(benchmark::State& state, asio::io_context& io, stream_link& a, asio::io_context& echo_io) {
   std::size_t got = 0;
-  a->start([&](multipart) { ++got; }, [](std::error_code) {});
-  b->start([&](multipart m) { b->send(std::move(m)); }, [](std::error_code) {});
+  a.start([&](multipart) { ++got; }, [](std::error_code) {});
   auto guard = asio::make_work_guard(echo_io);
   std::thread echo([&] { echo_io.run(); });
   double cpu0 = process_cpu_seconds();
   std::size_t n = 0;
   for (auto _ : state) {
-    a->send(small_message());
+    a.send(small_message());
     ++n;
     while (got < n) io.run_one();
   }
   state.counters["cpu_us_per_round_trip"] = (process_cpu_seconds() - cpu0) * 1e6 / double(n);
   guard.reset();
-  a->close();
+  a.close();
   echo_io.stop();
   echo.join();
+}
+
+/// Echoes what `b` receives.
+void echo_on(const std::shared_ptr<stream_link>& b) {
+  b->start([b = b.get()](multipart m) { b->send(std::move(m)); }, [](std::error_code) {});
 }
 
 void unix_socket(benchmark::State& state) {
   asio::io_context io, echo_io;
   asio::local::stream_protocol::socket sa(io), sb(echo_io);
   asio::local::connect_pair(sa, sb);
-  round_trips(state, io, std::make_shared<stream_link>(std::move(sa), 1 << 20), echo_io,
-              std::make_shared<stream_link>(std::move(sb), 1 << 20));
+  auto a = std::make_shared<stream_link>(std::move(sa), 1 << 20);
+  auto b = std::make_shared<stream_link>(std::move(sb), 1 << 20);
+  echo_on(b);
+  round_trips(state, io, *a, echo_io);
 }
 
 std::pair<stream_link::socket_type, stream_link::socket_type> tcp_pair(asio::io_context& io, asio::io_context& echo_io) {
@@ -77,9 +83,11 @@ std::pair<stream_link::socket_type, stream_link::socket_type> tcp_pair(asio::io_
 
 void tcp_plain(benchmark::State& state) {
   asio::io_context io, echo_io;
-  auto [a, b] = tcp_pair(io, echo_io);
-  round_trips(state, io, std::make_shared<stream_link>(std::move(a), 1 << 20), echo_io,
-              std::make_shared<stream_link>(std::move(b), 1 << 20));
+  auto [sa, sb] = tcp_pair(io, echo_io);
+  auto a = std::make_shared<stream_link>(std::move(sa), 1 << 20);
+  auto b = std::make_shared<stream_link>(std::move(sb), 1 << 20);
+  echo_on(b);
+  round_trips(state, io, *a, echo_io);
 }
 
 void tcp_tls(benchmark::State& state) {
@@ -95,24 +103,8 @@ void tcp_tls(benchmark::State& state) {
   });
   while (child.wait_for(std::chrono::seconds(0)) != std::future_status::ready) echo_io.run_one_for(std::chrono::milliseconds(10));
   auto a = child.get();
-  // The master's side echoes (its listener's loop on the second thread).
-  std::size_t got = 0;
-  a->start([&](multipart) { ++got; }, [](std::error_code) {});
-  auto guard = asio::make_work_guard(echo_io);
-  std::thread echo([&] { echo_io.run(); });
-  double cpu0 = process_cpu_seconds();
-  std::size_t n = 0;
-  for (auto _ : state) {
-    a->send(small_message());
-    ++n;
-    while (got < n) io.run_one();
-  }
-  state.counters["cpu_us_per_round_trip"] = (process_cpu_seconds() - cpu0) * 1e6 / double(n);
-  guard.reset();
-  a->close();
-  asio::post(echo_io, [&] { listener->close(); });
-  echo_io.stop();
-  echo.join();
+  round_trips(state, io, *a, echo_io);  // the master's side echoes, on its listener's loop
+  listener->close();
 }
 }  // namespace
 
