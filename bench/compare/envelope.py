@@ -7,7 +7,7 @@ costs build/bench/envelope_bench measured here (docs/design.md, "The envelope of
 direct.json: envelope_bench on the local backend (direct links); curve.json: the same with
 FIBER_ENCRYPTION=always FIBER_LOCAL_TRANSPORT=zeromq (every message through ZeroMQ with CURVE, as
 across a network); slurm.json: under FIBER_BACKEND=slurm (TCP with CURVE to the test cluster's
-nodes); slurm-direct.json: the same with FIBER_REMOTE_TRANSPORT=direct (TCP with TLS 1.3 on
+nodes, FIBER_REMOTE_TRANSPORT=zeromq); slurm-direct.json: the same with FIBER_REMOTE_TRANSPORT=direct (TCP with TLS 1.3 on
 direct links, no I/O thread). The model: the master is one loop thread plus ZeroMQ's I/O thread; each task costs it
 `master_cpu_us_per_task` (measured at 1,024 workers); each worker costs it `fds_per_worker`
 descriptors and `master_kB_per_worker` of memory; an ES generation moves a model of `model_mb`

@@ -117,7 +117,7 @@ part_envelope() {
   if "$root/scripts/engines.sh" start slurm >/dev/null 2>&1; then
     export SLURM_CONF="$root/build/engines/slurm/slurm.conf"
     local fill=$(( 2 * $(sinfo -h -N -o %c | head -1) ))
-    FIBER_BACKEND=slurm "$build/bench/envelope_bench" \
+    FIBER_BACKEND=slurm FIBER_REMOTE_TRANSPORT=zeromq "$build/bench/envelope_bench" \
       --benchmark_filter="W:$fill/" $g >"$tmp/envelope-slurm.json" 2>/dev/null && slurm=("$tmp/envelope-slurm.json")
     FIBER_BACKEND=slurm FIBER_REMOTE_TRANSPORT=direct "$build/bench/envelope_bench" \
       --benchmark_filter="W:$fill/" $g >"$tmp/envelope-slurm-direct.json" 2>/dev/null && slurm+=("$tmp/envelope-slurm-direct.json")

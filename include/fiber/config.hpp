@@ -46,7 +46,7 @@ struct config {
   std::string local_transport = "direct";   // children on this host: direct (a unix stream socket
                                             // each, no ZeroMQ) or zeromq (as across a network);
                                             // encryption=always implies zeromq
-  std::string remote_transport = "zeromq";  // children on other hosts: direct (TCP with TLS 1.3,
+  std::string remote_transport = "direct";  // children on other hosts: direct (TCP with TLS 1.3,
                                             // no I/O thread) or zeromq (TCP with CURVE)
   int wait_spin_us = 50;                    // a blocked caller polls fiber's loop this long before it
                                             // sleeps (a quick answer then costs no wake-up); 0: sleep
