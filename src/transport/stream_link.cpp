@@ -203,6 +203,7 @@ bool stream_link::pull_cipher() {
   for (int reads = 0; reads < 4; ++reads) {
     auto n = ::recv(socket_.native_handle(), cipher_.get(), buffer_bytes, MSG_DONTWAIT);
     if (n > 0) {
+      std::lock_guard lock(write_mutex_);  // the session is not for two threads at once
       tls_->feed(cipher_.get(), static_cast<std::size_t>(n));
       last_heard_ = clock::now();
       if (static_cast<std::size_t>(n) < buffer_bytes) return true;
@@ -223,6 +224,13 @@ bool stream_link::pull_cipher() {
   return true;
 }
 
+long stream_link::open_tls(void* dst, std::size_t capacity) {
+  // A worker's pulse thread encrypts on the same session (send_pulse, under this lock too):
+  // OpenSSL's session takes one thread at a time.
+  std::lock_guard lock(write_mutex_);
+  return tls_->open(dst, capacity);
+}
+
 void stream_link::tls_failed() {
   if (tls_->closed_by_peer()) {
     closed(asio::error::eof);
@@ -236,7 +244,7 @@ void stream_link::read_tls() {
   for (;;) {
     make_room();
     if (in_end_ == buffer_bytes) return void(stop(make_error_code(errc::malformed_message)));
-    long n = tls_->open(in_.get() + in_end_, buffer_bytes - in_end_);
+    long n = open_tls(in_.get() + in_end_, buffer_bytes - in_end_);
     if (n < 0) return tls_failed();
     if (n == 0) break;
     in_end_ += static_cast<std::size_t>(n);
@@ -251,7 +259,7 @@ void stream_link::read_tls() {
 void stream_link::read_body_tls() {
   while (!rest_.empty()) {
     auto& b = rest_.front();
-    long n = tls_->open(b.data(), b.size());
+    long n = open_tls(b.data(), b.size());
     if (n < 0) return tls_failed();
     if (n == 0) {
       socket_.async_wait(asio::socket_base::wait_read, [self = shared_from_this()](std::error_code ec) {

@@ -91,6 +91,7 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   parsed parse();
   parsed read_body(const std::uint64_t* sizes, std::uint32_t parts);
   void make_room() noexcept;
+  long open_tls(void* dst, std::size_t capacity);
   void tls_failed();
   /// Writes `parts` whole, waiting for room until `deadline` (none: as long as it takes).
   std::error_code write_all(const multipart& parts, std::optional<clock::time_point> deadline);
@@ -122,7 +123,8 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   std::vector<asio::mutable_buffer> rest_;  // encrypted: what a large message still needs
   clock::time_point last_heard_ = clock::now();
   std::atomic<clock::rep> last_sent_{clock::now().time_since_epoch().count()};
-  // Writes may come from a second thread (send_pulse); everything that writes holds this.
+  // Writes may come from a second thread (send_pulse); everything that writes holds this, and on
+  // an encrypted link everything that uses the session.
   std::recursive_mutex write_mutex_;
   on_message_fn on_message_;
   on_closed_fn on_closed_;
