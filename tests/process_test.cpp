@@ -19,6 +19,18 @@ TEST(process, a_move_only_argument_is_moved_into_the_childs_parameter) {
   EXPECT_EQ(a.exitcode(), 0);
 }
 
+TEST(process, children_on_other_hosts_reach_the_master_over_tls_unless_zeromq_is_asked) {
+  if (fiber_test::backend_under_test() == "local") GTEST_SKIP() << "children on other hosts only (docker, slurm, kubernetes)";
+  for (auto [transport, scheme] : {std::pair{"direct", "tls://"}, std::pair{"zeromq", "tcp://"}}) {
+    fiber::context ctx(fiber::config::load({{"remote_transport", transport}}));
+    fiber::process p(ctx, &do_nothing);
+    p.start().get();
+    p.join().get();
+    EXPECT_EQ(p.exitcode(), 0) << transport;
+    EXPECT_TRUE(ctx.endpoints().at(0).starts_with(scheme)) << transport << ": " << ctx.endpoints().at(0);
+  }
+}
+
 TEST(process, exit_code_zero) {
   fiber::process p(&do_nothing);
   EXPECT_FALSE(p.exitcode());
