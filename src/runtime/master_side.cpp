@@ -67,7 +67,7 @@ const std::string& master_side::listen() {
   return endpoint_;
 }
 
-void master_side::listen_direct() {
+void master_side::make_listener() {
   direct_ = std::make_shared<direct_listener>(
       io_, keys_.password, cfg_.max_message_bytes + stream_link::envelope_bytes,
       std::chrono::milliseconds(cfg_.start_timeout_ms),  // a child greets long before its handshake is due
@@ -76,6 +76,10 @@ void master_side::listen_direct() {
         auto self = weak.lock();
         if (self && !self->closed_) self->handle(peer, std::move(m), 0);
       });
+}
+
+void master_side::listen_direct() {
+  make_listener();
   direct_->listen("fiber-" + job_id_ + "-" + std::to_string(::getpid()));
   endpoint_ = direct_->endpoint();
   plain_auth_ = true;  // children prove themselves with the password
@@ -85,14 +89,7 @@ void master_side::listen_direct() {
 void master_side::listen_tls(const std::string& endpoint) {
   auto hostport = endpoint.substr(std::string_view("tcp://").size());
   auto host = hostport.substr(0, hostport.rfind(':'));
-  direct_ = std::make_shared<direct_listener>(
-      io_, keys_.password, cfg_.max_message_bytes + stream_link::envelope_bytes,
-      std::chrono::milliseconds(cfg_.start_timeout_ms),
-      [this](const std::string& id) { return children_.contains(id); },
-      [weak = weak_from_this()](const std::string& peer, multipart&& m) {
-        auto self = weak.lock();
-        if (self && !self->closed_) self->handle(peer, std::move(m), 0);
-      });
+  make_listener();
   auto bound = direct_->listen_tcp(host, tls_session::key_for(keys_.client_secret),
                                    std::chrono::milliseconds(cfg_.heartbeat_interval_ms),
                                    std::chrono::milliseconds(cfg_.heartbeat_timeout_ms));

@@ -108,6 +108,8 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   void shutdown() noexcept override;
 
  private:
+  /// direct_: children's links, on this host or over TLS, routed to handle().
+  void make_listener();
   void listen_direct();
   /// remote_transport=direct: children on other hosts reach this master over TCP with TLS.
   void listen_tls(const std::string& endpoint);

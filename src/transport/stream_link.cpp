@@ -194,7 +194,6 @@ stream_link::parsed stream_link::read_body(const std::uint64_t* sizes, std::uint
   return parsed::reading_body;
 }
 
-
 // ---- reading an encrypted link: the socket's bytes go into the session, and what it decrypts
 // into the read buffer (or straight into a large message's parts), as for a plain link.
 
