@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -74,7 +75,10 @@ static void envelope(benchmark::State& state) {
       if (kb > 0) pss += kb, ++seen;
     }
     // ENVELOPE_TASKS: tasks per worker in the measured map (8), more for a profile of it
-    if (const char* n = std::getenv("ENVELOPE_TASKS")) xs.resize(static_cast<std::size_t>(workers) * std::atoi(n));
+    if (const char* n = std::getenv("ENVELOPE_TASKS")) {
+      xs.resize(static_cast<std::size_t>(workers) * std::atoi(n));
+      std::fprintf(stderr, "envelope: measuring %d workers\n", workers);  // a profiler's cue
+    }
     auto c0 = cpu_seconds();
     auto t0 = std::chrono::steady_clock::now();
     p.map(&echo, xs, 1).get();

@@ -63,6 +63,23 @@ TEST(stream_link, messages_arrive_whole_and_in_order) {
   EXPECT_EQ(texts(p.received[2]), std::vector<std::string>{"x"});
 }
 
+TEST(stream_link, a_coalescing_link_writes_what_one_turn_sent_at_once_and_in_order) {
+  linked_pair p;
+  p.a->set_coalescing(true);
+  for (int i = 0; i < 100; ++i) p.a->send(message_of({"message", std::to_string(i)}));
+  EXPECT_EQ(p.a->writes(), 0u) << "small messages wait for the end of the turn";
+  std::string large(20 << 10, 'l');  // past what is coalesced: what waits goes first, then it
+  p.a->send(message_of({"large", large}));
+  EXPECT_EQ(p.a->writes(), 2u);
+  p.a->send(message_of({"after"}));
+  p.run_until(102);
+  ASSERT_EQ(p.received.size(), 102u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(texts(p.received[i]), (std::vector<std::string>{"message", std::to_string(i)}));
+  EXPECT_EQ(texts(p.received[100]), (std::vector<std::string>{"large", large}));
+  EXPECT_EQ(texts(p.received[101]), std::vector<std::string>{"after"});
+  EXPECT_EQ(p.a->writes(), 3u) << "the last one in a write of its own, after the turn";
+}
+
 TEST(stream_link, large_messages_larger_than_the_socket_buffer_from_both_kinds_of_send) {
   linked_pair p;
   std::string big(8 << 20, 'b'), other(3 << 20, 'o');

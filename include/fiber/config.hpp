@@ -47,7 +47,9 @@ struct config {
                                             // each, no ZeroMQ) or zeromq (as across a network);
                                             // encryption=always implies zeromq
   std::string remote_transport = "direct";  // children on other hosts: direct (TCP with TLS 1.3,
-                                            // no I/O thread) or zeromq (TCP with CURVE)
+                                            // no I/O thread), hub (the same to one hub process per
+                                            // host, its children on unix sockets; Slurm, elsewhere
+                                            // as direct) or zeromq (TCP with CURVE)
   int wait_spin_us = 50;                    // a blocked caller polls fiber's loop this long before it
                                             // sleeps (a quick answer then costs no wake-up); 0: sleep
   bool record = true;                       // the flight recorder: a file per run of what it did

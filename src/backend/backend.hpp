@@ -27,6 +27,7 @@ struct spawn_spec {
   bool cpu_declared = false;  // the function or pool asked for `cpu` (local children are pinned then)
   int memory_mb = 0;
   int gpu = 0;
+  std::string host;  // run on this host (a host hub); empty: where the engine places it
 };
 
 /// A started child.
@@ -85,6 +86,10 @@ class backend {
   /// it checks against what the backend learned when it started (the host, the engine, the nodes),
   /// so a pool can ask before it replaces workers for a function's larger needs.
   virtual void check_capacity(const spawn_spec&) const {}
+  /// The hosts children may be placed on, where this backend can start work on a given one
+  /// (spawn_spec::host), for remote_transport=hub; empty where it cannot (its children then link
+  /// to the master directly).
+  virtual std::vector<std::string> hub_hosts() const { return {}; }
   /// Starts a child; throws fiber::error(errc::spawn_failed) with the reason.
   virtual std::unique_ptr<job> spawn(const spawn_spec& spec) = 0;
 };

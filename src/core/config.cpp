@@ -188,7 +188,7 @@ const std::vector<key_def>& key_table() {
        [](const config& c) { return c.local_transport; }},
       {"remote_transport",
        [](config& c, std::string_view v) {
-         if (v != "direct" && v != "zeromq") bad_value("remote_transport", v, "direct or zeromq");
+         if (v != "direct" && v != "hub" && v != "zeromq") bad_value("remote_transport", v, "direct, hub or zeromq");
          c.remote_transport = std::string(v);
        },
        [](const config& c) { return c.remote_transport; }},

@@ -14,7 +14,15 @@ inline constexpr const char* env_tree_name = "FIBER_WORKER_TREE_NAME";  // its n
 /// A child the top master started for a nested master (runtime/spawn_host): its number there,
 /// which the children it asks for in turn name as their parent.
 inline constexpr const char* env_spawn_handle = "FIBER_SPAWN_HANDLE";
+/// remote_transport=hub: the abstract unix name this host's hub listens on (runtime/host_hub); a
+/// child links to it rather than to its master's address.
+inline constexpr const char* env_hub = "FIBER_WORKER_HUB";
+/// A host hub's own: its master's max_message_bytes, start_timeout_ms, heartbeat_interval_ms and
+/// heartbeat_timeout_ms, separated by spaces (it takes no config of its own).
+inline constexpr const char* env_hub_settings = "FIBER_HUB_SETTINGS";
 inline constexpr const char* worker_flag = "--fiber-worker";
+/// The argument that starts a host hub rather than a worker.
+inline constexpr const char* hub_flag = "--fiber-hub";
 /// Exit code of a worker the master refused (binary or protocol mismatch).
 inline constexpr int exit_refused = 3;
 /// Exit code of a worker that lost its master (as one whose parent died before it started).

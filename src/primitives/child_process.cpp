@@ -111,6 +111,7 @@ void child_process::spawn() {
               {env_name, name_},
               {env_tree_name, tree_name_},
               {env_depth, std::to_string(rt.depth() + 1)}};
+  if (auto hub = rt.master().hub_name(); !hub.empty()) spec.env.emplace_back(env_hub, hub);  // its host's hub
   auto& backend = rt.master().the_backend();
   backend.check_capacity(spec);  // a request no node can meet fails before anything starts
   child_ = backend.spawn(spec);

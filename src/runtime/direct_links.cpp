@@ -15,12 +15,15 @@
 #include "core/log.hpp"
 #include "core/same_secret.hpp"
 #include "fiber/error.hpp"
+#include "runtime/hub_wire.hpp"
 
 namespace fiber::detail {
 
 namespace {
 // A child's first message: this, its routing id, the job's password.
 constexpr std::string_view link_greeting = "fiber direct link 1";
+// ... and a host hub's (runtime/hub_wire).
+constexpr std::string_view hub_greeting = "fiber hub link 1";
 // Enough for the greeting of any routing id and password.
 constexpr std::size_t greeting_limit = 1024;
 
@@ -66,6 +69,7 @@ struct direct_listener::pending {
   std::unique_ptr<tls_session> tls;
   std::weak_ptr<stream_link> link;
   std::string id;  // once proven
+  link_role role = link_role::child;
   void close() {
     std::error_code ignored;
     socket.close(ignored);
@@ -105,10 +109,8 @@ std::string direct_listener::listen_tcp(const std::string& host, const tls_sessi
     throw error(errc::spawn_failed, "cannot listen on TCP at " + host + ": " + e.what());
   }
   psk_ = psk;
-  check_every_ = check_every;
-  silence_ = silence;
   accept_tcp();
-  sweep();
+  close_silent(check_every, silence);
   return "tcp://" + host + ":" + std::to_string(tcp_acceptor_.local_endpoint().port());
 }
 
@@ -214,23 +216,82 @@ void direct_listener::start_link(std::shared_ptr<pending> p) {
         if (!self || !l || self->closed_) return;
         if (p->id.empty()) {
           p->deadline.cancel();
-          p->id = self->on_first_message(l, std::move(m));
+          p->id = self->on_first_message(l, std::move(m), p->role);
+          if (!p->id.empty() && p->role == link_role::child && self->joined_) self->joined_(p->id);
           return;
         }
+        if (p->role == link_role::hub) return self->on_hub_message(p->id, l, std::move(m));
         self->on_message_(p->id, std::move(m));
       },
       [weak = weak_from_this(), weak_link, p](std::error_code) {
         p->deadline.cancel();
         auto self = weak.lock();
         if (!self || p->id.empty()) return;
-        // The child's death itself is seen through its process; here only its link goes.
-        auto it = self->links_.find(p->id);
-        if (it != self->links_.end() && it->second == weak_link.lock()) self->links_.erase(it);
+        self->link_closed(p, weak_link.lock());
       });
 }
 
+void direct_listener::link_closed(const std::shared_ptr<pending>& p, const std::shared_ptr<stream_link>& link) {
+  // The child's death itself is seen through its process; here only its link goes.
+  auto it = links_.find(p->id);
+  if (it == links_.end() || it->second != link) return;  // replaced, or closed here already
+  links_.erase(it);
+  if (p->role == link_role::hub) {
+    std::size_t n = std::erase_if(routes_, [&](auto& r) { return r.second == link; });
+    if (n > 0)
+      logf(log_level::warn, "host hub ", p->id, "'s link closed; the ", n, " children linked through it are unreachable");
+  } else if (left_) {
+    left_(p->id);
+  }
+}
+
+void direct_listener::on_hub_message(const std::string& hub, const std::shared_ptr<stream_link>& link, multipart&& m) {
+  auto relay = m.empty() ? std::nullopt : hub_wire::parse(m[0]);
+  if (!relay) {
+    logf(log_level::error, "host hub ", hub, " sent a message without a relay frame; its link is closed");
+    return link->close();
+  }
+  std::string id(relay->second);
+  auto route = routes_.find(id);
+  bool routed_here = route != routes_.end() && route->second == link;
+  switch (relay->first) {
+    case hub_wire::op::joined:
+      if (routed_here) return;
+      if (route != routes_.end() || links_.contains(id) || !expected_(id)) {
+        logf(log_level::error, "host hub ", hub, " linked child ", id, ", which is not a child waiting to connect; refused");
+        multipart no;
+        no.push_back(hub_wire::frame(hub_wire::op::refused, id));
+        (void)link->send(std::move(no));
+        return;
+      }
+      routes_.emplace(id, link);
+      return;
+    case hub_wire::op::left:
+      if (routed_here) routes_.erase(route);
+      return;
+    case hub_wire::op::message:
+      if (!routed_here) return;  // refused, or left: what it still sent is not its master's
+      m.erase(m.begin());
+      on_message_(id, std::move(m));
+      return;
+    case hub_wire::op::pulse: return;  // the hub is alive: its link's last_heard() says so
+    case hub_wire::op::refused: return;  // not a hub's to say
+  }
+}
+
+void direct_listener::drop(const std::string& id) {
+  auto it = links_.find(id);
+  if (it != links_.end()) it->second->close();  // its reader reports the close
+}
+
+void direct_listener::close_silent(std::chrono::milliseconds check_every, std::chrono::milliseconds silence) {
+  check_every_ = check_every;
+  silence_ = silence;
+  sweep();
+}
+
 // A child across a network that stopped (SIGSTOP, a frozen VM) keeps its TCP connection: its
-// kernel still answers. Its pulses stop, and its link is closed here, so sends to it fail and the
+// kernel still answers; so does one behind a host hub, whose hub sweeps its links the same way. Its pulses stop, and its link is closed here, so sends to it fail and the
 // pool ends it as lost, as ZeroMQ's heartbeats did. One timer for every link, not one each. A
 // link whose bytes wait unread is not silent: this loop was busy (starting a thousand children),
 // not the child.
@@ -242,7 +303,7 @@ void direct_listener::sweep() {
     auto now = stream_link::clock::now();
     std::vector<std::string> silent;
     for (auto& [id, link] : self->links_)
-      if (link->encrypted() && now - link->last_heard() >= self->silence_ && !link->bytes_waiting())
+      if (now - link->last_heard() >= self->silence_ && !link->bytes_waiting())
         silent.push_back(id);
     for (auto& id : silent) {
       logf(log_level::warn, "child ", id, " has said nothing for heartbeat_timeout_ms (", self->silence_.count(),
@@ -256,20 +317,30 @@ void direct_listener::sweep() {
   });
 }
 
-std::string direct_listener::on_first_message(const std::shared_ptr<stream_link>& link, multipart&& m) {
+std::string direct_listener::on_first_message(const std::shared_ptr<stream_link>& link, multipart&& m, link_role& role) {
   std::erase_if(unproven_, [&](auto& w) {
     auto p = w.lock();
     return !p || p->link.lock() == link;
   });
   bool greeting = m.size() == 3 && m[0].to_string_view() == link_greeting;
-  std::string id = greeting ? m[1].to_string() : std::string();
+  // A hub is reached over TLS only: on this host its children would link directly.
+  bool hub = m.size() == 3 && m[0].to_string_view() == hub_greeting && link->encrypted();
+  std::string id = greeting || hub ? m[1].to_string() : std::string();
   // Over TLS the handshake proved the key; the greeting carries no password.
-  if (!greeting || !same_secret(m[2].to_string_view(), link->encrypted() ? std::string_view() : password_)) {
+  if (!(greeting || hub) || !same_secret(m[2].to_string_view(), link->encrypted() ? std::string_view() : password_)) {
     logf(log_level::error, "a process that does not know the job's secret connected to the master's unix socket; closed");
     link->close();
     return {};
   }
-  if (!expected_(id) || links_.contains(id)) {
+  if (hub) {
+    if (!expected_hub_ || !expected_hub_(id) || links_.contains(id)) {
+      logf(log_level::error, "a process connected to the master as host hub ", id, ", which it did not start; closed");
+      link->close();
+      return {};
+    }
+    role = link_role::hub;
+    link->set_coalescing(true);  // what one turn sends to a host goes in one write
+  } else if (!expected_(id) || links_.contains(id) || routes_.contains(id)) {
     logf(log_level::error, "a process connected to the master's unix socket as child ", id,
          ", which is not a child waiting to connect; closed");
     link->close();
@@ -282,8 +353,13 @@ std::string direct_listener::on_first_message(const std::shared_ptr<stream_link>
 
 std::error_code direct_listener::send(const std::string& id, multipart&& parts) {
   auto it = links_.find(id);
-  if (it == links_.end()) return std::make_error_code(std::errc::host_unreachable);
-  return it->second->send(std::move(parts));
+  if (it != links_.end()) return it->second->send(std::move(parts));
+  auto route = routes_.find(id);
+  if (route == routes_.end()) return std::make_error_code(std::errc::host_unreachable);
+  parts.insert(parts.begin(), hub_wire::frame(hub_wire::op::message, id));
+  auto ec = route->second->send(std::move(parts));
+  if (ec) parts.erase(parts.begin());  // left as it was
+  return ec;
 }
 
 void direct_listener::close() {
@@ -295,15 +371,41 @@ void direct_listener::close() {
   sweep_timer_.cancel();
   for (auto& [id, link] : links_) link->close();
   links_.clear();
+  routes_.clear();
   for (auto& w : unproven_)
     if (auto p = w.lock()) p->close();
   unproven_.clear();
 }
 
+namespace {
+std::shared_ptr<stream_link> greet_on(asio::local::stream_protocol::socket s, const std::string& id,
+                                      const std::string& password);
+}  // namespace
+
 std::shared_ptr<stream_link> connect_direct_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
                                                  const std::string& password) {
   asio::local::stream_protocol::socket s(io);
   s.connect(abstract(std::string_view(endpoint).substr(direct_scheme.size())));
+  return greet_on(std::move(s), id, password);
+}
+
+std::shared_ptr<stream_link> connect_hub_link(asio::io_context& io, const std::string& name, const std::string& id,
+                                              const std::string& password, std::chrono::milliseconds patience) {
+  auto deadline = std::chrono::steady_clock::now() + patience;
+  for (auto pause = std::chrono::milliseconds(20);; pause = std::min(pause * 2, std::chrono::milliseconds(500))) {
+    asio::local::stream_protocol::socket s(io);
+    std::error_code ec;
+    s.connect(abstract(name), ec);
+    if (!ec) return greet_on(std::move(s), id, password);
+    if (std::chrono::steady_clock::now() + pause >= deadline)
+      throw std::system_error(ec, "no host hub listens at @" + name + " on this host (after start_timeout_ms)");
+    std::this_thread::sleep_for(pause);  // the hub has not started yet
+  }
+}
+
+namespace {
+std::shared_ptr<stream_link> greet_on(asio::local::stream_protocol::socket s, const std::string& id,
+                                      const std::string& password) {
   // The master is the only peer, proven by where it listens (it bound the name before starting
   // this child): what it sends is not limited here, as over ZeroMQ.
   auto link = std::make_shared<stream_link>(std::move(s), std::numeric_limits<std::size_t>::max());
@@ -314,6 +416,7 @@ std::shared_ptr<stream_link> connect_direct_link(asio::io_context& io, const std
   if (auto ec = link->send_blocking(greeting)) throw std::system_error(ec, "greeting the master over its unix socket");
   return link;
 }
+}  // namespace
 
 }  // namespace fiber::detail
 
@@ -321,7 +424,7 @@ namespace fiber::detail {
 
 std::shared_ptr<stream_link> connect_tls_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
                                               const tls_session::key& psk, std::chrono::milliseconds patience,
-                                              std::chrono::milliseconds silence) {
+                                              std::chrono::milliseconds silence, link_role role) {
   auto where = std::string_view(endpoint).substr(tls_scheme.size());
   auto colon = where.rfind(':');
   if (colon == std::string_view::npos) throw std::system_error(make_error_code(std::errc::invalid_argument), "no port in " + endpoint);
@@ -374,7 +477,8 @@ std::shared_ptr<stream_link> connect_tls_link(asio::io_context& io, const std::s
   // The master is proven by the key: what it sends is not limited here, as over ZeroMQ.
   auto link = std::make_shared<stream_link>(std::move(g), std::numeric_limits<std::size_t>::max(), std::move(tls));
   multipart greeting;
-  greeting.emplace_back(link_greeting.data(), link_greeting.size());
+  auto said = role == link_role::hub ? hub_greeting : link_greeting;
+  greeting.emplace_back(said.data(), said.size());
   greeting.emplace_back(id.data(), id.size());
   greeting.emplace_back();  // no password: the handshake proved the key
   if (auto ec = link->send_blocking(greeting)) throw std::system_error(ec, "greeting the master over TLS");

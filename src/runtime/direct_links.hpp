@@ -33,6 +33,10 @@ inline constexpr std::string_view direct_scheme = "unix:@";
 /// ... and across a network: "tls://<host>:<port>".
 inline constexpr std::string_view tls_scheme = "tls://";
 
+/// Who greets on a link: a child, or a host hub carrying its host's children's messages
+/// (runtime/hub_wire, runtime/host_hub).
+enum class link_role { child, hub };
+
 /// The master's side: accepts children's links and routes their messages by routing id.
 class direct_listener : public std::enable_shared_from_this<direct_listener> {
  public:
@@ -53,6 +57,24 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   /// fiber::error(spawn_failed).
   std::string listen_tcp(const std::string& host, const tls_session::key& psk, std::chrono::milliseconds check_every,
                          std::chrono::milliseconds silence);
+  /// Host hubs whose id `expected_hub` accepts may connect (over TLS). A child that joins through
+  /// one is reached like any other: its messages come to `on_message` under its id, and send()
+  /// goes through its hub. Without this, a hub's greeting is refused.
+  void accept_hubs(std::function<bool(const std::string&)> expected_hub) { expected_hub_ = std::move(expected_hub); }
+  /// `joined(id)` once child `id` has proven itself, `left(id)` when its link closes (a hub's
+  /// listener, to tell its master).
+  void watch_children(unique_function<void(const std::string&)> joined, unique_function<void(const std::string&)> left) {
+    joined_ = std::move(joined);
+    left_ = std::move(left);
+  }
+  /// Closes child `id`'s link, if it has one.
+  void drop(const std::string& id);
+  /// Children linked directly, and through hubs.
+  std::size_t linked() const noexcept { return links_.size(); }
+  std::size_t linked_through_hubs() const noexcept { return routes_.size(); }
+  /// Closes the link of a child silent for `silence` (its pulses stopped: runtime/link_pulse),
+  /// checked every `check_every`; listen_tcp does so for its children.
+  void close_silent(std::chrono::milliseconds check_every, std::chrono::milliseconds silence);
   /// What a child connects to.
   const std::string& endpoint() const noexcept { return endpoint_; }
   /// Sends to child `id`; host_unreachable when it has no link (any more), and `parts` is
@@ -72,7 +94,10 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   void handshake(std::shared_ptr<pending> p);
   void start_link(std::shared_ptr<pending> p);
   /// The child's routing id when it proved itself, else empty (and the link is closed).
-  std::string on_first_message(const std::shared_ptr<stream_link>& link, multipart&& m);
+  std::string on_first_message(const std::shared_ptr<stream_link>& link, multipart&& m, link_role& role);
+  /// A relay frame and what follows, from hub `hub`.
+  void on_hub_message(const std::string& hub, const std::shared_ptr<stream_link>& link, multipart&& m);
+  void link_closed(const std::shared_ptr<pending>& p, const std::shared_ptr<stream_link>& link);
   void sweep();
 
   asio::local::stream_protocol::acceptor acceptor_;
@@ -86,7 +111,10 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   std::function<bool(const std::string&)> expected_;
   unique_function<void(const std::string&, multipart&&)> on_message_;
   std::string endpoint_;
-  std::unordered_map<std::string, std::shared_ptr<stream_link>> links_;  // by routing id
+  std::unordered_map<std::string, std::shared_ptr<stream_link>> links_;  // by routing id (hubs' too)
+  std::unordered_map<std::string, std::shared_ptr<stream_link>> routes_;  // a child behind a hub: the hub's link
+  std::function<bool(const std::string&)> expected_hub_;
+  unique_function<void(const std::string&)> joined_, left_;
   std::vector<std::weak_ptr<pending>> unproven_;
   bool closed_ = false;
 };
@@ -95,13 +123,18 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
 /// `password`. Throws std::system_error when the master cannot be reached.
 std::shared_ptr<stream_link> connect_direct_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
                                                  const std::string& password);
+/// A child behind its host's hub (runtime/host_hub): connects to the abstract unix socket `name`,
+/// trying again until `patience` has passed while nothing listens there (the hub may start after
+/// the child), and proves itself as `id` with `password`. Throws std::system_error.
+std::shared_ptr<stream_link> connect_hub_link(asio::io_context& io, const std::string& name, const std::string& id,
+                                              const std::string& password, std::chrono::milliseconds patience);
 /// A child on another host: connects to `endpoint` (tls_scheme), trying again until `patience`
 /// has passed while nothing listens (a pod's network may come up after its process), proves
-/// `psk` in the handshake and itself as `id`. TCP is told to give up on a master that takes no
+/// `psk` in the handshake and itself as `id` (in `role`: a host hub greets as one). TCP is told to give up on a master that takes no
 /// bytes for `silence`. Throws std::system_error (timed_out: no connection, or no handshake, in
 /// time; permission_denied: the master does not hold the key).
 std::shared_ptr<stream_link> connect_tls_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
                                               const tls_session::key& psk, std::chrono::milliseconds patience,
-                                              std::chrono::milliseconds silence);
+                                              std::chrono::milliseconds silence, link_role role = link_role::child);
 
 }  // namespace fiber::detail

@@ -21,6 +21,7 @@
 #include "core/log.hpp"
 #include "backend/local/local_resources.hpp"
 #include "backend/zygote.hpp"
+#include "runtime/hub_process.hpp"
 #include "core/build_id.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/init.hpp"
@@ -170,6 +171,8 @@ void init(int argc, char** argv, config_overrides overrides) {
     }
   }
   if (detail::is_claim_copy_service()) detail::exit_worker(detail::serve_claim_copies());
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == detail::hub_flag) detail::exit_worker(detail::run_hub_process());
   if (marked || is_worker()) detail::exit_worker(detail::run_worker());
   detail::init_was_called() = true;
   auto& stored = detail::init_overrides();

@@ -40,8 +40,9 @@ const std::string& master_side::listen() {
     listen_direct();
     return endpoint_;
   }
-  if (endpoint.starts_with("tcp://") && cfg_.remote_transport == "direct") {
+  if (endpoint.starts_with("tcp://") && cfg_.remote_transport != "zeromq") {
     listen_tls(endpoint);
+    if (cfg_.remote_transport == "hub") start_hubs();
     return endpoint_;
   }
   zmq::socket_t s(zctx_, zmq::socket_type::router);
@@ -97,6 +98,19 @@ void master_side::listen_tls(const std::string& endpoint) {
   endpoint_ = std::string(tls_scheme) + advertised.substr(std::string_view("tcp://").size());
   remote_links_ = true;
   logf(log_level::debug, "listening on ", endpoint_);
+}
+
+void master_side::start_hubs() {
+  auto hosts = the_backend().hub_hosts();
+  if (hosts.empty()) {
+    logf(log_level::info, "remote_transport=hub: the ", the_backend().name(),
+         " backend cannot start work on a given host; children link to the master directly");
+    return;
+  }
+  hubs_ = std::make_unique<host_hubs>(io_, the_backend(), cfg_, job_id_, endpoint_, worker_credentials());
+  direct_->accept_hubs([this](const std::string& id) { return hubs_ && hubs_->expected(id); });
+  hubs_->start(hosts);
+  logf(log_level::debug, "host hubs starting on ", hosts.size(), " host(s)");
 }
 
 std::vector<std::string> master_side::endpoints() const {
@@ -419,6 +433,8 @@ void master_side::shutdown() noexcept {
   }
   live_jobs_.clear();
   children_.clear();
+  if (hubs_) hubs_->shutdown();
+  hubs_.reset();
   backend_.reset();  // ends helpers such as the fork server
   gets_.fail_all(make_error_code(errc::closed));
   broker_.clear();

@@ -16,6 +16,7 @@
 #include "runtime/channel_broker.hpp"
 #include "runtime/channel_route.hpp"
 #include "runtime/direct_links.hpp"
+#include "runtime/host_hubs.hpp"
 #include "runtime/socket_options.hpp"
 #include "runtime/job_security.hpp"
 #include "runtime/pending_gets.hpp"
@@ -68,6 +69,9 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   /// ... and their pools' states for the dashboard (kind::pool_view).
   using pool_view_fn = unique_function<void(std::uint64_t pool, std::string_view tree, std::string_view state, bool ended)>;
   void take_pool_views_with(pool_view_fn f) noexcept { take_pool_views_ = std::move(f); }
+  /// remote_transport=hub: the unix name of the host hub each child links to on its host (valid
+  /// after listen()); empty when children link to this master directly.
+  std::string hub_name() const { return hubs_ ? hubs_->name() : std::string(); }
   /// Credentials for a child (valid after listen()).
   std::string worker_credentials() const { return keys_.for_worker(plain_auth_); }
 
@@ -113,6 +117,8 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   void listen_direct();
   /// remote_transport=direct: children on other hosts reach this master over TCP with TLS.
   void listen_tls(const std::string& endpoint);
+  /// remote_transport=hub: ... through a hub on each host the backend can start one on.
+  void start_hubs();
   void receive_next();
   /// A message from child `peer`; its header is m[first].
   void handle(const std::string& peer, multipart&& m, std::size_t first);
@@ -141,6 +147,7 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   std::string endpoint_;
   bool plain_auth_ = false;  // listening on a local unix socket with encryption=auto (password, no CURVE)
   std::unique_ptr<backend> backend_;
+  std::unique_ptr<host_hubs> hubs_;  // after backend_: its hubs are the backend's jobs
   std::unordered_map<std::string, std::weak_ptr<child_endpoint>> children_;
   std::vector<job*> live_jobs_;
   worker_side* upstream_ = nullptr;  // nested: the master above, where the tree's channels are served

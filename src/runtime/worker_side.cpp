@@ -16,6 +16,19 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
                          const std::string& master_endpoint, const std::string& token, pending_gets& gets,
                          service_registry& services)
     : loop_(loop), zctx_(zctx), cfg_(cfg), gets_(gets), services_(services) {
+  if (const char* hub = std::getenv(env_hub); hub && *hub) {
+    try {
+      link_ = connect_hub_link(loop_.io(), hub, token, keys.password, std::chrono::milliseconds(cfg_.start_timeout_ms));
+    } catch (const std::system_error& e) {
+      logf(log_level::error, "cannot reach the master through its host hub: ", e.what());
+      exit_worker(exit_master_lost);
+    }
+    // The hub closes the link of a child that stopped speaking, as the master does over TLS.
+    pulse_ = std::make_unique<link_pulse>(link_, std::chrono::milliseconds(cfg_.heartbeat_interval_ms),
+                                          std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
+                                          [] { exit_worker(exit_master_lost); });
+    return;
+  }
   if (master_endpoint.starts_with(direct_scheme)) {
     try {
       link_ = connect_direct_link(loop_.io(), master_endpoint, token, keys.password);

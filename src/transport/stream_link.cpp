@@ -1,5 +1,6 @@
 #include "transport/stream_link.hpp"
 
+#include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -114,6 +115,7 @@ void stream_link::read_some() {
                           [self = shared_from_this()](std::error_code ec, std::size_t n) {
                             if (ec) return self->closed(ec);
                             self->in_end_ += n;
+                            self->last_heard_ = clock::now();
                             if (self->parse() == parsed::need_more) self->read_some();
                           });
 }
@@ -299,21 +301,60 @@ std::error_code stream_link::send(multipart&& parts) {
   if (broken_) return broken_;
   if (!socket_.is_open()) return asio::error::bad_descriptor;
   auto head = frame_head(parts);
-  static const multipart none;
-  if (tls_) head = sealed(head, parts);
-  const multipart& body = tls_ ? none : parts;
+  if (coalescing_) {
+    if (message_bytes(head, parts) <= direct_read_bytes) {
+      batch_.append(head);
+      for (auto& p : parts) batch_.append(static_cast<const char*>(p.data()), p.size());
+      note_sent();
+      if (!flush_posted_) {
+        flush_posted_ = true;
+        // After the handlers this turn made ready: what they send goes in the same write.
+        asio::post(socket_.get_executor(), [weak = weak_from_this()] {
+          if (auto self = weak.lock()) {
+            std::lock_guard lock(self->write_mutex_);
+            self->flush_posted_ = false;
+            (void)self->flush_batch();
+          }
+        });
+      }
+      return {};
+    }
+    if (auto ec = flush_batch()) return ec;  // what came before goes first
+  }
   note_sent();
+  if (!tls_) return write_or_queue(std::move(head), parts);
+  multipart none;
+  return write_or_queue(sealed(head, parts), none);
+}
+
+std::error_code stream_link::flush_batch() {
+  if (batch_.empty() || broken_) return broken_;
+  std::string head;
+  if (tls_) {
+    tls_->seal(batch_.data(), batch_.size());  // records of up to 16 KiB
+    head.reserve(batch_.size() + batch_.size() / 512 + 64);
+    tls_->take_output(head);
+    batch_.clear();
+  } else {
+    head.swap(batch_);
+  }
+  multipart none;
+  return write_or_queue(std::move(head), none);
+}
+
+std::error_code stream_link::write_or_queue(std::string&& head, multipart& parts) {
   std::size_t written = 0;
   if (out_.empty()) {  // write at once what the socket takes
     std::vector<iovec> iov;
-    iov.reserve(body.size() + 1);
-    add_message(iov, head, body, 0);
+    iov.reserve(parts.size() + 1);
+    add_message(iov, head, parts, 0);
     auto n = write_vector(socket_.native_handle(), iov.data(), iov.size());
+    writes_.fetch_add(1, std::memory_order_relaxed);
     if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK) return broken_ = std::error_code(static_cast<int>(-n), std::system_category());
     written = n > 0 ? static_cast<std::size_t>(n) : 0;
-    if (written == message_bytes(head, body)) return {};
+    if (written == message_bytes(head, parts)) return {};
   }
-  out_.push_back({std::move(head), tls_ ? multipart{} : std::move(parts)});
+  out_.push_back({std::move(head), std::move(parts)});
   if (out_.size() == 1) front_written_ = written;
   if (!write_waiting_) wait_writable();
   return {};
@@ -344,6 +385,7 @@ std::error_code stream_link::write_queued() {
       if (iov.size() >= IOV_MAX) break;
     }
     auto n = write_vector(socket_.native_handle(), iov.data(), iov.size());
+    writes_.fetch_add(1, std::memory_order_relaxed);
     if (n == -EAGAIN || n == -EWOULDBLOCK) return {};
     if (n < 0) {
       broken_ = std::error_code(static_cast<int>(-n), std::system_category());
@@ -368,6 +410,7 @@ void stream_link::wait_writable() {
 
 bool stream_link::flush(std::chrono::milliseconds limit) {
   std::lock_guard lock(write_mutex_);
+  if (flush_batch()) return false;
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (!out_.empty() && !broken_ && socket_.is_open()) {
     if (write_queued()) return false;
@@ -382,13 +425,14 @@ bool stream_link::flush(std::chrono::milliseconds limit) {
 
 std::error_code stream_link::send_blocking(const multipart& parts) {
   std::lock_guard lock(write_mutex_);
+  if (auto ec = flush_batch()) return ec;
   return write_all(parts, std::nullopt);
 }
 
 bool stream_link::send_pulse(const multipart& parts, std::chrono::milliseconds limit) {
   std::lock_guard lock(write_mutex_);
   if (broken_ || !socket_.is_open()) return false;
-  if (!out_.empty()) return true;  // bytes wait for the peer to read: it hears us when it does
+  if (!out_.empty() || !batch_.empty()) return true;  // bytes wait to be read or written: they will be heard
   return !write_all(parts, clock::now() + limit);
 }
 

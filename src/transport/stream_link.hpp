@@ -69,6 +69,14 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   /// process exits). False when something was left unwritten.
   bool flush(std::chrono::milliseconds limit);
   void close();
+  /// Coalescing: send() keeps small messages and writes all that one turn of the io_context sent
+  /// in one write (one TLS record per 16 KiB) after the turn's other ready handlers have run. For
+  /// a link that carries many peers' messages (a host hub's): one system call, and over TLS one
+  /// encryption, for many messages. Set before the first send, on the io_context's thread.
+  void set_coalescing(bool on) noexcept { coalescing_ = on; }
+  /// Messages written by system calls so far (coalesced ones count once each call).
+  std::uint64_t writes() const noexcept { return writes_.load(std::memory_order_relaxed); }
+
   /// The largest message (all parts together) the peer may send from now on.
   void set_max_message_bytes(std::size_t n) noexcept { max_message_bytes_ = n; }
 
@@ -76,7 +84,7 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   /// bytes already wait to be written (they will be heard), waiting at most `limit` for room.
   /// False when the link is broken or the peer took nothing within `limit`.
   bool send_pulse(const multipart& parts, std::chrono::milliseconds limit);
-  /// When this side last wrote a message, and last read bytes (an encrypted link's only).
+  /// When this side last wrote a message, and last read bytes (a large message's body aside).
   clock::time_point last_sent() const noexcept { return clock::time_point(clock::duration(last_sent_.load())); }
   clock::time_point last_heard() const noexcept { return last_heard_; }
   bool encrypted() const noexcept { return tls_ != nullptr; }
@@ -111,6 +119,11 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
     std::string head;
     multipart parts;
   };
+  /// Writes `head` then `parts` now as far as the socket takes them, queueing the rest (`parts`
+  /// is taken only then: on an error it is left as it was).
+  std::error_code write_or_queue(std::string&& head, multipart& parts);
+  /// Coalescing: writes what the batch holds (under write_mutex_).
+  std::error_code flush_batch();
   /// Writes queued messages until the socket is full; 0 bytes is not an error.
   std::error_code write_queued();
   void wait_writable();
@@ -134,6 +147,10 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   std::deque<outgoing> out_;
   std::size_t front_written_ = 0;  // bytes of out_.front() already written
   bool write_waiting_ = false;
+  bool coalescing_ = false;
+  bool flush_posted_ = false;
+  std::string batch_;  // coalescing: frames sent this turn, not written yet
+  std::atomic<std::uint64_t> writes_{0};
   std::error_code broken_;
   std::size_t max_message_bytes_;
 };

@@ -105,6 +105,14 @@ class slurm_backend final : public tcp_backend {
                                               : "use another partition (slurm_partition)"});
   }
 
+  /// Every node children may run on (the allocation's, else the partition's, else the cluster's),
+  /// as sinfo named them.
+  std::vector<std::string> hub_hosts() const override {
+    std::vector<std::string> hosts;
+    for (auto& r : rooms_) hosts.push_back(r.name);
+    return hosts;
+  }
+
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
     return steps_ ? steps_jobs_->start(spec) : batch_->submit(spec);
   }

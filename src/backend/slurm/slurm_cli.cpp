@@ -187,6 +187,8 @@ std::string submission_key(const spawn_spec& spec, const config& cfg) {
   std::string key = spec.executable;
   for (auto& a : spec.args) key += '\0' + a;
   for (auto& r : resource_args(spec, cfg)) key += '\0' + r;
+  key += '\0';
+  key += "host=" + spec.host;  // one array, one placement
   return key;
 }
 
@@ -199,9 +201,14 @@ std::vector<std::string> sbatch_args(const spawn_spec& spec, const config& cfg, 
                              // A worker that ran once must not run again with the same token.
                              "--no-requeue", "--output=" + output + ".out", "--error=" + output + ".err"};
   if (array_size > 0) a.push_back("--array=0-" + std::to_string(array_size - 1));
+  if (!spec.host.empty()) a.push_back("--nodelist=" + spec.host);
   if (!working_dir.empty()) a.push_back("--chdir=" + working_dir);
   for (auto& r : resource_args(spec, cfg)) a.push_back(std::move(r));
-  for (auto& x : split_args(cfg.slurm_sbatch_args)) a.push_back(std::move(x));
+  for (auto& x : split_args(cfg.slurm_sbatch_args)) {
+    // A host hub shares its node with the children it serves.
+    if (!spec.host.empty() && x == "--exclusive") continue;
+    a.push_back(std::move(x));
+  }
   return a;
 }
 

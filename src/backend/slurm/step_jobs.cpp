@@ -175,9 +175,9 @@ step_jobs::step_jobs(asio::io_context& io, const fiber::config& cfg, std::vector
     : io_(io), cfg_(cfg), commands_(std::make_shared<command_thread>(io)), nodes_(std::move(nodes)) {}
 
 std::unique_ptr<job> step_jobs::start(const spawn_spec& spec) {
-  std::string node;
+  std::string node = spec.host;  // a host hub: its node
   int fewest = 0;
-  for (auto& n : nodes_) {
+  for (auto& n : spec.host.empty() ? nodes_ : std::vector<std::string>{}) {
     int used = load_->cpus[n];
     if (node.empty() || used < fewest) {
       node = n;

@@ -1,0 +1,95 @@
+#include "runtime/host_hubs.hpp"
+
+#include <unistd.h>
+
+#include <asio/post.hpp>
+
+#include "core/build_id.hpp"
+#include "core/log.hpp"
+#include "core/worker_env.hpp"
+#include "transport/stream_link.hpp"
+
+namespace fiber::detail {
+
+struct host_hubs::hub {
+  std::string host, id;
+  std::unique_ptr<job> running;
+  int restarts = 0;
+};
+
+host_hubs::host_hubs(asio::io_context& io, backend& b, const fiber::config& cfg, std::string job_id,
+                     std::string endpoint, std::string credentials)
+    : io_(io),
+      backend_(b),
+      cfg_(cfg),
+      job_id_(std::move(job_id)),
+      endpoint_(std::move(endpoint)),
+      credentials_(std::move(credentials)),
+      // Abstract names are per network namespace, so per host: every hub of this master has it.
+      name_("fiber-hub-" + job_id_ + "-" + std::to_string(::getpid())) {}
+
+host_hubs::~host_hubs() { shutdown(); }
+
+void host_hubs::start(const std::vector<std::string>& hosts) {
+  for (auto& host : hosts) {
+    if (hubs_.contains(host)) continue;
+    auto h = std::make_shared<hub>();
+    h->host = host;
+    hubs_.emplace(host, h);
+    start_one(h);
+  }
+}
+
+void host_hubs::start_one(const std::shared_ptr<hub>& h) {
+  ids_.erase(h->id);
+  h->id = "hub-" + std::to_string(++next_id_);
+  ids_.emplace(h->id, h->host);
+  spawn_spec spec;
+  spec.name = "hub-" + h->host;
+  spec.job_id = job_id_;
+  spec.executable = cfg_.executable.empty() ? executable_path() : cfg_.executable;
+  spec.args = {hub_flag};
+  spec.host = h->host;
+  spec.env = {{env_token, h->id},
+              {env_endpoint, endpoint_},
+              {env_job, job_id_},
+              {env_keys, credentials_},
+              {env_name, spec.name},
+              {env_hub, name_},
+              {env_hub_settings, std::to_string(cfg_.max_message_bytes) + " " + std::to_string(cfg_.start_timeout_ms) +
+                                     " " + std::to_string(cfg_.heartbeat_interval_ms) + " " +
+                                     std::to_string(cfg_.heartbeat_timeout_ms)}};
+  h->running = backend_.spawn(spec);
+  h->running->on_exit([this, weak = std::weak_ptr<hub>(h)](int code) {
+    auto h = weak.lock();
+    if (!h || shut_down_) return;
+    auto detail = h->running ? h->running->exit_detail() : std::string();
+    if (h->restarts >= max_restarts) {
+      logf(log_level::error, "the host hub on ", h->host, " ended (", code, detail.empty() ? "" : ": " + detail,
+           ") ", max_restarts, " times; children placed there cannot reach the master");
+      return;
+    }
+    logf(log_level::warn, "the host hub on ", h->host, " ended (", code, detail.empty() ? "" : ": " + detail,
+         "); starting it again");
+    ++h->restarts;
+    // Not inside the ended job's own callback: starting the next one replaces it.
+    asio::post(io_, [this, weak] {
+      auto h = weak.lock();
+      if (!h || shut_down_) return;
+      try {
+        start_one(h);
+      } catch (const std::exception& e) {
+        logf(log_level::error, "cannot start the host hub on ", h->host, " again: ", e.what());
+      }
+    });
+  });
+}
+
+void host_hubs::shutdown() noexcept {
+  if (shut_down_) return;
+  shut_down_ = true;
+  for (auto& [host, h] : hubs_)
+    if (h->running) h->running->kill_and_reap();
+}
+
+}  // namespace fiber::detail

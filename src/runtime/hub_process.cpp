@@ -1,0 +1,59 @@
+#include "runtime/hub_process.hpp"
+
+#include <asio/io_context.hpp>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/log.hpp"
+#include "core/worker_env.hpp"
+#include "runtime/direct_links.hpp"
+#include "runtime/host_hub.hpp"
+#include "runtime/job_security.hpp"
+
+namespace fiber::detail {
+
+namespace {
+std::string env_text(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+}  // namespace
+
+int run_hub_process() {
+  auto name = env_text(env_name);
+  configure_log(log_level::warn, "", name.empty() ? "Hub" : name);
+  job_keys keys;
+  std::size_t max_message_bytes = 0;
+  long long start_timeout = 0, interval = 0, silence = 0;
+  try {
+    keys = job_keys::from_worker_text(env_text(env_keys));
+    std::istringstream settings(env_text(env_hub_settings));
+    if (!(settings >> max_message_bytes >> start_timeout >> interval >> silence) || interval <= 0)
+      throw std::invalid_argument(std::string(env_hub_settings) + " is not four numbers");
+  } catch (const std::exception& e) {
+    logf(log_level::error, "started as a fiber host hub without what it needs: ", e.what());
+    return 2;
+  }
+  asio::io_context io;
+  std::shared_ptr<stream_link> master;
+  try {
+    master = connect_tls_link(io, env_text(env_endpoint), env_text(env_token), tls_session::key_for(keys.client_secret),
+                              std::chrono::milliseconds(start_timeout), std::chrono::milliseconds(silence), link_role::hub);
+  } catch (const std::exception& e) {
+    logf(log_level::error, "cannot reach the master at ", env_text(env_endpoint), ": ", e.what());
+    return exit_master_lost;
+  }
+  auto hub = std::make_shared<host_hub>(io, master, keys.password, max_message_bytes + stream_link::envelope_bytes,
+                                        std::chrono::milliseconds(start_timeout));
+  try {
+    hub->start(env_text(env_hub), [&io] { io.stop(); }, std::chrono::milliseconds(interval),
+               std::chrono::milliseconds(silence));
+  } catch (const std::exception& e) {
+    logf(log_level::error, e.what(), " (another hub of this master serves this host)");
+    return 3;
+  }
+  io.run();
+  return 0;
+}
+
+}  // namespace fiber::detail

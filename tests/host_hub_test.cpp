@@ -1,0 +1,173 @@
+// A host hub (runtime/host_hub, runtime/hub_wire): children on a host link to it as to a master
+// on their host, and the master reaches them through its one TLS link, both ways; the master
+// refuses the children it does not expect and the hubs it did not start; a child's leaving and
+// the master's going are heard on the other side.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <asio/io_context.hpp>
+#include <future>
+#include <thread>
+
+#include "runtime/direct_links.hpp"
+#include "runtime/host_hub.hpp"
+#include "transport/tls_session.hpp"
+
+using namespace fiber::detail;
+using namespace std::chrono_literals;
+
+namespace {
+const auto job_key = tls_session::key_for("the job's secret");
+const std::string password = "the password";
+
+multipart message_of(std::initializer_list<std::string> parts) {
+  multipart m;
+  for (auto& p : parts) m.emplace_back(p.data(), p.size());
+  return m;
+}
+
+/// A master's listener on 127.0.0.1 that expects children "7" and "8", and hub "hub-1".
+struct master {
+  asio::io_context io;
+  std::shared_ptr<direct_listener> listener;
+  std::string address;  // tls://127.0.0.1:<port>
+  std::vector<std::pair<std::string, multipart>> received;
+
+  master() {
+    listener = std::make_shared<direct_listener>(
+        io, password, 1 << 30, 10s, [](const std::string& id) { return id == "7" || id == "8"; },
+        [this](const std::string& id, multipart&& m) { received.emplace_back(id, std::move(m)); });
+    listener->accept_hubs([](const std::string& id) { return id == "hub-1"; });
+    auto bound = listener->listen_tcp("127.0.0.1", job_key, 1s, 60s);
+    address = "tls://" + bound.substr(6);
+  }
+  /// Runs until `done`, at most `limit` (against a hang, not as a measurement).
+  template <class F>
+  bool run_until(F done, std::chrono::seconds limit = 60s) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (!done() && std::chrono::steady_clock::now() < end) io.run_one_for(20ms);
+    return done();
+  }
+};
+
+/// A hub process's part, on a thread of its own: linked to the master as `id`, listening for
+/// children on a unix name of this test's own.
+struct hub {
+  asio::io_context io;
+  std::shared_ptr<host_hub> relay;
+  std::atomic<bool> ended = false;
+  std::jthread loop;
+
+  hub(master& m, const std::string& id = "hub-1") {
+    auto f = std::async(std::launch::async, [&] { return connect_tls_link(io, m.address, id, job_key, 10s, 60s, link_role::hub); });
+    m.run_until([&] { return f.wait_for(0s) == std::future_status::ready; });
+    relay = std::make_shared<host_hub>(io, f.get(), password, 1 << 20, 10s);
+    relay->start("fiber-hub-test-" + std::to_string(::getpid()), [this] { ended = true; }, 1s, 60s);
+    loop = std::jthread([this](std::stop_token st) {
+      while (!st.stop_requested()) io.run_one_for(20ms);
+    });
+  }
+  ~hub() {
+    loop.request_stop();
+    loop.join();
+    relay->close();
+  }
+};
+
+/// A child on the hub's host: linked to the hub as a local child to its master.
+struct child {
+  asio::io_context io;
+  std::shared_ptr<stream_link> link;
+  std::vector<multipart> received;
+  bool closed = false;
+
+  child(const hub& h, const std::string& id) {
+    link = connect_direct_link(io, h.relay->endpoint(), id, password);
+    link->start([this](multipart m) { received.push_back(std::move(m)); }, [this](std::error_code) { closed = true; });
+  }
+};
+}  // namespace
+
+TEST(host_hub, children_behind_a_hub_are_reached_like_any_other_both_ways) {
+  master m;
+  hub h(m);
+  child seven(h, "7"), eight(h, "8");
+  ASSERT_TRUE(m.run_until([&] { return m.listener->linked_through_hubs() == 2; }));
+  ASSERT_FALSE(seven.link->send(message_of({"from seven"})));
+  ASSERT_FALSE(eight.link->send(message_of({"from eight", "two parts"})));
+  ASSERT_TRUE(m.run_until([&] { return m.received.size() == 2; }));
+  for (auto& [id, msg] : m.received) {
+    if (id == "7") {
+      EXPECT_EQ(msg.size(), 1u);
+      EXPECT_EQ(msg[0].to_string(), "from seven");
+    } else {
+      EXPECT_EQ(id, "8");
+      ASSERT_EQ(msg.size(), 2u);
+      EXPECT_EQ(msg[1].to_string(), "two parts");
+    }
+  }
+  // From the master: many messages in one turn, each to its child, in order.
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_FALSE(m.listener->send("7", message_of({"to seven", std::to_string(i)})));
+    ASSERT_FALSE(m.listener->send("8", message_of({"to eight", std::to_string(i)})));
+  }
+  ASSERT_TRUE(m.run_until([&] {
+    seven.io.poll();
+    eight.io.poll();
+    return seven.received.size() == 50 && eight.received.size() == 50;
+  }));
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(seven.received[i][0].to_string(), "to seven");
+    EXPECT_EQ(seven.received[i][1].to_string(), std::to_string(i));
+    EXPECT_EQ(eight.received[i][0].to_string(), "to eight");
+  }
+}
+
+TEST(host_hub, a_child_the_master_does_not_expect_is_refused) {
+  master m;
+  hub h(m);
+  child stranger(h, "9");
+  ASSERT_FALSE(stranger.link->send(message_of({"let me in"})));
+  ASSERT_TRUE(m.run_until([&] {
+    stranger.io.poll();
+    return stranger.closed;
+  }));
+  EXPECT_TRUE(m.received.empty());
+  EXPECT_EQ(m.listener->linked_through_hubs(), 0u);
+  EXPECT_EQ(m.listener->send("9", message_of({"x"})), std::make_error_code(std::errc::host_unreachable));
+}
+
+TEST(host_hub, a_child_that_leaves_is_unreachable_for_the_master) {
+  master m;
+  hub h(m);
+  {
+    child seven(h, "7");
+    ASSERT_TRUE(m.run_until([&] { return m.listener->linked_through_hubs() == 1; }));
+    seven.link->close();
+  }
+  ASSERT_TRUE(m.run_until([&] { return m.listener->linked_through_hubs() == 0; }));
+  EXPECT_EQ(m.listener->send("7", message_of({"x"})), std::make_error_code(std::errc::host_unreachable));
+  // ... and may link again (a child's link is its own, not its id's).
+  child again(h, "7");
+  ASSERT_TRUE(m.run_until([&] { return m.listener->linked_through_hubs() == 1; }));
+}
+
+TEST(host_hub, when_the_master_goes_the_children_behind_the_hub_hear_it) {
+  master m;
+  hub h(m);
+  child seven(h, "7");
+  ASSERT_TRUE(m.run_until([&] { return m.listener->linked_through_hubs() == 1; }));
+  m.listener->close();
+  ASSERT_TRUE(m.run_until([&] {
+    seven.io.poll();
+    return seven.closed && h.ended;
+  }));
+}
+
+TEST(host_hub, a_hub_the_master_did_not_start_is_refused) {
+  master m;
+  hub stranger(m, "hub-2");
+  ASSERT_TRUE(m.run_until([&] { return stranger.ended.load(); }));
+  EXPECT_EQ(m.listener->linked(), 0u);
+}
