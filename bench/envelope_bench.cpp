@@ -7,8 +7,9 @@
 //                          sharing them: what each adds to its host)
 //   master_cpu_us_per_task the master's CPU time per task (user + system)
 //   wall_us_per_task       the map's wall time per task
-// Under FIBER_BACKEND=slurm (bench/compare/run.sh slurm) the workers are on the test cluster's
-// nodes and reach the master over TCP with CURVE; locally, over direct links.
+// Under FIBER_BACKEND=slurm (bench/compare/run.sh envelope) the workers are on the test cluster's
+// nodes and reach the master as FIBER_REMOTE_TRANSPORT says (TLS direct links, host hubs, or
+// ZeroMQ with CURVE); locally, over direct links.
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
 #include <sys/resource.h>
@@ -95,4 +96,9 @@ static void envelope(benchmark::State& state) {
     state.ResumeTiming();
   }
 }
-BENCHMARK(envelope)->Arg(8)->Arg(64)->Arg(256)->Arg(1024)->ArgName("W")->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(1);
+// ENVELOPE_WORKERS=N: that pool size only (a cluster's fill), else 8 to 1,024.
+static void worker_counts(benchmark::internal::Benchmark* b) {
+  if (const char* n = std::getenv("ENVELOPE_WORKERS")) return void(b->Arg(std::atoi(n)));
+  for (int w : {8, 64, 256, 1024}) b->Arg(w);
+}
+BENCHMARK(envelope)->Apply(worker_counts)->ArgName("W")->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(1);

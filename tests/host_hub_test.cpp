@@ -34,12 +34,12 @@ struct master {
   std::string address;  // tls://127.0.0.1:<port>
   std::vector<std::pair<std::string, multipart>> received;
 
-  master() {
+  explicit master(std::chrono::milliseconds silence = 60s) {
     listener = std::make_shared<direct_listener>(
         io, password, 1 << 30, 10s, [](const std::string& id) { return id == "7" || id == "8"; },
         [this](const std::string& id, multipart&& m) { received.emplace_back(id, std::move(m)); });
     listener->accept_hubs([](const std::string& id) { return id == "hub-1"; });
-    auto bound = listener->listen_tcp("127.0.0.1", job_key, 1s, 60s);
+    auto bound = listener->listen_tcp("127.0.0.1", job_key, 20ms, silence);
     address = "tls://" + bound.substr(6);
   }
   /// Runs until `done`, at most `limit` (against a hang, not as a measurement).
@@ -59,11 +59,11 @@ struct hub {
   std::atomic<bool> ended = false;
   std::jthread loop;
 
-  hub(master& m, const std::string& id = "hub-1") {
+  hub(master& m, const std::string& id = "hub-1", std::chrono::milliseconds silence = 60s) {
     auto f = std::async(std::launch::async, [&] { return connect_tls_link(io, m.address, id, job_key, 10s, 60s, link_role::hub); });
     m.run_until([&] { return f.wait_for(0s) == std::future_status::ready; });
     relay = std::make_shared<host_hub>(io, f.get(), password, 1 << 20, 10s);
-    relay->start("fiber-hub-test-" + std::to_string(::getpid()), [this] { ended = true; }, 1s, 60s);
+    relay->start("fiber-hub-test-" + std::to_string(::getpid()), [this] { ended = true; }, 50ms, silence);
     loop = std::jthread([this](std::stop_token st) {
       while (!st.stop_requested()) io.run_one_for(20ms);
     });
@@ -151,6 +151,26 @@ TEST(host_hub, a_child_that_leaves_is_unreachable_for_the_master) {
   // ... and may link again (a child's link is its own, not its id's).
   child again(h, "7");
   ASSERT_TRUE(m.run_until([&] { return m.listener->linked_through_hubs() == 1; }));
+}
+
+TEST(host_hub, a_silent_child_is_closed_by_its_hub_and_the_master_hears_it_left) {
+  master m;
+  hub h(m, "hub-1", 200ms);  // a child that sends nothing for 200 ms has stopped
+  child seven(h, "7");
+  ASSERT_TRUE(m.run_until([&] { return m.listener->linked_through_hubs() == 1; }));
+  ASSERT_TRUE(m.run_until([&] {
+    seven.io.poll();
+    return seven.closed && m.listener->linked_through_hubs() == 0;
+  }));
+}
+
+TEST(host_hub, a_hub_whose_children_are_idle_pulses_and_stays_linked) {
+  master m(300ms);  // the master closes a hub link silent for 300 ms
+  hub h(m);         // ... and the hub speaks every 50 ms when it has nothing else to say
+  auto until = std::chrono::steady_clock::now() + 1s;
+  m.run_until([&] { return std::chrono::steady_clock::now() >= until; }, 10s);
+  EXPECT_EQ(m.listener->linked(), 1u);
+  EXPECT_FALSE(h.ended);
 }
 
 TEST(host_hub, when_the_master_goes_the_children_behind_the_hub_hear_it) {

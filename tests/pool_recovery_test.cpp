@@ -320,6 +320,22 @@ TEST(pool, stopped_worker_is_detected_and_its_task_rerun) {
   std::filesystem::remove(marker);
 }
 
+TEST(pool, behind_a_host_hub_a_killed_or_stopped_worker_is_found_out_and_its_task_rerun) {
+  // remote_transport=hub: on Slurm the workers link to their node's hub, which closes a stopped
+  // one's link when its pulses stop and tells the master when a link closes; elsewhere it is the
+  // direct links' path.
+  if (fiber_test::backend_under_test() == "local") GTEST_SKIP() << "children on other hosts only (docker, slurm, kubernetes)";
+  fiber::context ctx(fiber::config::load(
+      {{"remote_transport", "hub"}, {"heartbeat_interval_ms", "50"}, {"heartbeat_timeout_ms", "300"}}));
+  fiber::pool p(ctx, {.processes = 2});
+  for (int sig : {SIGKILL, SIGSTOP}) {
+    auto marker = marker_path(("hub-" + std::to_string(sig)).c_str());
+    EXPECT_EQ(p.apply(&die_once, 7, marker, sig).get(), 7) << strsignal(sig);
+    std::filesystem::remove(marker);
+  }
+  EXPECT_EQ(p.stats().workers_lost, 2u);
+}
+
 TEST(pool, a_worker_stopped_while_idle_is_found_out_when_work_comes_and_replaced) {
   FIBER_TEST_LOCAL_ONLY("stops a worker by its pid on this host");
   // An idle pool probes nobody: the stopped worker is found out once it is sent work.

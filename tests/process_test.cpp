@@ -31,6 +31,18 @@ TEST(process, children_on_other_hosts_reach_the_master_over_tls_unless_zeromq_is
   }
 }
 
+TEST(process, remote_transport_hub_links_children_through_tls_too) {
+  // Where the backend can start a hub on each host (Slurm) the children link to it
+  // (slurm_backend_test); elsewhere they link to the master directly, over TLS.
+  if (fiber_test::backend_under_test() == "local") GTEST_SKIP() << "children on other hosts only (docker, slurm, kubernetes)";
+  fiber::context ctx(fiber::config::load({{"remote_transport", "hub"}}));
+  fiber::process p(ctx, &do_nothing);
+  p.start().get();
+  p.join().get();
+  EXPECT_EQ(p.exitcode(), 0);
+  EXPECT_TRUE(ctx.endpoints().at(0).starts_with("tls://")) << ctx.endpoints().at(0);
+}
+
 TEST(process, exit_code_zero) {
   fiber::process p(&do_nothing);
   EXPECT_FALSE(p.exitcode());

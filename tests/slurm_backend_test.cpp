@@ -14,6 +14,7 @@
 #include <numeric>
 #include <set>
 
+#include "backend/backend.hpp"
 #include "slurm_support.hpp"
 #include "support.hpp"
 
@@ -58,6 +59,12 @@ int cancel_my_job_once(int x, std::string marker) {
   return x;
 }
 
+// The host hub this worker links to (remote_transport=hub), and its node.
+std::string hub_and_node(int) {
+  const char* hub = std::getenv("FIBER_WORKER_HUB");
+  return std::string(hub ? hub : "(none)") + " on " + host_name();
+}
+
 int needs_many_cpus() { return 0; }
 int runs_anywhere() { return 0; }
 int needs_a_gpu() { return 0; }
@@ -66,6 +73,7 @@ int needs_a_gpu() { return 0; }
 
 FIBER_REMOTE(meet_on_a_node);
 FIBER_REMOTE(cancel_my_job_once);
+FIBER_REMOTE(hub_and_node);
 FIBER_REMOTE(needs_many_cpus);
 FIBER_META(needs_many_cpus, .cpu = 64);
 FIBER_REMOTE(runs_anywhere);
@@ -97,6 +105,25 @@ TEST_F(slurm_backend, a_pool_of_two_runs_its_tasks_on_both_nodes) {
   auto r = std::move(all).get();
   std::sort(r.begin(), r.end());
   EXPECT_EQ(r, (std::vector<int>{0, 1}));
+}
+
+TEST_F(slurm_backend, with_host_hubs_one_runs_on_each_node_and_the_workers_link_to_theirs) {
+  // Batch jobs: three of a node's four CPUs each, so one worker on each node, beside its hub (one
+  // CPU). Steps: fiber places each on the node with the fewest of its CPUs in use.
+  fiber::context ctx(fiber::config::load({{"remote_transport", "hub"}, {"cpu_per_job", in_allocation() ? "1" : "3"}}));
+  fiber::pool p(ctx, 2);
+  p.ready().get();  // both workers linked: each takes tasks
+  auto seen = p.map(&hub_and_node, std::vector<int>(8), 1).get();
+  std::set<std::string> where(seen.begin(), seen.end());
+  ASSERT_EQ(where.size(), 2u) << seen.front();
+  std::string hub = seen.front().substr(0, seen.front().find(' '));
+  EXPECT_TRUE(hub.starts_with("fiber-hub-")) << seen.front();
+  EXPECT_EQ(where, (std::set<std::string>{hub + " on n1", hub + " on n2"}));
+  // One hub on each node, as Slurm work of this master; none is left once it ends (test_main).
+  std::set<std::string> hub_nodes;
+  for (auto& j : fiber_test::live_slurm_jobs_of(fiber::detail::master_mark()))
+    if (j.name.find("hub-") != std::string::npos) hub_nodes.insert(j.nodes);
+  EXPECT_EQ(hub_nodes, (std::set<std::string>{"n1", "n2"}));
 }
 
 TEST_F(slurm_backend, a_workers_job_cancelled_mid_map_has_its_tasks_run_again) {

@@ -105,30 +105,36 @@ PYD
 }
 
 # The envelope of one master (issue 35): what one worker costs it, on direct links and through
-# ZeroMQ with CURVE at up to 1,024 local workers, and over TCP to the Slurm cluster's nodes; then
+# ZeroMQ with CURVE at up to 1,024 local workers, and over TCP to the Slurm cluster's nodes (ZeroMQ,
+# TLS direct links, host hubs); then
 # the model at 10,000 workers on 100 hosts (bench/compare/envelope.py).
 part_envelope() {
   local g='--benchmark_format=json'
   "$build/bench/envelope_bench" $g >"$tmp/envelope-direct.json" 2>/dev/null
   FIBER_ENCRYPTION=always FIBER_LOCAL_TRANSPORT=zeromq "$build/bench/envelope_bench" $g >"$tmp/envelope-curve.json" 2>/dev/null
-  # On Slurm, as many workers as fill both nodes: 8 on the test cluster, 1,024 on one started with
-  # FIBER_SLURM_NODE_CPUS=512.
+  # On Slurm, as many workers as fill both nodes but for one CPU each for a host hub: 6 on the test
+  # cluster, 1,024 on one started with FIBER_SLURM_NODE_CPUS=513; one pool size, every transport.
   local slurm=()
   if "$root/scripts/engines.sh" start slurm >/dev/null 2>&1; then
     export SLURM_CONF="$root/build/engines/slurm/slurm.conf"
-    local fill=$(( 2 * $(sinfo -h -N -o %c | head -1) ))
-    FIBER_BACKEND=slurm FIBER_REMOTE_TRANSPORT=zeromq "$build/bench/envelope_bench" \
-      --benchmark_filter="W:$fill/" $g >"$tmp/envelope-slurm.json" 2>/dev/null && slurm=("$tmp/envelope-slurm.json")
-    FIBER_BACKEND=slurm FIBER_REMOTE_TRANSPORT=direct "$build/bench/envelope_bench" \
-      --benchmark_filter="W:$fill/" $g >"$tmp/envelope-slurm-direct.json" 2>/dev/null && slurm+=("$tmp/envelope-slurm-direct.json")
-    # The floors under the fan-out, same number of clients: a unix socket on this host, and TCP to
-    # clients in the two nodes' network namespaces (half in each).
+    local fill=$(( 2 * ($(sinfo -h -N -o %c | head -1) - 1) ))
+    for transport in zeromq direct hub; do
+      FIBER_BACKEND=slurm FIBER_REMOTE_TRANSPORT=$transport ENVELOPE_WORKERS=$fill "$build/bench/envelope_bench" \
+        $g >"$tmp/envelope-slurm-$transport.json" 2>/dev/null && slurm+=("$tmp/envelope-slurm-$transport.json")
+    done
+    [ "${#slurm[@]}" = 3 ] || slurm=()
+    # The floors under the fan-out, same number of clients: a unix socket on this host; TCP to
+    # clients in the two nodes' network namespaces (half in each); and a relay in each namespace
+    # in front of its clients (the floor of a host hub).
     local n=$fill msgs=$((fill * 32))
     "$build/bench/fanout_floor" server unix $n $msgs & sleep 0.3
     "$build/bench/fanout_floor" client unix $n; wait
     "$build/bench/fanout_floor" server tcp $n $msgs 10.77.0.1 & sleep 0.3
     ip netns exec fibern1 "$build/bench/fanout_floor" client tcp 10.77.0.1 $((n / 2)) &
     ip netns exec fibern2 "$build/bench/fanout_floor" client tcp 10.77.0.1 $((n - n / 2)); wait
+    "$build/bench/fanout_floor" server hub 2 $msgs 10.77.0.1 & sleep 0.3
+    ip netns exec fibern1 "$build/bench/fanout_floor" relay 10.77.0.1 $((n / 2)) &
+    ip netns exec fibern2 "$build/bench/fanout_floor" relay 10.77.0.1 $((n - n / 2)); wait
   fi
   python3 "$root/bench/compare/envelope.py" "$tmp/envelope-direct.json" "$tmp/envelope-curve.json" "${slurm[@]}"
 }

@@ -234,13 +234,13 @@ void direct_listener::start_link(std::shared_ptr<pending> p) {
 void direct_listener::link_closed(const std::shared_ptr<pending>& p, const std::shared_ptr<stream_link>& link) {
   // The child's death itself is seen through its process; here only its link goes.
   auto it = links_.find(p->id);
-  if (it == links_.end() || it->second != link) return;  // replaced, or closed here already
-  links_.erase(it);
+  bool current = it != links_.end() && it->second == link;  // not replaced, nor closed by the sweep
+  if (current) links_.erase(it);
   if (p->role == link_role::hub) {
     std::size_t n = std::erase_if(routes_, [&](auto& r) { return r.second == link; });
     if (n > 0)
       logf(log_level::warn, "host hub ", p->id, "'s link closed; the ", n, " children linked through it are unreachable");
-  } else if (left_) {
+  } else if (current && left_) {
     left_(p->id);
   }
 }
@@ -310,7 +310,8 @@ void direct_listener::sweep() {
            " ms); its link is closed");
       auto it = self->links_.find(id);
       auto link = it->second;
-      self->links_.erase(it);
+      self->links_.erase(it);  // sends to it fail from now on
+      if (self->left_) self->left_(id);
       link->close();
     }
     self->sweep();
