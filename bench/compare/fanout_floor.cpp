@@ -50,6 +50,13 @@ bool read_all(int fd, char* b, int n) {
   }
   return true;
 }
+/// Adds `fd` to epoll set `ep`, readable events reported as `index`.
+void watch(int ep, int fd, unsigned index) {
+  epoll_event e{};
+  e.events = EPOLLIN;
+  e.data.u32 = index;
+  epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+}
 sockaddr_un unix_address(socklen_t& len) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
@@ -116,10 +123,7 @@ int server(bool tcp, int n, long total, const char* host) {
   for (int i = 0; i < n; ++i) {
     fds[i] = accept(l, nullptr, nullptr);
     if (tcp) setsockopt(fds[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    epoll_event e{};
-    e.events = EPOLLIN;
-    e.data.u32 = static_cast<unsigned>(i);
-    epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &e);
+    watch(ep, fds[i], static_cast<unsigned>(i));
   }
   char b[message] = {};
   long sent = 0, got = 0;
@@ -186,19 +190,13 @@ int relay(const char* host, int count) {
   int ep = epoll_create1(0);
   for (int i = 0; i < count; ++i) {
     fds[i] = accept(l, nullptr, nullptr);
-    epoll_event e{};
-    e.events = EPOLLIN;
-    e.data.u32 = static_cast<unsigned>(i);
-    epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &e);
+    watch(ep, fds[i], static_cast<unsigned>(i));
   }
   int up = connect_to(true, host);
   std::uint32_t c = static_cast<std::uint32_t>(count);
   if (write(up, &c, 4) != 4) return 1;
   set_nonblocking(up);
-  epoll_event e{};
-  e.events = EPOLLIN;
-  e.data.u32 = static_cast<unsigned>(count);
-  epoll_ctl(ep, EPOLL_CTL_ADD, up, &e);
+  watch(ep, up, static_cast<unsigned>(count));
   std::string in, out;
   char buf[1 << 16];
   epoll_event ev[256];
@@ -253,10 +251,7 @@ int hub_server(int relays, long total, const char* host) {
     if (!read_all(fds[r], reinterpret_cast<char*>(&counts[r]), 4)) return 1;
     clients += static_cast<int>(counts[r]);
     set_nonblocking(fds[r]);
-    epoll_event e{};
-    e.events = EPOLLIN;
-    e.data.u32 = static_cast<unsigned>(r);
-    epoll_ctl(ep, EPOLL_CTL_ADD, fds[r], &e);
+    watch(ep, fds[r], static_cast<unsigned>(r));
   }
   char b[message] = {};
   long sent = 0, got = 0;

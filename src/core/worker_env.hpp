@@ -1,6 +1,8 @@
 // What a master passes to a worker through the backend's environment: the contract between the
 // master that spawns (primitives/process), the backends that start it, and the worker's init.
 #pragma once
+#include <cstdlib>
+#include <string>
 
 namespace fiber::detail {
 inline constexpr const char* env_token = "FIBER_WORKER_TOKEN";        // routing id, numeric
@@ -27,4 +29,10 @@ inline constexpr const char* hub_flag = "--fiber-hub";
 inline constexpr int exit_refused = 3;
 /// Exit code of a worker that lost its master (as one whose parent died before it started).
 inline constexpr int exit_master_lost = 70;
+
+/// Variable `name` of this process's environment; empty when it is not set.
+inline std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
 }  // namespace fiber::detail

@@ -1,7 +1,6 @@
 #include "runtime/hub_process.hpp"
 
 #include <asio/io_context.hpp>
-#include <cstdlib>
 #include <sstream>
 
 #include "core/log.hpp"
@@ -12,22 +11,15 @@
 
 namespace fiber::detail {
 
-namespace {
-std::string env_text(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-}  // namespace
-
 int run_hub_process() {
-  auto name = env_text(env_name);
+  auto name = env_or_empty(env_name);
   configure_log(log_level::warn, "", name.empty() ? "Hub" : name);
   job_keys keys;
   std::size_t max_message_bytes = 0;
   long long start_timeout = 0, interval = 0, silence = 0;
   try {
-    keys = job_keys::from_worker_text(env_text(env_keys));
-    std::istringstream settings(env_text(env_hub_settings));
+    keys = job_keys::from_worker_text(env_or_empty(env_keys));
+    std::istringstream settings(env_or_empty(env_hub_settings));
     if (!(settings >> max_message_bytes >> start_timeout >> interval >> silence) || interval <= 0)
       throw std::invalid_argument(std::string(env_hub_settings) + " is not four numbers");
   } catch (const std::exception& e) {
@@ -37,16 +29,16 @@ int run_hub_process() {
   asio::io_context io;
   std::shared_ptr<stream_link> master;
   try {
-    master = connect_tls_link(io, env_text(env_endpoint), env_text(env_token), tls_session::key_for(keys.client_secret),
+    master = connect_tls_link(io, env_or_empty(env_endpoint), env_or_empty(env_token), tls_session::key_for(keys.client_secret),
                               std::chrono::milliseconds(start_timeout), std::chrono::milliseconds(silence), link_role::hub);
   } catch (const std::exception& e) {
-    logf(log_level::error, "cannot reach the master at ", env_text(env_endpoint), ": ", e.what());
+    logf(log_level::error, "cannot reach the master at ", env_or_empty(env_endpoint), ": ", e.what());
     return exit_master_lost;
   }
   auto hub = std::make_shared<host_hub>(io, master, keys.password, max_message_bytes + stream_link::envelope_bytes,
                                         std::chrono::milliseconds(start_timeout));
   try {
-    hub->start(env_text(env_hub), [&io] { io.stop(); }, std::chrono::milliseconds(interval),
+    hub->start(env_or_empty(env_hub), [&io] { io.stop(); }, std::chrono::milliseconds(interval),
                std::chrono::milliseconds(silence));
   } catch (const std::exception& e) {
     logf(log_level::error, e.what(), " (another hub of this master serves this host)");

@@ -54,11 +54,6 @@ std::string memory_domain() {
   return this_host_name() + "/" + (ec ? std::string("?") : ns.string());
 }
 
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 }  // namespace
 
 int run_worker() {

@@ -74,7 +74,7 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   /// a link that carries many peers' messages (a host hub's): one system call, and over TLS one
   /// encryption, for many messages. Set before the first send, on the io_context's thread.
   void set_coalescing(bool on) noexcept { coalescing_ = on; }
-  /// Messages written by system calls so far (coalesced ones count once each call).
+  /// The writing system calls made so far (a coalesced batch is one; for tests and benchmarks).
   std::uint64_t writes() const noexcept { return writes_.load(std::memory_order_relaxed); }
 
   /// The largest message (all parts together) the peer may send from now on.
