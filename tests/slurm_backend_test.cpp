@@ -13,6 +13,7 @@
 #include <fstream>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "backend/backend.hpp"
 #include "slurm_support.hpp"
@@ -65,6 +66,21 @@ std::string hub_and_node(int) {
   return std::string(hub ? hub : "(none)") + " on " + host_name();
 }
 
+// The first call (marker created atomically) cancels the hub of this worker's node, as an
+// operator's scancel would, and waits: its link to the master went with the hub. Every other call
+// returns x.
+int cancel_my_hub_once(int x, std::string marker) {
+  int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd >= 0) {
+    ::close(fd);
+    std::string name = "fiber-" + std::string(std::getenv("FIBER_WORKER_JOB")) + "-hub-" + host_name();
+    int status = std::system(("scancel --name=" + name).c_str());
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+    for (;;) ::pause();
+  }
+  return x;
+}
+
 int needs_many_cpus() { return 0; }
 int runs_anywhere() { return 0; }
 int needs_a_gpu() { return 0; }
@@ -74,6 +90,7 @@ int needs_a_gpu() { return 0; }
 FIBER_REMOTE(meet_on_a_node);
 FIBER_REMOTE(cancel_my_job_once);
 FIBER_REMOTE(hub_and_node);
+FIBER_REMOTE(cancel_my_hub_once);
 FIBER_REMOTE(needs_many_cpus);
 FIBER_META(needs_many_cpus, .cpu = 64);
 FIBER_REMOTE(runs_anywhere);
@@ -126,6 +143,35 @@ TEST_F(slurm_backend, with_host_hubs_one_runs_on_each_node_and_the_workers_link_
   for (auto& j : fiber_test::live_slurm_jobs_of(fiber::detail::master_mark()))
     if (j.name.find("hub-") != std::string::npos) hub_nodes.insert(j.nodes);
   EXPECT_EQ(hub_nodes, (std::set<std::string>{"n1", "n2"}));
+}
+
+TEST_F(slurm_backend, a_host_hub_cancelled_mid_map_is_started_again_and_every_task_is_done) {
+  if (in_allocation()) GTEST_SKIP() << "the hubs are steps of the allocation here";
+  auto marker = std::filesystem::temp_directory_path() / ("fiber-hub-scancel-" + std::to_string(::getpid()));
+  std::filesystem::remove(marker);
+  fiber::context ctx(fiber::config::load(
+      {{"remote_transport", "hub"}, {"heartbeat_interval_ms", "100"}, {"heartbeat_timeout_ms", "600"}}));
+  fiber::pool p(ctx, 2);
+  std::vector<std::tuple<int, std::string>> args;
+  for (int i = 0; i < 40; ++i) args.emplace_back(i, marker.string());
+  auto r = p.starmap(&cancel_my_hub_once, args, 1).get();
+  std::vector<int> expected(40);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(r, expected);
+  EXPECT_TRUE(std::filesystem::exists(marker));  // a hub was cancelled
+  EXPECT_GE(p.stats().workers_lost, 1u);         // and its node's workers with it
+  // ... and started again: a hub runs on each node once Slurm has started the new one (the
+  // map may have ended on the other node's worker before that; the deadline is against a hang).
+  std::set<std::string> hub_nodes;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       hub_nodes.size() < 2 && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
+    hub_nodes.clear();
+    for (auto& j : fiber_test::live_slurm_jobs_of(fiber::detail::master_mark()))
+      if (j.name.find("-hub-") != std::string::npos && j.state == "RUNNING") hub_nodes.insert(j.nodes);
+  }
+  EXPECT_EQ(hub_nodes, (std::set<std::string>{"n1", "n2"}));
+  std::filesystem::remove(marker);
 }
 
 TEST_F(slurm_backend, a_workers_job_cancelled_mid_map_has_its_tasks_run_again) {
