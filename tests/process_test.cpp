@@ -43,6 +43,17 @@ TEST(process, remote_transport_hub_links_children_through_tls_too) {
   EXPECT_TRUE(ctx.endpoints().at(0).starts_with("tls://")) << ctx.endpoints().at(0);
 }
 
+TEST(process, a_child_whose_host_has_no_hub_links_to_its_master_directly) {
+  FIBER_TEST_LOCAL_ONLY("names a hub for this host's children through the master's environment");
+  // As a child on a node whose hub is not running is told to link to one.
+  ::setenv("FIBER_WORKER_HUB", "fiber-hub-that-nobody-runs", 1);
+  fiber::process p(&do_nothing);
+  p.start().get();
+  p.join().get();
+  ::unsetenv("FIBER_WORKER_HUB");
+  EXPECT_EQ(p.exitcode(), 0);
+}
+
 TEST(process, exit_code_zero) {
   fiber::process p(&do_nothing);
   EXPECT_FALSE(p.exitcode());

@@ -19,6 +19,8 @@ inline constexpr const char* env_spawn_handle = "FIBER_SPAWN_HANDLE";
 /// remote_transport=hub: the abstract unix name this host's hub listens on (runtime/host_hub); a
 /// child links to it rather than to its master's address.
 inline constexpr const char* env_hub = "FIBER_WORKER_HUB";
+/// How long a child waits for its host's hub to listen before it links to its master directly.
+inline constexpr int hub_patience_ms = 10000;
 /// A host hub's own: its master's max_message_bytes, start_timeout_ms, heartbeat_interval_ms and
 /// heartbeat_timeout_ms, separated by spaces (it takes no config of its own).
 inline constexpr const char* env_hub_settings = "FIBER_HUB_SETTINGS";

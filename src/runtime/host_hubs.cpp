@@ -66,7 +66,7 @@ void host_hubs::start_one(const std::shared_ptr<hub>& h) {
     auto detail = h->running ? h->running->exit_detail() : std::string();
     if (h->restarts >= max_restarts) {
       logf(log_level::error, "the host hub on ", h->host, " ended (", code, detail.empty() ? "" : ": " + detail,
-           ") ", max_restarts, " times; children placed there cannot reach the master");
+           ") ", max_restarts, " times; children placed there link to the master directly");
       return;
     }
     logf(log_level::warn, "the host hub on ", h->host, " ended (", code, detail.empty() ? "" : ": " + detail,

@@ -1,5 +1,6 @@
 #include "runtime/worker_side.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/log.hpp"
@@ -18,16 +19,18 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
     : loop_(loop), zctx_(zctx), cfg_(cfg), gets_(gets), services_(services) {
   if (const char* hub = std::getenv(env_hub); hub && *hub) {
     try {
-      link_ = connect_hub_link(loop_.io(), hub, token, keys.password, std::chrono::milliseconds(cfg_.start_timeout_ms));
+      link_ = connect_hub_link(loop_.io(), hub, token, keys.password,
+                               std::chrono::milliseconds(std::min(cfg_.start_timeout_ms, hub_patience_ms)));
+      // The hub closes the link of a child that stopped speaking, as the master does over TLS.
+      pulse_ = std::make_unique<link_pulse>(link_, std::chrono::milliseconds(cfg_.heartbeat_interval_ms),
+                                            std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
+                                            [] { exit_worker(exit_master_lost); });
+      return;
     } catch (const std::system_error& e) {
-      logf(log_level::error, "cannot reach the master through its host hub: ", e.what());
-      exit_worker(exit_master_lost);
+      // Its host has no hub (one pending behind a full node, one that failed): the master takes
+      // this child's own link as well.
+      logf(log_level::info, e.what(), "; linking to the master directly");
     }
-    // The hub closes the link of a child that stopped speaking, as the master does over TLS.
-    pulse_ = std::make_unique<link_pulse>(link_, std::chrono::milliseconds(cfg_.heartbeat_interval_ms),
-                                          std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
-                                          [] { exit_worker(exit_master_lost); });
-    return;
   }
   if (master_endpoint.starts_with(direct_scheme)) {
     try {
