@@ -12,6 +12,7 @@
 
 #include "runtime/direct_links.hpp"
 #include "runtime/host_hub.hpp"
+#include "runtime/protocol.hpp"
 #include "transport/tls_session.hpp"
 
 using namespace fiber::detail;
@@ -122,6 +123,17 @@ TEST(host_hub, children_behind_a_hub_are_reached_like_any_other_both_ways) {
     EXPECT_EQ(seven.received[i][1].to_string(), std::to_string(i));
     EXPECT_EQ(eight.received[i][0].to_string(), "to eight");
   }
+}
+
+TEST(host_hub, a_childs_pulses_stop_at_the_hub_and_its_messages_go_on) {
+  master m;
+  hub h(m);
+  child seven(h, "7");
+  ASSERT_FALSE(seven.link->send(make_message(kind::probe, {})));
+  ASSERT_FALSE(seven.link->send(message_of({"after the pulse"})));
+  ASSERT_TRUE(m.run_until([&] { return !m.received.empty(); }));
+  ASSERT_EQ(m.received.size(), 1u);
+  EXPECT_EQ(m.received[0].second[0].to_string(), "after the pulse");
 }
 
 TEST(host_hub, a_child_the_master_does_not_expect_is_refused) {

@@ -1,6 +1,7 @@
 #include "runtime/host_hub.hpp"
 
 #include "core/log.hpp"
+#include "runtime/protocol.hpp"
 
 namespace fiber::detail {
 
@@ -13,7 +14,12 @@ host_hub::host_hub(asio::io_context& io, std::shared_ptr<stream_link> upstream, 
   // the master says (it refuses the others).
   children_ = std::make_shared<direct_listener>(
       io, std::move(password), max_message_bytes, greeting_timeout, [](const std::string&) { return true; },
-      [this](const std::string& id, multipart&& m) { to_master(hub_wire::op::message, id, std::move(m)); });
+      [this](const std::string& id, multipart&& m) {
+        // A child's pulse is for whoever closes its link when it stops: this hub. The master
+        // hears the hub's, not a thousand children's.
+        if (auto h = m.empty() ? std::nullopt : parse_header(m[0]); h && h->type == kind::probe) return;
+        to_master(hub_wire::op::message, id, std::move(m));
+      });
   children_->watch_children([this](const std::string& id) { to_master(hub_wire::op::joined, id, {}); },
                             [this](const std::string& id) { to_master(hub_wire::op::left, id, {}); });
 }
