@@ -26,6 +26,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdint>
 #include <fstream>
 #include <memory>
@@ -201,14 +203,38 @@ double own_cpu_seconds() {
   return s(u.ru_utime) + s(u.ru_stime);
 }
 
-/// What an idle pool costs: CPU seconds per second of the master and all its workers together,
-/// over 5 s after every worker is ready (multiprocessing's idle workers block in a read: ~0).
+/// This master's host hubs on this host (remote_transport=hub on the Slurm test cluster, whose
+/// nodes share this host's processes): each names the master's pid in its unix name.
+std::vector<int> my_hubs() {
+  std::vector<int> out;
+  const std::string key = "FIBER_WORKER_HUB=", tail = "-" + std::to_string(::getpid());
+  for (auto& e : std::filesystem::directory_iterator("/proc")) {
+    int pid = std::atoi(e.path().filename().c_str());
+    if (pid <= 0) continue;
+    std::ifstream cmd(e.path() / "cmdline");
+    std::string args((std::istreambuf_iterator<char>(cmd)), {});
+    if (args.find("--fiber-hub") == std::string::npos) continue;
+    std::ifstream env(e.path() / "environ");
+    std::string text((std::istreambuf_iterator<char>(env)), {});
+    auto at = text.find(key);
+    if (at == std::string::npos) continue;
+    auto value = text.substr(at + key.size(), text.find('\0', at) - at - key.size());
+    if (value.ends_with(tail)) out.push_back(pid);
+  }
+  return out;
+}
+
+/// What an idle pool costs: CPU seconds per second of the master and all its workers together
+/// (and its host hubs, where it has them), over 5 s after every worker is ready
+/// (multiprocessing's idle workers block in a read: ~0).
 void idle_pool(benchmark::State& state) {
   const int workers = static_cast<int>(state.range(0));
   fiber::pool p(workers);
   p.ready().get();
   for (auto _ : state) {
     auto pids = fiber::active_children();
+    auto hubs = my_hubs();
+    pids.insert(pids.end(), hubs.begin(), hubs.end());
     auto cpu = [&] {
       double total = own_cpu_seconds();
       for (int pid : pids) total += cpu_seconds_of(pid);
@@ -219,7 +245,8 @@ void idle_pool(benchmark::State& state) {
     std::this_thread::sleep_for(std::chrono::seconds(5));  // the measurement window, not a wait for an event
     auto wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     state.counters["cpu_s_per_s"] = (cpu() - c0) / wall;
-    state.counters["workers"] = static_cast<double>(pids.size());
+    state.counters["workers"] = static_cast<double>(pids.size() - hubs.size());
+    state.counters["hubs"] = static_cast<double>(hubs.size());
     state.SetIterationTime(wall);
   }
 }
