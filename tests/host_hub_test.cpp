@@ -176,6 +176,22 @@ TEST(host_hub, a_silent_child_is_closed_by_its_hub_and_the_master_hears_it_left)
   }));
 }
 
+TEST(host_hub, a_child_that_speaks_stays_linked_past_the_silence) {
+  master m;
+  hub h(m, "hub-1", 200ms);
+  child seven(h, "7");
+  ASSERT_TRUE(m.run_until([&] { return m.listener->linked_through_hubs() == 1; }));
+  // A pulse every 50 ms for a second: five times the silence the hub allows.
+  auto until = std::chrono::steady_clock::now() + 1s;
+  for (auto next = std::chrono::steady_clock::now(); next < until; next += 50ms) {
+    ASSERT_FALSE(seven.link->send(make_message(kind::probe, {})));
+    m.run_until([&] { return std::chrono::steady_clock::now() >= next + 50ms; }, 10s);
+  }
+  seven.io.poll();
+  EXPECT_FALSE(seven.closed);
+  EXPECT_EQ(m.listener->linked_through_hubs(), 1u);
+}
+
 TEST(host_hub, a_hub_whose_children_are_idle_pulses_and_stays_linked) {
   master m(300ms);  // the master closes a hub link silent for 300 ms
   hub h(m);         // ... and the hub speaks every 50 ms when it has nothing else to say

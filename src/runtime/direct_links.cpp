@@ -207,6 +207,7 @@ void direct_listener::handshake(std::shared_ptr<pending> p) {
 
 void direct_listener::start_link(std::shared_ptr<pending> p) {
   auto link = std::make_shared<stream_link>(std::move(p->socket), greeting_limit, std::move(p->tls));
+  if (silence_.count() > 0) link->track_heard();  // swept: its silence counts
   p->link = link;
   std::weak_ptr<stream_link> weak_link = link;
   link->start(

@@ -73,7 +73,8 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   std::size_t linked() const noexcept { return links_.size(); }
   std::size_t linked_through_hubs() const noexcept { return routes_.size(); }
   /// Closes the link of a child silent for `silence` (its pulses stopped: runtime/link_pulse),
-  /// checked every `check_every`; listen_tcp does so for its children.
+  /// checked every `check_every`; listen_tcp does so for its children. Before the first child
+  /// links.
   void close_silent(std::chrono::milliseconds check_every, std::chrono::milliseconds silence);
   /// What a child connects to.
   const std::string& endpoint() const noexcept { return endpoint_; }

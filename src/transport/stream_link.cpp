@@ -115,7 +115,7 @@ void stream_link::read_some() {
                           [self = shared_from_this()](std::error_code ec, std::size_t n) {
                             if (ec) return self->closed(ec);
                             self->in_end_ += n;
-                            self->last_heard_ = clock::now();
+                            if (self->heard_tracked_) self->last_heard_ = clock::now();
                             if (self->parse() == parsed::need_more) self->read_some();
                           });
 }

@@ -84,6 +84,9 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   /// bytes already wait to be written (they will be heard), waiting at most `limit` for room.
   /// False when the link is broken or the peer took nothing within `limit`.
   bool send_pulse(const multipart& parts, std::chrono::milliseconds limit);
+  /// Keeps last_heard() on an unencrypted link too (a link whose silence is watched: a host hub's
+  /// children's); an encrypted link always keeps it. Before start().
+  void track_heard() noexcept { heard_tracked_ = true; }
   /// When this side last wrote a message, and last read bytes (a large message's body aside).
   clock::time_point last_sent() const noexcept { return clock::time_point(clock::duration(last_sent_.load())); }
   clock::time_point last_heard() const noexcept { return last_heard_; }
@@ -148,6 +151,7 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   std::size_t front_written_ = 0;  // bytes of out_.front() already written
   bool write_waiting_ = false;
   bool coalescing_ = false;
+  bool heard_tracked_ = false;
   bool flush_posted_ = false;
   std::string batch_;  // coalescing: frames sent this turn, not written yet
   std::atomic<std::uint64_t> writes_{0};
