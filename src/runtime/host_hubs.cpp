@@ -7,7 +7,6 @@
 #include "core/build_id.hpp"
 #include "core/log.hpp"
 #include "core/worker_env.hpp"
-#include "transport/stream_link.hpp"
 
 namespace fiber::detail {
 
@@ -43,7 +42,7 @@ void host_hubs::start(const std::vector<std::string>& hosts) {
 void host_hubs::start_one(const std::shared_ptr<hub>& h) {
   ids_.erase(h->id);
   h->id = "hub-" + std::to_string(++next_id_);
-  ids_.emplace(h->id, h->host);
+  ids_.insert(h->id);
   spawn_spec spec;
   spec.name = "hub-" + h->host;
   spec.job_id = job_id_;

@@ -5,6 +5,7 @@
 #pragma once
 #include <asio/io_context.hpp>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,7 +44,7 @@ class host_hubs {
   const fiber::config& cfg_;
   std::string job_id_, endpoint_, credentials_, name_;
   std::map<std::string, std::shared_ptr<hub>> hubs_;  // by host
-  std::map<std::string, std::string> ids_;             // routing id -> host
+  std::set<std::string> ids_;                          // the routing ids of the hubs now started
   int next_id_ = 0;
   bool shut_down_ = false;
 };
