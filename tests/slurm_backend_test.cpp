@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -81,6 +82,15 @@ int cancel_my_hub_once(int x, std::string marker) {
   return x;
 }
 
+// hub_workers=fork: what started this worker (its parent's first two arguments), and its node.
+std::string parent_and_node(int) {
+  std::ifstream in("/proc/" + std::to_string(::getppid()) + "/cmdline");
+  std::string exe, flag;
+  std::getline(in, exe, '\0');
+  std::getline(in, flag, '\0');
+  return flag + " on " + host_name();
+}
+
 int needs_many_cpus() { return 0; }
 int runs_anywhere() { return 0; }
 int needs_a_gpu() { return 0; }
@@ -91,6 +101,7 @@ FIBER_REMOTE(meet_on_a_node);
 FIBER_REMOTE(cancel_my_job_once);
 FIBER_REMOTE(hub_and_node);
 FIBER_REMOTE(cancel_my_hub_once);
+FIBER_REMOTE(parent_and_node);
 FIBER_REMOTE(needs_many_cpus);
 FIBER_META(needs_many_cpus, .cpu = 64);
 FIBER_REMOTE(runs_anywhere);
@@ -143,6 +154,49 @@ TEST_F(slurm_backend, with_host_hubs_one_runs_on_each_node_and_the_workers_link_
   for (auto& j : fiber_test::live_slurm_jobs_of(fiber::detail::master_mark()))
     if (j.name.find("hub-") != std::string::npos) hub_nodes.insert(j.nodes);
   EXPECT_EQ(hub_nodes, (std::set<std::string>{"n1", "n2"}));
+}
+
+TEST_F(slurm_backend, with_hub_workers_fork_each_nodes_hub_forks_the_workers_placed_there) {
+  // Each hub holds its node (four CPUs) and forks three workers there; Slurm runs only the hubs.
+  fiber::context ctx(fiber::config::load({{"remote_transport", "hub"}, {"hub_workers", "fork"}}));
+  fiber::pool p(ctx, 6);
+  p.ready().get();
+  auto seen = p.map(&parent_and_node, std::vector<int>(60), 1).get();
+  std::set<std::string> where(seen.begin(), seen.end());
+  EXPECT_EQ(where, (std::set<std::string>{"--fiber-hub on n1", "--fiber-hub on n2"})) << seen.front();
+  if (in_allocation()) return;
+  std::multiset<std::string> jobs;
+  for (auto& j : fiber_test::live_slurm_jobs_of(fiber::detail::master_mark()))
+    jobs.insert(j.name.find("-hub-") != std::string::npos ? "hub on " + j.nodes : j.name);
+  EXPECT_EQ(jobs, (std::multiset<std::string>{"hub on n1", "hub on n2"}));
+}
+
+TEST_F(slurm_backend, with_hub_workers_fork_a_child_waits_for_a_free_cpu_and_one_asking_for_a_gpu_is_refused) {
+  fiber::context ctx(fiber::config::load({{"remote_transport", "hub"}, {"hub_workers", "fork"}}));
+  fiber::simple_queue<std::string> arrived(ctx);
+  fiber::simple_queue<int> release(ctx);
+  // Six fill both nodes' hubs (three CPUs each for children); the seventh waits until one ends.
+  std::vector<fiber::process> held;
+  for (int i = 0; i < 7; ++i) held.emplace_back(ctx, &meet_on_a_node, i, arrived, release);
+  std::vector<std::future<void>> started;
+  for (auto& p : held) started.push_back(std::async(std::launch::async, [&p] { p.start().get(); }));
+  std::multiset<std::string> nodes;
+  for (int i = 0; i < 6; ++i) nodes.insert(arrived.get().get());
+  EXPECT_EQ(nodes.count("n1"), 3u);
+  EXPECT_EQ(nodes.count("n2"), 3u);
+  // A hub says a child's pid as it forks it, before the child can say anything: the six that
+  // arrived have theirs; the one not forked has none.
+  EXPECT_EQ(std::count_if(held.begin(), held.end(), [](auto& p) { return p.pid() == 0; }), 1);
+  release.put(0).get();  // one ends; the seventh is placed where it ended
+  nodes.insert(arrived.get().get());
+  EXPECT_EQ(nodes.size(), 7u);
+  for (int i = 0; i < 6; ++i) release.put(0).get();
+  for (auto& f : started) f.get();
+  for (auto& p : held) p.join().get();
+  for (auto& p : held) EXPECT_EQ(p.exitcode(), 0);
+  fiber::process gpu(ctx, &needs_a_gpu);
+  fiber_test::expect_error([&] { gpu.start().get(); }, fiber::errc::unsatisfiable,
+                           {"hub_workers=fork", "set hub_workers=engine"});
 }
 
 TEST_F(slurm_backend, a_host_hub_cancelled_mid_map_is_started_again_and_every_task_is_done) {

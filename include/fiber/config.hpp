@@ -50,6 +50,9 @@ struct config {
                                             // no I/O thread), hub (the same to one hub process per
                                             // host, its children on unix sockets; Slurm, elsewhere
                                             // as direct) or zeromq (TCP with CURVE)
+  std::string hub_workers = "engine";       // remote_transport=hub: engine (each child is the
+                                            // engine's own work) or fork (each host's hub holds
+                                            // the host and forks the children placed there)
   int wait_spin_us = 50;                    // a blocked caller polls fiber's loop this long before it
                                             // sleeps (a quick answer then costs no wake-up); 0: sleep
   bool record = true;                       // the flight recorder: a file per run of what it did

@@ -28,6 +28,14 @@ struct spawn_spec {
   int memory_mb = 0;
   int gpu = 0;
   std::string host;  // run on this host (a host hub); empty: where the engine places it
+  bool whole_host = false;  // with `host`: take every CPU the engine gives on it (a host hub that
+                            // forks its host's children, hub_workers=fork), not `cpu`
+};
+
+/// A host a backend can start work on by name (backend::hub_hosts), and the CPUs it has.
+struct hub_host {
+  std::string name;
+  int cpus = 0;
 };
 
 /// A started child.
@@ -89,7 +97,7 @@ class backend {
   /// The hosts children may be placed on, where this backend can start work on a given one
   /// (spawn_spec::host), for remote_transport=hub; empty where it cannot (its children then link
   /// to the master directly).
-  virtual std::vector<std::string> hub_hosts() const { return {}; }
+  virtual std::vector<hub_host> hub_hosts() const { return {}; }
   /// Starts a child; throws fiber::error(errc::spawn_failed) with the reason.
   virtual std::unique_ptr<job> spawn(const spawn_spec& spec) = 0;
 };

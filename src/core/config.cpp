@@ -192,6 +192,12 @@ const std::vector<key_def>& key_table() {
          c.remote_transport = std::string(v);
        },
        [](const config& c) { return c.remote_transport; }},
+      {"hub_workers",
+       [](config& c, std::string_view v) {
+         if (v != "engine" && v != "fork") bad_value("hub_workers", v, "engine or fork");
+         c.hub_workers = std::string(v);
+       },
+       [](const config& c) { return c.hub_workers; }},
       {"kubernetes_namespace",
        [](config& c, std::string_view v) {
          if (!v.empty() && (v.size() > 63 || !std::all_of(v.begin(), v.end(), [](char ch) {

@@ -219,6 +219,7 @@ void direct_listener::start_link(std::shared_ptr<pending> p) {
           p->deadline.cancel();
           p->id = self->on_first_message(l, std::move(m), p->role);
           if (!p->id.empty() && p->role == link_role::child && self->joined_) self->joined_(p->id);
+          if (!p->id.empty() && p->role == link_role::hub && self->hub_watch_.linked) self->hub_watch_.linked(p->id);
           return;
         }
         if (p->role == link_role::hub) return self->on_hub_message(p->id, l, std::move(m));
@@ -241,6 +242,8 @@ void direct_listener::link_closed(const std::shared_ptr<pending>& p, const std::
     std::size_t n = std::erase_if(routes_, [&](auto& r) { return r.second == link; });
     if (n > 0)
       logf(log_level::warn, "host hub ", p->id, "'s link closed; the ", n, " children linked through it are unreachable");
+    // Closed here or by the sweep (which took it out of links_ first).
+    if (!links_.contains(p->id) && hub_watch_.unlinked) hub_watch_.unlinked(p->id);
   } else if (current && left_) {
     left_(p->id);
   }
@@ -276,7 +279,13 @@ void direct_listener::on_hub_message(const std::string& hub, const std::shared_p
       on_message_(id, std::move(m));
       return;
     case hub_wire::op::pulse: return;  // the hub is alive: its link's last_heard() says so
-    case hub_wire::op::refused: return;  // not a hub's to say
+    case hub_wire::op::news:
+      m.erase(m.begin());
+      if (hub_watch_.news) hub_watch_.news(hub, id, std::move(m));
+      return;
+    case hub_wire::op::refused:
+    case hub_wire::op::start:
+    case hub_wire::op::signal: return;  // not a hub's to say
   }
 }
 

@@ -61,6 +61,14 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   /// one is reached like any other: its messages come to `on_message` under its id, and send()
   /// goes through its hub. Without this, a hub's greeting is refused.
   void accept_hubs(std::function<bool(const std::string&)> expected_hub) { expected_hub_ = std::move(expected_hub); }
+  /// What a master hears of its hubs themselves: a hub's link proven (`linked`) and closed
+  /// (`unlinked`), and its news of the children it started (hub_workers=fork: `news(hub, start,
+  /// parts)`, the relay frame taken off).
+  struct hub_watch {
+    unique_function<void(const std::string& hub)> linked, unlinked;
+    unique_function<void(const std::string& hub, const std::string& start, multipart&&)> news;
+  };
+  void watch_hubs(hub_watch w) { hub_watch_ = std::move(w); }
   /// `joined(id)` once child `id` has proven itself, `left(id)` when its link closes (a hub's
   /// listener, to tell its master).
   void watch_children(unique_function<void(const std::string&)> joined, unique_function<void(const std::string&)> left) {
@@ -116,6 +124,7 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   std::unordered_map<std::string, std::shared_ptr<stream_link>> routes_;  // a child behind a hub: the hub's link
   std::function<bool(const std::string&)> expected_hub_;
   unique_function<void(const std::string&)> joined_, left_;
+  hub_watch hub_watch_;
   std::vector<std::weak_ptr<pending>> unproven_;
   bool closed_ = false;
 };

@@ -6,8 +6,9 @@
 namespace fiber::detail {
 
 host_hub::host_hub(asio::io_context& io, std::shared_ptr<stream_link> upstream, std::string password,
-                   std::size_t max_message_bytes, std::chrono::milliseconds greeting_timeout)
-    : upstream_(std::move(upstream)), pulse_timer_(io) {
+                   std::size_t max_message_bytes, std::chrono::milliseconds greeting_timeout,
+                   unique_function<std::unique_ptr<backend>()> children)
+    : io_(io), upstream_(std::move(upstream)), make_spawner_backend_(std::move(children)), pulse_timer_(io) {
   // What the children send in one turn goes to the master in one write.
   upstream_->set_coalescing(true);
   // Any child that knows the password is linked here; whether it is one the master waits for,
@@ -56,10 +57,38 @@ void host_hub::from_master(multipart&& m) {
   if (!relay) return logf(log_level::error, "the master sent the hub a message without a relay frame; ignored");
   std::string id(relay->second);
   if (relay->first == hub_wire::op::refused) return children_->drop(id);
+  if (relay->first == hub_wire::op::start) return start_child(id, std::move(m));
+  if (relay->first == hub_wire::op::signal) {
+    if (spawner_ && m.size() == 2) spawner_->signal(id, m[1].to_string_view());
+    return;
+  }
   if (relay->first != hub_wire::op::message) return;
   m.erase(m.begin());
   // A child gone since: its master hears that it left.
   (void)children_->send(id, std::move(m));
+}
+
+void host_hub::start_child(const std::string& start, multipart&& m) {
+  auto refuse = [&](std::string why) {
+    auto event = std::to_string(static_cast<std::uint32_t>(spawn_wire::event::exited));
+    auto news = spawn_wire::encode({.code = 127, .detail = std::move(why)});
+    multipart parts;
+    parts.emplace_back(event.data(), event.size());
+    parts.emplace_back(news.data(), news.size());
+    to_master(hub_wire::op::news, start, std::move(parts));
+  };
+  if (m.size() != 2) return refuse("the master's start of a child on this hub had " + std::to_string(m.size()) + " parts, not 2");
+  if (!spawner_) {
+    if (!make_spawner_backend_) return refuse("this host hub starts no children (hub_workers=engine)");
+    try {
+      spawner_ = std::make_unique<hub_spawner>(io_, make_spawner_backend_(), [this](const std::string& s, multipart&& parts) {
+        to_master(hub_wire::op::news, s, std::move(parts));
+      });
+    } catch (const std::exception& e) {
+      return refuse(std::string("the host hub cannot start children: ") + e.what());
+    }
+  }
+  spawner_->start(start, m[1].to_string_view());
 }
 
 // The master closes a hub's link silent for its heartbeat_timeout_ms; a hub whose children are
@@ -79,6 +108,7 @@ void host_hub::end() {
   if (ended_) return;
   ended_ = true;
   pulse_timer_.cancel();
+  spawner_.reset();  // its children end with it: they are this host's share of the master's work
   children_->close();
   upstream_->close();
   if (on_end_) on_end_();

@@ -18,6 +18,7 @@
 
 #include "fiber/detail/unique_function.hpp"
 #include "runtime/direct_links.hpp"
+#include "runtime/hub_spawner.hpp"
 #include "runtime/hub_wire.hpp"
 #include "transport/stream_link.hpp"
 
@@ -28,8 +29,11 @@ class host_hub : public std::enable_shared_from_this<host_hub> {
   /// `upstream`: a link to the master that greeted as a hub (connect_tls_link, link_role::hub).
   /// Children prove `password` within `greeting_timeout`; their messages may total
   /// `max_message_bytes`.
+  /// `children`: the backend the hub forks its host's children with when its master asks
+  /// (hub_workers=fork, runtime/hub_spawner), made on the first ask; none: it refuses them.
   host_hub(asio::io_context& io, std::shared_ptr<stream_link> upstream, std::string password,
-           std::size_t max_message_bytes, std::chrono::milliseconds greeting_timeout);
+           std::size_t max_message_bytes, std::chrono::milliseconds greeting_timeout,
+           unique_function<std::unique_ptr<backend>()> children = {});
 
   /// Listens for this host's children on the abstract unix socket `name` and relays until the
   /// master's link closes; then closes every child's link and calls `on_end`. Says it is alive to
@@ -41,6 +45,8 @@ class host_hub : public std::enable_shared_from_this<host_hub> {
   /// What a child connects to (direct_scheme).
   const std::string& endpoint() const noexcept { return children_->endpoint(); }
   std::size_t children() const noexcept { return children_->linked(); }
+  /// Children this hub started and that still run.
+  std::size_t started() const noexcept { return spawner_ ? spawner_->running() : 0; }
   void close();
 
  private:
@@ -48,9 +54,13 @@ class host_hub : public std::enable_shared_from_this<host_hub> {
   void from_master(multipart&& m);
   void end();
   void pulse();
+  void start_child(const std::string& start, multipart&& m);
 
+  asio::io_context& io_;
   std::shared_ptr<stream_link> upstream_;
   std::shared_ptr<direct_listener> children_;
+  unique_function<std::unique_ptr<backend>()> make_spawner_backend_;
+  std::unique_ptr<hub_spawner> spawner_;
   unique_function<void()> on_end_;
   asio::steady_timer pulse_timer_;
   std::chrono::milliseconds interval_{};

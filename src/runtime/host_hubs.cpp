@@ -29,8 +29,8 @@ host_hubs::host_hubs(asio::io_context& io, backend& b, const fiber::config& cfg,
 
 host_hubs::~host_hubs() { shutdown(); }
 
-void host_hubs::start(const std::vector<std::string>& hosts) {
-  for (auto& host : hosts) {
+void host_hubs::start(const std::vector<hub_host>& hosts) {
+  for (auto& [host, cpus] : hosts) {
     if (hubs_.contains(host)) continue;
     auto h = std::make_shared<hub>();
     h->host = host;
@@ -49,6 +49,7 @@ void host_hubs::start_one(const std::shared_ptr<hub>& h) {
   spec.executable = cfg_.executable.empty() ? executable_path() : cfg_.executable;
   spec.args = {hub_flag};
   spec.host = h->host;
+  spec.whole_host = cfg_.hub_workers == "fork";
   spec.env = {{env_token, h->id},
               {env_endpoint, endpoint_},
               {env_job, job_id_},
@@ -64,8 +65,11 @@ void host_hubs::start_one(const std::shared_ptr<hub>& h) {
     if (!h || shut_down_) return;
     auto detail = h->running ? h->running->exit_detail() : std::string();
     if (h->restarts >= max_restarts) {
-      logf(log_level::error, "the host hub on ", h->host, " ended (", code, detail.empty() ? "" : ": " + detail,
-           ") ", max_restarts, " times; children placed there link to the master directly");
+      auto why = "the host hub on " + h->host + " ended (" + std::to_string(code) +
+                 (detail.empty() ? "" : ": " + detail) + ") " + std::to_string(max_restarts + 1) + " times";
+      logf(log_level::error, why,
+           cfg_.hub_workers == "fork" ? "; no child is started there" : "; children placed there link to the master directly");
+      if (given_up_) given_up_(h->host, why);
       return;
     }
     logf(log_level::warn, "the host hub on ", h->host, " ended (", code, detail.empty() ? "" : ": " + detail,
@@ -79,9 +83,16 @@ void host_hubs::start_one(const std::shared_ptr<hub>& h) {
         start_one(h);
       } catch (const std::exception& e) {
         logf(log_level::error, "cannot start the host hub on ", h->host, " again: ", e.what());
+        if (given_up_) given_up_(h->host, std::string("its host hub could not be started again: ") + e.what());
       }
     });
   });
+}
+
+std::string host_hubs::host_of(const std::string& id) const {
+  for (auto& [host, h] : hubs_)
+    if (h->id == id) return host;
+  return {};
 }
 
 void host_hubs::shutdown() noexcept {

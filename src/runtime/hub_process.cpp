@@ -3,7 +3,9 @@
 #include <asio/io_context.hpp>
 #include <sstream>
 
+#include "backend/backend.hpp"
 #include "core/log.hpp"
+#include "fiber/config.hpp"
 #include "core/worker_env.hpp"
 #include "runtime/direct_links.hpp"
 #include "runtime/host_hub.hpp"
@@ -35,8 +37,15 @@ int run_hub_process() {
     logf(log_level::error, "cannot reach the master at ", env_or_empty(env_endpoint), ": ", e.what());
     return exit_master_lost;
   }
+  // hub_workers=fork: this host's children are forked here, from a fork server of the hub's own.
+  auto children = [&io] {
+    fiber::config local;
+    local.start_method = "forkserver";
+    local.gpus = "none";  // the master starts no child that asks for GPUs this way
+    return make_local_backend(io, local);
+  };
   auto hub = std::make_shared<host_hub>(io, master, keys.password, max_message_bytes + stream_link::envelope_bytes,
-                                        std::chrono::milliseconds(start_timeout));
+                                        std::chrono::milliseconds(start_timeout), children);
   try {
     hub->start(env_or_empty(env_hub), [&io] { io.stop(); }, std::chrono::milliseconds(interval),
                std::chrono::milliseconds(silence));

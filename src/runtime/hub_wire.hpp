@@ -9,6 +9,12 @@
 //   message both ways      the child's message (its parts follow, header first)
 //   refused master -> hub  the master does not expect this child: the hub closes its link
 //   pulse   hub -> master  no child: the hub sent nothing else for an interval, and is alive
+//
+// hub_workers=fork: the master has the hub start its host's children (runtime/hub_forks). These
+// name a start by the master's number for it, not a routing id:
+//   start   master -> hub  fork a child: spawn_wire::encode(spec) follows
+//   signal  master -> hub  signal that child: the signal follows, in decimal
+//   news    hub -> master  what became of it: spawn_wire::event in decimal, spawn_wire::encode(news)
 #pragma once
 #include <cstring>
 #include <optional>
@@ -19,7 +25,16 @@
 
 namespace fiber::detail::hub_wire {
 
-enum class op : char { joined = 'J', left = 'L', message = 'M', refused = 'R', pulse = 'P' };
+enum class op : char {
+  joined = 'J',
+  left = 'L',
+  message = 'M',
+  refused = 'R',
+  pulse = 'P',
+  start = 'S',
+  signal = 'K',
+  news = 'N',
+};
 
 inline zmq::message_t frame(op o, std::string_view id) {
   zmq::message_t m(1 + id.size());
@@ -38,6 +53,9 @@ inline std::optional<std::pair<op, std::string_view>> parse(const zmq::message_t
     case op::left:
     case op::message:
     case op::refused:
+    case op::start:
+    case op::signal:
+    case op::news:
       if (s.size() < 2) return std::nullopt;  // no child named
       return std::pair{static_cast<op>(s[0]), s.substr(1)};
     case op::pulse: return std::pair{op::pulse, std::string_view()};

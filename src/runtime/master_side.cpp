@@ -28,6 +28,7 @@ master_side::master_side(asio::io_context& io, zmq::context_t& zctx, const fiber
       }) {}
 
 backend& master_side::the_backend() {
+  if (forks_) return *forks_;  // hub_workers=fork: the hubs start the children
   if (!backend_) backend_ = make_backend(io_, cfg_, job_id_);
   return *backend_;
 }
@@ -40,6 +41,9 @@ const std::string& master_side::listen() {
     listen_direct();
     return endpoint_;
   }
+  if (cfg_.hub_workers == "fork" && cfg_.remote_transport != "hub" && endpoint.starts_with("tcp://"))
+    throw error(errc::config_error, "hub_workers=fork has the host hubs start the children, and remote_transport is " +
+                                        cfg_.remote_transport + ": set remote_transport=hub, or hub_workers=engine");
   if (endpoint.starts_with("tcp://") && cfg_.remote_transport != "zeromq") {
     listen_tls(endpoint);
     if (cfg_.remote_transport == "hub") start_hubs();
@@ -109,6 +113,21 @@ void master_side::start_hubs() {
   }
   hubs_ = std::make_unique<host_hubs>(io_, the_backend(), cfg_, job_id_, endpoint_, worker_credentials());
   direct_->accept_hubs([this](const std::string& id) { return hubs_ && hubs_->expected(id); });
+  if (cfg_.hub_workers == "fork") {
+    forks_ = std::make_shared<hub_forks>(io_, *backend_, direct_, hosts);
+    direct_->watch_hubs({.linked = [this](const std::string& hub) {
+                           if (forks_ && hubs_) forks_->linked(hubs_->host_of(hub), hub);
+                         },
+                         .unlinked = [this](const std::string& hub) {
+                           if (forks_) forks_->unlinked(hub);
+                         },
+                         .news = [this](const std::string& hub, const std::string& start, multipart&& parts) {
+                           if (forks_) forks_->news(hub, start, std::move(parts));
+                         }});
+    hubs_->on_given_up([this](const std::string& host, const std::string& why) {
+      if (forks_) forks_->given_up(host, why);
+    });
+  }
   hubs_->start(hosts);
   logf(log_level::debug, "host hubs starting on ", hosts.size(), " host(s)");
 }
@@ -433,6 +452,7 @@ void master_side::shutdown() noexcept {
   }
   live_jobs_.clear();
   children_.clear();
+  forks_.reset();  // its children were killed with the master's other children
   if (hubs_) hubs_->shutdown();
   hubs_.reset();
   backend_.reset();  // ends helpers such as the fork server

@@ -17,6 +17,7 @@
 #include "runtime/channel_route.hpp"
 #include "runtime/direct_links.hpp"
 #include "runtime/host_hubs.hpp"
+#include "runtime/hub_forks.hpp"
 #include "runtime/socket_options.hpp"
 #include "runtime/job_security.hpp"
 #include "runtime/pending_gets.hpp"
@@ -148,6 +149,7 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   bool plain_auth_ = false;  // listening on a local unix socket with encryption=auto (password, no CURVE)
   std::unique_ptr<backend> backend_;
   std::unique_ptr<host_hubs> hubs_;  // after backend_: its hubs are the backend's jobs
+  std::shared_ptr<hub_forks> forks_;  // hub_workers=fork: the backend children are started with
   std::unordered_map<std::string, std::weak_ptr<child_endpoint>> children_;
   std::vector<job*> live_jobs_;
   worker_side* upstream_ = nullptr;  // nested: the master above, where the tree's channels are served

@@ -107,9 +107,9 @@ class slurm_backend final : public tcp_backend {
 
   /// Every node children may run on (the allocation's, else the partition's, else the cluster's),
   /// as sinfo named them.
-  std::vector<std::string> hub_hosts() const override {
-    std::vector<std::string> hosts;
-    for (auto& r : rooms_) hosts.push_back(r.name);
+  std::vector<hub_host> hub_hosts() const override {
+    std::vector<hub_host> hosts;
+    for (auto& r : rooms_) hosts.push_back({r.name, static_cast<int>(r.cpus)});
     return hosts;
   }
 

@@ -168,7 +168,8 @@ std::string master_of_comment(std::string_view comment) {
 
 std::vector<std::string> resource_args(const spawn_spec& spec, const config& cfg) {
   std::vector<std::string> a;
-  a.push_back("--cpus-per-task=" + std::to_string(std::max(spec.cpu, 1)));
+  // A hub that forks its node's children holds the node (sbatch --exclusive, srun --whole).
+  if (!spec.whole_host) a.push_back("--cpus-per-task=" + std::to_string(std::max(spec.cpu, 1)));
   if (spec.memory_mb > 0) a.push_back("--mem=" + std::to_string(spec.memory_mb) + "M");
   if (spec.gpu > 0) a.push_back("--gres=gpu:" + std::to_string(spec.gpu));
   if (!cfg.slurm_partition.empty()) a.push_back("--partition=" + cfg.slurm_partition);
@@ -189,6 +190,7 @@ std::string submission_key(const spawn_spec& spec, const config& cfg) {
   for (auto& r : resource_args(spec, cfg)) key += '\0' + r;
   key += '\0';
   key += "host=" + spec.host;  // one array, one placement
+  if (spec.whole_host) key += std::string_view("\0whole", 6);
   return key;
 }
 
@@ -202,10 +204,11 @@ std::vector<std::string> sbatch_args(const spawn_spec& spec, const config& cfg, 
                              "--no-requeue", "--output=" + output + ".out", "--error=" + output + ".err"};
   if (array_size > 0) a.push_back("--array=0-" + std::to_string(array_size - 1));
   if (!spec.host.empty()) a.push_back("--nodelist=" + spec.host);
+  if (spec.whole_host) a.push_back("--exclusive");
   if (!working_dir.empty()) a.push_back("--chdir=" + working_dir);
   for (auto& r : resource_args(spec, cfg)) a.push_back(std::move(r));
   for (auto& x : split_args(cfg.slurm_sbatch_args)) {
-    // A host hub shares its node with the children it serves.
+    // A host hub shares its node with the children it serves (one that forks them has it whole).
     if (!spec.host.empty() && x == "--exclusive") continue;
     a.push_back(std::move(x));
   }
@@ -243,7 +246,7 @@ std::string batch_script(const std::vector<const spawn_spec*>& specs) {
 }
 
 std::vector<std::string> srun_args(const spawn_spec& spec, const config& cfg, const std::string& node) {
-  std::vector<std::string> a{"srun", "--overlap", "--exact", "--nodes=1", "--ntasks=1",
+  std::vector<std::string> a{"srun", "--overlap", spec.whole_host ? "--whole" : "--exact", "--nodes=1", "--ntasks=1",
                              "--job-name=" + job_name(spec.job_id, spec.name), "--input=none",
                              "--quiet"};
   if (!node.empty()) a.push_back("--nodelist=" + node);
