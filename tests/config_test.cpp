@@ -132,6 +132,7 @@ TEST_F(config_test, bad_values_name_the_key) {
   expect_config_error([] { (void)fiber::config::load({{"log_level", "loud"}}); }, "log_level");
   expect_config_error([] { (void)fiber::config::load({{"encryption", "sometimes"}}); }, "encryption");
   expect_config_error([] { (void)fiber::config::load({{"remote_transport", "tcp"}}); }, "remote_transport");
+  expect_config_error([] { (void)fiber::config::load({{"hub_workers", "spawn"}}); }, "hub_workers");
   expect_config_error([] { (void)fiber::config::load({{"wait_spin_us", "-1"}}); }, "wait_spin_us");
   expect_config_error([] { (void)fiber::config::load({{"wait_spin_us", "2000000"}}); }, "wait_spin_us");
   setenv("FIBER_LOG_LEVEL", "verbose", 1);

@@ -10,6 +10,7 @@
 #include <future>
 #include <thread>
 
+#include "hub_harness.hpp"
 #include "runtime/direct_links.hpp"
 #include "runtime/host_hub.hpp"
 #include "runtime/protocol.hpp"
@@ -17,78 +18,7 @@
 
 using namespace fiber::detail;
 using namespace std::chrono_literals;
-
-namespace {
-const auto job_key = tls_session::key_for("the job's secret");
-const std::string password = "the password";
-
-multipart message_of(std::initializer_list<std::string> parts) {
-  multipart m;
-  for (auto& p : parts) m.emplace_back(p.data(), p.size());
-  return m;
-}
-
-/// A master's listener on 127.0.0.1 that expects children "7" and "8", and hub "hub-1".
-struct master {
-  asio::io_context io;
-  std::shared_ptr<direct_listener> listener;
-  std::string address;  // tls://127.0.0.1:<port>
-  std::vector<std::pair<std::string, multipart>> received;
-
-  explicit master(std::chrono::milliseconds silence = 60s) {
-    listener = std::make_shared<direct_listener>(
-        io, password, 1 << 30, 10s, [](const std::string& id) { return id == "7" || id == "8"; },
-        [this](const std::string& id, multipart&& m) { received.emplace_back(id, std::move(m)); });
-    listener->accept_hubs([](const std::string& id) { return id == "hub-1"; });
-    auto bound = listener->listen_tcp("127.0.0.1", job_key, 20ms, silence);
-    address = "tls://" + bound.substr(6);
-  }
-  /// Runs until `done`, at most `limit` (against a hang, not as a measurement).
-  template <class F>
-  bool run_until(F done, std::chrono::seconds limit = 60s) {
-    auto end = std::chrono::steady_clock::now() + limit;
-    while (!done() && std::chrono::steady_clock::now() < end) io.run_one_for(20ms);
-    return done();
-  }
-};
-
-/// A hub process's part, on a thread of its own: linked to the master as `id`, listening for
-/// children on a unix name of this test's own.
-struct hub {
-  asio::io_context io;
-  std::shared_ptr<host_hub> relay;
-  std::atomic<bool> ended = false;
-  std::jthread loop;
-
-  hub(master& m, const std::string& id = "hub-1", std::chrono::milliseconds silence = 60s) {
-    auto f = std::async(std::launch::async, [&] { return connect_tls_link(io, m.address, id, job_key, 10s, 60s, link_role::hub); });
-    m.run_until([&] { return f.wait_for(0s) == std::future_status::ready; });
-    relay = std::make_shared<host_hub>(io, f.get(), password, 1 << 20, 10s);
-    relay->start("fiber-hub-test-" + std::to_string(::getpid()), [this] { ended = true; }, 50ms, silence);
-    loop = std::jthread([this](std::stop_token st) {
-      while (!st.stop_requested()) io.run_one_for(20ms);
-    });
-  }
-  ~hub() {
-    loop.request_stop();
-    loop.join();
-    relay->close();
-  }
-};
-
-/// A child on the hub's host: linked to the hub as a local child to its master.
-struct child {
-  asio::io_context io;
-  std::shared_ptr<stream_link> link;
-  std::vector<multipart> received;
-  bool closed = false;
-
-  child(const hub& h, const std::string& id) {
-    link = connect_direct_link(io, h.relay->endpoint(), id, password);
-    link->start([this](multipart m) { received.push_back(std::move(m)); }, [this](std::error_code) { closed = true; });
-  }
-};
-}  // namespace
+using namespace hub_harness;
 
 TEST(host_hub, children_behind_a_hub_are_reached_like_any_other_both_ways) {
   master m;

@@ -153,6 +153,24 @@ TEST(slurm_cli, a_step_takes_the_childs_needs_but_not_the_jobs_placement) {
   EXPECT_EQ(a.back(), "--fiber-worker");
 }
 
+TEST(slurm_cli, a_host_hub_that_forks_its_nodes_children_holds_its_node_whole) {
+  auto cfg = fiber::config::load({});
+  auto hub = a_spec();
+  hub.host = "n1";
+  hub.whole_host = true;
+  auto batch = slurm::sbatch_args(hub, cfg, "host:9", "/out", "", "fiber-j42-hub-n1");
+  EXPECT_TRUE(has(batch, "--exclusive"));
+  EXPECT_TRUE(has(batch, "--nodelist=n1"));
+  EXPECT_FALSE(has(batch, "--cpus-per-task=3"));
+  auto step = slurm::srun_args(hub, cfg, "n1");
+  EXPECT_TRUE(has(step, "--whole"));
+  EXPECT_FALSE(has(step, "--exact"));
+  EXPECT_FALSE(has(step, "--cpus-per-task=3"));
+  auto shared = hub;
+  shared.whole_host = false;  // a hub beside engine-started children: never one array with it
+  EXPECT_NE(slurm::submission_key(hub, cfg), slurm::submission_key(shared, cfg));
+}
+
 TEST(slurm_cli, the_batch_script_sets_the_environment_exactly_and_execs_the_program) {
   auto spec = a_spec();
   spec.executable = "/bin/sh";

@@ -2,14 +2,15 @@
 """The envelope of one master: what bounds it at 10,000 workers on 100 hosts, from the per-unit
 costs build/bench/envelope_bench measured here (docs/design.md, "The envelope of one master").
 
-    envelope.py direct.json curve.json [slurm-zeromq.json slurm-direct.json slurm-hub.json]
+    envelope.py direct.json curve.json [slurm-zeromq.json slurm-direct.json slurm-hub.json [slurm-fork.json]]
 
 direct.json: envelope_bench on the local backend (direct links); curve.json: the same with
 FIBER_ENCRYPTION=always FIBER_LOCAL_TRANSPORT=zeromq (every message through ZeroMQ with CURVE, as
 across a network); slurm.json: under FIBER_BACKEND=slurm (TCP with CURVE to the test cluster's
 nodes, FIBER_REMOTE_TRANSPORT=zeromq); slurm-direct.json: the same with FIBER_REMOTE_TRANSPORT=direct (TCP with TLS 1.3 on
 direct links, no I/O thread); slurm-hub.json: with FIBER_REMOTE_TRANSPORT=hub (one hub per node, one TLS link each to
-the master). The model: the master is one loop thread; each task costs it
+the master); slurm-fork.json: the same with FIBER_HUB_WORKERS=fork (each hub forks its node's workers).
+The model: the master is one loop thread; each task costs it
 `master_cpu_us_per_task` (measured at 1,024 workers); each worker costs it `fds_per_worker`
 descriptors and `master_kB_per_worker` of memory; an ES generation moves a model of `model_mb`
 to every worker by the way the program passes it.
@@ -29,7 +30,8 @@ def main():
     direct, curve = figures(sys.argv[1]), figures(sys.argv[2])
     remote = {}
     if len(sys.argv) > 5:
-        for name, path in zip(("ZeroMQ + CURVE", "direct links + TLS", "host hubs"), sys.argv[3:6]):
+        for name, path in zip(("ZeroMQ + CURVE", "direct links + TLS", "host hubs", "host hubs forking the workers"),
+                              sys.argv[3:7]):
             remote[name] = figures(path)
     big = max(direct)
     d, c = direct[big], curve[big]

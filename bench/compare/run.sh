@@ -106,7 +106,7 @@ PYD
 
 # The envelope of one master (issue 35): what one worker costs it, on direct links and through
 # ZeroMQ with CURVE at up to 1,024 local workers, and over TCP to the Slurm cluster's nodes (ZeroMQ,
-# TLS direct links, host hubs); then
+# TLS direct links, host hubs, host hubs that fork their node's workers); then
 # the model at 10,000 workers on 100 hosts (bench/compare/envelope.py).
 part_envelope() {
   local g='--benchmark_format=json'
@@ -118,11 +118,14 @@ part_envelope() {
   if "$root/scripts/engines.sh" start slurm >/dev/null 2>&1; then
     export SLURM_CONF="$root/build/engines/slurm/slurm.conf"
     local fill=$(( 2 * ($(sinfo -h -N -o %c | head -1) - 1) ))
-    for transport in zeromq direct hub; do
-      FIBER_BACKEND=slurm FIBER_REMOTE_TRANSPORT=$transport ENVELOPE_WORKERS=$fill "$build/bench/envelope_bench" \
-        $g >"$tmp/envelope-slurm-$transport.json" 2>/dev/null && slurm+=("$tmp/envelope-slurm-$transport.json")
+    for transport in zeromq direct hub fork; do
+      local remote=$transport workers=engine
+      [ "$transport" = fork ] && remote=hub workers=fork  # each node's hub forks its workers
+      FIBER_BACKEND=slurm FIBER_REMOTE_TRANSPORT=$remote FIBER_HUB_WORKERS=$workers ENVELOPE_WORKERS=$fill \
+        "$build/bench/envelope_bench" $g >"$tmp/envelope-slurm-$transport.json" 2>/dev/null &&
+        slurm+=("$tmp/envelope-slurm-$transport.json")
     done
-    [ "${#slurm[@]}" = 3 ] || slurm=()
+    [ "${#slurm[@]}" = 4 ] || slurm=()
     # The floors under the fan-out, same number of clients: a unix socket on this host; TCP to
     # clients in the two nodes' network namespaces (half in each); and a relay in each namespace
     # in front of its clients (the floor of a host hub).
