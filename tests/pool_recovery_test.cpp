@@ -324,33 +324,23 @@ TEST(pool, behind_a_host_hub_a_killed_or_stopped_worker_is_found_out_and_its_tas
   // remote_transport=hub: on Slurm the workers link to their node's hub, which closes a stopped
   // one's link when its pulses stop and tells the master when a link closes; elsewhere it is the
   // direct links' path.
+  // With hub_workers=fork (Slurm) the hub that forked the worker reaps a killed one and tells
+  // the master.
   if (fiber_test::backend_under_test() == "local") GTEST_SKIP() << "children on other hosts only (docker, slurm, kubernetes)";
-  fiber::context ctx(fiber::config::load(
-      {{"remote_transport", "hub"}, {"heartbeat_interval_ms", "50"}, {"heartbeat_timeout_ms", "300"}}));
-  fiber::pool p(ctx, {.processes = 2});
-  for (int sig : {SIGKILL, SIGSTOP}) {
-    auto marker = marker_path(("hub-" + std::to_string(sig)).c_str());
-    EXPECT_EQ(p.apply(&die_once, 7, marker, sig).get(), 7) << strsignal(sig);
-    std::filesystem::remove(marker);
+  for (std::string workers : {"engine", "fork"}) {
+    if (workers == "fork" && fiber_test::backend_under_test() != "slurm") continue;  // hubs fork on Slurm only
+    fiber::context ctx(fiber::config::load({{"remote_transport", "hub"},
+                                            {"hub_workers", workers},
+                                            {"heartbeat_interval_ms", "50"},
+                                            {"heartbeat_timeout_ms", "300"}}));
+    fiber::pool p(ctx, {.processes = 2});
+    for (int sig : {SIGKILL, SIGSTOP}) {
+      auto marker = marker_path(("hub-" + workers + "-" + std::to_string(sig)).c_str());
+      EXPECT_EQ(p.apply(&die_once, 7, marker, sig).get(), 7) << workers << ", " << strsignal(sig);
+      std::filesystem::remove(marker);
+    }
+    EXPECT_EQ(p.stats().workers_lost, 2u) << workers;
   }
-  EXPECT_EQ(p.stats().workers_lost, 2u);
-}
-
-TEST(pool, a_worker_forked_by_its_host_hub_that_is_killed_or_stopped_is_found_out_and_its_task_rerun) {
-  // hub_workers=fork: the hub that forked the worker reaps a killed one and tells the master; a
-  // stopped one's pulses stop, and the hub closes its link.
-  if (fiber_test::backend_under_test() != "slurm") GTEST_SKIP() << "host hubs fork workers on Slurm only";
-  fiber::context ctx(fiber::config::load({{"remote_transport", "hub"},
-                                          {"hub_workers", "fork"},
-                                          {"heartbeat_interval_ms", "50"},
-                                          {"heartbeat_timeout_ms", "300"}}));
-  fiber::pool p(ctx, {.processes = 2});
-  for (int sig : {SIGKILL, SIGSTOP}) {
-    auto marker = marker_path(("fork-" + std::to_string(sig)).c_str());
-    EXPECT_EQ(p.apply(&die_once, 7, marker, sig).get(), 7) << strsignal(sig);
-    std::filesystem::remove(marker);
-  }
-  EXPECT_EQ(p.stats().workers_lost, 2u);
 }
 
 TEST(pool, a_worker_stopped_while_idle_is_found_out_when_work_comes_and_replaced) {
