@@ -11,6 +11,9 @@ namespace fiber::detail::slurm {
 
 void batch_run::kill_and_reap() noexcept {
   if (at == stage::ended) return;
+  // What it wrote so far is passed on before it goes: a host hub's files also hold what the
+  // children it forked printed, and the master that kills it at its end would lose that.
+  if (at != stage::submitting) follow_once();
   forget_waiters();  // the caller reports the kill itself
   bool was_submitting = at == stage::submitting;
   end(-SIGKILL, {});

@@ -237,6 +237,9 @@ void batch_watch::shutdown() {
   shut_down = true;
   poll_timer_.cancel();
   follow_timer_.cancel();
+  // The last of what the jobs wrote, before their folder goes.
+  for (auto& weak : followed_)
+    if (auto run = weak.lock()) run->follow_once();
   commands.reset();  // the command in flight (a submission, say) ends first
   std::vector<std::string> ids;
   for (auto& row : live_jobs_of_user())
