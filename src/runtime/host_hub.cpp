@@ -70,12 +70,7 @@ void host_hub::from_master(multipart&& m) {
 
 void host_hub::start_child(const std::string& start, multipart&& m) {
   auto refuse = [&](std::string why) {
-    auto event = std::to_string(static_cast<std::uint32_t>(spawn_wire::event::exited));
-    auto news = spawn_wire::encode({.code = 127, .detail = std::move(why)});
-    multipart parts;
-    parts.emplace_back(event.data(), event.size());
-    parts.emplace_back(news.data(), news.size());
-    to_master(hub_wire::op::news, start, std::move(parts));
+    to_master(hub_wire::op::news, start, hub_news(spawn_wire::event::exited, {.code = 127, .detail = std::move(why)}));
   };
   if (m.size() != 2) return refuse("the master's start of a child on this hub had " + std::to_string(m.size()) + " parts, not 2");
   if (!spawner_) {

@@ -51,13 +51,17 @@ void hub_spawner::signal(const std::string& start, std::string_view signal_text)
   if (auto it = children_.find(start); it != children_.end()) it->second->signal(sig);
 }
 
-void hub_spawner::tell(const std::string& start, spawn_wire::event e, const spawn_wire::child_news& news) {
+multipart hub_news(spawn_wire::event e, const spawn_wire::child_news& news) {
   auto event = std::to_string(static_cast<std::uint32_t>(e));
   auto text = spawn_wire::encode(news);
   multipart parts;
   parts.emplace_back(event.data(), event.size());
   parts.emplace_back(text.data(), text.size());
-  tell_(start, std::move(parts));
+  return parts;
+}
+
+void hub_spawner::tell(const std::string& start, spawn_wire::event e, const spawn_wire::child_news& news) {
+  tell_(start, hub_news(e, news));
 }
 
 }  // namespace fiber::detail

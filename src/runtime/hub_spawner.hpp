@@ -17,6 +17,10 @@
 
 namespace fiber::detail {
 
+/// The parts of a hub's news of a child (after its relay frame): the event in decimal, then the
+/// news (hub_wire's news).
+multipart hub_news(spawn_wire::event e, const spawn_wire::child_news& news);
+
 class hub_spawner {
  public:
   /// `tell(start, parts)`: news of start `start` for the master (its relay frame is the caller's).

@@ -5,17 +5,7 @@
 set -uo pipefail
 binary=$1
 shift
-: "${SLURM_CONF:=${FIBERTEST_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/build/engines/slurm/slurm.conf}"
-export SLURM_CONF
-required() {
-  local v=${FIBER_REQUIRE_ENGINES-${CI-}}
-  [ -n "$v" ] && [ "$v" != 0 ] && [ "$v" != false ]
-}
-if ! sinfo -h -o %T 2>/dev/null | grep -qE 'idle|mix|alloc'; then
-  echo "no Slurm cluster answers (SLURM_CONF=$SLURM_CONF; scripts/engines.sh start slurm brings one up)"
-  required && exit 1
-  exit 77
-fi
+source "$(dirname "$0")/test_cluster.sh"
 out=$(mktemp /tmp/fiber-steps-XXXXXX.out)
 ids=$(mktemp /tmp/fiber-steps-XXXXXX.id)
 cleanup() {
