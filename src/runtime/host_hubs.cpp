@@ -30,11 +30,11 @@ host_hubs::host_hubs(asio::io_context& io, backend& b, const fiber::config& cfg,
 host_hubs::~host_hubs() { shutdown(); }
 
 void host_hubs::start(const std::vector<hub_host>& hosts) {
-  for (auto& [host, cpus] : hosts) {
-    if (hubs_.contains(host)) continue;
+  for (auto& where : hosts) {
+    if (hubs_.contains(where.name)) continue;
     auto h = std::make_shared<hub>();
-    h->host = host;
-    hubs_.emplace(host, h);
+    h->host = where.name;
+    hubs_.emplace(where.name, h);
     start_one(h);
   }
 }
