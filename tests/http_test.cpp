@@ -271,6 +271,28 @@ TEST_F(http, many_requests_in_parallel_on_one_io_context) {
   EXPECT_EQ(client.in_flight(), 0u);
 }
 
+TEST_F(http, a_client_whose_last_owner_is_its_own_request_goes_cleanly_and_the_loop_goes_on) {
+  // A backend's engine owns its client, and its requests' handlers hold the engine: the last of
+  // them to go destroys the client from inside the client's own completion.
+  auto owner = std::make_shared<http_client>(io);
+  std::optional<std::error_code> first;
+  std::optional<std::pair<std::error_code, std::string>> after;
+  owner->start({.url = srv.base() + "/json/owned"}, [&, keep = owner](std::error_code ec, http_response) {
+    first = ec;
+    client.start({.url = srv.base() + "/json/after"}, [&](std::error_code e, http_response r) {
+      after.emplace(e, r.body);
+      srv.stop();
+    });
+  });
+  owner.reset();
+  io.run();
+  ASSERT_TRUE(first) << "the owned request never completed";
+  EXPECT_FALSE(*first) << first->message();
+  ASSERT_TRUE(after) << "the loop stopped serving requests after the client went";
+  EXPECT_FALSE(after->first) << after->first.message();
+  EXPECT_NE(after->second.find("/json/after"), std::string::npos) << after->second;
+}
+
 namespace {
 asio::awaitable<void> awaited(http_client& client, std::string url, std::string& out, test_server& srv) {
   http_request req;  // a named request: g++ 12 miscompiles an aggregate temporary inside co_await

@@ -140,11 +140,15 @@ struct http_client::impl {
     if (ec == asio::error::operation_aborted) return;
     int running = 0;
     curl_multi_socket_action(multi, fd, ec ? CURL_CSELECT_ERR : direction, &running);
-    finish_done();
+    if (!finish_done()) return;
     watch(fd);  // still wanted: wait again (curl may have removed or changed it meanwhile)
   }
 
-  void finish_done() {
+  /// Completes what curl finished. False when this client is gone meanwhile: a request's
+  /// handlers may hold the last reference to the client's owner (a backend's engine), and calling
+  /// or dropping them then destroys this object, so nothing of it may be touched after.
+  bool finish_done() {
+    auto still_here = alive;
     int left = 0;
     while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
       if (msg->msg != CURLMSG_DONE) continue;
@@ -153,7 +157,9 @@ struct http_client::impl {
       curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
       id = reinterpret_cast<std::uintptr_t>(priv);
       complete(id, msg->data.result);
+      if (!*still_here) return false;
     }
+    return true;
   }
 
   void complete(std::uint64_t id, CURLcode result);
