@@ -2,6 +2,8 @@
 // the objects sent apart, and the two ways an object reaches another process apart from the
 // messages that refer to it (its frames, or this host's shared memory). Across processes on
 // every backend: pool_shared_test.
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
 #include <fiber/shared.hpp>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -231,6 +233,20 @@ TEST(shared, a_workers_server_gives_an_object_whole_only_to_those_with_its_key) 
   ASSERT_EQ(zmq_curve_keypair(other_public, other_secret), 0);
   fiber::detail::shared_server_address impostor{server.endpoint, other_public};
   fiber_test::expect_error(
-      [&] { (void)fiber::detail::fetch_shared(impostor, m.entry()->id(), std::chrono::milliseconds(500)); },
-      fiber::errc::timeout, "no answer");
+      [&] { (void)fiber::detail::fetch_shared(impostor, m.entry()->id(), std::chrono::seconds(30)); },
+      fiber::errc::worker_lost, "refused the handshake");
+}
+
+// A fetch from a worker that ended fails at once, not after its patience, so that the worker
+// asks its master for the object instead (ZeroMQ alone would retry the dead port in silence).
+TEST(shared, a_fetch_from_a_worker_that_ended_fails_at_once_naming_it) {
+  asio::io_context io;
+  asio::ip::tcp::acceptor gone(io, {asio::ip::make_address("127.0.0.1"), 0});
+  auto endpoint = "tcp://127.0.0.1:" + std::to_string(gone.local_endpoint().port());
+  gone.close();  // nothing listens there now
+  char pub[41] = {}, sec[41] = {};
+  ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
+  fiber_test::expect_error(
+      [&] { (void)fiber::detail::fetch_shared({endpoint, pub}, 7, std::chrono::hours(1)); }, fiber::errc::worker_lost,
+      {"shared object 7", endpoint, "nothing listens there any more"});
 }

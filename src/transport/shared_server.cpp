@@ -1,5 +1,6 @@
 #include "transport/shared_server.hpp"
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -81,19 +82,50 @@ const shared_server_address& serve_shared_objects() {
 
 multipart fetch_shared(const shared_server_address& from, std::uint64_t id, std::chrono::milliseconds patience) {
   static zmq::context_t* ctx = new zmq::context_t(1);  // for fetches, kept for the process's life
+  static std::atomic<std::uint64_t> next_watch{0};
   zmq::socket_t s(*ctx, zmq::socket_type::dealer);
   auto keys = new_key_pair();
   s.set(zmq::sockopt::curve_serverkey, from.public_key);
   s.set(zmq::sockopt::curve_publickey, keys.public_key);
   s.set(zmq::sockopt::curve_secretkey, keys.secret_key);
   s.set(zmq::sockopt::linger, 0);
+  // The connection is watched: ZeroMQ retries in silence a port nobody listens on any more (the
+  // worker that served the object ended), a link that broke mid-answer, and a handshake the
+  // server refused, and the fetch would wait all of `patience` for them. Watched before it
+  // connects, or the first refusal could come before anyone listens for it.
+  auto watch_address = "inproc://fiber-fetch-watch-" + std::to_string(next_watch++);
+  if (zmq_socket_monitor(s.handle(), watch_address.c_str(),
+                         ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+    throw zmq::error_t();
+  zmq::socket_t watch(*ctx, zmq::socket_type::pair);
+  watch.connect(watch_address);
+  // Stopped before `watch` closes: ZeroMQ's I/O thread sends each event with a blocking send, and
+  // one sent to a watch nobody holds would block that thread, and every fetch after, for ever.
+  struct stop_watching {
+    zmq::socket_t& s;
+    ~stop_watching() { zmq_socket_monitor(s.handle(), nullptr, 0); }
+  } stop{s};
   s.connect(from.endpoint);
   zmq::message_t ask(&id, sizeof id);
   s.send(ask, zmq::send_flags::none);
-  zmq::pollitem_t item{static_cast<void*>(s), 0, ZMQ_POLLIN, 0};
-  if (zmq::poll(&item, 1, patience) == 0)
-    throw error(errc::timeout, "no answer from the worker at " + from.endpoint + " for shared object " + std::to_string(id) +
-                                   " within " + std::to_string(patience.count()) + " ms");
+  auto what = "shared object " + std::to_string(id) + " from the worker at " + from.endpoint;
+  auto deadline = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}, {watch.handle(), 0, ZMQ_POLLIN, 0}};
+    if (left.count() <= 0 || zmq::poll(items, 2, left) == 0)
+      throw error(errc::timeout, "no answer for " + what + " within " + std::to_string(patience.count()) + " ms");
+    if (items[0].revents & ZMQ_POLLIN) break;  // the answer first: a link that broke after it does not matter
+    zmq::message_t event, endpoint;
+    if (!watch.recv(event) || !watch.recv(endpoint) || event.size() < sizeof(std::uint16_t)) continue;
+    std::uint16_t kind = 0;
+    std::memcpy(&kind, event.data(), sizeof kind);
+    throw error(errc::worker_lost, "cannot fetch " + what + ": " +
+                                       (kind == ZMQ_EVENT_CONNECT_RETRIED ? "nothing listens there any more (the worker ended)"
+                                        : kind == ZMQ_EVENT_DISCONNECTED  ? "the link broke before the answer came"
+                                                                          : "the server refused the handshake"));
+  }
   multipart reply;
   do {
     zmq::message_t part;

@@ -23,8 +23,9 @@ struct shared_server_address {
 const shared_server_address& serve_shared_objects();
 
 /// Object `id` from the server at `from` as one object's frames (a description, then the object),
-/// or throws fiber::error(timeout) when nothing came within `patience`, or (malformed_message)
-/// when the server no longer has it.
+/// or throws fiber::error: worker_lost at once when nothing listens there any more, the link
+/// broke or the handshake was refused; timeout when nothing came within `patience` (a stopped
+/// server); malformed_message when the server no longer has it.
 multipart fetch_shared(const shared_server_address& from, std::uint64_t id, std::chrono::milliseconds patience);
 
 }  // namespace fiber::detail
