@@ -92,8 +92,7 @@ void await_serving(blocking_api& api, const std::string& ns, const std::string& 
         if (ec) why = w;
       });
   detail::run_until(api.io(), [&] { return ready || ended || stop.requested; });
-  api.api().cancel(id);
-  detail::run_ready(api.io());
+  api.cancel(id);
   stop.check();
   if (ready) return;
   throw error(errc::spawn_failed,

@@ -141,10 +141,7 @@ struct kubernetes_runner::session {
                                  [&](std::string_view) { changed = true; },
                                  [&](std::error_code, long, std::string) { changed = true; });
       detail::run_until(api.io(), [&] { return changed; });
-      api.api().cancel(id);
-      // The cancel completes from the loop, and its handlers write this turn's `changed`: run
-      // it before that goes out of scope (the next turn's calls would run it, into a dead local).
-      detail::run_ready(api.io());
+      api.cancel(id);  // completed here: its handlers write this turn's `changed`
     }
   }
 

@@ -41,6 +41,12 @@ class blocking_api {
   /// For streams (a watch, a followed log) and calls that run side by side: start them on api(),
   /// then run io(). Not with call() at the same time.
   kube::api& api() noexcept { return api_; }
+  /// Cancels a stream started on api() and runs its completion now, not whenever io() runs next:
+  /// a caller's handlers often write the caller's locals, which would be gone by then.
+  void cancel(std::uint64_t id) {
+    api_.cancel(id);
+    run_ready(io_);
+  }
   asio::io_context& io() noexcept { return io_; }
 
  private:
