@@ -240,10 +240,13 @@ TEST(shared, a_workers_server_gives_an_object_whole_only_to_those_with_its_key) 
 // A fetch from a worker that ended fails at once, not after its patience, so that the worker
 // asks its master for the object instead (ZeroMQ alone would retry the dead port in silence).
 TEST(shared, a_fetch_from_a_worker_that_ended_fails_at_once_naming_it) {
+  // A port bound and not listening: a connect is refused, and no test beside this one can take
+  // the port meanwhile (a closed one could be bound again by anyone).
   asio::io_context io;
-  asio::ip::tcp::acceptor gone(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::acceptor gone(io);
+  gone.open(asio::ip::tcp::v4());
+  gone.bind({asio::ip::make_address("127.0.0.1"), 0});
   auto endpoint = "tcp://127.0.0.1:" + std::to_string(gone.local_endpoint().port());
-  gone.close();  // nothing listens there now
   char pub[41] = {}, sec[41] = {};
   ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
   fiber_test::expect_error(
