@@ -132,6 +132,23 @@ TEST_F(claim_copy_service, bad_requests_get_an_answer_that_says_what_is_wrong) {
   EXPECT_EQ(call("GET", "/other").status, 404);
 }
 
+// A program of the run may leave a link in the claim to a folder of the helper's own (its
+// service account's token, another claim): nothing is read or written through it.
+TEST_F(claim_copy_service, nothing_is_read_or_written_through_a_link_in_the_claims_folders) {
+  auto outside = fs::path(testing::TempDir()) / ("claim_copy_service_outside_" + std::to_string(::getpid()));
+  fs::create_directories(outside);
+  std::ofstream(outside / "token") << "secret";
+  fs::create_directory_symlink(outside, root_ / "link");
+  auto got = call("GET", "/tree?path=link/token");
+  EXPECT_EQ(got.status, 409) << got.body;
+  EXPECT_NE(got.body.find("link"), std::string::npos) << got.body;
+  EXPECT_EQ(got.body.find("secret"), std::string::npos);
+  std::ofstream(root_ / "up.txt") << "x";
+  EXPECT_EQ(call("PUT", "/tree?path=link/planted", fiber::detail::pack_tree(root_ / "up.txt", 100000)).status, 409);
+  EXPECT_FALSE(fs::exists(outside / "planted"));
+  fs::remove_all(outside);
+}
+
 // What a proxy may send: a body in chunks, after asking to continue.
 TEST_F(claim_copy_service, a_chunked_body_after_expect_100_continue_is_taken_whole) {
   std::ofstream(root_ / "src.txt") << std::string(5000, 'c');

@@ -275,6 +275,32 @@ TEST(codec, absurd_counts_are_rejected_before_allocating) {
   fiber_test::expect_error([&] { decode<std::vector<std::string>>(e); }, fiber::errc::malformed_message, "element count");
 }
 
+// A count is bounded by the bytes left over each element's smallest encoding, not one byte each:
+// a message of N bytes claiming N strings would otherwise have room made for all of them (32 N
+// bytes) before the first is read.
+TEST(codec, a_count_is_bounded_by_the_smallest_encoding_of_its_elements) {
+  static_assert(fiber::detail::min_encoded_bytes<std::string>() == 8);
+  static_assert(fiber::detail::min_encoded_bytes<point>() == 8 + 8 + 8 + 8);
+  static_assert(fiber::detail::min_encoded_bytes<sample>() == 4 + 4 * 8 + 2 * 8 + 2 * 32 + 6 * 4 + 8);
+  static_assert(fiber::detail::min_encoded_bytes<std::pair<int, std::optional<double>>>() == 5);
+  static_assert(fiber::detail::min_encoded_bytes<std::array<std::int16_t, 3>>() == 6);
+  static_assert(fiber::detail::min_encoded_bytes<money>() == 1);  // a user codec that says nothing
+  static_assert(fiber::detail::min_encoded_bytes<no_fields>() == 0 && fiber::detail::count_bound_bytes<no_fields> == 1);
+  // Nine strings claimed, room for eight lengths after the count.
+  fiber::writer w;
+  w.size(9);
+  for (int i = 0; i < 8; ++i) w.size(0);
+  encoded e{w.head(), {}, {}};
+  fiber_test::expect_error([&] { decode<std::vector<std::string>>(e); }, fiber::errc::malformed_message, "element count");
+  fiber::writer m;
+  m.size(5);  // five int pairs need 40 bytes; 32 are there
+  for (int i = 0; i < 8; ++i) m.pod(std::int32_t{i});
+  encoded em{m.head(), {}, {}};
+  fiber_test::expect_error([&] { decode<std::map<int, int>>(em); }, fiber::errc::malformed_message, "element count");
+  // What fits is still read.
+  EXPECT_EQ(round_trip(std::vector<point>(3, point{1, 2, "p", {1}})).size(), 3u);
+}
+
 TEST(codec, bad_variant_index_and_optional_flag) {
   fiber::writer w;
   w.pod(std::uint32_t{7});

@@ -160,6 +160,34 @@ TEST_F(kube_access_test, an_exec_plugin_runs_with_its_args_and_env_and_again_whe
   EXPECT_EQ(authorization(prepared(a)), "Bearer get-token-north-2");
 }
 
+// Another user of the host reads every process's argv (/proc/PID/cmdline): a value of the
+// kubeconfig's plugin env (often a credential) must reach the plugin only through its environment.
+// An `env` program first on PATH records any argv it is handed, as such a reader would.
+TEST_F(kube_access_test, an_exec_plugins_env_values_never_appear_on_a_command_line) {
+  auto seen = (dir_ / "argv_seen").string();
+  fs::create_directories(dir_ / "bin");
+  write("bin/env", "#!/bin/sh\necho \"$@\" >> " + seen + "\nexec /usr/bin/env \"$@\"\n", true);
+  auto plugin = write("plugin.sh",
+                      "#!/bin/sh\necho \"$0 $*\" >> " + seen + "\n"
+                      "printf '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s\"}}' \"$VAULT_SECRET\"\n",
+                      true);
+  auto path = write("config", "current-context: c\nclusters: [{name: k, cluster: {server: 'https://k'}}]\n"
+                              "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+                              "users:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+                              "      command: " + plugin + "\n      args: [get-token]\n"
+                              "      env: [{name: VAULT_SECRET, value: s3cr3t-value}]\n");
+  std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", ((dir_ / "bin").string() + ":" + old_path).c_str(), 1);
+  auto a = kube::kubeconfig_access(path, "");
+  auto auth = authorization(prepared(a));
+  ::setenv("PATH", old_path.c_str(), 1);
+  EXPECT_EQ(auth, "Bearer s3cr3t-value");
+  std::ifstream in(seen);
+  std::string argvs((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(argvs.find("get-token"), std::string::npos) << "the plugin ran with its args";
+  EXPECT_EQ(argvs.find("s3cr3t-value"), std::string::npos) << argvs;
+}
+
 TEST_F(kube_access_test, an_exec_plugin_that_fails_or_prints_no_credential_is_named) {
   auto failing = write("failing.sh", "#!/bin/sh\necho 'please log in' >&2\nexit 1\n", true);
   auto silent = write("silent.sh", "#!/bin/sh\necho '{}'\n", true);

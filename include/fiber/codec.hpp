@@ -33,10 +33,29 @@
 
 namespace fiber {
 
+namespace detail {
+/// The fewest header bytes one encoded T takes: a count read from a peer is refused when the
+/// bytes left cannot hold that many elements, before anything is allocated for them (a count
+/// bounded by one byte per element would let a message of N bytes reserve N strings, 32 N bytes).
+/// A codec says it with `static constexpr std::size_t min_bytes`; one that does not counts as 1.
+template <class T>
+constexpr std::size_t min_encoded_bytes() {
+  if constexpr (requires { codec<T>::min_bytes; })
+    return codec<T>::min_bytes;
+  else
+    return 1;
+}
+/// What bounds a count of T: at least one byte each, so a count of values that take none (an
+/// empty aggregate, std::monostate) is still bounded by the bytes left.
+template <class T>
+inline constexpr std::size_t count_bound_bytes = min_encoded_bytes<T>() > 0 ? min_encoded_bytes<T>() : 1;
+}  // namespace detail
+
 // ---- defaults -------------------------------------------------------------------------------
 
 template <class T>
 struct codec<T, std::enable_if_t<(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) || std::is_enum_v<T>>> {
+  static constexpr std::size_t min_bytes = sizeof(T);
   static void encode(writer& w, const T& v) { w.pod(v); }
   static T decode(reader& r) { return r.pod<T>(); }
 };
@@ -44,6 +63,7 @@ struct codec<T, std::enable_if_t<(std::is_arithmetic_v<T> && !std::is_same_v<T, 
 /// One byte, 0 or 1: any other byte is malformed (a bool holding it would be undefined behaviour).
 template <>
 struct codec<bool> {
+  static constexpr std::size_t min_bytes = 1;
   static void encode(writer& w, bool v) { w.pod(static_cast<std::uint8_t>(v)); }
   static bool decode(reader& r) {
     auto b = r.pod<std::uint8_t>();
@@ -54,6 +74,7 @@ struct codec<bool> {
 
 template <>
 struct codec<std::string> {
+  static constexpr std::size_t min_bytes = sizeof(std::uint64_t);  // its length
   static void encode(writer& w, const std::string& s) { w.range(s.data(), s.size()); }
   static std::string decode(reader& r) {
     auto s = r.range();
@@ -63,12 +84,14 @@ struct codec<std::string> {
 
 template <>
 struct codec<std::monostate> {
+  static constexpr std::size_t min_bytes = 0;
   static void encode(writer&, const std::monostate&) {}
   static std::monostate decode(reader&) { return {}; }
 };
 
 template <class T, class A>
 struct codec<std::vector<T, A>> {
+  static constexpr std::size_t min_bytes = sizeof(std::uint64_t);  // its count or length
   static void encode(writer& w, const std::vector<T, A>& v) {
     if constexpr (std::is_trivially_copyable_v<T> && !std::is_same_v<T, bool>) {
       w.range(v.data(), v.size() * sizeof(T));
@@ -88,7 +111,7 @@ struct codec<std::vector<T, A>> {
       v.resize(s.size() / sizeof(T));
       if (!s.empty()) std::memcpy(v.data(), s.data(), s.size());
     } else {
-      auto n = r.size(1);
+      auto n = r.size(detail::count_bound_bytes<T>);
       v.reserve(n);
       for (std::size_t i = 0; i < n; ++i) v.push_back(r.value<T>());
     }
@@ -98,6 +121,7 @@ struct codec<std::vector<T, A>> {
 
 template <class T, std::size_t N>
 struct codec<std::array<T, N>> {
+  static constexpr std::size_t min_bytes = N * detail::min_encoded_bytes<T>();
   static void encode(writer& w, const std::array<T, N>& a) {
     for (auto& e : a) w.value(e);
   }
@@ -111,6 +135,7 @@ struct codec<std::array<T, N>> {
 namespace detail {
 template <class M>
 struct map_codec {
+  static constexpr std::size_t min_bytes = sizeof(std::uint64_t);
   static void encode(writer& w, const M& m) {
     w.size(m.size());
     for (auto& [k, v] : m) {
@@ -120,7 +145,7 @@ struct map_codec {
   }
   static M decode(reader& r) {
     M m;
-    auto n = r.size(1);
+    auto n = r.size(count_bound_bytes<typename M::key_type> + min_encoded_bytes<typename M::mapped_type>());
     for (std::size_t i = 0; i < n; ++i) {
       auto k = r.value<typename M::key_type>();
       m.emplace(std::move(k), r.value<typename M::mapped_type>());
@@ -137,13 +162,14 @@ struct codec<std::unordered_map<K, V, H, E, A>> : detail::map_codec<std::unorder
 
 template <class K, class C, class A>
 struct codec<std::set<K, C, A>> {
+  static constexpr std::size_t min_bytes = sizeof(std::uint64_t);
   static void encode(writer& w, const std::set<K, C, A>& s) {
     w.size(s.size());
     for (auto& k : s) w.value(k);
   }
   static std::set<K, C, A> decode(reader& r) {
     std::set<K, C, A> s;
-    auto n = r.size(1);
+    auto n = r.size(detail::count_bound_bytes<K>);
     for (std::size_t i = 0; i < n; ++i) s.insert(r.value<K>());
     return s;
   }
@@ -151,6 +177,7 @@ struct codec<std::set<K, C, A>> {
 
 template <class A, class B>
 struct codec<std::pair<A, B>> {
+  static constexpr std::size_t min_bytes = detail::min_encoded_bytes<A>() + detail::min_encoded_bytes<B>();
   static void encode(writer& w, const std::pair<A, B>& p) {
     w.value(p.first);
     w.value(p.second);
@@ -163,6 +190,7 @@ struct codec<std::pair<A, B>> {
 
 template <class... Ts>
 struct codec<std::tuple<Ts...>> {
+  static constexpr std::size_t min_bytes = (std::size_t{0} + ... + detail::min_encoded_bytes<Ts>());
   static void encode(writer& w, const std::tuple<Ts...>& t) {
     std::apply([&](const auto&... e) { (w.value(e), ...); }, t);
   }
@@ -175,6 +203,7 @@ struct codec<std::tuple<Ts...>> {
 /// An owned object, or none: a move-only parameter or result travels as its value.
 template <class T>
 struct codec<std::unique_ptr<T>> {
+  static constexpr std::size_t min_bytes = 1;  // its flag
   static void encode(writer& w, const std::unique_ptr<T>& p) {
     w.pod(static_cast<std::uint8_t>(p != nullptr));
     if (p) w.value(*p);
@@ -189,6 +218,7 @@ struct codec<std::unique_ptr<T>> {
 
 template <class T>
 struct codec<std::optional<T>> {
+  static constexpr std::size_t min_bytes = 1;  // its flag
   static void encode(writer& w, const std::optional<T>& o) {
     w.pod(static_cast<std::uint8_t>(o.has_value()));
     if (o) w.value(*o);
@@ -208,6 +238,7 @@ template <class T>
 struct codec<std::shared_ptr<T>> {
   using object = std::remove_const_t<T>;
   enum : std::uint8_t { null = 0, first = 1, again = 2 };
+  static constexpr std::size_t min_bytes = 1;  // its flag
   static void encode(writer& w, const std::shared_ptr<T>& p) {
     if (!p) return w.pod(std::uint8_t{null});
     auto [id, is_first] = w.shared_id(p);
@@ -240,6 +271,7 @@ struct codec<std::shared_ptr<T>> {
 
 template <class... Ts>
 struct codec<std::variant<Ts...>> {
+  static constexpr std::size_t min_bytes = sizeof(std::uint32_t);  // its index
   static void encode(writer& w, const std::variant<Ts...>& v) {
     w.pod(static_cast<std::uint32_t>(v.index()));
     std::visit([&](const auto& e) { w.value(e); }, v);
@@ -267,11 +299,25 @@ struct is_std_array<std::array<T, N>> : std::true_type {};
 template <class T>
 inline constexpr bool is_plain_aggregate_v = std::is_aggregate_v<T> && std::is_class_v<T> && !std::is_union_v<T> &&
                                              std::is_default_constructible_v<T> && !is_std_array<T>::value;
+template <class F>
+constexpr std::size_t min_field_bytes() {
+  if constexpr (std::is_array_v<F>)
+    return std::extent_v<F> * min_field_bytes<std::remove_extent_t<F>>();
+  else
+    return min_encoded_bytes<F>();
+}
+template <class Fields>
+struct min_fields_bytes;
+template <class... F>
+struct min_fields_bytes<std::tuple<F...>> {
+  static constexpr std::size_t value = (std::size_t{0} + ... + min_field_bytes<std::remove_cvref_t<F>>());
+};
 }
 
 /// Plain aggregates: field by field; a C array member element by element.
 template <class T>
 struct codec<T, std::enable_if_t<detail::is_plain_aggregate_v<T> && !std::is_same_v<T, std::monostate>>> {
+  static constexpr std::size_t min_bytes = detail::min_fields_bytes<decltype(detail::tie_fields(std::declval<T&>()))>::value;
   static void encode(writer& w, const T& v) {
     std::apply([&](const auto&... f) { (put(w, f), ...); }, detail::tie_fields(v));
   }

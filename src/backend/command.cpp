@@ -121,11 +121,11 @@ std::string command_result::problem() const {
 }
 
 command_result run_command(const std::vector<std::string>& argv, const std::string& input,
-                           std::chrono::milliseconds timeout) {
+                           std::chrono::milliseconds timeout, const std::vector<std::string>* env) {
   command_result r;
   spawned_command c;
   try {
-    c = spawn_command(argv, {.pipe_stdin = true, .pipe_stdout = true, .pipe_stderr = true});
+    c = spawn_command(argv, {.pipe_stdin = true, .pipe_stdout = true, .pipe_stderr = true, .env = env});
   } catch (const std::exception& e) {
     r.failure = e.what();
     return r;

@@ -49,9 +49,12 @@ struct command_result {
 };
 
 /// Runs argv to its end with `input` on its stdin and returns what it wrote; a program still
-/// running after `timeout` is killed (and `failure` says so). Never throws.
+/// running after `timeout` is killed (and `failure` says so). Never throws. `env` ("K=V" each;
+/// null: this process's) is where a secret for the program goes: another user of the host can
+/// read any program's argv (/proc/PID/cmdline), never its environment.
 command_result run_command(const std::vector<std::string>& argv, const std::string& input = {},
-                           std::chrono::milliseconds timeout = std::chrono::seconds(60));
+                           std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                           const std::vector<std::string>* env = nullptr);
 
 /// Runs commands one after another on a thread of its own and answers on an io_context. One at a
 /// time on purpose: a scheduler's controller is a shared service, and queueing here is gentler

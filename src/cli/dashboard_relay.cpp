@@ -77,35 +77,72 @@ std::optional<printed_dashboard> dashboard_in_output(std::string_view output) {
   return found;
 }
 
-int relay_dashboard(const std::string& run, const printed_dashboard& at, dashboard_route route, int local_port) {
-  asio::io_context io;
-  detail::http_client http(io);
-  auto handler = [&](const detail::http_served_request& r) {
+std::optional<std::string> dashboard_upstream_target(std::string_view path, std::string_view token) {
+  if (path != "/" && path != "/state" && path != "/events") return std::nullopt;
+  // The token is hex (dashboard_in_output took only hex digits): nothing in it needs escaping.
+  return std::string(path) + "?token=" + std::string(token);
+}
+
+struct dashboard_relay::state {
+  state(asio::io_context& io, const printed_dashboard& at, dashboard_route route, int local_port)
+      : io(io), http(io), at(at), route(std::move(route)),
+        server(io, "127.0.0.1", static_cast<std::uint16_t>(local_port), detail::http_server_options{},
+               [this](const detail::http_served_request& r) { return admit(r); },
+               [this](const detail::http_served_request& r) { return answer(r); }) {}
+
+  std::optional<detail::http_reply> admit(const detail::http_served_request& r) const {
     if (!detail::dashboard_token_matches(r.query("token"), at.token)) return detail::dashboard_refusal();
+    if (r.method != "GET" || !dashboard_upstream_target(r.path(), at.token)) {
+      detail::http_reply refusal;
+      detail::dashboard_headers(refusal, false);
+      refusal.status = 404;
+      refusal.body = "fiber dashboard: the relay serves only the run's page: GET /, /state and /events\n";
+      return refusal;
+    }
+    return std::nullopt;
+  }
+
+  detail::http_reply answer(const detail::http_served_request& r) {
     detail::http_reply reply;
     auto path = r.path();
     detail::dashboard_headers(reply, path == "/");
     reply.content_type = path == "/"         ? "text/html; charset=utf-8"
                          : path == "/state"  ? "application/json"
-                         : path == "/events" ? "text/event-stream"
-                                             : "text/plain; charset=utf-8";
+                                             : "text/event-stream";
     detail::http_request req;
-    route(req, r.target);
+    route(req, *dashboard_upstream_target(path, at.token));  // admission let only the page's paths in
     // The events last as long as the run; a page or its state comes at once.
     req.timeout = path == "/events" ? std::chrono::milliseconds(0) : std::chrono::milliseconds(30000);
     auto one = std::make_shared<relayed>(io, http);
     one->start(std::move(req));
     reply.stream = [one]() { return one->next(); };
     return reply;
-  };
-  detail::http_server server(io, "127.0.0.1", static_cast<std::uint16_t>(local_port), 0, std::chrono::seconds(30), handler);
-  server.start();
+  }
+
+  asio::io_context& io;
+  detail::http_client http;
+  printed_dashboard at;
+  dashboard_route route;
+  detail::http_server server;
+};
+
+dashboard_relay::dashboard_relay(asio::io_context& io, const printed_dashboard& at, dashboard_route route, int local_port)
+    : s_(std::make_unique<state>(io, at, std::move(route), local_port)) {}
+dashboard_relay::~dashboard_relay() { close(); }
+std::uint16_t dashboard_relay::port() const { return s_->server.port(); }
+void dashboard_relay::start() { s_->server.start(); }
+void dashboard_relay::close() { s_->server.close(); }
+
+int relay_dashboard(const std::string& run, const printed_dashboard& at, dashboard_route route, int local_port) {
+  asio::io_context io;
+  dashboard_relay relay(io, at, std::move(route), local_port);
+  relay.start();
   std::printf("fiber: the dashboard of run %s: http://127.0.0.1:%u/?token=%s (Ctrl-C ends this)\n", run.c_str(),
-              static_cast<unsigned>(server.port()), at.token.c_str());
+              static_cast<unsigned>(relay.port()), at.token.c_str());
   std::fflush(stdout);
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](std::error_code, int) {
-    server.close();
+    relay.close();
     io.stop();
   });
   io.run();

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/private_files.hpp"
 #include "backend/backend.hpp"
 #include "backend/docker/blocking_engine.hpp"
 #include "backend/docker/docker_engine.hpp"
@@ -52,9 +53,14 @@ std::string record_binding(const std::string& engine_host, const std::vector<std
     if (kv.starts_with("FIBER_RECORD_DIR=") || kv.starts_with("FIBER_RECORD=")) return {};
   auto cfg = config::load();
   if (!cfg.record) return {};
-  auto dir = detail::record_folder(cfg);
+  std::string dir;
+  try {
+    dir = detail::record_folder(cfg);
+  } catch (const error&) {
+    return {};  // no HOME: the run records inside its container, as it would without this
+  }
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  detail::make_private_folder(dir, ec);
   if (ec) return {};  // the run records inside its container, as it would without this
   return fs::absolute(dir).string();
 }

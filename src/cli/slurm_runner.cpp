@@ -1,5 +1,7 @@
 #include "cli/slurm_runner.hpp"
 
+#include "core/private_files.hpp"
+
 #include <csignal>
 #include <unistd.h>
 
@@ -33,8 +35,8 @@ namespace {
 constexpr std::string_view run_comment_prefix = "fiber run=";
 
 std::string runs_dir() {
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.fiber/runs";
+  // Shared with the nodes (a run's master writes its output there), and the user's own.
+  return detail::home_folder(".fiber/runs", "slurm_dir");
 }
 
 std::string output_of(const std::string& name) { return runs_dir() + "/" + name + ".out"; }
@@ -188,7 +190,8 @@ class slurm_launch final : public launch {
   void prepare() override {
     if (run_job(name())) throw error(errc::config_error, "a run named '" + name() + "' is in Slurm's queue already: pick another --name");
     std::error_code ec;
-    fs::create_directories(runs_dir(), ec);
+    detail::make_private_folder(runs_dir(), ec);
+    if (ec) throw error(errc::config_error, "cannot make " + runs_dir() + " for the run's output: " + ec.message());
     fs::remove(output_of(name()), ec);
   }
 

@@ -17,6 +17,19 @@ namespace fs = std::filesystem;
 namespace {
 [[noreturn]] void fail(const std::string& why) { throw fiber::error(fiber::errc::config_error, why); }
 
+/// Where an entry named `name` in an archive of `top` lands under `parent`: refused when it is
+/// absolute or climbs out with "..".
+fs::path placed(std::string name, const fs::path& parent, const std::string& top) {
+  while (name.starts_with("./")) name.erase(0, 2);
+  auto outside = [&] { fail("the archive holds an entry outside its folder: " + name); };
+  if (name.empty() || name.starts_with("/")) outside();
+  for (auto& part : fs::path(name))
+    if (part == "..") outside();
+  auto slash = name.find('/');
+  auto rest = slash == std::string::npos ? std::string() : name.substr(slash);
+  return parent / (top + rest);
+}
+
 la_ssize_t append(struct archive*, void* out, const void* data, size_t n) {
   static_cast<std::string*>(out)->append(static_cast<const char*>(data), n);
   return static_cast<la_ssize_t>(n);
@@ -92,13 +105,14 @@ std::size_t extract_tar(const std::string& tar, const fs::path& parent, const st
     auto r = archive_read_next_header(in.get(), &e);
     if (r == ARCHIVE_EOF) break;
     if (r < ARCHIVE_WARN) fail(std::string("unreadable archive: ") + archive_error_string(in.get()));
-    std::string name = archive_entry_pathname(e);
-    while (name.starts_with("./")) name.erase(0, 2);
-    if (name.empty() || name.starts_with("/")) fail("the archive holds an entry outside its folder: " + name);
-    auto slash = name.find('/');
-    auto rest = slash == std::string::npos ? std::string() : name.substr(slash);
-    auto target = (parent / (top + rest)).string();
+    auto target = placed(archive_entry_pathname(e), parent, top).string();
     archive_entry_set_pathname(e, target.c_str());
+    // A hard link names another entry of the archive: placed as that entry was, or it would link
+    // to a file of this host named by the archive (its path taken from the working folder).
+    if (const char* link = archive_entry_hardlink(e)) {
+      auto linked = placed(link, parent, top).string();
+      archive_entry_set_hardlink(e, linked.c_str());
+    }
     if (archive_write_header(out.get(), e) < ARCHIVE_WARN)
       fail("cannot write " + target + ": " + archive_error_string(out.get()));
     const void* block = nullptr;

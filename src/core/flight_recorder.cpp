@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "core/log.hpp"
+#include "core/private_files.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::detail {
@@ -24,8 +25,7 @@ namespace fs = std::filesystem;
 std::string record_folder(const fiber::config& cfg) {
   if (!cfg.record_dir.empty()) return cfg.record_dir;
   if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state) return std::string(state) + "/fiber/runs";
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.local/state/fiber/runs";
+  return home_folder(".local/state/fiber/runs", "record_dir");
 }
 
 std::string exit_text(std::int64_t code) {
@@ -79,11 +79,17 @@ void flight_recorder::open(const fiber::config& cfg, const std::string& run_id) 
   static const int watch_forks = ::pthread_atfork(nullptr, nullptr, note_fork);
   (void)watch_forks;
   auto now = std::chrono::system_clock::now();
-  fs::path folder = record_folder(cfg);
+  fs::path folder;
+  try {
+    folder = record_folder(cfg);
+  } catch (const error& e) {
+    logf(log_level::warn, "this run is not recorded: ", e.reason(), " (record=false turns the recorder off)");
+    return;
+  }
   std::error_code ec;
-  fs::create_directories(folder, ec);
+  make_private_folder(folder, ec);
   path_ = (folder / (utc_stamp(now) + "-" + run_id + std::string(flight_suffix))).string();
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  fd_ = open_private_file(path_, false);
   if (fd_ < 0) {
     logf(log_level::warn, "cannot record this run in ", path_, ": ", std::strerror(errno),
          " (record_dir sets the folder; record=false turns the recorder off)");

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "core/file_tree.hpp"
@@ -40,15 +41,35 @@ fs::path below(const fs::path& root, const std::string& path) {
   return out;
 }
 
-http_reply answer(const http_served_request& req, const fs::path& root, const std::string& token,
-                  std::uint64_t max_bytes) {
+/// A refusal for a request whose head is not for this service; nullopt lets its body be read.
+std::optional<http_reply> admit(const http_served_request& req, const std::string& token) {
   if (!same_secret(req.header("x-fiber-copy-token"), token))
-    return {403, "this claim copy service answers only the fiber command that started it\n"};
-  if (req.path() != "/tree") return {404, "no such endpoint: " + req.path() + " (GET or PUT /tree?path=P)\n"};
+    return http_reply{403, "this claim copy service answers only the fiber command that started it\n"};
+  if (req.path() != "/tree") return http_reply{404, "no such endpoint: " + req.path() + " (GET or PUT /tree?path=P)\n"};
+  if (req.method != "GET" && req.method != "PUT")
+    return http_reply{405, req.method + " is not served (GET or PUT /tree?path=P)\n"};
+  return std::nullopt;
+}
+
+/// Refuses a path whose folders below the claim pass through a link: what is read or written
+/// stays in the claim whatever links a program of the run left in it.
+void no_link_above(const fs::path& root, const fs::path& target) {
+  std::error_code ec;
+  auto at = root;
+  for (auto& part : target.parent_path().lexically_relative(root)) {
+    if (part == ".") continue;
+    at /= part;
+    if (fs::is_symlink(fs::symlink_status(at, ec)))
+      throw refused{409, "the link " + at.lexically_relative(root).string() + " in the claim is not followed"};
+  }
+}
+
+http_reply answer(const http_served_request& req, const fs::path& root, std::uint64_t max_bytes) {
   auto asked = req.query("path");
   auto target = below(root, asked);
   std::error_code ec;
   if (req.method == "GET") {
+    if (target != root) no_link_above(root, target);
     if (!fs::exists(fs::symlink_status(target, ec)))
       return {404, "no such file or folder in the claim: " + (asked.empty() ? "/" : asked) + "\n"};
     return {200, pack_tree(target, max_bytes), "application/octet-stream"};
@@ -70,7 +91,7 @@ http_reply answer(const http_served_request& req, const fs::path& root, const st
     auto n = unpack_tree(req.body, target.parent_path(), target.filename().string());
     return {200, std::to_string(n) + " entries written\n"};
   }
-  return {405, req.method + " is not served (GET or PUT /tree?path=P)\n"};
+  return {405, req.method + " is not served (GET or PUT /tree?path=P)\n"};  // admission let only these in
 }
 
 }  // namespace
@@ -110,12 +131,19 @@ int serve_claim_copies() {
       io.stop();
     });
   };
-  // A whole request may take an hour (1 GiB at under 1 MB/s): the command's own bound.
-  http_server server(io, static_cast<std::uint16_t>(port), max_bytes + 4096, std::chrono::seconds(3600),
+  // A whole request may take an hour (1 GiB at under 1 MB/s): the command's own bound. An upload
+  // goes to an unnamed file on the claim's own disk as it arrives, never whole into memory, and
+  // only once its head carried the token.
+  http_server_options options;
+  options.max_body = max_bytes + 4096;
+  options.client_timeout = std::chrono::seconds(3600);
+  options.body_folder = root;
+  http_server server(io, static_cast<std::uint16_t>(port), options,
+                     [&](const http_served_request& req) { return admit(req, token); },
                      [&](const http_served_request& req) -> http_reply {
                        rearm();
                        try {
-                         return answer(req, root, token, max_bytes);
+                         return answer(req, root, max_bytes);
                        } catch (const refused& r) {
                          return {r.status, r.why + "\n"};
                        } catch (const error& e) {

@@ -83,11 +83,13 @@ dashboard::dashboard(asio::io_context& io, const fiber::config& cfg, dashboard_v
     : state_(std::make_shared<state>(io, std::move(view), std::chrono::milliseconds(cfg.dashboard_interval_ms))),
       token_(random_token()) {
   try {
+    auto admit = [token = token_](const http_served_request& r) -> std::optional<http_reply> {
+      if (dashboard_token_matches(r.query("token"), token)) return std::nullopt;
+      return dashboard_refusal();
+    };
     server_ = std::make_unique<http_server>(io, cfg.dashboard_address, static_cast<std::uint16_t>(cfg.dashboard_port),
-                                            /*max_body=*/0, std::chrono::seconds(30),
-                                            [st = state_, token = token_](const http_served_request& r) {
-                                              return answer(st, token, r);
-                                            });
+                                            http_server_options{}, admit,
+                                            [st = state_](const http_served_request& r) { return answer(st, r); });
   } catch (const std::system_error& e) {
     throw error(errc::config_error, "the dashboard cannot listen on " + cfg.dashboard_address + " port " +
                                         std::to_string(cfg.dashboard_port) + ": " + e.code().message() +
@@ -130,9 +132,8 @@ void dashboard::tick() {
   });
 }
 
-http_reply dashboard::answer(const std::shared_ptr<state>& st_ptr, const std::string& token, const http_served_request& r) {
+http_reply dashboard::answer(const std::shared_ptr<state>& st_ptr, const http_served_request& r) {
   auto& st = *st_ptr;
-  if (!dashboard_token_matches(r.query("token"), token)) return dashboard_refusal();
   http_reply reply;
   auto path = r.path();
   dashboard_headers(reply, path == "/");

@@ -54,9 +54,9 @@ class dashboard {
 
  private:
   struct state;
-  static http_reply answer(const std::shared_ptr<state>& st, const std::string& token, const http_served_request& r);
+  /// A request that carried the run's token (the server's admission checked it).
+  static http_reply answer(const std::shared_ptr<state>& st, const http_served_request& r);
   void tick();
-  // shared with the streams, which may outlive this object by a turn of the loop
   // shared with the streams, which may outlive this object by a turn of the loop
   std::shared_ptr<state> state_;
   std::string token_, url_;

@@ -39,13 +39,15 @@ bool hand_off_recording(const std::string& path, const std::string& token, std::
   asio::io_context io;
   bool taken = false;
   http_server* server = nullptr;
-  auto handler = [&](const http_served_request& r) {
+  auto admit = [&](const http_served_request& r) -> std::optional<http_reply> {
+    if (dashboard_token_matches(r.query("token"), token) && r.path() == "/recording") return std::nullopt;
+    http_reply refusal;
+    refusal.status = 403;
+    refusal.body = "fiber: not the recording's taker\n";
+    return refusal;
+  };
+  auto handler = [&](const http_served_request&) {
     http_reply reply;
-    if (!dashboard_token_matches(r.query("token"), token) || r.path() != "/recording") {
-      reply.status = 403;
-      reply.body = "fiber: not the recording's taker\n";
-      return reply;
-    }
     reply.content_type = "application/octet-stream";
     // Sent as a stream: asked for its next piece, the server has written the whole file.
     reply.stream = [file, sent = false, &taken, &server]() mutable -> asio::awaitable<std::string> {
@@ -60,7 +62,7 @@ bool hand_off_recording(const std::string& path, const std::string& token, std::
     };
     return reply;
   };
-  http_server listening(io, "0.0.0.0", 0, 0, std::chrono::seconds(30), handler);
+  http_server listening(io, "0.0.0.0", 0, {}, admit, handler);
   server = &listening;
   listening.start();
   offer.port = listening.port();

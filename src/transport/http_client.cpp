@@ -311,6 +311,9 @@ std::uint64_t http_client::impl::start(http_request req, done_fn done, chunk_fn 
   r->body = std::move(req.body);
   CURL* e = r->easy = curl_easy_init();
   curl_easy_setopt(e, CURLOPT_URL, req.url.c_str());
+  // The path goes as built: curl would otherwise fold "/../" away, so a path that ends in a part
+  // taken from elsewhere could climb to another path of the same server (with its credentials).
+  curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->error_text);
   curl_easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<char*>(static_cast<std::uintptr_t>(r->id)));

@@ -9,12 +9,27 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <vector>
 #include <array>
 #include <cctype>
 #include <memory>
 
 namespace fiber::detail {
+
+struct http_server::shared {
+  http_server_options options;
+  admission admit;
+  handler on_request;
+};
+
 namespace {
 
 using asio::ip::tcp;
@@ -92,36 +107,105 @@ http_served_request parse_head(std::string_view head) {
   return r;
 }
 
+/// Where a request's body goes as it arrives: memory, or an unnamed file that is mapped for the
+/// handler once whole.
+class body_sink {
+ public:
+  explicit body_sink(const std::optional<std::filesystem::path>& folder) {
+    if (!folder) return;
+    auto pattern = (*folder / ".fiber-body-XXXXXX").string();
+    fd_ = ::mkostemp(pattern.data(), O_CLOEXEC);
+    if (fd_ < 0) throw bad_request{500, "cannot make room for the body in " + folder->string() + ": " + std::strerror(errno)};
+    ::unlink(pattern.c_str());  // unnamed: gone with the last descriptor, whatever ends this
+  }
+  ~body_sink() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  body_sink(const body_sink&) = delete;
+  body_sink& operator=(const body_sink&) = delete;
+
+  void append(const char* p, std::size_t n) {
+    size_ += n;
+    if (fd_ < 0) {
+      memory_.append(p, n);
+      return;
+    }
+    while (n > 0) {
+      auto w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) throw bad_request{500, std::string("cannot store the body: ") + std::strerror(errno)};
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+  }
+  std::uint64_t size() const noexcept { return size_; }
+
+  /// Hands the whole body to `r`.
+  void finish(http_served_request& r) {
+    if (fd_ < 0) {
+      auto held = std::make_shared<const std::string>(std::move(memory_));
+      r.body = *held;
+      r.body_keep = std::move(held);
+      return;
+    }
+    if (size_ == 0) return;
+    void* at = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+    if (at == MAP_FAILED) throw bad_request{500, std::string("cannot read the stored body: ") + std::strerror(errno)};
+    r.body = std::string_view(static_cast<const char*>(at), size_);
+    r.body_keep = std::shared_ptr<const void>(at, [n = size_](const void* p) { ::munmap(const_cast<void*>(p), n); });
+  }
+
+ private:
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  std::string memory_;
+};
+
 class connection : public std::enable_shared_from_this<connection> {
  public:
-  connection(tcp::socket s, std::uint64_t max_body, std::chrono::seconds timeout,
-             std::shared_ptr<const http_server::handler> h, std::shared_ptr<std::size_t> active)
-      : socket_(std::move(s)), deadline_(socket_.get_executor()), max_body_(max_body), timeout_(timeout), handler_(std::move(h)),
-        active_(std::move(active)) {
-    ++*active_;
+  connection(tcp::socket s, std::shared_ptr<const http_server::shared> shared, std::shared_ptr<http_server::counts> counts)
+      : socket_(std::move(s)), deadline_(socket_.get_executor()), shared_(std::move(shared)), counts_(std::move(counts)) {
+    ++counts_->active;
+    ++counts_->unchecked;
   }
-  ~connection() { --*active_; }
+  ~connection() {
+    --counts_->active;
+    if (!admitted_) --counts_->unchecked;
+  }
 
   void start() {
-    deadline_.expires_after(timeout_);
-    deadline_.async_wait([self = shared_from_this()](std::error_code ec) {
-      if (!ec) self->socket_.close(ec);  // a client too slow to send its request or take the answer
-    });
+    arm(shared_->options.head_timeout);
     asio::co_spawn(socket_.get_executor(), serve(shared_from_this()), asio::detached);
   }
 
  private:
+  /// The connection is closed when `after` passes first (a client too slow to send or take).
+  void arm(std::chrono::seconds after) {
+    deadline_.expires_after(after);
+    deadline_.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (!ec) self->socket_.close(ec);
+    });
+  }
+
+  void admitted() {
+    admitted_ = true;
+    --counts_->unchecked;
+    arm(shared_->options.client_timeout);
+  }
+
   static asio::awaitable<void> serve(std::shared_ptr<connection> self) {
     http_reply reply;
     try {
       reply = co_await self->answer();
     } catch (const bad_request& b) {
+      reply = {};
       reply.status = b.status;
       reply.body = b.why + "\n";
     } catch (const std::system_error&) {  // the client went, or the deadline closed it
       self->deadline_.cancel();
       co_return;
     }
+    if (!self->admitted_) self->admitted();  // the answer to a refused or bad head gets its time to go
     std::string head = "HTTP/1.1 " + std::to_string(reply.status) + " " + reason_of(reply.status) +
                        "\r\nContent-Type: " + reply.content_type;
     if (!reply.stream) head += "\r\nContent-Length: " + std::to_string(reply.body.size());
@@ -151,7 +235,8 @@ class connection : public std::enable_shared_from_this<connection> {
       co_return;
     }
     // A lingering close: what the client still sends (a body refused before it was read) is read
-    // and dropped until it closes, so that a reset does not destroy the answer before it is read.
+    // and dropped until it closes or the deadline passes, so that a reset does not destroy the
+    // answer before it is read.
     std::error_code ec;
     self->socket_.shutdown(tcp::socket::shutdown_send, ec);
     try {
@@ -167,26 +252,35 @@ class connection : public std::enable_shared_from_this<connection> {
     auto n = co_await asio::async_read_until(socket_, asio::dynamic_buffer(in_, max_head), "\r\n\r\n", asio::use_awaitable);
     auto req = parse_head(std::string_view(in_).substr(0, n));
     in_.erase(0, n);
+    if (shared_->admit) {
+      if (auto refused = shared_->admit(req)) co_return std::move(*refused);
+    }
+    admitted();
+    auto& options = shared_->options;
+    bool chunked = lower(req.header("transfer-encoding")).find("chunked") != std::string::npos;
+    auto length = req.header("content-length");
+    std::uint64_t size = 0;
+    if (!chunked && !length.empty()) {
+      for (char c : length) {
+        if (!std::isdigit(static_cast<unsigned char>(c)) || size > options.max_body) throw bad_request{400, "a bad Content-Length"};
+        size = size * 10 + static_cast<unsigned>(c - '0');
+      }
+      if (size > options.max_body) throw bad_request{413, "the body is over " + std::to_string(options.max_body) + " bytes"};
+    }
     if (lower(req.header("expect")) == "100-continue") {
       static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
       co_await asio::async_write(socket_, asio::buffer(go_on), asio::use_awaitable);
     }
-    if (lower(req.header("transfer-encoding")).find("chunked") != std::string::npos) {
-      co_await read_chunked(req.body);
-    } else if (auto length = req.header("content-length"); !length.empty()) {
-      std::uint64_t size = 0;
-      for (char c : length) {
-        if (!std::isdigit(static_cast<unsigned char>(c)) || size > max_body_) throw bad_request{400, "a bad Content-Length"};
-        size = size * 10 + static_cast<unsigned>(c - '0');
-      }
-      if (size > max_body_) throw bad_request{413, "the body is over " + std::to_string(max_body_) + " bytes"};
-      co_await fill(size);
-      in_.resize(size);  // what follows the body is not read: the answer closes the connection
-      req.body = std::move(in_);
+    body_sink body(chunked || size > 0 ? options.body_folder : std::nullopt);
+    if (chunked) {
+      co_await read_chunked(body);
+    } else {
+      co_await take(size, body);  // what follows the body is not read: the answer closes the connection
     }
+    body.finish(req);
     http_reply reply;
     try {
-      reply = (*handler_)(req);
+      reply = shared_->on_request(req);
     } catch (const std::exception& e) {  // said to the client, not mistaken for a lost connection
       reply = {};
       reply.status = 500;
@@ -195,41 +289,56 @@ class connection : public std::enable_shared_from_this<connection> {
     co_return reply;
   }
 
-  /// Until `in_` holds `n` bytes.
-  asio::awaitable<void> fill(std::uint64_t n) {
+  /// `n` bytes of body into `to`: what was read with the head first, then from the socket.
+  asio::awaitable<void> take(std::uint64_t n, body_sink& to) {
+    auto ready = static_cast<std::size_t>(std::min<std::uint64_t>(n, in_.size()));
+    to.append(in_.data(), ready);
+    in_.erase(0, ready);
+    n -= ready;
+    std::vector<char> piece(static_cast<std::size_t>(std::min<std::uint64_t>(n, 64 * 1024)));
+    while (n > 0) {
+      auto got = co_await socket_.async_read_some(
+          asio::buffer(piece.data(), static_cast<std::size_t>(std::min<std::uint64_t>(n, piece.size()))), asio::use_awaitable);
+      to.append(piece.data(), got);
+      n -= got;
+    }
+  }
+
+  /// Until `in_` holds `n` bytes (n small: a chunk's line end).
+  asio::awaitable<void> fill(std::size_t n) {
     if (in_.size() >= n) co_return;
     auto have = in_.size();
     in_.resize(n);
     co_await asio::async_read(socket_, asio::buffer(in_.data() + have, n - have), asio::use_awaitable);
   }
 
-  asio::awaitable<void> read_chunked(std::string& body) {
+  asio::awaitable<void> read_chunked(body_sink& to) {
+    auto max_body = shared_->options.max_body;
     for (;;) {
-      auto n = co_await asio::async_read_until(socket_, asio::dynamic_buffer(in_, max_head + max_body_), "\r\n",
-                                               asio::use_awaitable);
+      auto n = co_await asio::async_read_until(socket_, asio::dynamic_buffer(in_, max_head), "\r\n", asio::use_awaitable);
       std::uint64_t size = 0;
       bool digits = false;
       for (std::size_t i = 0; i + 2 <= n && hex_digit(in_[i]) >= 0; ++i, digits = true) {
         size = size * 16 + static_cast<unsigned>(hex_digit(in_[i]));
-        if (size > max_body_) throw bad_request{413, "the body is over " + std::to_string(max_body_) + " bytes"};
+        if (size > max_body) throw bad_request{413, "the body is over " + std::to_string(max_body) + " bytes"};
       }
       if (!digits) throw bad_request{400, "a bad chunk size"};
       in_.erase(0, n);
       if (size == 0) co_return;  // trailers are not read: the answer closes the connection
-      if (body.size() + size > max_body_) throw bad_request{413, "the body is over " + std::to_string(max_body_) + " bytes"};
-      co_await fill(size + 2);
-      body.append(in_, 0, size);
-      in_.erase(0, size + 2);
+      if (to.size() + size > max_body) throw bad_request{413, "the body is over " + std::to_string(max_body) + " bytes"};
+      co_await take(size, to);
+      co_await fill(2);
+      if (in_.compare(0, 2, "\r\n") != 0) throw bad_request{400, "a chunk that does not end where its size says"};
+      in_.erase(0, 2);
     }
   }
 
   tcp::socket socket_;
   asio::steady_timer deadline_;
-  std::uint64_t max_body_;
-  std::chrono::seconds timeout_;
-  // Shared: a connection still reading its request when the server goes calls it after.
-  std::shared_ptr<const http_server::handler> handler_;
-  std::shared_ptr<std::size_t> active_;
+  // Shared: a connection still reading its request when the server goes calls its handler after.
+  std::shared_ptr<const http_server::shared> shared_;
+  std::shared_ptr<http_server::counts> counts_;
+  bool admitted_ = false;
   std::string in_;
 };
 
@@ -259,9 +368,8 @@ std::string http_served_request::query(std::string_view name) const {
   return {};
 }
 
-http_server::http_server(asio::io_context& io, std::uint16_t port, std::uint64_t max_body,
-                         std::chrono::seconds client_timeout, handler h)
-    : acceptor_(io), max_body_(max_body), client_timeout_(client_timeout), handler_(std::make_shared<const handler>(std::move(h))) {
+http_server::http_server(asio::io_context& io, std::uint16_t port, http_server_options options, admission admit, handler h)
+    : acceptor_(io), shared_(std::make_shared<const shared>(shared{std::move(options), std::move(admit), std::move(h)})) {
   // Both IPv6 and IPv4 where the host has IPv6 (a dual-stack pod network), else IPv4 alone.
   std::error_code ec;
   acceptor_.open(tcp::v6(), ec);
@@ -275,9 +383,9 @@ http_server::http_server(asio::io_context& io, std::uint16_t port, std::uint64_t
   acceptor_.listen();
 }
 
-http_server::http_server(asio::io_context& io, const std::string& address, std::uint16_t port, std::uint64_t max_body,
-                         std::chrono::seconds client_timeout, handler h)
-    : acceptor_(io), max_body_(max_body), client_timeout_(client_timeout), handler_(std::make_shared<const handler>(std::move(h))) {
+http_server::http_server(asio::io_context& io, const std::string& address, std::uint16_t port, http_server_options options,
+                         admission admit, handler h)
+    : acceptor_(io), shared_(std::make_shared<const shared>(shared{std::move(options), std::move(admit), std::move(h)})) {
   tcp::endpoint at(asio::ip::make_address(address), port);
   acceptor_.open(at.protocol());
   acceptor_.set_option(tcp::acceptor::reuse_address(true));
@@ -297,7 +405,12 @@ void http_server::close() {
 void http_server::accept() {
   acceptor_.async_accept([this](std::error_code ec, tcp::socket s) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) std::make_shared<connection>(std::move(s), max_body_, client_timeout_, handler_, active_)->start();
+    if (!ec && counts_->unchecked >= shared_->options.max_unchecked) {
+      ++counts_->turned_away;  // closed unread: a flood holds no more than max_unchecked descriptors
+      s.close(ec);
+    } else if (!ec) {
+      std::make_shared<connection>(std::move(s), shared_, counts_)->start();
+    }
     accept();
   });
 }

@@ -134,13 +134,17 @@ void token_source::renew() {
   if (kind_ == kind::file) {
     value_ = trim(read_file(path_, "the token file"));
   } else {
-    // The client.authentication.k8s.io protocol: ExecCredential in, ExecCredential out.
-    std::vector<std::string> argv{"env", "KUBERNETES_EXEC_INFO={\"apiVersion\":\"" + plugin_.api_version +
-                                             "\",\"kind\":\"ExecCredential\",\"spec\":{\"interactive\":false}}"};
-    for (auto& [k, v] : plugin_.env) argv.push_back(k + "=" + v);
-    argv.push_back(plugin_.command);
+    // The client.authentication.k8s.io protocol: ExecCredential in, ExecCredential out. The
+    // kubeconfig's values (often credentials) go to the plugin's environment, which only this
+    // user reads, never onto a command line, which every user of the host can read.
+    std::vector<std::pair<std::string, std::string>> added{
+        {"KUBERNETES_EXEC_INFO", "{\"apiVersion\":\"" + plugin_.api_version +
+                                     "\",\"kind\":\"ExecCredential\",\"spec\":{\"interactive\":false}}"}};
+    added.insert(added.end(), plugin_.env.begin(), plugin_.env.end());
+    auto env = environment_with(added);
+    std::vector<std::string> argv{plugin_.command};
     argv.insert(argv.end(), plugin_.args.begin(), plugin_.args.end());
-    auto r = run_command(argv, {}, std::chrono::seconds(60));
+    auto r = run_command(argv, {}, std::chrono::seconds(60), &env);
     if (!r.ok()) config_problem("the kubeconfig's exec credential plugin '" + plugin_.command + "' failed: " + r.problem());
     std::error_code ec;
     auto v = boost::json::parse(r.out, ec);
@@ -148,9 +152,12 @@ void token_source::renew() {
     if (!ec && v.is_object())
       if (auto* status = v.as_object().if_contains("status"); status && status->is_object())
         token = status->as_object().if_contains("token");
+    // What it printed is shown only when it is no JSON at all (a message): a credential of
+    // another shape may hold secrets, which an error message must not carry.
     if (!token || !token->is_string())
       config_problem("the kubeconfig's exec credential plugin '" + plugin_.command +
-                     "' did not print an ExecCredential with status.token (it printed: " + r.out.substr(0, 200) + ")");
+                     "' did not print an ExecCredential with status.token" +
+                     (ec ? " (it printed: " + r.out.substr(0, 200) + ")" : std::string(" (it printed JSON of another shape)")));
     value_ = std::string(token->as_string());
     expires_at_ = clock::time_point::max();
     if (auto* exp = v.as_object().at("status").as_object().if_contains("expirationTimestamp"); exp && exp->is_string())

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include "core/private_files.hpp"
 #include "backend/slurm/batch_watch.hpp"
 #include "fiber/error.hpp"
 
@@ -31,7 +32,7 @@ void batch_run::kill_and_reap() noexcept {
 batch_jobs::batch_jobs(asio::io_context& io, const fiber::config& cfg, std::string master, std::string output_dir)
     : watch_(std::make_shared<batch_watch>(io, cfg, std::move(master), std::move(output_dir))) {
   std::error_code ec;
-  std::filesystem::create_directories(watch_->dir, ec);
+  make_private_folder(watch_->dir, ec);  // the jobs' output: what the run prints is the user's alone
   if (ec)
     throw error(errc::config_error, "cannot make the folder for the Slurm jobs' output, " + watch_->dir + ": " +
                                         ec.message() + "; set the config key 'slurm_dir' to a folder on a file "

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/private_files.hpp"
 #include "backend/backend.hpp"
 #include "backend/command.hpp"
 #include "backend/slurm/batch_jobs.hpp"
@@ -62,8 +63,7 @@ bool is_local_address(const std::string& address) {
 
 std::string default_output_dir(const fiber::config& cfg) {
   if (!cfg.slurm_dir.empty()) return cfg.slurm_dir;
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : ".") + "/.fiber/slurm";
+  return home_folder(".fiber/slurm", "slurm_dir");
 }
 
 class slurm_backend final : public tcp_backend {
