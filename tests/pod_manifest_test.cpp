@@ -46,6 +46,19 @@ TEST(pod_manifest, a_literal_reads_back_as_the_text_it_stands_for) {
     EXPECT_EQ(kube::from_kube_literal(kube::kube_literal(text)), text) << text;
 }
 
+TEST(pod_manifest, a_worker_gets_no_service_account_token_unless_the_user_names_an_account) {
+  fiber::detail::spawn_spec spec;
+  spec.name = "Process-1";
+  spec.executable = "/bin/true";
+  auto plain = kube::pod_manifest({.image = "img"}, spec, "fiber-job-1-process-1", "job").at("spec").as_object();
+  EXPECT_EQ(plain.at("automountServiceAccountToken"), false);
+  EXPECT_FALSE(plain.contains("serviceAccountName"));
+  auto named =
+      kube::pod_manifest({.image = "img", .service_account = "trainer"}, spec, "fiber-job-1-process-1", "job").at("spec").as_object();
+  EXPECT_EQ(named.at("serviceAccountName"), "trainer");
+  EXPECT_FALSE(named.contains("automountServiceAccountToken"));
+}
+
 TEST(pod_manifest, cpus_are_requests_and_limits_unless_a_cpu_request_is_set) {
   fiber::detail::spawn_spec spec;
   spec.name = "Process-1";

@@ -13,7 +13,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "runtime/protocol.hpp"
 #include "runtime/runtime.hpp"
@@ -67,6 +71,22 @@ int handshake_outcome(zmq::context_t& z, zmq::socket_t& peer, const std::string&
 }
 }  // namespace
 FIBER_REMOTE(add_one);
+
+namespace {
+// What a task and what it starts can see of the job's secret: the variable in its own
+// environment, and in a shell's it starts.
+std::string secret_seen(int) {
+  std::string seen;
+  if (const char* own = std::getenv("FIBER_WORKER_KEYS")) seen += std::string("own:") + own;
+  if (FILE* sh = ::popen("printf %s \"$FIBER_WORKER_KEYS\"", "r")) {
+    char buf[512];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, sh)) > 0;) seen.append(buf, n);
+    ::pclose(sh);
+  }
+  return seen;
+}
+}  // namespace
+FIBER_REMOTE(secret_seen);
 
 namespace {
 /// Children on this host over ZeroMQ (not the default direct links), as across a network.
@@ -393,6 +413,14 @@ TEST(security, junk_and_strangers_on_the_direct_links_neither_crash_the_master_n
     ::close(fd);
   }
   check_job_works(ctx);
+}
+
+// A task runs the user's code, which may start tools or shells: none of them inherits the job's
+// keys, which the worker read once at its start. The pool still works: the keys are in memory.
+TEST(security, a_worker_reads_its_keys_once_and_nothing_it_starts_inherits_them) {
+  fiber::pool p(2);
+  for (auto& seen : p.map(&secret_seen, std::vector<int>{1, 2, 3, 4}).get())
+    EXPECT_TRUE(seen.empty()) << "a task saw the job's keys (" << seen.size() << " bytes, not shown here)";
 }
 
 TEST(security, local_children_use_direct_links_unless_zeromq_is_asked_for) {

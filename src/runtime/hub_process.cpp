@@ -1,6 +1,7 @@
 #include "runtime/hub_process.hpp"
 
 #include <asio/io_context.hpp>
+#include <cstdlib>
 #include <sstream>
 
 #include "backend/backend.hpp"
@@ -28,6 +29,7 @@ int run_hub_process() {
     logf(log_level::error, "started as a fiber host hub without what it needs: ", e.what());
     return 2;
   }
+  ::unsetenv(env_keys);  // read once: what the hub forks gets its own from the master's spec
   asio::io_context io;
   std::shared_ptr<stream_link> master;
   try {

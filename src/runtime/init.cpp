@@ -82,6 +82,9 @@ int run_worker() {
     log(log_level::error, std::string("started as a fiber worker without valid credentials (FIBER_WORKER_KEYS): ") + e.what());
     return 2;
   }
+  // Read once, before any thread starts: what the task starts (a shell, a tool, its own children)
+  // does not inherit the job's secret. The children fiber starts get theirs from their spec.
+  ::unsetenv(env_keys);
   auto rt = std::make_shared<runtime>(fiber::config{}, env_or_empty(env_job), keys, env_or_empty(env_endpoint),
                                       env_or_empty(env_token));
   worker_runtime() = rt;

@@ -114,7 +114,13 @@ boost::json::object pod_manifest(const pod_settings& s, const spawn_spec& spec, 
                                {"terminationGracePeriodSeconds", s.grace_seconds},
                                {"containers", boost::json::array{std::move(container)}}};
   if (!volumes.empty()) pod_spec["volumes"] = std::move(volumes);
-  if (!s.service_account.empty()) pod_spec["serviceAccountName"] = s.service_account;
+  // A worker reaches no API (its master starts, signals and watches pods): the namespace's token
+  // is not mounted where the task's code, or whoever takes it over, could use it. A user who
+  // names a service account for the workers asks for its token.
+  if (!s.service_account.empty())
+    pod_spec["serviceAccountName"] = s.service_account;
+  else
+    pod_spec["automountServiceAccountToken"] = false;
 
   boost::json::value pod = boost::json::object{
       {"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", std::move(metadata)}, {"spec", std::move(pod_spec)}};
