@@ -10,6 +10,7 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 #include <asio/read.hpp>
+#include <asio/read_until.hpp>
 #include <asio/write.hpp>
 #include <atomic>
 #include <filesystem>
@@ -174,6 +175,26 @@ TEST(http_server, a_flood_of_silent_connections_holds_at_most_max_unchecked_and_
     answer = c.rest();
   }
   EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+}
+
+// A refused request's connection lingers (what its client still sends is read and dropped) until
+// the client closes it, and it counts against the cap while it does: refusing a stranger does not
+// let it out of max_unchecked.
+TEST(http_server, a_refused_request_still_counts_against_the_cap_until_it_closes) {
+  http_server_options options;
+  options.max_unchecked = 2;
+  options.head_timeout = std::chrono::seconds(600);
+  served server(options);
+  client a(server.port()), b(server.port());
+  for (auto* c : {&a, &b}) {
+    c->send("GET / HTTP/1.1\r\nx-token: wrong\r\n\r\n");
+    std::string head;
+    asio::read_until(c->s, asio::dynamic_buffer(head), "\r\n\r\n");
+    EXPECT_EQ(head.rfind("HTTP/1.1 403", 0), 0u) << head;
+  }
+  client third(server.port());
+  EXPECT_EQ(third.rest(), "") << "a third stranger is turned away while two refused ones linger";
+  EXPECT_EQ(server.on_loop([](http_server& s) { return s.unchecked(); }), 2u);
 }
 
 TEST(http_server, a_client_that_does_not_finish_its_head_in_time_is_dropped) {

@@ -205,7 +205,9 @@ class connection : public std::enable_shared_from_this<connection> {
       self->deadline_.cancel();
       co_return;
     }
-    if (!self->admitted_) self->admitted();  // the answer to a refused or bad head gets its time to go
+    // The answer to a refused or bad head gets a head's time to go, and the connection still counts
+    // as unchecked until it closes: a stranger's refused request holds no more than its head did.
+    if (!self->admitted_) self->arm(self->shared_->options.head_timeout);
     std::string head = "HTTP/1.1 " + std::to_string(reply.status) + " " + reason_of(reply.status) +
                        "\r\nContent-Type: " + reply.content_type;
     if (!reply.stream) head += "\r\nContent-Length: " + std::to_string(reply.body.size());
