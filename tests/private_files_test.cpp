@@ -69,7 +69,12 @@ TEST_F(private_files, files_are_0600_made_or_replaced_and_never_through_a_link) 
   std::ofstream(base_ / "victim") << "keep";
   fs::create_symlink(base_ / "victim", base_ / "planted");
   EXPECT_LT(fiber::detail::open_private_file(base_ / "planted", true), 0);
+  EXPECT_TRUE(fiber::detail::write_private_file(base_ / "planted", "overwritten"));
   EXPECT_EQ(fs::file_size(base_ / "victim"), 4u);
+  // Written whole, 0600.
+  EXPECT_FALSE(fiber::detail::write_private_file(base_ / "whole", std::string(100000, 'w')));
+  EXPECT_EQ(fs::file_size(base_ / "whole"), 100000u);
+  EXPECT_EQ(mode_of(base_ / "whole"), 0600u);
 }
 
 TEST_F(private_files, without_home_the_folder_is_an_error_naming_the_setting_not_a_shared_one) {

@@ -1,12 +1,7 @@
 #include "cli/recording_taker.hpp"
 
-#include <unistd.h>
-
-#include <cerrno>
-
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "core/private_files.hpp"
@@ -39,16 +34,7 @@ bool recording_taker::take_if_offered(std::string_view line, const route_fn& rou
         if (why.empty()) {
           std::error_code made;
           detail::make_private_folder(folder, made);
-          int fd = detail::open_private_file(path, true);
-          std::size_t written = 0;
-          while (fd >= 0 && written < body->size()) {
-            auto w = ::write(fd, body->data() + written, body->size() - written);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) break;
-            written += static_cast<std::size_t>(w);
-          }
-          if (fd >= 0) ::close(fd);
-          if (fd < 0 || written != body->size()) why = "cannot write " + path;
+          if (auto failed = detail::write_private_file(path, *body)) why = "cannot write " + path + ": " + failed.message();
         }
         if (why.empty())
           std::fprintf(stderr, "fiber: the run's recording is kept here: %s (fiber history lists it)\n", path.c_str());

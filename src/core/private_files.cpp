@@ -41,6 +41,20 @@ int open_private_file(const fs::path& path, bool replace) {
   return fd;
 }
 
+std::error_code write_private_file(const fs::path& path, std::string_view bytes) {
+  int fd = open_private_file(path, true);
+  if (fd < 0) return {errno, std::generic_category()};
+  std::error_code ec;
+  for (std::size_t done = 0; done < bytes.size() && !ec;) {
+    auto n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) ec.assign(errno, std::generic_category());
+    else done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0 && !ec) ec.assign(errno, std::generic_category());
+  return ec;
+}
+
 std::string home_folder(std::string_view below, std::string_view setting) {
   const char* home = std::getenv("HOME");
   if (!home || !*home)

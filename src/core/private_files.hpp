@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace fiber::detail {
 
@@ -17,6 +18,10 @@ void make_private_folder(const std::filesystem::path& folder, std::error_code& e
 /// Opens `path` for writing, made 0600 (O_CREAT | O_EXCL unless `replace`); -1 and errno when it
 /// cannot.
 int open_private_file(const std::filesystem::path& path, bool replace);
+
+/// Writes `bytes` as the file `path` (made or replaced, 0600, never through a link); what failed
+/// when it could not.
+std::error_code write_private_file(const std::filesystem::path& path, std::string_view bytes);
 
 /// $HOME/`below`; fiber::error(config_error) naming `setting` as the way to choose a folder when
 /// HOME is unset or empty.

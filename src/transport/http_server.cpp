@@ -14,13 +14,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <optional>
-#include <vector>
 #include <array>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <memory>
+#include <optional>
+#include <vector>
 
 namespace fiber::detail {
 
