@@ -113,10 +113,16 @@ class body_sink {
  public:
   explicit body_sink(const std::optional<std::filesystem::path>& folder) {
     if (!folder) return;
-    auto pattern = (*folder / ".fiber-body-XXXXXX").string();
-    fd_ = ::mkostemp(pattern.data(), O_CLOEXEC);
+    // Unnamed from the start where the file system can (no other process of the claim can open
+    // it), else named for the moment between its making and its unlinking; gone with the last
+    // descriptor either way, whatever ends this.
+    fd_ = ::open(folder->c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd_ < 0) {
+      auto pattern = (*folder / ".fiber-body-XXXXXX").string();
+      fd_ = ::mkostemp(pattern.data(), O_CLOEXEC);
+      if (fd_ >= 0) ::unlink(pattern.c_str());
+    }
     if (fd_ < 0) throw bad_request{500, "cannot make room for the body in " + folder->string() + ": " + std::strerror(errno)};
-    ::unlink(pattern.c_str());  // unnamed: gone with the last descriptor, whatever ends this
   }
   ~body_sink() {
     if (fd_ >= 0) ::close(fd_);
