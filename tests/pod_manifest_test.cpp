@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 
+#include "backend/kubernetes/keys_secret.hpp"
 #include "backend/kubernetes/pod_manifest.hpp"
 
 namespace kube = fiber::detail::kube;
@@ -29,7 +30,7 @@ TEST(pod_manifest, every_dollar_is_doubled_so_kubernetes_passes_it_on_unchanged)
   spec.name = "Process-1";
   spec.executable = "/opt/a$b/program";
   spec.args = {"x$$y", "$(HOME)", "plain"};
-  spec.env = {{"FIBER_WORKER_KEYS", "curve,ab$$cd"}, {"REF", "$(PATH)"}};
+  spec.env = {{"FIBER_WORKER_NAME", "a$$b"}, {"REF", "$(PATH)"}};
   auto c = container_of({.image = "img"}, spec);
   auto& command = c.at("command").as_array();
   ASSERT_EQ(command.size(), 4u);
@@ -37,7 +38,7 @@ TEST(pod_manifest, every_dollar_is_doubled_so_kubernetes_passes_it_on_unchanged)
   EXPECT_EQ(command[1].as_string(), "x$$$$y");
   EXPECT_EQ(command[2].as_string(), "$$(HOME)");
   EXPECT_EQ(command[3].as_string(), "plain");
-  EXPECT_EQ(env_value(c, "FIBER_WORKER_KEYS"), "curve,ab$$$$cd");
+  EXPECT_EQ(env_value(c, "FIBER_WORKER_NAME"), "a$$$$b");
   EXPECT_EQ(env_value(c, "REF"), "$$(PATH)");
 }
 
@@ -57,6 +58,42 @@ TEST(pod_manifest, a_worker_gets_no_service_account_token_unless_the_user_names_
       kube::pod_manifest({.image = "img", .service_account = "trainer"}, spec, "fiber-job-1-process-1", "job").at("spec").as_object();
   EXPECT_EQ(named.at("serviceAccountName"), "trainer");
   EXPECT_FALSE(named.contains("automountServiceAccountToken"));
+}
+
+// A reader of the namespace sees the pod's spec: it names the Secret and the file, and holds no
+// credentials, which the backend keeps in spawn_spec::secret, apart from the env.
+TEST(pod_manifest, the_credentials_are_a_mounted_secret_and_the_env_says_only_where) {
+  fiber::detail::spawn_spec spec;
+  spec.name = "Process-1";
+  spec.executable = "/bin/true";
+  spec.secret = "curve,never-in-the-spec";
+  auto pod = kube::pod_manifest({.image = "img"}, spec, "fiber-job-1-process-1", "job", "fiber-job-keys-1");
+  EXPECT_EQ(boost::json::serialize(pod).find("never-in-the-spec"), std::string::npos);
+  auto& c = pod.at("spec").at("containers").as_array().at(0).as_object();
+  EXPECT_EQ(env_value(c, "FIBER_WORKER_KEYS_FILE"), "/var/run/fiber-keys/keys");
+  auto& volume = pod.at("spec").at("volumes").as_array().back().as_object();
+  EXPECT_EQ(volume.at("secret").at("secretName"), "fiber-job-keys-1");
+  auto& mount = c.at("volumeMounts").as_array().back().as_object();
+  EXPECT_EQ(mount.at("mountPath"), "/var/run/fiber-keys");
+  EXPECT_EQ(mount.at("readOnly"), true);
+  // Without a Secret (a spec with no credentials), nothing is mounted.
+  auto bare = kube::pod_manifest({.image = "img"}, spec, "fiber-job-1-process-1", "job");
+  EXPECT_FALSE(bare.at("spec").as_object().contains("volumes"));
+}
+
+TEST(pod_manifest, the_keys_secret_is_the_jobs_owned_as_its_pods_and_immutable) {
+  kube::pod_settings s{.image = "img"};
+  s.owner = kube::owner_pod{"master-pod", "uid-1"};
+  s.master_mark = "host:42";
+  auto secret = kube::keys_secret_manifest(s, "fiber-job-keys-1", "job", "curve,k");
+  EXPECT_EQ(secret.at("kind"), "Secret");
+  EXPECT_EQ(secret.at("immutable"), true);
+  EXPECT_EQ(secret.at("stringData").at("keys"), "curve,k");
+  auto& meta = secret.at("metadata").as_object();
+  EXPECT_EQ(meta.at("labels").at("fiber.job"), "job");
+  EXPECT_EQ(meta.at("labels").at("app.kubernetes.io/managed-by"), "fiber");
+  EXPECT_EQ(meta.at("ownerReferences").as_array().at(0).at("uid"), "uid-1");
+  EXPECT_EQ(meta.at("annotations").at("fiber.master"), "host:42");
 }
 
 TEST(pod_manifest, cpus_are_requests_and_limits_unless_a_cpu_request_is_set) {

@@ -132,8 +132,9 @@ TEST(process, a_worker_that_never_reaches_its_master_exits) {
     asio::ip::tcp::acceptor gone(io, {asio::ip::make_address("127.0.0.1"), 0});
     endpoint = "tcp://127.0.0.1:" + std::to_string(gone.local_endpoint().port());
   }  // closed: nothing listens there
-  auto keys = fiber::detail::job_keys::generate().for_worker(false);
-  std::vector<std::string> env_text{"FIBER_WORKER_ENDPOINT=" + endpoint, "FIBER_WORKER_KEYS=" + keys,
+  auto keys_file = std::filesystem::path(testing::TempDir()) / ("stray_keys_" + std::to_string(getpid()));
+  std::ofstream(keys_file) << fiber::detail::job_keys::generate().for_worker(false);
+  std::vector<std::string> env_text{"FIBER_WORKER_ENDPOINT=" + endpoint, "FIBER_WORKER_KEYS_FILE=" + keys_file.string(),
                                     "FIBER_WORKER_TOKEN=7", "FIBER_WORKER_JOB=stray", "FIBER_WORKER_NAME=Stray"};
   for (char** e = environ; *e; ++e)
     if (!std::string_view(*e).starts_with("FIBER_")) env_text.emplace_back(*e);
@@ -152,6 +153,7 @@ TEST(process, a_worker_that_never_reaches_its_master_exits) {
   EXPECT_TRUE(ended) << "the worker still waits for a master that is not there";
   int status = 0;
   ASSERT_EQ(waitpid(worker, &status, 0), worker);
+  std::filesystem::remove(keys_file);
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 70);  // exit_master_lost
 }

@@ -2,9 +2,40 @@
 // names and config. Its lifetime against its master and threads: process_lifetime_test.
 #include "process_support.hpp"
 
+#include <iterator>
+
 namespace {
 int unregistered(int x) { return x; }
+
+// The environment the engine started this child with (its first one, as /proc shows it, which is
+// what the engine shows readers of the spec: `docker inspect`, `kubectl get pod`, `scontrol show
+// job`; a local child forked by the fork server shows the server's): the names of the variables
+// whose value is credentials.
+std::string credentials_in_first_environment(int) {
+  std::ifstream f("/proc/self/environ", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string seen;
+  for (std::size_t at = 0; at < all.size();) {
+    auto end = all.find('\0', at);
+    if (end == std::string::npos) end = all.size();
+    std::string_view entry(all.data() + at, end - at);
+    auto eq = entry.find('=');
+    auto name = entry.substr(0, eq), value = eq == entry.npos ? std::string_view() : entry.substr(eq + 1);
+    if (value.starts_with("curve,") || value.starts_with("plain,")) seen += std::string(name) + " ";
+    at = end + 1;
+  }
+  return seen;
+}
 }  // namespace
+FIBER_REMOTE(credentials_in_first_environment);
+
+// A reader of the namespace (pods' specs), a member of the docker group (docker inspect), another
+// user of the cluster (scontrol show job) sees a child's environment: it holds where the child's
+// credentials are, never the credentials.
+TEST(process, a_childs_environment_holds_where_its_credentials_are_never_the_credentials) {
+  fiber::pool p(1);
+  EXPECT_EQ(p.apply(&credentials_in_first_environment, 0).get(), "");
+}
 
 TEST(process, a_move_only_argument_is_moved_into_the_childs_parameter) {
   fiber::simple_queue<std::string> out;

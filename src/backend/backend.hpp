@@ -23,6 +23,10 @@ struct spawn_spec {
   std::string executable;                                  // program to run
   std::vector<std::string> args;                           // argv[1..]
   std::vector<std::pair<std::string, std::string>> env;    // added to the inherited environment
+  /// The child's credentials (job_keys::for_worker): never in env or argv, which engines show to
+  /// readers of the spec; each backend puts them in a file only the child's user reads and names
+  /// it in FIBER_WORKER_KEYS_FILE (backend/secret_store).
+  std::string secret;
   int cpu = 1;
   bool cpu_declared = false;  // the function or pool asked for `cpu` (local children are pinned then)
   int memory_mb = 0;

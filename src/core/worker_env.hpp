@@ -8,7 +8,12 @@ namespace fiber::detail {
 inline constexpr const char* env_token = "FIBER_WORKER_TOKEN";        // routing id, numeric
 inline constexpr const char* env_endpoint = "FIBER_WORKER_ENDPOINT";  // master's address
 inline constexpr const char* env_job = "FIBER_WORKER_JOB";            // job id
-inline constexpr const char* env_keys = "FIBER_WORKER_KEYS";          // see job_keys::for_worker
+/// The path of a file holding the child's credentials (job_keys::for_worker's text), which only
+/// its user can read: never the credentials themselves, which an engine shows with the spec.
+inline constexpr const char* env_keys_file = "FIBER_WORKER_KEYS_FILE";
+/// The name of the credentials themselves, which no child is ever given in its environment: the
+/// top master refuses a spawn request that sets it (runtime/spawn_policy).
+inline constexpr const char* env_keys = "FIBER_WORKER_KEYS";
 inline constexpr const char* env_name = "FIBER_WORKER_NAME";          // process name
 inline constexpr const char* env_parent_pid = "FIBER_WORKER_PARENT_PID";
 inline constexpr const char* env_depth = "FIBER_WORKER_DEPTH";        // 1 for the master's children, 2 below, ...

@@ -107,10 +107,10 @@ void child_process::spawn() {
   spec.env = {{env_token, peer_},
               {env_endpoint, endpoint},
               {env_job, rt.job_id()},
-              {env_keys, rt.master().worker_credentials()},
               {env_name, name_},
               {env_tree_name, tree_name_},
               {env_depth, std::to_string(rt.depth() + 1)}};
+  spec.secret = rt.master().worker_credentials();
   if (auto hub = rt.master().hub_name(); !hub.empty()) spec.env.emplace_back(env_hub, hub);  // its host's hub
   auto& backend = rt.master().the_backend();
   backend.check_capacity(spec);  // a request no node can meet fails before anything starts

@@ -53,12 +53,12 @@ void host_hubs::start_one(const std::shared_ptr<hub>& h) {
   spec.env = {{env_token, h->id},
               {env_endpoint, endpoint_},
               {env_job, job_id_},
-              {env_keys, credentials_},
               {env_name, spec.name},
               {env_hub, name_},
               {env_hub_settings, std::to_string(cfg_.max_message_bytes) + " " + std::to_string(cfg_.start_timeout_ms) +
                                      " " + std::to_string(cfg_.heartbeat_interval_ms) + " " +
                                      std::to_string(cfg_.heartbeat_timeout_ms)}};
+  spec.secret = credentials_;
   h->running = backend_.spawn(spec);
   h->running->on_exit([this, weak = std::weak_ptr<hub>(h)](int code) {
     auto h = weak.lock();

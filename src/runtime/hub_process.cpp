@@ -11,6 +11,7 @@
 #include "runtime/direct_links.hpp"
 #include "runtime/host_hub.hpp"
 #include "runtime/job_security.hpp"
+#include "runtime/worker_credentials.hpp"
 
 namespace fiber::detail {
 
@@ -21,7 +22,7 @@ int run_hub_process() {
   std::size_t max_message_bytes = 0;
   long long start_timeout = 0, interval = 0, silence = 0;
   try {
-    keys = job_keys::from_worker_text(env_or_empty(env_keys));
+    keys = take_worker_credentials();  // what the hub forks gets its own from the master's spec
     std::istringstream settings(env_or_empty(env_hub_settings));
     if (!(settings >> max_message_bytes >> start_timeout >> interval >> silence) || interval <= 0)
       throw std::invalid_argument(std::string(env_hub_settings) + " is not four numbers");
@@ -29,7 +30,6 @@ int run_hub_process() {
     logf(log_level::error, "started as a fiber host hub without what it needs: ", e.what());
     return 2;
   }
-  ::unsetenv(env_keys);  // read once: what the hub forks gets its own from the master's spec
   asio::io_context io;
   std::shared_ptr<stream_link> master;
   try {

@@ -26,6 +26,7 @@
 #include "runtime/runtime.hpp"
 #include "runtime/init.hpp"
 #include "runtime/claim_copy_service.hpp"
+#include "runtime/worker_credentials.hpp"
 
 // Under AddressSanitizer (scripts/sanitize.sh), the options every fiber process needs, children
 // in containers, pods and batch jobs included, which do not all inherit ASAN_OPTIONS: Asio's
@@ -77,14 +78,12 @@ int run_worker() {
 
   job_keys keys;
   try {
-    keys = job_keys::from_worker_text(env_or_empty(env_keys));
+    // Before any thread starts: nothing the task starts inherits where they are.
+    keys = take_worker_credentials();
   } catch (const std::exception& e) {
-    log(log_level::error, std::string("started as a fiber worker without valid credentials (FIBER_WORKER_KEYS): ") + e.what());
+    log(log_level::error, std::string("started as a fiber worker without valid credentials: ") + e.what());
     return 2;
   }
-  // Read once, before any thread starts: what the task starts (a shell, a tool, its own children)
-  // does not inherit the job's secret. The children fiber starts get theirs from their spec.
-  ::unsetenv(env_keys);
   auto rt = std::make_shared<runtime>(fiber::config{}, env_or_empty(env_job), keys, env_or_empty(env_endpoint),
                                       env_or_empty(env_token));
   worker_runtime() = rt;

@@ -1,4 +1,5 @@
 #include "runtime/runtime.hpp"
+#include "core/build_id.hpp"
 #include "core/malloc_tuning.hpp"
 #include "core/process_memory.hpp"
 
@@ -46,7 +47,10 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
     if (dashboard_) dashboard_->view().show_pool(pool, tree, state, ended);
   });
   // The tree's nested masters on a cluster backend start their children through this one.
-  services_.keep<spawn_host>(spawn_wire::service_id, [&] { return std::make_shared<spawn_host>(*master_); });
+  services_.keep<spawn_host>(spawn_wire::service_id, [&] {
+    return std::make_shared<spawn_host>(
+        *master_, spawn_limits{cfg_.executable.empty() ? executable_path() : cfg_.executable, cfg_.max_depth});
+  });
   recorder_.open(cfg_, job_id_);
   loop_.run_or_post([this] { sample_memory_every(); });
   if (cfg_.dashboard) {

@@ -33,8 +33,20 @@ void spawn_host::start(const std::string& peer, std::uint64_t request, const std
   std::unique_ptr<job> j;
   auto handle = ++next_handle_;
   std::uint64_t parent = 0;
+  int depth = 2;  // asked by a child of this master, at depth 1
   try {
     auto spec = spawn_wire::decode_spec(text, parent);
+    // The asker is the link's own child or a process started through that link, never another's.
+    if (parent != 0) {
+      auto p = children_.find(parent);
+      if (p == children_.end() || p->second.peer != peer)
+        throw error(errc::protocol_error, "it names as its parent a process that was not started through " + peer);
+      depth = p->second.depth + 1;
+    }
+    if (auto why = spawn_refusal(spec, depth, limits_); !why.empty()) {
+      logf(log_level::warn, "refused to start ", spec.name, " for child ", peer, ": ", why);
+      throw error(errc::spawn_failed, why);
+    }
     // Its own children name it as their parent; its name is unique among the engine's (a
     // container's name is the job's and the process's, and each level counts its own).
     spec.env.emplace_back(env_spawn_handle, std::to_string(handle));
@@ -53,7 +65,7 @@ void spawn_host::start(const std::string& peer, std::uint64_t request, const std
     return;
   }
   auto* raw = j.get();
-  children_.emplace(handle, child{std::move(j), peer, request, parent});
+  children_.emplace(handle, child{std::move(j), peer, request, parent, depth});
   asked_[{peer, request}] = handle;
   auto weak = weak_from_this();
   raw->when_identified([weak, peer, request, raw] {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/service_registry.hpp"
+#include "runtime/spawn_policy.hpp"
 #include "runtime/spawn_wire.hpp"
 
 namespace fiber::detail {
@@ -18,7 +19,7 @@ class master_side;
 
 class spawn_host final : public service, public std::enable_shared_from_this<spawn_host> {
  public:
-  explicit spawn_host(master_side& master) : master_(master) {}
+  spawn_host(master_side& master, spawn_limits limits) : master_(master), limits_(std::move(limits)) {}
 
   void on_message(const std::string& peer, const header& h, multipart&& payload) override;
   void on_peer_gone(const std::string& peer) noexcept override;
@@ -30,6 +31,7 @@ class spawn_host final : public service, public std::enable_shared_from_this<spa
     std::string peer;          // the child of this master the ask came through
     std::uint64_t request;     // its number for it
     std::uint64_t parent;      // the handle of the process that asked (0: a child of this master)
+    int depth;                 // in the tree (this master is 0)
   };
   void start(const std::string& peer, std::uint64_t request, const std::string& text);
   void tell(const std::string& peer, std::uint64_t request, spawn_wire::event e, const spawn_wire::child_news& news);
@@ -40,6 +42,7 @@ class spawn_host final : public service, public std::enable_shared_from_this<spa
   job* find(const std::string& peer, std::uint64_t request);
 
   master_side& master_;
+  spawn_limits limits_;
   std::uint64_t next_handle_ = 0;
   std::map<std::uint64_t, child> children_;                             // by handle
   std::map<std::pair<std::string, std::uint64_t>, std::uint64_t> asked_;  // (peer, request) -> handle

@@ -15,6 +15,7 @@ std::string encode(const spawn_spec& spec, std::uint64_t parent) {
                                                     {"executable", spec.executable},
                                                     {"args", std::move(args)},
                                                     {"env", std::move(env)},
+                                                    {"secret", spec.secret},
                                                     {"cpu", spec.cpu},
                                                     {"cpu_declared", spec.cpu_declared},
                                                     {"memory_mb", spec.memory_mb},
@@ -32,6 +33,7 @@ spawn_spec decode_spec(std::string_view text, std::uint64_t& parent) {
     for (auto& a : o.at("args").as_array()) spec.args.emplace_back(a.as_string());
     for (auto& kv : o.at("env").as_array())
       spec.env.emplace_back(std::string(kv.as_array().at(0).as_string()), std::string(kv.as_array().at(1).as_string()));
+    spec.secret = o.at("secret").as_string();
     spec.cpu = static_cast<int>(o.at("cpu").as_int64());
     spec.cpu_declared = o.at("cpu_declared").as_bool();
     spec.memory_mb = static_cast<int>(o.at("memory_mb").as_int64());

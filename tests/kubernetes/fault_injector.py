@@ -6,7 +6,7 @@ Kubernetes backend and the `fiber` command is tested against the real test clust
 
 It answers the part of the core/v1 API the backend uses (HTTPS with a CA of its own, bearer
 tokens): pods create, get, list, watch, delete, deletecollection and pods/log; events; nodes;
-serviceaccounts; discovery. Its kubelet part runs every pod as a real container on the test
+serviceaccounts; secrets create, get and delete (mounted as secret volumes); discovery. Its kubelet part runs every pod as a real container on the test
 Docker engine (image pulls from the registry an image names, the downward API, the service
 account volume, pod IPs on a Docker network of its own), its scheduler refuses what no node has,
 and its garbage collector deletes pods whose owner pod is gone. resourceVersions, watches from a
@@ -22,6 +22,7 @@ that is gone), rotate the token, compact history, read the request log.
 writes DIR/kubeconfig, DIR/token, DIR/admin-token, DIR/ca.crt, DIR/url, then DIR/ready.
 """
 import argparse
+import base64
 import bisect
 import datetime
 import http.client
@@ -31,6 +32,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import ssl
@@ -666,6 +668,46 @@ class cluster:
         self.update_status(ns, name, uid, terminated)
         return self.wait_for_delete(ns, name, uid)
 
+    def secret_volume(self, m, v):
+        """A secret volume as the kubelet makes it: a folder of the pod's own with one file per key,
+        of the volume's defaultMode (0644 when unset); a Secret that is not there fails the start."""
+        name = v["secret"]["secretName"]
+        with self.s.lock:
+            secret = self.s.get("secrets", m["namespace"], name)
+            data = dict((secret or {}).get("data") or {})
+        if secret is None:
+            raise api_error(404, "NotFound", f'secret "{name}" not found')
+        folder = os.path.join(self.state_dir, "secret-volumes", m["uid"] + "-" + v["name"])
+        os.makedirs(folder, exist_ok=True)
+        for key, value in data.items():
+            path = os.path.join(folder, key)
+            with open(path, "wb") as f:
+                f.write(base64.b64decode(value))
+            os.chmod(path, v["secret"].get("defaultMode", 0o644))
+        return folder
+
+    def create_secret(self, ns, obj):
+        m = obj.setdefault("metadata", {})
+        with self.s.lock:
+            if self.s.get("secrets", ns, m.get("name")):
+                raise api_error(409, "AlreadyExists", f'secrets "{m["name"]}" already exists',
+                                {"name": m["name"], "kind": "secrets"})
+            m.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=now())
+            obj["kind"], obj["apiVersion"] = "Secret", "v1"
+            data = obj.setdefault("data", {})
+            for key, value in (obj.pop("stringData", None) or {}).items():
+                data[key] = base64.b64encode(value.encode()).decode()
+            self.s.add("secrets", obj)
+            return json.loads(json.dumps(obj))
+
+    def delete_secret(self, ns, name):
+        with self.s.lock:
+            secret = self.s.get("secrets", ns, name)
+            if not secret:
+                raise api_error(404, "NotFound", f'secrets "{name}" not found', {"name": name, "kind": "secrets"})
+            self.s.remove("secrets", secret)
+            return json.loads(json.dumps(secret))
+
     def container_body(self, pod, c):
         m, spec = pod["metadata"], pod["spec"]
         env = []
@@ -699,6 +741,8 @@ class cluster:
                 binds.append(f"{v['hostPath']['path']}:{vm['mountPath']}{ro}")
             elif "emptyDir" in v:
                 binds.append(f"{pvc_volume(m['namespace'], 'emptydir-' + m['uid'] + '-' + v['name'])}:{vm['mountPath']}")
+            elif "secret" in v:
+                binds.append(f"{self.secret_volume(m, v)}:{vm['mountPath']}:ro")
         if spec.get("automountServiceAccountToken", True):
             binds.append(f"{self.sa_dir}:/var/run/secrets/kubernetes.io/serviceaccount:ro")
         limits = (c.get("resources") or {}).get("limits") or {}
@@ -762,6 +806,10 @@ class cluster:
                         self.s.lock.wait(0.5)
             self.engine.call("DELETE", f"/containers/{cid}?force=1&v=1")
         self.engine.call("DELETE", f"/volumes/{pvc_volume(ns, 'emptydir-' + uid)}")
+        secret_root = os.path.join(self.state_dir, "secret-volumes")
+        for folder in os.listdir(secret_root) if os.path.isdir(secret_root) else []:
+            if folder.startswith(uid + "-"):
+                shutil.rmtree(os.path.join(secret_root, folder), ignore_errors=True)
         with self.s.lock:
             p = self.live_pod(ns, name, uid)
             if not p:
@@ -888,6 +936,8 @@ API_RESOURCES = {
          "verbs": ["list", "watch"]},
         {"name": "serviceaccounts", "singularName": "serviceaccount", "namespaced": True, "kind": "ServiceAccount",
          "shortNames": ["sa"], "verbs": ["get", "list", "watch"]},
+        {"name": "secrets", "singularName": "secret", "namespaced": True, "kind": "Secret",
+         "verbs": ["create", "delete", "get"]},
     ]}
 
 
@@ -1034,7 +1084,7 @@ class handler(http.server.BaseHTTPRequestHandler):
         mn = re.fullmatch(r"/api/v1/nodes(?:/([^/]+))?", path)
         if mn and method == "GET":
             return self.nodes(mn.group(1))
-        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/(pods|events|serviceaccounts)(?:/([^/]+))?(?:/(log))?", path)
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/(pods|events|serviceaccounts|secrets)(?:/([^/]+))?(?:/(log))?", path)
         if not m:
             m2 = re.fullmatch(r"/api/v1/(pods|events|serviceaccounts)", path)
             if m2 and method == "GET":
@@ -1070,7 +1120,13 @@ class handler(http.server.BaseHTTPRequestHandler):
                 return self.send_json(201, obj)
             if resource == "pods":
                 return self.send_json(201, public(c.create_pod(ns, obj)))
+            if resource == "secrets":
+                return self.send_json(201, public(c.create_secret(ns, obj)))
             raise api_error(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource")
+        if method == "DELETE" and resource == "secrets" and name:
+            return self.send_json(200, public(c.delete_secret(ns, name)))
+        if resource == "secrets" and method == "GET" and not name:
+            raise api_error(405, "MethodNotAllowed", "this server does not list secrets (fiber never does)")
         if method == "DELETE" and resource == "pods":
             opts = json.loads(raw) if raw else {}
             grace = q.get("gracePeriodSeconds", opts.get("gracePeriodSeconds"))

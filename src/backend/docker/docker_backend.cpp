@@ -22,10 +22,12 @@
 #include "backend/node_room.hpp"
 #include "backend/docker/blocking_engine.hpp"
 #include "backend/docker/docker_engine.hpp"
+#include "backend/docker/secret_archive.hpp"
 #include "backend/side_thread.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 #include "core/log.hpp"
+#include "core/worker_env.hpp"
 
 namespace fiber::detail {
 namespace {
@@ -45,14 +47,26 @@ class creator {
   explicit creator(const std::string& host) : engine_(thread_.io(), host) {}
   ~creator() { thread_.finish(); }  // creates in flight finish while the engine still exists
 
-  /// `answered` runs on the creator's thread once `pending` is set.
-  void create(container_spec spec, std::shared_ptr<pending_create> pending, unique_function<void()> answered) {
-    asio::post(thread_.io(), [this, spec = std::move(spec), pending = std::move(pending),
+  /// `answered` runs on the creator's thread once `pending` is set. `secret`, when given, is in
+  /// the container (secret_archive) before the answer: a create whose secret could not be placed
+  /// answers with the error and the container's id, for its removal.
+  void create(container_spec spec, std::string secret, std::shared_ptr<pending_create> pending,
+              unique_function<void()> answered) {
+    asio::post(thread_.io(), [this, spec = std::move(spec), secret = std::move(secret), pending = std::move(pending),
                               answered = std::move(answered)]() mutable {
-      engine_.create(spec, [pending = std::move(pending), answered = std::move(answered)](
-                               std::error_code ec, std::string id, std::string why) mutable {
-        pending->set({ec, std::move(id), std::move(why)});
-        answered();
+      engine_.create(spec, [this, secret = std::move(secret), pending = std::move(pending),
+                            answered = std::move(answered)](std::error_code ec, std::string id, std::string why) mutable {
+        if (ec || secret.empty()) {
+          pending->set({ec, std::move(id), std::move(why)});
+          return answered();
+        }
+        // Owned by the user the container runs as (this process's, container_spec::user).
+        engine_.put_archive(id, "/", secret_archive(secret, ::getuid(), ::getgid()),
+                            [id, pending = std::move(pending), answered = std::move(answered)](
+                                std::error_code ec, bool, std::string why) mutable {
+                              pending->set({ec, id, ec ? "cannot place its credentials in it: " + why : std::string()});
+                              answered();
+                            });
       });
     });
   }
@@ -120,8 +134,8 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
     }
   }
 
-  void begin(creator& c, container_spec spec) {
-    c.create(std::move(spec), create, [weak = weak_from_this(), &io = io] {
+  void begin(creator& c, container_spec spec, std::string secret) {
+    c.create(std::move(spec), std::move(secret), create, [weak = weak_from_this(), &io = io] {
       asio::post(io, [weak] {
         if (auto self = weak.lock()) self->created();
       });
@@ -130,6 +144,13 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
 
   void created() {
     auto& made = create->wait();  // set already: this runs after the answer
+    if (made.ec && !made.id.empty()) {  // made, but not ready to start: it goes
+      id = made.id;
+      if (at == stage::ended) return;  // killed meanwhile: kill_and_reap removed it
+      return remove_then([self = shared_from_this(), why = made.why] {
+        self->end(not_started, "the Docker engine could not prepare its container: " + why);
+      });
+    }
     if (made.ec) return end(not_started, "the Docker engine could not create its container: " + made.why);
     id = made.id;
     if (at == stage::ended) return;  // killed meanwhile: kill_and_reap removed it
@@ -301,6 +322,7 @@ class docker_backend final : public tcp_backend {
     c.cmd.push_back(spec.executable);
     c.cmd.insert(c.cmd.end(), spec.args.begin(), spec.args.end());
     for (auto& [k, v] : spec.env) c.env.push_back(k + "=" + v);
+    if (!spec.secret.empty()) c.env.push_back(std::string(env_keys_file) + "=" + container_keys_file);
     c.labels = {{"fiber.job", spec.job_id.empty() ? job_id_ : spec.job_id},
                 {"fiber.master", master_},
                 {"fiber.process", spec.name}};
@@ -316,7 +338,7 @@ class docker_backend final : public tcp_backend {
     c.working_dir = std::filesystem::current_path(ec).string();
     logf(log_level::debug, "starting ", spec.name, " as container ", c.name, " of ", c.image);
     auto run = std::make_shared<container_run>(engine_, blocking_, io_, spec.name);
-    run->begin(*creator_, std::move(c));
+    run->begin(*creator_, std::move(c), spec.secret);
     return std::make_unique<engine_job>(std::move(run));
   }
 

@@ -115,7 +115,7 @@ class docker_engine {
   /// Whether named volume `name` exists.
   void has_volume(const std::string& name, done<bool> on_done);
   /// Extracts the tar archive `tar` at `path` in container `id` (created, not necessarily started:
-  /// the engine does the work, the image needs no tar).
+  /// the engine does the work, the image needs no tar). The archive's owners are kept.
   void put_archive(const std::string& id, const std::string& path, std::string tar, done<bool> on_done);
   /// `path` in container `id` as a tar archive (its top entry named as the path's last part).
   void get_archive(const std::string& id, const std::string& path, done<std::string> on_done);

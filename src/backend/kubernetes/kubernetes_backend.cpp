@@ -15,11 +15,13 @@
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "core/volume.hpp"
 #include "backend/backend.hpp"
 #include "backend/engine_run.hpp"
 #include "backend/kubernetes/blocking_api.hpp"
+#include "backend/kubernetes/keys_secret.hpp"
 #include "backend/kubernetes/kube_api.hpp"
 #include "backend/kubernetes/node_list.hpp"
 #include "backend/kubernetes/pod_manifest.hpp"
@@ -27,6 +29,7 @@
 #include "backend/kubernetes/pod_watch.hpp"
 #include "backend/side_thread.hpp"
 #include "core/log.hpp"
+#include "core/worker_env.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 
@@ -34,11 +37,6 @@ namespace fiber::detail {
 namespace {
 
 using namespace kube;
-
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
 
 class kubernetes_backend final : public tcp_backend {
  public:
@@ -93,6 +91,7 @@ class kubernetes_backend final : public tcp_backend {
     // process under a supervisor) leaves workers that no owner reference removes.
     s.settings.master_mark = master_mark();
     s.blocking = std::make_shared<blocking_api>(where);
+    secrets_ = std::make_unique<keys_secrets>(s.blocking, s.ns, job_id_);
     // First contact: the server answers, the credentials hold, and listing pods is allowed.
     auto first = s.blocking->call("GET",
                                   "/api/v1/namespaces/" + s.ns + "/pods?limit=1&labelSelector=" +
@@ -118,6 +117,7 @@ class kubernetes_backend final : public tcp_backend {
                                   percent_encode(std::string(job_label) + "=" + label_value(job_id_)),
                               delete_body(0), {"deletecollection", "pods"});
     if (r.ec) logf(log_level::warn, "could not delete the pods of job ", job_id_, ": ", r.why);
+    secrets_.reset();  // after the pods that mount them
   }
 
   std::string name() const override { return "kubernetes"; }
@@ -137,9 +137,11 @@ class kubernetes_backend final : public tcp_backend {
     }
   }
 
-  std::unique_ptr<job> spawn(const spawn_spec& spec) override {
+  std::unique_ptr<job> spawn(const spawn_spec& given) override {
+    auto& spec = given;
+    auto keys = spec.secret.empty() ? std::string() : secrets_->name_for(spec.secret, shared_->settings);
     auto pod = pod_name(job_id_, ++spawned_, spec.name);
-    auto manifest = pod_manifest(shared_->settings, spec, pod, job_id_);
+    auto manifest = pod_manifest(shared_->settings, spec, pod, job_id_, keys);
     logf(log_level::debug, "starting ", spec.name, " as pod ", pod, " of ", shared_->settings.image);
     auto asked = "cpu " + std::to_string(spec.cpu) +
                  (shared_->settings.cpu_request.empty() ? "" : " (requests " + shared_->settings.cpu_request + ")") +
@@ -160,6 +162,7 @@ class kubernetes_backend final : public tcp_backend {
                     {}, {"list", "pods"});
     if (r.ec || !r.body.is_object()) return;
     auto prefix = this_host() + ":";
+    std::set<std::string> left_secrets;
     auto* items = r.body.as_object().if_contains("items");
     if (!items || !items->is_array()) return;
     for (auto& item : items->as_array()) {
@@ -172,6 +175,14 @@ class kubernetes_backend final : public tcp_backend {
       auto name = string_at(meta, "name");
       logf(log_level::info, "deleting pod ", name, ", left by a fiber master that ended without cleanup");
       b.call("DELETE", "/api/v1/namespaces/" + s.ns + "/pods/" + name, delete_body(0), {"delete", "pods"});
+      // ... and the Secret with its credentials (several pods name the same: one delete does).
+      auto* spec = object_at(item.as_object(), "spec");
+      auto* volumes = spec ? spec->if_contains("volumes") : nullptr;
+      for (auto& v : volumes && volumes->is_array() ? volumes->as_array() : boost::json::array{}) {
+        auto secret = v.is_object() ? string_at(object_at(v.as_object(), "secret"), "secretName") : std::string();
+        if (secret.starts_with("fiber-") && left_secrets.insert(secret).second)
+          b.call("DELETE", "/api/v1/namespaces/" + s.ns + "/secrets/" + secret, delete_body(0), {"delete", "secrets"});
+      }
     }
   }
 
@@ -196,6 +207,7 @@ class kubernetes_backend final : public tcp_backend {
   mutable std::optional<std::vector<node_room>> nodes_;
   mutable bool nodes_unknown_logged_ = false;
   std::uint64_t spawned_ = 0;
+  std::unique_ptr<keys_secrets> secrets_;
 };
 
 }  // namespace

@@ -3,6 +3,9 @@
 #include <boost/json/array.hpp>
 #include <cctype>
 
+#include "backend/kubernetes/keys_secret.hpp"
+#include "core/worker_env.hpp"
+
 namespace fiber::detail::kube {
 namespace {
 
@@ -55,7 +58,7 @@ std::string from_kube_literal(std::string_view text) {
 }
 
 boost::json::object pod_manifest(const pod_settings& s, const spawn_spec& spec, const std::string& name,
-                                 const std::string& job_id) {
+                                 const std::string& job_id, const std::string& keys_secret) {
   boost::json::object labels{{managed_by_label, "fiber"},
                              {job_label, label_value(spec.job_id.empty() ? job_id : spec.job_id)},
                              {process_label, label_value(spec.name)}};
@@ -70,6 +73,7 @@ boost::json::object pod_manifest(const pod_settings& s, const spawn_spec& spec, 
 
   boost::json::array env;
   for (auto& [k, v] : spec.env) env.push_back(boost::json::object{{"name", k}, {"value", kube_literal(v)}});
+  if (!keys_secret.empty()) env.push_back(boost::json::object{{"name", env_keys_file}, {"value", keys_file}});
   // The downward API: a worker that starts children of its own knows its pod, as the master does.
   env.push_back(field_env("FIBER_POD_NAME", "metadata.name"));
   env.push_back(field_env("FIBER_POD_NAMESPACE", "metadata.namespace"));
@@ -98,6 +102,13 @@ boost::json::object pod_manifest(const pod_settings& s, const spawn_spec& spec, 
       vol["persistentVolumeClaim"] = boost::json::object{{"claimName", v.source}, {"readOnly", v.read_only}};
     volumes.push_back(std::move(vol));
     mounts.push_back(boost::json::object{{"name", vname}, {"mountPath", v.target}, {"readOnly", v.read_only}});
+  }
+  if (!keys_secret.empty()) {
+    // The volume is the pod's own (a tmpfs the kubelet fills); only the pod's processes, all the
+    // worker's, see it. Readable whatever user the image runs as: the files are root's.
+    volumes.push_back(boost::json::object{
+        {"name", "fiber-keys"}, {"secret", boost::json::object{{"secretName", keys_secret}, {"defaultMode", 0444}}}});
+    mounts.push_back(boost::json::object{{"name", "fiber-keys"}, {"mountPath", keys_mount}, {"readOnly", true}});
   }
 
   boost::json::object container{{"name", container_name},

@@ -45,8 +45,10 @@ std::string label_value(const std::string& text);
 /// lower-cased, other characters as '-', cut to 63.
 std::string pod_name(const std::string& job_id, std::uint64_t n, const std::string& process);
 
+/// `keys_secret`: the Secret with the child's credentials (keys_secret.hpp), mounted where
+/// FIBER_WORKER_KEYS_FILE says; empty: none.
 boost::json::object pod_manifest(const pod_settings& settings, const spawn_spec& spec, const std::string& name,
-                                 const std::string& job_id);
+                                 const std::string& job_id, const std::string& keys_secret = {});
 
 /// `text` as a container's command, argument or env value that Kubernetes passes on unchanged.
 /// Kubernetes expands $(VAR) there and reduces $$ to $ (a worker's credentials, Z85 text, held

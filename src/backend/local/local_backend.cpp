@@ -21,12 +21,14 @@
 #include "backend/backend.hpp"
 #include "backend/local/local_resources.hpp"
 #include "backend/command.hpp"
+#include "backend/secret_store.hpp"
 #include "backend/spawner.hpp"
 #include "backend/zygote.hpp"
 #include "fiber/config.hpp"
 #include "core/build_id.hpp"
 #include "fiber/error.hpp"
 #include "core/log.hpp"
+#include "core/worker_env.hpp"
 
 extern char** environ;
 
@@ -204,7 +206,8 @@ class local_backend final : public backend {
   local_backend(asio::io_context& io, const fiber::config& cfg)
       : io_(io),
         forkserver_(cfg.start_method == "forkserver"),
-        resources_(std::make_shared<local_resources>(gpus_to_hand_out(cfg.gpus), allowed_cpus())) {}
+        resources_(std::make_shared<local_resources>(gpus_to_hand_out(cfg.gpus), allowed_cpus())),
+        secrets_(secret_store::in_memory()) {}
   ~local_backend() override { resources_->clear_waiting(); }  // nothing starts once the backend is gone
 
   std::string name() const override { return "local"; }
@@ -240,6 +243,7 @@ class local_backend final : public backend {
  private:
   void start(const spawn_spec& spec, local_job& j, local_grant grant) {
     auto added = spec.env;
+    if (!spec.secret.empty()) added.emplace_back(env_keys_file, secrets_.path_for(spec.secret));
     added.emplace_back("FIBER_WORKER_PARENT_PID", std::to_string(::getpid()));
     std::string devices, cpus;
     for (auto& g : grant.gpus) devices += (devices.empty() ? "" : ",") + g;
@@ -333,6 +337,7 @@ class local_backend final : public backend {
   bool forkserver_;
   std::unique_ptr<zygote> zygote_;
   std::shared_ptr<local_resources> resources_;
+  secret_store secrets_;
 };
 
 }  // namespace

@@ -8,16 +8,19 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "core/private_files.hpp"
 #include "backend/backend.hpp"
 #include "backend/command.hpp"
+#include "backend/secret_store.hpp"
 #include "backend/slurm/batch_jobs.hpp"
 #include "backend/slurm/slurm_cli.hpp"
 #include "backend/slurm/step_jobs.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 #include "core/log.hpp"
+#include "core/worker_env.hpp"
 #include "transport/reachable_address.hpp"
 
 namespace fiber::detail {
@@ -113,7 +116,16 @@ class slurm_backend final : public tcp_backend {
     return hosts;
   }
 
-  std::unique_ptr<job> spawn(const spawn_spec& spec) override {
+  std::unique_ptr<job> spawn(const spawn_spec& given) override {
+    auto spec = given;
+    if (!spec.secret.empty()) {
+      // A job's environment and script are shown to others (scontrol show job, without
+      // PrivateData; sbatch scripts to the admins): the credentials wait in a file of this user's
+      // on the file system the nodes share, and the child is told only where.
+      if (!secrets_) secrets_.emplace(secret_store::in_folder(default_output_dir(cfg_)));
+      spec.env.emplace_back(env_keys_file, secrets_->path_for(spec.secret));
+      spec.secret.clear();
+    }
     return steps_ ? steps_jobs_->start(spec) : batch_->submit(spec);
   }
 
@@ -185,6 +197,7 @@ class slurm_backend final : public tcp_backend {
   bool steps_ = false;
   std::unique_ptr<slurm::step_jobs> steps_jobs_;
   std::unique_ptr<slurm::batch_jobs> batch_;
+  std::optional<secret_store> secrets_;  // made at the first child
 };
 
 }  // namespace

@@ -1,0 +1,40 @@
+// The archive that places a container's credentials (backend/docker/secret_archive): a tar that
+// tar itself reads, a folder only its owner enters and a file only its owner reads.
+#include "backend/docker/secret_archive.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string output_of(const std::string& command) {
+  std::string out;
+  if (FILE* f = ::popen(command.c_str(), "r")) {
+    char buf[512];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    ::pclose(f);
+  }
+  return out;
+}
+}  // namespace
+
+TEST(secret_archive, tar_lists_a_private_folder_and_file_and_extracts_the_text) {
+  auto dir = fs::path(testing::TempDir()) / ("secret_archive_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string text = "curve,AAAA,BBBB,CCCC";
+  std::ofstream(dir / "a.tar", std::ios::binary) << fiber::detail::secret_archive(text, 1234, 5678);
+  auto listing = output_of("tar -tvf " + (dir / "a.tar").string() + " 2>&1");
+  EXPECT_NE(listing.find("drwx------"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("-r-------- "), std::string::npos) << listing;
+  EXPECT_NE(listing.find(".fiber-keys/keys"), std::string::npos) << listing;
+  EXPECT_NE(output_of("tar --numeric-owner -tvf " + (dir / "a.tar").string()).find("1234/5678"), std::string::npos);
+  EXPECT_EQ(output_of("tar -xOf " + (dir / "a.tar").string() + " .fiber-keys/keys"), text);
+  fs::remove_all(dir);
+}
