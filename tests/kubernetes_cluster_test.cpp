@@ -12,9 +12,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <numeric>
 
 #include "kubernetes_support.hpp"
+#include "runtime/direct_links.hpp"
 #include "support.hpp"
 
 namespace {
@@ -221,6 +223,66 @@ TEST_F(kubernetes_cluster, kubectl_lists_reads_logs_of_and_deletes_the_pods_of_a
   auto squares = std::move(rest).get();
   for (std::size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(squares[i], xs[i] * xs[i]);
   EXPECT_GE(p.stats().workers_lost, 1u);
+}
+
+// A colleague who may read the namespace (a real service account bound to Kubernetes' own `view`
+// ClusterRole) watches a running pool: the pods' specs and logs hold no credentials, the Secret
+// that does is refused to it, and what the spec does tell (the master's address, a worker's id)
+// does not link to the master.
+TEST_F(kubernetes_cluster, a_reader_of_the_namespace_finds_no_credentials_and_cannot_link_as_a_worker) {
+  // The reader: made once (a later run finds it there: 409).
+  (void)fiber_test::kube_call("POST", "/api/v1/namespaces/default/serviceaccounts",
+                              R"({"metadata":{"name":"namespace-reader"}})", true);
+  (void)fiber_test::kube_call(
+      "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+      R"({"metadata":{"name":"namespace-reader"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},)"
+      R"("subjects":[{"kind":"ServiceAccount","name":"namespace-reader","namespace":"default"}]})",
+      true);
+  auto token = admin("POST", "/api/v1/namespaces/default/serviceaccounts/namespace-reader/token",
+                     R"({"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":600}})");
+  auto reader = fiber_test::user_access();
+  reader.tokens = fiber::detail::kube::token_source::fixed(std::string(token.at("status").at("token").as_string()));
+
+  fiber::context ctx;
+  fiber::simple_queue<int> started(ctx), release(ctx);
+  fiber::pool p(ctx, {.processes = 2});
+  auto held = p.apply_async(&hold_then_square, 0, started, release);
+  (void)started.get().get();  // a worker runs: its pod is there to be read
+
+  auto pods = fiber_test::kube_call_as(reader, "GET", "/api/v1/namespaces/default/pods?labelSelector=fiber.job%3D" + ctx.job_id());
+  ASSERT_FALSE(pods.ec) << "the view role reads pods: " << pods.why;
+  auto spec_text = boost::json::serialize(pods.body);
+  EXPECT_EQ(spec_text.find("curve,"), std::string::npos) << "credentials in a pod's spec";
+  EXPECT_EQ(spec_text.find("plain,"), std::string::npos) << "credentials in a pod's spec";
+  auto& items = pods.body.at("items").as_array();
+  ASSERT_FALSE(items.empty());
+  std::string secret, endpoint, worker_id;
+  for (auto& v : items[0].at("spec").at("volumes").as_array())
+    if (auto* s = v.as_object().if_contains("secret")) secret = s->at("secretName").as_string();
+  for (auto& e : items[0].at("spec").at("containers").as_array()[0].at("env").as_array()) {
+    auto name = e.at("name").as_string();
+    if (name == "FIBER_WORKER_ENDPOINT") endpoint = e.at("value").as_string();
+    if (name == "FIBER_WORKER_TOKEN") worker_id = e.at("value").as_string();
+  }
+  ASSERT_FALSE(secret.empty()) << "no Secret mounted: " << spec_text;
+  auto read = fiber_test::kube_call_as(reader, "GET", "/api/v1/namespaces/default/secrets/" + secret);
+  EXPECT_EQ(read.status, 403) << "the view role read the job's Secret: " << read.why;
+  for (auto& item : items) {
+    auto name = std::string(item.at("metadata").at("name").as_string());
+    auto log = kubectl("logs " + name);  // as the service account fiber: what a reader sees too
+    EXPECT_EQ(log.find("curve,"), std::string::npos) << name;
+  }
+  // With what the spec tells and a key of its own, the reader does not get a worker's link.
+  ASSERT_TRUE(endpoint.starts_with("tls://")) << endpoint;
+  asio::io_context io;
+  auto guess = fiber::detail::tls_session::key_for("what a reader might try");
+  auto link = std::async(std::launch::async, [&] {
+    return fiber::detail::connect_tls_link(io, endpoint, worker_id, guess, std::chrono::seconds(30), std::chrono::seconds(30));
+  });
+  EXPECT_THROW(link.get(), std::system_error);
+  release.put(1).get();
+  EXPECT_EQ(std::move(held).get(), 0);
+  EXPECT_EQ(p.map(&shout_and_square, std::vector<int>{1, 2, 3}).get(), (std::vector<int>{1, 4, 9}));
 }
 
 TEST_F(kubernetes_cluster, deleting_a_master_pod_has_the_garbage_collector_delete_its_workers) {
