@@ -34,8 +34,10 @@ class claim_copy_service : public ::testing::Test {
     fs::remove_all(root_);
     fs::create_directories(root_ / "runs");
     std::ofstream(root_ / "runs" / "a.txt") << "alpha\n";
+    token_file_ = fs::path(testing::TempDir()) / ("claim_copy_token_" + std::to_string(::getpid()));
+    std::ofstream(token_file_) << token_ << "\n";  // as the mounted Secret holds it
     env_ = fiber::detail::environment_with({{fiber::detail::env_claim_copy_port, "0"},
-                                            {fiber::detail::env_claim_copy_token, token_},
+                                            {fiber::detail::env_claim_copy_token_file, token_file_.string()},
                                             {fiber::detail::env_claim_copy_root, root_.string()},
                                             {"FIBER_MAX_MESSAGE_BYTES", "100000"}});
     child_ = fiber::detail::spawn_command({FIBER_TEST_EXIT_WITH, "9", "main must not run"},
@@ -59,6 +61,7 @@ class claim_copy_service : public ::testing::Test {
       ::close(child_.stdout_fd);
     }
     fs::remove_all(root_);
+    fs::remove(token_file_);
   }
 
   fiber::detail::http_response call(const std::string& method, const std::string& target, const std::string& body = {},
@@ -72,7 +75,8 @@ class claim_copy_service : public ::testing::Test {
   }
 
   fs::path root_;
-  std::string token_ = "a-token-for-this-test";
+  std::string token_ = "a-token-for-this-test-of-32-chars-or-more";
+  fs::path token_file_;
   std::vector<std::string> env_;
   fiber::detail::spawned_command child_;
   std::string first_line_;

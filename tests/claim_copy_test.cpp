@@ -3,7 +3,10 @@
 
 #include <filesystem>
 
+#include <boost/json.hpp>
+
 #include "cli/claim_copy.hpp"
+#include "cli/kubernetes_claim_copy.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
@@ -57,4 +60,22 @@ TEST(claim_copy, bad_arguments_are_errors_that_say_what_to_write) {
   fiber_test::expect_error([] { plan_copy("c:/../etc", "out"); }, fiber::errc::config_error, "leaves its claim");
   fiber_test::expect_error([] { plan_copy("/nonexistent/file", "c:/x"); }, fiber::errc::config_error,
                            "no such file or folder here");
+}
+
+// A reader of the namespace sees the helper pod's spec: it names where the token is, never the
+// token, which is in a Secret of the pod's name (view does not read Secrets).
+TEST(claim_copy, the_helper_pods_spec_holds_no_token_and_mounts_the_secret_that_does) {
+  fiber::cli::helper_pod_settings s;
+  s.name = "fiber-cp-1234";
+  s.image = "img";
+  s.program = "/opt/prog";
+  s.claim = "results";
+  s.token = "0123456789abcdef0123456789abcdef-never-in-the-spec";
+  auto pod = boost::json::serialize(fiber::cli::helper_pod_manifest(s));
+  EXPECT_EQ(pod.find("never-in-the-spec"), std::string::npos) << pod;
+  EXPECT_NE(pod.find(R"("FIBER_CLAIM_COPY_TOKEN_FILE","value":"/var/run/fiber-cp/token")"), std::string::npos) << pod;
+  EXPECT_NE(pod.find(R"("secret":{"secretName":"fiber-cp-1234")"), std::string::npos) << pod;
+  auto secret = fiber::cli::token_secret_manifest(s);
+  EXPECT_EQ(secret.at("metadata").at("name"), "fiber-cp-1234");
+  EXPECT_EQ(secret.at("stringData").at("token").as_string(), s.token);
 }

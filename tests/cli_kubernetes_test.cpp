@@ -446,6 +446,11 @@ TEST_F(fiber_command_on_kubernetes, gc_removes_a_helper_pod_a_killed_fiber_cp_le
         {"containers", boost::json::array{boost::json::object{
                            {"name", "copy"}, {"image", image}, {"command", {fs::canonical(FIBER_TEST_EXIT_WITH).string()}}}}}}}};
   ASSERT_EQ(admin("POST", "/api/v1/namespaces/default/pods", boost::json::serialize(pod)).status, 201);
+  // ... and the Secret of its name that held its token.
+  ASSERT_EQ(admin("POST", "/api/v1/namespaces/default/secrets",
+                  R"({"metadata":{"name":")" + leftover + R"("},"stringData":{"token":"t"}})")
+                .status,
+            201);
   ASSERT_TRUE(fiber_test::await_pods("fiber.helper=cp", [](const auto& all) {
     for (auto& [n, p] : all)
       if (auto* phase = p.at("status").as_object().if_contains("phase"); phase && phase->as_string() == "Succeeded") return true;
@@ -455,6 +460,7 @@ TEST_F(fiber_command_on_kubernetes, gc_removes_a_helper_pod_a_killed_fiber_cp_le
   EXPECT_EQ(gc.code, 0) << gc.out;
   EXPECT_NE(gc.out.find("removing fiber cp's helper pod " + leftover), std::string::npos) << gc.out;
   EXPECT_TRUE(no_helpers()) << gc.out;
+  EXPECT_EQ(admin("GET", "/api/v1/namespaces/default/secrets/" + leftover).status, 404);
 }
 
 TEST_F(fiber_command_on_kubernetes, dry_run_prints_the_job_and_creates_nothing) {

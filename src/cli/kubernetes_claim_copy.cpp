@@ -25,6 +25,7 @@ using detail::kube::blocking_api;
 namespace {
 
 constexpr const char* claim_mount = "/claim";
+constexpr const char* token_mount = "/var/run/fiber-cp";
 constexpr auto ready_limit = std::chrono::seconds(60);      // started → serving
 constexpr auto transfer_limit = std::chrono::hours(1);      // one request through the proxy
 
@@ -172,10 +173,19 @@ std::string random_hex(std::size_t bytes) {
 
 }  // namespace
 
+json::object token_secret_manifest(const helper_pod_settings& s) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"metadata",
+           {{"name", s.name}, {"labels", {{helper_label, "cp"}, {"fiber.user", detail::kube::label_value(s.user)}}}}},
+          {"type", "Opaque"},
+          {"stringData", {{"token", s.token}}}};
+}
+
 json::object helper_pod_manifest(const helper_pod_settings& s) {
   json::array env{
       json::object{{"name", detail::env_claim_copy_port}, {"value", std::to_string(detail::claim_copy_port)}},
-      json::object{{"name", detail::env_claim_copy_token}, {"value", s.token}},
+      json::object{{"name", detail::env_claim_copy_token_file}, {"value", std::string(token_mount) + "/token"}},
       json::object{{"name", detail::env_claim_copy_root}, {"value", detail::kube::kube_literal(claim_mount)}},
   };
   if (s.max_message_bytes)
@@ -186,7 +196,8 @@ json::object helper_pod_manifest(const helper_pod_settings& s) {
       {"command", json::array{json::value(detail::kube::kube_literal(s.program))}},
       {"env", std::move(env)},
       {"ports", json::array{json::object{{"name", "copy"}, {"containerPort", detail::claim_copy_port}}}},
-      {"volumeMounts", json::array{json::object{{"name", "claim"}, {"mountPath", claim_mount}, {"readOnly", s.read_only}}}},
+      {"volumeMounts", json::array{json::object{{"name", "claim"}, {"mountPath", claim_mount}, {"readOnly", s.read_only}},
+                                   json::object{{"name", "token"}, {"mountPath", token_mount}, {"readOnly", true}}}},
   };
   json::value pod = json::object{
       {"apiVersion", "v1"},
@@ -199,9 +210,10 @@ json::object helper_pod_manifest(const helper_pod_settings& s) {
         {"automountServiceAccountToken", false},
         {"terminationGracePeriodSeconds", 1},
         {"containers", json::array{std::move(container)}},
-        {"volumes", json::array{json::object{
-                        {"name", "claim"},
-                        {"persistentVolumeClaim", {{"claimName", s.claim}, {"readOnly", s.read_only}}}}}}}},
+        {"volumes", json::array{json::object{{"name", "claim"},
+                                             {"persistentVolumeClaim", {{"claimName", s.claim}, {"readOnly", s.read_only}}}},
+                                json::object{{"name", "token"},
+                                             {"secret", {{"secretName", s.name}, {"defaultMode", 0444}}}}}}}},
   };
   if (!s.pod_patch.empty()) {
     boost::system::error_code ec;
@@ -227,14 +239,23 @@ std::size_t copy_through_helper_pod(blocking_api& api, const std::string& ns, co
   interruption stop;
   asio::signal_set signals(api.io(), SIGINT, SIGTERM);
   signals.async_wait([&](std::error_code ec, int) { stop.requested = !ec; });
+  struct removed_at_end {
+    blocking_api& api;
+    std::string path, resource;
+    ~removed_at_end() {
+      if (!path.empty()) api.call("DELETE", path, R"({"gracePeriodSeconds":0})", {"delete", resource});
+    }
+  };
+  // The token in a Secret of the helper's name, mounted in its pod: a reader of the namespace sees
+  // the pod's spec, not the Secret, and cannot reach the helper around the API server's proxy.
+  auto secrets = "/api/v1/namespaces/" + ns + "/secrets";
+  auto kept = api.call("POST", secrets, json::serialize(token_secret_manifest(s)), {"create", "secrets"});
+  if (kept.ec) throw error(errc::backend_unavailable, "fiber cp's token for its helper pod: " + kept.why);
+  removed_at_end token{api, secrets + "/" + s.name, "secrets"};
   auto created = api.call("POST", pods + "?fieldValidation=Strict", json::serialize(helper_pod_manifest(s)),
                           {"create", "pods"});
   if (created.ec) throw error(errc::backend_unavailable, "fiber cp's helper pod: " + created.why);
-  struct removed_at_end {
-    blocking_api& api;
-    std::string path;
-    ~removed_at_end() { api.call("DELETE", path, R"({"gracePeriodSeconds":0})", {"delete", "pods"}); }
-  } helper{api, pods + "/" + s.name};
+  removed_at_end helper{api, pods + "/" + s.name, "pods"};
 
   await_start(api, ns, s.name, pending_timeout, stop);
   await_serving(api, ns, s.name, s.program, stop);

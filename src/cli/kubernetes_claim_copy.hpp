@@ -22,10 +22,13 @@ struct helper_pod_settings {
   std::uint64_t max_message_bytes = 0;  // the service's bound on one copy
 };
 
-/// The helper pod: the claim at /claim, the program with FIBER_CLAIM_COPY_PORT/TOKEN/ROOT, no
-/// service account token (it calls no API), restartPolicy Never, the user's kubernetes_pod_patch
-/// (pull secrets, node selectors). fiber::error(config_error) for a bad patch.
+/// The helper pod: the claim at /claim, the token Secret (token_secret_manifest, of the pod's
+/// name) at /var/run/fiber-cp, the program with FIBER_CLAIM_COPY_PORT/TOKEN_FILE/ROOT, no service
+/// account token (it calls no API), restartPolicy Never, the user's kubernetes_pod_patch (pull
+/// secrets, node selectors). fiber::error(config_error) for a bad patch.
 boost::json::object helper_pod_manifest(const helper_pod_settings& s);
+/// The Secret that holds the helper's token, named as the helper pod.
+boost::json::object token_secret_manifest(const helper_pod_settings& s);
 
 /// The copy of `plan` through a helper pod in namespace `ns`; `pending_timeout` bounds its start.
 /// Returns the number of entries copied; fiber::error naming what failed and what to do.

@@ -427,6 +427,10 @@ int kubernetes_runner::gc() {
     auto r = s.call("DELETE", s.pods_path() + "/" + str(meta, "name"), R"({"gracePeriodSeconds":0})", {"delete", "pods"});
     if (r.ec && r.status != 404) throw error(errc::backend_unavailable, r.why);
     std::printf("removing fiber cp's helper pod %s (%s)\n", str(meta, "name").c_str(), phase.c_str());
+    // ... and the Secret of its name with its token (deleted by name: the command lists no Secret).
+    auto t = s.call("DELETE", "/api/v1/namespaces/" + s.ns + "/secrets/" + str(meta, "name"), R"({"gracePeriodSeconds":0})",
+                    {"delete", "secrets"});
+    if (t.ec && t.status != 404) throw error(errc::backend_unavailable, t.why);
   }
   std::printf("%d run(s) removed\n", removed);
   return 0;

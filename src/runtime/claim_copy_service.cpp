@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -100,17 +101,21 @@ bool is_claim_copy_service() noexcept { return std::getenv(env_claim_copy_port) 
 
 int serve_claim_copies() {
   const char* port_text = std::getenv(env_claim_copy_port);
-  const char* token_text = std::getenv(env_claim_copy_token);
+  const char* token_file = std::getenv(env_claim_copy_token_file);
   const char* root_text = std::getenv(env_claim_copy_root);
   std::string_view port_view = port_text ? port_text : "";
   int port = std::atoi(port_text ? port_text : "");  // 0: one the system picks (the service says which)
-  if (!token_text || !*token_text || port_view.empty() || port_view.find_first_not_of("0123456789") != std::string_view::npos ||
+  std::string token;
+  if (token_file && *token_file) {
+    std::ifstream in(token_file);
+    std::getline(in, token);
+  }
+  if (token.size() < 32 || port_view.empty() || port_view.find_first_not_of("0123456789") != std::string_view::npos ||
       port_view.size() > 5 || port > 65535) {
     std::fprintf(stderr, "fiber: %s and %s are for the fiber command's own use (fiber cp)\n", env_claim_copy_port,
-                 env_claim_copy_token);
+                 env_claim_copy_token_file);
     return 2;
   }
-  std::string token = token_text;
   fs::path root = root_text && *root_text ? root_text : "/claim";
   std::uint64_t max_bytes = std::uint64_t{1} << 30;
   try {

@@ -1,7 +1,9 @@
 // `fiber cp` on Kubernetes: a fiber program started with FIBER_CLAIM_COPY_PORT set does not run
 // its main; fiber::init serves the claim mounted at FIBER_CLAIM_COPY_ROOT over HTTP instead, for
 // the `fiber` command to reach through the API server's pod proxy (no exec, no WebSocket, no tar
-// in the image). Each request carries the token of FIBER_CLAIM_COPY_TOKEN.
+// in the image). Each request carries the token in the file FIBER_CLAIM_COPY_TOKEN_FILE names (a
+// Secret mounted in the helper pod: the pod's spec, which readers of the namespace see, holds
+// only the path).
 //
 //   GET /tree?path=P   the file or folder P of the claim, packed (core/file_tree)
 //   PUT /tree?path=P   the packed body written as P (its folders made as needed)
@@ -11,7 +13,7 @@
 namespace fiber::detail {
 
 inline constexpr const char* env_claim_copy_port = "FIBER_CLAIM_COPY_PORT";
-inline constexpr const char* env_claim_copy_token = "FIBER_CLAIM_COPY_TOKEN";
+inline constexpr const char* env_claim_copy_token_file = "FIBER_CLAIM_COPY_TOKEN_FILE";
 inline constexpr const char* env_claim_copy_root = "FIBER_CLAIM_COPY_ROOT";
 inline constexpr const char* claim_copy_token_header = "X-Fiber-Copy-Token";
 inline constexpr std::uint16_t claim_copy_port = 7470;
