@@ -7,9 +7,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <cstdlib>
 #include <future>
@@ -492,4 +495,58 @@ TEST(ring, a_member_that_cannot_start_fails_start_and_join_does_not_wait_for_it)
   fiber::ring r(2, &wants_three_gpus);
   fiber_test::expect_error([&] { r.start().get(); }, fiber::errc::unsatisfiable, "asks for 3 GPUs");
   fiber_test::expect_error([&] { r.join().get(); }, fiber::errc::member_lost, "could not start");
+}
+
+namespace {
+// Rank 0, before its first collective, opens a connection to each of rank 1's listeners (its
+// unix socket where they share a host, its TCP port always) and sends one byte of a hello it
+// never finishes, as a slow peer or a stranger on the network would; then the ring works. A
+// member that read each hello to its end held every link behind the stranger for a minute.
+void a_stranger_stalls_a_hello(fiber::ring_member& me) {
+  std::vector<double> v(1 << 10, 1.0);
+  std::vector<int> stalled;
+  if (me.rank() == 0) {
+    auto where = me.get("fiber/mesh/1").get();  // published at rank 1's first collective
+    std::vector<std::string> f;
+    for (std::size_t at = 0;;) {
+      auto bar = where.find('|', at);
+      f.push_back(where.substr(at, bar - at));
+      if (bar == std::string::npos) break;
+      at = bar + 1;
+    }
+    check(f.size() == 4, "rank 1 published '" + where + "'");
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    if (f[0] == host) {
+      int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+      sockaddr_un ua{};
+      ua.sun_family = AF_UNIX;
+      std::memcpy(ua.sun_path + 1, f[1].data(), f[1].size());
+      auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + f[1].size());
+      check(::connect(fd, reinterpret_cast<sockaddr*>(&ua), len) == 0, "connect to rank 1's unix socket");
+      check(::send(fd, "\x01", 1, MSG_NOSIGNAL) == 1, "one byte of a unix hello");
+      stalled.push_back(fd);
+    }
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in ta{};
+    ta.sin_family = AF_INET;
+    ta.sin_port = htons(static_cast<std::uint16_t>(std::stoi(f[3])));
+    ::inet_pton(AF_INET, f[2].c_str(), &ta.sin_addr);
+    check(::connect(fd, reinterpret_cast<sockaddr*>(&ta), sizeof ta) == 0, "connect to rank 1's TCP port");
+    check(::send(fd, "\x16", 1, MSG_NOSIGNAL) == 1, "one byte of a TLS hello");
+    stalled.push_back(fd);
+  }
+  // Rank 1 takes rank 0's link behind the stalled hellos: within a minute, or member_lost.
+  for (int i = 0; i < 3; ++i) me.allreduce(std::span<double>(v));
+  check(v[0] == me.size() * me.size() * me.size(), "allreduce with a stalled stranger beside it");
+  for (int fd : stalled) ::close(fd);
+}
+}  // namespace
+FIBER_REMOTE(a_stranger_stalls_a_hello);
+
+TEST(ring, a_peer_that_never_finishes_its_hello_holds_no_member_up) {
+  fiber::ring r(2, &a_stranger_stalls_a_hello);
+  r.start().get();
+  r.join().get();
+  for (auto& code : r.exitcodes()) EXPECT_EQ(code, 0);
 }

@@ -5,10 +5,20 @@
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <arpa/inet.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <span>
+#include <stdexcept>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -97,7 +107,77 @@ int needs_a_gpu() { return 0; }
 
 }  // namespace
 
+// A pattern no other traffic carries, 32 bytes: any 64 bytes of it in the clear hold it whole.
+constexpr char probe_pattern[] = "fiber ring plaintext probe 0123";
+
+// Two members, one per node: rank 0 broadcasts 4 MiB of the pattern, and both check it arrived.
+void broadcast_the_probe(fiber::ring_member& me) {
+  std::vector<char> data(std::size_t{4} << 20, '\0');
+  if (me.rank() == 0)
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = probe_pattern[i % 32];
+  me.set("node/" + std::to_string(me.rank()), host_name()).get();
+  me.broadcast(std::span<char>(data), 0);
+  for (std::size_t i = 0; i < data.size(); i += 4099)
+    if (data[i] != probe_pattern[i % 32]) throw std::runtime_error("the broadcast did not arrive whole");
+  if (me.rank() == 0 && me.get("node/0").get() == me.get("node/1").get())
+    throw std::runtime_error("both members ran on node " + host_name());
+}
+
+/// Every frame on every interface of this network namespace while it lives (AF_PACKET), and the
+/// TCP payload bytes it saw between the Slurm nodes' addresses (10.77.0.0/24).
+class capture {
+ public:
+  capture() : fd_(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL))) {
+    if (fd_ < 0) return;
+    timeval tv{0, 100'000};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    // Room for a burst (frames the kernel cannot queue are dropped, unseen), and for a frame of
+    // 64 KiB of TCP (segmentation offload hands the veths such frames).
+    int room = 256 << 20;
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &room, sizeof room);
+    thread_ = std::thread([this] {
+      std::vector<unsigned char> frame(1 << 18);
+      while (!stop_) {
+        auto n = ::recv(fd_, frame.data(), frame.size(), 0);
+        if (n <= 14 + 20) continue;
+        take(frame.data(), static_cast<std::size_t>(n));
+      }
+    });
+  }
+  ~capture() { finish(); }
+  bool works() const { return fd_ >= 0; }
+  void finish() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  std::size_t between_nodes = 0;  // TCP payload bytes
+  std::string payloads;           // their bytes (at most 64 MiB)
+
+ private:
+  void take(const unsigned char* f, std::size_t n) {
+    if (f[12] != 0x08 || f[13] != 0x00) return;  // IPv4 only
+    const unsigned char* ip = f + 14;
+    std::size_t ihl = (ip[0] & 15u) * 4u;
+    if (ip[9] != 6 || n < 14 + ihl + 20) return;  // TCP
+    bool nodes = ip[12] == 10 && ip[13] == 77 && ip[14] == 0 && ip[16] == 10 && ip[17] == 77 && ip[18] == 0;
+    if (!nodes) return;
+    const unsigned char* tcp = ip + ihl;
+    std::size_t offset = (tcp[12] >> 4) * 4u;
+    std::size_t total = (std::size_t{ip[2]} << 8) | ip[3];
+    if (14 + total > n || ihl + offset > total) return;
+    std::size_t len = total - ihl - offset;
+    between_nodes += len;
+    if (payloads.size() < (std::size_t{64} << 20)) payloads.append(reinterpret_cast<const char*>(tcp + offset), len);
+  }
+  int fd_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 FIBER_REMOTE(meet_on_a_node);
+FIBER_REMOTE(broadcast_the_probe);
 FIBER_REMOTE(cancel_my_job_once);
 FIBER_REMOTE(hub_and_node);
 FIBER_REMOTE(cancel_my_hub_once);
@@ -133,6 +213,23 @@ TEST_F(slurm_backend, a_pool_of_two_runs_its_tasks_on_both_nodes) {
   auto r = std::move(all).get();
   std::sort(r.begin(), r.end());
   EXPECT_EQ(r, (std::vector<int>{0, 1}));
+}
+
+// Anyone on the network path between the nodes sees a ring's bytes: they are TLS records, never
+// the tensor. Captured on every interface of this namespace (the host's veths to both nodes; in
+// an allocation, the node's own).
+TEST_F(slurm_backend, a_ring_across_the_nodes_shows_no_plaintext_on_the_wire) {
+  capture seen;
+  ASSERT_TRUE(seen.works()) << "an AF_PACKET socket needs CAP_NET_RAW: " << std::strerror(errno);
+  fiber::context ctx(fiber::config::load({{"slurm_sbatch_args", "--exclusive"}}));
+  fiber::ring r(ctx, 2, &broadcast_the_probe);
+  r.start().get();
+  r.join().get();
+  seen.finish();
+  for (auto code : r.exitcodes()) EXPECT_EQ(code, 0);
+  EXPECT_GE(seen.between_nodes, std::size_t{4} << 20) << "the capture did not see the broadcast cross between the nodes";
+  EXPECT_EQ(seen.payloads.find(std::string(probe_pattern, 32)), std::string::npos)
+      << "the broadcast crossed between the nodes in the clear";
 }
 
 TEST_F(slurm_backend, with_host_hubs_one_runs_on_each_node_and_the_workers_link_to_theirs) {

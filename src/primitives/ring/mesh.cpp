@@ -48,44 +48,6 @@ sockaddr_un abstract_address(const std::string& name, socklen_t& len) {
 
 namespace {
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
-
-/// Reads exactly n bytes from a non-blocking socket, waiting at most stall_ms without progress;
-/// descriptors passed with them are added to `fds`.
-bool read_exact(int fd, void* out, std::size_t n, std::vector<int>* fds) {
-  auto* p = static_cast<char*>(out);
-  while (n) {
-    iovec iov{p, n};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))];
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    auto r = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-    if (r >= 0) {
-      for (auto* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        auto count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (std::size_t k = 0; k < count; ++k) {
-          int passed;
-          std::memcpy(&passed, CMSG_DATA(c) + k * sizeof(int), sizeof passed);
-          fds->push_back(passed);
-        }
-      }
-    }
-    if (r > 0) {
-      p += r;
-      n -= static_cast<std::size_t>(r);
-      continue;
-    }
-    if (r == 0) return false;
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
-    pollfd pf{fd, POLLIN, 0};
-    if (::poll(&pf, 1, stall_ms) <= 0) return false;
-  }
-  return true;
-}
 }  // namespace
 
 member_mesh::member_mesh(const ring_member& me) : me_(me) {
@@ -96,7 +58,11 @@ member_mesh::member_mesh(const ring_member& me) : me_(me) {
 }
 
 member_mesh::~member_mesh() {
-  for (auto& [rank, l] : links_) ::close(l.fd);
+  desk_.reset();
+  for (auto& [rank, l] : links_) {
+    l.tls.reset();
+    ::close(l.fd);
+  }
   if (unix_listener_ >= 0) ::close(unix_listener_);
   if (tcp_listener_ >= 0) ::close(tcp_listener_);
 }
@@ -123,6 +89,7 @@ void member_mesh::listen() {
     throw error(errc::spawn_failed, std::string("a ring member cannot listen on TCP: ") + std::strerror(errno));
   set_nonblocking(unix_listener_);
   set_nonblocking(tcp_listener_);
+  desk_ = std::make_unique<hello_desk>(unix_listener_, tcp_listener_, me_.secret(), me_.rank());
   me_.set("fiber/mesh/" + std::to_string(me_.rank()),
           host_ + "|" + name + "|" + reachable_address() + "|" + std::to_string(ntohs(ta.sin_port)))
       .get();
@@ -163,28 +130,28 @@ member_mesh::peer_link& member_mesh::link(int peer) {
       ::close(fd);
       lost(peer, "cannot be reached at " + where + ": " + why);
     }
+    if (f[0] != host_) return dial_across_hosts(peer, fd);
+    // On this host the hello carries the ring's secret (the kernel keeps a unix socket between
+    // the two processes), a shared memory segment and its doorbells: the link is ready at once,
+    // without waiting for the peer to accept.
     std::string hello(sizeof(std::int32_t), '\0');
     std::int32_t rank = me_.rank();
     std::memcpy(hello.data(), &rank, sizeof rank);
     hello += me_.secret();
-    // On this host the hello carries a shared memory segment and its doorbells: the link is
-    // ready at once, without waiting for the peer to accept.
-    std::unique_ptr<shared_channel> shared = f[0] == host_ ? shared_channel::make() : nullptr;
+    std::unique_ptr<shared_channel> shared = shared_channel::make();
     iovec iov{hello.data(), hello.size()};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
-    if (shared) {
-      int fds[3] = {shared->segment_fd(), shared->dialer_bell(), shared->acceptor_bell()};
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      auto* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof fds);
-      std::memcpy(CMSG_DATA(c), fds, sizeof fds);
-    }
+    int fds[3] = {shared->segment_fd(), shared->dialer_bell(), shared->acceptor_bell()};
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    auto* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof fds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof fds);
     if (::sendmsg(fd, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
       ::close(fd);
       lost(peer, "closed its link while it was made");
@@ -198,52 +165,88 @@ member_mesh::peer_link& member_mesh::link(int peer) {
   return accept_from(peer);
 }
 
-member_mesh::peer_link& member_mesh::accept_from(int peer) {
+member_mesh::peer_link& member_mesh::dial_across_hosts(int peer, int fd) {
+  // TLS with the ring's key, then this member's rank, encrypted. The peer answers the handshake
+  // whenever it waits on anything in its mesh (it takes hellos then); meanwhile this member takes
+  // the hellos made to it.
+  set_nonblocking(fd);
+  auto tls = std::make_unique<sealed_link>(fd, tls_session::role::client, sealed_link::key_for_ring(me_.secret()));
+  auto fail = [&](const std::string& what) {
+    auto why = what + ": " + tls->why();
+    tls.reset();
+    ::close(fd);
+    lost(peer, why);
+  };
+  std::int32_t rank = me_.rank();
+  bool said_rank = false;
   auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(stall_ms);
-  while (!links_.count(peer)) {
-    pollfd pf[2] = {{unix_listener_, POLLIN, 0}, {tcp_listener_, POLLIN, 0}};
+  for (;;) {
+    if (!tls->handshake_done()) {
+      auto step = tls->handshake();
+      if (step == tls_session::step::failed) fail("refused this member's link (is it of this ring?)");
+    }
+    if (tls->handshake_done() && !said_rank) {
+      auto n = tls->send_some(&rank, sizeof rank);
+      if (n < 0) fail("closed its link while it was made");
+      said_rank = n > 0;
+    }
+    if (said_rank && !tls->has_output()) break;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now()).count();
-    if (left <= 0) lost(peer, "did not link to this member within 60 s");
-    if (::poll(pf, 2, static_cast<int>(std::min<long long>(left, 500))) <= 0) {
-      // Still nobody: once a member has failed, a get of a key nobody sets says so (member_lost)
-      // at once, even for a peer that published its address before it died.
-      try {
-        (void)me_.get("fiber/never-set", std::chrono::milliseconds(1)).get();
-      } catch (const error& e) {
-        if (e.code() == errc::member_lost) throw;
-      }
+    if (left <= 0) fail("did not answer this member's link within 60 s");
+    poll_set_.assign(1, pollfd{fd, tls->wanted_events(), 0});
+    wait(poll_set_, static_cast<int>(std::min<long long>(left, 500)));
+  }
+  auto& l = links_[peer];
+  l.fd = fd;
+  l.tls = std::move(tls);
+  return l;
+}
+
+void member_mesh::take_hellos() {
+  for (auto& a : desk_->step([this](int rank) { return !links_.count(rank); })) {
+    if (links_.count(a.rank)) {  // two hellos of one rank in one step: the first stands
+      a.tls.reset();
+      a.shared.reset();
+      ::close(a.fd);
       continue;
     }
-    for (auto& p : pf) {
-      if (!(p.revents & POLLIN)) continue;
-      int fd = ::accept4(p.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) continue;
-      std::int32_t rank = -1;
-      std::string secret(me_.secret().size(), '\0');
-      std::vector<int> fds;
-      // Only a member of this ring knows the secret; anything else is dropped.
-      bool member = read_exact(fd, &rank, sizeof rank, &fds) && read_exact(fd, secret.data(), secret.size(), &fds) &&
-                    same_secret(secret, me_.secret()) && rank >= 0 && rank < me_.rank() && !links_.count(rank);
-      std::unique_ptr<shared_channel> shared;
-      if (member && fds.size() == 3) {
-        shared = shared_channel::join(fds[0], fds[1], fds[2]);
-        fds.clear();  // taken over (closed by the channel, made or not)
-        // The dialer writes into the segment: a link that cannot map it is closed, and the
-        // dialer's next step fails with member_lost instead of waiting for bytes never read.
-        member = shared != nullptr;
-      }
-      for (int passed : fds) ::close(passed);
-      if (!member) {
-        ::close(fd);
-        continue;
-      }
-      if (p.fd == tcp_listener_) {
-        int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      }
-      auto& l = links_[rank];
-      l.fd = fd;
-      l.shared = std::move(shared);
+    auto& l = links_[a.rank];
+    l.fd = a.fd;
+    l.shared = std::move(a.shared);
+    l.tls = std::move(a.tls);
+  }
+}
+
+int member_mesh::wait(std::vector<pollfd>& pf, int ms) {
+  auto own = pf.size();
+  desk_->want(pf);
+  int r = ::poll(pf.data(), static_cast<nfds_t>(pf.size()), ms);
+  if (r < 0 && errno == EINTR) r = 0;
+  bool desk_moved = false, own_ready = false;
+  for (std::size_t k = 0; k < pf.size(); ++k)
+    if (pf[k].revents) (k < own ? own_ready : desk_moved) = true;
+  pf.resize(own);
+  if (desk_moved) take_hellos();
+  return own_ready || desk_moved ? 1 : r < 0 ? -1 : 0;
+}
+
+member_mesh::peer_link& member_mesh::accept_from(int peer) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(stall_ms);
+  auto next_look = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  take_hellos();
+  while (!links_.count(peer)) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now()).count();
+    if (left <= 0) lost(peer, "did not link to this member within 60 s");
+    poll_set_.clear();
+    wait(poll_set_, static_cast<int>(std::min<long long>(left, 500)));
+    if (links_.count(peer) || std::chrono::steady_clock::now() < next_look) continue;
+    next_look = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    // Still nobody: once a member has failed, a get of a key nobody sets says so (member_lost)
+    // at once, even for a peer that published its address before it died.
+    try {
+      (void)me_.get("fiber/never-set", std::chrono::milliseconds(1)).get();
+    } catch (const error& e) {
+      if (e.code() == errc::member_lost) throw;
     }
   }
   return links_[peer];
@@ -321,9 +324,21 @@ void member_mesh::exchange(int to, const void* out, std::size_t out_bytes, int f
   };
   std::chrono::steady_clock::time_point look_until{};
   unsigned idle = 0;
-  while (sent < out_bytes || got < in_bytes) {
+  // Sealed bytes still waiting to leave are part of the send.
+  auto sending = [&] { return sent < out_bytes || (out_link && out_link->tls && out_link->tls->has_output()); };
+  while (sending() || got < in_bytes) {
     bool moved = false;
-    if (sent < out_bytes) {
+    if (out_link && out_link->tls) {
+      if (sent < out_bytes) {
+        auto w = out_link->tls->send_some(o + sent, out_bytes - sent);
+        if (w < 0) broke(to, out_link->tls->why().c_str());
+        sent += static_cast<std::size_t>(w);
+        moved |= w > 0;
+      } else if (out_link->tls->has_output()) {
+        if (!out_link->tls->flush()) broke(to, out_link->tls->why().c_str());
+        moved |= !out_link->tls->has_output();  // the last of it left: look at the loop's end again
+      }
+    } else if (sent < out_bytes) {
       if (out_link->shared) {
         auto w = out_link->shared->write_some(o + sent, out_bytes - sent);
         sent += w;
@@ -335,7 +350,12 @@ void member_mesh::exchange(int to, const void* out, std::size_t out_bytes, int f
       }
     }
     if (got < in_bytes) {
-      if (in_link->shared) {
+      if (in_link->tls) {
+        auto r = in_link->tls->recv_some(i + got, in_bytes - got);
+        if (r < 0) lost(from, "its link ended during " + std::string(during) + " (" + in_link->tls->why() + ")");
+        got += static_cast<std::size_t>(r);
+        moved |= r > 0;
+      } else if (in_link->shared) {
         auto r = reduce ? combine_some(*in_link->shared, *reduce, i, in_bytes, got, carry, carried)
                         : in_link->shared->read_some(i + got, in_bytes - got);
         if (!reduce) got += r;
@@ -352,7 +372,7 @@ void member_mesh::exchange(int to, const void* out, std::size_t out_bytes, int f
       continue;
     }
     // Nothing moved. A peer that ended wrote all it will (and it has been read by now).
-    if (sent < out_bytes && out_link->ended) lost(to, std::string("closed its link during ") + during + " (it ended)");
+    if (sending() && out_link->ended) lost(to, std::string("closed its link during ") + during + " (it ended)");
     if (got < in_bytes && in_link->ended) lost(from, std::string("closed its link during ") + during + " (it ended)");
     // Look at shared memory a little longer, then sleep.
     bool any_shared = (sent < out_bytes && out_link->shared) || (got < in_bytes && in_link->shared);
@@ -364,33 +384,35 @@ void member_mesh::exchange(int to, const void* out, std::size_t out_bytes, int f
         continue;
       }
     }
-    pollfd pf[4];
-    int n = 0;
+    auto& pf = poll_set_;
+    pf.clear();
     bool sleeping = true;
-    if (sent < out_bytes) {
+    if (sending()) {
       if (out_link->shared) {
         sleeping &= out_link->shared->sleep_for_write();
-        pf[n++] = {out_link->shared->doorbell(), POLLIN, 0};
-        pf[n++] = {out_link->fd, POLLIN, 0};  // only its end arrives here
+        pf.push_back({out_link->shared->doorbell(), POLLIN, 0});
+        pf.push_back({out_link->fd, POLLIN, 0});  // only its end arrives here
       } else {
-        pf[n++] = {out_link->fd, POLLOUT, 0};
+        pf.push_back({out_link->fd, POLLOUT, 0});
       }
     }
     if (got < in_bytes) {
       if (in_link->shared) {
         sleeping &= in_link->shared->sleep_for_read();
-        pf[n++] = {in_link->shared->doorbell(), POLLIN, 0};
+        pf.push_back({in_link->shared->doorbell(), POLLIN, 0});
       }
-      pf[n++] = {in_link->fd, POLLIN, 0};
+      pf.push_back({in_link->fd, POLLIN, 0});
     }
-    int r = sleeping ? ::poll(pf, static_cast<nfds_t>(n), stall_ms) : 1;
-    if (r < 0 && errno == EINTR) r = 1;
+    auto n = pf.size();
+    // Asleep, it takes the hellos of the links made to it: a peer may wait on its handshake.
+    int r = sleeping ? wait(pf, stall_ms) : 1;
+    if (r < 0) r = 1;  // interrupted: look again
     for (auto* l : {out_link, in_link})
       if (l && l->shared) l->shared->woke();
     idle = 0;
     if (r <= 0) lost(got < in_bytes ? from : to, std::string("no progress for 60 s during ") + during);
     // A shared link's socket carries nothing after the hello: readable means its peer ended.
-    for (int k = 0; k < n; ++k) {
+    for (std::size_t k = 0; sleeping && k < n; ++k) {
       if (!(pf[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       for (auto* l : {out_link, in_link}) {
         if (!l || !l->shared || pf[k].fd != l->fd) continue;

@@ -1,9 +1,11 @@
 // The links between a ring's members, for collectives: a member listens (an abstract unix socket
 // for members on its host, TCP for the others), publishes where in the ring's store, and links
 // to a peer when a collective first needs it: the lower rank connects, the higher accepts, and
-// the connector proves itself with the ring's secret. Members on one host then move their bytes
-// through shared memory (shared_channel.hpp); the socket stays to tell when the peer is gone.
-// Blocking, on the member's thread.
+// the connector proves itself with the ring's secret (hello_desk.hpp). Members on one host then
+// move their bytes through shared memory (shared_channel.hpp); the socket stays to tell when the
+// peer is gone. Members on other hosts talk TLS 1.3 with the ring's key (sealed_link.hpp). While it
+// waits for anything, a member also takes the hellos of the links made to it, so no member waits
+// on another's handshake. Blocking, on the member's thread.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +15,9 @@
 #include <vector>
 
 #include "fiber/ring.hpp"
+#include "primitives/ring/hello_desk.hpp"
 #include "primitives/ring/shared_channel.hpp"
+#include "primitives/ring/sealed_link.hpp"
 #include "transport/reachable_address.hpp"
 
 namespace fiber::detail {
@@ -42,16 +46,25 @@ class member_mesh {
   struct peer_link {
     int fd = -1;
     std::unique_ptr<shared_channel> shared;  // members on one host; null: bytes go over fd
+    std::unique_ptr<sealed_link> tls;           // members on other hosts: fd's bytes are TLS records
     bool ended = false;                      // a shared link's peer hung up (what it wrote stays)
   };
   peer_link& link(int peer);
+  peer_link& dial_across_hosts(int peer, int fd);
   peer_link& accept_from(int peer);
   void listen();
+  /// Takes the links whose hellos are done (hello_desk::step).
+  void take_hellos();
+  /// Polls `pf` and the desk's descriptors for at most `ms`; takes hellos that moved. Returns > 0
+  /// when anything was ready (`pf`'s revents say which of its own), 0 when `ms` passed.
+  int wait(std::vector<pollfd>& pf, int ms);
 
   ring_member me_;
   std::string host_;
   int unix_listener_ = -1, tcp_listener_ = -1;
+  std::unique_ptr<hello_desk> desk_;
   std::map<int, peer_link> links_;  // by rank
+  std::vector<pollfd> poll_set_;
 };
 
 
