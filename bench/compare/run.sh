@@ -412,8 +412,29 @@ part_ring_slurm() {
       tee "$tmp/mpi-$round.txt"
     echo "== ring across nodes: fiber, round $round"
     FIBER_BACKEND=slurm FIBER_SLURM_SBATCH_ARGS=--exclusive "$build/bench/ring_bench" 2 | tee "$tmp/fiber-$round.txt"
+    if [ -n "${RING_BEFORE:-}" ]; then
+      echo "== ring across nodes: fiber before ($RING_BEFORE), round $round"
+      FIBER_BACKEND=slurm FIBER_SLURM_SBATCH_ARGS=--exclusive "$RING_BEFORE" 2 | tee "$tmp/before-$round.txt"
+    fi
   done
   ring_ratios 2
+  [ -n "${RING_BEFORE:-}" ] && before_after_ratios
+}
+
+# With RING_BEFORE=<another build's ring_bench>: that build beside this one, round by round
+# (after ÷ before, time), for a change to the ring's links.
+before_after_ratios() {
+  python3 - "$tmp" <<'PYB'
+import re, sys
+tmp = sys.argv[1]
+def read(path):
+    return {(m[0], int(m[1])): float(m[2]) for m in re.findall(r"(\w+) bytes=(\d+) us=([\d.]+)", open(path).read())}
+for rnd in (1, 2):
+    before, after = read(f"{tmp}/before-{rnd}.txt"), read(f"{tmp}/fiber-{rnd}.txt")
+    for key in sorted(after):
+        if key in before:
+            print(f"round {rnd}: {key[0]:9s} {key[1]:>9d} B  after {after[key]:9.1f} us  before {before[key]:9.1f} us  after/before {after[key]/before[key]:6.3g}x time")
+PYB
 }
 
 part_peers() {
