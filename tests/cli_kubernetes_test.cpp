@@ -20,6 +20,7 @@
 
 #include "backend/command.hpp"
 #include "cli_support.hpp"
+#include "cli/run_tokens.hpp"
 #include "kubernetes_support.hpp"
 #include "support.hpp"
 
@@ -267,6 +268,18 @@ TEST_F(fiber_command_on_kubernetes, ps_logs_and_stop_follow_a_detached_run_and_s
 TEST_F(fiber_command_on_kubernetes, dashboard_serves_a_runs_page_here_through_the_api_servers_proxy) {
   auto name = start("page", FIBER_TEST_ORPHAN_MASTER, "--dashboard");
   ASSERT_FALSE(first_line(name).empty()) << "the master printed no pid";
+  // A reader of the namespace sees the master's log and its pod: the page's address, never its
+  // token, which is in the run's Secret (read here as an admin, to know what to look for).
+  auto secret = admin("GET", "/api/v1/namespaces/default/secrets/" + name + "-tokens");
+  ASSERT_EQ(secret.status, 200) << secret.why;
+  auto token = fiber::cli::token_in_secret(secret.body, "dashboard");
+  ASSERT_EQ(token.size(), 32u);
+  auto log = fiber("logs " + name);
+  EXPECT_NE(log.out.find("fiber: dashboard of run"), std::string::npos) << log.out;
+  EXPECT_EQ(log.out.find(token), std::string::npos) << "the page's token is in the master's log";
+  auto pod = pods("job-name=" + name);
+  ASSERT_EQ(pod.size(), 1u);
+  EXPECT_EQ(boost::json::serialize(pod[0]).find(token), std::string::npos) << "the page's token is in the pod's spec";
   ::setenv("KUBECONFIG", kubeconfig().c_str(), 1);
   fiber_test::expect_orphan_masters_page(fiber_test::through_dashboard({"--backend", "kubernetes", "dashboard", name}),
                                          "kubernetes");

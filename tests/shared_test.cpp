@@ -209,14 +209,17 @@ TEST(shared, a_span_handle_reads_its_elements_where_they_arrived_without_a_copy)
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(back->data()) % alignof(double), 0u);
 }
 
-// What a worker serves to the workers of other hosts: the object whole to whoever has the
-// server's public key (given only through the master's encrypted channel), nothing once let go,
-// and no answer at all to a client with another key.
+// What a worker serves to the workers of other hosts: the object whole to a client with the
+// job's key that knows the server's public key (given only through the master's encrypted
+// channel), nothing once let go, and a refused handshake to anyone else.
 TEST(shared, a_workers_server_gives_an_object_whole_only_to_those_with_its_key) {
+  char job_public[41] = {}, job_secret[41] = {};
+  ASSERT_EQ(zmq_curve_keypair(job_public, job_secret), 0);
+  fiber::detail::curve_pair job{job_public, job_secret};
   auto m = fiber::share(big_model());
-  auto& server = fiber::detail::serve_shared_objects();
+  auto& server = fiber::detail::serve_shared_objects(job.public_key);
   EXPECT_TRUE(server.endpoint.starts_with("tcp://")) << server.endpoint;
-  auto got = fiber::detail::fetch_shared(server, m.entry()->id(), std::chrono::seconds(30));
+  auto got = fiber::detail::fetch_shared(server, m.entry()->id(), std::chrono::seconds(30), job);
   auto held = fiber::detail::shared_held();
   fiber::detail::shared_received r;
   EXPECT_EQ(fiber::detail::receive_shared(got, 0, 1, r), got.size());
@@ -226,15 +229,41 @@ TEST(shared, a_workers_server_gives_an_object_whole_only_to_those_with_its_key) 
   EXPECT_EQ(e->value<model>()->weights, m->weights);
   fiber::detail::release_shared(m.entry()->id());
 
-  fiber_test::expect_error([&] { (void)fiber::detail::fetch_shared(server, 424242, std::chrono::seconds(30)); },
+  fiber_test::expect_error([&] { (void)fiber::detail::fetch_shared(server, 424242, std::chrono::seconds(30), job); },
                            fiber::errc::malformed_message, "no longer has shared object 424242");
 
   char other_public[41] = {}, other_secret[41] = {};
   ASSERT_EQ(zmq_curve_keypair(other_public, other_secret), 0);
+  // Another server key: the handshake fails.
   fiber::detail::shared_server_address impostor{server.endpoint, other_public};
   fiber_test::expect_error(
-      [&] { (void)fiber::detail::fetch_shared(impostor, m.entry()->id(), std::chrono::seconds(30)); },
+      [&] { (void)fiber::detail::fetch_shared(impostor, m.entry()->id(), std::chrono::seconds(30), job); },
       fiber::errc::worker_lost, "refused the handshake");
+  // The server's key but a client key of its own (a stranger who learned the address and key):
+  // the server's ZAP handler refuses it.
+  fiber::detail::curve_pair stranger{other_public, other_secret};
+  fiber_test::expect_error(
+      [&] { (void)fiber::detail::fetch_shared(server, m.entry()->id(), std::chrono::seconds(30), stranger); },
+      fiber::errc::worker_lost, "refused the handshake");
+  // A client of the job that sends a megabyte where an id goes is dropped before the server
+  // makes room for it, and the server goes on serving.
+  {
+    zmq::context_t z;
+    zmq::socket_t big(z, zmq::socket_type::dealer);
+    big.set(zmq::sockopt::linger, 0);
+    big.set(zmq::sockopt::curve_serverkey, server.public_key);
+    big.set(zmq::sockopt::curve_publickey, job.public_key);
+    big.set(zmq::sockopt::curve_secretkey, job.secret_key);
+    big.connect(server.endpoint);
+    std::string huge(1 << 20, 'x');
+    big.send(zmq::buffer(huge), zmq::send_flags::none);
+  }
+  auto m2 = fiber::share(big_model());
+  auto again = fiber::detail::fetch_shared(server, m2.entry()->id(), std::chrono::seconds(30), job);
+  EXPECT_GT(again.size(), 1u);
+  // Asked again for another job's key, the process's one server says no.
+  fiber_test::expect_error([&] { (void)fiber::detail::serve_shared_objects(stranger.public_key); },
+                           fiber::errc::protocol_error, "another job's key");
 }
 
 // A fetch from a worker that ended fails at once, not after its patience, so that the worker
@@ -250,6 +279,6 @@ TEST(shared, a_fetch_from_a_worker_that_ended_fails_at_once_naming_it) {
   char pub[41] = {}, sec[41] = {};
   ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
   fiber_test::expect_error(
-      [&] { (void)fiber::detail::fetch_shared({endpoint, pub}, 7, std::chrono::hours(1)); }, fiber::errc::worker_lost,
+      [&] { (void)fiber::detail::fetch_shared({endpoint, pub}, 7, std::chrono::hours(1), {pub, sec}); }, fiber::errc::worker_lost,
       {"shared object 7", endpoint, "nothing listens there any more"});
 }

@@ -69,7 +69,9 @@ struct relayed : std::enable_shared_from_this<relayed> {
 }  // namespace
 
 std::optional<printed_dashboard> dashboard_in_output(std::string_view output) {
-  static const std::regex line(R"(fiber: dashboard of run \S+ at http://\S+:([0-9]+)/\?token=([0-9a-f]+))");
+  // Its token follows, unless the master keeps it in its run's Secret (a pod's log is read by
+  // whoever may read the namespace).
+  static const std::regex line(R"(fiber: dashboard of run \S+ at http://\S+:([0-9]+)/(?:\?token=([0-9a-f]+))?)");
   std::optional<printed_dashboard> found;
   std::string text(output);
   for (std::sregex_iterator it(text.begin(), text.end(), line), end; it != end; ++it)

@@ -7,6 +7,8 @@
 
 #include "backend/kubernetes/pod_manifest.hpp"
 #include "cli/run_names.hpp"
+#include "cli/run_tokens.hpp"
+#include "runtime/dashboard.hpp"
 #include "core/volume.hpp"
 #include "fiber/error.hpp"
 
@@ -52,7 +54,9 @@ json::object job_manifest(const job_settings& s) {
   spec.args.assign(s.command.begin() + 1, s.command.end());
   spec.env = {{"FIBER_BACKEND", "kubernetes"}, {"FIBER_IMAGE", s.image}, {"FIBER_RUN_NAME", s.name}};
   if (!volumes.empty()) spec.env.emplace_back("FIBER_VOLUMES", volumes);
-  if (!s.record_token.empty()) spec.env.emplace_back(detail::env_record_handoff, s.record_token);
+  std::string mount(run_tokens_mount);
+  if (!s.record_token.empty()) spec.env.emplace_back(detail::env_record_handoff_file, mount + "/" + recording_token_key);
+  if (!s.dashboard_token.empty()) spec.env.emplace_back(detail::env_dashboard_token_file, mount + "/" + dashboard_token_key);
   for (auto& kv : s.env) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) throw error(errc::config_error, "--env " + kv + " is not KEY=VALUE");
@@ -69,6 +73,16 @@ json::object job_manifest(const job_settings& s) {
   meta["labels"] = labels;
   auto& container = pod.at("spec").as_object().at("containers").as_array().at(0).as_object();
   container["name"] = master_container;
+  if (!s.record_token.empty() || !s.dashboard_token.empty()) {
+    // The run's tokens: the Secret the command makes beside the Job (the kubelet waits for it).
+    auto& spec_of_pod = pod.at("spec").as_object();
+    if (!spec_of_pod.contains("volumes")) spec_of_pod["volumes"] = json::array{};
+    spec_of_pod["volumes"].as_array().push_back(json::object{
+        {"name", "fiber-run"}, {"secret", {{"secretName", run_tokens_name(s.name)}, {"defaultMode", 0444}}}});
+    if (!container.contains("volumeMounts")) container["volumeMounts"] = json::array{};
+    container["volumeMounts"].as_array().push_back(
+        json::object{{"name", "fiber-run"}, {"mountPath", run_tokens_mount}, {"readOnly", true}});
+  }
   // The master's resources, as asked (none: it takes what the node gives).
   json::object amounts, limits;
   if (s.cpu > 0) amounts["cpu"] = std::to_string(static_cast<std::int64_t>(s.cpu * 1000 + 0.5)) + "m";

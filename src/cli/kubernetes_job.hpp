@@ -19,7 +19,10 @@ struct job_settings {
   std::vector<std::string> command;    // the program (its path in the image) and its arguments
   std::vector<std::string> env;        // KEY=VALUE
   std::vector<std::string> volumes;    // -v CLAIM[:PATH][:ro]
-  std::string record_token;            // run --attach: the master hands its recording to it (FIBER_INTERNAL_RECORD_HANDOFF)
+  std::string record_token;            // run --attach: the master hands its recording to it
+  std::string dashboard_token;         // the master's page's token
+  // Both in the run's Secret (cli/run_tokens), never in the spec: the pod mounts it, and the
+  // master reads the files FIBER_INTERNAL_RECORD_HANDOFF_FILE and FIBER_INTERNAL_DASHBOARD_TOKEN_FILE name.
   double cpu = 0;
   std::int64_t memory_bytes = 0;
   int gpu = 0;

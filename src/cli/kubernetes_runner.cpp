@@ -27,6 +27,7 @@
 #include "cli/recording_taker.hpp"
 #include "core/flight_recorder.hpp"
 #include "runtime/dashboard.hpp"
+#include "cli/run_tokens.hpp"
 #include "runtime/claim_copy_service.hpp"
 #include "cli/run_names.hpp"
 #include "fiber/config.hpp"
@@ -224,6 +225,7 @@ class kubernetes_launch final : public launch {
       throw error(errc::config_error, "a run named '" + name() + "' exists in namespace " + s_.ns + ": `fiber stop " +
                                           name() + "` removes it, or choose another --name");
     if (created.ec) throw error(errc::backend_unavailable, created.why);
+    keep_tokens(created.body);
     return "created Job " + name() + " in namespace " + s_.ns + " (image " + image_.ref + ")";
   }
 
@@ -252,6 +254,23 @@ class kubernetes_launch final : public launch {
   }
 
  private:
+  /// The run's tokens in a Secret its Job owns (cli/run_tokens), which the master's pod mounts; a
+  /// run whose Secret cannot be made goes.
+  void keep_tokens(const json::value& job) {
+    std::map<std::string, std::string> tokens;
+    if (!js_.dashboard_token.empty()) tokens[dashboard_token_key] = js_.dashboard_token;
+    if (!js_.record_token.empty()) tokens[recording_token_key] = js_.record_token;
+    if (tokens.empty()) return;
+    auto uid = str(obj(obj(&job), "metadata"), "uid");
+    json::object labels{{detail::kube::managed_by_label, "fiber"}, {run_label, name()}, {user_label, detail::kube::label_value(js_.user)}};
+    auto made = s_.call("POST", "/api/v1/namespaces/" + s_.ns + "/secrets",
+                        json::serialize(run_tokens_manifest(name(), uid, labels, tokens)), {"create", "secrets"});
+    if (!made.ec) return;
+    s_.call("DELETE", s_.jobs_path() + "/" + name(), R"({"propagationPolicy":"Background"})", {"delete", "jobs"});
+    throw error(errc::backend_unavailable, "run " + name() + ": cannot keep its tokens in a Secret: " + made.why +
+                                               "; the run was removed");
+  }
+
   kubernetes_runner::session& s_;
   const run_options& o_;
   image_plan image_;
@@ -284,6 +303,7 @@ std::unique_ptr<launch> kubernetes_runner::plan_run(const run_options& o) {
   if (o.attach && config::load().record &&
       std::none_of(o.env.begin(), o.env.end(), [](const std::string& kv) { return kv.starts_with("FIBER_RECORD"); }))
     js.record_token = detail::random_token();
+  js.dashboard_token = detail::random_token();  // used when the run turns its page on
   js.cpu = o.cpu;
   js.memory_bytes = o.memory_bytes;
   js.gpu = o.gpu;
@@ -502,6 +522,13 @@ std::string kubernetes_runner::master_output(const std::string& name) {
   detail::run_until(s.api.io(), [&] { return ended; });
   if (!failure.empty()) throw error(errc::backend_unavailable, "reading the output of " + pod + ": " + failure);
   return text;
+}
+
+std::string kubernetes_runner::dashboard_token(const std::string& name) {
+  auto& s = *s_;
+  auto r = s.call("GET", "/api/v1/namespaces/" + s.ns + "/secrets/" + run_tokens_name(name), {}, {"get", "secrets"});
+  if (r.ec) throw error(errc::backend_unavailable, "run " + name + "'s page token (Secret " + run_tokens_name(name) + "): " + r.why);
+  return token_in_secret(r.body, dashboard_token_key);
 }
 
 dashboard_route kubernetes_runner::route_to_master(const std::string& name, int port) {

@@ -28,6 +28,7 @@ class kubernetes_runner final : public runner {
   std::unique_ptr<launch> plan_run(const run_options& o) override;
   std::string master_output(const std::string& name) override;
   dashboard_route route_to_master(const std::string& name, int port) override;
+  std::string dashboard_token(const std::string& name) override;
   std::unique_ptr<session> s_;
 };
 

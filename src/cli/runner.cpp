@@ -46,6 +46,10 @@ int runner::dashboard(const dashboard_options& o) {
     throw error(errc::config_error, "run " + o.name + "'s master has printed no dashboard address: start the run with "
                                     "`fiber run --dashboard` (its master prints the address once its context starts; "
                                     "`fiber logs " + o.name + "` shows what it printed)");
+  if (at->token.empty()) at->token = dashboard_token(o.name);
+  if (at->token.empty())
+    throw error(errc::config_error, "run " + o.name + "'s master printed its page's address without its token, and "
+                                    "none is kept for it here");
   return relay_dashboard(o.name, *at, route_to_master(o.name, at->port), o.port);
 }
 

@@ -58,6 +58,9 @@ class runner {
   virtual std::string master_output(const std::string& name) = 0;
   /// How a request from here reaches port `port` of run `name`'s master.
   virtual dashboard_route route_to_master(const std::string& name, int port) = 0;
+  /// The token of run `name`'s page where its master did not print it (kept in the run's
+  /// Secret on Kubernetes); empty where the engine keeps none.
+  virtual std::string dashboard_token(const std::string&) { return {}; }
   /// The run `o` asks for (a program and well-formed --env pairs, checked already).
   virtual std::unique_ptr<launch> plan_run(const run_options& o) = 0;
   /// How the hints name this engine's command.

@@ -1,5 +1,7 @@
 #include "runtime/dashboard.hpp"
 
+#include "core/token_file.hpp"
+
 #include <asio/ip/address.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
@@ -81,7 +83,10 @@ http_reply dashboard_refusal() {
 
 dashboard::dashboard(asio::io_context& io, const fiber::config& cfg, dashboard_view view)
     : state_(std::make_shared<state>(io, std::move(view), std::chrono::milliseconds(cfg.dashboard_interval_ms))),
-      token_(random_token()) {
+      token_(token_in_file(env_dashboard_token_file)) {
+  // A token shorter than a random one is not taken: the page would be easier to guess.
+  token_from_file_ = token_.size() >= 32;
+  if (!token_from_file_) token_ = random_token();
   try {
     auto admit = [token = token_](const http_served_request& r) -> std::optional<http_reply> {
       if (dashboard_token_matches(r.query("token"), token)) return std::nullopt;
@@ -103,6 +108,11 @@ dashboard::dashboard(asio::io_context& io, const fiber::config& cfg, dashboard_v
 }
 
 dashboard::~dashboard() { close(); }
+
+std::string dashboard::printed_url() const {
+  if (!token_from_file_) return url_;
+  return url_.substr(0, url_.find('?')) + " (its token is in the run's Secret: fiber dashboard RUN)";
+}
 
 dashboard_view& dashboard::view() noexcept { return state_->view; }
 

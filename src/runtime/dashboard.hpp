@@ -33,6 +33,10 @@ bool dashboard_token_matches(std::string_view given, std::string_view token);
 void dashboard_headers(http_reply& r, bool page);
 /// The answer to a request without the run's token.
 http_reply dashboard_refusal();
+/// Where a master in a `fiber run` pod finds its page's token (the run's Secret, mounted): it
+/// then prints its page's address without it, since the pod's log is read by whoever may read
+/// the namespace; `fiber dashboard` takes the token from the Secret.
+inline constexpr const char* env_dashboard_token_file = "FIBER_INTERNAL_DASHBOARD_TOKEN_FILE";
 
 class dashboard {
  public:
@@ -47,6 +51,8 @@ class dashboard {
   void start();
   /// http://ADDRESS:PORT/?token=TOKEN (an address that takes every one is written as 127.0.0.1).
   const std::string& url() const noexcept { return url_; }
+  /// What the master prints: url(), or without its token when the token came from a file.
+  std::string printed_url() const;
   const std::string& token() const noexcept { return token_; }
   dashboard_view& view() noexcept;
   /// On the loop: stops serving and sampling; open pages' streams end. Idempotent.
@@ -60,6 +66,7 @@ class dashboard {
   // shared with the streams, which may outlive this object by a turn of the loop
   std::shared_ptr<state> state_;
   std::string token_, url_;
+  bool token_from_file_ = false;
   std::unique_ptr<http_server> server_;
 };
 

@@ -1,7 +1,7 @@
 // A master in a Kubernetes pod hands its run's recording to the `fiber run` that follows it: the
 // pod's files go with the pod, and the recorder is there for after the run (fiber history, fiber
 // trace). At its end the master serves the file once, on a port of its pod, to whoever has the
-// token `fiber run` gave it (FIBER_INTERNAL_RECORD_HANDOFF), and says so in its output, which `fiber run`
+// token `fiber run` gave it (in the file FIBER_INTERNAL_RECORD_HANDOFF_FILE), and says so in its output, which `fiber run`
 // reads; `fiber run` takes it through the API server's pod proxy into this host's record_dir.
 #pragma once
 #include <chrono>
@@ -13,8 +13,9 @@
 
 namespace fiber::detail {
 
-/// The token of the `fiber run` that waits for the recording; unset: none waits.
-inline constexpr const char* env_record_handoff = "FIBER_INTERNAL_RECORD_HANDOFF";
+/// The file holding the token of the `fiber run` that waits for the recording (a Secret mounted
+/// in the master's pod); unset: none waits.
+inline constexpr const char* env_record_handoff_file = "FIBER_INTERNAL_RECORD_HANDOFF_FILE";
 
 /// What the master prints, and what `fiber run` reads from it.
 struct handoff_offer {

@@ -1,5 +1,6 @@
 #include "runtime/runtime.hpp"
 #include "core/build_id.hpp"
+#include "core/token_file.hpp"
 #include "core/malloc_tuning.hpp"
 #include "core/process_memory.hpp"
 
@@ -55,7 +56,7 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
   loop_.run_or_post([this] { sample_memory_every(); });
   if (cfg_.dashboard) {
     dashboard_ = std::make_unique<dashboard>(loop_.io(), cfg_, dashboard_view(job_id_, program_name(), cfg_.backend));
-    std::fprintf(stderr, "fiber: dashboard of run %s at %s\n", job_id_.c_str(), dashboard_->url().c_str());
+    std::fprintf(stderr, "fiber: dashboard of run %s at %s\n", job_id_.c_str(), dashboard_->printed_url().c_str());
     // Not run_soon: this runtime has no shared_ptr of its own yet.
     loop_.run_or_post([d = dashboard_.get()] { d->start(); });
   }
@@ -296,7 +297,7 @@ void runtime::shutdown() noexcept {
   if (dashboard_) dashboard_->close();
   // A master in a Kubernetes pod, followed by `fiber run`: the recording goes to it before the
   // pod (and its files) can go.
-  if (const char* token = std::getenv(env_record_handoff); token && *token && !worker_ && !recorder_.path().empty())
+  if (auto token = token_in_file(env_record_handoff_file); !token.empty() && !worker_ && !recorder_.path().empty())
     hand_off_recording(recorder_.path(), token, std::chrono::seconds(60), [](const handoff_offer& offer) {
       std::fprintf(stderr, "%s\n", handoff_line(offer).c_str());
       std::fflush(stderr);

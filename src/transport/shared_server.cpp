@@ -14,9 +14,7 @@
 namespace fiber::detail {
 namespace {
 
-struct key_pair {
-  std::string public_key, secret_key;
-};
+using key_pair = curve_pair;
 key_pair new_key_pair() {
   char pub[41] = {}, sec[41] = {};
   if (zmq_curve_keypair(pub, sec) != 0) throw error(errc::spawn_failed, "cannot make a CURVE key pair (libzmq without CURVE)");
@@ -25,10 +23,18 @@ key_pair new_key_pair() {
 
 class server {
  public:
-  server() : ctx_(1), router_(ctx_, zmq::socket_type::router) {
+  explicit server(std::string admitted)
+      : ctx_(1), router_(ctx_, zmq::socket_type::router), zap_(ctx_, zmq::socket_type::rep), admitted_(std::move(admitted)) {
     auto keys = new_key_pair();
+    // The handler first: a connection that comes before it would not be asked about.
+    zap_.bind("inproc://zeromq.zap.01");
+    if (admitted_.size() != 40 || !zmq_z85_decode(admitted_key_, admitted_.c_str()))
+      throw error(errc::protocol_error, "a shared object server needs the job's client key (40 Z85 characters)");
     router_.set(zmq::sockopt::curve_server, 1);
     router_.set(zmq::sockopt::curve_secretkey, keys.secret_key);
+    router_.set(zmq::sockopt::zap_domain, "fiber-shared");
+    // A request is an id: 1 KiB leaves room for the CURVE handshake's own commands (about 300 bytes).
+    router_.set(zmq::sockopt::maxmsgsize, std::int64_t{1024});
     router_.set(zmq::sockopt::linger, 0);
     router_.bind("tcp://" + reachable_address() + ":0");
     address_ = {router_.get(zmq::sockopt::last_endpoint), keys.public_key};
@@ -37,12 +43,17 @@ class server {
     std::thread([this] { run(); }).detach();
   }
   const shared_server_address& address() const { return address_; }
+  const std::string& admitted() const { return admitted_; }
 
  private:
   void run() {
     for (;;) {
-      multipart request;
       try {
+        zmq::pollitem_t items[] = {{zap_.handle(), 0, ZMQ_POLLIN, 0}, {router_.handle(), 0, ZMQ_POLLIN, 0}};
+        zmq::poll(items, 2, std::chrono::milliseconds(-1));
+        if (items[0].revents & ZMQ_POLLIN) authenticate();
+        if (!(items[1].revents & ZMQ_POLLIN)) continue;
+        multipart request;
         do {
           zmq::message_t part;
           (void)router_.recv(part, zmq::recv_flags::none);
@@ -52,6 +63,25 @@ class server {
       } catch (const std::exception& e) {
         logf(log_level::warn, "shared object server: ", e.what());
       }
+    }
+  }
+  /// One ZAP request: 200 for the job's client key over CURVE, 400 for anything else.
+  void authenticate() {
+    multipart req;
+    do {
+      zmq::message_t part;
+      (void)zap_.recv(part, zmq::recv_flags::none);
+      req.push_back(std::move(part));
+    } while (zap_.get(zmq::sockopt::rcvmore));
+    // version, request id, domain, address, identity, mechanism, client key
+    bool ok = req.size() >= 7 && req[5].to_string_view() == "CURVE" && req[6].size() == 32 &&
+              std::memcmp(req[6].data(), admitted_key_, 32) == 0;
+    if (!ok) logf(log_level::warn, "shared object server: refused a peer without this job's key");
+    const char* reply[] = {"1.0", nullptr, ok ? "200" : "400", ok ? "OK" : "not of this job", "", ""};
+    for (int i = 0; i < 6; ++i) {
+      zmq::message_t part = i == 1 ? (req.size() > 1 ? std::move(req[1]) : zmq::message_t())
+                                   : zmq::message_t(reply[i], std::strlen(reply[i]));
+      zap_.send(part, i < 5 ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
   }
   void answer(multipart& request) {
@@ -69,25 +99,29 @@ class server {
   }
 
   zmq::context_t ctx_;
-  zmq::socket_t router_;
+  zmq::socket_t router_, zap_;
+  std::string admitted_;
+  std::uint8_t admitted_key_[32] = {};
   shared_server_address address_;
 };
 
 }  // namespace
 
-const shared_server_address& serve_shared_objects() {
-  static server* s = new server;  // never destroyed: see server::server
+const shared_server_address& serve_shared_objects(const std::string& admitted) {
+  static server* s = new server(admitted);  // never destroyed: see server::server
+  if (s->admitted() != admitted)
+    throw error(errc::protocol_error, "this process's shared object server admits another job's key");
   return s->address();
 }
 
-multipart fetch_shared(const shared_server_address& from, std::uint64_t id, std::chrono::milliseconds patience) {
+multipart fetch_shared(const shared_server_address& from, std::uint64_t id, std::chrono::milliseconds patience,
+                       const curve_pair& client) {
   static zmq::context_t* ctx = new zmq::context_t(1);  // for fetches, kept for the process's life
   static std::atomic<std::uint64_t> next_watch{0};
   zmq::socket_t s(*ctx, zmq::socket_type::dealer);
-  auto keys = new_key_pair();
   s.set(zmq::sockopt::curve_serverkey, from.public_key);
-  s.set(zmq::sockopt::curve_publickey, keys.public_key);
-  s.set(zmq::sockopt::curve_secretkey, keys.secret_key);
+  s.set(zmq::sockopt::curve_publickey, client.public_key);
+  s.set(zmq::sockopt::curve_secretkey, client.secret_key);
   s.set(zmq::sockopt::linger, 0);
   // The connection is watched: ZeroMQ retries in silence a port nobody listens on any more (the
   // worker that served the object ended), a link that broke mid-answer, and a handshake the

@@ -154,7 +154,8 @@ class shared_intake {
     // Fetched from the worker the master named: then here whole, as if it had come in frames.
     for (auto& f : r.to_fetch) {
       try {
-        auto got = fetch_shared({f.endpoint, f.public_key}, f.id, patience());
+        auto got = fetch_shared({f.endpoint, f.public_key}, f.id, patience(),
+                                {rt_.keys().client_public, rt_.keys().client_secret});
         shared_received whole;
         receive_shared(got, 0, 1, whole);
         r.to_report.push_back(f.id);
@@ -181,11 +182,15 @@ class shared_intake {
         }
       }
       std::string server;
-      try {
-        auto& a = serve_shared_objects();
-        server = a.endpoint + "\n" + a.public_key;
-      } catch (const std::exception& ex) {
-        logf(log_level::warn, "cannot serve shared objects to other hosts: ", ex.what());
+      // Served only where the job has CURVE keys (children that cross a network): its client key
+      // is what the server admits.
+      if (!rt_.keys().client_public.empty()) {
+        try {
+          auto& a = serve_shared_objects(rt_.keys().client_public);
+          server = a.endpoint + "\n" + a.public_key;
+        } catch (const std::exception& ex) {
+          logf(log_level::warn, "cannot serve shared objects to other hosts: ", ex.what());
+        }
       }
       if (server.empty())
         rt_.worker().send_upstream(make_message(pool_kind::hosted, {.channel = pool_id_}, as_pod(at)));
