@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -430,4 +432,70 @@ TEST(security, local_children_use_direct_links_unless_zeromq_is_asked_for) {
   EXPECT_TRUE(direct.endpoints().at(0).starts_with("unix:@"));
   EXPECT_TRUE(zeromq.endpoints().at(0).starts_with("ipc://"));
   EXPECT_TRUE(curve.endpoints().at(0).starts_with("ipc://"));  // encryption=always: CURVE over ZeroMQ
+}
+
+namespace {
+int square_it(int x) { return x * x; }
+void nothing_to_do() {}
+}  // namespace
+FIBER_REMOTE(square_it);
+FIBER_REMOTE(nothing_to_do);
+
+// 5,000 connections to the master's socket from this host, none of which ever proves itself,
+// made while a map runs: the map finishes with every result, the master closes what it will not
+// hold (it holds at most a quarter of its descriptors, up to 1024, each for seconds), and a new
+// worker links while the flood's connections still wait.
+TEST(security, a_flood_of_connections_leaves_a_running_map_finishing_and_new_workers_linking) {
+  FIBER_TEST_LOCAL_ONLY("floods the master's unix socket, on this host");
+  rlimit files{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
+  constexpr std::size_t flood = 5000;
+  if (files.rlim_cur < 2 * flood + 256) {
+    files.rlim_cur = std::min<rlim_t>(files.rlim_max, 2 * flood + 256);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &files), 0);
+  }
+  ASSERT_GE(files.rlim_cur, flood + 256) << "this test needs a descriptor limit above " << flood;
+  fiber::context ctx;
+  fiber::pool p(ctx, 2);
+  p.ready().get();
+  std::vector<int> xs(2000);
+  for (int i = 0; i < 2000; ++i) xs[i] = i;
+  auto running = p.map_async(&square_it, xs, 1);
+  auto endpoint = ctx.endpoints().at(0);
+  ASSERT_TRUE(endpoint.starts_with("unix:@")) << endpoint;
+  auto name = endpoint.substr(6);
+  sockaddr_un ua{};
+  ua.sun_family = AF_UNIX;
+  std::memcpy(ua.sun_path + 1, name.data(), name.size());
+  auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  std::vector<int> strangers;
+  while (strangers.size() < flood) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&ua), len) == 0) {
+      strangers.push_back(fd);
+      continue;
+    }
+    ::close(fd);
+    ASSERT_EQ(errno, EAGAIN) << std::strerror(errno);
+    (void)p.apply(&square_it, 3).get();  // the master's backlog is full: let its loop take some
+  }
+  // The map ran beside the flood and has every result.
+  auto squares = std::move(running).get();
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(squares[i], i * i);
+  // A new worker links while the flood's last connections wait to prove themselves.
+  fiber::process late(ctx, &nothing_to_do);
+  late.start().get();
+  late.join().get();
+  EXPECT_EQ(late.exitcode(), 0);
+  // The master held no more than it may: the rest were closed (reading them ends at once).
+  std::size_t closed = 0;
+  for (int fd : strangers) {
+    char byte;
+    auto r = ::recv(fd, &byte, 1, MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno == ECONNRESET)) ++closed;
+  }
+  EXPECT_GE(closed, flood - 1024);
+  for (int fd : strangers) ::close(fd);
+  check_job_works(ctx);
 }

@@ -1,5 +1,10 @@
 #include "runtime/direct_links.hpp"
 
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -15,36 +20,12 @@
 #include "core/log.hpp"
 #include "core/same_secret.hpp"
 #include "fiber/error.hpp"
+#include "runtime/direct_wire.hpp"
 #include "runtime/hub_wire.hpp"
 
 namespace fiber::detail {
 
-namespace {
-// A child's first message: this, its routing id, the job's password.
-constexpr std::string_view link_greeting = "fiber direct link 1";
-// ... and a host hub's (runtime/hub_wire).
-constexpr std::string_view hub_greeting = "fiber hub link 1";
-// Enough for the greeting of any routing id and password.
-constexpr std::size_t greeting_limit = 1024;
 
-asio::local::stream_protocol::endpoint abstract(std::string_view name) {
-  return asio::local::stream_protocol::endpoint(std::string(1, '\0') + std::string(name));
-}
-
-/// TCP gives up on a peer that takes no bytes for `silence` (a host that went away), and probes an
-/// idle connection so that it does.
-void tune_tcp(int fd, std::chrono::milliseconds silence) {
-  int on = 1;
-  unsigned timeout = static_cast<unsigned>(std::max<long long>(silence.count(), 1000));
-  int idle = static_cast<int>(std::max<long long>(silence.count() / 3000, 1));  // seconds
-  int count = 3;
-  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout, sizeof timeout);
-}
-}  // namespace
 
 direct_listener::direct_listener(asio::io_context& io, std::string password, std::size_t max_message_bytes,
                                  std::chrono::milliseconds greeting_timeout,
@@ -70,6 +51,7 @@ struct direct_listener::pending {
   std::weak_ptr<stream_link> link;
   std::string id;  // once proven
   link_role role = link_role::child;
+  bool extended = false;  // its bytes were there when its time was up: one more period
   void close() {
     std::error_code ignored;
     socket.close(ignored);
@@ -154,24 +136,56 @@ void direct_listener::accept_tcp() {
   });
 }
 
+std::size_t direct_listener::max_unproven() {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return 1024;
+  return std::clamp<std::size_t>(static_cast<std::size_t>(files.rlim_cur) / 4, 16, 1024);
+}
+
+namespace {
+/// Whether bytes wait on `fd` (a greeting that came while the loop was busy elsewhere).
+bool bytes_waiting(int fd) {
+  int n = 0;
+  return ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+}  // namespace
+
 std::shared_ptr<direct_listener::pending> direct_listener::admit(stream_link::socket_type s) {
   std::erase_if(unproven_, [](auto& w) { return w.expired(); });
-  if (unproven_.size() >= max_unproven) {
-    logf(log_level::warn, "more than ", max_unproven, " connections wait to prove themselves to the master; ",
-         "closing a new one");
-    return nullptr;
+  static const std::size_t most = max_unproven();
+  if (unproven_.size() >= most) {
+    // The oldest goes: a child proves itself within a turn of the loop, so the oldest of a full
+    // set is a connection that does not mean to (a flood), not one of ours.
+    if (!flood_reported_)
+      logf(log_level::warn, most, " connections wait to prove themselves to the master; the oldest are closed for new ones");
+    flood_reported_ = true;
+    if (auto oldest = unproven_.front().lock()) oldest->close();
+    unproven_.erase(unproven_.begin());
   }
-  auto p = std::make_shared<pending>(std::move(s), greeting_timeout_);
+  auto limit = std::min<std::chrono::milliseconds>(greeting_timeout_, proof_limit);
+  auto p = std::make_shared<pending>(std::move(s), limit);
   // Until it proves itself, the listener holds the connection only weakly: its pending read
   // keeps it.
-  p->deadline.async_wait([weak = std::weak_ptr<pending>(p)](std::error_code ec) {
-    auto p = weak.lock();
-    if (ec || !p || !p->id.empty()) return;
-    logf(log_level::warn, "a connection to the master did not prove itself in time; closed");
-    p->close();
-  });
+  arm_deadline(p, limit);
   unproven_.push_back(p);
   return p;
+}
+
+void direct_listener::arm_deadline(const std::shared_ptr<pending>& p, std::chrono::milliseconds limit) {
+  p->deadline.expires_after(limit);
+  p->deadline.async_wait([weak = std::weak_ptr<pending>(p), limit, self = weak_from_this()](std::error_code ec) {
+    auto p = weak.lock();
+    if (ec || !p || !p->id.empty()) return;
+    // What arrived counts first: a master that was busy elsewhere does not drop a child whose
+    // greeting is already here.
+    if (!p->extended && bytes_waiting(p->socket.native_handle())) {
+      p->extended = true;
+      if (auto l = self.lock()) l->arm_deadline(p, limit);
+      return;
+    }
+    logf(log_level::debug, "a connection to the master did not prove itself in time; closed");
+    p->close();
+  });
 }
 
 void direct_listener::handshake(std::shared_ptr<pending> p) {
@@ -386,114 +400,6 @@ void direct_listener::close() {
   for (auto& w : unproven_)
     if (auto p = w.lock()) p->close();
   unproven_.clear();
-}
-
-namespace {
-std::shared_ptr<stream_link> greet_on(asio::local::stream_protocol::socket s, const std::string& id,
-                                      const std::string& password);
-}  // namespace
-
-std::shared_ptr<stream_link> connect_direct_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
-                                                 const std::string& password) {
-  asio::local::stream_protocol::socket s(io);
-  s.connect(abstract(std::string_view(endpoint).substr(direct_scheme.size())));
-  return greet_on(std::move(s), id, password);
-}
-
-std::shared_ptr<stream_link> connect_hub_link(asio::io_context& io, const std::string& name, const std::string& id,
-                                              const std::string& password, std::chrono::milliseconds patience) {
-  auto deadline = std::chrono::steady_clock::now() + patience;
-  for (auto pause = std::chrono::milliseconds(20);; pause = std::min(pause * 2, std::chrono::milliseconds(500))) {
-    asio::local::stream_protocol::socket s(io);
-    std::error_code ec;
-    s.connect(abstract(name), ec);
-    if (!ec) return greet_on(std::move(s), id, password);
-    if (std::chrono::steady_clock::now() + pause >= deadline)
-      throw std::system_error(ec, "no host hub listens at @" + name + " on this host (after start_timeout_ms)");
-    std::this_thread::sleep_for(pause);  // the hub has not started yet
-  }
-}
-
-namespace {
-std::shared_ptr<stream_link> greet_on(asio::local::stream_protocol::socket s, const std::string& id,
-                                      const std::string& password) {
-  // The master is the only peer, proven by where it listens (it bound the name before starting
-  // this child): what it sends is not limited here, as over ZeroMQ.
-  auto link = std::make_shared<stream_link>(std::move(s), std::numeric_limits<std::size_t>::max());
-  multipart greeting;
-  greeting.emplace_back(link_greeting.data(), link_greeting.size());
-  greeting.emplace_back(id.data(), id.size());
-  greeting.emplace_back(password.data(), password.size());
-  if (auto ec = link->send_blocking(greeting)) throw std::system_error(ec, "greeting the master over its unix socket");
-  return link;
-}
-}  // namespace
-
-}  // namespace fiber::detail
-
-namespace fiber::detail {
-
-std::shared_ptr<stream_link> connect_tls_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
-                                              const tls_session::key& psk, std::chrono::milliseconds patience,
-                                              std::chrono::milliseconds silence, link_role role) {
-  auto where = std::string_view(endpoint).substr(tls_scheme.size());
-  auto colon = where.rfind(':');
-  if (colon == std::string_view::npos) throw std::system_error(make_error_code(std::errc::invalid_argument), "no port in " + endpoint);
-  std::string host(where.substr(0, colon)), port(where.substr(colon + 1));
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  auto deadline = std::chrono::steady_clock::now() + patience;
-  asio::ip::tcp::socket s(io);
-  for (auto pause = std::chrono::milliseconds(20);; pause = std::min(pause * 2, std::chrono::milliseconds(500))) {
-    std::error_code ec;
-    asio::ip::tcp::resolver resolver(io);
-    auto found = resolver.resolve(host, port, ec);
-    if (!ec) asio::connect(s, found, ec);
-    if (!ec) break;
-    if (std::chrono::steady_clock::now() + pause >= deadline)
-      throw std::system_error(ec, "connecting to the master at " + endpoint);
-    std::this_thread::sleep_for(pause);  // nothing listens yet (a pod's network comes up late)
-  }
-  s.set_option(asio::ip::tcp::no_delay(true));
-  tune_tcp(s.native_handle(), silence);
-  int fd = s.native_handle();
-  auto tls = std::make_unique<tls_session>(tls_session::role::client, psk);
-  for (;;) {
-    auto step = tls->handshake();
-    std::string out;
-    tls->take_output(out);
-    for (std::size_t sent = 0; sent < out.size();) {
-      auto n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw std::system_error(errno, std::system_category(), "TLS handshake with the master");
-      sent += static_cast<std::size_t>(n);
-    }
-    if (step == tls_session::step::done) break;
-    if (step == tls_session::step::failed)
-      throw std::system_error(make_error_code(std::errc::permission_denied), tls->failure());
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    pollfd p{fd, POLLIN, 0};
-    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) == 0)
-      throw std::system_error(make_error_code(std::errc::timed_out), "TLS handshake with the master at " + endpoint);
-    char buf[4096];
-    auto n = ::recv(fd, buf, sizeof buf, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw std::system_error(n == 0 ? make_error_code(std::errc::connection_reset) : std::error_code(errno, std::system_category()),
-                              "TLS handshake with the master at " + endpoint + " (it closed the connection: does it hold this job's key?)");
-    tls->feed(buf, static_cast<std::size_t>(n));
-  }
-  auto family = s.local_endpoint().protocol().family();
-  auto executor = s.get_executor();
-  stream_link::socket_type g(executor, asio::generic::stream_protocol(family, SOCK_STREAM), s.release());
-  // The master is proven by the key: what it sends is not limited here, as over ZeroMQ.
-  auto link = std::make_shared<stream_link>(std::move(g), std::numeric_limits<std::size_t>::max(), std::move(tls));
-  multipart greeting;
-  auto said = role == link_role::hub ? hub_greeting : link_greeting;
-  greeting.emplace_back(said.data(), said.size());
-  greeting.emplace_back(id.data(), id.size());
-  greeting.emplace_back();  // no password: the handshake proved the key
-  if (auto ec = link->send_blocking(greeting)) throw std::system_error(ec, "greeting the master over TLS");
-  return link;
 }
 
 }  // namespace fiber::detail

@@ -91,8 +91,13 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   std::error_code send(const std::string& id, multipart&& parts);
   void close();
 
-  /// Connections that have not proven themselves yet may be held at once; more are refused.
-  static constexpr std::size_t max_unproven = 1024;
+  /// Connections that have not proven themselves may be held at once, at most: a quarter of this
+  /// process's descriptor limit, up to 1024. When that many wait, the oldest goes for a new one: a
+  /// child proves itself within a turn of the loop, a flood's connections never do.
+  static std::size_t max_unproven();
+  /// How long a connection may take to prove itself, at most (a child greets as soon as it
+  /// connects); one whose bytes are there when its time is up gets one more period.
+  static constexpr std::chrono::seconds proof_limit{10};
 
  private:
   struct pending;  // a connection until it has proven itself
@@ -100,6 +105,7 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   void accept_tcp();
   /// Takes a new connection, or refuses it when too many wait; null when refused.
   std::shared_ptr<pending> admit(stream_link::socket_type s);
+  void arm_deadline(const std::shared_ptr<pending>& p, std::chrono::milliseconds limit);
   void handshake(std::shared_ptr<pending> p);
   void start_link(std::shared_ptr<pending> p);
   /// The child's routing id when it proved itself, else empty (and the link is closed).
@@ -126,6 +132,7 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   unique_function<void(const std::string&)> joined_, left_;
   hub_watch hub_watch_;
   std::vector<std::weak_ptr<pending>> unproven_;
+  bool flood_reported_ = false;
   bool closed_ = false;
 };
 
