@@ -337,6 +337,8 @@ class docker_backend final : public tcp_backend {
     std::error_code ec;
     c.working_dir = std::filesystem::current_path(ec).string();
     logf(log_level::debug, "starting ", spec.name, " as container ", c.name, " of ", c.image);
+    if (!spec.secret.empty() && engine_->plain_over_network())
+      throw error(errc::spawn_failed, engine_->plain_refusal("the job's credentials for " + spec.name));
     auto run = std::make_shared<container_run>(engine_, blocking_, io_, spec.name);
     run->begin(*creator_, std::move(c), spec.secret);
     return std::make_unique<engine_job>(std::move(run));

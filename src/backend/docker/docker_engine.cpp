@@ -47,7 +47,26 @@ docker_engine::docker_engine(asio::io_context& io, std::string host) : http_(io)
     socket_path_ = host.substr(7);
     base_url_ = "http://docker";
   } else if (host.starts_with("tcp://")) {
-    base_url_ = "http://" + host.substr(6);
+    auto where = host.substr(6);
+    const char* verify = std::getenv("DOCKER_TLS_VERIFY");
+    if (verify && *verify) {
+      // As Docker's own client: the engine's CA, and this user's client certificate.
+      std::string dir;
+      if (const char* p = std::getenv("DOCKER_CERT_PATH"); p && *p) dir = p;
+      else if (const char* home = std::getenv("HOME"); home && *home) dir = std::string(home) + "/.docker";
+      else
+        throw error(errc::config_error, "DOCKER_TLS_VERIFY is set, but neither DOCKER_CERT_PATH nor HOME says where "
+                                        "ca.pem, cert.pem and key.pem are: set DOCKER_CERT_PATH");
+      ca_file_ = dir + "/ca.pem";
+      cert_file_ = dir + "/cert.pem";
+      key_file_ = dir + "/key.pem";
+      base_url_ = "https://" + where;
+    } else {
+      base_url_ = "http://" + where;
+      auto name = where.substr(0, where.rfind(':'));
+      bool loopback = name.starts_with("127.") || name == "localhost" || name == "[::1]";
+      plain_over_network_ = !loopback;
+    }
   } else {
     throw error(errc::config_error, "DOCKER_HOST '" + host + "' is neither unix:///path nor tcp://host:port");
   }
@@ -58,7 +77,16 @@ http_request docker_engine::request(std::string method, std::string path) const 
   r.method = std::move(method);
   r.url = base_url_ + path;
   r.unix_socket = socket_path_;
+  r.ca_file = ca_file_;
+  r.cert_file = cert_file_;
+  r.key_file = key_file_;
   return r;
+}
+
+std::string docker_engine::plain_refusal(const std::string& what) const {
+  return "not sending " + what + " to the Docker engine at " + host_ +
+         ": it is reached over plain TCP, where anyone on the network path reads it. Give the engine TLS and set "
+         "DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH (its ca.pem, cert.pem, key.pem), or use an engine on this host";
 }
 
 std::string docker_engine::unreachable(const std::string& detail) const {

@@ -121,9 +121,17 @@ class docker_engine {
   void get_archive(const std::string& id, const std::string& path, done<std::string> on_done);
 
   const std::string& host() const noexcept { return host_; }
+  /// Whether what is sent to the engine crosses a network unencrypted: tcp:// to another host
+  /// without DOCKER_TLS_VERIFY. Secrets (registry credentials, a container's credentials) are
+  /// not sent then.
+  bool plain_over_network() const noexcept { return plain_over_network_; }
+  /// The request for `path` as it is sent: its URL (https:// with DOCKER_TLS_VERIFY), the unix
+  /// socket, the TLS files of DOCKER_CERT_PATH.
+  http_request request(std::string method, std::string path) const;
+  /// Why a secret is not sent to this engine (plain_over_network), naming `what` and the fix.
+  std::string plain_refusal(const std::string& what) const;
 
  private:
-  http_request request(std::string method, std::string path) const;
   /// Runs `req`; a 2xx answer goes to `ok`, anything else to `on_error` with a message.
   void call(http_request req, unique_function<void(http_response)> ok,
             unique_function<void(std::error_code, std::string)> on_error);
@@ -145,6 +153,8 @@ class docker_engine {
                    unique_function<void(std::error_code, std::string)> on_done);
 
   std::string host_, socket_path_, base_url_;
+  std::string ca_file_, cert_file_, key_file_;  // DOCKER_TLS_VERIFY: DOCKER_CERT_PATH's
+  bool plain_over_network_ = false;
   http_client http_;
 };
 

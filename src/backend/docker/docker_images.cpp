@@ -92,6 +92,8 @@ void docker_engine::tag(const std::string& image, const std::string& repo, const
 
 void docker_engine::push(const std::string& repo, const std::string& tag, const std::string& registry_auth,
                          unique_function<void(std::string_view)> on_output, done<std::string> on_done) {
+  if (plain_over_network_ && !registry_auth.empty() && registry_auth != "e30")
+    return on_done(make_error_code(errc::config_error), {}, plain_refusal("the registry's credentials"));
   auto req = request("POST", std::string(api) + "/images/" + percent_encode(repo) + "/push?tag=" + percent_encode(tag));
   req.headers.emplace_back("X-Registry-Auth", registry_auth.empty() ? "e30" : registry_auth);
   auto digest = std::make_shared<std::string>();
