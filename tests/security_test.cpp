@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/direct_links.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/runtime.hpp"
 #include "transport/message_frames.hpp"
@@ -447,14 +448,19 @@ FIBER_REMOTE(nothing_to_do);
 // worker links while the flood's connections still wait.
 TEST(security, a_flood_of_connections_leaves_a_running_map_finishing_and_new_workers_linking) {
   FIBER_TEST_LOCAL_ONLY("floods the master's unix socket, on this host");
+  // This process is the master and the flood: room for both (root may raise the hard limit too).
   rlimit files{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
-  constexpr std::size_t flood = 5000;
-  if (files.rlim_cur < 2 * flood + 256) {
-    files.rlim_cur = std::min<rlim_t>(files.rlim_max, 2 * flood + 256);
-    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &files), 0);
+  constexpr std::size_t wanted = 2 * 5000 + 256;
+  if (files.rlim_cur < wanted) {
+    rlimit more{wanted, std::max<rlim_t>(files.rlim_max, wanted)};
+    if (::setrlimit(RLIMIT_NOFILE, &more) != 0) more = {files.rlim_max, files.rlim_max};
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &more), 0);
+    files = more;
   }
-  ASSERT_GE(files.rlim_cur, flood + 256) << "this test needs a descriptor limit above " << flood;
+  // 5,000, or what the limit allows: always more than the master will hold (a quarter of it).
+  const std::size_t flood = std::min<std::size_t>(5000, (static_cast<std::size_t>(files.rlim_cur) - 256) / 2);
+  ASSERT_GT(flood, fiber::detail::direct_listener::max_unproven()) << "a descriptor limit of " << files.rlim_cur;
   fiber::context ctx;
   fiber::pool p(ctx, 2);
   p.ready().get();
@@ -495,7 +501,7 @@ TEST(security, a_flood_of_connections_leaves_a_running_map_finishing_and_new_wor
     auto r = ::recv(fd, &byte, 1, MSG_DONTWAIT);
     if (r == 0 || (r < 0 && errno == ECONNRESET)) ++closed;
   }
-  EXPECT_GE(closed, flood - 1024);
+  EXPECT_GE(closed, flood - fiber::detail::direct_listener::max_unproven());
   for (int fd : strangers) ::close(fd);
   check_job_works(ctx);
 }

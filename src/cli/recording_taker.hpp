@@ -19,7 +19,7 @@ class recording_taker {
   /// Prepares a request to `target` on `port` of the master's pod.
   using route_fn = std::function<void(detail::http_request&, std::uint16_t port, const std::string& target)>;
 
-  /// `token`: the one the master was given (FIBER_INTERNAL_RECORD_HANDOFF); `folder`: where it goes.
+  /// `token`: the one the master was given (in the run's Secret, cli/run_tokens); `folder`: where it goes.
   recording_taker(asio::io_context& io, std::string token, std::string folder);
 
   /// A line of the master's output: when it offers the recording, starts taking it and returns

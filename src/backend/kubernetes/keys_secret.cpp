@@ -1,6 +1,5 @@
 #include "backend/kubernetes/keys_secret.hpp"
 
-#include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
 
 #include "backend/kubernetes/blocking_api.hpp"
@@ -12,15 +11,8 @@ namespace fiber::detail::kube {
 
 boost::json::object keys_secret_manifest(const pod_settings& s, const std::string& name, const std::string& job_id,
                                          const std::string& text) {
-  boost::json::object metadata{
-      {"name", name}, {"labels", boost::json::object{{managed_by_label, "fiber"}, {job_label, label_value(job_id)}}}};
-  if (!s.master_mark.empty()) metadata["annotations"] = boost::json::object{{master_annotation, s.master_mark}};
-  if (s.owner)
-    metadata["ownerReferences"] = boost::json::array{boost::json::object{{"apiVersion", "v1"},
-                                                                         {"kind", "Pod"},
-                                                                         {"name", s.owner->name},
-                                                                         {"uid", s.owner->uid},
-                                                                         {"blockOwnerDeletion", false}}};
+  auto metadata = job_object_metadata(
+      s, name, boost::json::object{{managed_by_label, "fiber"}, {job_label, label_value(job_id)}});
   // stringData: the server stores it as data (base64) and never returns it as written.
   return {{"apiVersion", "v1"},
           {"kind", "Secret"},

@@ -57,11 +57,7 @@ std::string from_kube_literal(std::string_view text) {
   return out;
 }
 
-boost::json::object pod_manifest(const pod_settings& s, const spawn_spec& spec, const std::string& name,
-                                 const std::string& job_id, const std::string& keys_secret) {
-  boost::json::object labels{{managed_by_label, "fiber"},
-                             {job_label, label_value(spec.job_id.empty() ? job_id : spec.job_id)},
-                             {process_label, label_value(spec.name)}};
+boost::json::object job_object_metadata(const pod_settings& s, const std::string& name, boost::json::object labels) {
   boost::json::object metadata{{"name", name}, {"labels", std::move(labels)}};
   if (!s.master_mark.empty()) metadata["annotations"] = boost::json::object{{master_annotation, s.master_mark}};
   if (s.owner)
@@ -70,6 +66,15 @@ boost::json::object pod_manifest(const pod_settings& s, const spawn_spec& spec, 
                                                                          {"name", s.owner->name},
                                                                          {"uid", s.owner->uid},
                                                                          {"blockOwnerDeletion", false}}};
+  return metadata;
+}
+
+boost::json::object pod_manifest(const pod_settings& s, const spawn_spec& spec, const std::string& name,
+                                 const std::string& job_id, const std::string& keys_secret) {
+  boost::json::object labels{{managed_by_label, "fiber"},
+                             {job_label, label_value(spec.job_id.empty() ? job_id : spec.job_id)},
+                             {process_label, label_value(spec.name)}};
+  auto metadata = job_object_metadata(s, name, std::move(labels));
 
   boost::json::array env;
   for (auto& [k, v] : spec.env) env.push_back(boost::json::object{{"name", k}, {"value", kube_literal(v)}});

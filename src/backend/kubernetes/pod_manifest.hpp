@@ -47,6 +47,10 @@ std::string pod_name(const std::string& job_id, std::uint64_t n, const std::stri
 
 /// `keys_secret`: the Secret with the child's credentials (keys_secret.hpp), mounted where
 /// FIBER_WORKER_KEYS_FILE says; empty: none.
+/// The metadata of an object the job makes (a pod, its credentials' Secret): `name`, `labels`,
+/// the master's mark and, when the master runs in a pod, that pod as owner.
+boost::json::object job_object_metadata(const pod_settings& settings, const std::string& name, boost::json::object labels);
+
 boost::json::object pod_manifest(const pod_settings& settings, const spawn_spec& spec, const std::string& name,
                                  const std::string& job_id, const std::string& keys_secret = {});
 

@@ -172,7 +172,7 @@ member_mesh::peer_link& member_mesh::dial_across_hosts(int peer, int fd) {
   set_nonblocking(fd);
   auto tls = std::make_unique<sealed_link>(fd, tls_session::role::client, sealed_link::key_for_ring(me_.secret()));
   auto fail = [&](const std::string& what) {
-    auto why = what + ": " + tls->why();
+    auto why = tls->why().empty() ? what : what + ": " + tls->why();
     tls.reset();
     ::close(fd);
     lost(peer, why);
