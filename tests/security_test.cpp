@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <poll.h>
+#include <spawn.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -18,6 +21,9 @@
 #include <cstdlib>
 #include <cstddef>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -26,6 +32,8 @@
 #include "runtime/runtime.hpp"
 #include "transport/message_frames.hpp"
 #include "support.hpp"
+
+extern char** environ;
 
 namespace {
 void add_one(fiber::simple_queue<int> in, fiber::simple_queue<int> out) { out.put(in.get().get() + 1).get(); }
@@ -504,4 +512,56 @@ TEST(security, a_flood_of_connections_leaves_a_running_map_finishing_and_new_wor
   EXPECT_GE(closed, flood - fiber::detail::direct_listener::max_unproven());
   for (int fd : strangers) ::close(fd);
   check_job_works(ctx);
+}
+
+// A process that holds the job's keys (here: a child's own program, which reads them as every
+// child may) links with the id of a sibling that has not linked yet: without the one-time word
+// its master gave that sibling, it is refused before it gets the sibling's function and
+// arguments, and the sibling's start fails saying so.
+TEST(security, a_process_with_the_jobs_keys_cannot_take_a_siblings_place) {
+  FIBER_TEST_LOCAL_ONLY("the sibling tells this test its id and keys through a FIFO of this host");
+  namespace fs = std::filesystem;
+  auto dir = fs::path(testing::TempDir()) / ("impostor_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto fifo = dir / "told";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // The child that never links: it tells what it was given, and waits to be killed.
+  auto script = dir / "tells_and_waits";
+  std::ofstream(script) << "#!/bin/sh\n{ echo \"$FIBER_WORKER_TOKEN\"; echo \"$FIBER_WORKER_ENDPOINT\"; "
+                           "echo \"$FIBER_WORKER_JOB\"; cat \"$FIBER_WORKER_KEYS_FILE\"; echo; } > "
+                        << fifo.string() << "\nexec sleep 600\n";
+  fs::permissions(script, fs::perms::owner_all);
+  fiber::context ctx(fiber::config::load({{"executable", script.string()}}));
+  fiber::process sibling(ctx, &nothing_to_do);
+  sibling.set_daemon(true);  // its program never ends by itself: it goes with the context
+  auto started = std::async(std::launch::async, [&] { sibling.start().get(); });
+  std::ifstream told(fifo);  // blocks until the sibling writes
+  std::string token, endpoint, job, keys;
+  std::getline(told, token);
+  std::getline(told, endpoint);
+  std::getline(told, job);
+  std::getline(told, keys);
+  ASSERT_FALSE(keys.empty());
+  auto keys_file = dir / "keys";
+  std::ofstream(keys_file) << keys;
+  // The impostor: this program as a worker, with the sibling's id and the job's keys.
+  std::vector<std::string> env_text{"FIBER_WORKER_TOKEN=" + token, "FIBER_WORKER_ENDPOINT=" + endpoint,
+                                    "FIBER_WORKER_JOB=" + job, "FIBER_WORKER_KEYS_FILE=" + keys_file.string(),
+                                    "FIBER_WORKER_NAME=Impostor"};
+  for (char** e = environ; *e; ++e)
+    if (!std::string_view(*e).starts_with("FIBER_")) env_text.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  auto self = fs::read_symlink("/proc/self/exe").string();
+  char* argv[] = {self.data(), nullptr};
+  pid_t impostor = 0;
+  ASSERT_EQ(::posix_spawn(&impostor, self.c_str(), nullptr, nullptr, argv, envp.data()), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(impostor, &status, 0), impostor);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 3) << "the impostor was not refused";  // exit_refused
+  fiber_test::expect_error([&] { started.get(); }, fiber::errc::protocol_error, "one-time word");
+  fs::remove_all(dir);
 }

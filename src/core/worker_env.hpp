@@ -11,6 +11,10 @@ inline constexpr const char* env_job = "FIBER_WORKER_JOB";            // job id
 /// The path of a file holding the child's credentials (job_keys::for_worker's text), which only
 /// its user can read: never the credentials themselves, which an engine shows with the spec.
 inline constexpr const char* env_keys_file = "FIBER_WORKER_KEYS_FILE";
+/// The child's one-time word: its hello must carry it, or its master refuses it before sending
+/// it anything (a process that holds the job's keys cannot take a sibling's place). Useless
+/// without the keys, so it may be seen with the spec.
+inline constexpr const char* env_nonce = "FIBER_WORKER_NONCE";
 /// The name of the credentials themselves, which no child is ever given in its environment: the
 /// top master refuses a spawn request that sets it (runtime/spawn_policy).
 inline constexpr const char* env_keys = "FIBER_WORKER_KEYS";

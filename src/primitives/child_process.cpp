@@ -5,6 +5,8 @@
 
 #include "core/build_id.hpp"
 #include "core/log.hpp"
+#include "core/random_token.hpp"
+#include "core/same_secret.hpp"
 #include "core/message_limit.hpp"
 #include "core/remote_failure.hpp"
 #include "runtime/init.hpp"
@@ -111,6 +113,8 @@ void child_process::spawn() {
               {env_tree_name, tree_name_},
               {env_depth, std::to_string(rt.depth() + 1)}};
   spec.secret = rt.master().worker_credentials();
+  nonce_ = random_token();
+  spec.env.emplace_back(env_nonce, nonce_);
   if (auto hub = rt.master().hub_name(); !hub.empty()) spec.env.emplace_back(env_hub, hub);  // its host's hub
   auto& backend = rt.master().the_backend();
   backend.check_capacity(spec);  // a request no node can meet fails before anything starts
@@ -167,6 +171,10 @@ void child_process::on_hello(const std::string& text) {
     auto* v = hello.if_contains(k);
     return v && v->is_string() ? std::string(v->as_string()) : std::string();
   };
+  // Only the child started as peer_ knows its word: whoever else links with its id (holding the
+  // job's keys) gets nothing, its arguments least of all.
+  if (problem.empty() && !same_secret(field("nonce"), nonce_))
+    problem = "it did not say the one-time word its master gave " + name_ + " (another process linked with its id)";
   if (problem.empty()) {
     auto proto = hello.if_contains("protocol");
     if (!proto || !proto->is_int64() || proto->as_int64() != protocol_version)

@@ -43,17 +43,6 @@ struct dashboard::state {
   bool closed = false;
 };
 
-std::string random_token() {
-  std::random_device rd;  // the kernel's random source
-  std::string t;
-  for (int i = 0; i < 4; ++i) {
-    char part[9];
-    std::snprintf(part, sizeof part, "%08x", static_cast<unsigned>(rd()));
-    t += part;
-  }
-  return t;
-}
-
 bool dashboard_token_matches(std::string_view given, std::string_view token) {
   unsigned char diff = given.size() == token.size() ? 0 : 1;
   for (std::size_t i = 0; i < token.size(); ++i) diff |= static_cast<unsigned char>(token[i] ^ (i < given.size() ? given[i] : 0));

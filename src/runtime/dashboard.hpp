@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "fiber/config.hpp"
+#include "core/random_token.hpp"
 #include "runtime/dashboard_view.hpp"
 
 namespace fiber::detail {
@@ -24,8 +25,6 @@ struct http_reply;
 
 /// The page's HTML, script and style (runtime/dashboard_page.cpp).
 std::string_view dashboard_page();
-/// 128 random bits from the kernel, as 32 hex digits: a page's token, a recording's taker's.
-std::string random_token();
 /// Whether `given` is `token`, compared in a time that does not depend on where they differ.
 bool dashboard_token_matches(std::string_view given, std::string_view token);
 /// What every answer about a run carries (not to be kept, framed or referred from); for the page

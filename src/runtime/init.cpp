@@ -84,6 +84,8 @@ int run_worker() {
     log(log_level::error, std::string("started as a fiber worker without valid credentials: ") + e.what());
     return 2;
   }
+  auto nonce = env_or_empty(env_nonce);
+  ::unsetenv(env_nonce);
   auto rt = std::make_shared<runtime>(fiber::config{}, env_or_empty(env_job), keys, env_or_empty(env_endpoint),
                                       env_or_empty(env_token));
   worker_runtime() = rt;
@@ -94,7 +96,8 @@ int run_worker() {
                             {"pid", ::getpid()},
                             {"host", this_host_name()},
                             {"memory_domain", memory_domain()},
-                            {"executable", executable_path()}};
+                            {"executable", executable_path()},
+                            {"nonce", nonce}};
   auto hello_text = boost::json::serialize(hello);
   rt->worker().send_upstream(make_message(kind::hello, {}, hello_text));
 
