@@ -12,6 +12,7 @@
 #include <string>
 
 #include "fiber/error.hpp"
+#include "support.hpp"
 
 namespace {
 using fiber::detail::docker_engine;
@@ -54,12 +55,8 @@ TEST(docker_engine, tls_verify_without_a_place_for_the_certificates_is_a_config_
   docker_env env("1", nullptr);
   env.set("HOME", nullptr);
   asio::io_context io;
-  try {
-    docker_engine e(io, "tcp://10.1.2.3:2376");
-    FAIL() << "no error";
-  } catch (const fiber::error& e) {
-    EXPECT_NE(std::string(e.what()).find("DOCKER_CERT_PATH"), std::string::npos) << e.what();
-  }
+  fiber_test::expect_error([&] { docker_engine e(io, "tcp://10.1.2.3:2376"); }, fiber::errc::config_error,
+                           "DOCKER_CERT_PATH");
 }
 
 TEST(docker_engine, plain_tcp_to_another_host_gets_no_registry_credentials) {

@@ -2,10 +2,12 @@
 // tar itself reads, a folder only its owner enters and a file only its owner reads.
 #include "backend/docker/secret_archive.hpp"
 
+#include "backend/command.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <vector>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,15 +15,7 @@
 namespace fs = std::filesystem;
 
 namespace {
-std::string output_of(const std::string& command) {
-  std::string out;
-  if (FILE* f = ::popen(command.c_str(), "r")) {
-    char buf[512];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-    ::pclose(f);
-  }
-  return out;
-}
+std::string output_of(const std::vector<std::string>& argv) { return fiber::detail::run_command(argv).out; }
 }  // namespace
 
 TEST(secret_archive, tar_lists_a_private_folder_and_file_and_extracts_the_text) {
@@ -30,11 +24,11 @@ TEST(secret_archive, tar_lists_a_private_folder_and_file_and_extracts_the_text) 
   fs::create_directories(dir);
   std::string text = "curve,AAAA,BBBB,CCCC";
   std::ofstream(dir / "a.tar", std::ios::binary) << fiber::detail::secret_archive(text, 1234, 5678);
-  auto listing = output_of("tar -tvf " + (dir / "a.tar").string() + " 2>&1");
+  auto listing = output_of({"tar", "-tvf", (dir / "a.tar").string()});
   EXPECT_NE(listing.find("drwx------"), std::string::npos) << listing;
   EXPECT_NE(listing.find("-r-------- "), std::string::npos) << listing;
   EXPECT_NE(listing.find(".fiber-keys/keys"), std::string::npos) << listing;
-  EXPECT_NE(output_of("tar --numeric-owner -tvf " + (dir / "a.tar").string()).find("1234/5678"), std::string::npos);
-  EXPECT_EQ(output_of("tar -xOf " + (dir / "a.tar").string() + " .fiber-keys/keys"), text);
+  EXPECT_NE(output_of({"tar", "--numeric-owner", "-tvf", (dir / "a.tar").string()}).find("1234/5678"), std::string::npos);
+  EXPECT_EQ(output_of({"tar", "-xOf", (dir / "a.tar").string(), ".fiber-keys/keys"}), text);
   fs::remove_all(dir);
 }

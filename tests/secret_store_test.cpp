@@ -3,14 +3,15 @@
 // backend; the files of a shared file system are 0600 in a folder of 0700.
 #include "backend/secret_store.hpp"
 
+#include "backend/command.hpp"
 #include "fiber/error.hpp"
+#include "support.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,15 +28,7 @@ unsigned mode_of(const fs::path& p) {
 }
 
 /// What another process (a child, as a worker is) reads at `path`.
-std::string read_in_another_process(const std::string& path) {
-  std::string out;
-  if (FILE* f = ::popen(("cat " + path + " 2>&1").c_str(), "r")) {
-    char buf[256];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-    ::pclose(f);
-  }
-  return out;
-}
+std::string read_in_another_process(const std::string& path) { return fiber::detail::run_command({"cat", path}).out; }
 }  // namespace
 
 TEST(secret_store, in_memory_a_child_reads_the_text_by_its_path_and_cannot_change_it) {
@@ -85,10 +78,6 @@ TEST(secret_store, in_a_folder_each_text_is_a_0600_file_in_a_0700_folder_removed
 
 TEST(secret_store, a_folder_that_cannot_be_made_is_an_error_naming_it) {
   auto store = secret_store::in_folder("/proc/no-such-folder/here");
-  try {
-    (void)store.path_for("curve,x");
-    FAIL() << "no error";
-  } catch (const fiber::error& e) {
-    EXPECT_NE(std::string(e.what()).find("/proc/no-such-folder/here"), std::string::npos) << e.what();
-  }
+  fiber_test::expect_error([&] { (void)store.path_for("curve,x"); }, fiber::errc::spawn_failed,
+                           "/proc/no-such-folder/here");
 }

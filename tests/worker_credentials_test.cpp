@@ -11,6 +11,7 @@
 #include <string>
 
 #include "fiber/error.hpp"
+#include "support.hpp"
 
 namespace fs = std::filesystem;
 using fiber::detail::job_keys;
@@ -32,14 +33,6 @@ class worker_credentials : public ::testing::Test {
   fs::path file_;
 };
 
-std::string error_of(auto f) {
-  try {
-    f();
-  } catch (const fiber::error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 }  // namespace
 
 TEST_F(worker_credentials, are_read_from_the_named_file_and_leave_the_environment) {
@@ -55,25 +48,24 @@ TEST_F(worker_credentials, are_read_from_the_named_file_and_leave_the_environmen
 
 TEST_F(worker_credentials, a_file_that_cannot_be_read_is_an_error_naming_it) {
   ::setenv("FIBER_WORKER_KEYS_FILE", file_.c_str(), 1);
-  auto why = error_of([] { (void)take_worker_credentials(); });
-  EXPECT_NE(why.find(file_.string()), std::string::npos) << why;
-  EXPECT_NE(why.find("only fiber starts workers"), std::string::npos) << why;
+  fiber_test::expect_error([] { (void)take_worker_credentials(); }, fiber::errc::protocol_error,
+                           {file_.string(), "only fiber starts workers"});
 }
 
 TEST_F(worker_credentials, a_file_of_something_else_is_refused) {
   std::ofstream(file_) << "curve,short";
   ::setenv("FIBER_WORKER_KEYS_FILE", file_.c_str(), 1);
-  auto why = error_of([] { (void)take_worker_credentials(); });
-  EXPECT_NE(why.find("malformed worker credentials"), std::string::npos) << why;
+  fiber_test::expect_error([] { (void)take_worker_credentials(); }, fiber::errc::protocol_error,
+                           "malformed worker credentials");
 }
 
 TEST_F(worker_credentials, credentials_in_the_environment_itself_are_not_taken) {
   ::setenv("FIBER_WORKER_KEYS", job_keys::generate().for_worker(false).c_str(), 1);
-  auto why = error_of([] { (void)take_worker_credentials(); });
-  EXPECT_NE(why.find("FIBER_WORKER_KEYS_FILE is not set"), std::string::npos) << why;
+  fiber_test::expect_error([] { (void)take_worker_credentials(); }, fiber::errc::protocol_error,
+                           "FIBER_WORKER_KEYS_FILE is not set");
 }
 
 TEST_F(worker_credentials, none_given_is_an_error_saying_only_fiber_starts_workers) {
-  auto why = error_of([] { (void)take_worker_credentials(); });
-  EXPECT_NE(why.find("FIBER_WORKER_KEYS_FILE is not set"), std::string::npos) << why;
+  fiber_test::expect_error([] { (void)take_worker_credentials(); }, fiber::errc::protocol_error,
+                           "FIBER_WORKER_KEYS_FILE is not set");
 }
