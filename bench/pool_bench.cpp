@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <numeric>
+#include <set>
 #include <thread>
 
 #include "../tests/proc_children.hpp"
@@ -31,6 +32,9 @@ int spin_us(int us) {
 FIBER_REMOTE(sleep_us);
 FIBER_REMOTE(identity);
 FIBER_REMOTE(spin_us);
+// The worker that ran a task, as the peers' "ready" workload asks each of theirs.
+int worker_pid(int) { return static_cast<int>(::getpid()); }
+FIBER_REMOTE(worker_pid);
 
 namespace {
 using clock_type = std::chrono::steady_clock;
@@ -116,6 +120,23 @@ BENCHMARK(pool_start)->Arg(2)->Arg(4)->ArgName("W")->Unit(benchmark::kMillisecon
 // 256 workers ready (issue 32's workload 9, beside the peers' pools of as many), and 32 (beside
 // Ray's and Dask's, which cannot start 256 here).
 BENCHMARK(pool_start)->Arg(32)->Arg(256)->ArgName("W")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1)->Repetitions(3);
+
+// Measured as bench/compare/peers/peers.py measures the peers' pools: from creating a pool of W
+// workers until every worker has run a task (tasks of chunksize 1 until W workers answered).
+void pool_ready_ran_a_task(benchmark::State& state) {
+  const int workers = static_cast<int>(state.range(0));
+  std::vector<int> items(static_cast<std::size_t>(workers));
+  for (auto _ : state) {
+    fiber::pool p(workers);
+    std::set<int> seen;
+    while (static_cast<int>(seen.size()) < workers)
+      for (int pid : p.map(&worker_pid, items, 1).get()) seen.insert(pid);
+    state.PauseTiming();
+    p.terminate().get();
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(pool_ready_ran_a_task)->Arg(32)->Arg(256)->ArgName("W")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1)->Repetitions(3);
 
 // The framework test of uber/fiber's paper: 5 workers, rounds of 5 apply_async tasks of D each,
 // the round's results collected before the next round starts. The ideal round takes D (the five

@@ -25,13 +25,19 @@ fi
 trap 'scripts/engines.sh stop' EXIT
 scripts/engines.sh start
 results="$PWD/build/ctest-junit.xml"
-rm -f "$results"
+entries="$PWD/build/ctest-tests.json"
+# Every gtest binary keeps its XML report here (tests/test_main.cpp), and the whole-binary
+# runners theirs (tests/gtest_verdict.py): test_summary.py checks that each entry that passed ran a test.
+export FIBERTEST_RESULTS_DIR="$PWD/build/test-results"
+rm -rf "$results" "$FIBERTEST_RESULTS_DIR"
+mkdir -p "$FIBERTEST_RESULTS_DIR"
+(cd build && ctest --show-only=json-v1 >"$entries")
 rc=0
 (cd build && ctest --output-on-failure --no-tests=error --timeout 300 -j "$(nproc)" --output-junit "$results") || rc=$?
 scripts/engines.sh stop
 trap - EXIT
 if [ -f "$results" ]; then
-  python3 scripts/test_summary.py "$results" || rc=1
+  python3 scripts/test_summary.py "$results" "$entries" "$FIBERTEST_RESULTS_DIR" || rc=1
 else
   echo "no test results were written ($results)"
   rc=1

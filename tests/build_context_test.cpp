@@ -15,12 +15,14 @@
 #include "cli/run_options.hpp"
 #include "fiber/error.hpp"
 
+#include "run_folder.hpp"
+
 namespace fs = std::filesystem;
 using namespace fiber::cli;
 
 namespace {
 struct temp_dir {
-  fs::path path = fs::temp_directory_path() / ("fiber-ctx-" + std::to_string(::getpid()) + "-" + std::to_string(++count));
+  fs::path path = fiber_test::run_folder() / ("fiber-ctx-" + std::to_string(::getpid()) + "-" + std::to_string(++count));
   temp_dir() { fs::create_directories(path); }
   ~temp_dir() { fs::remove_all(path); }
   void write(const std::string& rel, const std::string& text) const {

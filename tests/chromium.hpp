@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "run_folder.hpp"
+
 extern char** environ;
 
 namespace fiber_test {
@@ -34,7 +36,7 @@ class chromium {
   /// Starts a headless browser with a fresh profile and opens an empty page. Each answer is
   /// awaited at most `patience`: a browser that stops answering fails the test, not hangs it.
   explicit chromium(std::chrono::seconds patience = std::chrono::seconds(60)) : patience_(patience) {
-    profile_ = std::filesystem::temp_directory_path() / ("fiber-chromium-" + std::to_string(::getpid()));
+    profile_ = fiber_test::run_folder() / ("fiber-chromium-" + std::to_string(::getpid()));
     std::filesystem::create_directories(profile_);
     int to[2], from[2];
     if (::pipe(to) != 0 || ::pipe(from) != 0) throw std::runtime_error("pipe failed");

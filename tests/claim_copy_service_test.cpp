@@ -22,6 +22,7 @@
 #include "runtime/claim_copy_service.hpp"
 #include "http_support.hpp"
 #include "transport/http_client.hpp"
+#include "run_folder.hpp"
 
 namespace fs = std::filesystem;
 
@@ -30,11 +31,11 @@ namespace {
 class claim_copy_service : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::path(testing::TempDir()) / ("claim_copy_service_" + std::to_string(::getpid()));
+    root_ = fiber_test::run_folder() / ("claim_copy_service_" + std::to_string(::getpid()));
     fs::remove_all(root_);
     fs::create_directories(root_ / "runs");
     std::ofstream(root_ / "runs" / "a.txt") << "alpha\n";
-    token_file_ = fs::path(testing::TempDir()) / ("claim_copy_token_" + std::to_string(::getpid()));
+    token_file_ = fiber_test::run_folder() / ("claim_copy_token_" + std::to_string(::getpid()));
     std::ofstream(token_file_) << token_ << "\n";  // as the mounted Secret holds it
     env_ = fiber::detail::environment_with({{fiber::detail::env_claim_copy_port, "0"},
                                             {fiber::detail::env_claim_copy_token_file, token_file_.string()},
@@ -95,7 +96,7 @@ TEST_F(claim_copy_service, a_fiber_program_serves_the_claim_instead_of_running_i
   // Down: the folder, packed.
   auto got = call("GET", "/tree?path=runs");
   ASSERT_EQ(got.status, 200) << got.body;
-  auto back = fs::path(testing::TempDir()) / ("claim_copy_service_back_" + std::to_string(::getpid()));
+  auto back = fiber_test::run_folder() / ("claim_copy_service_back_" + std::to_string(::getpid()));
   fs::remove_all(back);
   fs::create_directories(back);
   EXPECT_EQ(fiber::detail::unpack_tree(got.body, back, "runs"), 2u);
@@ -139,7 +140,7 @@ TEST_F(claim_copy_service, bad_requests_get_an_answer_that_says_what_is_wrong) {
 // A program of the run may leave a link in the claim to a folder of the helper's own (its
 // service account's token, another claim): nothing is read or written through it.
 TEST_F(claim_copy_service, nothing_is_read_or_written_through_a_link_in_the_claims_folders) {
-  auto outside = fs::path(testing::TempDir()) / ("claim_copy_service_outside_" + std::to_string(::getpid()));
+  auto outside = fiber_test::run_folder() / ("claim_copy_service_outside_" + std::to_string(::getpid()));
   fs::create_directories(outside);
   std::ofstream(outside / "token") << "secret";
   fs::create_directory_symlink(outside, root_ / "link");

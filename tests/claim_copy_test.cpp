@@ -27,7 +27,7 @@ TEST(claim_copy, a_claim_is_a_name_then_a_colon_and_anything_else_is_local) {
 }
 
 TEST(claim_copy, an_upload_takes_the_destinations_name_or_goes_into_a_folder_ending_in_a_slash) {
-  auto dir = fs::path(testing::TempDir()) / "claim_copy_up";
+  auto dir = fiber_test::run_folder() / "claim_copy_up";
   fs::create_directories(dir / "src");
   auto as = plan_copy((dir / "src").string(), "c:/a/b");
   EXPECT_TRUE(as.upload);
@@ -39,7 +39,7 @@ TEST(claim_copy, an_upload_takes_the_destinations_name_or_goes_into_a_folder_end
 }
 
 TEST(claim_copy, a_download_lands_in_an_existing_folder_or_under_the_destinations_name) {
-  auto dir = fs::path(testing::TempDir()) / "claim_copy_down";
+  auto dir = fiber_test::run_folder() / "claim_copy_down";
   fs::create_directories(dir);
   auto into = plan_copy("c:/logs/run1", dir.string());
   EXPECT_FALSE(into.upload);

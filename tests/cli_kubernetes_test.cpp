@@ -29,13 +29,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string unique(const std::string& what) { return "cli-k-" + what + "-" + std::to_string(::getpid()); }
+std::string unique(const std::string& what) { return "cli-k-" + what + "-" + fiber_test::run_id(); }
 
 class fiber_command_on_kubernetes : public ::testing::Test {
  protected:
   void SetUp() override {
     if (auto why = fiber_test::kube_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes", why);
-    if (!fiber_test::on_real_cluster()) GTEST_SKIP() << "these tests are for the real test cluster (build/engines/k8s)";
+    if (!fiber_test::on_real_cluster()) FIBER_TEST_BACKEND_GATED("these tests are for the real test cluster (build/engines/k8s)");
     std::ifstream in(std::string(FIBER_TEST_BUILD_DIR) + "/engines/registry/address");
     if (!(in >> registry_)) FIBER_TEST_ENGINE_MISSING("registry", "no registry runs (scripts/engines.sh start registry starts one)");
     env_ = "KUBECONFIG=" + kubeconfig();
@@ -124,7 +124,7 @@ class fiber_command_on_kubernetes : public ::testing::Test {
 class command_user_without {
  public:
   command_user_without(const std::string& verb, const std::string& resource)
-      : name_(unique("without-" + verb)), file_(fs::path(testing::TempDir()) / (name_ + ".kubeconfig")) {
+      : name_(unique("without-" + verb)), file_(fiber_test::run_folder() / (name_ + ".kubeconfig")) {
     const std::string rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/";
     auto role = fiber_test::kube_call("GET", rbac + "roles/fiber-command", {}, true).body;
     boost::json::array rules;
@@ -196,7 +196,7 @@ class command_user_without {
 TEST_F(fiber_command_on_kubernetes, runs_the_pi_example_as_a_job_built_and_pushed_exits_with_its_code_and_keeps_its_recording) {
   auto name = unique("pi");
   started_.push_back(name);
-  auto runs_here = fs::path(testing::TempDir()) / unique("runs");
+  auto runs_here = fiber_test::run_folder() / unique("runs");
   fs::remove_all(runs_here);
   auto r = fiber("run --build --registry " + registry_ + "/fibertest-kube " + small_workers + " --attach --name " + name +
                      " -- " + FIBER_TEST_BUILD_DIR "/examples/pi_estimation",
@@ -358,7 +358,7 @@ TEST_F(fiber_command_on_kubernetes, cp_round_trips_a_folder_through_a_claim_and_
                      FIBER_TEST_EXIT_WITH);
   ASSERT_EQ(never.code, 0) << never.out;
 
-  auto dir = fs::path(testing::TempDir()) / claim;
+  auto dir = fiber_test::run_folder() / claim;
   fs::create_directories(dir / "results" / "deep");
   std::ofstream(dir / "results" / "a.txt") << "alpha\n";
   std::ofstream(dir / "results" / "deep" / "b.bin") << std::string(100000, 'b');
@@ -527,7 +527,7 @@ TEST_F(fiber_command_on_kubernetes, bad_input_is_an_error_that_names_the_problem
   expect_error(fiber("cp /etc/hostname no-such-claim:/x"), "no PersistentVolumeClaim named 'no-such-claim' in namespace default");
   expect_error(fiber("cp --image some/image:1 /etc/hostname data:/x"), "--image some/image:1 needs --program");
   // An API server that does not answer.
-  auto conf = testing::TempDir() + "/unreachable-kubeconfig";
+  auto conf = (fiber_test::run_folder() / "unreachable-kubeconfig").string();
   std::ofstream(conf) << R"({"apiVersion":"v1","kind":"Config","current-context":"c",)"
                       << R"("clusters":[{"name":"k","cluster":{"server":"https://127.0.0.1:1"}}],)"
                       << R"("users":[{"name":"u","user":{"token":"t"}}],)"

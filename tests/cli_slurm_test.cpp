@@ -9,6 +9,7 @@
 #include "backend/command.hpp"
 #include "backend/slurm/slurm_cli.hpp"
 #include "cli_support.hpp"
+#include "engine_presence.hpp"
 #include "slurm_support.hpp"
 #include "support.hpp"
 
@@ -17,13 +18,13 @@ using fiber_test::command_outcome;
 
 namespace {
 
-std::string unique(const std::string& what) { return "cli-" + what + "-" + std::to_string(::getpid()); }
+std::string unique(const std::string& what) { return "cli-" + what + "-" + fiber_test::run_id(); }
 
 class fiber_command_on_slurm : public ::testing::Test {
  protected:
   void SetUp() override {
     fiber_test::use_test_cluster();
-    if (auto why = fiber_test::slurm_cluster_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Slurm", why);
+    if (auto why = fiber_test::slurm_absent(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Slurm", why);
   }
   void TearDown() override {
     for (auto& name : started_) fiber_cmd("--backend slurm stop " + name);

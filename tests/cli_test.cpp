@@ -16,6 +16,7 @@
 
 #include "cli_support.hpp"
 #include "docker_support.hpp"
+#include "engine_presence.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
@@ -34,15 +35,12 @@ std::string http_get(const std::string& url) {
   return out;
 }
 
-std::string unique(const std::string& what) { return "cli-" + what + "-" + std::to_string(::getpid()); }
+std::string unique(const std::string& what) { return "cli-" + what + "-" + fiber_test::run_id(); }
 
 class fiber_command : public ::testing::Test {
  protected:
   void SetUp() override {
-    asio::io_context io;
-    fiber::detail::docker_engine engine(io);
-    auto v = fiber_test::run_engine<std::string>(io, [&](auto done) { engine.check(std::move(done)); });
-    if (v.ec) FIBER_TEST_ENGINE_MISSING("Docker", v.why);
+    if (auto why = fiber_test::docker_absent(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Docker", why);
     std::ifstream in(std::string(FIBER_TEST_BUILD_DIR) + "/engines/registry/address");
     if (!(in >> registry_) || http_get("http://" + registry_ + "/v2/").empty())
       FIBER_TEST_ENGINE_MISSING("registry", "no registry answers (scripts/engines.sh start registry starts one)");
@@ -97,7 +95,7 @@ TEST_F(fiber_command, runs_the_pi_example_built_and_pushed_and_exits_with_its_co
 TEST_F(fiber_command, a_runs_recording_lands_on_this_host_and_outlives_its_container) {
   auto name = unique("recorded");
   started_.push_back(name);
-  auto dir = fs::path(testing::TempDir()) / unique("runs");
+  auto dir = fiber_test::run_folder() / unique("runs");
   fs::remove_all(dir);
   auto env = "FIBER_RECORD_DIR=" + dir.string();
   auto r = fiber_cmd("run --build --attach --name " + name + " -- " FIBER_TEST_BUILD_DIR "/examples/pi_estimation", env);
@@ -124,7 +122,7 @@ TEST_F(fiber_command, a_registry_wanting_a_login_gets_it_from_the_docker_config_
   std::string registry;
   if (!(in >> registry)) FIBER_TEST_ENGINE_MISSING("registry", "no registry with logins runs (scripts/engines.sh start registry)");
   auto config = [&](const std::string& name, const std::string& auth) {
-    auto dir = fs::path(testing::TempDir()) / unique(name);
+    auto dir = fiber_test::run_folder() / unique(name);
     fs::create_directories(dir);
     if (!auth.empty()) std::ofstream(dir / "config.json") << R"({"auths":{")" << registry << R"(":{"auth":")" << auth << R"("}}})";
     return "DOCKER_CONFIG=" + dir.string();
@@ -238,7 +236,7 @@ TEST_F(fiber_command, cp_round_trips_a_folder_through_a_claim_and_leaves_no_help
   asio::io_context io;
   fiber::detail::docker_engine engine(io);
   ASSERT_FALSE(fiber_test::run_engine<bool>(io, [&](auto done) { engine.create_volume(claim, std::move(done)); }).ec);
-  auto dir = fs::path(testing::TempDir()) / claim;
+  auto dir = fiber_test::run_folder() / claim;
   fs::create_directories(dir / "results" / "deep");
   std::ofstream(dir / "results" / "a.txt") << "alpha\n";
   std::ofstream(dir / "results" / "deep" / "b.bin") << std::string(100000, 'b');
@@ -326,7 +324,7 @@ TEST_F(fiber_command, dry_run_prints_the_container_and_creates_nothing) {
 }
 
 TEST_F(fiber_command, build_args_reach_the_build_and_tell_images_apart) {
-  auto dir = fs::path(testing::TempDir()) / unique("args");
+  auto dir = fiber_test::run_folder() / unique("args");
   fs::create_directories(dir);
   std::ofstream(dir / "Dockerfile") << "FROM scratch\nARG TARGET\nCOPY ${TARGET} /app/\n";
   std::ofstream(dir / "a.txt") << "a";

@@ -13,7 +13,7 @@ namespace {
 class config_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("fiber-config-" + std::to_string(getpid()) + "-" +
+    dir_ = fiber_test::run_folder() / ("fiber-config-" + std::to_string(getpid()) + "-" +
                                                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
     file_ = (dir_ / ".fiberconfig").string();

@@ -329,9 +329,9 @@ TEST(dashboard, a_worker_its_engine_holds_back_is_waiting_with_the_engines_reaso
                  {"kubernetes_pod_patch", R"({"spec":{"nodeSelector":{"fiber-test":"no-such-node"}}})"}};
     reason = "Unschedulable";
   } else {
-    GTEST_SKIP() << "the " << fiber_test::backend_under_test() << " backend starts a worker at once: nothing holds one back";
+    FIBER_TEST_BACKEND_GATED("the " << fiber_test::backend_under_test() << " backend starts a worker at once: nothing holds one back");
   }
-  auto dir = std::filesystem::temp_directory_path() / ("fiber-dash-rec-" + std::to_string(::getpid()));
+  auto dir = fiber_test::run_folder() / ("fiber-dash-rec-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   held_back.emplace_back("record_dir", dir.string());
   std::string worker;

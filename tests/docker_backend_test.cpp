@@ -14,6 +14,7 @@
 
 #include "core/volume.hpp"
 #include "docker_support.hpp"
+#include "engine_presence.hpp"
 #include "support.hpp"
 
 namespace {
@@ -62,7 +63,8 @@ class docker_backend : public ::testing::Test {
   fiber::detail::docker_engine engine{io};
 
   void SetUp() override {
-    if (auto why = fiber_test::prepare_test_image(io, engine); !why.empty()) FIBER_TEST_ENGINE_MISSING("Docker", why);
+    if (auto why = fiber_test::docker_absent(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Docker", why);
+    ASSERT_EQ(fiber_test::prepare_test_image(io, engine), "") << "the engine answers, and fiber's docker_engine failed";
   }
   void TearDown() override {
     // Every context of the test has ended: none of its containers may remain.
@@ -169,7 +171,7 @@ TEST_F(docker_backend, more_cpus_than_the_engine_has_fail_start_naming_both) {
 }
 
 TEST_F(docker_backend, a_named_volume_and_the_bridge_network) {
-  auto volume = "fiber-test-data-" + std::to_string(getpid());
+  auto volume = "fiber-test-data-" + fiber_test::run_id();
   {
     auto cfg = config({{"docker_network", "bridge"}});
     cfg.volumes += "," + volume + ":/data";
@@ -203,7 +205,7 @@ TEST_F(docker_backend, terminate_and_a_stopped_context_leave_no_container) {
 }
 
 TEST_F(docker_backend, a_child_that_fails_before_its_handshake_shows_its_last_output) {
-  auto script = std::filesystem::temp_directory_path() / ("fiber-not-a-worker-" + std::to_string(getpid()));
+  auto script = fiber_test::run_folder() / ("fiber-not-a-worker-" + std::to_string(getpid()));
   std::ofstream(script) << "#!/bin/sh\necho 'this is not a fiber worker' >&2\nexit 3\n";
   std::filesystem::permissions(script, std::filesystem::perms::owner_all);
   fiber::context ctx(config({{"executable", script.string()}}));

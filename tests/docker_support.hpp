@@ -13,6 +13,8 @@
 
 #include "backend/docker/docker_engine.hpp"
 
+#include "run_folder.hpp"
+
 namespace fiber_test {
 
 /// A near-empty root: /usr, /lib, /bin come from the host through `volumes` (/usr bind-mounted
@@ -38,7 +40,7 @@ outcome<T> run_engine(asio::io_context& io, Start start) {
 }
 
 inline std::string root_tar() {
-  auto dir = std::filesystem::temp_directory_path() / ("fiber-root-" + std::to_string(getpid()));
+  auto dir = fiber_test::run_folder() / ("fiber-root-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   for (auto d : {"usr", "etc", "tmp", "proc", "dev", "sys", "sbin"}) std::filesystem::create_directories(dir / d);
   for (auto [link, target] : {std::pair{"lib", "usr/lib"}, {"lib64", "usr/lib64"}, {"bin", "usr/bin"}})

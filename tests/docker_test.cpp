@@ -8,6 +8,7 @@
 
 #include "backend/docker/docker_engine.hpp"
 #include "docker_support.hpp"
+#include "engine_presence.hpp"
 #include "support.hpp"
 #include "fiber/error.hpp"
 
@@ -28,11 +29,10 @@ class docker : public ::testing::Test {
  protected:
   asio::io_context io;
   docker_engine engine{io};
-  std::string job = "fiber-test-" + std::to_string(getpid());
+  std::string job = "fiber-test-" + fiber_test::run_id();
 
   void SetUp() override {
-    auto v = run<std::string>(io, [&](auto done) { engine.check(std::move(done)); });
-    if (v.ec) FIBER_TEST_ENGINE_MISSING("Docker", v.why);
+    if (auto why = fiber_test::docker_absent(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Docker", why);
     auto why = fiber_test::prepare_test_image(io, engine);
     ASSERT_TRUE(why.empty()) << why;
   }

@@ -9,6 +9,8 @@
 #include "core/file_tree.hpp"
 #include "fiber/error.hpp"
 
+#include "run_folder.hpp"
+
 namespace fs = std::filesystem;
 using fiber::detail::pack_tree;
 using fiber::detail::unpack_tree;
@@ -18,7 +20,7 @@ namespace {
 constexpr std::uint64_t plenty = std::uint64_t{1} << 30;
 
 fs::path fresh(const std::string& name) {
-  auto dir = fs::path(testing::TempDir()) / ("file_tree_" + name);
+  auto dir = fiber_test::run_folder() / ("file_tree_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

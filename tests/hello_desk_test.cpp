@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "run_folder.hpp"
+
 namespace {
 using fiber::detail::admitted_link;
 using fiber::detail::hello_desk;
@@ -33,7 +35,7 @@ struct listeners {
     unix_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
     sockaddr_un ua{};
     ua.sun_family = AF_UNIX;
-    auto name = "hello-desk-test-" + std::to_string(::getpid());
+    auto name = "hello-desk-test-" + fiber_test::run_id();
     std::memcpy(ua.sun_path + 1, name.data(), name.size());
     EXPECT_EQ(::bind(unix_fd, reinterpret_cast<sockaddr*>(&ua),
                      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),

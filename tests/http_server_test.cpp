@@ -23,6 +23,8 @@
 
 #include "transport/http_server.hpp"
 
+#include "run_folder.hpp"
+
 namespace fs = std::filesystem;
 using fiber::detail::http_reply;
 using fiber::detail::http_served_request;
@@ -116,7 +118,7 @@ TEST(http_server, a_request_refused_by_its_head_is_answered_without_its_body_bei
 }
 
 TEST(http_server, an_admitted_body_is_stored_in_a_file_as_it_arrives_not_held_in_memory) {
-  auto folder = fs::path(testing::TempDir()) / ("http_server_bodies_" + std::to_string(::getpid()));
+  auto folder = fiber_test::run_folder() / ("http_server_bodies_" + std::to_string(::getpid()));
   fs::create_directories(folder);
   http_server_options options;
   options.max_body = std::uint64_t{1} << 30;

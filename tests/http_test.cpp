@@ -22,6 +22,8 @@
 #include "backend/docker/docker_engine.hpp"
 #include "transport/http_client.hpp"
 
+#include "run_folder.hpp"
+
 using fiber::detail::http_client;
 using fiber::detail::http_request;
 using fiber::detail::http_response;
@@ -36,7 +38,7 @@ struct test_server {
   asio::steady_timer forever{io, std::chrono::hours(1)};  // /slow never answers
 
   explicit test_server(asio::io_context& io_) : io(io_) {
-    socket_path = (std::filesystem::temp_directory_path() / ("fiber-http-" + std::to_string(getpid()) + ".sock")).string();
+    socket_path = (fiber_test::run_folder() / ("fiber-http-" + std::to_string(getpid()) + ".sock")).string();
     std::filesystem::remove(socket_path);
     local.open();
     local.bind(asio::local::stream_protocol::endpoint(socket_path));

@@ -1,6 +1,7 @@
 // A master's listener, a host hub linked to it over TLS on this host, and children linked to
 // the hub, for the tests of host hubs (host_hub_test, hub_forks_test).
 #pragma once
+#include "run_folder.hpp"
 #include <unistd.h>
 
 #include <asio/io_context.hpp>
@@ -61,13 +62,15 @@ struct hub {
 
   /// `forks`: it forks children with the local backend when the master asks, as a hub process
   /// does (hub_workers=fork); else it refuses.
-  hub(master& m, const std::string& id = "hub-1", std::chrono::milliseconds silence = 60s, bool forks = false) {
+  /// `pulse`: how often it speaks to the master when it has nothing else to say.
+  hub(master& m, const std::string& id = "hub-1", std::chrono::milliseconds silence = 60s, bool forks = false,
+      std::chrono::milliseconds pulse = 50ms) {
     unique_function<std::unique_ptr<backend>()> children;
     if (forks) children = [this] { return make_local_backend(io, fiber::config{}); };
     auto f = std::async(std::launch::async, [&] { return connect_tls_link(io, m.address, id, job_key, 10s, 60s, link_role::hub); });
     m.run_until([&] { return f.wait_for(0s) == std::future_status::ready; });
     relay = std::make_shared<host_hub>(io, f.get(), password, 1 << 20, 10s, std::move(children));
-    relay->start("fiber-hub-test-" + std::to_string(::getpid()), [this] { ended = true; }, 50ms, silence);
+    relay->start("fiber-hub-test-" + fiber_test::run_id(), [this] { ended = true; }, pulse, silence);
     loop = std::jthread([this](std::stop_token st) {
       while (!st.stop_requested()) io.run_one_for(20ms);
     });

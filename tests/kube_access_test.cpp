@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 class kube_access_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fiber-kube-access-" + std::to_string(::getpid()));
+    dir_ = fiber_test::run_folder() / ("fiber-kube-access-" + std::to_string(::getpid()));
     fs::create_directories(dir_);
   }
   void TearDown() override {

@@ -46,7 +46,7 @@ class kubernetes_cluster : public ::testing::Test {
  protected:
   void SetUp() override {
     if (auto why = fiber_test::kube_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes", why);
-    if (!fiber_test::on_real_cluster()) GTEST_SKIP() << "these tests are for the real test cluster (build/engines/k8s)";
+    if (!fiber_test::on_real_cluster()) FIBER_TEST_BACKEND_GATED("these tests are for the real test cluster (build/engines/k8s)");
   }
   static std::string run(const std::string& cmd) {
     std::string out;
@@ -90,7 +90,7 @@ class kubernetes_cluster : public ::testing::Test {
 class kubeconfig_of {
  public:
   explicit kubeconfig_of(boost::json::object user)
-      : dir_(fs::temp_directory_path() / ("fiber-kubeconfig-" + std::to_string(::getpid()))) {
+      : dir_(fiber_test::run_folder() / ("fiber-kubeconfig-" + std::to_string(::getpid()))) {
     fs::create_directories(dir_);
     auto config = boost::json::parse(fiber_test::read_text(fiber_test::kube_dir() + "/kubeconfig"));
     config.at("users").as_array()[0].as_object()["user"] = std::move(user);
@@ -133,7 +133,7 @@ TEST_F(kubernetes_cluster, a_program_the_image_lacks_fails_the_start_with_the_ku
 
 TEST_F(kubernetes_cluster, a_namespace_without_the_role_is_refused_naming_the_verb_and_the_manifest) {
   // The service account fiber has its Role in namespace default only (rbac.yaml applied there).
-  auto ns = "fiber-test-denied-" + std::to_string(::getpid());
+  auto ns = "fiber-test-denied-" + fiber_test::run_id();
   admin("POST", "/api/v1/namespaces", R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + ns + R"("}})");
   fiber::context ctx(fiber::config::load({{"kubernetes_namespace", ns}}));
   auto why = fiber_test::start_error(ctx, &do_nothing);
@@ -291,7 +291,7 @@ TEST_F(kubernetes_cluster, deleting_a_master_pod_has_the_garbage_collector_delet
   // Kubernetes' garbage collector, whatever the master could do.
   std::string build = FIBER_TEST_BUILD_DIR;
   auto image = fiber_test::kube_test_image();
-  auto master = "fiber-test-gc-master-" + std::to_string(::getpid());
+  auto master = "fiber-test-gc-master-" + fiber_test::run_id();
   auto field = [](const char* name, const char* path) {
     return boost::json::object{{"name", name}, {"valueFrom", {{"fieldRef", {{"fieldPath", path}}}}}};
   };
@@ -356,14 +356,14 @@ TEST_F(kubernetes_cluster, a_revoked_token_is_read_again_and_a_refused_one_is_a_
   // The token file holds a token bound to a Secret; a new token is written and the Secret deleted,
   // which revokes the old one: the master's next request is refused once, and it reads the file
   // again, as it must when a cluster rotates projected tokens.
-  auto secret = "fiber-test-token-" + std::to_string(::getpid());
+  auto secret = "fiber-test-token-" + fiber_test::run_id();
   auto made = admin("POST", "/api/v1/namespaces/default/secrets",
                     R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":")" + secret + R"("}})");
   auto uid = std::string(made.at("metadata").at("uid").as_string());
   auto first = fiber_token(secret, uid);
   ASSERT_FALSE(first.empty());
   {
-    auto token_file = fs::temp_directory_path() / ("fiber-token-" + std::to_string(::getpid()));
+    auto token_file = fiber_test::run_folder() / ("fiber-token-" + std::to_string(::getpid()));
     std::ofstream(token_file) << first;
     kubeconfig_of config(boost::json::object{{"tokenFile", token_file.string()}});
     fiber::context ctx;

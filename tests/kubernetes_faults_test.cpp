@@ -38,7 +38,7 @@ class kubernetes_fault_injector : public ::testing::Test {
 };
 
 TEST_F(kubernetes_fault_injector, a_gpu_no_node_has_fails_at_start_before_any_pod_and_a_node_that_joins_is_found) {
-  auto ns = "capacity-" + std::to_string(::getpid());
+  auto ns = "capacity-" + fiber_test::run_id();
   fiber::context ctx(fiber::config::load({{"kubernetes_namespace", ns}}));
   auto pods_posted = [&] {
     auto log = fiber_test::kube_call("GET", "/double/requests", {}, true);
@@ -89,7 +89,7 @@ TEST_F(kubernetes_fault_injector, a_gpu_no_node_has_fails_at_start_before_any_po
 TEST_F(kubernetes_fault_injector, terminate_on_a_node_that_is_gone_deletes_the_pod_without_the_kubelets_word) {
   // terminate() leaves the SIGKILL to the kubelet (it enforces the grace itself and reports how the
   // container ended). A kubelet that never answers must not make terminate() wait for good.
-  auto ns = "silent-" + std::to_string(::getpid());
+  auto ns = "silent-" + fiber_test::run_id();
   fiber::context ctx(fiber::config::load(
       {{"kubernetes_namespace", ns}, {"terminate_grace_ms", "100"}, {"kubernetes_stop_timeout_ms", "300"}}));
   fiber::simple_queue<int> gate(ctx);
@@ -111,7 +111,7 @@ TEST_F(kubernetes_fault_injector, terminate_on_a_node_that_is_gone_deletes_the_p
 }
 
 TEST_F(kubernetes_fault_injector, throttled_requests_wait_for_retry_after_and_go_through) {
-  auto ns = "throttled-" + std::to_string(::getpid());  // its own: the log holds earlier runs' requests
+  auto ns = "throttled-" + fiber_test::run_id();  // its own: the log holds earlier runs' requests
   ASSERT_FALSE(fiber_test::kube_call("POST", "/double/throttle?count=3&retry_after=1&namespace=" + ns, {}, true).ec);
   fiber::context ctx(fiber::config::load({{"kubernetes_namespace", ns}}));
   fiber::process p(ctx, &do_nothing);
@@ -132,7 +132,7 @@ TEST_F(kubernetes_fault_injector, a_watch_reconnecting_after_the_token_rotated_r
   asio::io_context io;
   auto where = fiber::detail::kube::kubeconfig_access(fiber_test::kube_dir() + "/kubeconfig", {});
   fiber::detail::kube::api api(io, where, 100, 100);
-  auto mark = "watch-" + std::to_string(::getpid());
+  auto mark = "watch-" + fiber_test::run_id();
   auto watch = std::make_shared<fiber::detail::kube::pod_watch>(io, api, "default", "fiber.test=" + mark);
   std::string problem;
   bool seen = false;

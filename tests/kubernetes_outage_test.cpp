@@ -38,7 +38,7 @@ class kubernetes_outage : public ::testing::Test {
  protected:
   void SetUp() override {
     if (auto why = fiber_test::kube_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes", why);
-    if (!fiber_test::on_real_cluster()) GTEST_SKIP() << "these tests are for the real test cluster (build/engines/k8s)";
+    if (!fiber_test::on_real_cluster()) FIBER_TEST_BACKEND_GATED("these tests are for the real test cluster (build/engines/k8s)");
   }
   /// The audit log's entries from byte `from` on (one JSON object per request the API server answered).
   static std::vector<boost::json::object> audit_since(std::streamoff from) {

@@ -34,7 +34,7 @@ class taint_on_k2 {
   /// deleted and made again.
   bool seen_by_the_scheduler() const {
     for (int attempt = 0; attempt < 10; ++attempt) {
-      auto name = "taint-probe-" + std::to_string(::getpid()) + "-" + std::to_string(attempt);
+      auto name = "taint-probe-" + fiber_test::run_id() + "-" + std::to_string(attempt);
       auto made = fiber_test::kube_call(
           "POST", "/api/v1/namespaces/default/pods",
           R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name + R"(","labels":{"fiber.test/probe":")" +
@@ -97,7 +97,7 @@ class kubernetes_taints : public ::testing::Test {
  protected:
   void SetUp() override {
     if (auto why = fiber_test::kube_problem(); !why.empty()) FIBER_TEST_ENGINE_MISSING("Kubernetes", why);
-    if (!fiber_test::on_real_cluster()) GTEST_SKIP() << "these tests are for the real test cluster (build/engines/k8s)";
+    if (!fiber_test::on_real_cluster()) FIBER_TEST_BACKEND_GATED("these tests are for the real test cluster (build/engines/k8s)");
   }
 };
 

@@ -376,7 +376,7 @@ TEST(nested, a_queue_fails_with_a_clear_error_once_its_maker_has_ended) {
 TEST(nested, a_killed_level_2_parent_ends_its_subtree_and_its_task_runs_again) {
   // The marker file says "the first try ran" to the task's second try, on any worker: /tmp is
   // shared with containers, pods and the Slurm nodes.
-  auto marker = std::filesystem::temp_directory_path() / ("fiber-nested-" + std::to_string(::getpid()));
+  auto marker = fiber_test::run_folder() / ("fiber-nested-" + std::to_string(::getpid()));
   std::filesystem::remove(marker);
   fiber::simple_queue<std::pair<int, std::string>> pids;
   fiber::simple_queue<std::vector<int>> results;
@@ -532,7 +532,7 @@ TEST(nested, a_child_makes_an_async_manager) {
 // parent, under its name in the tree; and the tasks of the grandchild's pool, which its own
 // recorder sends up in batches.
 TEST(nested, the_runs_recording_holds_the_grandchildren_by_their_names_in_the_tree) {
-  auto dir = std::filesystem::temp_directory_path() / ("fiber-nested-rec-" + std::to_string(::getpid()));
+  auto dir = fiber_test::run_folder() / ("fiber-nested-rec-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   auto cfg = fiber::config::load({{"record_dir", dir.string()}});
   std::string child_name;

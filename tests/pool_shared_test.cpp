@@ -111,7 +111,7 @@ TEST(pool_shared, each_worker_gets_an_object_once_however_many_items_chunks_and_
 // CAP_SYS_PTRACE looking into a non-dumpable master): each worker asks for the object whole
 // (`need`), gets it in the messages, and the items are right.
 TEST(pool_shared, a_worker_that_cannot_map_the_hosts_copy_asks_for_the_object_whole) {
-  if (!workers_on_this_host()) GTEST_SKIP() << "the master's host copy is for workers on its host";
+  if (!workers_on_this_host()) FIBER_TEST_BACKEND_GATED("the master's host copy is for workers on its host");
   struct dumpable_again {
     ~dumpable_again() { ::prctl(PR_SET_DUMPABLE, 1); }
   } restore;

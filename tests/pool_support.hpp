@@ -161,7 +161,7 @@ std::set<std::string> gpus_of(const std::vector<std::string>& where) {
 }
 
 std::string marker_path(const char* name) {
-  auto p = std::filesystem::temp_directory_path() /
+  auto p = fiber_test::run_folder() /
            ("fiber-pool-" + std::to_string(getpid()) + "-" + name);
   std::filesystem::remove(p);
   return p.string();

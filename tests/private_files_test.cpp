@@ -25,7 +25,7 @@ unsigned mode_of(const fs::path& p) {
 class private_files : public ::testing::Test {
  protected:
   void SetUp() override {
-    base_ = fs::path(testing::TempDir()) / ("private_files_" + std::to_string(::getpid()));
+    base_ = fiber_test::run_folder() / ("private_files_" + std::to_string(::getpid()));
     fs::remove_all(base_);
     fs::create_directories(base_);
     old_umask_ = ::umask(0);  // the widest: every bit a file asks for is kept

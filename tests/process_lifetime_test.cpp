@@ -2,6 +2,7 @@
 // master that dies, a worker that never reaches its master, programs without fiber::init, and a
 // child that outlives the thread that started it.
 #include "process_support.hpp"
+#include "run_folder.hpp"
 
 TEST(process, destroying_a_running_daemon_process_kills_and_reaps_it) {
   fiber::simple_queue<int> gate;
@@ -21,7 +22,7 @@ TEST(process, destroying_a_running_daemon_process_kills_and_reaps_it) {
 // context waits for it when it ends (the literal port of `fiber.Process(target=print,
 // args=('Hello',)).start()` used to print nothing 9 times in 10: the object's end killed it).
 TEST(process, a_non_daemon_child_whose_object_goes_runs_on_and_its_context_waits_for_it) {
-  auto marker = std::filesystem::temp_directory_path() / ("fiber-non-daemon-" + std::to_string(getpid()));
+  auto marker = fiber_test::run_folder() / ("fiber-non-daemon-" + std::to_string(getpid()));
   std::filesystem::remove(marker);
   auto ctx = std::make_unique<fiber::context>();
   fiber::simple_queue<int> gate(*ctx);  // outlives the context: the child reads it to the end
@@ -132,7 +133,7 @@ TEST(process, a_worker_that_never_reaches_its_master_exits) {
     asio::ip::tcp::acceptor gone(io, {asio::ip::make_address("127.0.0.1"), 0});
     endpoint = "tcp://127.0.0.1:" + std::to_string(gone.local_endpoint().port());
   }  // closed: nothing listens there
-  auto keys_file = std::filesystem::path(testing::TempDir()) / ("stray_keys_" + std::to_string(getpid()));
+  auto keys_file = fiber_test::run_folder() / ("stray_keys_" + std::to_string(getpid()));
   std::ofstream(keys_file) << fiber::detail::job_keys::generate().for_worker(false);
   std::vector<std::string> env_text{"FIBER_WORKER_ENDPOINT=" + endpoint, "FIBER_WORKER_KEYS_FILE=" + keys_file.string(),
                                     "FIBER_WORKER_TOKEN=7", "FIBER_WORKER_JOB=stray", "FIBER_WORKER_NAME=Stray"};

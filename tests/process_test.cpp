@@ -3,6 +3,7 @@
 #include "process_support.hpp"
 
 #include <iterator>
+#include "run_folder.hpp"
 
 namespace {
 int unregistered(int x) { return x; }
@@ -51,7 +52,7 @@ TEST(process, a_move_only_argument_is_moved_into_the_childs_parameter) {
 }
 
 TEST(process, children_on_other_hosts_reach_the_master_over_tls_unless_zeromq_is_asked) {
-  if (fiber_test::backend_under_test() == "local") GTEST_SKIP() << "children on other hosts only (docker, slurm, kubernetes)";
+  if (fiber_test::backend_under_test() == "local") FIBER_TEST_BACKEND_GATED("children on other hosts only (docker, slurm, kubernetes)");
   for (auto [transport, scheme] : {std::pair{"direct", "tls://"}, std::pair{"zeromq", "tcp://"}}) {
     fiber::context ctx(fiber::config::load({{"remote_transport", transport}}));
     fiber::process p(ctx, &do_nothing);
@@ -65,7 +66,7 @@ TEST(process, children_on_other_hosts_reach_the_master_over_tls_unless_zeromq_is
 TEST(process, remote_transport_hub_links_children_through_tls_too) {
   // Where the backend can start a hub on each host (Slurm) the children link to it
   // (slurm_backend_test); elsewhere they link to the master directly, over TLS.
-  if (fiber_test::backend_under_test() == "local") GTEST_SKIP() << "children on other hosts only (docker, slurm, kubernetes)";
+  if (fiber_test::backend_under_test() == "local") FIBER_TEST_BACKEND_GATED("children on other hosts only (docker, slurm, kubernetes)");
   fiber::context ctx(fiber::config::load({{"remote_transport", "hub"}}));
   fiber::process p(ctx, &do_nothing);
   p.start().get();
@@ -283,7 +284,7 @@ TEST(process, misuse_is_reported) {
 }
 
 TEST(process, exception_message_lands_in_the_childs_log_file) {
-  auto prefix = std::filesystem::temp_directory_path() / ("fiber-log-" + std::to_string(getpid()));
+  auto prefix = fiber_test::run_folder() / ("fiber-log-" + std::to_string(getpid()));
   fiber::context ctx(fiber::config::load({{"log_file", prefix.string()}}));
   fiber::process p(ctx, &fail_with, std::string("the reason it failed"));
   p.set_name("failing-child");

@@ -10,6 +10,7 @@
 
 #include "http_support.hpp"
 #include "runtime/recording_handoff.hpp"
+#include "run_folder.hpp"
 
 namespace {
 namespace fs = std::filesystem;
@@ -23,7 +24,7 @@ std::string some_bytes(std::size_t n) {
 }
 
 fs::path write_file(const std::string& name, const std::string& bytes) {
-  auto p = fs::path(testing::TempDir()) / (name + "-" + std::to_string(::getpid()) + ".fiberrec");
+  auto p = fiber_test::run_folder() / (name + "-" + std::to_string(::getpid()) + ".fiberrec");
   std::ofstream(p, std::ios::binary) << bytes;
   return p;
 }
@@ -86,7 +87,7 @@ TEST(recording_handoff, nobody_comes_and_the_master_goes_on_after_its_patience) 
 // No recording (recording off, or none written): nothing is offered.
 TEST(recording_handoff, no_file_no_offer) {
   bool announced = false;
-  EXPECT_FALSE(fiber::detail::hand_off_recording((fs::path(testing::TempDir()) / "none.fiberrec").string(), "t",
+  EXPECT_FALSE(fiber::detail::hand_off_recording((fiber_test::run_folder() / "none.fiberrec").string(), "t",
                                                  std::chrono::minutes(5), [&](const handoff_offer&) { announced = true; }));
   EXPECT_FALSE(announced);
 }

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <string>
 
+#include "run_folder.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -19,7 +21,7 @@ std::string output_of(const std::vector<std::string>& argv) { return fiber::deta
 }  // namespace
 
 TEST(secret_archive, tar_lists_a_private_folder_and_file_and_extracts_the_text) {
-  auto dir = fs::path(testing::TempDir()) / ("secret_archive_" + std::to_string(::getpid()));
+  auto dir = fiber_test::run_folder() / ("secret_archive_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::string text = "curve,AAAA,BBBB,CCCC";

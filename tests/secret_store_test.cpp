@@ -55,7 +55,7 @@ TEST(secret_store, in_memory_it_goes_with_the_store) {
 }
 
 TEST(secret_store, in_a_folder_each_text_is_a_0600_file_in_a_0700_folder_removed_with_the_store) {
-  auto root = fs::path(testing::TempDir()) / ("secret_store_" + std::to_string(::getpid()));
+  auto root = fiber_test::run_folder() / ("secret_store_" + std::to_string(::getpid()));
   fs::remove_all(root);
   auto old = ::umask(0);  // the widest umask: every bit is fiber's choice
   std::string path;

@@ -557,7 +557,7 @@ TEST(security, a_flood_of_connections_to_a_zeromq_master_leaves_a_running_map_fi
 TEST(security, a_process_with_the_jobs_keys_cannot_take_a_siblings_place) {
   FIBER_TEST_LOCAL_ONLY("the sibling tells this test its id and keys through a FIFO of this host");
   namespace fs = std::filesystem;
-  auto dir = fs::path(testing::TempDir()) / ("impostor_" + std::to_string(::getpid()));
+  auto dir = fiber_test::run_folder() / ("impostor_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   auto fifo = dir / "told";

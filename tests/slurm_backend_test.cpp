@@ -191,7 +191,7 @@ FIBER_META(needs_a_gpu, .gpu = 1);
 class slurm_backend : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fiber_test::on_slurm()) GTEST_SKIP() << "runs with FIBERTEST_BACKEND=slurm (ctest label slurm)";
+    if (!fiber_test::on_slurm()) FIBER_TEST_BACKEND_GATED("runs with FIBERTEST_BACKEND=slurm (ctest label slurm)");
   }
 };
 
@@ -297,11 +297,11 @@ TEST_F(slurm_backend, with_hub_workers_fork_a_child_waits_for_a_free_cpu_and_one
 }
 
 TEST_F(slurm_backend, a_host_hub_cancelled_mid_map_is_started_again_and_every_task_is_done) {
-  if (in_allocation()) GTEST_SKIP() << "the hubs are steps of the allocation here";
-  auto marker = std::filesystem::temp_directory_path() / ("fiber-hub-scancel-" + std::to_string(::getpid()));
+  if (in_allocation()) FIBER_TEST_BACKEND_GATED("the hubs are steps of the allocation here");
+  auto marker = fiber_test::run_folder() / ("fiber-hub-scancel-" + std::to_string(::getpid()));
   std::filesystem::remove(marker);
   fiber::context ctx(fiber::config::load(
-      {{"remote_transport", "hub"}, {"heartbeat_interval_ms", "100"}, {"heartbeat_timeout_ms", "600"}}));
+      {{"remote_transport", "hub"}, {"heartbeat_interval_ms", "100"}, {"heartbeat_timeout_ms", "1000"}}));
   fiber::pool p(ctx, 2);
   std::vector<std::tuple<int, std::string>> args;
   for (int i = 0; i < 40; ++i) args.emplace_back(i, marker.string());
@@ -326,7 +326,7 @@ TEST_F(slurm_backend, a_host_hub_cancelled_mid_map_is_started_again_and_every_ta
 }
 
 TEST_F(slurm_backend, a_workers_job_cancelled_mid_map_has_its_tasks_run_again) {
-  auto marker = std::filesystem::temp_directory_path() / ("fiber-scancel-" + std::to_string(::getpid()));
+  auto marker = fiber_test::run_folder() / ("fiber-scancel-" + std::to_string(::getpid()));
   std::filesystem::remove(marker);
   fiber::pool p(2);
   std::vector<std::tuple<int, std::string>> args;
@@ -353,7 +353,7 @@ TEST_F(slurm_backend, more_cpus_than_any_node_has_fail_start_naming_the_nodes) {
 // What the check cannot see (here: raw sbatch arguments) Slurm still refuses: a job that pends
 // for a reason that will not resolve itself fails its start in Slurm's words.
 TEST_F(slurm_backend, a_job_slurm_will_never_run_fails_start_with_slurms_reason) {
-  if (in_allocation()) GTEST_SKIP() << "steps do not queue";
+  if (in_allocation()) FIBER_TEST_BACKEND_GATED("steps do not queue");
   fiber::context ctx(fiber::config::load({{"slurm_sbatch_args", "--cpus-per-task=64"}}));
   fiber::process p(ctx, &runs_anywhere);
   fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::spawn_failed,
@@ -367,7 +367,7 @@ TEST_F(slurm_backend, a_gpu_where_no_node_has_one_fails_start_naming_the_nodes) 
 }
 
 TEST_F(slurm_backend, a_job_pending_past_slurm_pending_timeout_fails_start_with_its_reason) {
-  if (in_allocation()) GTEST_SKIP() << "steps do not queue";
+  if (in_allocation()) FIBER_TEST_BACKEND_GATED("steps do not queue");
   // --begin keeps the job pending (reason BeginTime, which resolves itself: only the limit ends it).
   fiber::context ctx(fiber::config::load({{"slurm_sbatch_args", "--begin=now+1hour"}, {"slurm_pending_timeout_ms", "1"}}));
   fiber::process p(ctx, &runs_anywhere);
@@ -376,7 +376,7 @@ TEST_F(slurm_backend, a_job_pending_past_slurm_pending_timeout_fails_start_with_
 }
 
 TEST_F(slurm_backend, an_unknown_partition_is_a_config_error_naming_it) {
-  if (in_allocation()) GTEST_SKIP() << "steps run in the allocation's partition";
+  if (in_allocation()) FIBER_TEST_BACKEND_GATED("steps run in the allocation's partition");
   fiber::context ctx(fiber::config::load({{"slurm_partition", "no-such-partition"}}));
   fiber::process p(ctx, &needs_a_gpu);
   fiber_test::expect_error([&] { p.start().get(); }, fiber::errc::config_error,
@@ -384,7 +384,7 @@ TEST_F(slurm_backend, an_unknown_partition_is_a_config_error_naming_it) {
 }
 
 TEST_F(slurm_backend, steps_mode_outside_an_allocation_is_a_config_error) {
-  if (in_allocation()) GTEST_SKIP() << "this run is inside an allocation";
+  if (in_allocation()) FIBER_TEST_BACKEND_GATED("this run is inside an allocation");
   fiber_test::expect_error([&] { fiber::context ctx(fiber::config::load({{"slurm_mode", "steps"}})); fiber::process(ctx, &needs_a_gpu).start().get(); },
                            fiber::errc::config_error, {"slurm_mode=steps", "sbatch or salloc"});
 }
@@ -400,8 +400,8 @@ TEST_F(slurm_backend, slurm_options_with_spaces_are_refused_naming_the_key) {
 // must then be found by its name, not submitted twice. An sbatch on PATH that submits for real and
 // then reports a timeout, once, plays that controller.
 TEST_F(slurm_backend, a_job_taken_without_an_answer_is_found_not_submitted_twice) {
-  if (in_allocation()) GTEST_SKIP() << "steps are not submitted with sbatch";
-  auto dir = std::filesystem::temp_directory_path() / ("fiber-sbatch-" + std::to_string(::getpid()));
+  if (in_allocation()) FIBER_TEST_BACKEND_GATED("steps are not submitted with sbatch");
+  auto dir = fiber_test::run_folder() / ("fiber-sbatch-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto real = fiber::detail::run_command({"sh", "-c", "command -v sbatch"}).out;
   while (!real.empty() && real.back() == '\n') real.pop_back();

@@ -20,18 +20,6 @@ inline void use_test_cluster() {
   if (std::filesystem::exists(conf)) ::setenv("SLURM_CONF", conf.c_str(), 1);
 }
 
-/// Empty when the cluster answers with a node that is up: idle, allocated, mixed, or completing
-/// (ending a job, as both nodes are for a moment after a test cancels its jobs); else why not.
-inline std::string slurm_cluster_problem() {
-  auto r = fiber::detail::run_command({"sinfo", "-h", "-o", "%T"}, {}, std::chrono::seconds(20));
-  if (!r.ok()) return "sinfo: " + r.problem();
-  if (r.out.find("idle") == std::string::npos && r.out.find("mix") == std::string::npos &&
-      r.out.find("alloc") == std::string::npos && r.out.find("completing") == std::string::npos &&
-      r.out.find("planned") == std::string::npos)  // idle, a pending job planned on it
-    return "no node is up (sinfo: " + r.out + ")";
-  return {};
-}
-
 /// Slurm jobs of master `owner` (host:pid) that are still queued or running.
 inline std::vector<fiber::detail::slurm::job_row> live_slurm_jobs_of(const std::string& owner) {
   namespace slurm = fiber::detail::slurm;

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "proc_children.hpp"
+#include "run_folder.hpp"
 
 namespace fiber_test {
 /// The backend this run starts children with (FIBERTEST_BACKEND; see test_main.cpp).
@@ -28,8 +29,14 @@ inline bool on_slurm() { return backend_under_test() == "slurm"; }
 inline bool on_kubernetes() { return backend_under_test() == "kubernetes"; }
 /// Skips a test about what only the local backend has (its children are this process's
 /// children, share its pid namespace, its fork server, ...).
-#define FIBER_TEST_LOCAL_ONLY(why)                                                   \
-  if (::fiber_test::backend_under_test() != "local") GTEST_SKIP() << "local backend only: " << (why)
+#define FIBER_TEST_LOCAL_ONLY(why) \
+  if (::fiber_test::backend_under_test() != "local") FIBER_TEST_BACKEND_GATED("local backend only: " << why)
+
+/// Skips a case that does not apply to the backend (or the runner) this suite runs on. The words
+/// "backend-gated:" start the reason: scripts/test_summary.py groups skips by reason, and under CI
+/// a skip that is neither backend-gated nor "no GPU" fails the run (an engine or tool that should
+/// have been there).
+#define FIBER_TEST_BACKEND_GATED(why) GTEST_SKIP() << "backend-gated: " << why
 
 /// Engines are required (a missing one fails the test instead of skipping it) under CI
 /// (`CI` set) or with FIBER_REQUIRE_ENGINES=1; FIBER_REQUIRE_ENGINES=0 lets them skip under CI too.
@@ -55,6 +62,18 @@ inline bool engines_required() {
       std::_Exit(1);                                                                                     \
     }                                                                                                    \
     GTEST_SKIP() << "no " << (engine) << " engine here: " << (why);                                      \
+  } while (0)
+
+/// Ends the test process with exit code 1 and the reason, under CI and outside it: for a global
+/// environment's set-up that fails once its engine was found (fiber's own code failed), where
+/// GTEST_FAIL would be followed by "[  SKIPPED ]" for every test and counted as skips.
+#define FIBER_TEST_SETUP_FAILED(why)                                            \
+  do {                                                                          \
+    std::ostringstream fiber_test_failed_;                                      \
+    fiber_test_failed_ << (why);                                                \
+    std::fprintf(stderr, "FAILED: %s\n", fiber_test_failed_.str().c_str());    \
+    std::fflush(nullptr);                                                       \
+    std::_Exit(1);                                                              \
   } while (0)
 
 /// Runs `f` on a new thread and returns once that thread has ended, in the kernel too (its task

@@ -58,7 +58,7 @@ class raw_tar {
 class tar_archive : public ::testing::Test {
  protected:
   void SetUp() override {
-    base_ = fs::path(testing::TempDir()) / ("tar_archive_" + std::to_string(::getpid()));
+    base_ = fiber_test::run_folder() / ("tar_archive_" + std::to_string(::getpid()));
     fs::remove_all(base_);
     fs::create_directories(base_ / "dest");
     fs::create_directories(base_ / "elsewhere" / "victim");

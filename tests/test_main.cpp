@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "docker_support.hpp"
+#include "engine_presence.hpp"
 #include "kubernetes_support.hpp"
 #include "slurm_support.hpp"
 #include "support.hpp"
@@ -86,10 +87,12 @@ void choose_backend() {
 class docker_engine_present : public ::testing::Environment {
   void SetUp() override {
     if (!fiber_test::on_docker()) return;
+    if (auto why = fiber_test::docker_absent(); !why.empty())
+      FIBER_TEST_ENGINE_MISSING("Docker", "for the docker run of this suite: " + why);
     asio::io_context io;
     fiber::detail::docker_engine engine(io);
     if (auto why = fiber_test::prepare_test_image(io, engine); !why.empty())
-      FIBER_TEST_ENGINE_MISSING("Docker", "for the docker run of this suite: " + why);
+      FIBER_TEST_SETUP_FAILED("the Docker engine answers, and fiber's docker_engine could not prepare the test image: " + why);
   }
 };
 class kube_double_present : public ::testing::Environment {
@@ -100,19 +103,36 @@ class kube_double_present : public ::testing::Environment {
     // A real cluster's nodes pull the suites' image from the test registry; the fault injector's pods are
     // containers of the test dockerd's own image.
     if (fiber_test::in_kube_pod() || fiber_test::on_real_cluster()) return;
+    if (auto why = fiber_test::docker_absent(); !why.empty())
+      FIBER_TEST_ENGINE_MISSING("Docker", "for the kubernetes double's pods: " + why);
     asio::io_context io;
     fiber::detail::docker_engine engine(io);
     if (auto why = fiber_test::prepare_test_image(io, engine); !why.empty())
-      FIBER_TEST_ENGINE_MISSING("Docker", "for the kubernetes double's pods: " + why);
+      FIBER_TEST_SETUP_FAILED("the Docker engine answers, and fiber's docker_engine could not prepare the image of the kubernetes double's pods: " + why);
   }
 };
 class slurm_cluster_present : public ::testing::Environment {
   void SetUp() override {
     if (!fiber_test::on_slurm()) return;
-    if (auto why = fiber_test::slurm_cluster_problem(); !why.empty())
+    if (auto why = fiber_test::slurm_absent(); !why.empty())
       FIBER_TEST_ENGINE_MISSING("Slurm", "for the slurm run of this suite: " + why);
   }
 };
+/// Under scripts/test.sh (FIBERTEST_RESULTS_DIR set), gtest's XML report of this run is kept there,
+/// named by binary, backend and pid; a --gtest_output on the command line (the runners of
+/// tests/slurm and tests/kubernetes give one) wins, as gtest parses it after this default.
+/// scripts/test_summary.py checks from the reports that every ctest entry that passed ran a test.
+void keep_report(int argc, char** argv) {
+  const char* dir = std::getenv("FIBERTEST_RESULTS_DIR");
+  if (!dir || !*dir || std::getenv("GTEST_OUTPUT")) return;
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]).starts_with("--gtest_list_tests")) return;  // ctest's discovery
+  std::string exe = argv[0];
+  exe = exe.substr(exe.rfind('/') + 1);
+  const char* backend = std::getenv("FIBERTEST_BACKEND");
+  GTEST_FLAG_SET(output, "xml:" + std::string(dir) + "/" + exe + "--" + (backend && *backend ? backend : "local") +
+                             "--" + std::to_string(::getpid()) + ".xml");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,10 +147,18 @@ int main(int argc, char** argv) {
   }
   choose_backend();
   fiber::init(argc, argv);
+  keep_report(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
   ::testing::AddGlobalTestEnvironment(new docker_engine_present);
   ::testing::AddGlobalTestEnvironment(new slurm_cluster_present);
   ::testing::AddGlobalTestEnvironment(new kube_double_present);
   ::testing::UnitTest::GetInstance()->listeners().Append(new no_leftover_children);
-  return RUN_ALL_TESTS();
+  int failed = RUN_ALL_TESTS();
+  // gtest passes a run whose filter matched nothing; ctest would call that entry passed.
+  if (!GTEST_FLAG_GET(list_tests) && ::testing::UnitTest::GetInstance()->test_to_run_count() == 0) {
+    std::fprintf(stderr, "FAILED: no test of this binary matches --gtest_filter=%s: nothing ran\n",
+                 GTEST_FLAG_GET(filter).c_str());
+    return 1;
+  }
+  return failed;
 }

@@ -21,7 +21,7 @@ namespace {
 class worker_credentials : public ::testing::Test {
  protected:
   void SetUp() override {
-    file_ = fs::path(testing::TempDir()) / ("worker_credentials_" + std::to_string(::getpid()));
+    file_ = fiber_test::run_folder() / ("worker_credentials_" + std::to_string(::getpid()));
     ::unsetenv("FIBER_WORKER_KEYS_FILE");
     ::unsetenv("FIBER_WORKER_KEYS");
   }

@@ -8,7 +8,9 @@ before=$(cd "${1:?usage: before_after.sh BEFORE_BUILD AFTER_BUILD}" && pwd)/benc
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 run() { "$1/$2" --benchmark_filter="$3" --benchmark_report_aggregates_only=true --benchmark_format=json 2>/dev/null; }
 for round in 1 2; do
-  for side in before after; do
+  order="before after"
+  [ $round = 2 ] && order="after before"  # the machine drifts within a run: each side goes first once
+  for side in $order; do
     dir=$before; [ $side = after ] && dir=$after
     run $dir queue_bench 'rtt_16B|bulk_1MB' > $tmp/ab-$side-queue-$round.json
     run $dir pool_bench 'pool_overhead/W:(2|4)/D_us:(0|1000)/|pool_throughput/W:(2|4)/chunksize:(0|1000)/|pool_start/W:4' > $tmp/ab-$side-pool-$round.json

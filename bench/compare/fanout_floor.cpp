@@ -72,7 +72,7 @@ sockaddr_in tcp_address(const char* host) {
   return a;
 }
 int connect_to(bool tcp, const char* host) {
-  for (;;) {
+  for (int tries = 0;;) {
     int fd = socket(tcp ? AF_INET : AF_UNIX, SOCK_STREAM, 0);
     int r;
     if (tcp) {
@@ -86,8 +86,16 @@ int connect_to(bool tcp, const char* host) {
       r = connect(fd, reinterpret_cast<sockaddr*>(&a), len);
     }
     if (r == 0) return fd;
+    int why = errno;
     close(fd);
-    usleep(10000);  // the server is not listening yet
+    // The server is not listening yet (run.sh waits for its socket first, so this is rare): try
+    // again for at most 30 s, then say so rather than wait forever.
+    if ((why != ECONNREFUSED && why != ENOENT) || ++tries > 3000) {
+      std::fprintf(stderr, "fanout_floor: no server at %s after %d tries: %s\n", tcp ? host : unix_name, tries,
+                   std::strerror(why));
+      std::exit(1);
+    }
+    usleep(10000);
   }
 }
 

@@ -19,6 +19,16 @@ tmp=$(mktemp -d)
 # The start-up benchmarks of backend_bench (pool_idle runs only in the kubernetes part).
 startup='--benchmark_filter=^(child_start_join|pool4_ready)'
 trap 'rm -rf "$tmp"' EXIT
+# Waits until a server started in the background listens: KIND x (a unix socket, "@name" for an
+# abstract one) or t (TCP, ADDRESS:PORT), as ss sees it; at most 30 s, then the part stops.
+fanout_unix_name=fiber-fanout-floor  # bench/compare/fanout_floor.cpp's
+listening() {
+  local kind=$1 address=$2 tries=0
+  until ss -H -l -"$kind" 2>/dev/null | grep -qF -- " $address "; do
+    ((++tries <= 300)) || { echo "!! nothing listens at $address after 30 s" >&2; return 1; }
+    sleep 0.1
+  done
+}
 
 part_pool() {
   echo "== pool: anchors"
@@ -130,12 +140,12 @@ part_envelope() {
     # clients in the two nodes' network namespaces (half in each); and a relay in each namespace
     # in front of its clients (the floor of a host hub).
     local n=$fill msgs=$((fill * 32))
-    "$build/bench/fanout_floor" server unix $n $msgs & sleep 0.3
+    "$build/bench/fanout_floor" server unix $n $msgs & listening x "@$fanout_unix_name"
     "$build/bench/fanout_floor" client unix $n; wait
-    "$build/bench/fanout_floor" server tcp $n $msgs 10.77.0.1 & sleep 0.3
+    "$build/bench/fanout_floor" server tcp $n $msgs 10.77.0.1 & listening t 10.77.0.1:47123
     ip netns exec fibern1 "$build/bench/fanout_floor" client tcp 10.77.0.1 $((n / 2)) &
     ip netns exec fibern2 "$build/bench/fanout_floor" client tcp 10.77.0.1 $((n - n / 2)); wait
-    "$build/bench/fanout_floor" server hub 2 $msgs 10.77.0.1 & sleep 0.3
+    "$build/bench/fanout_floor" server hub 2 $msgs 10.77.0.1 & listening t 10.77.0.1:47123
     ip netns exec fibern1 "$build/bench/fanout_floor" relay 10.77.0.1 $((n / 2)) &
     ip netns exec fibern2 "$build/bench/fanout_floor" relay 10.77.0.1 $((n - n / 2)); wait
   fi
@@ -458,11 +468,14 @@ part_peers() {
   fi
   # fiber's side of each workload, from its own benchmarks (medians of repetitions).
   fiber_side() {
+    # The local backend, as the peers run on this machine alone (not a backend the caller's
+    # environment chose).
+    local -x FIBER_BACKEND=local
     local r=$1 g='--benchmark_report_aggregates_only=true --benchmark_format=json'
     "$build/bench/process_bench" --benchmark_filter='^process_start_join' $g >"$tmp/fiber-$r-process.json" 2>/dev/null
     "$build/bench/queue_bench" --benchmark_filter='_rtt_16B' $g >"$tmp/fiber-$r-queue.json" 2>/dev/null
     "$build/bench/pool_bench" $g >"$tmp/fiber-$r-pool.json" 2>/dev/null \
-      --benchmark_filter='^(pool_overhead/W:(2|4)/D_us:(0|1000)/|pool_throughput/W:(2|4)/chunksize:0/|pool_apply_latency|framework_rounds|pool_start/W:(32|256))'
+      --benchmark_filter='^(pool_overhead/W:(2|4)/D_us:(0|1000)/|pool_throughput/W:(2|4)/chunksize:0/|pool_apply_latency|framework_rounds|pool_ready_ran_a_task/W:(32|256))'
     "$build/bench/data_path_bench" --benchmark_filter='^(es_round/|es_round_refs|es_round_shared|payload_8MB)' $g >"$tmp/fiber-$r-data.json" 2>/dev/null
     "$build/bench/manager_bench" --benchmark_filter='^harness' $g >"$tmp/fiber-$r-managers.json" 2>/dev/null
     # The machine's floors, right beside fiber's figures (timer wake-ups move with the VM).

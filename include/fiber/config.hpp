@@ -78,8 +78,10 @@ struct config {
   std::string kubernetes_cpu_request;       // what a pod requests of each CPU it is limited to ("100m"); empty: all of it
   std::string kubernetes_pod_patch;         // a JSON merge patch (RFC 7386) applied to every worker
                                             // pod: node selectors, tolerations, pull secrets, ...
-  std::string kubernetes_service_account;   // serviceAccountName of worker pods; empty: the master
-                                            // pod's, else the namespace's default
+  std::string kubernetes_service_account;   // serviceAccountName of worker pods, whose token is then
+                                            // mounted; empty: the namespace's default account with
+                                            // no token mounted (a worker reaches no API), never the
+                                            // master pod's, which may manage pods
   int kubernetes_pending_timeout_ms = 300000;  // a pod not running after this fails its start
   int kubernetes_stop_timeout_ms = 30000;      // after terminate's grace, how long the kubelet gets to report the pod stopped
   bool kubernetes_autoscaling = false;      // unschedulable pods wait (for nodes an autoscaler adds)

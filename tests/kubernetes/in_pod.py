@@ -9,18 +9,26 @@ STATE_DIR is the cluster's folder (build/engines/k8s; the fault injector's: buil
 with its url, CA and the service account's token. The pod runs the test image with the
 host's /usr, /tmp and BUILD_DIR at the same paths (as the kubernetes run's worker pods do), the
 downward-API variables a master in a pod needs (FIBER_POD_NAME, _UID, _IP), and
-shareProcessNamespace (an init reaps what the suite orphans). Streams the binary's output and
-exits with its exit code; 77 (skipped) when no cluster runs and engines are not required.
-Standard library only: Debian's /usr/bin/python3.
+shareProcessNamespace (an init reaps what the suite orphans). Streams the binary's output;
+tests/gtest_verdict.py judges the run from gtest's XML report, which the binary writes to a folder
+of this run's own under the shared /tmp: it passes only when at least one test ran and none
+failed, and exits 77 (skipped, with the reason) when every test skipped; the report is kept for
+scripts/test_summary.py under FIBERTEST_RESULTS_DIR. 77 too when no cluster runs and engines are
+not required. Standard library only: Debian's /usr/bin/python3.
 """
 import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import gtest_verdict  # noqa: E402
 
 state, build, binary, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 ns = "default"
@@ -64,6 +72,8 @@ prepared = subprocess.run([binary], env=dict(os.environ, FIBERTEST_PREPARE_IMAGE
 if prepared.returncode != 0:
     sys.exit(1)
 
+work = tempfile.mkdtemp(prefix="fiber-in-pod-", dir="/tmp")
+report = os.path.join(work, "report.xml")
 suite = os.path.basename(binary).replace("_", "-")[:30].strip("-")
 name = f"fiber-test-master-{suite}-{os.getpid()}"
 field = lambda n, p: {"name": n, "valueFrom": {"fieldRef": {"fieldPath": p}}}
@@ -77,7 +87,7 @@ pod = {
         "shareProcessNamespace": True,
         "terminationGracePeriodSeconds": 5,
         "containers": [{
-            "name": "master", "image": image, "command": [binary] + args,
+            "name": "master", "image": image, "command": [binary] + args + [f"--gtest_output=xml:{report}"],
             "env": [{"name": "FIBERTEST_BACKEND", "value": "kubernetes"},
                     {"name": "FIBERTEST_KUBE_DIR", "value": state}]
                    + [{"name": k, "value": v} for k, v in os.environ.items()
@@ -101,6 +111,7 @@ def delete():
 
 def stopped(sig, frame):
     delete()
+    shutil.rmtree(work, ignore_errors=True)
     sys.exit(128 + sig)
 
 
@@ -177,6 +188,11 @@ finally:
     delete()
 if code is None:
     print(f"[in_pod: the master's pod {name} did not run: {why or 'no exit code reported'}]")
+    shutil.rmtree(work, ignore_errors=True)
     sys.exit(1)
 print(f"[in_pod: the master's pod {name} exited with {code}]")
-sys.exit(code)
+results = os.environ.get("FIBERTEST_RESULTS_DIR")
+keep = [os.path.join(results, f"{os.path.basename(binary)}--kubernetes-pod--{os.getpid()}.xml")] if results else []
+rc = gtest_verdict.main(["gtest_verdict.py", report, str(code)] + keep)
+shutil.rmtree(work, ignore_errors=True)
+sys.exit(rc)

@@ -5,7 +5,9 @@ Run by bench/compare/run.sh peers, in the peers' virtual environment. Each peer 
 interpreter of its own, in a session of its own (--peer NAME), and every process it left is
 stopped by pid at the end (Ray and Dask start their own). Each workload is written the natural
 way in each library, and computed as fiber's benchmark computes it:
-  start       start+join of one child, ms (a Process; a Ray task and a Ray actor; a Dask submit)
+  start       start+join of one child process, ms (a Process; a Ray actor, created and its first
+              call answered); and, in a row of its own, a task on a running worker (a Ray task, a
+              Dask submit) beside fiber's task on a warm pool
   rtt         a 16 B round trip, us (SimpleQueue and Pipe to an echoing child; a Ray actor call;
               a Dask future)
   overhead    per task at chunksize 1 (or the one-task-per-call form), D in {0, 1 ms}, W in
@@ -20,7 +22,7 @@ way in each library, and computed as fiber's benchmark computes it:
   managers    4 CartPole environments x 200 steps of 1 ms behind managers: steps time, s (sync:
               each step calls the 4 one after the other; async: the 4 calls go together)
   payload     64 tasks of 8 MB on 4 workers, MB/s of arguments
-  ready       from creating a pool of W workers until every worker has run a task, s
+  ready       from creating a pool of W workers until every worker has run a task, s (median of 3)
   pi          the pi estimation of uber/fiber's README (1,000,000 samples, 4 workers), end to
               end as a program: interpreter, imports and all, s
 Prints one line per figure: `peer workload key=value ...`.
@@ -429,14 +431,19 @@ def w_ready(name, args):
     # the machine's 24 GiB; a Dask LocalCluster of 256 was not ready after 5 minutes (256
     # processes up, 10 GB in use), where one of 32 is ready in seconds.
     w = 32 if name in ("ray", "dask") else 256
-    t = now()
-    p = POOLS[name](w)
-    seen = set()
-    while len(seen) < w:
-        seen.update(p.map1(sleepy_pid, range(w)))
-    took = now() - t
-    emit(name, "ready", W=w, s="%.2f" % took, rss_mb_per_worker="%.0f" % (rss_mb(descendants(os.getpid())) / w))
-    p.close()
+    # The median of 3 pools, each from its creation until every worker has run a task: what
+    # fiber's pool_ready_ran_a_task measures.
+    took, rss = [], 0.0
+    for _ in range(3):
+        t = now()
+        p = POOLS[name](w)
+        seen = set()
+        while len(seen) < w:
+            seen.update(p.map1(sleepy_pid, range(w)))
+        took.append(now() - t)
+        rss = rss_mb(descendants(os.getpid())) / w
+        p.close()
+    emit(name, "ready", W=w, s="%.2f" % statistics.median(took), rss_mb_per_worker="%.0f" % rss)
 
 
 def w_start(name, args):
