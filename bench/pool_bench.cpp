@@ -32,8 +32,12 @@ int spin_us(int us) {
 FIBER_REMOTE(sleep_us);
 FIBER_REMOTE(identity);
 FIBER_REMOTE(spin_us);
-// The worker that ran a task, as the peers' "ready" workload asks each of theirs.
-int worker_pid(int) { return static_cast<int>(::getpid()); }
+// The worker that ran a task, after 10 ms of work: the task the peers' "ready" workload gives
+// each of theirs (peers.py's sleepy_pid).
+int worker_pid(int) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return static_cast<int>(::getpid());
+}
 FIBER_REMOTE(worker_pid);
 
 namespace {
