@@ -79,3 +79,35 @@ void harness(benchmark::State& state) {
 BENCHMARK(harness<fiber::manager>)->Name("harness_sync")->Iterations(1)->Repetitions(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(harness<fiber::async_manager>)->Name("harness_async")->Iterations(1)->Repetitions(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 }  // namespace
+
+// (c) A population-based-training round: 8 members, each `train` waiting 100 ms (on a device, say),
+// called together through async managers; one manager holding all 8, or one manager each. A
+// manager's server runs its objects' calls one at a time (docs/api.md, "manager"): the round
+// takes 8 trains on one manager, 1 on eight.
+struct pbt_member {
+  explicit pbt_member(int id) : id_(id) {}
+  int train(int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return id_;
+  }
+
+ private:
+  int id_;
+};
+FIBER_REMOTE_CLASS(pbt_member, train);
+namespace {
+
+void pbt_round(benchmark::State& state) {
+  const int members = 8, managers_n = static_cast<int>(state.range(0)), train_ms = 100;
+  std::vector<fiber::async_manager> managers(static_cast<std::size_t>(managers_n));
+  std::vector<fiber::proxy<pbt_member>> population;
+  for (int i = 0; i < members; ++i) population.push_back(managers[static_cast<std::size_t>(i % managers_n)].create<pbt_member>(i).get());
+  for (auto _ : state) {
+    std::vector<fiber::op<int>> rounds;
+    for (auto& m : population) rounds.push_back(m.train(train_ms));
+    for (auto& r : rounds) benchmark::DoNotOptimize(std::move(r).get());
+  }
+  state.counters["trains_per_round_time"] = benchmark::Counter(members * train_ms * 1e-3);
+}
+BENCHMARK(pbt_round)->Arg(1)->Arg(8)->ArgName("managers")->Iterations(5)->Repetitions(3)->UseRealTime()->Unit(benchmark::kMillisecond);
+}  // namespace

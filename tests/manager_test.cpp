@@ -144,6 +144,23 @@ TEST(manager, four_async_calls_on_four_managers_run_at_the_same_time) {
   for (auto& h : handles) EXPECT_EQ(std::move(h).get(), 4) << "every call was running while the others were";
 }
 
+// Managers that are locals of a coroutine on the caller's io_context, the ordinary shape in a
+// service: the coroutine ends, its managers go (asking their servers to stop), and the context is
+// stopped after that (FIBER_CO_TEST stops it when the body has finished). The master still held
+// the servers' jobs by raw pointer after their objects were gone, and the stop read them: SIGSEGV.
+FIBER_CO_TEST(manager, managers_that_were_locals_of_a_coroutine_leave_nothing_to_crash_on_when_the_context_stops) {
+  {
+    fiber::async_manager m(ctx);
+    auto c = co_await m.create<counter>(0);
+    EXPECT_EQ(co_await c.add(2), 2);
+  }
+  {
+    fiber::manager m(ctx);
+    auto c = co_await m.create<counter>(1);
+    EXPECT_EQ(co_await c.add(2), 3);
+  }
+}
+
 TEST(manager, sync_calls_on_one_manager_run_one_after_the_other) {
   fiber::manager mgr;
   auto c = mgr.create<counter>(0).get();

@@ -202,6 +202,42 @@ FIBER_CO_TEST(pool, cancelling_an_awaited_map_stops_it_and_the_pool_goes_on) {
   EXPECT_EQ(s.queued, 0u);
 }
 
+// A service stopped mid-request: context::stop() while a map is awaited on the caller's
+// io_context. The map ends with errc::cancelled (it used to be left waiting for ever), its workers
+// end, and io.run() returns: nothing of fiber's is left on the loop.
+TEST(pool, stopping_the_context_while_a_map_is_awaited_ends_the_map_and_lets_the_loop_return) {
+  asio::io_context io;
+  fiber::context ctx(io);
+  fiber::simple_queue<int> arrived(ctx);
+  std::error_code got;
+  bool resumed = false;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        fiber::pool p(ctx, 2);
+        std::vector<std::tuple<int, fiber::simple_queue<int>>> args;
+        for (int i = 0; i < 6; ++i) args.emplace_back(i, arrived);
+        try {
+          (void)co_await p.starmap(&arrive_and_hang, args, 1);
+        } catch (const fiber::error& e) {
+          got = e.code();
+        }
+        resumed = true;
+      },
+      asio::detached);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        co_await arrived.get();  // both workers run one of its items
+        co_await arrived.get();
+        ctx.stop();
+      },
+      asio::detached);
+  io.run();
+  EXPECT_TRUE(resumed) << "the awaiting coroutine was never resumed";
+  EXPECT_EQ(got, fiber::errc::cancelled);
+}
+
 // cancel() on what map_async and imap return, from the caller's thread.
 TEST(pool, cancel_on_an_async_call_and_on_a_stream) {
   fiber::pool p(2);
@@ -254,6 +290,10 @@ TEST(pool, five_percent_of_tasks_raising_leave_the_rest_intact) {
       } catch (const fiber::remote_error& e) {
         EXPECT_EQ(e.type(), "std::invalid_argument");
         EXPECT_EQ(e.message(), "multiple of 20: " + std::to_string(x));
+        // Which item raised it, and on which worker, as a crash says it.
+        EXPECT_TRUE(e.item().starts_with("item " + std::to_string(x - 1) + " (")) << e.item();
+        EXPECT_TRUE(e.item().ends_with("fail_on_multiples_of_20)")) << e.item();
+        EXPECT_NE(std::string(e.what()).find("raised in " + e.item() + " on PoolWorker-"), std::string::npos) << e.what();
       }
     } else {
       EXPECT_EQ(stream.next().get(), x);

@@ -58,16 +58,20 @@ class error : public std::system_error {
 /// An exception thrown by user code in another process: its type and message travel back.
 class remote_error : public error {
  public:
-  remote_error(std::string type, std::string message, std::string where)
-      : error(errc::remote_error, type + ": " + message + " (raised in " + where + ")"),
-        type_(std::move(type)), message_(std::move(message)), where_(std::move(where)) {}
+  /// `item`: the pool item whose call raised it ("item 7 (train)"), empty outside a pool.
+  remote_error(std::string type, std::string message, std::string where, std::string item = {})
+      : error(errc::remote_error, type + ": " + message + " (raised in " + (item.empty() ? "" : item + " on ") +
+                                      where + ")"),
+        type_(std::move(type)), message_(std::move(message)), where_(std::move(where)), item_(std::move(item)) {}
   const std::string& type() const noexcept { return type_; }
   const std::string& message() const noexcept { return message_; }
   /// Name of the process the exception was raised in.
   const std::string& where() const noexcept { return where_; }
+  /// The pool item whose call raised it, as "item 7 (train)"; empty for a process or a manager.
+  const std::string& item() const noexcept { return item_; }
 
  private:
-  std::string type_, message_, where_;
+  std::string type_, message_, where_, item_;
 };
 
 }  // namespace fiber

@@ -7,10 +7,11 @@
 //   fiber::async_manager amgr;                            // same, but calls are sent at once:
 //   auto env2 = amgr.create<cartpole>(7).get();
 //   auto h1 = env2.step(1);  auto h2 = other.step(0);    // both on their way
-//   auto r2 = co_await h2;  auto r1 = co_await h1;        // any order; each gets its own result
+//   auto r2 = co_await std::move(h2);  auto r1 = co_await std::move(h1);  // any order; each its own
 //
-// One server process per manager runs its objects' methods one at a time (a queue's get waits
-// without blocking the others). Exceptions thrown by a method come back as fiber::remote_error.
+// One server process per manager runs its objects' methods one at a time, whichever object they
+// are for (a queue's get waits without blocking the others): calls an async_manager sends at once
+// queue at its server. Objects that must work at the same time each get a manager of their own. Exceptions thrown by a method come back as fiber::remote_error.
 // If the server dies, waiting and later calls fail with errc::server_lost. The server shuts down
 // when the manager is destroyed; an object is released when the last proxy to it in the process
 // that created it goes.

@@ -99,6 +99,17 @@ class [[nodiscard]] op : public asio::awaitable<T> {
   /// fiber's: what cancel() does for this op.
   void set_canceller(detail::unique_function<void()> f) { canceller_ = std::move(f); }
 
+  /// get() takes the op (it runs once): on a named op, `std::move(h).get()`, and `co_await
+  /// std::move(h)`. This overload is there for its words only; without it the compiler said
+  /// "discards qualifiers".
+  template <class U = T>
+  U get() & {
+    static_assert(!std::is_same_v<U, U>,
+                  "fiber::op<T>::get() on a named op: write std::move(h).get() (and co_await std::move(h)): "
+                  "an op runs once, and get() or co_await takes it");
+    return std::move(*this).get();
+  }
+
   /// Blocks until the operation completes; throws what `co_await` would throw.
   T get() && {
     if (watch_) watch_->started = true;  // asked for: whatever happens next, the caller hears of it

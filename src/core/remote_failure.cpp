@@ -68,7 +68,7 @@ remote_failure remote_failure::decode(std::string_view text) {
 }
 
 std::exception_ptr remote_failure::exception() const {
-  if (!in_fiber) return std::make_exception_ptr(remote_error(type, message, where));
+  if (!in_fiber) return std::make_exception_ptr(remote_error(type, message, where, item));
   return std::make_exception_ptr(
       error(static_cast<errc>(code), where.empty() ? message : message + " (in " + where + ")"));
 }

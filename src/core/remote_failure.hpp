@@ -16,6 +16,7 @@ struct remote_failure {
   std::string type;  // the raised exception's type
   std::string message;
   std::string where;  // the process it happened in (empty: the receiver knows)
+  std::string item;   // the receiver's words for the pool item that raised it; never encoded
 
   /// What the current exception (in a catch block) says, as raised by the user's code.
   static remote_failure of_current_exception(std::string where = {});

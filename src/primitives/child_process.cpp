@@ -61,7 +61,7 @@ void child_process::start(started_handler& done) {
     throw;
   }
   on_started_ = std::move(done);
-  rt_->master().track_job(child_.get());
+  rt_->master().track_job(child_);
   pid_ = child_->pid();
   rt_->record_child_event(record_kind::process_start, tree_name_, static_cast<std::uint64_t>(pid_.load()));
   child_->on_exit([weak = weak_from_this()](int code) {

@@ -102,7 +102,7 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   std::atomic<bool> exited_{false};
   std::atomic<int> exit_code_{0};
   std::atomic<int> pid_{0};
-  std::unique_ptr<job> child_;  // set before state_ leaves `starting`
+  std::shared_ptr<job> child_;  // set before state_ leaves `starting`
   std::string peer_;
   std::string nonce_;  // what its hello must carry (env_nonce)
   std::string host_;  // written on the loop before start completes

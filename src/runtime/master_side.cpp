@@ -438,7 +438,8 @@ std::error_code master_side::try_send_to_child(const std::string& routing_id, mu
 
 std::vector<int> master_side::live_pids() const {
   std::vector<int> pids;
-  for (auto* j : live_jobs_) pids.push_back(j->pid());
+  for (auto& w : live_jobs_)
+    if (auto j = w.lock()) pids.push_back(j->pid());
   return pids;
 }
 
@@ -449,7 +450,9 @@ void master_side::shutdown() noexcept {
   children_.clear();
   for (auto& [id, weak] : children)
     if (auto child = weak.lock()) child->on_master_shutdown();
-  for (auto* j : live_jobs_) {
+  for (auto& w : live_jobs_) {
+    auto j = w.lock();
+    if (!j) continue;
     logf(log_level::warn, "child pid ", j->pid(), " still running at shutdown: killed");
     j->kill_and_reap();
   }

@@ -82,9 +82,19 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   /// As send_to_child, but tells: an error means the child's connection is gone, and `parts`
   /// is left as it was.
   std::error_code try_send_to_child(const std::string& routing_id, multipart&& parts);
-  /// Children still running, and what to do with them when the master goes.
-  void track_job(job* j) { live_jobs_.push_back(j); }
-  void untrack_job(job* j) { std::erase(live_jobs_, j); }
+  /// Children still running, and what to do with them when the master goes. Held weakly: a
+  /// child's object may go before its process is reaped (a manager dropped on a caller's loop
+  /// asks its server to stop and lets go), and its job, whose end kills and reaps, goes with it.
+  void track_job(const std::shared_ptr<job>& j) {
+    std::erase_if(live_jobs_, [](const std::weak_ptr<job>& w) { return w.expired(); });
+    live_jobs_.push_back(j);
+  }
+  void untrack_job(const job* j) {
+    std::erase_if(live_jobs_, [j](const std::weak_ptr<job>& w) {
+      auto held = w.lock();
+      return !held || held.get() == j;
+    });
+  }
   std::vector<int> live_pids() const;
 
   /// A child's master that is itself a child (nested): the queues and pipes of the whole tree are
@@ -151,7 +161,7 @@ class master_side final : public channel_route, public std::enable_shared_from_t
   std::unique_ptr<host_hubs> hubs_;  // after backend_: its hubs are the backend's jobs
   std::shared_ptr<hub_forks> forks_;  // hub_workers=fork: the backend children are started with
   std::unordered_map<std::string, std::weak_ptr<child_endpoint>> children_;
-  std::vector<job*> live_jobs_;
+  std::vector<std::weak_ptr<job>> live_jobs_;
   worker_side* upstream_ = nullptr;  // nested: the master above, where the tree's channels are served
   record_fn record_;
   records_fn take_records_;  // the top master's: its recorder and dashboard

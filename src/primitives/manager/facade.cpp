@@ -26,7 +26,9 @@ manager::~manager() {
       // Nobody may be running the caller's io_context now: ask, don't wait (context::stop()
       // kills a server that is still there).
       rt_->run_soon([core = core_] {
-        core->shutdown([] {});
+        // The core lives until its server has ended (or was killed after terminate_grace_ms):
+        // its timer and its process are what end the server.
+        core->shutdown([keep = core] {});
         core->detach();
       });
       return;

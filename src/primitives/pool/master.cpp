@@ -301,6 +301,14 @@ void pool_master::on_shutdown() noexcept {
   workers_.cancel_timers();
   progress_.cancel();
   if (deadline_timer_) deadline_timer_->cancel();
+  // The context stops with work in flight (a service stopped mid-request): every caller gets an
+  // error now rather than waiting for ever; the workers end with the context's children.
+  try {
+    fail_all(std::make_exception_ptr(
+        error(errc::cancelled, "the fiber context was stopped (context::stop) before this work finished")));
+  } catch (const std::exception& e) {
+    logf(log_level::error, "failing a pool's work at its context's stop: ", e.what());
+  }
 }
 
 void pool_master::on_message(const std::string& peer, const header& h, multipart&& payload) {

@@ -76,6 +76,14 @@ pool_task task_queue::take_next() {
   return t;
 }
 
+namespace {
+std::string item_words(const pool_submission& sub, std::size_t index) {
+  auto* f = find_function(sub.function_id);
+  return "item " + std::to_string(index) + " (" + (f ? std::string(spelled_name(f->name)) : "a pool function") + ")";
+}
+std::string item_words(const pool_task& t) { return item_words(*t.sub, t.position()); }
+}  // namespace
+
 void task_queue::sent(pool_task t, const std::string& worker) {
   t.worker = worker;
   auto id = t.id;
@@ -111,6 +119,7 @@ void task_queue::on_results(std::uint64_t task_id, const std::string& worker, co
       } else {
         auto f = remote_failure::decode(std::string_view(reinterpret_cast<const char*>(item.head.data()), item.head.size()));
         if (f.where.empty()) f.where = worker_name;
+        f.item = item_words(*sub, at + i);
         deliver_error(*sub, at + i, f.exception());
       }
     }
@@ -135,13 +144,6 @@ std::size_t task_queue::items_in(const std::deque<std::uint64_t>& held) const {
     if (auto t = inflight_.find(id); t != inflight_.end()) items += t->second.count();
   return items;
 }
-
-namespace {
-std::string item_words(const pool_task& t) {
-  auto* f = find_function(t.sub->function_id);
-  return "item " + std::to_string(t.position()) + " (" + (f ? std::string(spelled_name(f->name)) : "a pool function") + ")";
-}
-}  // namespace
 
 std::vector<pool_task> task_queue::take_held(const std::deque<std::uint64_t>& held) {
   std::vector<pool_task> out;
