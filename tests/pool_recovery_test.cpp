@@ -277,6 +277,22 @@ TEST(pool, a_need_refused_at_start_fails_that_function_and_the_pool_keeps_its_wo
   EXPECT_EQ(s.workers_lost, 0u);
 }
 
+// A map whose item raised has answered its caller: its items still queued are dropped rather
+// than run for nobody. Here every other item waits on a gate the test opens only afterwards, so
+// nothing but that drop can empty the queue.
+TEST(pool, a_map_that_failed_drops_its_queued_items) {
+  fiber::pool p(2);
+  fiber::simple_queue<int> gate;
+  std::vector<std::tuple<int, fiber::simple_queue<int>>> args;
+  for (int i = 0; i < 40; ++i) args.emplace_back(i, gate);
+  fiber_test::expect_error([&] { (void)p.starmap(&fail_zero_or_wait, args, 1).get(); }, fiber::errc::remote_error,
+                           "item zero fails");
+  EXPECT_EQ(p.stats().queued, 0u);  // without the drop, the items queued behind those at the gate stay
+  for (int i = 0; i < 8; ++i) gate.put(0).get();  // the items already sent finish
+  EXPECT_EQ(p.apply(&square, 3).get(), 9);
+  EXPECT_EQ(p.stats().workers_lost, 0u);
+}
+
 TEST(pool, five_percent_of_tasks_raising_leave_the_rest_intact) {
   fiber::pool p(2);
   std::vector<int> xs(200);

@@ -114,6 +114,11 @@ int arrive_and_hang(int x, fiber::simple_queue<int> arrived) {
   for (;;) ::pause();
   return x;
 }
+// Item 0 raises at once; the others wait for a token from `gate`.
+int fail_zero_or_wait(int x, fiber::simple_queue<int> gate) {
+  if (x == 0) throw std::invalid_argument("item zero fails");
+  return x + gate.get().get();
+}
 // Hangs for a negative x; squares the others.
 int hang_or_square(int x) {
   if (x < 0)
@@ -187,6 +192,7 @@ FIBER_REMOTE(die_once_at);
 FIBER_REMOTE(hang);
 FIBER_REMOTE(hang_or_square);
 FIBER_REMOTE(arrive_and_hang);
+FIBER_REMOTE(fail_zero_or_wait);
 FIBER_REMOTE(hang_once);
 FIBER_REMOTE(set_value);
 FIBER_REMOTE(read_value);

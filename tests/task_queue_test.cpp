@@ -289,6 +289,53 @@ TEST_F(pool_task_queue, failing_everything_reaches_queued_running_and_unproduced
   EXPECT_FALSE(q.busy());
 }
 
+// A sink that has its answer once an item failed, as a map's: the rest of its call is dropped.
+struct answering_sink final : pool_sink {
+  std::size_t next_items(std::size_t n, item_writer& chunk) override {
+    std::size_t k = 0;
+    for (; k < n && next < 10; ++k, ++next) chunk.add([&](fiber::writer& w) { w.value(std::tuple<int>(next)); });
+    return k;
+  }
+  void on_result(std::size_t, message) override {}
+  void on_error(std::size_t index, std::exception_ptr e) override {
+    try {
+      std::rethrow_exception(e);
+    } catch (const fiber::remote_error& err) {
+      failed.emplace_back(index, err.item());
+    }
+  }
+  bool answered() const override { return !failed.empty(); }
+  void on_finished() override { ++finished; }
+  int next = 0, finished = 0;
+  std::vector<std::pair<std::size_t, std::string>> failed;
+};
+
+TEST(pool_task_queue_answered, a_call_that_has_its_answer_drops_its_queued_tasks_and_input) {
+  task_queue q;
+  auto sink = std::make_shared<answering_sink>();
+  q.add(std::make_shared<pool_submission>(pool_submission{7, 1, sink, true, {}}));
+  q.feed(4, no_limit);  // 4 of the 10 produced, one task each
+  auto first = q.take_next();
+  auto id = first.id;
+  q.sent(std::move(first), "w1");
+  EXPECT_EQ(q.queued_items(), 3u);
+  writer results;
+  remote_failure f;
+  f.type = "std::invalid_argument";
+  f.message = "no";
+  append_failed_item(results, f);
+  multipart m;
+  m.emplace_back(results.head().data(), results.head().size());
+  q.on_results(id, "w1", "PoolWorker-1", std::move(m));
+  ASSERT_EQ(sink->failed.size(), 1u);  // the one that failed, and no other item
+  EXPECT_EQ(sink->failed[0].first, 0u);
+  EXPECT_TRUE(sink->failed[0].second.starts_with("item 0 (")) << sink->failed[0].second;
+  EXPECT_EQ(q.queued_items(), 0u);  // the 3 queued tasks were dropped
+  EXPECT_EQ(sink->next, 4);         // and the input was read no further
+  EXPECT_EQ(sink->finished, 1);
+  EXPECT_TRUE(q.drained());
+}
+
 TEST_F(pool_task_queue, a_result_that_does_not_hold_its_items_fails_them_as_malformed) {
   submit(2, 2);
   auto id = send_next().id;

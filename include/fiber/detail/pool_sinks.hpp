@@ -40,6 +40,10 @@ class pool_sink {
   /// The pool failed with `error` before the input ran out: the items from position `index`
   /// on were never produced. A sink that delivers items one by one fails each of them.
   virtual void on_input_failed(std::size_t index, std::exception_ptr error) { on_error(index, error); }
+  /// True once the caller has its answer for the whole call (a map that failed): the call's items
+  /// still queued are of no use and are dropped. A stream, which hands every item its own
+  /// outcome, never is.
+  virtual bool answered() const { return false; }
 };
 
 template <class R>
@@ -67,6 +71,7 @@ class map_sink final : public pool_sink {
     }
   }
   void on_error(std::size_t, std::exception_ptr e) override { done_->set_error(e); }
+  bool answered() const override { return done_->done; }
   void on_finished() override {
     if (done_->done) return;
     std::vector<R> out;

@@ -339,6 +339,21 @@ std::size_t task_queue::running_items() const {
   return n;
 }
 
+void task_queue::drop_queued(pool_submission& sub) {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->sub.get() == &sub) {
+      sub.outstanding -= it->count();
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!sub.input_done) {
+    sub.input_done = true;
+    std::erase_if(feeding_, [&](const std::shared_ptr<pool_submission>& s) { return s.get() == &sub; });
+  }
+}
+
 void task_queue::fail_items(pool_task& t, std::exception_ptr e) {
   while (t.count()) fail_first(t, e);
 }

@@ -143,8 +143,12 @@ class task_queue {
     ++done_;
     --sub.outstanding;
     if (!sub.finished) sub.sink->on_error(index, std::move(e));
+    if (!sub.finished && sub.sink->answered()) drop_queued(sub);
     finish_if_done(sub);
   }
+  /// The caller has its answer (a map failed): `sub`'s queued tasks and its input not yet read
+  /// are dropped; its tasks in flight end as they would.
+  void drop_queued(pool_submission& sub);
   void finish_if_done(pool_submission& sub) {
     if (sub.finished || !sub.input_done || sub.outstanding) return;
     sub.finished = true;
