@@ -45,35 +45,31 @@ inline bool engines_required() {
   if (const char* r = std::getenv("FIBER_REQUIRE_ENGINES")) return on(r);
   return on(std::getenv("CI"));
 }
-/// Leaves the current test (or environment) because engine `engine` cannot be had: when engines
-/// are required, the test process ends with exit code 1 and the reason; else a skip that says
-/// why. Not GTEST_FAIL: in a global environment a failure is followed by "[  SKIPPED ]" for every
-/// test, which ctest's skip pattern counts as skipped, and a required engine that was down went
-/// unseen (a CI run reported 42 Slurm tests skipped while their nodes were "completing").
-#define FIBER_TEST_ENGINE_MISSING(engine, why)                                                           \
-  do {                                                                                                   \
-    if (::fiber_test::engines_required()) {                                                              \
-      std::ostringstream fiber_test_missing_;                                                            \
-      fiber_test_missing_ << "no " << (engine) << " engine, and engines are required here (CI or "     \
-                          << "FIBER_REQUIRE_ENGINES=1): " << (why)                                       \
-                          << " (scripts/engines.sh start brings one up)";                                \
-      std::fprintf(stderr, "FAILED: %s\n", fiber_test_missing_.str().c_str());                          \
-      std::fflush(nullptr);                                                                              \
-      std::_Exit(1);                                                                                     \
-    }                                                                                                    \
-    GTEST_SKIP() << "no " << (engine) << " engine here: " << (why);                                      \
-  } while (0)
-
 /// Ends the test process with exit code 1 and the reason, under CI and outside it: for a global
 /// environment's set-up that fails once its engine was found (fiber's own code failed), where
 /// GTEST_FAIL would be followed by "[  SKIPPED ]" for every test and counted as skips.
 #define FIBER_TEST_SETUP_FAILED(why)                                            \
   do {                                                                          \
     std::ostringstream fiber_test_failed_;                                      \
-    fiber_test_failed_ << (why);                                                \
+    fiber_test_failed_ << why;                                                  \
     std::fprintf(stderr, "FAILED: %s\n", fiber_test_failed_.str().c_str());    \
     std::fflush(nullptr);                                                       \
     std::_Exit(1);                                                              \
+  } while (0)
+
+/// Leaves the current test (or environment) because engine `engine` cannot be had: when engines
+/// are required, the test process ends with exit code 1 and the reason (FIBER_TEST_SETUP_FAILED);
+/// else a skip that says why. Not GTEST_FAIL: in a global environment a failure is followed by
+/// "[  SKIPPED ]" for every test, which ctest's skip pattern counts as skipped, and a required
+/// engine that was down went unseen (a CI run reported 42 Slurm tests skipped while their nodes
+/// were "completing").
+#define FIBER_TEST_ENGINE_MISSING(engine, why)                                                      \
+  do {                                                                                              \
+    if (::fiber_test::engines_required())                                                           \
+      FIBER_TEST_SETUP_FAILED("no " << (engine) << " engine, and engines are required here (CI or " \
+                              << "FIBER_REQUIRE_ENGINES=1): " << (why)                              \
+                              << " (scripts/engines.sh start brings one up)");                      \
+    GTEST_SKIP() << "no " << (engine) << " engine here: " << (why);                                 \
   } while (0)
 
 /// Runs `f` on a new thread and returns once that thread has ended, in the kernel too (its task
