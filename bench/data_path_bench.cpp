@@ -169,6 +169,32 @@ void model_8MB_refs(benchmark::State& state) {
 }
 BENCHMARK(model_8MB_refs)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
 
+// Eight items holding one 100 MB vector on pool(2): by std::cref (arg 0) and by fiber::share
+// (arg 1). master_peak_MB is this process's peak resident memory, so run each alone
+// (--benchmark_filter=held_100MB_by/kind:0$, then :1$): the vector itself is 100 MB of it.
+void held_100MB_by(benchmark::State& state) {
+  fiber::pool p(2);
+  p.ready().get();
+  const bool shared = state.range(0) == 1;
+  std::vector<double> model(12'500'000, 0.5);
+  for (auto _ : state) {
+    if (shared) {
+      auto handle = fiber::share(model);
+      std::vector<std::tuple<fiber::shared<std::vector<double>>, std::uint64_t>> tasks;
+      for (std::uint64_t i = 0; i < 8; ++i) tasks.emplace_back(handle, i);
+      benchmark::DoNotOptimize(p.starmap(&model_probe, tasks, 1).get());
+    } else {
+      std::vector<std::tuple<std::reference_wrapper<const std::vector<double>>, std::uint64_t>> tasks;
+      for (std::uint64_t i = 0; i < 8; ++i) tasks.emplace_back(std::cref(model), i);
+      benchmark::DoNotOptimize(p.starmap(&model_probe_ref, tasks, 1).get());
+    }
+  }
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  state.counters["master_peak_MB"] = static_cast<double>(u.ru_maxrss) / 1024;
+}
+BENCHMARK(held_100MB_by)->Arg(0)->Arg(1)->ArgName("kind")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3)->Repetitions(1);
+
 void payload_8MB(benchmark::State& state) {
   const int workers = 4, tasks = 64;
   const std::size_t n = 1'000'000;

@@ -3,6 +3,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
+#include <asio/use_future.hpp>
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 
 #include <cstring>
 #include <memory>
+#include <numeric>
 
 #include "co_test.hpp"
 #include "support.hpp"
@@ -30,12 +32,20 @@ std::size_t freed_memory_kept() {
   return mallinfo2().fordblks;
 }
 void report_freed_memory_kept(fiber::simple_queue<std::size_t> out) { out.put(freed_memory_kept()).get(); }
+int triple(int x) { return 3 * x; }
+// What getting_started shows for a plain program that wants co_await: a coroutine on the default
+// context's executor, every wait in it a co_await.
+asio::awaitable<int> sum_of_triples(fiber::pool& pool, std::vector<int> xs) {
+  auto ys = co_await pool.map(&triple, xs);
+  co_return std::accumulate(ys.begin(), ys.end(), 0);
+}
 asio::awaitable<void> throw_from_a_detached_coroutine() {
   throw std::runtime_error("thrown by a detached coroutine");
   co_return;
 }
 }  // namespace
 FIBER_REMOTE(do_nothing);
+FIBER_REMOTE(triple);
 FIBER_REMOTE(wait_on);
 FIBER_REMOTE(report_job);
 FIBER_REMOTE(report_freed_memory_kept);
@@ -87,6 +97,15 @@ FIBER_CO_TEST(context, a_stopped_context_lets_the_callers_io_context_run_out) {
   fiber::simple_queue<int> q(ctx);
   co_await q.put(1);
   EXPECT_EQ(co_await q.get(), 1);
+}
+
+// A plain program co_awaits on the default context: its executor runs the coroutine, and the
+// future hands main the result.
+TEST(context, a_coroutine_runs_on_the_default_contexts_executor_and_co_awaits_a_pool) {
+  fiber::pool pool(2);
+  auto ex = fiber::context::default_context().get_executor();
+  auto sum = asio::co_spawn(ex, sum_of_triples(pool, {1, 2, 3, 4}), asio::use_future);
+  EXPECT_EQ(sum.get(), 30);
 }
 
 TEST(context, exception_escaping_a_detached_coroutine_does_not_break_other_calls) {

@@ -62,7 +62,11 @@ void check_sum(theta_t theta, double expected, fiber::simple_queue<theta_t> back
   back.put(theta).get();
 }
 }  // namespace
+double plain_weighted(const std::vector<double>& theta, std::uint64_t seed) {
+  return std::accumulate(theta.begin(), theta.end(), 0.0) + static_cast<double>(seed);
+}
 FIBER_REMOTE(weighted);
+FIBER_REMOTE(plain_weighted);
 FIBER_REMOTE(held_objects);
 FIBER_REMOTE(held_now);
 FIBER_REMOTE(span_sum);
@@ -105,6 +109,28 @@ TEST(pool_shared, each_worker_gets_an_object_once_however_many_items_chunks_and_
     EXPECT_LE(s.shared_bytes_sent, s.shared_objects_sent * theta.bytes());
     EXPECT_EQ(s.shared_bytes_host, 0u);
   }
+}
+
+// A plain vector that every item holds by std::cref travels as a fiber::shared would: to each
+// worker once per call, not in every chunk (which also made the master hold a copy per chunk).
+TEST(pool_shared, a_vector_every_item_holds_by_reference_goes_to_each_worker_once) {
+  fiber::pool p(2);
+  const std::vector<double> theta(300000, 0.25);  // 2.4 MB, sum 75000
+  std::vector<std::tuple<std::reference_wrapper<const std::vector<double>>, std::uint64_t>> items;
+  for (std::uint64_t i = 0; i < 200; ++i) items.emplace_back(std::cref(theta), i);
+  for (int round = 0; round < 2; ++round) {
+    auto r = p.starmap(&plain_weighted, items, 5).get();  // 40 chunks a map
+    ASSERT_EQ(r.size(), items.size());
+    for (std::size_t i = 0; i < r.size(); ++i) ASSERT_EQ(r[i], 75000.0 + static_cast<double>(i)) << round << " " << i;
+  }
+  // A tuple that holds a const reference (the other natural form) is the same.
+  std::vector<std::tuple<const std::vector<double>&, std::uint64_t>> refs;
+  for (std::uint64_t i = 0; i < 200; ++i) refs.emplace_back(theta, i);
+  auto r = p.starmap(&plain_weighted, refs, 5).get();
+  for (std::size_t i = 0; i < r.size(); ++i) ASSERT_EQ(r[i], 75000.0 + static_cast<double>(i)) << i;
+  auto s = p.stats();
+  EXPECT_GE(s.shared_objects_sent, 1u) << "the vector went inside the chunks";
+  EXPECT_LE(s.shared_objects_sent, 3 * s.workers_started) << "once per worker and call, not per chunk (120)";
 }
 
 // The master's host copy cannot be mapped (a real refusal: the kernel's, for a worker without

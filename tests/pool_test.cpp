@@ -153,7 +153,8 @@ TEST(pool, items_sharing_an_object_get_it_whole_however_they_are_chunked) {
   }
 }
 
-// The same vector held by reference (the natural C++ form): it travels once per chunk.
+// The same vector held by reference (the natural C++ form): under a megabyte it travels once per
+// chunk (larger, once per worker: pool_shared_test).
 TEST(pool, items_holding_one_vector_by_reference_get_it_whole_however_they_are_chunked) {
   fiber::pool p(2);
   const std::vector<double> theta(10000, 0.25);

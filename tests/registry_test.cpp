@@ -12,6 +12,9 @@ FIBER_REMOTE(sample::add);
 FIBER_REMOTE(sample::shout);
 
 int not_registered_function(int x) { return x; }
+namespace {
+int not_registered_and_internal(int x) { return x; }
+}  // namespace
 
 namespace sample {
 struct tally {
@@ -53,6 +56,13 @@ TEST(registry, a_lambda_made_a_pointer_is_refused_with_the_way_out) {
   int (*f)(int) = [](int x) { return x + 1; };
   fiber_test::expect_error([&] { (void)fiber::detail::require_registered(f); }, fiber::errc::not_registered,
                            {"lambda", "FIBER_REMOTE(f)", "pass &f"});
+}
+
+// A function in an anonymous namespace has no exported name either: its fix is FIBER_REMOTE, and
+// the error says so first, not only the lambda's way out.
+TEST(registry, an_unregistered_function_in_an_anonymous_namespace_is_told_to_add_fiber_remote) {
+  fiber_test::expect_error([] { (void)fiber::detail::require_registered(&not_registered_and_internal); },
+                           fiber::errc::not_registered, {"anonymous namespace", "add FIBER_REMOTE(f) after it"});
 }
 
 TEST(registry, a_class_constructor_is_found_by_its_id_and_makes_the_object) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs fiber's benchmarks beside the anchors (Python multiprocessing, raw ZeroMQ, plain sockets,
 # the Docker engine's own floor) in one go, and prints each figure with its ratio to the anchor.
-# Usage: bench/compare/run.sh [build-dir] [channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|envelope|all]   (default: build, all)
+# Usage: bench/compare/run.sh [build-dir] [channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|envelope|all]   (default: build, all)
 # peers (not part of all: it installs the peers once, into ~/.cache/fiber/peers) measures the seed
 # (uber/fiber 0.2.1), multiprocessing, Ray, Dask and loky on ten workloads beside fiber,
 # alternating the order, and prints the lead table of docs/performance.md.
@@ -13,7 +13,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd) || { echo "no build folder ${1:-$root/build}: run scripts/build.sh first" >&2; exit 2; }
 what=${2:-all}
-case "$what" in channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|envelope|all) ;; *) echo "unknown part '$what' (channels|pool|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|envelope|all)" >&2; exit 2 ;; esac
+case "$what" in channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|envelope|all) ;; *) echo "unknown part '$what' (channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|envelope|all)" >&2; exit 2 ;; esac
 anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
 tmp=$(mktemp -d)
 # The start-up benchmarks of backend_bench (pool_idle runs only in the kubernetes part).
@@ -28,6 +28,40 @@ listening() {
     ((++tries <= 300)) || { echo "!! nothing listens at $address after 30 s" >&2; return 1; }
     sleep 0.1
   done
+}
+
+# imap against map and against multiprocessing's imap, alternated twice in one run (the machine's
+# speed moves): items a second over the same 200,000 small items on two workers.
+part_imap() {
+  echo "== imap: fiber and multiprocessing, alternated"
+  for round in 1 2; do
+    "$build/bench/pool_bench" --benchmark_filter=pool_imap_rate --benchmark_report_aggregates_only=true \
+      --benchmark_format=json >"$tmp/imap-$round.json" 2>/dev/null
+    python3 "$root/bench/compare/imap_rate.py" >"$tmp/mp-imap-$round.txt"
+  done
+  python3 - "$tmp" <<'PY2'
+import json, re, statistics, sys
+tmp = sys.argv[1]
+fib, mp = {}, {}
+for r in (1, 2):
+    for b in json.load(open(f"{tmp}/imap-{r}.json"))["benchmarks"]:
+        if b.get("aggregate_name") == "median":
+            m = re.search(r"imap:(\d)/chunksize:(-?\d+)", b["run_name"])
+            form = ("imap" if m.group(1) == "1" else "map", {"-1": "default"}.get(m.group(2), m.group(2)))
+            fib.setdefault(form, []).append(b["items_per_s"])
+    for line in open(f"{tmp}/mp-imap-{r}.txt"):
+        m = re.match(r"mp (\w+) chunksize=(\w+) items_per_s=([\d.]+)", line)
+        if m: mp.setdefault((m.group(1), m.group(2)), []).append(float(m.group(3)))
+f = {k: statistics.median(v) for k, v in fib.items()}
+p = {k: statistics.median(v) for k, v in mp.items()}
+fmap = f[("map", "default")]
+for form in (("imap", "default"), ("imap", "1"), ("imap", "1000")):
+    if form not in f: continue
+    line = f"{form[0]} chunksize={form[1]}: fiber {f[form]/1e6:.2f} M items/s = {f[form]/fmap:.2f}x fiber's map"
+    if form in p: line += f"; multiprocessing {p[form]/1e6:.3f} M/s, fiber {f[form]/p[form]:.1f}x"
+    print(line)
+print(f"map: fiber {fmap/1e6:.2f} M/s; multiprocessing {p[('map', 'default')]/1e6:.3f} M/s, fiber {fmap/p[('map', 'default')]:.1f}x")
+PY2
 }
 
 part_pool() {
@@ -512,7 +546,7 @@ started_slurm=false
 [ -f "$root/build/engines/slurmctld.pid" ] || started_slurm=true
 started_kubernetes=false
 [ -f "$root/build/engines/k8s/ready" ] || started_kubernetes=true
-for p in pool data managers ring ring_slurm docker kubernetes slurm envelope channels; do
+for p in pool imap data managers ring ring_slurm docker kubernetes slurm envelope channels; do
   if [ "$what" = all ] || [ "$what" = "$p" ]; then run_part "$p"; fi
 done
 [ "$what" = peers ] && run_part peers

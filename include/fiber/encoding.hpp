@@ -53,7 +53,23 @@ struct blob {
 inline constexpr std::size_t blob_threshold = 8 * 1024;
 /// Marks a range's length when the range is one written before (writer::share_ranges).
 inline constexpr std::uint64_t range_ref_bit = std::uint64_t(1) << 63;
+/// Marks a range's length when the range's bytes travel apart, as a shared object of their own
+/// (writer::referenced); its id follows.
+inline constexpr std::uint64_t range_entry_bit = std::uint64_t(1) << 62;
 [[noreturn]] void throw_malformed(const char* what, std::size_t need, std::size_t have);
+/// What a pool gives its chunks' writers: the shared object that carries a large range an item
+/// holds by reference, made once per call however many items and chunks hold it.
+class range_sharer {
+ public:
+  virtual ~range_sharer() = default;
+  /// Null: the range is written in the message after all (too small to be worth it).
+  virtual std::shared_ptr<const shared_entry> share(const void* p, std::size_t n) = 0;
+};
+/// The bytes of the range that travelled as shared object `id` (a reader's range_entry_bit):
+/// this process holds it for its master; throws malformed_message when it does not.
+std::span<const std::byte> shared_range(std::uint64_t id, std::size_t n);
+/// The type a range's shared object is made with and checked against.
+struct shared_range_tag {};
 }  // namespace detail
 
 /// Appends an encoded value: small data inline, large contiguous data as separate frames.
@@ -85,6 +101,7 @@ class writer {
       bytes(p, n);
       return;
     }
+    if (referenced_ && sharer_) return write_apart(p, n);
     if (share_ranges_ && refer_to_earlier(p, n)) return;
     size(n);
     if (share_ranges_) ranges_[p] = {n, static_cast<std::uint32_t>(blobs_.size() - ranges_base_)};
@@ -133,6 +150,23 @@ class writer {
   /// writer (shared_attached) for the sender to deliver apart: a pool sends each worker an object
   /// once, whatever chunk holds it. Off unless asked: otherwise the object travels inside.
   void send_shared_apart() noexcept { shared_apart_ = true; }
+  /// From now on, a large range written inside referenced() travels as a shared object of its
+  /// own that `sharer` makes (once per call): a pool sends it to each worker once, as a
+  /// fiber::shared. Each reader of what this writes must hold those objects (a pool worker does).
+  void share_referenced_ranges(detail::range_sharer* sharer) noexcept { sharer_ = sharer; }
+  /// Runs `f`, which writes an object the caller holds by reference (an item's
+  /// std::reference_wrapper): its large ranges are what many items may hold.
+  template <class F>
+  void referenced(F&& f) {
+    auto outer = std::exchange(referenced_, true);
+    try {
+      f();
+    } catch (...) {
+      referenced_ = outer;
+      throw;
+    }
+    referenced_ = outer;
+  }
   bool sends_shared_apart() const noexcept { return shared_apart_; }
   void attach_shared(const std::shared_ptr<const detail::shared_entry>& e) {
     for (auto& a : attached_)
@@ -187,7 +221,11 @@ class writer {
     ranges_referenced_ = true;
     return true;
   }
+  // A range inside referenced(), sent apart: its length marked, then its object's id.
+  void write_apart(const void* p, std::size_t n);
   bool share_ranges_ = false;
+  bool referenced_ = false;
+  detail::range_sharer* sharer_ = nullptr;
   bool ranges_referenced_ = false;
   bool shared_apart_ = false;
   std::vector<std::shared_ptr<const detail::shared_entry>> attached_;
@@ -247,6 +285,10 @@ class reader {
   /// A contiguous range written by writer::range.
   std::span<const std::byte> range() {
     auto raw = pod<std::uint64_t>();
+    if (raw & detail::range_entry_bit && !(raw & detail::range_ref_bit)) {  // sent apart (writer::referenced)
+      auto n = static_cast<std::size_t>(raw & ~detail::range_entry_bit);
+      return detail::shared_range(pod<std::uint64_t>(), n);
+    }
     if (raw & detail::range_ref_bit) {  // one read before (writer::share_ranges)
       auto n = static_cast<std::size_t>(raw & ~detail::range_ref_bit);
       auto id = pod<std::uint32_t>();

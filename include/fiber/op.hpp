@@ -39,6 +39,19 @@ struct op_watch {
 /// Logs (warn) that the operation `made_by` made was dropped before it was awaited or waited for.
 void report_dropped_op(const char* made_by) noexcept;
 
+/// What a call fiber refuses at compile time returns (a lambda passed where a registered
+/// function must go, FIBER_DETAIL_REFUSE_CALLABLE): whatever the caller does with it (get(),
+/// co_await, assign the result) compiles, so fiber's static_assert is the only error the
+/// compiler prints, not "invalid use of void" before it. Never defined: it never links.
+struct refused_value {
+  template <class T>
+  operator T() const;
+};
+struct refused_call : asio::awaitable<refused_value> {
+  refused_value get() const;
+  void cancel() const;
+};
+
 template <class T>
 struct blocking_result {
   std::optional<T> value;

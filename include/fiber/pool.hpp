@@ -21,6 +21,7 @@
 #include <optional>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "fiber/context.hpp"
@@ -63,6 +64,19 @@ class result_stream {
       return c;
     });
   }
+  /// Every result that is ready (at least one, at most `max`; 0: no limit), in the stream's
+  /// order, in one hand-over from fiber's loop: what a loop over millions of small results
+  /// wants. Empty after the last one. A task's error is thrown by the call whose batch would
+  /// reach it, after the results before it came in the batches before.
+  ///   for (auto b = co_await s.next_batch(); !b.empty(); b = co_await s.next_batch()) ...
+  op<std::vector<R>> next_batch(std::size_t max = 0) {
+    return detail::deferred_op<std::vector<R>>(core_->rt(), [core = core_, source = source_, sink = sink_, max] {
+      auto c = std::make_shared<detail::completion<std::vector<R>>>();
+      detail::cancel_through(*c, core, sink);
+      poll_batch(c, source, core, max ? max : static_cast<std::size_t>(-1));
+      return c;
+    });
+  }
 
   /// Stops the stream's work (from any thread): items not yet run are dropped, running ones
   /// stopped (their workers killed and replaced); next() then throws errc::cancelled for each
@@ -92,12 +106,24 @@ class result_stream {
     friend bool operator==(const iterator& a, const iterator& b) { return a.stream_ == b.stream_; }
 
    private:
+    // Results come from fiber's loop a batch at a time and are handed out from here: one
+    // trip to the loop per batch, not per result.
     void advance() {
-      current_ = stream_->next().get();
-      if (!current_) stream_ = nullptr;  // the end
+      if (at_ == batch_.size()) {
+        batch_.clear();
+        at_ = 0;
+        batch_ = stream_->next_batch().get();
+        if (batch_.empty()) {
+          stream_ = nullptr;  // the end
+          return;
+        }
+      }
+      current_.emplace(std::move(batch_[at_++]));
     }
     result_stream* stream_ = nullptr;
     std::optional<R> current_;
+    std::vector<R> batch_;
+    std::size_t at_ = 0;
   };
   iterator begin() { return iterator(this); }
   iterator end() { return iterator(); }
@@ -109,7 +135,7 @@ class result_stream {
     std::exception_ptr error;
     bool have = false;
     try {
-      have = source->try_next(value, error);
+      have = source->take(value, error);
     } catch (...) {
       error = std::current_exception();
       have = true;
@@ -123,6 +149,43 @@ class result_stream {
       c->set_error(error);
     else
       c->set_value(std::move(value));
+  }
+
+  static void poll_batch(std::shared_ptr<detail::completion<std::vector<R>>> c,
+                         std::shared_ptr<detail::stream_source<R>> source, std::shared_ptr<detail::pool_core> core,
+                         std::size_t max) {
+    std::vector<R> batch;
+    std::exception_ptr error;
+    bool ended = false;
+    while (batch.size() < max) {
+      std::optional<R> value;
+      std::exception_ptr e;
+      bool have = false;
+      try {
+        have = source->take(value, e);
+      } catch (...) {
+        e = std::current_exception();
+        have = true;
+      }
+      if (!have) break;
+      if (e) {
+        error = e;
+        break;
+      }
+      if (!value) {
+        ended = true;
+        break;
+      }
+      batch.push_back(std::move(*value));
+    }
+    if (batch.empty() && !error && !ended) {
+      source->set_waiter([c, source, core, max] { poll_batch(c, source, core, max); });
+      return;
+    }
+    core->pump();  // room for more results now
+    if (error && batch.empty()) return c->set_error(error);
+    if (error) source->hold(error);
+    c->set_value(std::move(batch));
   }
 
   std::shared_ptr<detail::pool_core> core_;
@@ -162,9 +225,7 @@ class pool {
   template <class R, class... P, class Range>
   op<std::vector<detail::result_t<R>>> starmap(R (*f)(P...), const Range& tuples, std::size_t chunksize = 0) {
     return run_map<detail::result_t<R>>(f, std::begin(tuples), std::end(tuples), detail::size_hint(tuples), chunksize,
-                                        [](writer& w, const auto& t) {
-                                          std::apply([&](const auto&... a) { (encode_as<std::decay_t<P>>(w, a), ...); }, t);
-                                        });
+                                        [](writer& w, const auto& t) { encode_args<P...>(w, t); });
   }
   /// f(args...) in a worker.
   template <class R, class... P, class... A>
@@ -201,15 +262,22 @@ class pool {
 
   /// Results in input order as they become available; `xs` must outlive the stream. At most a
   /// bounded number of results wait for the caller, so a 10-million-item imap stays small.
+  /// `chunksize` 0 (the default) chooses as map does for a range that knows its size, at most
+  /// stream_chunk_limit items a chunk; for one that does not, chunks grow from 1 to that limit,
+  /// so the first results come at once and a long stream still runs at map's pace.
   template <class R, class A, class Range>
-  result_stream<detail::result_t<R>> imap(R (*f)(A), const Range& xs, std::size_t chunksize = 1) {
-    return run_stream<detail::result_t<R>>(f, std::begin(xs), std::end(xs), chunksize, encode_one<A>(), true);
+  result_stream<detail::result_t<R>> imap(R (*f)(A), const Range& xs, std::size_t chunksize = 0) {
+    return run_stream<detail::result_t<R>>(f, std::begin(xs), std::end(xs), detail::size_hint(xs), chunksize,
+                                           encode_one<A>(), true);
   }
   /// Results in the order they arrive.
   template <class R, class A, class Range>
-  result_stream<detail::result_t<R>> imap_unordered(R (*f)(A), const Range& xs, std::size_t chunksize = 1) {
-    return run_stream<detail::result_t<R>>(f, std::begin(xs), std::end(xs), chunksize, encode_one<A>(), false);
+  result_stream<detail::result_t<R>> imap_unordered(R (*f)(A), const Range& xs, std::size_t chunksize = 0) {
+    return run_stream<detail::result_t<R>>(f, std::begin(xs), std::end(xs), detail::size_hint(xs), chunksize,
+                                           encode_one<A>(), false);
   }
+  /// The largest chunk imap chooses by itself.
+  static constexpr std::size_t stream_chunk_limit = 1024;
 
   /// A lambda or other callable where a pool needs a registered function: fiber's words at
   /// compile time instead of a deduction failure (each entry point above has one).
@@ -246,17 +314,37 @@ class pool {
     return [](writer& w, const auto& x) { encode_as<std::decay_t<A>>(w, x); };
   }
   /// One argument, as the parameter type T reads it (the wire of a tuple of arguments is its
-  /// elements, one after the other). A T, or a reference_wrapper to one, is written as it is:
-  /// nothing is copied, and an object that several items hold by reference is seen as one (its
-  /// large data travels once per chunk: writer::share_ranges). Anything else is converted.
+  /// elements, one after the other). A T is written as it is. A reference_wrapper to one
+  /// (std::cref(v)) is nothing copied per item: its large data (a vector's elements) travels
+  /// to each worker once per call, however many items and chunks hold it, as a fiber::shared
+  /// does; the call copies it once. Anything else is converted.
   template <class T, class U>
   static void encode_as(writer& w, const U& u) {
     if constexpr (std::is_same_v<U, T>)
       w.value(u);
     else if constexpr (std::is_same_v<U, std::reference_wrapper<T>> || std::is_same_v<U, std::reference_wrapper<const T>>)
-      w.value(u.get());
+      w.referenced([&] { w.value(u.get()); });
     else
       w.value(static_cast<T>(u));
+  }
+
+  /// The arguments of one starmap item: a tuple element that is a reference (a
+  /// tuple<const std::vector<double>&, int>) is written as a reference_wrapper is.
+  template <class... P, class Tuple>
+  static void encode_args(writer& w, const Tuple& t) {
+    static_assert(std::tuple_size_v<Tuple> == sizeof...(P),
+                  "fiber::pool::starmap: each item must hold one value for each parameter of the function");
+    if constexpr (std::tuple_size_v<Tuple> == sizeof...(P))
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (encode_element<std::decay_t<P>, std::tuple_element_t<I, Tuple>>(w, std::get<I>(t)), ...);
+      }(std::index_sequence_for<P...>{});
+  }
+  template <class T, class E, class U>
+  static void encode_element(writer& w, const U& u) {
+    if constexpr (std::is_lvalue_reference_v<E>)
+      w.referenced([&] { encode_as<T>(w, u); });
+    else
+      encode_as<T>(w, u);
   }
 
   template <class R, class... P, class... A>
@@ -307,13 +395,15 @@ class pool {
   }
 
   template <class T, class F, class It, class Encode>
-  result_stream<T> run_stream(F f, It first, It last, std::size_t chunksize, Encode encode, bool ordered) {
+  result_stream<T> run_stream(F f, It first, It last, std::size_t hint, std::size_t chunksize, Encode encode,
+                              bool ordered) {
     core_->check_open();
     auto id = detail::require_registered(f).id;
-    auto sink = std::make_shared<detail::stream_sink<T, It, Encode>>(first, last, std::move(encode), ordered,
-                                                                     stream_bound(chunksize));
-    core_->on_loop([id, chunksize, sink, opts = call_options_](detail::pool_core& core) {
-      core.submit(id, chunksize, 0, sink, opts);
+    auto sink = std::make_shared<detail::stream_sink<T, It, Encode>>(
+        first, last, std::move(encode), ordered, stream_bound(chunksize ? chunksize : stream_chunk_limit),
+        stream_chunk_limit);
+    core_->on_loop([id, chunksize, hint, sink, opts = call_options_](detail::pool_core& core) {
+      core.submit(id, chunksize, hint, sink, opts);
     });
     return result_stream<T>(core_, sink, sink);
   }

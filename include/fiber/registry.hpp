@@ -151,11 +151,14 @@ concept unnamed_callable = std::is_class_v<std::remove_cvref_t<F>>;
   "and pass &f (values it captured become f's parameters)"
 
 /// A member `name` that takes any class-type callable and fails with FIBER_NOT_A_FUNCTION_MESSAGE
-/// (the entry points of a pool that run a function in another process).
-#define FIBER_DETAIL_REFUSE_CALLABLE(name)                           \
-  template <::fiber::detail::unnamed_callable F, class... X>         \
-  void name(F&&, X&&...) {                                           \
-    static_assert(::fiber::detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE); \
+/// (the entry points of a pool that run a function in another process). What it returns
+/// (fiber/op.hpp, which the class's header includes) takes any use, so that the message is the
+/// compiler's only one.
+#define FIBER_DETAIL_REFUSE_CALLABLE(name)                                             \
+  template <::fiber::detail::unnamed_callable F, class... X>                           \
+  ::fiber::detail::refused_call name(F&&, X&&...) {                                    \
+    static_assert(::fiber::detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE);   \
+    return {};                                                                         \
   }
 
 #define FIBER_DETAIL_CAT2(a, b) a##b

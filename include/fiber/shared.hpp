@@ -2,7 +2,7 @@
 // tasks, processes and maps, read-only everywhere.
 //
 //   auto theta = fiber::share(std::move(params));       // encoded once, here
-//   co_await pool.map(&evaluate, tasks_holding(theta));  // each worker gets it once
+//   co_await pool.starmap(&evaluate, tasks_holding(theta));  // each worker gets it once
 //   double evaluate(const fiber::shared<std::vector<double>>& theta, std::uint64_t seed);
 //
 // A pool sends the object to each worker once, however many items, chunks and maps hold it, and

@@ -123,11 +123,15 @@ void throw_not_registered(const void* address) {
   }
   char where[32];
   std::snprintf(where, sizeof where, "%p", address);
-  if (name.empty())  // no name this program exports: a lambda turned into a pointer (+[]), most often
-    throw error(errc::not_registered, std::string("function at ") + where +
-                                          " is not registered, and another process cannot find it by name (a lambda "
-                                          "turned into a pointer with +[] has none): move its body into a function f "
-                                          "at namespace scope, add FIBER_REMOTE(f), and pass &f");
+  // No name this program exports: a function of internal linkage (in an anonymous namespace,
+  // or static), or a lambda turned into a pointer (+[]). Which one cannot be told from here.
+  if (name.empty())
+    throw error(errc::not_registered,
+                std::string("function at ") + where +
+                    " is not registered. If it is a function of yours f (in an anonymous namespace or declared "
+                    "static, which is why its name cannot be shown), add FIBER_REMOTE(f) after it, in the same "
+                    "file at namespace scope. If it is a lambda turned into a pointer with +[], move its body into a "
+                    "function f at namespace scope, add FIBER_REMOTE(f), and pass &f");
   throw error(errc::not_registered, "function '" + name + "' is not registered: add FIBER_REMOTE(" + name +
                                         ") at namespace scope in one of your source files");
 }

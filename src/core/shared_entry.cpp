@@ -231,6 +231,20 @@ std::size_t shared_held() noexcept {
   return t.held.size();
 }
 
+std::span<const std::byte> shared_range(std::uint64_t id, std::size_t n) {
+  auto e = find_shared(id);
+  if (!e)
+    throw error(errc::malformed_message, "a range sent apart as shared object " + std::to_string(id) +
+                                             " was referred to but never sent to this process (sender and receiver disagree)");
+  if (e->type() != type_fingerprint(typeid(shared_range_tag))) throw_shared_type_mismatch(id, typeid(shared_range_tag));
+  // The span stays valid after `e` goes here: this process holds the entry until its master
+  // releases it, which is after every chunk that refers to it has been answered.
+  reader r(e->head(), e->blobs());
+  auto bytes = r.range();
+  if (bytes.size() != n || !r.at_end()) throw_malformed("range sent apart", n, bytes.size());
+  return bytes;
+}
+
 void throw_shared_type_mismatch(std::uint64_t id, const std::type_info& wanted) {
   throw error(errc::malformed_message, "shared object " + std::to_string(id) + " is read as fiber::shared<" +
                                            demangle(wanted.name()) + "> but was shared with another type");

@@ -17,6 +17,8 @@
 #include "core/demangle.hpp"
 #include "core/remote_failure.hpp"
 #include "core/malloc_tuning.hpp"
+#include "core/process_title.hpp"
+#include "core/worker_env.hpp"
 #include "fiber/registry.hpp"
 #include "core/log.hpp"
 #include "backend/local/local_resources.hpp"
@@ -163,9 +165,19 @@ int run_worker() {
 }
 }  // namespace detail
 
+namespace detail {
+namespace {
+// `ps` shows the worker by the name its master gave it, not the fork server's arguments.
+void name_this_worker() noexcept {
+  if (const char* name = std::getenv(env_name); name && *name) name_this_process(name);
+}
+}  // namespace
+}  // namespace detail
+
 bool is_worker() noexcept { return std::getenv(detail::env_token) != nullptr; }
 
 void init(int argc, char** argv, config_overrides overrides) {
+  detail::remember_arguments(argc, argv);
   bool marked = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == detail::worker_flag) marked = true;
@@ -175,13 +187,19 @@ void init(int argc, char** argv, config_overrides overrides) {
         std::fprintf(stderr, "fiber: %s is for fiber's own use\n", detail::zygote_flag);
         std::_Exit(2);
       }
-      detail::run_zygote(std::atoi(fd), [] { detail::exit_worker(detail::run_worker()); });
+      detail::run_zygote(std::atoi(fd), [] {
+        detail::name_this_worker();
+        detail::exit_worker(detail::run_worker());
+      });
     }
   }
   if (detail::is_claim_copy_service()) detail::exit_worker(detail::serve_claim_copies());
   for (int i = 1; i < argc; ++i)
     if (std::string_view(argv[i]) == detail::hub_flag) detail::exit_worker(detail::run_hub_process());
-  if (marked || is_worker()) detail::exit_worker(detail::run_worker());
+  if (marked || is_worker()) {
+    detail::name_this_worker();
+    detail::exit_worker(detail::run_worker());
+  }
   detail::init_was_called() = true;
   auto& stored = detail::init_overrides();
   for (auto& [k, v] : overrides) stored.emplace_back(std::string(k), std::string(v));

@@ -92,7 +92,8 @@ void worker_side::send_upstream(multipart&& parts) {
   if (loop_.has_standby() && !loop_.this_thread_drives())
     return loop_.run_sync([this, &parts] { send_upstream(std::move(parts)); });
   auto ec = link_ ? link_->send(std::move(parts)) : upstream_->send(std::move(parts));
-  if (ec) logf(log_level::error, "cannot send to the master: ", ec.message());
+  if (!ec) return;
+  if (auto [level, text] = send_failure_.report(ec); !text.empty()) logf(level, text);
 }
 
 void worker_side::on_first_message(unique_function<void(std::error_code, multipart)> h) {

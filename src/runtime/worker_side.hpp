@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/upstream_send_failure.hpp"
 #include "fiber/config.hpp"
 #include "runtime/channel_route.hpp"
 #include "runtime/socket_options.hpp"
@@ -70,6 +71,7 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   std::unique_ptr<link_pulse> pulse_;      // over TLS: speaks while a task runs
   bool link_started_ = false;
   std::unique_ptr<master_watch> master_watch_;
+  upstream_send_failure send_failure_;
   unique_function<void(std::error_code, multipart)> first_message_;
   std::mutex inbox_mutex_;  // the loop may run on a standby thread (a worker that is also a master)
   std::deque<multipart> inbox_;

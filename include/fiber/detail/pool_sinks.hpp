@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -44,6 +45,9 @@ class pool_sink {
   /// still queued are of no use and are dropped. A stream, which hands every item its own
   /// outcome, never is.
   virtual bool answered() const { return false; }
+  /// The largest chunk the pool may choose for this call when the caller chose none (0: no
+  /// limit): a stream keeps its waiting results bounded by it.
+  virtual std::size_t chunk_limit() const { return 0; }
 };
 
 template <class R>
@@ -122,14 +126,29 @@ class stream_source {
   /// True with a result (or error) in `out`/`error`, or with neither at the end; false: nothing yet.
   virtual bool try_next(std::optional<R>& out, std::exception_ptr& error) = 0;
   virtual void set_waiter(unique_function<void()> w) = 0;
+
+  /// As try_next, an error held back by a batch first.
+  bool take(std::optional<R>& out, std::exception_ptr& error) {
+    if (held_) {
+      error = std::exchange(held_, nullptr);
+      return true;
+    }
+    return try_next(out, error);
+  }
+  /// A batch ended at an error: the error is the next call's answer, after the results before it.
+  void hold(std::exception_ptr error) { held_ = std::move(error); }
+
+ private:
+  std::exception_ptr held_;
 };
 
 /// imap and imap_unordered: results wait here until the caller takes them, within a bound.
 template <class R, class It, class Encode>
 class stream_sink final : public pool_sink, public stream_source<R> {
  public:
-  stream_sink(It first, It last, Encode encode, bool ordered, std::size_t bound)
-      : it_(first), last_(last), encode_(std::move(encode)), ordered_(ordered), bound_(bound) {}
+  stream_sink(It first, It last, Encode encode, bool ordered, std::size_t bound, std::size_t chunk_limit)
+      : it_(first), last_(last), encode_(std::move(encode)), ordered_(ordered), bound_(bound), chunk_limit_(chunk_limit) {}
+  std::size_t chunk_limit() const override { return chunk_limit_; }
   std::size_t next_items(std::size_t n, item_writer& chunk) override {
     std::size_t k = 0;
     for (; k < n && it_ != last_; ++k, ++it_) chunk.add([&](writer& w) { encode_(w, *it_); });
@@ -186,6 +205,7 @@ class stream_sink final : public pool_sink, public stream_source<R> {
   Encode encode_;
   bool ordered_;
   std::size_t bound_;
+  std::size_t chunk_limit_;
   std::size_t next_ = 0;
   std::deque<entry> ready_;
   std::map<std::size_t, entry> parked_;

@@ -162,13 +162,20 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
   if (!workers_.covers(needs)) workers_.check_capacity(needs);
   // The workers could not start for the work before: they try again for this one.
   bool start_again = workers_.try_again();
+  std::size_t grow_to = 0;
   if (chunksize == 0) {
-    // As multiprocessing: about four chunks per worker; 1 when the size is unknown.
+    // As multiprocessing: about four chunks per worker. A stream keeps under its limit. When
+    // the size is unknown, chunks start at 1 and double up to that limit (or 1024): the first
+    // results come at once, and a long input is not sent one item a message.
     auto per = static_cast<std::size_t>(workers_.target()) * 4;
+    auto limit = sink->chunk_limit();
     chunksize = hint ? std::max<std::size_t>(1, (hint + per - 1) / per) : 1;
+    if (limit) chunksize = std::min(chunksize, limit);
+    if (!hint) grow_to = limit ? limit : 1024;
   }
   if (!workers_.covers(needs)) workers_.raise_needs(needs);
   auto sub = std::make_shared<pool_submission>(pool_submission{function_id, chunksize, std::move(sink), call.retry, needs});
+  sub->grow_to = grow_to;
   sub->timeout = timeout;
   sub->retry_timed_out = call.retry_timed_out.value_or(options_.retry_timed_out);
   if (timeout.count() && !timeouts_used_) {
@@ -778,7 +785,10 @@ void pool_master::on_deadline() {
   });
   for (auto* w : late) {
     logf(log_level::warn, w->proc->name(), " ran an item longer than its task_timeout; killing it");
-    for (auto task : w->tasks) rt_->recorder().record(record_kind::task_timed_out, w->recorded_as, id_, task);
+    // The first task held is the one that ran too long; the others were prefetched behind it and
+    // never started: they are lost with the worker (and run again), not timed out.
+    for (std::size_t i = 0; i < w->tasks.size(); ++i)
+      rt_->recorder().record(i ? record_kind::task_lost : record_kind::task_timed_out, w->recorded_as, id_, w->tasks[i]);
     note_failure(w->proc->name() + " ran an item longer than its task_timeout and was killed");
     tasks_.on_timed_out(w->tasks, w->proc->name(), options_.max_attempts);
     w->tasks.clear();

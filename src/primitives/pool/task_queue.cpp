@@ -24,6 +24,7 @@ void task_queue::feed(std::size_t window, std::size_t max_message_bytes) {
     writer chunk;
     chunk.share_ranges();       // a vector every item holds by reference travels once per chunk
     chunk.send_shared_apart();  // a fiber::shared object, once per worker
+    chunk.share_referenced_ranges(&sub->referenced);  // ... and a range items hold by reference
     item_writer items(chunk);
     auto count = sub->sink->next_items(sub->chunksize, items);
     if (!count) {
@@ -31,6 +32,7 @@ void task_queue::feed(std::size_t window, std::size_t max_message_bytes) {
       finish_if_done(*sub);
       continue;
     }
+    if (sub->chunksize < sub->grow_to) sub->chunksize = std::min(sub->grow_to, sub->chunksize * 2);
     auto first = sub->next_index;
     sub->next_index += count;
     sub->outstanding += count;

@@ -17,6 +17,7 @@
 
 #include "fiber/detail/pool_sinks.hpp"
 #include "fiber/meta.hpp"
+#include "primitives/pool/referenced_ranges.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {
@@ -27,6 +28,7 @@ struct pool_submission {
   std::shared_ptr<pool_sink> sink;
   bool retry = true;
   meta needs;  // of the function: its tasks go only to workers that cover them
+  std::size_t grow_to = 0;  // chunks double after each, up to this (an input of unknown size)
   std::chrono::milliseconds timeout{0};  // an item running longer fails (0: no limit)
   bool retry_timed_out = false;          // ... or runs again, as if its worker had died
   std::size_t next_index = 0;
@@ -34,6 +36,7 @@ struct pool_submission {
   bool input_done = false;
   bool finished = false;
   std::uint64_t recorded_as = 0;  // its number in the flight recorder (the pool's maps, from 1)
+  referenced_ranges referenced{};  // what its items hold by reference, sent apart
 };
 
 /// A chunk of a submission's items, run by one worker. Its results come in batches (partials,
