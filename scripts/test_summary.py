@@ -6,7 +6,7 @@
 JUNIT: ctest's --output-junit file. TESTS_JSON: `ctest --show-only=json-v1` of the same tree (each
 entry's command and environment). RESULTS_DIR: FIBERTEST_RESULTS_DIR of the run, where every gtest
 binary keeps its XML report (tests/test_main.cpp) and the whole-binary runners keep theirs
-(tests/gtest_verdict.py), named <binary>--<backend or runner>--<pid>.xml.
+(tests/gtest_verdict.py), named <binary>--<backend or runner>--<pid>-<time>.xml (pids come round again within a suite).
 
 Prints the skips grouped by reason (the tests inside the runners' whole-binary runs too), the
 failures, and one line 'N passed, N failed, N skipped'. Fails (exit 1) when a test failed, when a

@@ -93,29 +93,6 @@ TEST(flight_recorder, a_run_stops_growing_at_record_max_bytes_and_says_where) {
   EXPECT_EQ(runs[0].tasks_sent, records.size() - 2);
 }
 
-TEST(flight_recorder, off_records_nothing_and_the_newest_record_keep_runs_stay) {
-  record_folder dir("keep");
-  {
-    flight_recorder rec;
-    rec.open(dir.cfg({{"record", "false"}}), "off");
-    EXPECT_FALSE(rec.on());
-    rec.record(record_kind::task_sent, 1, 1, 1, 1);
-  }
-  EXPECT_TRUE(dir.files().empty());
-  for (int i = 0; i < 5; ++i) {
-    flight_recorder rec;
-    rec.open(dir.cfg({{"record_keep", "3"}}), "keep" + std::to_string(i));
-    // The names begin with the second the run began: a second apart, or the same second and then
-    // by id, which these ids order as made.
-  }
-  auto runs = fiber::run_history(dir.cfg());
-  ASSERT_EQ(runs.size(), 3u);
-  std::set<std::string> ids;
-  for (auto& r : runs) ids.insert(r.id);
-  EXPECT_EQ(ids, (std::set<std::string>{"keep2", "keep3", "keep4"}));
-  EXPECT_TRUE(runs[0].ended);
-}
-
 // In a child that is a master of its own, the records go to the top master (runtime's sink), in
 // the file's format, names said once, each time the buffer would go to a file; nothing is written
 // here.

@@ -10,7 +10,7 @@ exits 0 like one that passed.
 Prints what ran and exits 0 when at least one test ran and passed and none failed, 77 (ctest's
 skip) when every test skipped (each reason printed, the last line the first reason), 1 otherwise.
 KEEP_AS: a path the report is copied to, for scripts/test_summary.py, which counts the tests
-inside (FIBERTEST_RESULTS_DIR/<binary>--<runner>--<pid>.xml).
+inside (FIBERTEST_RESULTS_DIR/<binary>--<runner>--<pid>-<time>.xml).
 Standard library only: Debian's /usr/bin/python3.
 """
 import os

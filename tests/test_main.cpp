@@ -1,5 +1,6 @@
 // main() of every test binary: fiber::init first (workers re-execute this binary), and a
 // listener that fails any test that leaves a child process behind.
+#include <chrono>
 #include <cstdio>
 
 #include <fiber/fiber.hpp>
@@ -130,8 +131,11 @@ void keep_report(int argc, char** argv) {
   std::string exe = argv[0];
   exe = exe.substr(exe.rfind('/') + 1);
   const char* backend = std::getenv("FIBERTEST_BACKEND");
+  // The pid and the time: pids come round again within one suite (pid_max is often 32768, and a
+  // suite starts tens of thousands of processes), and a second report must not replace the first.
+  auto now = std::chrono::system_clock::now().time_since_epoch().count();
   GTEST_FLAG_SET(output, "xml:" + std::string(dir) + "/" + exe + "--" + (backend && *backend ? backend : "local") +
-                             "--" + std::to_string(::getpid()) + ".xml");
+                             "--" + std::to_string(::getpid()) + "-" + std::to_string(now) + ".xml");
 }
 }  // namespace
 

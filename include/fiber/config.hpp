@@ -60,7 +60,7 @@ struct config {
   std::string record_dir;                   // where: empty: $XDG_STATE_HOME/fiber/runs, else
                                             // ~/.local/state/fiber/runs
   std::uint64_t record_max_bytes = std::uint64_t{128} << 20;  // a run's file stops growing here
-  int record_keep = 50;                     // recordings kept in the folder (the oldest go)
+  int record_keep = 50;                     // recordings kept per program in the folder (its oldest go)
   int record_memory_ms = 1000;              // each process's memory is recorded this often (and at
                                             // its end); 0: at its end only
   int record_manager_calls = 8;             // 1 in this many calls a manager serves is recorded

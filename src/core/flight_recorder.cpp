@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <string_view>
 #include <system_error>
 
 #include "core/log.hpp"
@@ -48,14 +50,35 @@ std::string program_name() {
 
 namespace {
 /// The oldest recordings go first (their names begin with the UTC time they began).
+// The program a recorded run belongs to: its first record's (run_begin) text up to the tab, as
+// open() writes it at once. "" when the file has no such header (one just being made).
+std::string program_of_run(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[sizeof flight_magic + sizeof(flight_record) + 256] = {};
+  in.read(head, sizeof head);
+  auto got = static_cast<std::size_t>(in.gcount());
+  if (got < sizeof flight_magic + sizeof(flight_record) || std::memcmp(head, flight_magic, sizeof flight_magic) != 0)
+    return {};
+  flight_record r;
+  std::memcpy(&r, head + sizeof flight_magic, sizeof r);
+  if (r.kind != record_kind::run_begin) return {};
+  std::string_view text(head + sizeof flight_magic + sizeof r,
+                        std::min<std::size_t>(r.text_size, got - sizeof flight_magic - sizeof r));
+  return std::string(text.substr(0, text.find('\t')));
+}
+
+// The newest `keep` runs of each program stay: the runs of other programs (a test suite, a
+// sweep of short jobs) never push out a user's, however many they make.
 void keep_newest(const fs::path& folder, int keep) {
   std::error_code ec;
-  std::vector<fs::path> runs;
+  std::map<std::string, std::vector<fs::path>> runs;
   for (auto it = fs::directory_iterator(folder, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-    if (it->path().filename().string().ends_with(flight_suffix)) runs.push_back(it->path());
-  if (runs.size() <= static_cast<std::size_t>(keep)) return;
-  std::sort(runs.begin(), runs.end());
-  for (std::size_t i = 0; i + keep < runs.size(); ++i) fs::remove(runs[i], ec);  // another run may have taken it
+    if (it->path().filename().string().ends_with(flight_suffix)) runs[program_of_run(it->path())].push_back(it->path());
+  for (auto& [program, paths] : runs) {
+    if (paths.size() <= static_cast<std::size_t>(keep)) continue;
+    std::sort(paths.begin(), paths.end());  // by the time they began
+    for (std::size_t i = 0; i + keep < paths.size(); ++i) fs::remove(paths[i], ec);  // another run may have taken it
+  }
 }
 
 std::string utc_stamp(std::chrono::system_clock::time_point t) {
@@ -96,7 +119,6 @@ void flight_recorder::open(const fiber::config& cfg, const std::string& run_id) 
     path_.clear();
     return;
   }
-  keep_newest(folder, std::max(1, cfg.record_keep));
   max_bytes_ = cfg.record_max_bytes;
   began_ = std::chrono::steady_clock::now();
   buffer_.reserve(64 << 10);
@@ -104,6 +126,8 @@ void flight_recorder::open(const fiber::config& cfg, const std::string& run_id) 
   auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   record(record_kind::run_begin, static_cast<std::uint32_t>(::getpid()), static_cast<std::uint64_t>(wall), 0, 0,
          program_name() + "\t" + cfg.backend);
+  // After this run's first record is in its file: the run counts among its program's.
+  keep_newest(folder, std::max(1, cfg.record_keep));
 }
 
 void flight_recorder::open_relay(const fiber::config& cfg, relay_fn sink) {

@@ -43,7 +43,7 @@ enum class record_kind : std::uint16_t {
   map_end = 13,      // b: pool id, c: submission id
   truncated = 14,    // record_max_bytes reached: nothing after this
   process_start = 15,  // a: the child (name), c: pid (0 until its engine says)
-  process_end = 16,    // a: the child, c: exit code (-N: signal N), d: 1 if it raised; text: what it raised
+  process_end = 16,    // a: the child, c: exit code (-N: signal N), d: 1 if it raised (text: what), 2 if fiber ended it (text: why)
   collective = 17,     // at its start; a: the ring member (its name in the tree), c: bytes (its own
                        // share), d: how long it took (ns); text: which ("allreduce"; " failed" after)
   memory = 18,         // a: the process (its name in the tree; "master"), c: its resident bytes, d: its

@@ -283,9 +283,10 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, co
         out.meta("thread_name", 0, r.a, names[r.a]);
         auto code = static_cast<std::int64_t>(r.c);
         auto how = detail::exit_text(code);
+        if (r.d == 2) how = text + " (" + how + ")";  // fiber ended it, and says why
         out.span(0, r.a, names[r.a], began->second.first, std::max(began->second.first, r.ns),
                  "\"pid\":" + std::to_string(began->second.second) + ",\"end\":" + json_text(how) +
-                     (r.d ? ",\"raised\":" + json_text(text) : std::string()) +
+                     (r.d == 1 ? ",\"raised\":" + json_text(text) : std::string()) +
                      (process_resources.count(r.a) ? ",\"resources\":" + json_text(process_resources[r.a]) : std::string()));
         process_began.erase(began);
         process_resources.erase(r.a);

@@ -1,13 +1,16 @@
 #include "core/process_memory.hpp"
 
+#include <string>
+
 #include <cstdio>
 #include <cstring>
 
 namespace fiber::detail {
 
-memory_use this_process_memory() {
+namespace {
+memory_use memory_in(const char* status_path) {
   memory_use m;
-  std::FILE* f = std::fopen("/proc/self/status", "re");
+  std::FILE* f = std::fopen(status_path, "re");
   if (!f) return m;
   char line[256];
   unsigned long long kb = 0;
@@ -17,6 +20,14 @@ memory_use this_process_memory() {
   }
   std::fclose(f);
   return m;
+}
+}  // namespace
+
+memory_use this_process_memory() { return memory_in("/proc/self/status"); }
+
+memory_use process_memory(int pid) {
+  if (pid <= 0) return {};
+  return memory_in(("/proc/" + std::to_string(pid) + "/status").c_str());
 }
 
 }  // namespace fiber::detail

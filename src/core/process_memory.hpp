@@ -12,5 +12,8 @@ struct memory_use {
 
 /// Read from /proc/self/status; zeros where the kernel does not say.
 memory_use this_process_memory();
+/// The same for process `pid` of this host's process namespace (a local child, read by its
+/// master before it ends it); zeros where it cannot be read.
+memory_use process_memory(int pid);
 
 }  // namespace fiber::detail

@@ -8,6 +8,7 @@
 #include "core/random_token.hpp"
 #include "core/same_secret.hpp"
 #include "core/message_limit.hpp"
+#include "core/process_memory.hpp"
 #include "core/remote_failure.hpp"
 #include "runtime/init.hpp"
 
@@ -279,9 +280,11 @@ void child_process::finish() {
   if (grace_timer_) grace_timer_->cancel();
   if (kill_timer_) kill_timer_->cancel();
   state_ = phase::ended;
+  // d: 1 when it raised (text: what), 2 when fiber ended it (text: why).
   rt_->record_child_event(record_kind::process_end, tree_name_,
-                          static_cast<std::uint64_t>(static_cast<std::int64_t>(exit_code_.load())), raised_ ? 1 : 0,
-                          raised_ ? raised_->what() : std::string_view());
+                          static_cast<std::uint64_t>(static_cast<std::int64_t>(exit_code_.load())),
+                          raised_ ? 1 : ended_by_.empty() ? 0 : 2,
+                          raised_ ? std::string_view(raised_->what()) : std::string_view(ended_by_));
   rt_->master().detach_child(peer_);
   auto waiters = std::move(on_ended_);
   on_ended_.clear();
@@ -313,8 +316,15 @@ void child_process::on_master_shutdown() noexcept {
   kill_now();
 }
 
-void child_process::kill_now() noexcept {
+void child_process::kill_now(std::string why) noexcept {
   if (!child_ || state() == phase::ended || state() == phase::created) return;
+  // A child killed here never records its last memory: on this host its master reads it first,
+  // so that the run's trace still shows what the child held.
+  if (rt_->recorder().on() && rt_->cfg().backend == "local" && pid_.load() > 0) {
+    auto m = process_memory(pid_.load());
+    if (m.peak) rt_->record_child_event(record_kind::memory, tree_name_, m.resident, m.peak);
+  }
+  ended_by_ = std::move(why);
   child_->kill_and_reap();
   rt_->master().untrack_job(child_.get());
   exit_code_ = -SIGKILL;

@@ -75,8 +75,9 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   void signal(int sig) noexcept;
   /// loop: SIGTERM, then SIGKILL after terminate_grace_ms if it is still there.
   void terminate();
-  /// loop: kills and reaps now.
-  void kill_now() noexcept;
+  /// loop: kills and reaps now. `why`, when given, is what the run's recording says ended it
+  /// (its owner: "ended by its pool (terminate)"), in place of a bare "signal 9".
+  void kill_now(std::string why = {}) noexcept;
 
  private:
   child_process(std::shared_ptr<runtime> rt, encoded_call call);
@@ -112,6 +113,7 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   std::vector<unique_function<void()>> on_ended_;
   bool done_received_ = false;
   std::optional<remote_error> raised_;  // written on the loop before state_ becomes ended
+  std::string ended_by_;                 // kill_now's why
 };
 
 }  // namespace fiber::detail

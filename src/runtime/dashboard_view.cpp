@@ -72,7 +72,7 @@ void dashboard_view::on_process(record_kind k, std::string_view name, std::uint6
       }
   it->second.running = false;
   it->second.code = static_cast<std::int64_t>(c);
-  it->second.raised = d ? std::string(text) : std::string();
+  it->second.raised = d == 1 ? std::string(text) : std::string();  // 2: fiber ended it (text: why)
   it->second.order = ++process_events_;
   --processes_running_;
   ++processes_ended_;

@@ -52,7 +52,7 @@ class hub_forks final : public backend, public std::enable_shared_from_this<hub_
 
  private:
   struct host {
-    std::string hub;  // the linked hub's id; empty while none is
+    std::string hub{};  // the linked hub's id; empty while none is
     int free = 0, cpus = 0;
     bool gone = false;  // its hub will not run again
   };

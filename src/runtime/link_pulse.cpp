@@ -34,7 +34,9 @@ link_pulse::~link_pulse() {
 void link_pulse::run(std::stop_token stop) {
   const auto pulse = make_message(kind::probe, {});
   const int fd = link_->socket().native_handle();
-  std::optional<stream_link::clock::time_point> hung_up_since;
+  // Since when the master hung up; the epoch while it has not (an optional here made GCC warn
+  // of an uninitialized read that cannot happen).
+  stream_link::clock::time_point hung_up_since{};
   std::unique_lock lock(mutex_);
   for (;;) {
     auto interval = std::chrono::milliseconds(interval_ms_.load());
@@ -51,10 +53,10 @@ void link_pulse::run(std::stop_token stop) {
     pollfd p{fd, POLLRDHUP, 0};
     bool hung_up = ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
     if (!hung_up) {
-      hung_up_since.reset();
-    } else if (!hung_up_since) {
+      hung_up_since = {};
+    } else if (hung_up_since == stream_link::clock::time_point{}) {
       hung_up_since = now;  // an idle worker reads the rest and the end itself
-    } else if (now - *hung_up_since >= 2 * interval) {
+    } else if (now - hung_up_since >= 2 * interval) {
       logf(log_level::error, "the master closed its link while this worker ran a task: it is gone; exiting");
       return master_lost_();
     }

@@ -30,7 +30,7 @@ enum class event : std::uint32_t { identified = 1, running = 2, exited = 3 };
 struct child_news {
   int pid = 0;
   int code = 0;             // exited: >= 0 its exit code, -N killed by signal N
-  std::string detail;       // exited: the backend's exit_detail, or why it could not start
+  std::string detail{};     // exited: the backend's exit_detail, or why it could not start
   bool never_fits = false;  // exited: no node can ever run it (errc::unsatisfiable at start)
 };
 

@@ -24,6 +24,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 
@@ -192,7 +193,7 @@ if code is None:
     sys.exit(1)
 print(f"[in_pod: the master's pod {name} exited with {code}]")
 results = os.environ.get("FIBERTEST_RESULTS_DIR")
-keep = [os.path.join(results, f"{os.path.basename(binary)}--kubernetes-pod--{os.getpid()}.xml")] if results else []
+keep = [os.path.join(results, f"{os.path.basename(binary)}--kubernetes-pod--{os.getpid()}-{time.time_ns()}.xml")] if results else []
 rc = gtest_verdict.main(["gtest_verdict.py", report, str(code)] + keep)
 shutil.rmtree(work, ignore_errors=True)
 sys.exit(rc)

@@ -34,5 +34,5 @@ sbatch_pid=
 cat "$out"
 echo "[steps run: sbatch --wait exited with $rc]"
 keep=()
-[ -n "${FIBERTEST_RESULTS_DIR:-}" ] && keep=("$FIBERTEST_RESULTS_DIR/$(basename "$binary")--slurm-steps--$$.xml")
+[ -n "${FIBERTEST_RESULTS_DIR:-}" ] && keep=("$FIBERTEST_RESULTS_DIR/$(basename "$binary")--slurm-steps--$$-$(date +%s%N).xml")
 python3 "$here/../gtest_verdict.py" "$report" "$rc" "${keep[@]}"

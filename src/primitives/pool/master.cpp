@@ -72,11 +72,24 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
                {.ended = [this](pool_worker&& w) { on_worker_ended(std::move(w)); },
                 .cannot_start =
                     [this](std::exception_ptr e) {
-                      note_failure("workers cannot start: " + what_of(e));
+                      view_.note_failure("workers cannot start: " + what_of(e));
                       fail_all(e);
                     },
                 .raised_needs_refused = [this](std::exception_ptr e) { fail_uncovered(e); }}),
+      directory_(*rt_, workers_),
+      courier_(id_, directory_, [this](const shared_entry& e) { watch_release(e); }),
+      deadlines_(rt_->io(), [this] { return end_late_workers(); }),
       progress_(options_.progress, [this] { return progress_frame(); }) {}
+
+void pool_master::watch_release(const shared_entry& e) {
+  // When its last handle here goes, the workers that got it are told to let it go.
+  e.on_release([weak = weak_from_this(), rt = std::weak_ptr<runtime>(rt_)](std::uint64_t id) {
+    if (auto r = rt.lock())
+      asio::post(r->executor(), [weak, id] {
+        if (auto self = weak.lock()) self->courier_.released(id);
+      });
+  });
+}
 
 pool_master::~pool_master() {
   rt_->recorder().record(record_kind::pool_end, 0, id_);
@@ -117,11 +130,11 @@ void pool_master::start() {
   check_open_files(workers_.target());
   try {
     rt_->master().listen();  // how children reach this master says whether they share its memory
-    shared_in_host_memory_ = rt_->master().children_on_this_host();
+    courier_.in_host_memory(rt_->master().children_on_this_host());
   } catch (const std::exception&) {
     // No backend to listen for (an engine that does not answer): the workers' start says so.
   }
-  tasks_.shared_limits(rt_->cfg().shared_cache_bytes, shared_in_host_memory_);
+  tasks_.shared_limits(rt_->cfg().shared_cache_bytes, courier_.in_host_memory());
   rt_->recorder().record(record_kind::pool_begin, static_cast<std::uint32_t>(workers_.target()), id_);
   if (auto* board = rt_->run_dashboard()) {
     board->view().add_pool(id_, [weak = weak_from_this()]() -> std::optional<boost::json::object> {
@@ -178,10 +191,7 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
   sub->grow_to = grow_to;
   sub->timeout = timeout;
   sub->retry_timed_out = call.retry_timed_out.value_or(options_.retry_timed_out);
-  if (timeout.count() && !timeouts_used_) {
-    timeouts_used_ = true;
-    deadline_timer_ = std::make_unique<asio::steady_timer>(rt_->io());
-  }
+  if (timeout.count()) deadlines_.use();
   sub->recorded_as = ++maps_;
   rt_->recorder().record(record_kind::map_begin, 0, id_, sub->recorded_as, hint);
   tasks_.add(std::move(sub));
@@ -205,7 +215,7 @@ void pool_master::terminate() {
   workers_.kill_all();
   progress_.cancel();
   show_upstream();  // its state at its end: the last the run's page gets
-  if (deadline_timer_) deadline_timer_->cancel();
+  deadlines_.cancel();
   rt_->services().remove(id_);
   check_joined();
 }
@@ -255,59 +265,21 @@ pool_stats pool_master::stats() const {
   s.workers_lost = workers_lost_;
   s.workers = workers_.live();
   s.workers_started = workers_.started();
-  s.shared_objects_sent = shared_sent_;
-  s.shared_bytes_sent = shared_bytes_sent_;
-  s.shared_bytes_host = shared_bytes_host_;
+  s.shared_objects_sent = courier_.objects_sent();
+  s.shared_bytes_sent = courier_.bytes_sent();
+  s.shared_bytes_host = courier_.bytes_in_host_memory();
   return s;
 }
 
 boost::json::object pool_master::describe() const {
-  auto s = stats();
-  boost::json::object out{{"id", id_},
-                          {"state", terminating_ ? "terminating" : closed_ ? "closed" : "open"},
-                          {"target", workers_.target()}};
-  out["stats"] = {{"queued", s.queued},   {"running", s.running},           {"done", s.done},
-                  {"retried", s.retried}, {"workers_lost", s.workers_lost}, {"workers", s.workers},
-                  {"workers_started", s.workers_started}};
-  // A page stays readable, and a sample cheap, with thousands of workers: the first ones are
-  // listed, all are counted.
-  constexpr std::size_t listed = 256;
-  boost::json::array workers;
-  std::size_t total = 0;
-  const_cast<worker_set&>(workers_).for_each([&](pool_worker& w) {
-    if (++total > listed) return;
-    std::string state = !w.connected           ? "starting"
-                        : w.leaving            ? "leaving"
-                        : w.stopped_since      ? "stopped"
-                        : !w.tasks.empty()     ? "busy"
-                                               : "idle";
-    boost::json::object o{{"name", w.proc->name()},
-                          {"pid", w.proc->pid()},
-                          {"state", state},
-                          {"items", tasks_.items_in(w.tasks)},
-                          {"done", w.items_done}};
-    if (!w.connected)
-      if (auto why = w.proc->pending_reason(); !why.empty()) o["state"] = "waiting", o["pending"] = why;
-    workers.push_back(std::move(o));
-  });
-  out["workers"] = std::move(workers);
-  out["workers_total"] = total;
-  out["workers_shown"] = std::min(total, listed);
-  boost::json::array failures;
-  for (auto& [at, what] : failures_) failures.push_back(boost::json::object{{"at_s", at}, {"what", what}});
-  out["failures"] = std::move(failures);
-  return out;
-}
-
-void pool_master::note_failure(std::string what) {
-  failures_.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count(), std::move(what));
-  if (failures_.size() > failures_kept) failures_.pop_front();
+  return view_.describe(id_, terminating_ ? "terminating" : closed_ ? "closed" : "open", stats(),
+                        const_cast<worker_set&>(workers_), tasks_);
 }
 
 void pool_master::on_shutdown() noexcept {
   workers_.cancel_timers();
   progress_.cancel();
-  if (deadline_timer_) deadline_timer_->cancel();
+  deadlines_.cancel();
   // The context stops with work in flight (a service stopped mid-request): every caller gets an
   // error now rather than waiting for ever; the workers end with the context's children.
   try {
@@ -331,22 +303,19 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
   } else if (h.type == pool_kind::partial) {
     w->items_done += h.aux;  // items reported one by one (a chunk resent after a death)
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload), false, h.aux);
-    if (timeouts_used_) {
-      w->running_since = std::chrono::steady_clock::now();
-      watch_deadline(*w);
-    }
+    item_started(*w);
   } else if (h.type == pool_kind::hosted) {
     if ((payload.size() == 1 || payload.size() == 2) && payload[0].size() == sizeof(hosted_at)) {
       hosted_at at;
       std::memcpy(&at, payload[0].data(), sizeof at);
-      on_hosted(*w, at, payload.size() == 2 ? payload[1].to_string() : std::string());
+      courier_.on_hosted(worker_directory::describe(*w), at, payload.size() == 2 ? payload[1].to_string() : std::string());
     }
     return;
   } else if (h.type == pool_kind::need) {
     if (payload.size() == 1 && payload[0].size() == sizeof(std::uint64_t)) {
       std::uint64_t id;
       std::memcpy(&id, payload[0].data(), sizeof id);
-      on_need(*w, id);
+      courier_.on_need(worker_directory::describe(*w), id);
     }
     return;
   } else if (h.type == pool_kind::result) {
@@ -358,10 +327,7 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     w->credit += credit_of_result(h.aux);
     workers_.offer(*w);
     workers_.on_completed(*w);
-    if (timeouts_used_) {
-      w->running_since = std::chrono::steady_clock::now();
-      watch_deadline(*w);
-    }
+    item_started(*w);
   }
   dispatch();
 }
@@ -382,298 +348,31 @@ void pool_master::dispatch() {
     head.report_each = t.sub->timeout.count() ? 1 : 0;
     head.careful = t.careful ? 1 : 0;
     head.shares_objects = t.shares_objects ? 1 : 0;
-    auto objects = attach_shared(*w, *t.args);
+    auto objects = courier_.attach(worker_directory::describe(*w), *t.args);
     head.objects = static_cast<std::uint16_t>(objects.count);
     // The frames reference the task's arguments: kept for a resend, never copied.
     auto m = make_message(pool_kind::task, {.channel = id_, .request = t.id, .aux = static_cast<std::uint32_t>(t.packed)},
                           as_pod(head), std::move(objects.frames), to_shared_frames(t.args));
     if (auto ec = rt_->master().try_send_to_child(w->rid, std::move(m))) {
-      w->shared.resize(w->shared.size() - objects.count);  // it never got them
+      courier_.undelivered(worker_directory::describe(*w), objects);  // it never got them
       tasks_.put_back(std::move(t));
       workers_.unreachable(*w, ec);
       continue;
     }
     rt_->recorder().record(record_kind::task_sent, w->recorded_as, id_, t.id, task_sent_items(t.count(), t.sub->recorded_as));
-    shared_sent_ += objects.count;
-    shared_bytes_sent_ += objects.bytes;
+    courier_.delivered(objects);
     --w->credit;
     w->tasks.push_back(t.id);
     w->holds_alone = t.alone;
     tasks_.sent(std::move(t), w->rid);
-    if (timeouts_used_ && w->tasks.size() == 1) {
-      w->running_since = std::chrono::steady_clock::now();
-      watch_deadline(*w);
-    }
+    if (w->tasks.size() == 1) item_started(*w);
     tasks_.feed(window, rt_->cfg().max_message_bytes);
   }
   maybe_stop_workers();
 }
 
-pool_master::attached pool_master::attach_shared(pool_worker& w, const writer& args) {
-  attached out;
-  // Objects gone since this worker got them go first: it lets them go before the task runs,
-  // whether or not the posted release reached it yet.
-  std::erase_if(w.shared, [&](auto& held) {
-    if (!held.second.expired()) return false;
-    release_to(w, held.first);
-    forget_host_copies(held.first);
-    return true;
-  });
-  for (auto& e : args.shared_attached()) {
-    if (std::find_if(w.shared.begin(), w.shared.end(), [&](auto& held) { return held.first == e->id(); }) != w.shared.end())
-      continue;
-    if (watched_.insert(e->id()).second) {
-      // When its last handle here goes, the workers that got it are told to let it go.
-      e->on_release([weak = weak_from_this(), rt = std::weak_ptr<runtime>(rt_)](std::uint64_t id) {
-        if (auto r = rt.lock())
-          asio::post(r->executor(), [weak, id] {
-            if (auto self = weak.lock()) self->on_shared_released(id);
-          });
-      });
-    }
-    // Small objects go in the message: below host_memory_min_bytes, a memfd's calls and each
-    // worker's map cost more than the copy through the socket (es_round_shared).
-    bool large = e->bytes() >= host_memory_min_bytes;
-    if (large && !shared_in_host_memory_) {
-      out.bytes += attach_for_remote_host(out.frames, w, e);
-    } else {
-      bool host = shared_in_host_memory_ && large;
-      bool copied = host && e->has_host_copy();
-      try {
-        out.bytes += append_shared(out.frames, *e, host);
-      } catch (const std::exception& ex) {
-        if (!host) throw;
-        // No shared memory to be had (memfd): the object goes in the message, as to another host.
-        logf(log_level::warn, "shared object ", e->id(), " goes to each worker in its messages: ", ex.what());
-        out.bytes += append_shared(out.frames, *e, false);
-      }
-      if (host && !copied && e->has_host_copy()) shared_bytes_host_ += e->bytes();
-    }
-    w.shared.emplace_back(e->id(), e);
-    ++out.count;
-  }
-  return out;
-}
-
-bool pool_master::has_host_mates(const pool_worker& w) {
-  bool mates = false;
-  workers_.for_each([&](pool_worker& o) {
-    mates = mates || (&o != &w && !o.leaving && o.proc->memory_domain() == w.proc->memory_domain());
-  });
-  return mates;
-}
-
-pool_master::object_source* pool_master::free_source(object_sources& src) {
-  object_source* best = nullptr;
-  for (auto& s : src.ready)
-    if (s.serving < source_fanout && (!best || s.serving < best->serving)) best = &s;
-  return best;
-}
-
-void pool_master::fetch_from(multipart& out, pool_worker& w, const shared_entry& e, object_source& from, host_copy& st) {
-  append_shared_from_peer(out, e, from.endpoint, from.public_key, has_host_mates(w));
-  ++from.serving;
-  st.source = from.rid;
-  ++sources_[e.id()].inflight;
-}
-
-std::size_t pool_master::attach_for_remote_host(multipart& out, pool_worker& w, const std::shared_ptr<const shared_entry>& e) {
-  // One copy per memory domain: its first worker gets the object whole and, when it has mates,
-  // copies it into its host's memory; the others map that copy, or wait until it is made. The
-  // master sends the first master_fanout whole copies; later domains fetch theirs from a worker
-  // that has it (a tree: each source serves source_fanout at a time), or wait for one.
-  auto& st = host_copies_[{w.proc->memory_domain(), e->id()}];
-  if (!st.holder.empty()) {
-    if (st.fd >= 0) {
-      append_shared_host(out, *e, st.pid, st.fd);
-    } else {
-      append_shared_later(out, *e);
-      st.waiting.push_back(w.rid);
-    }
-    return 0;
-  }
-  st.holder = w.rid;
-  auto& src = sources_[e->id()];
-  bool master_done = src.master_copies >= master_fanout;
-  if (auto* from = master_done ? free_source(src) : nullptr) {
-    fetch_from(out, w, *e, *from, st);
-    return 0;
-  }
-  if (master_done && src.inflight) {
-    append_shared_later(out, *e);  // a source is on its way
-    src.pending.push_back(w.rid);
-    return 0;
-  }
-  // Two hosts get their copies from the master at once, as fast as one copy each; another comes
-  // from it only when no source is left.
-  ++src.master_copies;
-  ++src.inflight;
-  return append_shared_frames(out, *e, has_host_mates(w), true);
-}
-
-std::shared_ptr<const shared_entry> pool_master::entry_held(const pool_worker& w, std::uint64_t id) const {
-  for (auto& [held, e] : w.shared)
-    if (held == id) return e.lock();
-  return nullptr;
-}
-
-void pool_master::send_whole(pool_worker& w, std::uint64_t id, bool as_holder) {
-  auto e = entry_held(w, id);
-  if (!e) {
-    logf(log_level::error, w.proc->name(), " waits for shared object ", id, ", which is gone");
-    return;
-  }
-  multipart m;
-  auto bytes = as_holder ? append_shared_frames(m, *e, has_host_mates(w), true) : append_shared_frames(m, *e);
-  if (!rt_->master().try_send_to_child(w.rid, make_message(pool_kind::hosted, {.channel = id_}, std::move(m))))
-    shared_bytes_sent_ += bytes;
-}
-
-void pool_master::on_need(pool_worker& w, std::uint64_t id) {
-  // Its host copy or its fetch failed. The holder of a domain gets the master's copy and goes on
-  // as its domain's holder; another worker gets one of its own.
-  auto it = host_copies_.find({w.proc->memory_domain(), id});
-  bool holder = it != host_copies_.end() && it->second.holder == w.rid;
-  if (holder && !it->second.source.empty()) {
-    if (auto* from = find_source(id, it->second.source)) --from->serving;
-    it->second.source.clear();
-  }
-  send_whole(w, id, holder);
-}
-
-pool_master::object_source* pool_master::find_source(std::uint64_t id, const std::string& rid) {
-  auto it = sources_.find(id);
-  if (it == sources_.end()) return nullptr;
-  for (auto& s : it->second.ready)
-    if (s.rid == rid) return &s;
-  return nullptr;
-}
-
-void pool_master::on_hosted(pool_worker& w, const hosted_at& at, const std::string& server) {
-  auto it = host_copies_.find({w.proc->memory_domain(), at.id});
-  if (it == host_copies_.end() || it->second.holder != w.rid) return;
-  auto& st = it->second;
-  auto& src = sources_[at.id];
-  if (src.inflight) --src.inflight;
-  if (!st.source.empty()) {
-    if (auto* from = find_source(at.id, st.source)) --from->serving;
-    st.source.clear();
-  }
-  if (auto nl = server.find('\n'); nl != std::string::npos)
-    src.ready.push_back({w.rid, server.substr(0, nl), server.substr(nl + 1), 0});
-  auto waiting = std::exchange(st.waiting, {});
-  if (at.fd < 0) {
-    // No host copy (none asked, or it could not): those waiting get the object itself, and the
-    // next of the host tries again.
-    st.holder.clear();
-    host_copies_.erase(it);
-    for (auto& rid : waiting)
-      if (auto* o = workers_.find(rid)) send_whole(*o, at.id, false);
-  } else {
-    st.pid = at.pid;
-    st.fd = at.fd;
-    for (auto& rid : waiting) {
-      auto* o = workers_.find(rid);
-      if (!o) continue;
-      auto e = entry_held(*o, at.id);
-      if (!e) continue;
-      multipart m;
-      append_shared_host(m, *e, st.pid, st.fd);
-      (void)rt_->master().try_send_to_child(rid, make_message(pool_kind::hosted, {.channel = id_}, std::move(m)));
-    }
-  }
-  serve_pending(at.id);
-}
-
-void pool_master::serve_pending(std::uint64_t id) {
-  auto sit = sources_.find(id);
-  if (sit == sources_.end()) return;
-  auto& src = sit->second;
-  while (!src.pending.empty()) {
-    auto* from = free_source(src);
-    if (!from && src.inflight) return;  // the next source to be made serves them
-    auto rid = src.pending.front();
-    src.pending.erase(src.pending.begin());
-    auto* o = workers_.find(rid);
-    if (!o) continue;
-    auto hc = host_copies_.find({o->proc->memory_domain(), id});
-    if (hc == host_copies_.end() || hc->second.holder != rid) continue;
-    if (!from) {  // no source left at all (they ended): the master's copy again
-      ++src.inflight;
-      send_whole(*o, id, true);
-      continue;
-    }
-    auto e = entry_held(*o, id);
-    if (!e) continue;
-    multipart m;
-    fetch_from(m, *o, *e, *from, hc->second);
-    (void)rt_->master().try_send_to_child(rid, make_message(pool_kind::hosted, {.channel = id_}, std::move(m)));
-  }
-}
-
-void pool_master::forget_host_copies(std::uint64_t id) {
-  std::erase_if(host_copies_, [&](auto& kv) { return kv.first.second == id; });
-  sources_.erase(id);
-}
-
-void pool_master::on_holder_lost(const pool_worker& w) {
-  for (auto& [id, src] : sources_) {
-    std::erase_if(src.ready, [&](auto& s) { return s.rid == w.rid; });
-    std::erase(src.pending, w.rid);
-  }
-  std::vector<std::uint64_t> retry;
-  for (auto it = host_copies_.begin(); it != host_copies_.end();) {
-    auto& st = it->second;
-    auto id = it->first.second;
-    std::erase(st.waiting, w.rid);
-    if (st.holder != w.rid) {
-      ++it;
-      continue;
-    }
-    if (st.fd < 0) {  // it was getting the object whole: not any more
-      auto& src = sources_[id];
-      if (src.inflight) --src.inflight;
-      if (!st.source.empty())
-        if (auto* from = find_source(id, st.source)) --from->serving;
-    }
-    retry.push_back(id);
-    // Its copy goes with it (the mappings made stay). While none was made, the first of those
-    // waiting gets the object whole instead, and makes the copy.
-    pool_worker* next = nullptr;
-    while (!next && st.fd < 0 && !st.waiting.empty()) {
-      next = workers_.find(st.waiting.front());
-      st.waiting.erase(st.waiting.begin());
-    }
-    if (!next) {
-      auto waiting = std::move(st.waiting);
-      it = host_copies_.erase(it);
-      for (auto& rid : waiting)
-        if (auto* o = workers_.find(rid)) send_whole(*o, id, false);
-      continue;
-    }
-    st.holder = next->rid;
-    st.source.clear();
-    ++sources_[id].inflight;
-    send_whole(*next, id, true);
-    ++it;
-  }
-  for (auto id : retry) serve_pending(id);
-}
-
-void pool_master::release_to(pool_worker& w, std::uint64_t id) {
-  if (w.connected) (void)rt_->master().try_send_to_child(w.rid, make_message(pool_kind::release, {.channel = id_}, as_pod(id)));
-}
-
-void pool_master::on_shared_released(std::uint64_t id) {
-  watched_.erase(id);
-  forget_host_copies(id);
-  workers_.for_each([&](pool_worker& w) {
-    if (std::erase_if(w.shared, [&](auto& held) { return held.first == id; })) release_to(w, id);
-  });
-}
-
 void pool_master::on_worker_ended(pool_worker&& w) {
-  if (!host_copies_.empty() || !sources_.empty()) on_holder_lost(w);
+  courier_.on_worker_ended(worker_directory::describe(w));
   bool lost = !w.leaving && !terminating_ && !rt_->is_shut_down();
   if (lost || (!w.tasks.empty() && !rt_->is_shut_down())) {
     auto code = w.proc->exit_code().value_or(0);
@@ -681,7 +380,7 @@ void pool_master::on_worker_ended(pool_worker&& w) {
     logf(log_level::warn, w.proc->name(), " (pid ", w.proc->pid(), ") ended with code ", code, " holding ",
          tasks_.items_in(w.tasks), " item(s) in ", w.tasks.size(), " chunk(s)");
     if (lost && w.connected) ++workers_lost_;
-    note_failure(w.proc->name() + " ended (" + how_it_ended(w) + ") holding " + std::to_string(tasks_.items_in(w.tasks)) +
+    view_.note_failure(w.proc->name() + " ended (" + how_it_ended(w) + ") holding " + std::to_string(tasks_.items_in(w.tasks)) +
                  " item(s)");
   }
   if (rt_->recorder().on()) {
@@ -749,8 +448,10 @@ std::optional<progress_line::frame> pool_master::progress_frame() {
 
 namespace fiber::detail {
 
-void pool_master::watch_deadline(pool_worker& w) {
-  if (auto when = deadline_of(w); when && (!deadline_armed_ || *when < *deadline_armed_)) arm_deadline(*when);
+void pool_master::item_started(pool_worker& w) {
+  if (!deadlines_.used()) return;
+  w.running_since = std::chrono::steady_clock::now();
+  deadlines_.watch(deadline_of(w));
 }
 
 std::optional<std::chrono::steady_clock::time_point> pool_master::deadline_of(const pool_worker& w) const {
@@ -760,18 +461,8 @@ std::optional<std::chrono::steady_clock::time_point> pool_master::deadline_of(co
   return w.running_since + t->sub->timeout;
 }
 
-void pool_master::arm_deadline(std::chrono::steady_clock::time_point when) {
-  deadline_armed_ = when;
-  deadline_timer_->expires_at(when);  // cancels the wait for a later one
-  deadline_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
-    auto self = weak.lock();
-    if (ec || !self || self->rt_->is_shut_down()) return;
-    self->on_deadline();
-  });
-}
-
-void pool_master::on_deadline() {
-  deadline_armed_.reset();
+std::optional<std::chrono::steady_clock::time_point> pool_master::end_late_workers() {
+  if (rt_->is_shut_down()) return std::nullopt;
   auto now = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> next;
   std::vector<pool_worker*> late;
@@ -789,13 +480,13 @@ void pool_master::on_deadline() {
     // never started: they are lost with the worker (and run again), not timed out.
     for (std::size_t i = 0; i < w->tasks.size(); ++i)
       rt_->recorder().record(i ? record_kind::task_lost : record_kind::task_timed_out, w->recorded_as, id_, w->tasks[i]);
-    note_failure(w->proc->name() + " ran an item longer than its task_timeout and was killed");
+    view_.note_failure(w->proc->name() + " ran an item longer than its task_timeout and was killed");
     tasks_.on_timed_out(w->tasks, w->proc->name(), options_.max_attempts);
     w->tasks.clear();
     workers_.end_now(*w, "killed: its item ran longer than task_timeout");
   }
-  if (next) arm_deadline(*next);
   dispatch();
+  return next;
 }
 
 }  // namespace fiber::detail

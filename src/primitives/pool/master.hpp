@@ -1,6 +1,7 @@
 // The master's side of a pool: the service that routes the workers' messages to its parts, a
-// task queue (pool/task_queue.hpp), a worker set (pool/worker_set.hpp) and the progress line
-// (pool/progress_line.hpp), and that matches tasks to workers (dispatch). Workers pull chunks
+// task queue (pool/task_queue.hpp), a worker set (pool/worker_set.hpp), the shared-object courier
+// (pool/shared_courier.hpp) and the progress line (pool/progress_line.hpp), and that matches
+// tasks to workers (dispatch). Workers pull chunks
 // of tasks with a small credit each. The wire is pool/wire.hpp.
 #pragma once
 #include <atomic>
@@ -14,8 +15,12 @@
 #include <vector>
 
 #include "fiber/detail/pool_core.hpp"
+#include "primitives/pool/item_deadlines.hpp"
+#include "primitives/pool/pool_view.hpp"
 #include "primitives/pool/progress_line.hpp"
+#include "primitives/pool/shared_courier.hpp"
 #include "primitives/pool/task_queue.hpp"
+#include "primitives/pool/worker_directory.hpp"
 #include "primitives/pool/worker_set.hpp"
 #include "runtime/service_registry.hpp"
 
@@ -64,59 +69,15 @@ class pool_master final : public pool_core, public service, public std::enable_s
   void check_joined();
   void check_ready();
   std::optional<progress_line::frame> progress_frame();
-  /// Task timeouts: one timer at the earliest deadline of an item running; `w` just started one.
-  void watch_deadline(pool_worker& w);
+  /// `w` began running an item now (its first task went, or it reported the one before).
+  void item_started(pool_worker& w);
   std::optional<std::chrono::steady_clock::time_point> deadline_of(const pool_worker& w) const;
-  void arm_deadline(std::chrono::steady_clock::time_point when);
-  void on_deadline();
+  /// The deadlines' due: ends the workers whose item ran too long; returns the next deadline.
+  std::optional<std::chrono::steady_clock::time_point> end_late_workers();
 
   static pool_options checked(pool_options options);
-  /// The fiber::shared objects `args` refer to that `w` lacks, as frames to send before the
-  /// items (transport/shared_frames.hpp); they are counted as w's from now on.
-  struct attached {
-    multipart frames;
-    std::size_t count = 0;  // objects
-    std::size_t bytes = 0;  // of them in the frames (not in host memory, not fetched from a peer)
-  };
-  attached attach_shared(pool_worker& w, const writer& args);
-  /// The last handle of shared object `id` went: its workers let it go.
-  void on_shared_released(std::uint64_t id);
-  void release_to(pool_worker& w, std::uint64_t id);
-  // A large shared object on remote hosts (transport/shared_frames.hpp): the first worker of a
-  // memory domain gets it whole, from the master once and after that from a worker that has it
-  // (transport/shared_server.hpp), and copies it into its host's memory for its mates.
-  struct host_copy {
-    std::string holder;  // the worker getting (or that got) the object whole for its domain
-    std::string source;  // the worker it fetches from, until it has it
-    int pid = 0, fd = -1;  // where the domain's copy is, once made
-    std::vector<std::string> waiting;  // workers of the domain sent `later`, until it is made
-  };
-  struct object_source {
-    std::string rid, endpoint, public_key;  // a worker with the object whole, and its server
-    int serving = 0;                        // fetches from it under way
-  };
-  struct object_sources {
-    std::vector<object_source> ready;
-    int inflight = 0;                   // holders getting the object whole now
-    int master_copies = 0;              // sent whole by the master to a domain's holder
-    std::vector<std::string> pending;   // holders waiting for a source
-  };
-  static constexpr int source_fanout = 2, master_fanout = 2;
-  bool has_host_mates(const pool_worker& w);
-  /// Returns the bytes of the object it put in `out`.
-  std::size_t attach_for_remote_host(multipart& out, pool_worker& w, const std::shared_ptr<const shared_entry>& e);
-  object_source* free_source(object_sources& src);
-  object_source* find_source(std::uint64_t id, const std::string& rid);
-  void fetch_from(multipart& out, pool_worker& w, const shared_entry& e, object_source& from, host_copy& st);
-  std::shared_ptr<const shared_entry> entry_held(const pool_worker& w, std::uint64_t id) const;
-  /// Sends `w` shared object `id` whole (it waits for it); `as_holder`: it is its domain's holder
-  /// (it makes the copy and becomes a source).
-  void send_whole(pool_worker& w, std::uint64_t id, bool as_holder);
-  void on_need(pool_worker& w, std::uint64_t id);
-  void on_hosted(pool_worker& w, const hosted_at& at, const std::string& server);
-  void serve_pending(std::uint64_t id);
-  void forget_host_copies(std::uint64_t id);
-  void on_holder_lost(const pool_worker& w);
+  /// The courier's watch: when `e`'s last handle here goes, it hears of it on the loop.
+  void watch_release(const shared_entry& e);
 
   std::shared_ptr<runtime> rt_;
   pool_options options_;
@@ -125,32 +86,20 @@ class pool_master final : public pool_core, public service, public std::enable_s
   bool terminating_ = false;
   task_queue tasks_;
   worker_set workers_;
+  worker_directory directory_;
+  shared_courier courier_;
+  item_deadlines deadlines_;
   progress_line progress_;
   std::size_t workers_lost_ = 0;
   std::uint64_t maps_ = 0;  // submissions so far: their number in the flight recorder
   std::size_t total_hint_ = 0;  // items submitted while the progress line is up
   std::vector<unique_function<void()>> joined_waiters_, ready_waiters_;
-  bool timeouts_used_ = false;  // a submission had a task timeout: deadlines are watched
-  std::unique_ptr<asio::steady_timer> deadline_timer_;
   /// A nested master's pool on the run's dashboard: its state sent up every dashboard_interval_ms.
   void show_upstream_every();
   void show_upstream();
   std::unique_ptr<asio::steady_timer> view_timer_;
   std::string last_view_;
-  bool shared_in_host_memory_ = false;  // workers map shared objects from this host's memory
-  static constexpr std::size_t host_memory_min_bytes = std::size_t(1) << 20;
-  std::unordered_set<std::uint64_t> watched_;  // shared objects sent, whose release is watched
-  std::map<std::pair<std::string, std::uint64_t>, host_copy> host_copies_;  // by memory domain and object
-  std::unordered_map<std::uint64_t, object_sources> sources_;               // by object
-  std::size_t shared_sent_ = 0;
-  std::uint64_t shared_bytes_sent_ = 0, shared_bytes_host_ = 0;
-  std::optional<std::chrono::steady_clock::time_point> deadline_armed_;
-  // For the dashboard: the newest failures (a worker's end that was not asked for, an item's
-  // timeout, workers that cannot start), with their time since the pool began.
-  void note_failure(std::string what);
-  static constexpr std::size_t failures_kept = 20;
-  std::chrono::steady_clock::time_point began_ = std::chrono::steady_clock::now();
-  std::deque<std::pair<double, std::string>> failures_;
+  pool_view view_;  // what the run's dashboard shows of it
 };
 
 }  // namespace fiber::detail

@@ -41,7 +41,7 @@ void worker_set::kill_all() {
   closed_ = true;
   std::vector<std::shared_ptr<child_process>> procs;
   for (auto& [rid, w] : workers_) procs.push_back(w.proc);
-  for (auto& p : procs) p->kill_now();  // each end erases its worker (on_ended)
+  for (auto& p : procs) p->kill_now("ended by its pool (terminate)");  // each end erases its worker (on_ended)
   cancel_timers();
 }
 

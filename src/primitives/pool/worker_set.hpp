@@ -41,9 +41,6 @@ struct pool_worker {
   std::chrono::steady_clock::time_point running_since;  // of the item it runs: its last report, or its first task's send
   std::string why_ended;  // when the pool ended it: why (else its exit says)
   std::uint32_t recorded_as = 0;  // its name's number in the flight recorder, once it connected
-  /// The fiber::shared objects it was sent and still holds (their entries here, which it must
-  /// let go once they are gone).
-  std::vector<std::pair<std::uint64_t, std::weak_ptr<const shared_entry>>> shared;
   std::optional<std::chrono::steady_clock::time_point> stopped_since;  // local: seen stopped (SIGSTOP)
 };
 
