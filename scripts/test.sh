@@ -16,7 +16,8 @@ cuda_args=$(scripts/cuda_toolkit.sh)
 read -r -a cuda <<<"$cuda_args"
 # Every option the suite relies on, given explicitly: build/ may hold a cache configured
 # otherwise (README command 1 turns the tests off).
-scripts/build.sh -DFIBER_BUILD_TESTS=ON -DFIBER_BUILD_EXAMPLES=ON -DFIBER_BUILD_BENCH=ON -DBUILD_TESTING=ON \
+# The library and the fiber command build without a warning (-Wall -Wextra), and stay so.
+scripts/build.sh -DFIBER_BUILD_TESTS=ON -DFIBER_BUILD_EXAMPLES=ON -DFIBER_BUILD_BENCH=ON -DBUILD_TESTING=ON -DFIBER_WERROR=ON \
   -DFIBER_DEBUG_INFO=lines "${cuda[@]}"
 if [ -n "${CI:-}" ] && [ "${FIBER_WITH_CUDA:-AUTO}" != OFF ] && [ ! -x build/examples/gpu_matmul ]; then
   echo "test: CI builds the GPU examples in every run, and build/examples/gpu_matmul is missing"

@@ -10,7 +10,8 @@
 #include "core/message_limit.hpp"
 #include "core/process_memory.hpp"
 #include "core/remote_failure.hpp"
-#include "runtime/init.hpp"
+#include "core/worker_env.hpp"
+#include "runtime/init_guard.hpp"
 
 namespace fiber::detail {
 

@@ -9,7 +9,8 @@
 #include "backend/zygote.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/terminate_guard.hpp"
-#include "runtime/init.hpp"
+#include "core/worker_env.hpp"
+#include "runtime/init_guard.hpp"
 
 namespace fiber {
 namespace detail {
@@ -17,25 +18,6 @@ std::shared_ptr<runtime>& worker_runtime() {
   static std::shared_ptr<runtime> rt;
   return rt;
 }
-bool& init_was_called() {
-  static bool called = false;
-  return called;
-}
-
-void require_init() {
-  if (init_was_called() || worker_runtime()) return;
-  if (std::getenv(env_token) || std::getenv(env_zygote_fd)) {
-    std::fprintf(stderr,
-                 "fiber: this process was started by fiber as a child, but main() did not call "
-                 "fiber::init(argc, argv) first; make it the first line of main()\n");
-    std::fflush(stderr);
-    std::_Exit(2);
-  }
-  throw error(errc::spawn_failed,
-              "fiber::init(argc, argv) was not called: make it the first line of main(); children run this "
-              "program again and need it to become workers");
-}
-
 std::vector<std::pair<std::string, std::string>>& init_overrides() {
   static std::vector<std::pair<std::string, std::string>> v;
   return v;

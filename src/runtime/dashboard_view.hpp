@@ -54,7 +54,7 @@ class dashboard_view {
     bool running = true;
     std::int64_t code = 0;
     std::string raised;
-    std::string resources;    // what it asked for, and where its engine put it
+    std::string resources{};    // what it asked for, and where its engine put it
     std::uint64_t order = 0;  // when it started or ended, for the list's order
   };
   struct totals {

@@ -27,6 +27,8 @@
 #include "core/build_id.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/init.hpp"
+#include "runtime/init_guard.hpp"
+#include "runtime/worker_exit.hpp"
 #include "runtime/claim_copy_service.hpp"
 #include "runtime/worker_credentials.hpp"
 
@@ -42,10 +44,6 @@ namespace fiber {
 namespace detail {
 std::shared_ptr<runtime>& worker_runtime();  // context.cpp
 
-void exit_worker(int code) {
-  std::fflush(nullptr);
-  std::_Exit(code);  // never return into the user's main, and skip its static destructors
-}
 std::vector<std::pair<std::string, std::string>>& init_overrides();
 
 namespace {

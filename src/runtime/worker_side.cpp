@@ -7,7 +7,7 @@
 #include "core/worker_env.hpp"
 #include "fiber/error.hpp"
 #include "runtime/direct_links.hpp"
-#include "runtime/init.hpp"
+#include "runtime/worker_exit.hpp"
 #include "runtime/link_pulse.hpp"
 #include "transport/master_watch.hpp"
 

@@ -49,8 +49,8 @@ struct http_reply {
   int status = 200;
   std::string body;
   std::string content_type = "text/plain; charset=utf-8";
-  std::vector<std::pair<std::string, std::string>> headers;  // more headers
-  http_stream stream;  // when set, sent after `body` until it ends, free of the client timeout
+  std::vector<std::pair<std::string, std::string>> headers{};  // more headers
+  http_stream stream{};  // when set, sent after `body` until it ends, free of the client timeout
 };
 
 struct http_server_options {

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "fiber/error.hpp"
+
 namespace fiber::detail {
 namespace {
 
@@ -10,7 +12,12 @@ constexpr std::size_t block = 512;
 
 /// `value` in octal, zero-padded to fill `width - 1` digits and a NUL, as ustar writes numbers.
 void octal(char* at, std::size_t width, unsigned long long value) {
-  std::snprintf(at, width, "%0*llo", static_cast<int>(width - 1), value);
+  const std::size_t digits = width - 1;
+  if (digits < 21 && (value >> (3 * digits)) != 0)
+    throw error(errc::message_too_large, "a secret's archive cannot hold the number " + std::to_string(value) + " in " +
+                                             std::to_string(digits) + " octal digits");
+  at[digits] = '\0';
+  for (std::size_t i = digits; i-- > 0; value >>= 3) at[i] = static_cast<char>('0' + (value & 7));
 }
 
 void entry(std::string& out, std::string_view name, char type, unsigned mode, unsigned uid, unsigned gid,
