@@ -1,5 +1,7 @@
 #include "runtime/master_side.hpp"
 
+#include "runtime/nested_relay.hpp"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -183,6 +185,19 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
     }
     return;
   }
+  if (upstream_) {  // nested: what goes on up to the top (runtime/nested_relay.hpp)
+    switch (relay_of(h->type)) {
+      case relay::here: break;
+      case relay::as_is: return upstream_->send_upstream(passed_up(h->type, h->aux, payload()));
+      case relay::channel_put: return upstream_->put(h->channel, payload());
+      case relay::channel_get: return forward_get(peer, h->channel, h->request);
+      case relay::cancel_get:
+        if (auto it = forwarded_.find({peer, h->request}); it != forwarded_.end())
+          upstream_->cancel_get(it->second.first, it->second.second);
+        return;  // the answer to the forwarded get (cancelled, or the item) goes down when it comes
+      case relay::maker_gone: return upstream_->maker_gone(h->aux);
+    }
+  }
   switch (h->type) {
     case kind::hello:
     case kind::done: {
@@ -201,7 +216,6 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
       return;
     }
     case kind::put:
-      if (upstream_) return upstream_->put(h->channel, payload());
       if (maker_has_gone(h->channel)) {
         logf(log_level::warn, "a message from ", peer, " to a queue or pipe whose maker has ended was dropped");
         return;
@@ -209,7 +223,6 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
       broker_.put(h->channel, payload(), true);
       return;
     case kind::get:
-      if (upstream_) return forward_get(peer, h->channel, h->request);
       if (h->channel == prefix_channel) {
         // A nested master asks a channel prefix for its new child: unique in the job, as the
         // prefixes of this master's own children are (one counter for both). Its channels end
@@ -223,12 +236,6 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
       broker_.get(h->channel, channel_reader{peer, h->request});
       return;
     case kind::record: {
-      if (upstream_) {  // nested: on up to the top
-        auto m = payload();
-        m.insert(m.begin(), make_header(kind::record, 0, 0, h->aux));
-        upstream_->send_upstream(std::move(m));
-        return;
-      }
       auto p = payload();
       if (!record_ || p.size() != 4 || p[1].size() != 8 || p[2].size() != 8) return;
       std::uint64_t c = 0, d = 0;
@@ -239,11 +246,6 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
     }
     case kind::pool_view: {
       auto p = payload();
-      if (upstream_) {  // nested: on up to the top, as it is
-        p.insert(p.begin(), make_header(kind::pool_view, 0, 0, h->aux));
-        upstream_->send_upstream(std::move(p));
-        return;
-      }
       if (!take_pool_views_ || p.size() != 3 || p[0].size() != 8) return;
       std::uint64_t id = 0;
       std::memcpy(&id, p[0].data(), 8);
@@ -252,11 +254,6 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
     }
     case kind::record_batch: {
       auto p = payload();
-      if (upstream_) {  // nested: on up to the top, as it is
-        p.insert(p.begin(), make_header(kind::record_batch, 0, 0, 0));
-        upstream_->send_upstream(std::move(p));
-        return;
-      }
       if (!take_records_ || p.size() != 4 || p[0].size() != 8 || p[1].size() != 8) return;
       std::uint64_t sender = 0, now = 0;
       std::memcpy(&sender, p[0].data(), 8);
@@ -265,15 +262,9 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
       return;
     }
     case kind::maker_gone:
-      if (upstream_) return upstream_->maker_gone(h->aux);
       maker_gone(h->aux);
       return;
     case kind::cancel_get:
-      if (upstream_) {
-        if (auto it = forwarded_.find({peer, h->request}); it != forwarded_.end())
-          upstream_->cancel_get(it->second.first, it->second.second);
-        return;  // the answer to the forwarded get (cancelled, or the item) goes down when it comes
-      }
       if (broker_.cancel(h->channel, peer, h->request)) {
         (void)try_send_to_child(peer, make_message(kind::cancelled, {.channel = h->channel, .request = h->request}));
       }
