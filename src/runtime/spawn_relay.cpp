@@ -2,6 +2,7 @@
 
 #include <csignal>
 
+#include "runtime/relayed_run.hpp"
 #include "core/log.hpp"
 #include "runtime/master_side.hpp"
 #include "runtime/worker_side.hpp"
@@ -9,63 +10,7 @@
 
 namespace fiber::detail {
 
-/// What the top master said of a child asked for here.
-struct spawn_relay::state {
-  std::uint64_t request = 0;
-  bool identified = false, running = false, exited = false;
-  spawn_wire::child_news news;
-  unique_function<void()> on_identified, on_running;
-  unique_function<void(int)> on_exit;
-};
-
 namespace {
-
-class relayed_job final : public job {
- public:
-  relayed_job(std::shared_ptr<spawn_relay> relay, std::shared_ptr<spawn_relay::state> s)
-      : relay_(std::move(relay)), s_(std::move(s)) {}
-
-  int pid() const noexcept override { return s_->news.pid; }
-  void on_exit(unique_function<void(int)> f) override {
-    if (s_->exited)
-      f(s_->news.code);
-    else
-      s_->on_exit = std::move(f);
-  }
-  void signal(int sig) noexcept override {
-    if (!s_->exited) relay_->send_up(spawn_wire::signal, s_->request, static_cast<std::uint32_t>(sig));
-  }
-  // This process cannot reap it: the top master kills it, and hears its end.
-  void kill_and_reap() noexcept override { signal(SIGKILL); }
-  std::string exit_detail() const override { return s_->news.detail; }
-  bool never_fits() const noexcept override { return s_->news.never_fits; }
-  void when_identified(unique_function<void()> f) override {
-    if (s_->identified)
-      f();
-    else
-      s_->on_identified = std::move(f);
-  }
-  void when_running(unique_function<void()> f) override {
-    if (s_->running)
-      f();
-    else
-      s_->on_running = std::move(f);
-  }
-  void reported_pid(int pid) override {
-    if (s_->exited || pid <= 0) return;
-    // A backend that cannot ask its engine (Slurm) knows the pid only from the child: the top's
-    // news may have said 0.
-    if (!s_->news.pid) s_->news.pid = pid;
-    relay_->send_up(spawn_wire::reported_pid, s_->request, static_cast<std::uint32_t>(pid));
-  }
-  void expect_exit() override {
-    if (!s_->exited) relay_->send_up(spawn_wire::expect_exit, s_->request, 0);
-  }
-
- private:
-  std::shared_ptr<spawn_relay> relay_;
-  std::shared_ptr<spawn_relay::state> s_;
-};
 
 class relayed_backend final : public tcp_backend {
  public:
@@ -78,9 +23,10 @@ class relayed_backend final : public tcp_backend {
   // The top master checks what a child needs when it starts it: a request no node can meet
   // comes back as an end that never fits, so start() fails with errc::unsatisfiable here too.
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
-    auto s = std::make_shared<spawn_relay::state>();
-    relay_->start(spec, s);
-    return std::make_unique<relayed_job>(relay_, std::move(s));
+    auto run = std::make_shared<relayed_run>(
+        [relay = relay_](kind k, std::uint64_t request, std::uint32_t aux) { relay->send_up(k, request, aux); });
+    relay_->start(spec, run);
+    return std::make_unique<engine_job>(std::move(run));
   }
 
  private:
@@ -97,10 +43,10 @@ std::unique_ptr<backend> spawn_relay::make_backend() {
   return std::make_unique<relayed_backend>(shared_from_this(), backend_name_);
 }
 
-void spawn_relay::start(const spawn_spec& spec, const std::shared_ptr<state>& s) {
-  s->request = ++next_request_;
-  own_[s->request] = s;
-  send_up(spawn_wire::start, s->request, 0, spawn_wire::encode(spec, own_handle_));
+void spawn_relay::start(const spawn_spec& spec, const std::shared_ptr<relayed_run>& run) {
+  run->request = ++next_request_;
+  own_[run->request] = run;
+  send_up(spawn_wire::start, run->request, 0, spawn_wire::encode(spec, own_handle_));
 }
 
 void spawn_relay::send_up(kind k, std::uint64_t request, std::uint32_t aux) noexcept { send_up(k, request, aux, {}); }
@@ -154,26 +100,11 @@ void spawn_relay::hear(std::uint64_t request, spawn_wire::event e, const spawn_w
     return;
   }
   switch (e) {
-    case spawn_wire::event::identified:
-      if (news.pid) s->news.pid = news.pid;
-      s->identified = true;
-      if (auto f = std::move(s->on_identified)) f();
-      return;
-    case spawn_wire::event::running:
-      s->running = true;
-      if (auto f = std::move(s->on_running)) f();
-      return;
-    case spawn_wire::event::exited: {
+    case spawn_wire::event::identified: return s->identified(news.pid);
+    case spawn_wire::event::running: return s->running();
+    case spawn_wire::event::exited:
       own_.erase(o);
-      if (news.pid) s->news.pid = news.pid;
-      s->news.code = news.code;
-      s->news.detail = news.detail;
-      s->news.never_fits = news.never_fits;
-      s->exited = true;
-      // One that never ran was never identified: whoever waits for that hears its end instead.
-      if (auto f = std::move(s->on_exit)) f(news.code);
-      return;
-    }
+      return s->exited(news);
   }
 }
 

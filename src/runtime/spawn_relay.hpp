@@ -16,6 +16,7 @@
 namespace fiber::detail {
 class master_side;
 class worker_side;
+class relayed_run;  // a child asked for here (runtime/relayed_run.hpp)
 
 class spawn_relay final : public service, public std::enable_shared_from_this<spawn_relay> {
  public:
@@ -29,9 +30,8 @@ class spawn_relay final : public service, public std::enable_shared_from_this<sp
   void on_message(const std::string& peer, const header& h, multipart&& payload) override;
   void on_peer_gone(const std::string& peer) noexcept override;
 
-  struct state;  // a child asked for here (relayed_job's)
-  /// Asks the top for a child; its news reach `s`.
-  void start(const spawn_spec& spec, const std::shared_ptr<state>& s);
+  /// Asks the top for a child; its news reach `run`.
+  void start(const spawn_spec& spec, const std::shared_ptr<relayed_run>& run);
   void send_up(kind k, std::uint64_t request, std::uint32_t aux) noexcept;
 
  private:
@@ -43,7 +43,7 @@ class spawn_relay final : public service, public std::enable_shared_from_this<sp
   std::string backend_name_;
   std::uint64_t own_handle_;
   std::uint64_t next_request_ = 0;
-  std::unordered_map<std::uint64_t, std::weak_ptr<state>> own_;                    // asked for here
+  std::unordered_map<std::uint64_t, std::weak_ptr<relayed_run>> own_;                    // asked for here
   std::unordered_map<std::uint64_t, std::pair<std::string, std::uint64_t>> passed_;  // ours -> (child, its number)
   std::map<std::pair<std::string, std::uint64_t>, std::uint64_t> passed_ids_;        // the reverse
 };

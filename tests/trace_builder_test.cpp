@@ -1,0 +1,89 @@
+// A recording's records as trace events, without a run: a task's span on its worker's track from
+// its sending to its end, with an arrow from its map; a child's span on the processes' track,
+// saying how it ended (and why, when fiber ended it); each process's memory as a counter.
+#include "core/trace_builder.hpp"
+
+#include <boost/json/parse.hpp>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
+
+#include "run_folder.hpp"
+
+namespace {
+using fiber::detail::flight_record;
+using fiber::detail::record_kind;
+
+flight_record rec(record_kind k, std::uint64_t ns, std::uint32_t a = 0, std::uint64_t b = 0, std::uint64_t c = 0,
+                  std::uint64_t d = 0) {
+  flight_record r;
+  r.kind = k;
+  r.ns = ns;
+  r.a = a;
+  r.b = b;
+  r.c = c;
+  r.d = d;
+  return r;
+}
+
+/// The events of a trace built from `records`.
+boost::json::array events_of(const std::vector<std::pair<flight_record, std::string>>& records) {
+  auto path = fiber_test::run_folder() / ("trace-builder-" + std::to_string(::getpid()) + ".json");
+  {
+    fiber::detail::trace_writer out(path.string());
+    fiber::detail::trace_builder trace(out);
+    for (auto& [r, text] : records) trace.add(r, text);
+    out.close();
+  }
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  std::filesystem::remove(path);
+  return boost::json::parse(text).at("traceEvents").as_array();
+}
+
+const boost::json::object* find(const boost::json::array& events, std::string_view ph, std::string_view name) {
+  for (auto& e : events)
+    if (e.at("ph").as_string() == ph && e.at("name").as_string() == name) return &e.as_object();
+  return nullptr;
+}
+}  // namespace
+
+TEST(trace_builder, a_task_is_a_span_on_its_workers_track_with_an_arrow_from_its_map) {
+  auto events = events_of({
+      {rec(record_kind::name, 0, 1), "PoolWorker-1-1"},
+      {rec(record_kind::pool_begin, 1000, 2, 7), ""},
+      {rec(record_kind::map_begin, 2000, 0, 7, 1, 10), ""},
+      {rec(record_kind::worker_up, 3000, 1, 7, 4242), ""},
+      {rec(record_kind::task_sent, 4000, 1, 7, 11, fiber::detail::task_sent_items(10, 1)), ""},
+      {rec(record_kind::task_done, 9000, 1, 7, 11, 3000), ""},
+  });
+  auto* span = find(events, "X", "task 11");
+  ASSERT_TRUE(span);
+  EXPECT_EQ(span->at("pid").as_int64(), 1) << "the first pool";
+  EXPECT_EQ(span->at("tid").as_int64(), 1) << "its worker's track";
+  EXPECT_EQ(span->at("args").at("items").as_int64(), 10);
+  EXPECT_EQ(span->at("args").at("ran_us").as_int64(), 3);
+  // It began where its worker said it ran from (its end less 3 µs), after its sending.
+  EXPECT_DOUBLE_EQ(span->at("ts").to_number<double>(), 6.0);
+  EXPECT_TRUE(find(events, "s", "map")) << "the arrow from its map";
+}
+
+TEST(trace_builder, a_child_fiber_ended_says_so_and_its_memory_is_a_counter) {
+  auto events = events_of({
+      {rec(record_kind::name, 0, 3), "PoolWorker-1-2"},
+      {rec(record_kind::process_start, 1000, 3, 0, 77), ""},
+      {rec(record_kind::memory, 1500, 3, 0, 5'000'000, 8'000'000), ""},
+      {rec(record_kind::process_end, 2000, 3, 0, static_cast<std::uint64_t>(-9), 2), "ended by its pool (terminate)"},
+  });
+  auto* span = find(events, "X", "PoolWorker-1-2");
+  ASSERT_TRUE(span);
+  EXPECT_EQ(span->at("pid").as_int64(), 0) << "the processes' track";
+  EXPECT_EQ(span->at("args").at("end").as_string(), "ended by its pool (terminate) (signal 9)");
+  EXPECT_FALSE(span->at("args").as_object().contains("raised"));
+  auto* memory = find(events, "C", "PoolWorker-1-2");
+  ASSERT_TRUE(memory);
+  EXPECT_DOUBLE_EQ(memory->at("args").at("peak_MB").to_number<double>(), 8.0);
+}
