@@ -98,6 +98,30 @@ void dashboard_view::add_stats(totals& t, const boost::json::object& stats) cons
   t.workers_started += number(stats, "workers_started");
 }
 
+namespace {
+/// The processes the page lists, at most `listed`: running ones first (oldest first), then the
+/// newest ended, each with how it ended and what it raised.
+template <class Processes>
+boost::json::array process_rows(const Processes& processes, std::size_t listed_at_most) {
+  using entry = typename Processes::mapped_type;
+  std::vector<std::pair<const std::string*, const entry*>> listed;
+  for (auto& [n, p] : processes) listed.emplace_back(&n, &p);
+  std::sort(listed.begin(), listed.end(), [](auto& a, auto& b) {
+    if (a.second->running != b.second->running) return a.second->running;
+    return a.second->running ? a.second->order < b.second->order : a.second->order > b.second->order;
+  });
+  if (listed.size() > listed_at_most) listed.resize(listed_at_most);
+  boost::json::array rows;
+  for (auto [n, p] : listed) {
+    boost::json::object o{{"name", *n}, {"pid", p->pid}, {"state", p->running ? "running" : exit_text(p->code)}};
+    if (!p->raised.empty()) o["raised"] = p->raised;
+    if (!p->resources.empty()) o["resources"] = p->resources;
+    rows.push_back(std::move(o));
+  }
+  return rows;
+}
+}  // namespace
+
 boost::json::object dashboard_view::sample(bool tick) {
   using namespace std::chrono;
   double now = duration<double>(steady_clock::now() - began_).count();
@@ -164,23 +188,9 @@ boost::json::object dashboard_view::sample(bool tick) {
   out["history"] = std::move(history);
   out["pools"] = std::move(pools);
 
-  std::vector<std::pair<const std::string*, const process_entry*>> listed;
-  for (auto& [n, p] : processes_) listed.emplace_back(&n, &p);
-  std::sort(listed.begin(), listed.end(), [](auto& a, auto& b) {
-    if (a.second->running != b.second->running) return a.second->running;
-    return a.second->running ? a.second->order < b.second->order : a.second->order > b.second->order;
-  });
-  if (listed.size() > processes_listed) listed.resize(processes_listed);
-  boost::json::array procs;
-  for (auto [n, p] : listed) {
-    boost::json::object o{{"name", *n}, {"pid", p->pid}, {"state", p->running ? "running" : exit_text(p->code)}};
-    if (!p->raised.empty()) o["raised"] = p->raised;
-    if (!p->resources.empty()) o["resources"] = p->resources;
-    procs.push_back(std::move(o));
-  }
   out["processes"] = {{"running", processes_running_},
                       {"ended", processes_ended_},
-                      {"list", std::move(procs)}};
+                      {"list", process_rows(processes_, processes_listed)}};
   return out;
 }
 

@@ -65,6 +65,93 @@ std::string memory_domain() {
 
 }  // namespace
 
+namespace {
+/// The worker's hello: who it is, where, and the one-time word the master gave it.
+void send_hello(runtime& rt, const std::string& nonce) {
+  boost::json::object hello{{"protocol", protocol_version},
+                            {"build_id", build_id()},
+                            {"registry", std::to_string(registry_digest())},
+                            {"pid", ::getpid()},
+                            {"host", this_host_name()},
+                            {"memory_domain", memory_domain()},
+                            {"executable", executable_path()},
+                            {"nonce", nonce}};
+  rt.worker().send_upstream(make_message(kind::hello, {}, boost::json::serialize(hello)));
+}
+
+/// The master's answer: welcome (config, call) or refuse.
+multipart await_welcome(runtime& rt) {
+  std::atomic<bool> answered{false};
+  multipart answer;
+  rt.worker().on_first_message([&](std::error_code, multipart parts) {
+    answer = std::move(parts);
+    rt.notify_done(answered);
+  });
+  rt.wait_until(answered);
+  return answer;
+}
+
+/// Takes the welcome's config; an exit code when the worker must leave instead.
+std::optional<int> take_welcome(runtime& rt, const multipart& answer, const std::string& name) {
+  if (parse_header(answer[0])->type == kind::refuse) {
+    log(log_level::error, "the master refused this worker: " + (answer.size() > 1 ? answer[1].to_string() : std::string()));
+    return exit_refused;
+  }
+  fiber::config cfg;
+  try {
+    auto snapshot = boost::json::parse(answer.at(1).to_string_view());
+    for (auto& [k, v] : snapshot.as_object()) cfg.set(k, std::string(v.as_string()));
+  } catch (const std::exception& e) {
+    log(log_level::error, std::string("the master's config snapshot is unreadable: ") + e.what());
+    return 2;
+  }
+  rt.replace_config(cfg);
+  // A nested master's child: the channel prefix the top master gave it (else its routing id's).
+  if (auto welcome = parse_header(answer[0]); welcome && welcome->aux) rt.set_channel_prefix(welcome->aux);
+  keep_freed_memory(cfg.malloc_keep_mb);
+  configure_log(cfg.log_level, cfg.log_file, name);
+  return std::nullopt;
+}
+
+/// The target, on this thread (its blocking calls run the event loop while they wait); what it
+/// raised, if it did.
+std::optional<remote_failure> run_target(const multipart& answer) {
+  try {
+    std::uint64_t id = 0;
+    if (answer.size() < 4 || answer[2].size() != sizeof id) throw error(errc::malformed_message, "malformed start message");
+    std::memcpy(&id, answer[2].data(), sizeof id);
+    auto* entry = find_function(id);
+    if (!entry) throw error(errc::not_registered, "function id " + std::to_string(id) + " is not registered in this worker");
+    frames_reader args(answer, 3);
+    writer ignored;
+    entry->invoke(args.get(), ignored);
+    return std::nullopt;
+  } catch (...) {
+    return remote_failure::of_current_exception();
+  }
+}
+
+/// The end, told to the master after what the worker recorded; returns the exit code.
+int report_end(std::shared_ptr<runtime> rt, const std::optional<remote_failure>& failure) {
+  // Children it started and let go of without join() (non-daemon), as the master waits for its
+  // own; then stop() below ends whatever it started that is still running.
+  rt->wait_for_held();
+  if (failure) log(log_level::error, "target raised " + failure->type + ": " + failure->message);
+  auto detail = failure ? failure->encode() : std::string();
+  // What it recorded (its pools, its collectives) reaches the top master before its end does.
+  rt->run_sync([&] {
+    rt->record_last_memory();
+    rt->recorder().flush();
+  });
+  rt->worker().send_upstream(make_message(kind::done, {.aux = failure ? 1u : 0u}, detail));
+  std::fflush(nullptr);
+  worker_runtime().reset();
+  rt->stop();
+  rt.reset();  // closing the ZeroMQ context waits (linger) until what we sent is delivered
+  return failure ? 1 : 0;
+}
+}  // namespace
+
 int run_worker() {
   auto name = env_or_empty(env_name);
   if (auto parent = env_or_empty(env_parent_pid); !parent.empty()) {
@@ -89,77 +176,14 @@ int run_worker() {
   auto rt = std::make_shared<runtime>(fiber::config{}, env_or_empty(env_job), keys, env_or_empty(env_endpoint),
                                       env_or_empty(env_token));
   worker_runtime() = rt;
-
-  boost::json::object hello{{"protocol", protocol_version},
-                            {"build_id", build_id()},
-                            {"registry", std::to_string(registry_digest())},
-                            {"pid", ::getpid()},
-                            {"host", this_host_name()},
-                            {"memory_domain", memory_domain()},
-                            {"executable", executable_path()},
-                            {"nonce", nonce}};
-  auto hello_text = boost::json::serialize(hello);
-  rt->worker().send_upstream(make_message(kind::hello, {}, hello_text));
-
-  // The master answers with welcome (config, call) or refuse.
-  std::atomic<bool> answered{false};
-  multipart answer;
-  rt->worker().on_first_message([&](std::error_code, multipart parts) {
-    answer = std::move(parts);
-    rt->notify_done(answered);
-  });
-  rt->wait_until(answered);
-  if (parse_header(answer[0])->type == kind::refuse) {
-    log(log_level::error, "the master refused this worker: " + (answer.size() > 1 ? answer[1].to_string() : std::string()));
+  send_hello(*rt, nonce);
+  auto answer = await_welcome(*rt);
+  if (auto leave = take_welcome(*rt, answer, name)) {
     rt->stop();
-    return exit_refused;
+    return *leave;
   }
-  fiber::config cfg;
-  try {
-    auto snapshot = boost::json::parse(answer.at(1).to_string_view());
-    for (auto& [k, v] : snapshot.as_object()) cfg.set(k, std::string(v.as_string()));
-  } catch (const std::exception& e) {
-    log(log_level::error, std::string("the master's config snapshot is unreadable: ") + e.what());
-    rt->stop();
-    return 2;
-  }
-  rt->replace_config(cfg);
-  // A nested master's child: the channel prefix the top master gave it (else its routing id's).
-  if (auto welcome = parse_header(answer[0]); welcome && welcome->aux) rt->set_channel_prefix(welcome->aux);
-  keep_freed_memory(cfg.malloc_keep_mb);
-  configure_log(cfg.log_level, cfg.log_file, name);
-
-  // The target runs on this thread; its blocking calls run the event loop while they wait.
-  std::optional<remote_failure> failure;
-  try {
-    std::uint64_t id = 0;
-    if (answer.size() < 4 || answer[2].size() != sizeof id) throw error(errc::malformed_message, "malformed start message");
-    std::memcpy(&id, answer[2].data(), sizeof id);
-    auto* entry = find_function(id);
-    if (!entry) throw error(errc::not_registered, "function id " + std::to_string(id) + " is not registered in this worker");
-    frames_reader args(answer, 3);
-    writer ignored;
-    entry->invoke(args.get(), ignored);
-  } catch (...) {
-    failure = remote_failure::of_current_exception();
-  }
-  // Children it started and let go of without join() (non-daemon), as the master waits for its
-  // own; then stop() below ends whatever it started that is still running.
-  rt->wait_for_held();
-  if (failure) log(log_level::error, "target raised " + failure->type + ": " + failure->message);
-  auto detail = failure ? failure->encode() : std::string();
-  // What it recorded (its pools, its collectives) reaches the top master before its end does.
-  rt->run_sync([&] {
-    rt->record_last_memory();
-    rt->recorder().flush();
-  });
-  rt->worker().send_upstream(make_message(kind::done, {.aux = failure ? 1u : 0u}, detail));
-  int code = failure ? 1 : 0;
-  std::fflush(nullptr);
-  worker_runtime().reset();
-  rt->stop();
-  rt.reset();  // closing the ZeroMQ context waits (linger) until what we sent is delivered
-  return code;
+  auto failure = run_target(answer);
+  return report_end(std::move(rt), failure);
 }
 }  // namespace detail
 
