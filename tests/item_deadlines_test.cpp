@@ -10,15 +10,21 @@
 namespace {
 using fiber::detail::item_deadlines;
 using clock_type = item_deadlines::clock;
+
+/// Deadlines whose due counts its calls and names no next one.
+struct counting_deadlines {
+  asio::io_context io;
+  int due = 0;
+  item_deadlines d{io, [this]() -> std::optional<clock_type::time_point> {
+                     ++due;
+                     return std::nullopt;
+                   }};
+};
 }  // namespace
 
 TEST(item_deadlines, nothing_is_watched_before_a_submission_uses_them) {
-  asio::io_context io;
-  int due = 0;
-  item_deadlines d(io, [&]() -> std::optional<clock_type::time_point> {
-    ++due;
-    return std::nullopt;
-  });
+  counting_deadlines c;
+  auto& [io, due, d] = c;
   d.watch(clock_type::now() - std::chrono::seconds(1));
   EXPECT_FALSE(d.used());
   io.run();  // no timer: returns at once
@@ -26,12 +32,8 @@ TEST(item_deadlines, nothing_is_watched_before_a_submission_uses_them) {
 }
 
 TEST(item_deadlines, a_later_deadline_does_not_push_back_an_earlier_one) {
-  asio::io_context io;
-  int due = 0;
-  item_deadlines d(io, [&]() -> std::optional<clock_type::time_point> {
-    ++due;
-    return std::nullopt;
-  });
+  counting_deadlines c;
+  auto& [io, due, d] = c;
   d.use();
   d.watch(clock_type::now() - std::chrono::seconds(1));  // passed already
   d.watch(clock_type::now() + std::chrono::hours(1));
@@ -54,12 +56,8 @@ TEST(item_deadlines, the_next_deadline_the_due_names_is_watched) {
 }
 
 TEST(item_deadlines, cancelled_they_do_not_fire) {
-  asio::io_context io;
-  int due = 0;
-  item_deadlines d(io, [&]() -> std::optional<clock_type::time_point> {
-    ++due;
-    return std::nullopt;
-  });
+  counting_deadlines c;
+  auto& [io, due, d] = c;
   d.use();
   d.watch(clock_type::now() - std::chrono::seconds(1));
   d.cancel();
