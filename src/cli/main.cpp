@@ -64,80 +64,136 @@ int print_history() {
 }  // namespace
 }  // namespace fiber::cli
 
+namespace fiber::cli {
+namespace {
+/// What the command line says: the backend, the subcommand given and its options.
+struct command_line {
+  std::string backend;
+  run_options ro;
+  std::string memory;
+  logs_options lo;
+  std::string stop_name, trace_run, trace_out;
+  dashboard_options dao;
+  copy_options co;
+  CLI::App *run = nullptr, *ps = nullptr, *logs = nullptr, *stop = nullptr, *history = nullptr, *trace = nullptr,
+           *dash = nullptr, *cp = nullptr;
+};
+
+void add_run_command(CLI::App& app, command_line& c) {
+  c.run = app.add_subcommand("run", "run a program's master (and through it, its workers) on the backend");
+  c.run->add_flag("-a,--attach", c.ro.attach, "stream the master's output and exit with its exit code (Ctrl-C detaches)");
+  c.run->add_flag("--build", c.ro.build,
+                "build the image: from the Dockerfile in --context, else a minimal image of the program and its "
+                "libraries");
+  c.run->add_option("--image", c.ro.image, "run this image (built nothing)");
+  c.run->add_option("--registry", c.ro.registry, "push the built image to HOST[:PORT][/PATH] and run it by digest")
+      ->envname("FIBER_REGISTRY");
+  c.run->add_option("--context", c.ro.context, "the folder to build (default: here)")->capture_default_str();
+  c.run->add_option("--dockerfile", c.ro.dockerfile, "the Dockerfile in --context")->capture_default_str();
+  c.run->add_option("--build-arg", c.ro.build_args, "KEY=VALUE for an ARG of the Dockerfile (e.g. TARGET=my_program for "
+                                                 "containers/Dockerfile)")
+      ->allow_extra_args(false);
+  c.run->add_option("--name", c.ro.name, "the run's name (default: the program's name and 6 hex digits)");
+  c.run->add_option("--cpu", c.ro.cpu, "CPUs for the master")->check(CLI::NonNegativeNumber);
+  c.run->add_option("--memory", c.memory, "memory for the master: 512M, 2G");
+  c.run->add_option("--gpu", c.ro.gpu, "GPUs for the master")->check(CLI::NonNegativeNumber);
+  c.run->add_option("-v,--volume", c.ro.volumes, "CLAIM[:PATH][:ro]: a volume at PATH (default /persistent), for the "
+                                              "master and its workers")
+      ->allow_extra_args(false);
+  c.run->add_option("--env", c.ro.env, "KEY=VALUE in the master's environment (its workers inherit fiber's config)")
+      ->allow_extra_args(false);
+  c.run->add_flag("--dashboard", c.ro.dashboard,
+                "the master serves a live page of its run: `fiber dashboard NAME` opens it here (local: it prints "
+                "its address itself)");
+  c.run->add_flag("--dry-run", c.ro.dry_run, "print what would be built and created, as JSON, and stop");
+  c.run->add_option("command", c.ro.command, "the program and its arguments, after --")->required();
+}
+
+void add_other_commands(CLI::App& app, command_line& c) {
+  c.ps = app.add_subcommand("ps", "this user's runs: name, state, status, age, running workers");
+  c.logs = app.add_subcommand("logs", "a run's output (its master's, or a worker's with --process)");
+  c.logs->add_flag("-f,--follow", c.lo.follow, "keep following until it ends");
+  c.logs->add_option("--process", c.lo.process, "a worker by its process name (its fiber.process label, e.g. PoolWorker-1-3)");
+  c.logs->add_option("name", c.lo.name, "the run's name")->required();
+  c.stop = app.add_subcommand("stop", "stop a run: its master (SIGTERM, then SIGKILL after 10 s) and its workers");
+  c.stop->add_option("name", c.stop_name, "the run's name")->required();
+  app.add_subcommand("gc", "remove ended runs and the workers of masters that are gone");
+  c.history = app.add_subcommand("history", "the runs this machine's flight recorder kept (record_dir), newest first");
+  c.trace = app.add_subcommand("trace", "write a recorded run as a trace for Perfetto (ui.perfetto.dev) or chrome://tracing");
+  c.trace->add_option("run", c.trace_run, "its id, the start of it, \"last\", or a recording's path (fiber history lists them)")
+      ->required();
+  c.trace->add_option("-o,--output", c.trace_out, "the trace file (default: <run>.trace.json here)");
+  c.dash = app.add_subcommand("dashboard", "serve the live page of a run started with --dashboard on 127.0.0.1, "
+                                               "relayed to its master, until Ctrl-C");
+  c.dash->add_option("name", c.dao.name, "the run's name")->required();
+  c.dash->add_option("--port", c.dao.port, "the port on 127.0.0.1 (default: a free one)")->check(CLI::Range(0, 65535));
+  c.cp = app.add_subcommand("cp", "copy between a claim and this machine: fiber cp ./data results:/in, "
+                                      "fiber cp results:/out ./out (no tools needed in any image)");
+  c.cp->add_option("src", c.co.src, "a local file or folder, or CLAIM:PATH")->required();
+  c.cp->add_option("dst", c.co.dst, "CLAIM:PATH, or a local path (ending in / or an existing folder: into it)")->required();
+  c.cp->add_option("--image", c.co.image, "Kubernetes: the image of the helper pod that serves the claim (default: your "
+                                      "newest run's)");
+  c.cp->add_option("--program", c.co.program, "Kubernetes: a fiber program in that image (its path); started with "
+                                          "FIBER_CLAIM_COPY_PORT, its fiber::init serves the copy (default: your "
+                                          "newest run's program)");
+}
+
+/// `fiber trace`: a recorded run as a trace file, and a line saying what it holds.
+int write_trace_file(const std::string& run, const std::string& given_out) {
+  auto out = given_out.empty()
+                 ? (run == "last" || run.find('/') != std::string::npos ? std::string("run") : run) + ".trace.json"
+                 : given_out;
+  auto r = fiber::write_trace(run, out);
+  std::printf("%s: run %s (%s), %llu tasks on %llu workers, %.2f s; open it in ui.perfetto.dev\n", out.c_str(),
+              r.id.c_str(), r.program.c_str(), static_cast<unsigned long long>(r.tasks_sent),
+              static_cast<unsigned long long>(r.workers_started), r.seconds);
+  return 0;
+}
+
+/// Runs the subcommand given, on the backend given.
+int dispatch(command_line& c, const std::string& verb) {
+  if (!c.memory.empty()) c.ro.memory_bytes = parse_size(c.memory, "--memory");
+  // The recorder's runs are on this machine, whatever the backend.
+  if (*c.history) return print_history();
+  if (*c.trace) return write_trace_file(c.trace_run, c.trace_out);
+  if (c.backend == "local") {
+    if (*c.run) return run_locally(c.ro);
+    if (*c.dash)
+      throw fiber::error(fiber::errc::config_error, "a local run's master serves its page on this host itself, and prints its "
+                                      "address (\"fiber: dashboard of run ... at http://127.0.0.1:...\")");
+    not_here(verb);
+  }
+  std::unique_ptr<runner> r;
+  if (c.backend == "slurm") r = std::make_unique<slurm_runner>();
+  else if (c.backend == "kubernetes") r = std::make_unique<kubernetes_runner>();
+  else r = std::make_unique<docker_runner>();
+  if (*c.run) return r->run(c.ro);
+  if (*c.ps) return r->ps();
+  if (*c.logs) return r->logs(c.lo);
+  if (*c.stop) return r->stop(c.stop_name);
+  if (*c.cp) return r->cp(c.co);
+  if (*c.dash) return r->dashboard(c.dao);
+  return r->gc();
+}
+}  // namespace
+}  // namespace fiber::cli
+
 int main(int argc, char** argv) {
   using namespace fiber::cli;
+  command_line c;
   CLI::App app{"fiber: build, push and run a fiber program's master on Docker, Kubernetes or Slurm (or here), and watch "
                "it.\n"
                "Exit status: the master's own with run --attach; 125 when fiber itself fails."};
   app.require_subcommand(1);
   app.fallthrough();  // `fiber run --backend docker ...` as well as `fiber --backend docker run ...`
   const char* env_backend = std::getenv("FIBER_BACKEND");
-  std::string backend = env_backend && *env_backend ? env_backend : "docker";
-  app.add_option("--backend", backend, "where the master runs (default: FIBER_BACKEND, else docker)")
+  c.backend = env_backend && *env_backend ? env_backend : "docker";
+  app.add_option("--backend", c.backend, "where the master runs (default: FIBER_BACKEND, else docker)")
       ->check(CLI::IsMember({"docker", "kubernetes", "slurm", "local"}))
       ->capture_default_str();
 
-  run_options ro;
-  std::string memory;
-  auto* run = app.add_subcommand("run", "run a program's master (and through it, its workers) on the backend");
-  run->add_flag("-a,--attach", ro.attach, "stream the master's output and exit with its exit code (Ctrl-C detaches)");
-  run->add_flag("--build", ro.build,
-                "build the image: from the Dockerfile in --context, else a minimal image of the program and its "
-                "libraries");
-  run->add_option("--image", ro.image, "run this image (built nothing)");
-  run->add_option("--registry", ro.registry, "push the built image to HOST[:PORT][/PATH] and run it by digest")
-      ->envname("FIBER_REGISTRY");
-  run->add_option("--context", ro.context, "the folder to build (default: here)")->capture_default_str();
-  run->add_option("--dockerfile", ro.dockerfile, "the Dockerfile in --context")->capture_default_str();
-  run->add_option("--build-arg", ro.build_args, "KEY=VALUE for an ARG of the Dockerfile (e.g. TARGET=my_program for "
-                                                 "containers/Dockerfile)")
-      ->allow_extra_args(false);
-  run->add_option("--name", ro.name, "the run's name (default: the program's name and 6 hex digits)");
-  run->add_option("--cpu", ro.cpu, "CPUs for the master")->check(CLI::NonNegativeNumber);
-  run->add_option("--memory", memory, "memory for the master: 512M, 2G");
-  run->add_option("--gpu", ro.gpu, "GPUs for the master")->check(CLI::NonNegativeNumber);
-  run->add_option("-v,--volume", ro.volumes, "CLAIM[:PATH][:ro]: a volume at PATH (default /persistent), for the "
-                                              "master and its workers")
-      ->allow_extra_args(false);
-  run->add_option("--env", ro.env, "KEY=VALUE in the master's environment (its workers inherit fiber's config)")
-      ->allow_extra_args(false);
-  run->add_flag("--dashboard", ro.dashboard,
-                "the master serves a live page of its run: `fiber dashboard NAME` opens it here (local: it prints "
-                "its address itself)");
-  run->add_flag("--dry-run", ro.dry_run, "print what would be built and created, as JSON, and stop");
-  run->add_option("command", ro.command, "the program and its arguments, after --")->required();
-
-  auto* ps = app.add_subcommand("ps", "this user's runs: name, state, status, age, running workers");
-  logs_options lo;
-  auto* logs = app.add_subcommand("logs", "a run's output (its master's, or a worker's with --process)");
-  logs->add_flag("-f,--follow", lo.follow, "keep following until it ends");
-  logs->add_option("--process", lo.process, "a worker by its process name (its fiber.process label, e.g. PoolWorker-1-3)");
-  logs->add_option("name", lo.name, "the run's name")->required();
-  std::string stop_name;
-  auto* stop = app.add_subcommand("stop", "stop a run: its master (SIGTERM, then SIGKILL after 10 s) and its workers");
-  stop->add_option("name", stop_name, "the run's name")->required();
-  app.add_subcommand("gc", "remove ended runs and the workers of masters that are gone");
-  auto* history = app.add_subcommand("history", "the runs this machine's flight recorder kept (record_dir), newest first");
-  std::string trace_run, trace_out;
-  auto* trace = app.add_subcommand("trace", "write a recorded run as a trace for Perfetto (ui.perfetto.dev) or chrome://tracing");
-  trace->add_option("run", trace_run, "its id, the start of it, \"last\", or a recording's path (fiber history lists them)")
-      ->required();
-  trace->add_option("-o,--output", trace_out, "the trace file (default: <run>.trace.json here)");
-  dashboard_options dao;
-  auto* dash = app.add_subcommand("dashboard", "serve the live page of a run started with --dashboard on 127.0.0.1, "
-                                               "relayed to its master, until Ctrl-C");
-  dash->add_option("name", dao.name, "the run's name")->required();
-  dash->add_option("--port", dao.port, "the port on 127.0.0.1 (default: a free one)")->check(CLI::Range(0, 65535));
-  copy_options co;
-  auto* cp = app.add_subcommand("cp", "copy between a claim and this machine: fiber cp ./data results:/in, "
-                                      "fiber cp results:/out ./out (no tools needed in any image)");
-  cp->add_option("src", co.src, "a local file or folder, or CLAIM:PATH")->required();
-  cp->add_option("dst", co.dst, "CLAIM:PATH, or a local path (ending in / or an existing folder: into it)")->required();
-  cp->add_option("--image", co.image, "Kubernetes: the image of the helper pod that serves the claim (default: your "
-                                      "newest run's)");
-  cp->add_option("--program", co.program, "Kubernetes: a fiber program in that image (its path); started with "
-                                          "FIBER_CLAIM_COPY_PORT, its fiber::init serves the copy (default: your "
-                                          "newest run's program)");
+  add_run_command(app, c);
+  add_other_commands(app, c);
 
   try {
     app.parse(argc, argv);
@@ -145,38 +201,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    if (!memory.empty()) ro.memory_bytes = parse_size(memory, "--memory");
-    auto verb = app.get_subcommands().front()->get_name();
-    // The recorder's runs are on this machine, whatever the backend.
-    if (*history) return print_history();
-    if (*trace) {
-      auto out = trace_out.empty() ? (trace_run == "last" || trace_run.find('/') != std::string::npos ? std::string("run") : trace_run) +
-                                         ".trace.json"
-                                   : trace_out;
-      auto r = fiber::write_trace(trace_run, out);
-      std::printf("%s: run %s (%s), %llu tasks on %llu workers, %.2f s; open it in ui.perfetto.dev\n", out.c_str(),
-                  r.id.c_str(), r.program.c_str(), static_cast<unsigned long long>(r.tasks_sent),
-                  static_cast<unsigned long long>(r.workers_started), r.seconds);
-      return 0;
-    }
-    if (backend == "local") {
-      if (*run) return run_locally(ro);
-      if (*dash)
-        throw fiber::error(fiber::errc::config_error, "a local run's master serves its page on this host itself, and prints its "
-                                        "address (\"fiber: dashboard of run ... at http://127.0.0.1:...\")");
-      not_here(verb);
-    }
-    std::unique_ptr<runner> r;
-    if (backend == "slurm") r = std::make_unique<slurm_runner>();
-    else if (backend == "kubernetes") r = std::make_unique<kubernetes_runner>();
-    else r = std::make_unique<docker_runner>();
-    if (*run) return r->run(ro);
-    if (*ps) return r->ps();
-    if (*logs) return r->logs(lo);
-    if (*stop) return r->stop(stop_name);
-    if (*cp) return r->cp(co);
-    if (*dash) return r->dashboard(dao);
-    return r->gc();
+    return dispatch(c, app.get_subcommands().front()->get_name());
   } catch (const fiber::error& e) {
     // The reason alone: the error code's words (": could not start a child") add nothing here.
     std::fflush(stdout);
