@@ -20,7 +20,7 @@
 #include <boost/json/serialize.hpp>
 
 #include "core/flight_recorder.hpp"
-#include "runtime/dashboard_view.hpp"
+#include "runtime/observe/dashboard_view.hpp"
 
 namespace {
 int identity(int x) { return x; }

@@ -11,7 +11,7 @@
 #include <future>
 #include <thread>
 
-#include "runtime/direct_links.hpp"
+#include "runtime/links/direct_links.hpp"
 #include "transport/stream_link.hpp"
 
 using namespace fiber::detail;

@@ -8,6 +8,10 @@ command) is the top. Public headers belong to a layer too: the API's core (error
 ...) may be included from anywhere, the awaitable op and its completion from the runtime up (they
 wait on the runtime's loop), the primitives' headers only from the primitives and above. Prints each violation with the fix
 and exits 1 if there is one.
+
+It also checks that docs/design.md's map of the tree (the block that lists `src/<layer>/` with
+its folders indented below) names every folder under src/ and no folder that is gone, so a
+reader who finds a part from the map finds it in the tree.
 """
 import pathlib
 import re
@@ -39,9 +43,36 @@ def layer_of_include(path):
     return None
 
 
+MAP_TOP = re.compile(r"^src/(\w+)/")
+MAP_SUB = re.compile(r"^  (\w+)/")
+
+
+def map_problems(root):
+    """Folders under src/ that docs/design.md's map leaves out, and folders it names that are gone."""
+    design = root / "docs" / "design.md"
+    if not design.exists():
+        return [f"docs/design.md: missing; its map of src/ is what this check compares the tree with"]
+    named, top = set(), None
+    for line in design.read_text().splitlines():
+        if m := MAP_TOP.match(line):
+            top = m.group(1)
+            named.add(top)
+        elif top and (m := MAP_SUB.match(line)):
+            named.add(f"{top}/{m.group(1)}")
+        elif not line.startswith(" "):
+            top = None
+    src = root / "src"
+    actual = {str(d.relative_to(src)) for d in src.rglob("*") if d.is_dir() and len(d.relative_to(src).parts) <= 2}
+    problems = [f"src/{d}/: not in docs/design.md's map of the tree; add a line for it (what it holds)"
+                for d in sorted(actual - named)]
+    problems += [f"docs/design.md names src/{d}/, which is not in the tree; remove or rename it there"
+                 for d in sorted(named - actual)]
+    return problems
+
+
 def main(root):
     src = root / "src"
-    problems = []
+    problems = map_problems(root)
     for file in sorted(src.rglob("*")):
         if file.suffix not in (".hpp", ".cpp"):
             continue
@@ -58,9 +89,10 @@ def main(root):
     for p in problems:
         print(p)
     if problems:
-        print(f"{len(problems)} include(s) point up the layers ({' -> '.join(reversed(ORDER))})")
+        print(f"{len(problems)} problem(s): includes must point down the layers ({' -> '.join(reversed(ORDER))}), "
+              "and docs/design.md's map must name the folders of src/")
         return 1
-    print("layers hold: " + " -> ".join(reversed(ORDER)))
+    print("layers hold: " + " -> ".join(reversed(ORDER)) + "; docs/design.md's map matches src/")
     return 0
 
 

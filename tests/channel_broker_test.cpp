@@ -1,6 +1,6 @@
 // The master's queue broker on its own: which reader gets which message, and nothing is lost when
 // a reader is gone.
-#include "runtime/channel_broker.hpp"
+#include "runtime/channels/channel_broker.hpp"
 
 #include <gtest/gtest.h>
 

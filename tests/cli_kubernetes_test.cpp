@@ -192,7 +192,7 @@ class command_user_without {
 }  // namespace
 
 // Attached, `fiber run` also takes the master's recording before its pod goes: the run is in this
-// host's `fiber history` (runtime/recording_handoff, cli/recording_taker).
+// host's `fiber history` (runtime/observe/recording_handoff, cli/recording_taker).
 TEST_F(fiber_command_on_kubernetes, runs_the_pi_example_as_a_job_built_and_pushed_exits_with_its_code_and_keeps_its_recording) {
   auto name = unique("pi");
   started_.push_back(name);

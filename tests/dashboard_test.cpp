@@ -1,4 +1,4 @@
-// The run's live page (runtime/dashboard, config dashboard): its token, what its state says
+// The run's live page (runtime/observe/dashboard, config dashboard): its token, what its state says
 // during a run against pool::stats(), the events it streams, and its errors. The page itself, in
 // a browser, is dashboard_browser_test's.
 #include <asio/connect.hpp>

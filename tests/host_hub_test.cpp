@@ -1,4 +1,4 @@
-// A host hub (runtime/host_hub, runtime/hub_wire): children on a host link to it as to a master
+// A host hub (runtime/hubs/host_hub, runtime/hubs/hub_wire): children on a host link to it as to a master
 // on their host, and the master reaches them through its one TLS link, both ways; the master
 // refuses the children it does not expect and the hubs it did not start; a child's leaving and
 // the master's going are heard on the other side.
@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "hub_harness.hpp"
-#include "runtime/direct_links.hpp"
-#include "runtime/host_hub.hpp"
+#include "runtime/links/direct_links.hpp"
+#include "runtime/hubs/host_hub.hpp"
 #include "runtime/protocol.hpp"
 #include "transport/tls_session.hpp"
 

@@ -1,4 +1,4 @@
-// hub_workers=fork (runtime/hub_forks, runtime/hub_spawner): the master places children on the
+// hub_workers=fork (runtime/hubs/hub_forks, runtime/hubs/hub_spawner): the master places children on the
 // host hubs linked to it, up to each host's CPUs but one; the hub forks them (real processes, here
 // /bin/sleep and /bin/sh) and tells the master their pid and their end; a child with no room
 // waits and is placed when one ends; one signalled while it waits ends without running; when a
@@ -11,7 +11,7 @@
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 #include "hub_harness.hpp"
-#include "runtime/hub_forks.hpp"
+#include "runtime/hubs/hub_forks.hpp"
 
 using namespace fiber::detail;
 using namespace std::chrono_literals;

@@ -11,8 +11,8 @@
 
 #include "backend/backend.hpp"
 #include "fiber/config.hpp"
-#include "runtime/direct_links.hpp"
-#include "runtime/host_hub.hpp"
+#include "runtime/links/direct_links.hpp"
+#include "runtime/hubs/host_hub.hpp"
 #include "transport/tls_session.hpp"
 
 namespace hub_harness {

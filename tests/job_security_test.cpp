@@ -1,5 +1,5 @@
 // A job's credentials as a worker receives them.
-#include "runtime/job_security.hpp"
+#include "runtime/trust/job_security.hpp"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@
 #include <numeric>
 
 #include "kubernetes_support.hpp"
-#include "runtime/direct_links.hpp"
+#include "runtime/links/direct_links.hpp"
 #include "support.hpp"
 
 namespace {

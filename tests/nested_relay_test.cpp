@@ -1,6 +1,6 @@
 // What a nested master passes up, kind by kind: the channels' traffic to their owners above, the
 // recorder's events and the pools' views as they came; a child's hello and done stay with it.
-#include "runtime/nested_relay.hpp"
+#include "runtime/nested/nested_relay.hpp"
 
 #include <gtest/gtest.h>
 

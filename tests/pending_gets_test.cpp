@@ -1,5 +1,5 @@
 // The reads a process waits for: completion, withdrawal after a timeout, failure at shutdown.
-#include "runtime/pending_gets.hpp"
+#include "runtime/channels/pending_gets.hpp"
 
 #include <gtest/gtest.h>
 

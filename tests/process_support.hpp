@@ -11,7 +11,7 @@
 #include "co_test.hpp"
 #include "slurm_support.hpp"
 #include "kubernetes_support.hpp"
-#include "runtime/job_security.hpp"
+#include "runtime/trust/job_security.hpp"
 #include "support.hpp"
 
 #include <poll.h>

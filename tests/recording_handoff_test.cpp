@@ -1,4 +1,4 @@
-// A master's recording handed to the `fiber run` that follows it (runtime/recording_handoff): the
+// A master's recording handed to the `fiber run` that follows it (runtime/observe/recording_handoff): the
 // line it prints and what reads it, the file served once to the token's holder, and a master that
 // gives up when nobody comes. The whole path through a real cluster's pod proxy is
 // cli_kubernetes_test's.
@@ -9,7 +9,7 @@
 #include <future>
 
 #include "http_support.hpp"
-#include "runtime/recording_handoff.hpp"
+#include "runtime/observe/recording_handoff.hpp"
 #include "run_folder.hpp"
 
 namespace {

@@ -2,7 +2,7 @@
 // that waits for it to run, or for its pid, is told (one waiter per event used to be kept, and a
 // second caller replaced the first), its end reaches whoever waits for it, and what this process
 // asks of it goes up, until it has ended.
-#include "runtime/relayed_run.hpp"
+#include "runtime/nested/relayed_run.hpp"
 
 #include <gtest/gtest.h>
 

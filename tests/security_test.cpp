@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/direct_links.hpp"
+#include "runtime/links/direct_links.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/runtime.hpp"
 #include "transport/message_frames.hpp"

@@ -1,7 +1,7 @@
-// What the top master's spawn service starts for the tree (runtime/spawn_policy): the run's own
+// What the top master's spawn service starts for the tree (runtime/nested/spawn_policy): the run's own
 // program as a worker, fiber's own variables, no deeper than max_depth. Each refusal is what a
 // process that got into the tree would ask for.
-#include "runtime/spawn_policy.hpp"
+#include "runtime/nested/spawn_policy.hpp"
 
 #include <gtest/gtest.h>
 

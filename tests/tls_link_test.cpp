@@ -1,6 +1,6 @@
 // Direct links across a network: TLS 1.3 with the job's key over TCP (transport/tls_session,
-// runtime/direct_links' listen_tcp and connect_tls_link), the master closing a child's link that
-// has gone silent, and the child's pulse (runtime/link_pulse) that keeps a busy child heard and
+// runtime/links/direct_links' listen_tcp and connect_tls_link), the master closing a child's link that
+// has gone silent, and the child's pulse (runtime/links/link_pulse) that keeps a busy child heard and
 // ends it when its master hangs up.
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "fiber/error.hpp"
-#include "runtime/direct_links.hpp"
-#include "runtime/link_pulse.hpp"
+#include "runtime/links/direct_links.hpp"
+#include "runtime/links/link_pulse.hpp"
 #include "runtime/protocol.hpp"
 #include "transport/tls_session.hpp"
 

@@ -1,6 +1,6 @@
-// How a child takes its credentials (runtime/worker_credentials): from the file its master named,
+// How a child takes its credentials (runtime/trust/worker_credentials): from the file its master named,
 // once, leaving nothing in the environment for what it starts; a missing file is a clear error.
-#include "runtime/worker_credentials.hpp"
+#include "runtime/trust/worker_credentials.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -10,7 +10,7 @@
 #include <memory>
 #include <regex>
 
-#include "runtime/dashboard.hpp"
+#include "runtime/observe/dashboard.hpp"
 #include "transport/http_client.hpp"
 #include "transport/http_server.hpp"
 

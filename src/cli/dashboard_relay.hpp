@@ -1,6 +1,6 @@
 // `fiber dashboard RUN`: the page of a run's master, which runs in a container, a pod or a Slurm
 // job, served on this machine's 127.0.0.1. The master prints its page's address with its token
-// ("fiber: dashboard of run ID at http://...:PORT/?token=T", runtime/dashboard); the command reads
+// ("fiber: dashboard of run ID at http://...:PORT/?token=T", runtime/observe/dashboard); the command reads
 // it from the master's output, and relays each request of the browser to the master's port,
 // reached as the engine allows (a container's address, a Slurm node's, the Kubernetes API
 // server's pod proxy), the page's live events as they come.

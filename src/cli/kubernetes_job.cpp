@@ -1,6 +1,6 @@
 #include "cli/kubernetes_job.hpp"
 
-#include "runtime/recording_handoff.hpp"
+#include "runtime/observe/recording_handoff.hpp"
 
 #include <boost/json.hpp>
 #include <cctype>
@@ -8,7 +8,7 @@
 #include "backend/kubernetes/pod_manifest.hpp"
 #include "cli/run_names.hpp"
 #include "cli/run_tokens.hpp"
-#include "runtime/dashboard.hpp"
+#include "runtime/observe/dashboard.hpp"
 #include "core/volume.hpp"
 #include "fiber/error.hpp"
 

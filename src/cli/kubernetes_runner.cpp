@@ -27,7 +27,7 @@
 #include "cli/pod_state.hpp"
 #include "cli/recording_taker.hpp"
 #include "core/flight_recorder.hpp"
-#include "runtime/dashboard.hpp"
+#include "runtime/observe/dashboard.hpp"
 #include "cli/run_tokens.hpp"
 #include "runtime/claim_copy_service.hpp"
 #include "cli/run_names.hpp"

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "core/private_files.hpp"
-#include "runtime/recording_handoff.hpp"
+#include "runtime/observe/recording_handoff.hpp"
 
 namespace fiber::cli {
 namespace fs = std::filesystem;

@@ -1,5 +1,5 @@
 // `fiber run --attach` on Kubernetes: takes the recording its master offers at its end
-// (runtime/recording_handoff) through the API server's pod proxy, into this host's record_dir,
+// (runtime/observe/recording_handoff) through the API server's pod proxy, into this host's record_dir,
 // where `fiber history` and `fiber trace` find it after the pod is gone.
 #pragma once
 #include <asio/io_context.hpp>

@@ -16,16 +16,16 @@ inline constexpr const char* env_keys_file = "FIBER_WORKER_KEYS_FILE";
 /// without the keys, so it may be seen with the spec.
 inline constexpr const char* env_nonce = "FIBER_WORKER_NONCE";
 /// The name of the credentials themselves, which no child is ever given in its environment: the
-/// top master refuses a spawn request that sets it (runtime/spawn_policy).
+/// top master refuses a spawn request that sets it (runtime/nested/spawn_policy).
 inline constexpr const char* env_keys = "FIBER_WORKER_KEYS";
 inline constexpr const char* env_name = "FIBER_WORKER_NAME";          // process name
 inline constexpr const char* env_parent_pid = "FIBER_WORKER_PARENT_PID";
 inline constexpr const char* env_depth = "FIBER_WORKER_DEPTH";        // 1 for the master's children, 2 below, ...
 inline constexpr const char* env_tree_name = "FIBER_WORKER_TREE_NAME";  // its name in the tree: Process-1/Process-2
-/// A child the top master started for a nested master (runtime/spawn_host): its number there,
+/// A child the top master started for a nested master (runtime/nested/spawn_host): its number there,
 /// which the children it asks for in turn name as their parent.
 inline constexpr const char* env_spawn_handle = "FIBER_SPAWN_HANDLE";
-/// remote_transport=hub: the abstract unix name this host's hub listens on (runtime/host_hub); a
+/// remote_transport=hub: the abstract unix name this host's hub listens on (runtime/hubs/host_hub); a
 /// child links to it rather than to its master's address.
 inline constexpr const char* env_hub = "FIBER_WORKER_HUB";
 /// How long a child waits for its host's hub to listen before it links to its master directly.

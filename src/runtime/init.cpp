@@ -23,14 +23,14 @@
 #include "core/log.hpp"
 #include "backend/local/local_resources.hpp"
 #include "backend/zygote.hpp"
-#include "runtime/hub_process.hpp"
+#include "runtime/hubs/hub_process.hpp"
 #include "core/build_id.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/init.hpp"
 #include "runtime/init_guard.hpp"
 #include "runtime/worker_exit.hpp"
 #include "runtime/claim_copy_service.hpp"
-#include "runtime/worker_credentials.hpp"
+#include "runtime/trust/worker_credentials.hpp"
 
 // Under AddressSanitizer (scripts/sanitize.sh), the options every fiber process needs, children
 // in containers, pods and batch jobs included, which do not all inherit ASAN_OPTIONS: Asio's

@@ -1,6 +1,6 @@
 #include "runtime/master_side.hpp"
 
-#include "runtime/nested_relay.hpp"
+#include "runtime/nested/nested_relay.hpp"
 
 #include <unistd.h>
 
@@ -185,7 +185,7 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
     }
     return;
   }
-  if (upstream_) {  // nested: what goes on up to the top (runtime/nested_relay.hpp)
+  if (upstream_) {  // nested: what goes on up to the top (runtime/nested/nested_relay.hpp)
     switch (relay_of(h->type)) {
       case relay::here: break;
       case relay::as_is: return upstream_->send_upstream(passed_up(h->type, h->aux, payload()));
@@ -269,7 +269,7 @@ void master_side::handle(const std::string& peer, multipart&& m, std::size_t fir
         (void)try_send_to_child(peer, make_message(kind::cancelled, {.channel = h->channel, .request = h->request}));
       }
       return;
-    case kind::probe: return;  // a pulse: a child across a network is alive (runtime/link_pulse)
+    case kind::probe: return;  // a pulse: a child across a network is alive (runtime/links/link_pulse)
     default: logf(log_level::error, "unexpected message kind ", int(h->type), " from ", peer, "; ignored");
   }
 }

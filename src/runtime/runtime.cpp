@@ -14,9 +14,9 @@
 #include "core/log.hpp"
 #include "core/message_limit.hpp"
 #include "core/worker_env.hpp"
-#include "runtime/recording_handoff.hpp"
-#include "runtime/spawn_host.hpp"
-#include "runtime/spawn_relay.hpp"
+#include "runtime/observe/recording_handoff.hpp"
+#include "runtime/nested/spawn_host.hpp"
+#include "runtime/nested/spawn_relay.hpp"
 #include "runtime/terminate_guard.hpp"
 #include "fiber/error.hpp"
 
@@ -147,7 +147,7 @@ master_side& runtime::master() {
   worker_->pass_replies_to([m = master_.get()](const header& h, multipart& payload) { return m->pass_reply_down(h, payload); });
   if (cfg_.backend != "local") {
     // A container, a pod or a Slurm job reaches no engine: the top master starts this process's
-    // children, asked through the masters above (runtime/spawn_relay).
+    // children, asked through the masters above (runtime/nested/spawn_relay).
     std::uint64_t handle = 0;
     if (const char* h = std::getenv(env_spawn_handle)) handle = std::strtoull(h, nullptr, 10);
     auto& relay = services_.keep<spawn_relay>(spawn_wire::service_id, [&] {

@@ -6,9 +6,9 @@
 #include "core/log.hpp"
 #include "core/worker_env.hpp"
 #include "fiber/error.hpp"
-#include "runtime/direct_links.hpp"
+#include "runtime/links/direct_links.hpp"
 #include "runtime/worker_exit.hpp"
-#include "runtime/link_pulse.hpp"
+#include "runtime/links/link_pulse.hpp"
 #include "transport/master_watch.hpp"
 
 namespace fiber::detail {

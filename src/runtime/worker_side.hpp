@@ -12,12 +12,12 @@
 
 #include "runtime/upstream_send_failure.hpp"
 #include "fiber/config.hpp"
-#include "runtime/channel_route.hpp"
-#include "runtime/socket_options.hpp"
+#include "runtime/channels/channel_route.hpp"
+#include "runtime/links/socket_options.hpp"
 #include "runtime/event_loop.hpp"
-#include "runtime/job_security.hpp"
-#include "runtime/pending_gets.hpp"
-#include "runtime/service_registry.hpp"
+#include "runtime/trust/job_security.hpp"
+#include "runtime/channels/pending_gets.hpp"
+#include "runtime/services/service_registry.hpp"
 #include "transport/stream_link.hpp"
 #include "transport/zmq_channel.hpp"
 

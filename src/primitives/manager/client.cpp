@@ -1,12 +1,12 @@
 // Calls to a manager's objects from any process: in the master through its service, in a worker
-// through the proxies it was given (the manager's upstream client, runtime/upstream_client.hpp), and the object handles that release an object when the last proxy goes.
+// through the proxies it was given (the manager's upstream client, runtime/services/upstream_client.hpp), and the object handles that release an object when the last proxy goes.
 #include "core/log.hpp"
 #include "core/message_limit.hpp"
 #include "fiber/manager.hpp"
 #include "primitives/manager/master.hpp"
 #include "primitives/manager/wire.hpp"
 #include "runtime/runtime.hpp"
-#include "runtime/upstream_client.hpp"
+#include "runtime/services/upstream_client.hpp"
 
 namespace fiber::detail {
 

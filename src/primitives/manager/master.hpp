@@ -17,7 +17,7 @@
 #include "fiber/detail/remote_object.hpp"
 #include "fiber/detail/unique_function.hpp"
 #include "runtime/runtime.hpp"
-#include "runtime/service_registry.hpp"
+#include "runtime/services/service_registry.hpp"
 
 namespace fiber::detail {
 class child_process;

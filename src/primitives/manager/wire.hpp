@@ -4,7 +4,7 @@
 //   call       caller -> master -> server   request = call id; frames: [object u64, method u64],
 //                                           then the encoded arguments (head, large frames)
 //   reply      server -> master -> caller   request = call id, aux = reply_status
-//                                           (runtime/service_reply.hpp); frames: the encoded
+//                                           (runtime/services/service_reply.hpp); frames: the encoded
 //                                           result, or a core/remote_failure
 //   stop       master -> server             exit
 // Every call goes through the master, which relays calls made in other processes (a proxy
@@ -20,7 +20,7 @@
 #include "fiber/detail/remote_object.hpp"
 #include "fiber/error.hpp"
 #include "runtime/protocol.hpp"
-#include "runtime/service_reply.hpp"
+#include "runtime/services/service_reply.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {

@@ -22,7 +22,7 @@
 #include "primitives/pool/task_queue.hpp"
 #include "primitives/pool/worker_directory.hpp"
 #include "primitives/pool/worker_set.hpp"
-#include "runtime/service_registry.hpp"
+#include "runtime/services/service_registry.hpp"
 
 namespace fiber::detail {
 struct hosted_at;

@@ -10,7 +10,7 @@
 #include "primitives/child_process.hpp"
 #include "primitives/ring/wire.hpp"
 #include "runtime/runtime.hpp"
-#include "runtime/service_reply.hpp"
+#include "runtime/services/service_reply.hpp"
 
 namespace fiber::detail {
 namespace {

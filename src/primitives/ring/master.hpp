@@ -16,7 +16,7 @@
 #include "fiber/detail/completion.hpp"
 #include "fiber/ring.hpp"
 #include "primitives/ring/rendezvous_store.hpp"
-#include "runtime/service_registry.hpp"
+#include "runtime/services/service_registry.hpp"
 
 namespace fiber::detail {
 class runtime;

@@ -1,12 +1,12 @@
 // A ring member's side: its calls to the master's rendezvous store, through the ring's upstream
-// client (runtime/upstream_client.hpp).
+// client (runtime/services/upstream_client.hpp).
 #include <cstring>
 
 #include "fiber/detail/completion.hpp"
 #include "fiber/ring.hpp"
 #include "primitives/ring/wire.hpp"
 #include "runtime/runtime.hpp"
-#include "runtime/upstream_client.hpp"
+#include "runtime/services/upstream_client.hpp"
 
 namespace fiber::detail {
 namespace {

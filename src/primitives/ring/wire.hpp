@@ -2,7 +2,7 @@
 //   set      member -> master  request, frames: key, value; reply: empty
 //   get      member -> master  request, aux = timeout in ms, frames: key; reply: value
 //   add      member -> master  request, frames: key, delta (i64); reply: the sum (i64)
-//   reply    master -> member  request, aux = reply_status (runtime/service_reply.hpp): the value,
+//   reply    master -> member  request, aux = reply_status (runtime/services/service_reply.hpp): the value,
 //                              or a core/remote_failure
 #pragma once
 #include <chrono>
