@@ -207,7 +207,7 @@ zmq::socket_t keyed_peer(zmq::context_t& z, fiber::context& ctx) {
   zmq::socket_t peer(z, zmq::socket_type::dealer);
   peer.set(zmq::sockopt::linger, 0);
   peer.set(zmq::sockopt::rcvtimeo, 30000);  // guard against a hang only
-  auto keys = fiber::detail::job_keys::from_worker_text(ctx.runtime()->master().worker_credentials());
+  auto keys = fiber::detail::job_keys::from_worker_text(ctx.runtime()->master().links().worker_credentials());
   fiber::detail::secure_as_client(peer, keys);
   peer.connect(ctx.endpoints().at(0));
   return peer;
@@ -348,7 +348,7 @@ TEST(security, malformed_frames_over_curve_are_reported_not_fatal) {
 TEST(security, curve_workers_run_when_encryption_is_always) {
   fiber::context ctx(fiber::config::load({{"encryption", "always"}}));
   check_job_works(ctx);
-  EXPECT_FALSE(fiber::detail::job_keys::from_worker_text(ctx.runtime()->master().worker_credentials()).plain);
+  EXPECT_FALSE(fiber::detail::job_keys::from_worker_text(ctx.runtime()->master().links().worker_credentials()).plain);
 }
 
 namespace {

@@ -94,7 +94,7 @@ void child_process::spawn() {
   check_message_size("the arguments of " + name_, call_.args.total_size(), rt.cfg().max_message_bytes,
                      "send large data through a queue or a pipe in pieces");
   auto endpoint = rt.master().listen();  // in a child: it becomes the master of its own (nested)
-  peer_ = std::to_string(master_side::new_peer());
+  peer_ = std::to_string(master_channels::new_peer());
   rt.master().attach_child(peer_, weak_from_this());
   auto spec = spec_for_needs(needs_, rt.cfg());  // cpu, memory, GPUs
   spec.name = name_;
@@ -114,10 +114,10 @@ void child_process::spawn() {
               {env_name, name_},
               {env_tree_name, tree_name_},
               {env_depth, std::to_string(rt.depth() + 1)}};
-  spec.secret = rt.master().worker_credentials();
+  spec.secret = rt.master().links().worker_credentials();
   nonce_ = random_token();
   spec.env.emplace_back(env_nonce, nonce_);
-  if (auto hub = rt.master().hub_name(); !hub.empty()) spec.env.emplace_back(env_hub, hub);  // its host's hub
+  if (auto hub = rt.master().links().hub_name(); !hub.empty()) spec.env.emplace_back(env_hub, hub);  // its host's hub
   auto& backend = rt.master().the_backend();
   backend.check_capacity(spec);  // a request no node can meet fails before anything starts
   child_ = backend.spawn(spec);
@@ -216,7 +216,7 @@ void child_process::on_hello(const std::string& text) {
       return;
     }
     // A nested master's child: its channel prefix, unique in the job, comes from the top master.
-    self->rt_->get(master_side::prefix_channel, std::nullopt,
+    self->rt_->get(master_channels::prefix_channel, std::nullopt,
                    [weak, welcome = std::move(welcome)](std::error_code ec, multipart answer, bool) mutable {
                      auto self = weak.lock();
                      if (!self || self->state_ != phase::running) return;

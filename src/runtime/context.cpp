@@ -64,7 +64,7 @@ std::string context::dashboard_url() const {
 
 std::vector<std::string> context::endpoints() const {
   std::vector<std::string> out;
-  rt_->run_sync([&] { out = rt_->master().endpoints(); });
+  rt_->run_sync([&] { if (auto& e = rt_->master().links().endpoint(); !e.empty()) out.push_back(e); });
   return out;
 }
 

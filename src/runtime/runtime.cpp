@@ -38,13 +38,13 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
       loop_(external, /*standby=*/true, std::chrono::microseconds(cfg_.wait_spin_us)) {
   keep_freed_memory(cfg_.malloc_keep_mb);
   master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, keys_, gets_, services_);
-  route_ = master_.get();
-  master_->record_with([this](record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d,
+  route_ = &master_->channels();
+  master_->reports().record_with([this](record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d,
                               std::string_view text) { record_child_event(k, name, c, d, text); });
-  master_->take_records_with([this](std::uint64_t sender, std::uint64_t now, std::string_view tree, std::string_view records) {
+  master_->reports().take_records_with([this](std::uint64_t sender, std::uint64_t now, std::string_view tree, std::string_view records) {
     take_record_batch(sender, now, tree, records);
   });
-  master_->take_pool_views_with([this](std::uint64_t pool, std::string_view tree, std::string_view state, bool ended) {
+  master_->reports().take_pool_views_with([this](std::uint64_t pool, std::string_view tree, std::string_view state, bool ended) {
     if (dashboard_) dashboard_->view().show_pool(pool, tree, state, ended);
   });
   // The tree's nested masters on a cluster backend start their children through this one.
@@ -290,9 +290,11 @@ void runtime::shutdown() noexcept {
   record_last_memory();  // what it held at its end, and at most
   shut_down_ = true;
   services_.shutdown_all();
-  if (master_ && worker_) master_->shutdown();  // nested: its children end with it
-  if (worker_) recorder_.close();  // its last records go up while the connection is there
-  route_->shutdown();
+  if (master_) master_->shutdown();  // its children end with it
+  if (worker_) {
+    recorder_.close();  // its last records go up while the connection is there
+    worker_->shutdown();
+  }
   recorder_.close();  // after the services: a pool's end is in the recording
   if (dashboard_) dashboard_->close();
   // A master in a Kubernetes pod, followed by `fiber run`: the recording goes to it before the

@@ -130,7 +130,7 @@ void pool_master::start() {
   check_open_files(workers_.target());
   try {
     rt_->master().listen();  // how children reach this master says whether they share its memory
-    courier_.in_host_memory(rt_->master().children_on_this_host());
+    courier_.in_host_memory(rt_->master().links().children_on_this_host());
   } catch (const std::exception&) {
     // No backend to listen for (an engine that does not answer): the workers' start says so.
   }

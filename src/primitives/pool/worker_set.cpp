@@ -353,7 +353,7 @@ void worker_set::schedule_probe() {
 }
 
 void worker_set::probe() {
-  bool by_state = !rt_.master().heartbeats();
+  bool by_state = !rt_.master().links().heartbeats();
   auto now = std::chrono::steady_clock::now();
   auto patience = std::chrono::milliseconds(rt_.cfg().heartbeat_timeout_ms);
   for (auto& [rid, w] : workers_) {

@@ -13,7 +13,7 @@ enum class relay : std::uint8_t {
   here,         // this master's, nested or not (a child's hello and done, a probe)
   as_is,        // up unchanged, under a header of its own kind and aux (recorder events, views)
   channel_put,  // to the channel's owner above (upstream_client::put)
-  channel_get,  // a read of a channel above, answered back down (master_side::forward_get)
+  channel_get,  // a read of a channel above, answered back down (runtime/nested/upward_relay)
   cancel_get,   // withdraws such a read
   maker_gone,   // the channels of a child of this master ended with it
 };

@@ -1,0 +1,107 @@
+// How a master's children reach it, on this host's real sockets: the transport the config picks,
+// a child that proves itself heard under its routing id, a child the master does not expect kept
+// out, a message to a child that has no link an error, and nothing heard after close().
+#include "runtime/links/child_links.hpp"
+
+#include <gtest/gtest.h>
+
+#include <asio/io_context.hpp>
+#include <future>
+
+#include "fiber/error.hpp"
+#include "runtime/links/direct_links.hpp"
+#include "runtime/protocol.hpp"
+
+using namespace fiber::detail;
+using namespace std::chrono_literals;
+
+namespace {
+struct links_fixture : ::testing::Test {
+  asio::io_context io;
+  zmq::context_t zctx;
+  fiber::config cfg;
+  std::string job_id = "linkstest";
+  job_keys keys = job_keys::generate();
+  std::vector<std::pair<std::string, header>> heard;
+  std::unique_ptr<backend> engine;
+  std::shared_ptr<child_links> links;
+
+  void make() {
+    engine = make_backend(io, cfg, job_id);
+    links = std::make_shared<child_links>(
+        io, zctx, cfg, job_id, keys,
+        [this](const std::string& peer, multipart&& m, std::size_t first) { heard.emplace_back(peer, *parse_header(m.at(first))); },
+        [](const std::string& id) { return id == "7"; });
+  }
+  /// Runs the loop until `done`, at most a minute (against a hang, not as a measurement).
+  template <class F>
+  bool run_until(F done) {
+    auto end = std::chrono::steady_clock::now() + 60s;
+    while (!done() && std::chrono::steady_clock::now() < end) io.run_one_for(100ms);
+    return done();
+  }
+  /// A child's link, connected on a thread of its own while this loop runs.
+  std::shared_ptr<stream_link> connect(asio::io_context& child_io, const std::string& id) {
+    auto f = std::async(std::launch::async, [&] { return connect_direct_link(child_io, links->endpoint(), id, keys.password); });
+    run_until([&] { return f.wait_for(0s) == std::future_status::ready; });
+    return f.get();
+  }
+};
+
+TEST_F(links_fixture, on_this_host_children_link_directly_and_are_heard_under_their_routing_id) {
+  make();
+  auto& endpoint = links->listen(*engine);
+  EXPECT_TRUE(endpoint.starts_with(direct_scheme)) << endpoint;
+  EXPECT_TRUE(links->children_on_this_host());
+  EXPECT_FALSE(links->heartbeats()) << "a unix socket's child is watched through its pidfd";
+  EXPECT_EQ(links->worker_credentials(), keys.for_worker(/*plain=*/true)) << "a local child gets the password only";
+  asio::io_context child_io;
+  auto child = connect(child_io, "7");
+  child->send(make_message(kind::hello, {}, "{}"));
+  ASSERT_TRUE(run_until([&] { return !heard.empty(); }));
+  EXPECT_EQ(heard[0].first, "7");
+  EXPECT_EQ(heard[0].second.type, kind::hello);
+  EXPECT_FALSE(links->send("7", make_message(kind::welcome, {})));
+  EXPECT_TRUE(links->send("8", make_message(kind::welcome, {}))) << "no link, and the error says so";
+}
+
+TEST_F(links_fixture, a_child_the_master_does_not_expect_is_not_heard) {
+  make();
+  links->listen(*engine);
+  asio::io_context child_io;
+  std::shared_ptr<stream_link> stranger;
+  try {
+    stranger = connect(child_io, "9");
+    stranger->send(make_message(kind::hello, {}, "{}"));
+  } catch (const std::exception&) {
+  }
+  auto child = connect(child_io, "7");  // heard after the stranger's attempt, on the same loop
+  child->send(make_message(kind::done, {}));
+  ASSERT_TRUE(run_until([&] { return !heard.empty(); }));
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0].first, "7");
+}
+
+TEST_F(links_fixture, zeromq_on_this_host_is_an_ipc_router_without_heartbeats) {
+  cfg.local_transport = "zeromq";
+  make();
+  auto& endpoint = links->listen(*engine);
+  EXPECT_TRUE(endpoint.starts_with("ipc://")) << endpoint;
+  EXPECT_TRUE(links->children_on_this_host());
+  EXPECT_FALSE(links->heartbeats());
+  EXPECT_TRUE(links->hub_name().empty());
+}
+
+TEST_F(links_fixture, after_close_nothing_listens_and_nothing_is_sent) {
+  make();
+  links->close();
+  try {
+    links->listen(*engine);
+    FAIL() << "listened after close";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(fiber::errc::closed));
+  }
+  EXPECT_TRUE(links->send("7", make_message(kind::welcome, {})));
+}
+
+}  // namespace
