@@ -10,7 +10,7 @@ namespace fiber::detail {
 std::uint64_t new_channel_id(runtime& rt) { return rt.new_channel_id(); }
 
 void channel_release(runtime& rt, std::uint64_t channel) noexcept {
-  if (rt.in_loop_thread()) {
+  if (rt.loop().in_loop_thread()) {
     rt.release(channel);
     return;
   }

@@ -65,13 +65,13 @@ void child_process::start(started_handler& done) {
   on_started_ = std::move(done);
   rt_->master().track_job(child_);
   pid_ = child_->pid();
-  rt_->record_child_event(record_kind::process_start, tree_name_, static_cast<std::uint64_t>(pid_.load()));
+  rt_->observer().record_child_event(record_kind::process_start, tree_name_, static_cast<std::uint64_t>(pid_.load()));
   child_->on_exit([weak = weak_from_this()](int code) {
     if (auto self = weak.lock()) self->on_exit(code);
   });
   // In the run's recording: why the engine holds it back (a Slurm queue, a pod not scheduled).
   child_->on_pending([weak = weak_from_this()](const std::string& why) {
-    if (auto self = weak.lock()) self->rt_->record_child_event(record_kind::process_pending, self->tree_name_, 0, 0, why);
+    if (auto self = weak.lock()) self->rt_->observer().record_child_event(record_kind::process_pending, self->tree_name_, 0, 0, why);
   });
   // The handshake deadline counts from when the child runs: a scheduler's queue wait is not the
   // child's fault (a backend that queues fails a hopeless wait itself).
@@ -80,7 +80,7 @@ void child_process::start(started_handler& done) {
     if (!self) return;
     self->arm_start_deadline();
     // What it asked for and where its engine put it, in the run's recording.
-    self->rt_->record_child_event(record_kind::resources, self->tree_name_, static_cast<std::uint64_t>(asked.cpu),
+    self->rt_->observer().record_child_event(record_kind::resources, self->tree_name_, static_cast<std::uint64_t>(asked.cpu),
                                   resources_of(static_cast<std::uint64_t>(std::max(asked.memory_mb, 0)),
                                                static_cast<std::uint64_t>(std::max(asked.gpu, 0))),
                                   self->child_->placement());
@@ -282,7 +282,7 @@ void child_process::finish() {
   if (kill_timer_) kill_timer_->cancel();
   state_ = phase::ended;
   // d: 1 when it raised (text: what), 2 when fiber ended it (text: why).
-  rt_->record_child_event(record_kind::process_end, tree_name_,
+  rt_->observer().record_child_event(record_kind::process_end, tree_name_,
                           static_cast<std::uint64_t>(static_cast<std::int64_t>(exit_code_.load())),
                           raised_ ? 1 : ended_by_.empty() ? 0 : 2,
                           raised_ ? std::string_view(raised_->what()) : std::string_view(ended_by_));
@@ -321,9 +321,9 @@ void child_process::kill_now(std::string why) noexcept {
   if (!child_ || state() == phase::ended || state() == phase::created) return;
   // A child killed here never records its last memory: on this host its master reads it first,
   // so that the run's trace still shows what the child held.
-  if (rt_->recorder().on() && rt_->cfg().backend == "local" && pid_.load() > 0) {
+  if (rt_->observer().recorder().on() && rt_->cfg().backend == "local" && pid_.load() > 0) {
     auto m = process_memory(pid_.load());
-    if (m.peak) rt_->record_child_event(record_kind::memory, tree_name_, m.resident, m.peak);
+    if (m.peak) rt_->observer().record_child_event(record_kind::memory, tree_name_, m.resident, m.peak);
   }
   ended_by_ = std::move(why);
   child_->kill_and_reap();

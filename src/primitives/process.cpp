@@ -50,16 +50,16 @@ process::~process() {
   try {
     if (daemon_) {
       detail::logf(log_level::warn, "daemon process ", p->name(), " was still running when its process object was destroyed: killed");
-      p->rt()->run_sync([p] { p->kill_now(); });
+      p->rt()->loop().run_sync([p] { p->kill_now(); });
       return;
     }
     // As multiprocessing: a non-daemon child runs on, and its context waits for it at its end.
-    p->rt()->run_sync([p] {
+    p->rt()->loop().run_sync([p] {
       auto& rt = *p->rt();
       if (!p->is_alive() || rt.is_shut_down()) return;
-      auto id = rt.hold_until_end(p, p->name());
+      auto id = rt.holds().hold(p, p->name());
       p->when_ended([weak = std::weak_ptr<detail::runtime>(p->rt()), id] {
-        if (auto r = weak.lock()) r->let_go(id);
+        if (auto r = weak.lock()) r->holds().let_go(id);
       });
     });
   } catch (const std::exception& e) {
@@ -118,7 +118,7 @@ process_info current_process() { return {detail::process_name(), static_cast<int
 std::vector<int> active_children() {
   auto rt = context::default_context().runtime();
   std::vector<int> pids;
-  rt->run_sync([&] { pids = rt->master().live_pids(); });
+  rt->loop().run_sync([&] { pids = rt->master().live_pids(); });
   return pids;
 }
 

@@ -45,7 +45,7 @@ context::context(std::shared_ptr<detail::runtime> rt) noexcept : rt_(std::move(r
 context::~context() {
   // Non-daemon processes whose objects went are waited for, as multiprocessing waits for its
   // non-daemon children at exit; stop() then ends what is left.
-  if (rt_ && rt_->is_master()) rt_->wait_for_held();
+  if (rt_ && rt_->is_master() && !rt_->is_shut_down()) rt_->holds().wait();
   stop();
 }
 
@@ -54,17 +54,17 @@ void context::stop() noexcept {
 }
 
 const fiber::config& context::config() const noexcept { return rt_->cfg(); }
-asio::any_io_executor context::get_executor() const noexcept { return rt_->executor(); }
+asio::any_io_executor context::get_executor() const noexcept { return rt_->loop().executor(); }
 const std::string& context::job_id() const noexcept { return rt_->job_id(); }
 
 std::string context::dashboard_url() const {
-  auto* d = rt_->run_dashboard();
+  auto* d = rt_->observer().run_dashboard();
   return d ? d->url() : std::string();
 }
 
 std::vector<std::string> context::endpoints() const {
   std::vector<std::string> out;
-  rt_->run_sync([&] { if (auto& e = rt_->master().links().endpoint(); !e.empty()) out.push_back(e); });
+  rt_->loop().run_sync([&] { if (auto& e = rt_->master().links().endpoint(); !e.empty()) out.push_back(e); });
   return out;
 }
 

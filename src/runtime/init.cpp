@@ -85,9 +85,9 @@ multipart await_welcome(runtime& rt) {
   multipart answer;
   rt.worker().on_first_message([&](std::error_code, multipart parts) {
     answer = std::move(parts);
-    rt.notify_done(answered);
+    rt.loop().notify_done(answered);
   });
-  rt.wait_until(answered);
+  rt.loop().wait_until(answered);
   return answer;
 }
 
@@ -135,13 +135,13 @@ std::optional<remote_failure> run_target(const multipart& answer) {
 int report_end(std::shared_ptr<runtime> rt, const std::optional<remote_failure>& failure) {
   // Children it started and let go of without join() (non-daemon), as the master waits for its
   // own; then stop() below ends whatever it started that is still running.
-  rt->wait_for_held();
+  if (!rt->is_shut_down()) rt->holds().wait();
   if (failure) log(log_level::error, "target raised " + failure->type + ": " + failure->message);
   auto detail = failure ? failure->encode() : std::string();
   // What it recorded (its pools, its collectives) reaches the top master before its end does.
-  rt->run_sync([&] {
-    rt->record_last_memory();
-    rt->recorder().flush();
+  rt->loop().run_sync([&] {
+    rt->observer().record_last_memory();
+    rt->observer().recorder().flush();
   });
   rt->worker().send_upstream(make_message(kind::done, {.aux = failure ? 1u : 0u}, detail));
   std::fflush(nullptr);

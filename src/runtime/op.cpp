@@ -7,12 +7,12 @@
 
 namespace fiber::detail {
 
-asio::any_io_executor executor_of(runtime& rt) noexcept { return rt.executor(); }
-bool in_loop_thread(runtime& rt) noexcept { return rt.in_loop_thread(); }
-void wait_until(runtime& rt, const std::atomic<bool>& done) { rt.wait_until(done); }
-void notify_done(runtime& rt, std::atomic<bool>& done) noexcept { rt.notify_done(done); }
+asio::any_io_executor executor_of(runtime& rt) noexcept { return rt.loop().executor(); }
+bool in_loop_thread(runtime& rt) noexcept { return rt.loop().in_loop_thread(); }
+void wait_until(runtime& rt, const std::atomic<bool>& done) { rt.loop().wait_until(done); }
+void notify_done(runtime& rt, std::atomic<bool>& done) noexcept { rt.loop().notify_done(done); }
 void wait_until_started(runtime& rt, unique_function<void()> start, const std::atomic<bool>& done) {
-  rt.drive(std::move(start), done);
+  rt.loop().drive(std::move(start), done);
 }
 
 void report_dropped_op(const char* made_by) noexcept {

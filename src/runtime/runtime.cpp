@@ -1,4 +1,5 @@
 #include "runtime/runtime.hpp"
+
 #include "core/build_id.hpp"
 #include "core/token_file.hpp"
 #include "core/malloc_tuning.hpp"
@@ -40,26 +41,20 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
   master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, keys_, gets_, services_);
   route_ = &master_->channels();
   master_->reports().record_with([this](record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d,
-                              std::string_view text) { record_child_event(k, name, c, d, text); });
-  master_->reports().take_records_with([this](std::uint64_t sender, std::uint64_t now, std::string_view tree, std::string_view records) {
-    take_record_batch(sender, now, tree, records);
+                                        std::string_view text) { observer_.record_child_event(k, name, c, d, text); });
+  master_->reports().take_records_with([this](std::uint64_t sender, std::uint64_t now, std::string_view tree,
+                                              std::string_view records) {
+    observer_.take_record_batch(sender, now, tree, records);
   });
   master_->reports().take_pool_views_with([this](std::uint64_t pool, std::string_view tree, std::string_view state, bool ended) {
-    if (dashboard_) dashboard_->view().show_pool(pool, tree, state, ended);
+    if (auto* d = observer_.run_dashboard()) d->view().show_pool(pool, tree, state, ended);
   });
   // The tree's nested masters on a cluster backend start their children through this one.
   services_.keep<spawn_host>(spawn_wire::service_id, [&] {
     return std::make_shared<spawn_host>(
         *master_, spawn_limits{cfg_.executable.empty() ? executable_path() : cfg_.executable, cfg_.max_depth});
   });
-  recorder_.open(cfg_, job_id_);
-  loop_.run_or_post([this] { sample_memory_every(); });
-  if (cfg_.dashboard) {
-    dashboard_ = std::make_unique<dashboard>(loop_.io(), cfg_, dashboard_view(job_id_, program_name(), cfg_.backend));
-    std::fprintf(stderr, "fiber: dashboard of run %s at %s\n", job_id_.c_str(), dashboard_->printed_url().c_str());
-    // Not run_soon: this runtime has no shared_ptr of its own yet.
-    loop_.run_or_post([d = dashboard_.get()] { d->start(); });
-  }
+  observer_.open_top(job_id_);
 }
 
 runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::string master_endpoint, std::string token)
@@ -72,15 +67,7 @@ runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::stri
   // What this process records (the pools it runs as a master of its own) goes to the top master,
   // which keeps the run's one recording.
   const char* tree = std::getenv(env_tree_name);
-  recorder_.open_relay(cfg_, [this, tree = std::string(tree ? tree : "")](std::string_view records, std::uint64_t now) {
-    auto m = std::make_shared<multipart>(make_message(kind::record_batch, {}, as_pod(channel_prefix_ >> 32), as_pod(now),
-                                                      tree, records));
-    if (loop_.this_thread_drives()) return worker_->send_upstream(std::move(*m));
-    asio::post(loop_.io(), [this, m] {
-      if (!shut_down_) worker_->send_upstream(std::move(*m));
-    });
-  });
-  loop_.run_or_post([this] { sample_memory_every(); });
+  observer_.open_relay(*worker_, channel_prefix_, tree ? tree : "");
 }
 
 runtime::~runtime() { stop(); }
@@ -92,36 +79,8 @@ void runtime::stop() noexcept {
   zctx_.close();
 }
 
-std::uint64_t runtime::hold_until_end(std::shared_ptr<void> what, std::string name) {
-  auto id = ++next_held_;
-  held_.emplace(id, std::make_pair(std::move(what), std::move(name)));
-  none_held_ = false;
-  return id;
-}
 
-void runtime::let_go(std::uint64_t id) {
-  held_.erase(id);
-  if (held_.empty()) notify_done(none_held_);
-}
 
-void runtime::wait_for_held() {
-  if (none_held_ || shut_down_) return;
-  if (!owns_loop() || in_loop_thread()) {
-    // A caller's io_context runs only when its owner runs it, and the loop's own thread cannot
-    // wait for itself: what is held ends with the context instead.
-    return;
-  }
-  std::string names;
-  run_sync([&] {
-    for (auto& [id, held] : held_) names += (names.empty() ? "" : ", ") + held.second;
-  });
-  if (names.empty()) return;
-  // A warning, so that a program that does not exit says why (a child blocked for ever).
-  logf(log_level::warn, "waiting for process(es) ", names,
-       " to end before the context ends, as multiprocessing waits for non-daemon children "
-       "(join() them, or set_daemon(true) to have them killed instead)");
-  wait_until(none_held_);
-}
 
 void runtime::run_soon(unique_function<void()> f) {
   if (shut_down_) return;
@@ -144,6 +103,7 @@ master_side& runtime::master() {
   subtree_keys_ = job_keys::generate();
   master_ = std::make_shared<master_side>(loop_.io(), zctx_, cfg_, job_id_, subtree_keys_, gets_, services_);
   master_->forward_channels_to(worker_.get());
+  observer_.became_nested_master();
   worker_->pass_replies_to([m = master_.get()](const header& h, multipart& payload) { return m->pass_reply_down(h, payload); });
   if (cfg_.backend != "local") {
     // A container, a pod or a Slurm job reaches no engine: the top master starts this process's
@@ -160,99 +120,11 @@ master_side& runtime::master() {
   return *master_;
 }
 
-void runtime::record_child_event(record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d,
-                                 std::string_view text) {
-  if (!worker_) {
-    if (recorder_.on()) recorder_.record(k, recorder_.name(name), 0, c, d, text);
-    if (dashboard_) dashboard_->view().on_process(k, name, c, d, text);
-    return;
-  }
-  if ((!cfg_.record && !cfg_.dashboard) || shut_down_) return;  // the top master has no use for it
-  worker_->send_upstream(make_message(kind::record, {.aux = static_cast<std::uint32_t>(k)}, name, as_pod(c), as_pod(d), text));
-}
 
-void runtime::show_pool_upstream(std::uint64_t pool, std::string_view state, bool ended) {
-  if (!shows_pools_upstream() || shut_down_) return;
-  const char* tree = std::getenv(env_tree_name);
-  auto m = std::make_shared<multipart>(make_message(kind::pool_view, {.aux = ended ? 1u : 0u}, as_pod(pool),
-                                                    std::string_view(tree ? tree : ""), state));
-  if (loop_.this_thread_drives()) return worker_->send_upstream(std::move(*m));
-  asio::post(loop_.io(), [this, m] {
-    if (!shut_down_) worker_->send_upstream(std::move(*m));
-  });
-}
 
-void runtime::record_memory() {
-  if (!recorder_.on()) return;
-  auto m = this_process_memory();
-  // A child is named by the top master (its place in the tree); the master by this.
-  recorder_.record(record_kind::memory, recorder_.name(worker_ ? "" : "master"), 0, m.resident, m.peak);
-}
 
-void runtime::record_last_memory() {
-  if (!last_memory_recorded_.exchange(true)) record_memory();
-}
 
-void runtime::sample_memory_every() {
-  // Not on a caller's io_context: a timer of fiber's that never ends would keep its run() from
-  // returning once the caller's own work is done. There, the memory is recorded at the end.
-  if (!recorder_.on() || cfg_.record_memory_ms <= 0 || shut_down_ || !loop_.owns_loop()) return;
-  if (!memory_timer_) memory_timer_ = std::make_unique<asio::steady_timer>(loop_.io());
-  memory_timer_->expires_after(std::chrono::milliseconds(cfg_.record_memory_ms));
-  // Cancelled by shutdown(): `this` is touched only when the wait ran out.
-  memory_timer_->async_wait([this](std::error_code ec) {
-    if (ec || shut_down_) return;
-    record_memory();
-    sample_memory_every();
-  });
-}
 
-void runtime::take_record_batch(std::uint64_t sender, std::uint64_t child_now, std::string_view tree,
-                                std::string_view records) {
-  if (!recorder_.on()) return;
-  // The child's names by its numbers; its pools under ids of their own (its prefix above theirs);
-  // its clock moved onto this one's (the batch's transit, well under a millisecond on one host,
-  // is the error).
-  auto& names = relayed_names_[sender];
-  auto offset = static_cast<std::int64_t>(recorder_.now_ns()) - static_cast<std::int64_t>(child_now);
-  auto in_tree = [&](std::string_view n) {
-    if (n.empty()) return std::string(tree);  // the child itself
-    return tree.empty() ? std::string(n) : std::string(tree) + "/" + std::string(n);
-  };
-  for (std::size_t at = 0; at + sizeof(flight_record) <= records.size();) {
-    flight_record r;
-    std::memcpy(&r, records.data() + at, sizeof r);
-    at += sizeof r;
-    if (at + r.text_size > records.size()) break;
-    auto text = records.substr(at, r.text_size);
-    at += r.text_size;
-    if (r.kind == record_kind::name) {
-      names[r.a] = recorder_.name(in_tree(text));
-      continue;
-    }
-    auto a = r.a;
-    auto b = r.b;
-    switch (r.kind) {
-      case record_kind::worker_up:
-      case record_kind::worker_down:
-      case record_kind::task_sent:
-      case record_kind::task_done:
-      case record_kind::task_lost:
-      case record_kind::task_timed_out: a = names[r.a]; [[fallthrough]];
-      case record_kind::pool_begin:
-      case record_kind::pool_end:
-      case record_kind::map_begin:
-      case record_kind::map_end: b = (sender << 32) | (r.b & 0xffffffffu); break;
-      case record_kind::collective:
-      case record_kind::manager_call:
-      case record_kind::memory: a = names[r.a]; break;
-      default: continue;  // a child's process events come one by one (record_child_event)
-    }
-    auto ns = std::max<std::int64_t>(0, static_cast<std::int64_t>(r.ns) + offset);
-    // A pool says in which process of the tree it runs.
-    recorder_.record_at(static_cast<std::uint64_t>(ns), r.kind, a, b, r.c, r.d, r.kind == record_kind::pool_begin ? tree : text);
-  }
-}
 
 worker_side& runtime::worker() {
   if (!worker_) throw error(errc::not_started, "this is the master: it has no master to talk to");
@@ -286,21 +158,19 @@ void runtime::release(std::uint64_t channel) noexcept { route_->release(channel)
 
 void runtime::shutdown() noexcept {
   if (shut_down_) return;
-  if (memory_timer_) memory_timer_->cancel();
-  record_last_memory();  // what it held at its end, and at most
+  observer_.ending();
   shut_down_ = true;
   services_.shutdown_all();
   if (master_) master_->shutdown();  // its children end with it
   if (worker_) {
-    recorder_.close();  // its last records go up while the connection is there
+    observer_.close_recording();  // its last records go up while the connection is there
     worker_->shutdown();
   }
-  recorder_.close();  // after the services: a pool's end is in the recording
-  if (dashboard_) dashboard_->close();
+  observer_.close();  // after the services: a pool's end is in the recording
   // A master in a Kubernetes pod, followed by `fiber run`: the recording goes to it before the
   // pod (and its files) can go.
-  if (auto token = token_in_file(env_record_handoff_file); !token.empty() && !worker_ && !recorder_.path().empty())
-    hand_off_recording(recorder_.path(), token, std::chrono::seconds(60), [](const handoff_offer& offer) {
+  if (auto token = token_in_file(env_record_handoff_file); !token.empty() && !worker_ && !observer_.recorder().path().empty())
+    hand_off_recording(observer_.recorder().path(), token, std::chrono::seconds(60), [](const handoff_offer& offer) {
       std::fprintf(stderr, "%s\n", handoff_line(offer).c_str());
       std::fflush(stderr);
     });

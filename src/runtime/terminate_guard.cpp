@@ -60,7 +60,7 @@ constexpr auto end_children_within = std::chrono::seconds(30);
       // stopped here; the others are stopped by a helper, so that a loop nobody drives now
       // cannot hold the abort for ever.
       std::erase_if(live, [](auto& rt) {
-        if (!rt->in_loop_thread()) return false;
+        if (!rt->loop().in_loop_thread()) return false;
         rt->stop();
         return true;
       });

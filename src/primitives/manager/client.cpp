@@ -34,9 +34,9 @@ std::shared_ptr<completion<message>> send_object_call(runtime& rt, const object_
 
 std::shared_ptr<completion<message>> send_object_call_now(runtime& rt, const object_ref& ref, std::uint64_t method,
                                                           writer& args) {
-  if (rt.in_loop_thread() || rt.owns_loop()) {
+  if (rt.loop().in_loop_thread() || rt.loop().owns_loop()) {
     std::shared_ptr<completion<message>> c;
-    rt.run_sync([&] { c = send_object_call(rt, ref, method, args); });
+    rt.loop().run_sync([&] { c = send_object_call(rt, ref, method, args); });
     return c;
   }
   // The caller's io_context, called from outside it: sent as soon as the loop runs.

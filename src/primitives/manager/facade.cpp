@@ -22,7 +22,7 @@ manager::~manager() {
   if (!core_) return;
   try {
     if (rt_->is_shut_down()) return;
-    if (rt_->in_loop_thread() || !rt_->owns_loop()) {
+    if (rt_->loop().in_loop_thread() || !rt_->loop().owns_loop()) {
       // Nobody may be running the caller's io_context now: ask, don't wait (context::stop()
       // kills a server that is still there).
       rt_->run_soon([core = core_] {
@@ -34,7 +34,7 @@ manager::~manager() {
       return;
     }
     (void)shutdown().get();
-    rt_->run_sync([core = core_] { core->detach(); });
+    rt_->loop().run_sync([core = core_] { core->detach(); });
   } catch (const std::exception& e) {
     detail::logf(log_level::error, "stopping a manager: ", e.what());
   }
@@ -48,7 +48,7 @@ op<void> manager::ready() {
 op<void> manager::shutdown() {
   auto c = std::make_shared<detail::completion<std::monostate>>();
   // At once, as multiprocessing's shutdown(): not only when the op is awaited.
-  rt_->run_sync([&, core = core_] { core->shutdown([c] { c->set_value({}); }); });
+  rt_->loop().run_sync([&, core = core_] { core->shutdown([c] { c->set_value({}); }); });
   return detail::completion_op(rt_, c);
 }
 

@@ -257,7 +257,7 @@ void manager_server_main(std::uint64_t manager_id) {
           throw error(errc::closed, "object " + std::to_string(object) + " of this manager was released: every proxy to it "
                                                                          "in the process that created it is gone");
         user_code = true;
-        sampled.emplace(rt->recorder(), since_recorded, rt->cfg().record_manager_calls, *it->second, object, method);
+        sampled.emplace(rt->observer().recorder(), since_recorded, rt->cfg().record_manager_calls, *it->second, object, method);
         if (!it->second->call(method, args, out, deferred_reply(manager_id, call))) continue;  // answered later
       }
     } catch (const error& e) {

@@ -85,22 +85,22 @@ void pool_master::watch_release(const shared_entry& e) {
   // When its last handle here goes, the workers that got it are told to let it go.
   e.on_release([weak = weak_from_this(), rt = std::weak_ptr<runtime>(rt_)](std::uint64_t id) {
     if (auto r = rt.lock())
-      asio::post(r->executor(), [weak, id] {
+      asio::post(r->loop().executor(), [weak, id] {
         if (auto self = weak.lock()) self->courier_.released(id);
       });
   });
 }
 
 pool_master::~pool_master() {
-  rt_->recorder().record(record_kind::pool_end, 0, id_);
+  rt_->observer().recorder().record(record_kind::pool_end, 0, id_);
   // Its last state, marked ended (the destructor may run off the loop, where describe() may not).
-  if (view_timer_) rt_->show_pool_upstream(id_, last_view_, /*ended=*/true);
+  if (view_timer_) rt_->observer().show_pool_upstream(id_, last_view_, /*ended=*/true);
 }
 
 void pool_master::show_upstream() {
   if (!view_timer_) return;
   last_view_ = boost::json::serialize(describe());
-  rt_->show_pool_upstream(id_, last_view_, false);
+  rt_->observer().show_pool_upstream(id_, last_view_, false);
 }
 
 void pool_master::show_upstream_every() {
@@ -135,13 +135,13 @@ void pool_master::start() {
     // No backend to listen for (an engine that does not answer): the workers' start says so.
   }
   tasks_.shared_limits(rt_->cfg().shared_cache_bytes, courier_.in_host_memory());
-  rt_->recorder().record(record_kind::pool_begin, static_cast<std::uint32_t>(workers_.target()), id_);
-  if (auto* board = rt_->run_dashboard()) {
+  rt_->observer().recorder().record(record_kind::pool_begin, static_cast<std::uint32_t>(workers_.target()), id_);
+  if (auto* board = rt_->observer().run_dashboard()) {
     board->view().add_pool(id_, [weak = weak_from_this()]() -> std::optional<boost::json::object> {
       if (auto self = weak.lock()) return self->describe();
       return std::nullopt;
     });
-  } else if (rt_->shows_pools_upstream()) {
+  } else if (rt_->observer().shows_pools_upstream()) {
     view_timer_ = std::make_unique<asio::steady_timer>(rt_->io());
     show_upstream_every();
   }
@@ -155,7 +155,7 @@ void pool_master::check_open() const {
 }
 
 void pool_master::on_loop(unique_function<void(pool_core&)> f) {
-  rt_->run_sync([&] { f(*this); });
+  rt_->loop().run_sync([&] { f(*this); });
 }
 
 void pool_master::terminate_soon() {
@@ -193,7 +193,7 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
   sub->retry_timed_out = call.retry_timed_out.value_or(options_.retry_timed_out);
   if (timeout.count()) deadlines_.use();
   sub->recorded_as = ++maps_;
-  rt_->recorder().record(record_kind::map_begin, 0, id_, sub->recorded_as, hint);
+  rt_->observer().recorder().record(record_kind::map_begin, 0, id_, sub->recorded_as, hint);
   tasks_.add(std::move(sub));
   total_hint_ += hint;
   progress_.start(rt_->io(), weak_from_this());
@@ -295,8 +295,8 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
   if (!w) return;  // a worker we already gave up on
   if (h.type == pool_kind::ready) {
     if (!w->recorded_as) {
-      w->recorded_as = rt_->recorder().name(w->proc->name());
-      rt_->recorder().record(record_kind::worker_up, w->recorded_as, id_, static_cast<std::uint64_t>(w->proc->pid()));
+      w->recorded_as = rt_->observer().recorder().name(w->proc->name());
+      rt_->observer().recorder().record(record_kind::worker_up, w->recorded_as, id_, static_cast<std::uint64_t>(w->proc->pid()));
     }
     if (!workers_.on_ready(*w, static_cast<int>(h.aux))) return;
     check_ready();
@@ -319,7 +319,7 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     }
     return;
   } else if (h.type == pool_kind::result) {
-    rt_->recorder().record(record_kind::task_done, w->recorded_as, id_, h.request, ran_us_of_result(h.aux) * 1000);
+    rt_->observer().recorder().record(record_kind::task_done, w->recorded_as, id_, h.request, ran_us_of_result(h.aux) * 1000);
     if (auto* t = tasks_.in_flight(h.request)) w->items_done += t->count();
     std::erase(w->tasks, h.request);
     if (w->tasks.empty()) w->holds_alone = false;
@@ -359,7 +359,7 @@ void pool_master::dispatch() {
       workers_.unreachable(*w, ec);
       continue;
     }
-    rt_->recorder().record(record_kind::task_sent, w->recorded_as, id_, t.id, task_sent_items(t.count(), t.sub->recorded_as));
+    rt_->observer().recorder().record(record_kind::task_sent, w->recorded_as, id_, t.id, task_sent_items(t.count(), t.sub->recorded_as));
     courier_.delivered(objects);
     --w->credit;
     w->tasks.push_back(t.id);
@@ -383,8 +383,8 @@ void pool_master::on_worker_ended(pool_worker&& w) {
     view_.note_failure(w.proc->name() + " ended (" + how_it_ended(w) + ") holding " + std::to_string(tasks_.items_in(w.tasks)) +
                  " item(s)");
   }
-  if (rt_->recorder().on()) {
-    auto& rec = rt_->recorder();
+  if (rt_->observer().recorder().on()) {
+    auto& rec = rt_->observer().recorder();
     if (!w.recorded_as) w.recorded_as = rec.name(w.proc->name());  // it never connected
     for (auto task : w.tasks) rec.record(record_kind::task_lost, w.recorded_as, id_, task);
     rec.record(record_kind::worker_down, w.recorded_as, id_, static_cast<std::uint64_t>(w.proc->exit_code().value_or(0)),
@@ -479,7 +479,7 @@ std::optional<std::chrono::steady_clock::time_point> pool_master::end_late_worke
     // The first task held is the one that ran too long; the others were prefetched behind it and
     // never started: they are lost with the worker (and run again), not timed out.
     for (std::size_t i = 0; i < w->tasks.size(); ++i)
-      rt_->recorder().record(i ? record_kind::task_lost : record_kind::task_timed_out, w->recorded_as, id_, w->tasks[i]);
+      rt_->observer().recorder().record(i ? record_kind::task_lost : record_kind::task_timed_out, w->recorded_as, id_, w->tasks[i]);
     view_.note_failure(w->proc->name() + " ran an item longer than its task_timeout and was killed");
     tasks_.on_timed_out(w->tasks, w->proc->name(), options_.max_attempts);
     w->tasks.clear();

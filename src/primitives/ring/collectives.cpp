@@ -24,7 +24,7 @@ namespace {
 class recorded_collective {
  public:
   recorded_collective(const char* what, std::size_t bytes)
-      : rec_(fiber::context::default_context().runtime()->recorder()), what_(what), bytes_(bytes),
+      : rec_(fiber::context::default_context().runtime()->observer().recorder()), what_(what), bytes_(bytes),
         exceptions_(std::uncaught_exceptions()) {
     if (rec_.on()) start_ = rec_.now_ns();
   }
