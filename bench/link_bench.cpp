@@ -11,7 +11,8 @@
 #include <future>
 #include <thread>
 
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_listener.hpp"
+#include "runtime/links/direct_connect.hpp"
 #include "transport/stream_link.hpp"
 
 using namespace fiber::detail;

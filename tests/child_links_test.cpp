@@ -9,7 +9,7 @@
 #include <future>
 
 #include "fiber/error.hpp"
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_connect.hpp"
 #include "runtime/protocol.hpp"
 
 using namespace fiber::detail;

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "hub_harness.hpp"
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_wire.hpp"
 #include "runtime/hubs/host_hub.hpp"
 #include "runtime/protocol.hpp"
 #include "transport/tls_session.hpp"

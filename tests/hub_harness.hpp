@@ -11,7 +11,8 @@
 
 #include "backend/backend.hpp"
 #include "fiber/config.hpp"
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_listener.hpp"
+#include "runtime/links/direct_connect.hpp"
 #include "runtime/hubs/host_hub.hpp"
 #include "transport/tls_session.hpp"
 

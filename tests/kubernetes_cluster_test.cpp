@@ -16,7 +16,7 @@
 #include <numeric>
 
 #include "kubernetes_support.hpp"
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_connect.hpp"
 #include "support.hpp"
 
 namespace {

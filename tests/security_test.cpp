@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_listener.hpp"
 #include "runtime/protocol.hpp"
 #include "runtime/runtime.hpp"
 #include "transport/message_frames.hpp"

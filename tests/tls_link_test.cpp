@@ -1,5 +1,5 @@
 // Direct links across a network: TLS 1.3 with the job's key over TCP (transport/tls_session,
-// runtime/links/direct_links' listen_tcp and connect_tls_link), the master closing a child's link that
+// runtime/links/direct_listener's listen_tcp and direct_connect's connect_tls_link), the master closing a child's link that
 // has gone silent, and the child's pulse (runtime/links/link_pulse) that keeps a busy child heard and
 // ends it when its master hangs up.
 #include <gtest/gtest.h>
@@ -9,7 +9,8 @@
 #include <thread>
 
 #include "fiber/error.hpp"
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_listener.hpp"
+#include "runtime/links/direct_connect.hpp"
 #include "runtime/links/link_pulse.hpp"
 #include "runtime/protocol.hpp"
 #include "transport/tls_session.hpp"
@@ -149,7 +150,7 @@ TEST(tls_link, a_child_with_another_key_is_refused) {
   asio::io_context child_io;
   auto f = std::async(std::launch::async, [&] { return connect_tls_link(child_io, m.address, "7", other_key, 10s, 10s); });
   m.run_until([&] { return f.wait_for(0s) == std::future_status::ready; });
-  EXPECT_THROW(f.get(), std::system_error);
+  EXPECT_THROW(f.get(), fiber::error);
   EXPECT_EQ(m.listener->send("7", message_of({"x"})), std::make_error_code(std::errc::host_unreachable));
 }
 

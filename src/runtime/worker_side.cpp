@@ -6,7 +6,7 @@
 #include "core/log.hpp"
 #include "core/worker_env.hpp"
 #include "fiber/error.hpp"
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_connect.hpp"
 #include "runtime/worker_exit.hpp"
 #include "runtime/links/link_pulse.hpp"
 #include "transport/master_watch.hpp"

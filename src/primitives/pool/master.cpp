@@ -69,7 +69,7 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
       options_(checked(std::move(options))),
       id_(rt_->new_channel_id()),  // unique among services too
       workers_(*rt_, id_, options_,
-               {.ended = [this](pool_worker&& w) { on_worker_ended(std::move(w)); },
+               {.ended = [this](const pool_worker& w) { on_worker_ended(w); },
                 .cannot_start =
                     [this](std::exception_ptr e) {
                       view_.note_failure("workers cannot start: " + what_of(e));
@@ -172,7 +172,7 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
     throw error(errc::config_error, "pool.with: task_timeout must be 0 (no limit) or more, got " +
                                         std::to_string(timeout.count()) + " ms");
   auto needs = find_meta(function_id);
-  if (!workers_.covers(needs)) workers_.check_capacity(needs);
+  if (!workers_.needs().covers(needs)) workers_.check_capacity(needs);
   // The workers could not start for the work before: they try again for this one.
   bool start_again = workers_.try_again();
   std::size_t grow_to = 0;
@@ -186,7 +186,7 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
     if (limit) chunksize = std::min(chunksize, limit);
     if (!hint) grow_to = limit ? limit : 1024;
   }
-  if (!workers_.covers(needs)) workers_.raise_needs(needs);
+  if (!workers_.needs().covers(needs)) workers_.raise_needs(needs);
   auto sub = std::make_shared<pool_submission>(pool_submission{function_id, chunksize, std::move(sink), call.retry, needs});
   sub->grow_to = grow_to;
   sub->timeout = timeout;
@@ -217,7 +217,7 @@ void pool_master::terminate() {
   show_upstream();  // its state at its end: the last the run's page gets
   deadlines_.cancel();
   rt_->services().remove(id_);
-  check_joined();
+  milestones_.check();
 }
 
 void pool_master::resize(int n) {
@@ -233,28 +233,22 @@ void pool_master::cancel(pool_sink& sink) {
   // A worker running one of them is killed (a C++ function cannot be stopped otherwise) and
   // replaced; what it held behind it goes back to the queue. One that only holds one of them
   // behind another runs it, and its result is dropped.
-  std::vector<pool_worker*> running;
-  workers_.for_each([&](pool_worker& w) {
+  std::vector<const pool_worker*> running;
+  workers_.for_each([&](const pool_worker& w) {
     if (!w.tasks.empty() && std::find(stopped.begin(), stopped.end(), w.tasks.front()) != stopped.end()) running.push_back(&w);
   });
   for (auto* w : running) {
-    std::deque<std::uint64_t> behind(w->tasks.begin() + 1, w->tasks.end());
+    auto held = workers_.take_tasks(*w);
+    std::deque<std::uint64_t> behind(held.begin() + 1, held.end());
     tasks_.put_back_held(behind);
-    w->tasks.clear();
     workers_.end_now(*w, "killed: the call it ran was cancelled");
   }
   dispatch();
 }
 
-void pool_master::when_joined(unique_function<void()> done) {
-  joined_waiters_.push_back(std::move(done));
-  check_joined();
-}
+void pool_master::when_joined(unique_function<void()> done) { milestones_.when_joined(std::move(done)); }
 
-void pool_master::when_ready(unique_function<void()> done) {
-  ready_waiters_.push_back(std::move(done));
-  check_ready();
-}
+void pool_master::when_ready(unique_function<void()> done) { milestones_.when_ready(std::move(done)); }
 
 pool_stats pool_master::stats() const {
   pool_stats s;
@@ -294,14 +288,15 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
   auto* w = workers_.find(peer);
   if (!w) return;  // a worker we already gave up on
   if (h.type == pool_kind::ready) {
-    if (!w->recorded_as) {
-      w->recorded_as = rt_->observer().recorder().name(w->proc->name());
-      rt_->observer().recorder().record(record_kind::worker_up, w->recorded_as, id_, static_cast<std::uint64_t>(w->proc->pid()));
+    auto name = w->recorded_as;
+    if (!name) {
+      name = rt_->observer().recorder().name(w->proc->name());
+      rt_->observer().recorder().record(record_kind::worker_up, name, id_, static_cast<std::uint64_t>(w->proc->pid()));
     }
-    if (!workers_.on_ready(*w, static_cast<int>(h.aux))) return;
-    check_ready();
+    if (!workers_.on_ready(*w, static_cast<int>(h.aux), name)) return;
+    milestones_.check();
   } else if (h.type == pool_kind::partial) {
-    w->items_done += h.aux;  // items reported one by one (a chunk resent after a death)
+    workers_.reported(*w, h.aux, timing_now());  // items reported one by one (a chunk resent after a death)
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload), false, h.aux);
     item_started(*w);
   } else if (h.type == pool_kind::hosted) {
@@ -320,13 +315,9 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     return;
   } else if (h.type == pool_kind::result) {
     rt_->observer().recorder().record(record_kind::task_done, w->recorded_as, id_, h.request, ran_us_of_result(h.aux) * 1000);
-    if (auto* t = tasks_.in_flight(h.request)) w->items_done += t->count();
-    std::erase(w->tasks, h.request);
-    if (w->tasks.empty()) w->holds_alone = false;
+    auto* t = tasks_.in_flight(h.request);
+    workers_.finished(*w, h.request, t ? t->count() : 0, credit_of_result(h.aux), timing_now());
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload));
-    w->credit += credit_of_result(h.aux);
-    workers_.offer(*w);
-    workers_.on_completed(*w);
     item_started(*w);
   }
   dispatch();
@@ -361,17 +352,15 @@ void pool_master::dispatch() {
     }
     rt_->observer().recorder().record(record_kind::task_sent, w->recorded_as, id_, t.id, task_sent_items(t.count(), t.sub->recorded_as));
     courier_.delivered(objects);
-    --w->credit;
-    w->tasks.push_back(t.id);
-    w->holds_alone = t.alone;
+    bool first = workers_.took(*w, t.id, t.alone, timing_now());
     tasks_.sent(std::move(t), w->rid);
-    if (w->tasks.size() == 1) item_started(*w);
+    if (first) item_started(*w);
     tasks_.feed(window, rt_->cfg().max_message_bytes);
   }
   maybe_stop_workers();
 }
 
-void pool_master::on_worker_ended(pool_worker&& w) {
+void pool_master::on_worker_ended(const pool_worker& w) {
   courier_.on_worker_ended(worker_directory::describe(w));
   bool lost = !w.leaving && !terminating_ && !rt_->is_shut_down();
   if (lost || (!w.tasks.empty() && !rt_->is_shut_down())) {
@@ -385,9 +374,9 @@ void pool_master::on_worker_ended(pool_worker&& w) {
   }
   if (rt_->observer().recorder().on()) {
     auto& rec = rt_->observer().recorder();
-    if (!w.recorded_as) w.recorded_as = rec.name(w.proc->name());  // it never connected
-    for (auto task : w.tasks) rec.record(record_kind::task_lost, w.recorded_as, id_, task);
-    rec.record(record_kind::worker_down, w.recorded_as, id_, static_cast<std::uint64_t>(w.proc->exit_code().value_or(0)),
+    auto name = w.recorded_as ? w.recorded_as : rec.name(w.proc->name());  // it never connected
+    for (auto task : w.tasks) rec.record(record_kind::task_lost, name, id_, task);
+    rec.record(record_kind::worker_down, name, id_, static_cast<std::uint64_t>(w.proc->exit_code().value_or(0)),
                lost ? 1 : 0, how_it_ended(w));
   }
   tasks_.on_worker_lost(w.tasks, {w.proc->name(), how_it_ended(w)}, options_.retry, options_.max_attempts);
@@ -395,41 +384,29 @@ void pool_master::on_worker_ended(pool_worker&& w) {
   // replacement finishes it; terminate() failed all work first, so it starts none.
   workers_.top_up(!terminating_ && !tasks_.drained());
   dispatch();
-  check_joined();
+  milestones_.check();
 }
 
 void pool_master::fail_all(std::exception_ptr e) {
   workers_.forget_tasks();
   tasks_.fail_all(e);
-  check_ready();
+  milestones_.check();
 }
 
 void pool_master::fail_uncovered(std::exception_ptr e) {
   // No task of theirs was ever sent: no worker covered them.
-  (void)tasks_.fail_where([this](const pool_submission& s) { return !workers_.covers(s.needs); }, e);
-  check_ready();
+  (void)tasks_.fail_where([this](const pool_submission& s) { return !workers_.needs().covers(s.needs); }, e);
+  milestones_.check();
   dispatch();
 }
 
 void pool_master::maybe_stop_workers() {
   if (!closed_ || !tasks_.drained()) return;
   workers_.retire_all();
-  check_joined();
+  milestones_.check();
 }
 
-void pool_master::check_joined() {
-  if (!closed_ || !workers_.empty()) return;
-  auto waiters = std::move(joined_waiters_);
-  joined_waiters_.clear();
-  for (auto& f : waiters) f();
-}
 
-void pool_master::check_ready() {
-  if (workers_.connected() < static_cast<std::size_t>(workers_.target()) && !workers_.failed() && !closed_) return;
-  auto waiters = std::move(ready_waiters_);
-  ready_waiters_.clear();
-  for (auto& f : waiters) f();
-}
 
 std::optional<progress_line::frame> pool_master::progress_frame() {
   if (rt_->is_shut_down()) return std::nullopt;
@@ -448,10 +425,13 @@ std::optional<progress_line::frame> pool_master::progress_frame() {
 
 namespace fiber::detail {
 
-void pool_master::item_started(pool_worker& w) {
-  if (!deadlines_.used()) return;
-  w.running_since = std::chrono::steady_clock::now();
-  deadlines_.watch(deadline_of(w));
+worker_set::maybe_now pool_master::timing_now() const {
+  if (!deadlines_.used()) return std::nullopt;
+  return std::chrono::steady_clock::now();
+}
+
+void pool_master::item_started(const pool_worker& w) {
+  if (deadlines_.used()) deadlines_.watch(deadline_of(w));
 }
 
 std::optional<std::chrono::steady_clock::time_point> pool_master::deadline_of(const pool_worker& w) const {
@@ -465,8 +445,8 @@ std::optional<std::chrono::steady_clock::time_point> pool_master::end_late_worke
   if (rt_->is_shut_down()) return std::nullopt;
   auto now = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> next;
-  std::vector<pool_worker*> late;
-  workers_.for_each([&](pool_worker& w) {
+  std::vector<const pool_worker*> late;
+  workers_.for_each([&](const pool_worker& w) {
     auto when = deadline_of(w);
     if (!when) return;
     if (*when <= now)
@@ -481,8 +461,7 @@ std::optional<std::chrono::steady_clock::time_point> pool_master::end_late_worke
     for (std::size_t i = 0; i < w->tasks.size(); ++i)
       rt_->observer().recorder().record(i ? record_kind::task_lost : record_kind::task_timed_out, w->recorded_as, id_, w->tasks[i]);
     view_.note_failure(w->proc->name() + " ran an item longer than its task_timeout and was killed");
-    tasks_.on_timed_out(w->tasks, w->proc->name(), options_.max_attempts);
-    w->tasks.clear();
+    tasks_.on_timed_out(workers_.take_tasks(*w), w->proc->name(), options_.max_attempts);
     workers_.end_now(*w, "killed: its item ran longer than task_timeout");
   }
   dispatch();

@@ -16,6 +16,7 @@
 
 #include "fiber/detail/pool_core.hpp"
 #include "primitives/pool/item_deadlines.hpp"
+#include "primitives/pool/milestones.hpp"
 #include "primitives/pool/pool_view.hpp"
 #include "primitives/pool/progress_line.hpp"
 #include "primitives/pool/shared_courier.hpp"
@@ -60,17 +61,17 @@ class pool_master final : public pool_core, public service, public std::enable_s
   void start();
   /// Sends queued tasks to workers with credit until either runs out.
   void dispatch();
-  void on_worker_ended(pool_worker&& w);
+  void on_worker_ended(const pool_worker& w);
   void fail_all(std::exception_ptr e);
   /// The work of the submissions the workers no longer cover fails with `e`.
   void fail_uncovered(std::exception_ptr e);
   /// After close(): once the work is done, the workers are told to leave.
   void maybe_stop_workers();
-  void check_joined();
-  void check_ready();
   std::optional<progress_line::frame> progress_frame();
-  /// `w` began running an item now (its first task went, or it reported the one before).
-  void item_started(pool_worker& w);
+  /// Now, where items are timed (a task_timeout was given), else nullopt.
+  worker_set::maybe_now timing_now() const;
+  /// `w`'s item started: its deadline is watched.
+  void item_started(const pool_worker& w);
   std::optional<std::chrono::steady_clock::time_point> deadline_of(const pool_worker& w) const;
   /// The deadlines' due: ends the workers whose item ran too long; returns the next deadline.
   std::optional<std::chrono::steady_clock::time_point> end_late_workers();
@@ -93,7 +94,11 @@ class pool_master final : public pool_core, public service, public std::enable_s
   std::size_t workers_lost_ = 0;
   std::uint64_t maps_ = 0;  // submissions so far: their number in the flight recorder
   std::size_t total_hint_ = 0;  // items submitted while the progress line is up
-  std::vector<unique_function<void()>> joined_waiters_, ready_waiters_;
+  milestones milestones_{
+      [this] {  // ready: its workers connected, or they cannot start, or it closed
+        return workers_.connected() >= static_cast<std::size_t>(workers_.target()) || workers_.failed() || closed_;
+      },
+      [this] { return closed_ && workers_.empty(); }};  // joined
   /// A nested master's pool on the run's dashboard: its state sent up every dashboard_interval_ms.
   void show_upstream_every();
   void show_upstream();

@@ -27,7 +27,7 @@ boost::json::object pool_view::describe(std::uint64_t id, std::string_view state
                   {"workers_started", s.workers_started}};
   boost::json::array listed;
   std::size_t total = 0;
-  workers.for_each([&](pool_worker& w) {
+  workers.for_each([&](const pool_worker& w) {
     if (++total > workers_listed) return;
     std::string_view what = !w.connected       ? "starting"
                             : w.leaving        ? "leaving"

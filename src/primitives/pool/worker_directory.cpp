@@ -17,7 +17,7 @@ std::optional<courier_worker> worker_directory::find(const std::string& rid) con
 
 bool worker_directory::has_mates(const courier_worker& w) const {
   bool mates = false;
-  workers_.for_each([&](pool_worker& o) {
+  workers_.for_each([&](const pool_worker& o) {
     mates = mates || (o.rid != w.rid && !o.leaving && o.proc->memory_domain() == w.domain);
   });
   return mates;

@@ -19,6 +19,8 @@ bool killed_from_outside(std::optional<int> exit_code) {
   return exit_code &&
          (*exit_code == -SIGKILL || *exit_code == -SIGTERM || *exit_code == -SIGINT || *exit_code == -SIGHUP);
 }
+/// Every worker is its set's own: the const its callers see is what keeps them from writing.
+pool_worker& own(const pool_worker& w) { return const_cast<pool_worker&>(w); }
 }  // namespace
 
 worker_set::worker_set(runtime& rt, std::uint64_t pool_id, const pool_options& options, events on)
@@ -27,13 +29,11 @@ worker_set::worker_set(runtime& rt, std::uint64_t pool_id, const pool_options& o
       options_(options),
       on_(std::move(on)),
       target_(*options.processes),
-      needs_(options.needs),
-      base_needs_(options.needs) {}
+      needs_(options.needs, rt.cfg()) {}
 
 void worker_set::start(std::weak_ptr<void> owner) {
   owner_ = std::move(owner);
-  probe_timer_ = std::make_unique<asio::steady_timer>(rt_.io());
-  schedule_probe();
+  probe_.start(owner_);
   top_up();
 }
 
@@ -46,7 +46,7 @@ void worker_set::kill_all() {
 }
 
 void worker_set::cancel_timers() noexcept {
-  if (probe_timer_) probe_timer_->cancel();
+  probe_.cancel();
 }
 
 void worker_set::top_up(bool work_left) {
@@ -78,13 +78,13 @@ void worker_set::resize(int target) {
 void worker_set::check_capacity(const meta& needs) const {
   // Asked before anything changes: work no node can run fails here, and the pool's workers go
   // on as they were.
-  auto spec = spec_for_needs(needs_.joined(needs), rt_.cfg());
+  auto spec = spec_for_needs(needs_.now().joined(needs), rt_.cfg());
   spec.name = "a worker of pool " + std::to_string(pool_id_);
   rt_.master().the_backend().check_capacity(spec);
 }
 
 void worker_set::raise_needs(const meta& needs) {
-  needs_ = needs_.joined(needs);
+  needs_.raise(needs);
   logf(log_level::info, "pool ", pool_id_, ": a function needs cpu=", needs.cpu, " memory_mb=", needs.memory_mb,
        " gpu=", needs.gpu, "; starting workers with that, each retiring one started with less once it connects");
   superseded_ = true;
@@ -98,18 +98,17 @@ bool worker_set::try_again() {
   return true;
 }
 
-pool_worker* worker_set::find(const std::string& rid) {
+const pool_worker* worker_set::find(const std::string& rid) const {
   auto it = workers_.find(rid);
   return it == workers_.end() ? nullptr : &it->second;
 }
 
-bool worker_set::on_ready(pool_worker& w, int credit) {
+bool worker_set::on_ready(const pool_worker& worker, int credit, std::uint32_t recorded_as) {
+  auto& w = own(worker);
   w.connected = true;
+  w.recorded_as = recorded_as;
   start_failures_ = 0;
-  if (superseded_ && !w.leaving && w.needs.covers(full(needs_))) {
-    base_needs_ = needs_;  // the raised needs can be met
-    retire_superseded();
-  }
+  if (superseded_ && !w.leaving && needs_.met_by(w.needs)) retire_superseded();  // the raised needs can be met
   if (w.leaving) {  // told to leave before it could be reached
     send_stop(w);
     return false;
@@ -120,7 +119,32 @@ bool worker_set::on_ready(pool_worker& w, int credit) {
   return true;
 }
 
-void worker_set::on_completed(pool_worker& w) {
+bool worker_set::took(const pool_worker& worker, std::uint64_t task, bool alone, maybe_now now) {
+  auto& w = own(worker);
+  --w.credit;
+  w.tasks.push_back(task);
+  w.holds_alone = alone;
+  if (w.tasks.size() != 1) return false;
+  if (now) w.running_since = *now;
+  return true;
+}
+
+std::deque<std::uint64_t> worker_set::take_tasks(const pool_worker& w) { return std::exchange(own(w).tasks, {}); }
+
+void worker_set::reported(const pool_worker& worker, std::uint64_t items, maybe_now now) {
+  auto& w = own(worker);
+  w.items_done += items;
+  if (now) w.running_since = *now;
+}
+
+void worker_set::finished(const pool_worker& worker, std::uint64_t task, std::uint64_t items, int credit, maybe_now now) {
+  auto& w = own(worker);
+  if (now) w.running_since = *now;
+  w.items_done += items;
+  std::erase(w.tasks, task);
+  if (w.tasks.empty()) w.holds_alone = false;
+  w.credit += credit;
+  offer(w);
   if (options_.maxtasksperchild && ++w.completed >= options_.maxtasksperchild) {
     w.leaving = true;  // it exits by itself now; its replacement can start at once
     top_up();
@@ -133,10 +157,10 @@ void worker_set::offer(pool_worker& w) {
   offered_.push_back(&w);
 }
 
-pool_worker* worker_set::least_loaded(const meta& function_needs, bool alone) {
+const pool_worker* worker_set::least_loaded(const meta& function_needs, bool alone) {
   // Only the workers offered since they last ran out of credit: a scan of every worker for every
   // task was half the master's time at 1,024 workers (envelope_bench).
-  auto needs = full(function_needs);
+  auto needs = needs_.full(function_needs);
   pool_worker* best = nullptr;
   for (std::size_t i = 0; i < offered_.size();) {
     auto& w = *offered_[i];
@@ -156,7 +180,8 @@ pool_worker* worker_set::least_loaded(const meta& function_needs, bool alone) {
   return best;
 }
 
-void worker_set::unreachable(pool_worker& w, std::error_code ec) {
+void worker_set::unreachable(const pool_worker& worker, std::error_code ec) {
+  auto& w = own(worker);
   w.credit = 0;
   if (w.leaving) return;
   // Stopped, or going: its end replaces it.
@@ -172,7 +197,8 @@ void worker_set::retire_all() {
     if (!w.leaving) retire(w);
 }
 
-void worker_set::end_now(pool_worker& w, std::string why) {
+void worker_set::end_now(const pool_worker& worker, std::string why) {
+  auto& w = own(worker);
   w.leaving = true;  // not lost: its end is the pool's doing
   w.credit = 0;
   w.why_ended = std::move(why);
@@ -193,21 +219,16 @@ std::size_t worker_set::connected() const {
       std::count_if(workers_.begin(), workers_.end(), [](auto& e) { return e.second.connected && !e.second.leaving; }));
 }
 
-meta worker_set::full(const meta& needs) const {
-  auto m = needs_with_defaults(needs, rt_.cfg());
-  if (m.memory_mb == 0) m.memory_mb = std::numeric_limits<int>::max();  // no limit covers any need
-  return m;
-}
 
 std::size_t worker_set::current() const {
-  auto has = full(needs_);
+  auto has = needs_.full_now();
   return static_cast<std::size_t>(
       std::count_if(workers_.begin(), workers_.end(), [&](auto& e) { return !e.second.leaving && e.second.needs.covers(has); }));
 }
 
 void worker_set::retire_superseded() {
   if (!superseded_) return;
-  auto has = full(needs_);
+  auto has = needs_.full_now();
   int serving = 0, left = 0;
   for (auto& [rid, w] : workers_)
     if (!w.leaving && (w.connected || !w.needs.covers(has))) ++serving;
@@ -255,9 +276,9 @@ bool worker_set::start_one() {
   auto proc = child_process::make(rt_.shared_from_this(), std::move(call));
   // The pool's number in this process (a child's ids carry its channel prefix in the high half).
   proc->set_name("PoolWorker-" + std::to_string(pool_id_ & 0xffffffffu) + "-" + std::to_string(++started_));
-  proc->set_needs(needs_);
+  proc->set_needs(needs_.now());
   proc->set_owned();
-  unique_function<void(std::error_code, std::string)> done = [owner = owner_, this, proc, needs = needs_](std::error_code ec,
+  unique_function<void(std::error_code, std::string)> done = [owner = owner_, this, proc, needs = needs_.now()](std::error_code ec,
                                                                                                        std::string what) {
     auto alive = owner.lock();
     if (!alive || !ec) return;
@@ -266,14 +287,14 @@ bool worker_set::start_one() {
   try {
     proc->start(done);
   } catch (const error& e) {
-    on_start_failed(needs_, e.code(), e.reason());
+    on_start_failed(needs_.now(), e.code(), e.reason());
     return false;
   }
   auto rid = proc->peer();
   pool_worker w;
   w.proc = proc;
   w.rid = rid;
-  w.needs = full(needs_);
+  w.needs = needs_.full_now();
   workers_.emplace(rid, std::move(w));
   proc->when_ended([owner = owner_, this, rid] {
     if (auto alive = owner.lock()) on_ended(rid);
@@ -286,7 +307,7 @@ void worker_set::on_start_failed(const meta& started_with, std::error_code ec, c
   if (killed_from_outside(exit_code)) return;  // on_ended starts its replacement
   // Started with other needs than new workers get now (raised since, or a raise refused since):
   // its failure says nothing about the next start.
-  if (!(started_with == needs_)) return;
+  if (!(started_with == needs_.now())) return;
   // A worker that cannot start (binary mismatch, missing executable, an error before its
   // handshake) will not start next time either: fail the work at hand instead of trying
   // forever. New work tries again (try_again). A request no node can meet is not met by the
@@ -296,14 +317,13 @@ void worker_set::on_start_failed(const meta& started_with, std::error_code ec, c
     logf(log_level::warn, "a pool worker could not start (", start_failures_, " in a row): ", what);
     return;
   }
-  if (!(needs_ == base_needs_)) {
+  if (needs_.pending()) {
     // Workers with raised needs cannot start (an engine without the GPU runtime says so only
     // at the container's start): the work that needed them fails, the others go on with the
     // workers they had, which were never retired for these.
     logf(log_level::warn, "pool ", pool_id_, ": workers with the raised needs cannot start (", what,
          "); the functions that need them fail, the pool keeps its workers");
-    auto refused = full(needs_);
-    needs_ = base_needs_;
+    auto refused = needs_.refuse();
     start_failures_ = 0;
     for (auto& [rid, w] : workers_)
       if (!w.leaving && !w.connected && w.needs == refused) {
@@ -324,7 +344,7 @@ void worker_set::on_ended(const std::string& rid) {
   if (it->second.offered) std::erase(offered_, &it->second);
   auto w = std::move(it->second);
   workers_.erase(it);
-  on_.ended(std::move(w));
+  on_.ended(w);
 }
 
 void worker_set::retire(pool_worker& w) {
@@ -334,53 +354,6 @@ void worker_set::retire(pool_worker& w) {
 
 void worker_set::send_stop(pool_worker& w) {
   rt_.master().send_to_child(w.rid, make_message(pool_kind::stop, {.channel = pool_id_}));
-}
-
-// A stopped worker (SIGSTOP) keeps its process but not its connection: ZeroMQ's heartbeat drops
-// it, and then a message to it cannot be routed. Probe every heartbeat interval the workers that
-// hold tasks; an idle one meets the same check when it is next sent a task (the master's
-// dispatch), so an idle pool sends nothing.
-void worker_set::schedule_probe() {
-  probe_timer_->expires_after(std::chrono::milliseconds(rt_.cfg().heartbeat_interval_ms));
-  probe_timer_->async_wait([owner = owner_, this](std::error_code ec) {
-    auto alive = owner.lock();
-    // After the context stopped nothing is left to watch, and a caller's io_context must be
-    // able to run out of work.
-    if (ec || !alive || rt_.is_shut_down()) return;
-    probe();
-    schedule_probe();
-  });
-}
-
-void worker_set::probe() {
-  bool by_state = !rt_.master().links().heartbeats();
-  auto now = std::chrono::steady_clock::now();
-  auto patience = std::chrono::milliseconds(rt_.cfg().heartbeat_timeout_ms);
-  for (auto& [rid, w] : workers_) {
-    if (!w.connected || w.tasks.empty()) {
-      w.stopped_since.reset();
-      continue;
-    }
-    if (by_state) {
-      // No heartbeats on this host's unix sockets: the kernel says whether it is stopped.
-      if (!w.proc->is_stopped()) {
-        w.stopped_since.reset();
-      } else if (!w.stopped_since) {
-        w.stopped_since = now;
-      } else if (now - *w.stopped_since >= patience) {
-        logf(log_level::warn, w.proc->name(), " has been stopped for heartbeat_timeout_ms holding tasks; killing it");
-        w.why_ended = "it stopped answering (stopped for heartbeat_timeout_ms)";
-        w.proc->signal(SIGKILL);
-      }
-      continue;
-    }
-    if (auto err = rt_.master().try_send_to_child(rid, make_message(kind::probe, {.channel = pool_id_}))) {
-      logf(log_level::warn, w.proc->name(), " lost its connection (", err.message(),
-           ") holding tasks: ending it as a lost worker");
-      w.why_ended = "it stopped answering";
-      w.proc->signal(SIGKILL);
-    }
-  }
 }
 
 }  // namespace fiber::detail

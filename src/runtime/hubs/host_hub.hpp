@@ -17,7 +17,8 @@
 #include <string>
 
 #include "fiber/detail/unique_function.hpp"
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_listener.hpp"
+#include "runtime/links/direct_connect.hpp"
 #include "runtime/hubs/hub_spawner.hpp"
 #include "runtime/hubs/hub_wire.hpp"
 #include "transport/stream_link.hpp"

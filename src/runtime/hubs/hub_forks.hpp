@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_listener.hpp"
 #include "runtime/hubs/hub_wire.hpp"
 
 namespace fiber::detail {

@@ -8,7 +8,7 @@
 #include "core/log.hpp"
 #include "fiber/config.hpp"
 #include "core/worker_env.hpp"
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_connect.hpp"
 #include "runtime/hubs/host_hub.hpp"
 #include "runtime/trust/job_security.hpp"
 #include "runtime/trust/worker_credentials.hpp"

@@ -6,7 +6,7 @@
 #include "fiber/error.hpp"
 #include "runtime/hubs/host_hubs.hpp"
 #include "runtime/hubs/hub_forks.hpp"
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_listener.hpp"
 #include "runtime/links/socket_options.hpp"
 
 namespace fiber::detail {

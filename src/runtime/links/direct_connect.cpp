@@ -1,5 +1,5 @@
 // A child's side of a direct link: to its master's unix socket, to its host's hub, or to its
-// master across a network over TLS (runtime/links/direct_links.hpp declares them).
+// master across a network over TLS (runtime/links/direct_connect.hpp declares them).
 #include <asio/connect.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/steady_timer.hpp>
@@ -8,7 +8,7 @@
 
 #include "core/log.hpp"
 #include "fiber/error.hpp"
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_connect.hpp"
 #include "runtime/links/direct_wire.hpp"
 #include "runtime/hubs/hub_wire.hpp"
 
@@ -35,7 +35,7 @@ std::shared_ptr<stream_link> connect_hub_link(asio::io_context& io, const std::s
     s.connect(abstract(name), ec);
     if (!ec) return greet_on(std::move(s), id, password);
     if (std::chrono::steady_clock::now() + pause >= deadline)
-      throw std::system_error(ec, "no host hub listens at @" + name + " on this host (after start_timeout_ms)");
+      throw error(ec, "no host hub listens at @" + name + " on this host (after start_timeout_ms)");
     std::this_thread::sleep_for(pause);  // the hub has not started yet
   }
 }
@@ -50,7 +50,7 @@ std::shared_ptr<stream_link> greet_on(asio::local::stream_protocol::socket s, co
   greeting.emplace_back(link_greeting.data(), link_greeting.size());
   greeting.emplace_back(id.data(), id.size());
   greeting.emplace_back(password.data(), password.size());
-  if (auto ec = link->send_blocking(greeting)) throw std::system_error(ec, "greeting the master over its unix socket");
+  if (auto ec = link->send_blocking(greeting)) throw error(ec, "greeting the master over its unix socket");
   return link;
 }
 }  // namespace
@@ -64,7 +64,7 @@ std::shared_ptr<stream_link> connect_tls_link(asio::io_context& io, const std::s
                                               std::chrono::milliseconds silence, link_role role) {
   auto where = std::string_view(endpoint).substr(tls_scheme.size());
   auto colon = where.rfind(':');
-  if (colon == std::string_view::npos) throw std::system_error(make_error_code(std::errc::invalid_argument), "no port in " + endpoint);
+  if (colon == std::string_view::npos) throw error(make_error_code(std::errc::invalid_argument), "no port in " + endpoint);
   std::string host(where.substr(0, colon)), port(where.substr(colon + 1));
   if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
   auto deadline = std::chrono::steady_clock::now() + patience;
@@ -76,7 +76,7 @@ std::shared_ptr<stream_link> connect_tls_link(asio::io_context& io, const std::s
     if (!ec) asio::connect(s, found, ec);
     if (!ec) break;
     if (std::chrono::steady_clock::now() + pause >= deadline)
-      throw std::system_error(ec, "connecting to the master at " + endpoint);
+      throw error(ec, "connecting to the master at " + endpoint);
     std::this_thread::sleep_for(pause);  // nothing listens yet (a pod's network comes up late)
   }
   s.set_option(asio::ip::tcp::no_delay(true));
@@ -90,21 +90,21 @@ std::shared_ptr<stream_link> connect_tls_link(asio::io_context& io, const std::s
     for (std::size_t sent = 0; sent < out.size();) {
       auto n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw std::system_error(errno, std::system_category(), "TLS handshake with the master");
+      if (n < 0) throw error(std::error_code(errno, std::system_category()), "TLS handshake with the master");
       sent += static_cast<std::size_t>(n);
     }
     if (step == tls_session::step::done) break;
     if (step == tls_session::step::failed)
-      throw std::system_error(make_error_code(std::errc::permission_denied), tls->failure());
+      throw error(make_error_code(std::errc::permission_denied), tls->failure());
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     pollfd p{fd, POLLIN, 0};
     if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) == 0)
-      throw std::system_error(make_error_code(std::errc::timed_out), "TLS handshake with the master at " + endpoint);
+      throw error(make_error_code(std::errc::timed_out), "TLS handshake with the master at " + endpoint);
     char buf[4096];
     auto n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
-      throw std::system_error(n == 0 ? make_error_code(std::errc::connection_reset) : std::error_code(errno, std::system_category()),
+      throw error(n == 0 ? make_error_code(std::errc::connection_reset) : std::error_code(errno, std::system_category()),
                               "TLS handshake with the master at " + endpoint + " (it closed the connection: does it hold this job's key?)");
     tls->feed(buf, static_cast<std::size_t>(n));
   }
@@ -118,7 +118,7 @@ std::shared_ptr<stream_link> connect_tls_link(asio::io_context& io, const std::s
   greeting.emplace_back(said.data(), said.size());
   greeting.emplace_back(id.data(), id.size());
   greeting.emplace_back();  // no password: the handshake proved the key
-  if (auto ec = link->send_blocking(greeting)) throw std::system_error(ec, "greeting the master over TLS");
+  if (auto ec = link->send_blocking(greeting)) throw error(ec, "greeting the master over TLS");
   return link;
 }
 

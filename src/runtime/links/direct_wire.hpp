@@ -1,5 +1,6 @@
-// What both sides of a direct link agree on (runtime/links/direct_links, the master's; runtime/
-// direct_connect, a child's): the greetings, their bound, the abstract address, the TCP tuning.
+// What both sides of a direct link agree on (runtime/links/direct_listener, the master's;
+// runtime/links/direct_connect, a child's): the endpoints' schemes, who greets, the greetings and
+// their bound, the abstract address, the TCP tuning.
 #pragma once
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,6 +14,15 @@
 #include <string_view>
 
 namespace fiber::detail {
+/// The endpoint scheme children see for a master's direct links: "unix:@<abstract name>".
+inline constexpr std::string_view direct_scheme = "unix:@";
+/// ... and across a network: "tls://<host>:<port>".
+inline constexpr std::string_view tls_scheme = "tls://";
+
+/// Who greets on a link: a child, or a host hub carrying its host's children's messages
+/// (runtime/hubs/hub_wire, runtime/hubs/host_hub).
+enum class link_role { child, hub };
+
 // A child's first message: this, its routing id, the job's password.
 inline constexpr std::string_view link_greeting = "fiber direct link 1";
 // ... and a host hub's (runtime/hubs/hub_wire).

@@ -1,4 +1,4 @@
-#include "runtime/links/direct_links.hpp"
+#include "runtime/links/direct_listener.hpp"
 
 #include <sys/ioctl.h>
 #include <sys/resource.h>

@@ -1,5 +1,6 @@
-// Direct links between a master and its children on this host (docs/design.md, "Direct
-// links"): one unix stream socket per child (transport/stream_link) instead of ZeroMQ, so a
+// The master's side of direct links (the child's: runtime/links/direct_connect; what both agree
+// on: runtime/links/direct_wire). Direct links between a master and its children on this host
+// (docs/design.md, "Direct links"): one unix stream socket per child (transport/stream_link) instead of ZeroMQ, so a
 // message costs one write and one wake-up each way and no I/O thread runs on either side. The
 // master listens on an abstract socket; a child connects and proves itself first with its
 // routing id and the job's password, and until then may send only that (a few hundred bytes).
@@ -24,18 +25,10 @@
 #include <vector>
 
 #include "fiber/detail/unique_function.hpp"
+#include "runtime/links/direct_wire.hpp"
 #include "transport/stream_link.hpp"
 
 namespace fiber::detail {
-
-/// The endpoint scheme children see for a master's direct links: "unix:@<abstract name>".
-inline constexpr std::string_view direct_scheme = "unix:@";
-/// ... and across a network: "tls://<host>:<port>".
-inline constexpr std::string_view tls_scheme = "tls://";
-
-/// Who greets on a link: a child, or a host hub carrying its host's children's messages
-/// (runtime/hubs/hub_wire, runtime/hubs/host_hub).
-enum class link_role { child, hub };
 
 /// The master's side: accepts children's links and routes their messages by routing id.
 class direct_listener : public std::enable_shared_from_this<direct_listener> {
@@ -135,23 +128,5 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   bool flood_reported_ = false;
   bool closed_ = false;
 };
-
-/// A child's side: connects to `endpoint` (direct_scheme) and proves itself as `id` with
-/// `password`. Throws std::system_error when the master cannot be reached.
-std::shared_ptr<stream_link> connect_direct_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
-                                                 const std::string& password);
-/// A child behind its host's hub (runtime/hubs/host_hub): connects to the abstract unix socket `name`,
-/// trying again until `patience` has passed while nothing listens there (the hub may start after
-/// the child), and proves itself as `id` with `password`. Throws std::system_error.
-std::shared_ptr<stream_link> connect_hub_link(asio::io_context& io, const std::string& name, const std::string& id,
-                                              const std::string& password, std::chrono::milliseconds patience);
-/// A child on another host: connects to `endpoint` (tls_scheme), trying again until `patience`
-/// has passed while nothing listens (a pod's network may come up after its process), proves
-/// `psk` in the handshake and itself as `id` (in `role`: a host hub greets as one). TCP is told to give up on a master that takes no
-/// bytes for `silence`. Throws std::system_error (timed_out: no connection, or no handshake, in
-/// time; permission_denied: the master does not hold the key).
-std::shared_ptr<stream_link> connect_tls_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
-                                              const tls_session::key& psk, std::chrono::milliseconds patience,
-                                              std::chrono::milliseconds silence, link_role role = link_role::child);
 
 }  // namespace fiber::detail
