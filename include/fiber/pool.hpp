@@ -28,23 +28,12 @@
 #include "fiber/detail/completion.hpp"
 #include "fiber/detail/pool_core.hpp"
 #include "fiber/detail/pool_sinks.hpp"
+#include "fiber/detail/pool_starter.hpp"
 #include "fiber/op.hpp"
 #include "fiber/pool_options.hpp"
 #include "fiber/registry.hpp"
 
 namespace fiber {
-namespace detail {
-/// What cancelling `c` (a pool call's completion) does: stops `sink`'s call. Weak, since the
-/// sink holds the completion. On fiber's loop thread.
-template <class C>
-void cancel_through(C& c, const std::shared_ptr<pool_core>& core, const std::shared_ptr<pool_sink>& sink) {
-  c.on_cancel = [core = std::weak_ptr<pool_core>(core), sink = std::weak_ptr<pool_sink>(sink)] {
-    auto k = core.lock();
-    auto s = sink.lock();
-    if (k && s) k->cancel(*s);
-  };
-}
-}  // namespace detail
 
 /// Results of imap/imap_unordered, one at a time: `next()` gives nullopt after the last one.
 /// A task that raised makes next() throw its remote_error at that position.
@@ -218,19 +207,20 @@ class pool {
   /// f(x) for every x of `xs`, results in input order. `xs` must outlive the operation.
   template <class R, class A, class Range>
   op<std::vector<detail::result_t<R>>> map(R (*f)(A), const Range& xs, std::size_t chunksize = 0) {
-    return run_map<detail::result_t<R>>(f, std::begin(xs), std::end(xs), detail::size_hint(xs), chunksize,
-                                        encode_one<A>());
+    return starter().template run_map<detail::result_t<R>>(f, std::begin(xs), std::end(xs), detail::size_hint(xs),
+                                                           chunksize, detail::encode_one<A>());
   }
   /// f(args...) for every tuple of arguments in `tuples`.
   template <class R, class... P, class Range>
   op<std::vector<detail::result_t<R>>> starmap(R (*f)(P...), const Range& tuples, std::size_t chunksize = 0) {
-    return run_map<detail::result_t<R>>(f, std::begin(tuples), std::end(tuples), detail::size_hint(tuples), chunksize,
-                                        [](writer& w, const auto& t) { encode_args<P...>(w, t); });
+    return starter().template run_map<detail::result_t<R>>(f, std::begin(tuples), std::end(tuples),
+                                                           detail::size_hint(tuples), chunksize,
+                                                           [](writer& w, const auto& t) { detail::encode_args<P...>(w, t); });
   }
   /// f(args...) in a worker.
   template <class R, class... P, class... A>
   op<detail::result_t<R>> apply(R (*f)(P...), A&&... args) {
-    return detail::deferred_op<detail::result_t<R>>(rt_, apply_starter<R, P...>(f, std::forward<A>(args)...));
+    return detail::deferred_op<detail::result_t<R>>(rt_, starter().template apply<R, P...>(f, std::forward<A>(args)...));
   }
 
   /// As map, but already submitted: the returned op may be awaited or waited for any time later.
@@ -238,8 +228,9 @@ class pool {
   template <class R, class A, class Range>
   op<std::vector<detail::result_t<R>>> map_async(R (*f)(A), const Range& xs, std::size_t chunksize = 0) {
     auto copy = std::make_shared<std::vector<std::decay_t<A>>>(std::begin(xs), std::end(xs));
-    auto c = submit_map<detail::result_t<R>>(f, copy->begin(), copy->end(), copy->size(), chunksize,
-                                             [copy, encode = encode_one<A>()](writer& w, const auto& x) { encode(w, x); });
+    auto c = starter().template submit_map<detail::result_t<R>>(
+        f, copy->begin(), copy->end(), copy->size(), chunksize,
+        [copy, encode = detail::encode_one<A>()](writer& w, const auto& x) { encode(w, x); });
     return detail::completion_op(rt_, c);
   }
   template <class R, class... P, class Range>
@@ -248,13 +239,13 @@ class pool {
     auto copy = std::make_shared<std::vector<args_t>>();
     for (const auto& t : tuples)
       copy->push_back(std::apply([](const auto&... a) { return args_t(a...); }, t));
-    auto c = submit_map<detail::result_t<R>>(f, copy->begin(), copy->end(), copy->size(), chunksize,
-                                             [copy](writer& w, const auto& t) { w.value(t); });
+    auto c = starter().template submit_map<detail::result_t<R>>(f, copy->begin(), copy->end(), copy->size(), chunksize,
+                                                                [copy](writer& w, const auto& t) { w.value(t); });
     return detail::completion_op(rt_, c);
   }
   template <class R, class... P, class... A>
   op<detail::result_t<R>> apply_async(R (*f)(P...), A&&... args) {
-    auto start = apply_starter<R, P...>(f, std::forward<A>(args)...);
+    auto start = starter().template apply<R, P...>(f, std::forward<A>(args)...);
     std::shared_ptr<detail::completion<detail::result_t<R>>> c;
     core_->on_loop([&](detail::pool_core&) { c = start(); });
     return detail::completion_op(rt_, c);
@@ -268,13 +259,13 @@ class pool {
   template <class R, class A, class Range>
   result_stream<detail::result_t<R>> imap(R (*f)(A), const Range& xs, std::size_t chunksize = 0) {
     return run_stream<detail::result_t<R>>(f, std::begin(xs), std::end(xs), detail::size_hint(xs), chunksize,
-                                           encode_one<A>(), true);
+                                           detail::encode_one<A>(), true);
   }
   /// Results in the order they arrive.
   template <class R, class A, class Range>
   result_stream<detail::result_t<R>> imap_unordered(R (*f)(A), const Range& xs, std::size_t chunksize = 0) {
     return run_stream<detail::result_t<R>>(f, std::begin(xs), std::end(xs), detail::size_hint(xs), chunksize,
-                                           encode_one<A>(), false);
+                                           detail::encode_one<A>(), false);
   }
   /// The largest chunk imap chooses by itself.
   static constexpr std::size_t stream_chunk_limit = 1024;
@@ -308,103 +299,13 @@ class pool {
     o.processes = processes;
     return o;
   }
-  /// Encodes one item as the argument tuple of a one-parameter function.
-  template <class A>
-  static auto encode_one() {
-    return [](writer& w, const auto& x) { encode_as<std::decay_t<A>>(w, x); };
-  }
-  /// One argument, as the parameter type T reads it (the wire of a tuple of arguments is its
-  /// elements, one after the other). A T is written as it is. A reference_wrapper to one
-  /// (std::cref(v)) is nothing copied per item: its large data (a vector's elements) travels
-  /// to each worker once per call, however many items and chunks hold it, as a fiber::shared
-  /// does; the call copies it once. Anything else is converted.
-  template <class T, class U>
-  static void encode_as(writer& w, const U& u) {
-    if constexpr (std::is_same_v<U, T>)
-      w.value(u);
-    else if constexpr (std::is_same_v<U, std::reference_wrapper<T>> || std::is_same_v<U, std::reference_wrapper<const T>>)
-      w.referenced([&] { w.value(u.get()); });
-    else
-      w.value(static_cast<T>(u));
-  }
-
-  /// The arguments of one starmap item: a tuple element that is a reference (a
-  /// tuple<const std::vector<double>&, int>) is written as a reference_wrapper is.
-  template <class... P, class Tuple>
-  static void encode_args(writer& w, const Tuple& t) {
-    static_assert(std::tuple_size_v<Tuple> == sizeof...(P),
-                  "fiber::pool::starmap: each item must hold one value for each parameter of the function");
-    if constexpr (std::tuple_size_v<Tuple> == sizeof...(P))
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (encode_element<std::decay_t<P>, std::tuple_element_t<I, Tuple>>(w, std::get<I>(t)), ...);
-      }(std::index_sequence_for<P...>{});
-  }
-  template <class T, class E, class U>
-  static void encode_element(writer& w, const U& u) {
-    if constexpr (std::is_lvalue_reference_v<E>)
-      w.referenced([&] { encode_as<T>(w, u); });
-    else
-      encode_as<T>(w, u);
-  }
-
-  template <class R, class... P, class... A>
-  auto apply_starter(R (*f)(P...), A&&... args) {
-    static_assert(sizeof...(P) == sizeof...(A), "fiber::pool::apply: wrong number of arguments for the function");
-    core_->check_open();
-    using T = detail::result_t<R>;
-    using args_t = std::tuple<std::decay_t<P>...>;
-    auto id = detail::require_registered(f).id;
-    // Shared, so that the start stays copyable (an op keeps one per way of waiting) while
-    // move-only arguments are moved, once, into the call that runs.
-    auto held = std::make_shared<args_t>(std::forward<A>(args)...);
-    return [core = core_, id, held, opts = call_options_]() {
-      auto c = std::make_shared<detail::completion<T>>();
-      auto sink = std::make_shared<detail::single_sink<T, args_t>>(std::move(*held), c);
-      detail::cancel_through(*c, core, sink);
-      core->submit(id, 1, 1, sink, opts);
-      return c;
-    };
-  }
-
-  template <class T, class F, class It, class Encode>
-  std::shared_ptr<detail::completion<std::vector<T>>> submit_map(F f, It first, It last, std::size_t hint,
-                                                                 std::size_t chunksize, Encode encode) {
-    core_->check_open();
-    auto id = detail::require_registered(f).id;
-    auto c = std::make_shared<detail::completion<std::vector<T>>>();
-    auto sink = std::make_shared<detail::map_sink<T, It, Encode>>(first, last, std::move(encode), c);
-    core_->on_loop([id, chunksize, hint, sink, c, core_ptr = core_, opts = call_options_](detail::pool_core& core) {
-      detail::cancel_through(*c, core_ptr, sink);
-      core.submit(id, chunksize, hint, sink, opts);
-    });
-    return c;
-  }
-
-  template <class T, class F, class It, class Encode>
-  op<std::vector<T>> run_map(F f, It first, It last, std::size_t hint, std::size_t chunksize, Encode encode) {
-    core_->check_open();
-    auto id = detail::require_registered(f).id;
-    return detail::deferred_op<std::vector<T>>(rt_, [core = core_, id, first, last, hint, chunksize, encode,
-                                                   opts = call_options_]() {
-      auto c = std::make_shared<detail::completion<std::vector<T>>>();
-      auto sink = std::make_shared<detail::map_sink<T, It, Encode>>(first, last, encode, c);
-      detail::cancel_through(*c, core, sink);
-      core->submit(id, chunksize, hint, sink, opts);
-      return c;
-    });
-  }
-
+  detail::pool_starter starter() const { return {rt_, core_, call_options_}; }
   template <class T, class F, class It, class Encode>
   result_stream<T> run_stream(F f, It first, It last, std::size_t hint, std::size_t chunksize, Encode encode,
                               bool ordered) {
-    core_->check_open();
-    auto id = detail::require_registered(f).id;
-    auto sink = std::make_shared<detail::stream_sink<T, It, Encode>>(
-        first, last, std::move(encode), ordered, stream_bound(chunksize ? chunksize : stream_chunk_limit),
-        stream_chunk_limit);
-    core_->on_loop([id, chunksize, hint, sink, opts = call_options_](detail::pool_core& core) {
-      core.submit(id, chunksize, hint, sink, opts);
-    });
+    auto sink = starter().template submit_stream<T>(f, first, last, hint, chunksize, std::move(encode), ordered,
+                                                    stream_bound(chunksize ? chunksize : stream_chunk_limit),
+                                                    stream_chunk_limit);
     return result_stream<T>(core_, sink, sink);
   }
   std::size_t stream_bound(std::size_t chunksize) const;

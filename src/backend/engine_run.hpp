@@ -27,6 +27,10 @@ class engine_run {
   // ---- the engine's own parts, as job's hooks of the same names say
   virtual void signal(int sig) noexcept = 0;
   virtual void kill_and_reap() noexcept = 0;
+  /// Its job is gone (engine_job's end): kill and reap, unless the run has a gentler way to let
+  /// go (one still waiting in a queue of fiber's own is dropped from it, unstarted).
+  virtual void forget() noexcept { kill_and_reap(); }
+  virtual std::string placement() const { return {}; }
   virtual bool never_fits() const noexcept { return false; }
   virtual void expect_exit() {}
   /// The child's own word for its pid; an engine whose pid is another namespace's ignores it.
@@ -102,17 +106,18 @@ class engine_run {
   std::string pending_said_;
 };
 
-/// The job of an engine's run: each call goes to the run; destroying it reaps the child.
+/// The job of an engine's run: each call goes to the run; destroying it lets the run go (forget).
 class engine_job final : public job {
  public:
   explicit engine_job(std::shared_ptr<engine_run> run) : run_(std::move(run)) {}
-  ~engine_job() override { run_->kill_and_reap(); }
+  ~engine_job() override { run_->forget(); }
 
   int pid() const noexcept override { return run_->pid.load(); }
   void on_exit(unique_function<void(int)> f) override { run_->on_exit(std::move(f)); }
   void signal(int sig) noexcept override { run_->signal(sig); }
   void kill_and_reap() noexcept override { run_->kill_and_reap(); }
   std::string exit_detail() const override { return run_->exit_detail(); }
+  std::string placement() const override { return run_->placement(); }
   bool never_fits() const noexcept override { return run_->never_fits(); }
   void when_identified(unique_function<void()> f) override { run_->when_identified(std::move(f)); }
   void when_running(unique_function<void()> f) override { run_->when_running(std::move(f)); }

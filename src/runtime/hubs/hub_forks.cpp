@@ -6,67 +6,48 @@
 
 #include "core/log.hpp"
 #include "fiber/error.hpp"
+#include "backend/engine_run.hpp"
 #include "runtime/nested/spawn_wire.hpp"
 
 namespace fiber::detail {
 
-struct hub_forks::state {
+/// A child forked by a host hub, as the master sees it: queued until a hub has room for it,
+/// identified and running as its hub's news say, ended by its hub's news or by its hub's end.
+struct hub_forks::state final : engine_run, std::enable_shared_from_this<hub_forks::state> {
+  explicit state(std::weak_ptr<hub_forks> f)
+      : engine_run({.queued = true, .identified_later = true}), forks(std::move(f)) {}
+
+  std::weak_ptr<hub_forks> forks;
   std::uint64_t start = 0;
   spawn_spec spec;
   std::string host;  // once placed
-  int pid = 0;
-  bool placed = false, identified = false, running = false, exited = false;
-  int code = 0;
-  std::string detail, reason;
-  std::vector<unique_function<void()>> on_identified, on_running;
-  unique_function<void(int)> on_exit;
-  unique_function<void(const std::string&)> on_pending;
-};
+  bool placed = false, exited = false;
+  std::string reason;
 
-namespace {
-
-/// A child forked by a host hub, as the master sees it.
-class forked_job final : public job {
- public:
-  forked_job(std::weak_ptr<hub_forks> forks, std::shared_ptr<hub_forks::state> s)
-      : forks_(std::move(forks)), s_(std::move(s)) {}
-  ~forked_job() override {
-    if (auto f = forks_.lock()) f->forget(s_);
-  }
-
-  int pid() const noexcept override { return s_->pid; }
-  void on_exit(unique_function<void(int)> f) override {
-    if (s_->exited)
-      f(s_->code);
-    else
-      s_->on_exit = std::move(f);
-  }
   void signal(int sig) noexcept override {
-    if (auto f = forks_.lock()) f->signal(s_, sig);
+    if (auto f = forks.lock()) f->signal(shared_from_this(), sig);
   }
   // The hub reaps it; the master hears its end from the hub.
   void kill_and_reap() noexcept override { signal(SIGKILL); }
-  std::string exit_detail() const override { return s_->detail; }
-  std::string placement() const override { return s_->placed ? "host " + s_->host + ", forked by its hub" : ""; }
-  void when_identified(unique_function<void()> f) override {
-    if (s_->identified)
-      f();
-    else
-      s_->on_identified.push_back(std::move(f));
+  void forget() noexcept override {
+    if (auto f = forks.lock()) f->forget(shared_from_this());
   }
-  void when_running(unique_function<void()> f) override {
-    if (s_->running)
-      f();
-    else
-      s_->on_running.push_back(std::move(f));
-  }
-  std::string pending_reason() const override { return s_->reason; }
-  void on_pending(unique_function<void(const std::string&)> f) override { s_->on_pending = std::move(f); }
+  std::string placement() const override { return placed ? "host " + host + ", forked by its hub" : ""; }
+  std::string pending_reason() const override { return reason; }
 
- private:
-  std::weak_ptr<hub_forks> forks_;
-  std::shared_ptr<hub_forks::state> s_;
+  void identified(int p) {
+    pid = p;
+    mark_identified();
+  }
+  void running() { mark_running(); }
+  void ended(int code, std::string detail) { report_end(code, std::move(detail)); }
+  void waits_because(std::string why) {
+    reason = std::move(why);
+    pending_changed();
+  }
 };
+
+namespace {
 
 /// A host's CPUs for its children: all but one, which its hub keeps.
 int child_cpus(int cpus) { return std::max(cpus - 1, 1); }
@@ -100,7 +81,7 @@ void hub_forks::check_capacity(const spawn_spec& spec) const {
 
 std::unique_ptr<job> hub_forks::spawn(const spawn_spec& spec) {
   check_capacity(spec);
-  auto s = std::make_shared<state>();
+  auto s = std::make_shared<state>(weak_from_this());
   s->start = ++next_start_;
   s->spec = spec;
   s->spec.cpu = std::max(spec.cpu, 1);
@@ -110,7 +91,7 @@ std::unique_ptr<job> hub_forks::spawn(const spawn_spec& spec) {
   asio::post(io_, [weak = weak_from_this()] {
     if (auto self = weak.lock(); self && !self->closed_) self->place();
   });
-  return std::make_unique<forked_job>(weak_from_this(), std::move(s));
+  return std::make_unique<engine_job>(std::move(s));
 }
 
 std::string hub_forks::waiting_reason() const {
@@ -119,11 +100,7 @@ std::string hub_forks::waiting_reason() const {
   return "waiting for the host hubs to start (hub_workers=fork)";
 }
 
-void hub_forks::set_reason(const std::shared_ptr<state>& s, std::string reason) {
-  if (s->reason == reason) return;
-  s->reason = std::move(reason);
-  if (s->on_pending) s->on_pending(s->reason);
-}
+void hub_forks::set_reason(const std::shared_ptr<state>& s, std::string reason) { s->waits_because(std::move(reason)); }
 
 void hub_forks::place() {
   while (!waiting_.empty()) {
@@ -201,15 +178,8 @@ void hub_forks::news(const std::string& hub, const std::string& start_text, mult
   auto news = spawn_wire::decode_news(parts[1].to_string_view());
   auto event = static_cast<spawn_wire::event>(std::atoi(parts[0].to_string().c_str()));
   switch (event) {
-    case spawn_wire::event::identified:
-      s->pid = news.pid;
-      s->identified = true;
-      for (auto& f : std::exchange(s->on_identified, {})) f();
-      return;
-    case spawn_wire::event::running:
-      s->running = true;
-      for (auto& f : std::exchange(s->on_running, {})) f();
-      return;
+    case spawn_wire::event::identified: return s->identified(news.pid);
+    case spawn_wire::event::running: return s->running();
     case spawn_wire::event::exited:
       if (news.pid) s->pid = news.pid;
       return end(s, news.code, news.detail);
@@ -219,8 +189,6 @@ void hub_forks::news(const std::string& hub, const std::string& start_text, mult
 void hub_forks::end(const std::shared_ptr<state>& s, int code, std::string detail) {
   if (s->exited) return;
   s->exited = true;
-  s->code = code;
-  s->detail = std::move(detail);
   if (s->placed) {
     placed_.erase(s->start);
     if (auto h = hosts_.find(s->host); h != hosts_.end() && !h->second.hub.empty()) h->second.free += s->spec.cpu;
@@ -231,12 +199,7 @@ void hub_forks::end(const std::shared_ptr<state>& s, int code, std::string detai
     std::erase(waiting_, s);
   }
   // From the loop, not inside whoever ended it (a signal from the job's owner).
-  asio::post(io_, [s] {
-    if (auto f = std::move(s->on_exit)) {
-      s->on_exit = nullptr;
-      f(s->code);
-    }
-  });
+  asio::post(io_, [s, code, detail = std::move(detail)]() mutable { s->ended(code, std::move(detail)); });
 }
 
 void hub_forks::signal(const std::shared_ptr<state>& s, int sig) {
