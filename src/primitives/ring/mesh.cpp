@@ -28,13 +28,13 @@
 
 namespace fiber::detail {
 
-namespace {
-// A link that makes no progress for this long is taken for lost (its member hangs or is gone).
-constexpr int stall_ms = 60'000;
-
-[[noreturn]] void lost(int peer, const std::string& what) {
+void ring_member_lost(int peer, const std::string& what) {
   throw error(errc::member_lost, "ring member " + std::to_string(peer) + ": " + what);
 }
+
+namespace {
+constexpr int stall_ms = mesh_stall_ms;
+[[noreturn]] void lost(int peer, const std::string& what) { ring_member_lost(peer, what); }
 
 sockaddr_un abstract_address(const std::string& name, socklen_t& len) {
   sockaddr_un addr{};
@@ -250,178 +250,6 @@ member_mesh::peer_link& member_mesh::accept_from(int peer) {
     }
   }
   return links_[peer];
-}
-
-namespace {
-// How long a side with nothing to do keeps looking before it sleeps: a peer answers a small
-// message within a few microseconds, and a sleep and its wake-up cost about 25 here. It looks
-// between sched_yield()s, so that members outnumbering the cores let the peer they wait for run
-// (pure spinning made small collectives 5× slower with 4 members on 2 cores).
-constexpr auto look_for = std::chrono::microseconds(30);
-}  // namespace
-
-namespace {
-/// Combines what `link` holds into `into` (in_bytes in all, `got` of them done), element by
-/// element, from the ring where it is aligned for the element type; an element cut by the
-/// ring's end, or bytes placed at an odd address, go through `carry` first. Returns the bytes
-/// taken.
-std::size_t combine_some(shared_channel& link, const member_mesh::reduction& r, char* into, std::size_t in_bytes,
-                         std::size_t& got, std::vector<char>& carry, std::size_t& carried) {
-  // alignof(T) divides sizeof(T): the largest power of two dividing the size is enough.
-  auto align = std::min<std::size_t>(r.element & (~r.element + 1), 64);
-  std::size_t taken = 0;
-  for (;;) {
-    auto [from, ready] = link.readable();
-    ready = std::min(ready, in_bytes - got - carried);
-    if (ready == 0) return taken;
-    auto whole = ready / r.element * r.element;
-    if (carried == 0 && whole && reinterpret_cast<std::uintptr_t>(from) % align == 0) {
-      r.combine(r.op, into + got, from, whole / r.element);
-      got += whole;
-      link.consume(whole);
-      taken += whole;
-      continue;
-    }
-    auto take = std::min(ready, carry.size() - carried);
-    std::memcpy(carry.data() + carried, from, take);
-    link.consume(take);
-    carried += take;
-    taken += take;
-    auto ready_whole = carried / r.element * r.element;
-    if (ready_whole) {
-      r.combine(r.op, into + got, carry.data(), ready_whole / r.element);
-      got += ready_whole;
-      std::memmove(carry.data(), carry.data() + ready_whole, carried - ready_whole);
-      carried -= ready_whole;
-    }
-  }
-}
-}  // namespace
-
-void member_mesh::exchange(int to, const void* out, std::size_t out_bytes, int from, void* in, std::size_t in_bytes,
-                           const char* during, const reduction* reduce) {
-  peer_link* out_link = to >= 0 && out_bytes ? &link(to) : nullptr;
-  peer_link* in_link = from >= 0 && in_bytes ? &link(from) : nullptr;
-  if (reduce && in_link && !in_link->shared) {
-    // A socket's bytes are copied out of the kernel anyway: receive, then combine.
-    std::vector<char> incoming(in_bytes);
-    exchange(to, out, out_bytes, from, incoming.data(), in_bytes, during);
-    reduce->combine(reduce->op, in, incoming.data(), in_bytes / reduce->element);
-    return;
-  }
-  // The carry holds whole elements, at least 64 KiB of them (an element cut by the ring's end,
-  // or data at an address the element type cannot be read from).
-  std::vector<char> carry;
-  std::size_t carried = 0;
-  if (reduce) carry.resize(std::max<std::size_t>(1, (64 << 10) / reduce->element) * reduce->element);
-  auto* o = static_cast<const char*>(out);
-  auto* i = static_cast<char*>(in);
-  std::size_t sent = 0, got = 0;
-  if (!out_link) out_bytes = 0;
-  if (!in_link) in_bytes = 0;
-  auto broke = [&](int peer, const char* how) {
-    lost(peer, std::string("its link broke during ") + during + " (" + how + ")");
-  };
-  std::chrono::steady_clock::time_point look_until{};
-  unsigned idle = 0;
-  // Sealed bytes still waiting to leave are part of the send.
-  auto sending = [&] { return sent < out_bytes || (out_link && out_link->tls && out_link->tls->has_output()); };
-  while (sending() || got < in_bytes) {
-    bool moved = false;
-    if (out_link && out_link->tls) {
-      if (sent < out_bytes) {
-        auto w = out_link->tls->send_some(o + sent, out_bytes - sent);
-        if (w < 0) broke(to, out_link->tls->why().c_str());
-        sent += static_cast<std::size_t>(w);
-        moved |= w > 0;
-      } else if (out_link->tls->has_output()) {
-        if (!out_link->tls->flush()) broke(to, out_link->tls->why().c_str());
-        moved |= !out_link->tls->has_output();  // the last of it left: look at the loop's end again
-      }
-    } else if (sent < out_bytes) {
-      if (out_link->shared) {
-        auto w = out_link->shared->write_some(o + sent, out_bytes - sent);
-        sent += w;
-        moved |= w > 0;
-      } else {
-        auto w = ::send(out_link->fd, o + sent, out_bytes - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) broke(to, std::strerror(errno));
-        if (w > 0) sent += static_cast<std::size_t>(w), moved = true;
-      }
-    }
-    if (got < in_bytes) {
-      if (in_link->tls) {
-        auto r = in_link->tls->recv_some(i + got, in_bytes - got);
-        if (r < 0) lost(from, "its link ended during " + std::string(during) + " (" + in_link->tls->why() + ")");
-        got += static_cast<std::size_t>(r);
-        moved |= r > 0;
-      } else if (in_link->shared) {
-        auto r = reduce ? combine_some(*in_link->shared, *reduce, i, in_bytes, got, carry, carried)
-                        : in_link->shared->read_some(i + got, in_bytes - got);
-        if (!reduce) got += r;
-        moved |= r > 0;
-      } else {
-        auto r = ::recv(in_link->fd, i + got, in_bytes - got, MSG_DONTWAIT);
-        if (r == 0) lost(from, std::string("closed its link during ") + during + " (it ended)");
-        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) broke(from, std::strerror(errno));
-        if (r > 0) got += static_cast<std::size_t>(r), moved = true;
-      }
-    }
-    if (moved) {
-      idle = 0;
-      continue;
-    }
-    // Nothing moved. A peer that ended wrote all it will (and it has been read by now).
-    if (sending() && out_link->ended) lost(to, std::string("closed its link during ") + during + " (it ended)");
-    if (got < in_bytes && in_link->ended) lost(from, std::string("closed its link during ") + during + " (it ended)");
-    // Look at shared memory a little longer, then sleep.
-    bool any_shared = (sent < out_bytes && out_link->shared) || (got < in_bytes && in_link->shared);
-    if (any_shared) {
-      auto now = std::chrono::steady_clock::now();
-      if (idle++ == 0) look_until = now + look_for;
-      if (now < look_until) {
-        ::sched_yield();
-        continue;
-      }
-    }
-    auto& pf = poll_set_;
-    pf.clear();
-    bool sleeping = true;
-    if (sending()) {
-      if (out_link->shared) {
-        sleeping &= out_link->shared->sleep_for_write();
-        pf.push_back({out_link->shared->doorbell(), POLLIN, 0});
-        pf.push_back({out_link->fd, POLLIN, 0});  // only its end arrives here
-      } else {
-        pf.push_back({out_link->fd, POLLOUT, 0});
-      }
-    }
-    if (got < in_bytes) {
-      if (in_link->shared) {
-        sleeping &= in_link->shared->sleep_for_read();
-        pf.push_back({in_link->shared->doorbell(), POLLIN, 0});
-      }
-      pf.push_back({in_link->fd, POLLIN, 0});
-    }
-    auto n = pf.size();
-    // Asleep, it takes the hellos of the links made to it: a peer may wait on its handshake.
-    int r = sleeping ? wait(pf, stall_ms) : 1;
-    if (r < 0) r = 1;  // interrupted: look again
-    for (auto* l : {out_link, in_link})
-      if (l && l->shared) l->shared->woke();
-    idle = 0;
-    if (r <= 0) lost(got < in_bytes ? from : to, std::string("no progress for 60 s during ") + during);
-    // A shared link's socket carries nothing after the hello: readable means its peer ended.
-    for (std::size_t k = 0; sleeping && k < n; ++k) {
-      if (!(pf[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      for (auto* l : {out_link, in_link}) {
-        if (!l || !l->shared || pf[k].fd != l->fd) continue;
-        char byte;
-        if (::recv(l->fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK) == 0 || (pf[k].revents & (POLLHUP | POLLERR)))
-          l->ended = true;
-      }
-    }
-  }
 }
 
 member_mesh& mesh_of(const ring_member& me) {

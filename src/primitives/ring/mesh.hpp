@@ -22,6 +22,11 @@
 
 namespace fiber::detail {
 
+/// A link that makes no progress for this long is taken for lost (its member hangs or is gone).
+inline constexpr int mesh_stall_ms = 60'000;
+/// Throws fiber::error(member_lost) naming ring member `peer` and `what` happened to its link.
+[[noreturn]] void ring_member_lost(int peer, const std::string& what);
+
 class member_mesh {
  public:
   explicit member_mesh(const ring_member& me);
@@ -43,6 +48,7 @@ class member_mesh {
                 const char* during, const reduction* reduce = nullptr);
 
  private:
+  struct exchange_run;  // one exchange, in steps (mesh_exchange.cpp)
   struct peer_link {
     int fd = -1;
     std::unique_ptr<shared_channel> shared;  // members on one host; null: bytes go over fd
