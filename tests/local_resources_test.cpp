@@ -2,6 +2,10 @@
 // affinity, memory by RLIMIT_AS; and requests the host can never meet failing at once.
 #include <fiber/fiber.hpp>
 #include <gtest/gtest.h>
+
+#include <asio/io_context.hpp>
+#include <csignal>
+#include <optional>
 #include <sched.h>
 #include <unistd.h>
 
@@ -11,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "backend/local/local_resources.hpp"
 #include "support.hpp"
 
@@ -158,6 +163,34 @@ TEST(local_resources, children_asking_for_a_gpu_each_take_turns_on_devices_of_th
   }
   fiber::process three(ctx, &want_three_gpus);
   fiber_test::expect_error([&] { three.start().get(); }, fiber::errc::unsatisfiable, "asks for 3 GPUs and this host has 2");
+}
+
+TEST(local_resources, a_child_signalled_while_it_waits_for_a_gpu_ends_unstarted_and_the_holder_runs_on) {
+  FIBER_TEST_LOCAL_ONLY("GPU slots are the local backend's");
+  asio::io_context io;
+  auto cfg = fiber::config::load({{"gpus", "0"}});
+  auto engine = fiber::detail::make_local_backend(io, cfg);
+  fiber::detail::spawn_spec spec;
+  spec.name = "child";
+  spec.executable = "/bin/sleep";
+  spec.args = {"600"};
+  spec.gpu = 1;
+  auto holder = engine->spawn(spec);
+  auto waiter = engine->spawn(spec);
+  ASSERT_GT(holder->pid(), 0);
+  EXPECT_EQ(waiter->pid(), 0) << "the only GPU is taken: it waits, unstarted";
+  std::optional<int> ended;
+  bool ran = false;
+  waiter->on_exit([&](int code) { ended = code; });
+  waiter->when_running([&] { ran = true; });
+  waiter->signal(SIGTERM);
+  EXPECT_FALSE(ended) << "its end comes from the loop, not from inside the signal";
+  while (!ended) io.run_one();
+  EXPECT_EQ(*ended, -SIGTERM);
+  EXPECT_FALSE(ran) << "it never ran";
+  EXPECT_NE(waiter->exit_detail().find("still waiting for a free GPU"), std::string::npos) << waiter->exit_detail();
+  EXPECT_EQ(::kill(holder->pid(), 0), 0) << "the holder runs on";
+  holder->kill_and_reap();
 }
 
 TEST(local_resources, a_child_sees_the_cpus_it_asked_for) {

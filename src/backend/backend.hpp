@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/engine_run.hpp"
 #include "fiber/detail/unique_function.hpp"
 
 namespace asio {
@@ -40,48 +41,6 @@ struct spawn_spec {
 struct hub_host {
   std::string name;
   int cpus = 0;
-};
-
-/// A started child.
-class job {
- public:
-  virtual ~job() = default;
-  /// The child's pid on its host (0 while a container backend has not reported it yet).
-  virtual int pid() const noexcept = 0;
-  /// Calls `on_exit(code)` on the io_context once the child has ended: code >= 0 is its exit
-  /// code, -N means killed by signal N.
-  virtual void on_exit(unique_function<void(int)> on_exit) = 0;
-  virtual void signal(int sig) noexcept = 0;
-  /// Kills and reaps right now (used when the master goes away).
-  virtual void kill_and_reap() noexcept = 0;
-  /// Why the child ended, when the backend knows more than its exit code (the engine refused to
-  /// start it; the last lines it wrote to stderr). Empty otherwise.
-  virtual std::string exit_detail() const { return {}; }
-  /// Where the engine put the child, in words, once it runs (the local backend: the cpus it is
-  /// pinned to and its GPUs); empty where the engine does not say.
-  virtual std::string placement() const { return {}; }
-  /// True when the backend learned only by trying that no node can run this child (an engine
-  /// without the device driver its GPU needs): its start fails with errc::unsatisfiable.
-  virtual bool never_fits() const noexcept { return false; }
-  /// Calls `f` on the io_context once pid() is known (at once where it always is).
-  virtual void when_identified(unique_function<void()> f) { f(); }
-  /// Calls `f` on the io_context once the child runs, queue waits over (at once where there is no
-  /// queue): its handshake deadline counts from then.
-  virtual void when_running(unique_function<void()> f) { f(); }
-  /// The pid the child reported itself, for a backend that cannot ask its engine.
-  virtual void reported_pid(int) {}
-  /// The child said it is done and is about to exit: a backend that polls for the end looks soon.
-  virtual void expect_exit() {}
-  /// True while the child is stopped (SIGSTOP, traced), where the backend can tell; one that
-  /// cannot says false, and its children are watched by heartbeats instead.
-  virtual bool is_stopped() const noexcept { return false; }
-  /// While the engine has not started it: why, in the engine's words (a Slurm job's pending
-  /// reason, a pod's scheduling message or container's waiting reason). Empty when it is not
-  /// waiting or the engine says nothing. On the io_context's thread.
-  virtual std::string pending_reason() const { return {}; }
-  /// Calls `f(reason)` on the io_context each time that reason changes (nothing where the engine
-  /// never holds a child back).
-  virtual void on_pending(unique_function<void(const std::string&)>) {}
 };
 
 class backend {

@@ -1,8 +1,9 @@
-// What every engine's run of a child shares, and the one `job` over it. A run records its pid,
-// its end and who waits for it (to end, to run after a queue, to be identified); an engine's run
-// derives from engine_run and writes only its own parts: how it creates, signals and reaps the
-// child on its engine, and when it calls report_end(), mark_running() and mark_identified().
-// engine_job is the job every engine hands out (docker, kubernetes, slurm's batch jobs and steps).
+// What every run of a child shares, and the one `job` over it. A run records its pid, its end and
+// who waits for it (to end, to run after a queue, to be identified); each kind of run derives from
+// engine_run and writes only its own parts: how it creates, signals and reaps the child, and when
+// it calls report_end(), mark_running() and mark_identified(). Every backend hands out a `job`
+// over its run: local processes, Docker containers, Kubernetes pods, Slurm's batch jobs and steps,
+// a nested master's children started by the top (relayed_run), a host hub's forks.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -10,7 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include "backend/backend.hpp"
 #include "fiber/detail/unique_function.hpp"
 
 namespace fiber::detail {
@@ -27,10 +27,12 @@ class engine_run {
   // ---- the engine's own parts, as job's hooks of the same names say
   virtual void signal(int sig) noexcept = 0;
   virtual void kill_and_reap() noexcept = 0;
-  /// Its job is gone (engine_job's end): kill and reap, unless the run has a gentler way to let
+  /// Its job is gone (the job's end): kill and reap, unless the run has a gentler way to let
   /// go (one still waiting in a queue of fiber's own is dropped from it, unstarted).
   virtual void forget() noexcept { kill_and_reap(); }
   virtual std::string placement() const { return {}; }
+  /// Whether the child is stopped (SIGSTOP, traced), where the engine can tell (job::is_stopped).
+  virtual bool is_stopped() const noexcept { return false; }
   virtual bool never_fits() const noexcept { return false; }
   virtual void expect_exit() {}
   /// The child's own word for its pid; an engine whose pid is another namespace's ignores it.
@@ -106,25 +108,51 @@ class engine_run {
   std::string pending_said_;
 };
 
-/// The job of an engine's run: each call goes to the run; destroying it lets the run go (forget).
-class engine_job final : public job {
+/// A started child: the job of its run. Each call goes to the run; the job's end lets the run go
+/// (engine_run::forget: kill and reap, or drop one still waiting in a queue of fiber's own).
+class job final {
  public:
-  explicit engine_job(std::shared_ptr<engine_run> run) : run_(std::move(run)) {}
-  ~engine_job() override { run_->forget(); }
+  explicit job(std::shared_ptr<engine_run> run) : run_(std::move(run)) {}
+  ~job() { run_->forget(); }
+  job(const job&) = delete;
+  job& operator=(const job&) = delete;
 
-  int pid() const noexcept override { return run_->pid.load(); }
-  void on_exit(unique_function<void(int)> f) override { run_->on_exit(std::move(f)); }
-  void signal(int sig) noexcept override { run_->signal(sig); }
-  void kill_and_reap() noexcept override { run_->kill_and_reap(); }
-  std::string exit_detail() const override { return run_->exit_detail(); }
-  std::string placement() const override { return run_->placement(); }
-  bool never_fits() const noexcept override { return run_->never_fits(); }
-  void when_identified(unique_function<void()> f) override { run_->when_identified(std::move(f)); }
-  void when_running(unique_function<void()> f) override { run_->when_running(std::move(f)); }
-  void reported_pid(int p) override { run_->reported_pid(p); }
-  void expect_exit() override { run_->expect_exit(); }
-  std::string pending_reason() const override { return run_->pending_reason(); }
-  void on_pending(unique_function<void(const std::string&)> f) override { run_->on_pending(std::move(f)); }
+  /// The child's pid on its host (0 while an engine has not reported it yet).
+  int pid() const noexcept { return run_->pid.load(); }
+  /// Calls `f(code)` on the io_context once the child has ended: code >= 0 is its exit code, -N
+  /// means killed by signal N.
+  void on_exit(unique_function<void(int)> f) { run_->on_exit(std::move(f)); }
+  void signal(int sig) noexcept { run_->signal(sig); }
+  /// Kills and reaps right now (used when the master goes away).
+  void kill_and_reap() noexcept { run_->kill_and_reap(); }
+  /// Why the child ended, when the backend knows more than its exit code (the engine refused to
+  /// start it; the last lines it wrote to stderr). Empty otherwise.
+  std::string exit_detail() const { return run_->exit_detail(); }
+  /// Where the engine put the child, in words, once it runs (the local backend: the cpus it is
+  /// pinned to and its GPUs); empty where the engine does not say.
+  std::string placement() const { return run_->placement(); }
+  /// True while the child is stopped (SIGSTOP, traced), where the backend can tell; one that
+  /// cannot says false, and its children are watched by heartbeats instead.
+  bool is_stopped() const noexcept { return run_->is_stopped(); }
+  /// True when the backend learned only by trying that no node can run this child (an engine
+  /// without the device driver its GPU needs): its start fails with errc::unsatisfiable.
+  bool never_fits() const noexcept { return run_->never_fits(); }
+  /// Calls `f` on the io_context once pid() is known (at once where it always is).
+  void when_identified(unique_function<void()> f) { run_->when_identified(std::move(f)); }
+  /// Calls `f` on the io_context once the child runs, queue waits over (at once where there is no
+  /// queue): its handshake deadline counts from then. Never, for a child that ended unstarted.
+  void when_running(unique_function<void()> f) { run_->when_running(std::move(f)); }
+  /// The pid the child reported itself, for a backend that cannot ask its engine.
+  void reported_pid(int p) { run_->reported_pid(p); }
+  /// The child said it is done and is about to exit: a backend that polls for the end looks soon.
+  void expect_exit() { run_->expect_exit(); }
+  /// While the engine has not started it: why, in the engine's words (a Slurm job's pending
+  /// reason, a pod's scheduling message or container's waiting reason). Empty when it is not
+  /// waiting or the engine says nothing. On the io_context's thread.
+  std::string pending_reason() const { return run_->pending_reason(); }
+  /// Calls `f(reason)` on the io_context each time that reason changes (nothing where the engine
+  /// never holds a child back).
+  void on_pending(unique_function<void(const std::string&)> f) { run_->on_pending(std::move(f)); }
 
  private:
   std::shared_ptr<engine_run> run_;

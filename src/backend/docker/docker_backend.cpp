@@ -341,7 +341,7 @@ class docker_backend final : public tcp_backend {
       throw error(errc::spawn_failed, engine_->plain_refusal("the job's credentials for " + spec.name));
     auto run = std::make_shared<container_run>(engine_, blocking_, io_, spec.name);
     run->begin(*creator_, std::move(c), spec.secret);
-    return std::make_unique<engine_job>(std::move(run));
+    return std::make_unique<job>(std::move(run));
   }
 
  private:

@@ -148,7 +148,7 @@ class kubernetes_backend final : public tcp_backend {
                  (spec.memory_mb ? ", memory " + std::to_string(spec.memory_mb) + "Mi" : "") +
                  (spec.gpu ? ", " + std::to_string(spec.gpu) + " " + shared_->settings.gpu_resource : "");
     auto run = start_pod(shared_, spec.name, pod, std::move(asked), std::move(manifest));
-    return std::make_unique<engine_job>(std::move(run));
+    return std::make_unique<job>(std::move(run));
   }
 
  private:

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/engine_run.hpp"
 #include "backend/local/local_resources.hpp"
 #include "backend/command.hpp"
 #include "backend/secret_store.hpp"
@@ -41,36 +42,32 @@ int decode_status(int status) {
   return -1;
 }
 
-/// A local child: pending while the GPUs it asks for are all taken, then a process watched
-/// through its pidfd. Its grant goes back when it is reaped, and the next waiting child starts.
-class local_job final : public job {
+/// A local child: queued while the GPUs it asks for are all taken, then a process watched through
+/// its pidfd (identified and running from its fork). Its grant goes back when it is reaped, and
+/// the next waiting child starts.
+class local_run final : public engine_run, public std::enable_shared_from_this<local_run> {
  public:
-  local_job(asio::io_context& io, std::shared_ptr<local_resources> resources)
-      : io_(io), resources_(std::move(resources)) {}
-  ~local_job() override {
-    kill_and_reap();
-    if (ticket_) resources_->cancel(ticket_);
-  }
+  local_run(asio::io_context& io, std::shared_ptr<local_resources> resources)
+      : engine_run({.queued = true, .identified_later = true}), io_(io), resources_(std::move(resources)) {}
+  ~local_run() override { kill_and_reap(); }
 
   /// The process runs: watch it, and tell whoever waited for that.
-  void started(pid_t pid, int pidfd, local_grant grant) {
+  void started(pid_t p, int pidfd, local_grant grant) {
     ticket_ = 0;
-    pid_ = pid;
+    pid = p;
     grant_ = std::move(grant);
     fd_.emplace(io_, pidfd);
-    for (auto& f : std::exchange(when_running_, {})) f();
-    if (callback_) wait_for_exit();
+    mark_identified();
+    mark_running();
+    wait_for_exit();
   }
   /// It could not be started: it ends without having run.
   void failed(std::string why) {
     ticket_ = 0;
-    detail_ = std::move(why);
-    end_without_running(127);
+    end_without_running(127, std::move(why));
   }
   void set_ticket(std::uint64_t t) noexcept { ticket_ = t; }
 
-  int pid() const noexcept override { return pid_.load(); }
-  std::string exit_detail() const override { return detail_; }
   std::string placement() const override {
     std::string out;
     auto list = [&](const char* what, auto& items, auto text) {
@@ -82,25 +79,13 @@ class local_job final : public job {
     list("GPUs", grant_.gpus, [](const std::string& g) { return g; });
     return out;
   }
-
-  void on_exit(unique_function<void(int)> cb) override {
-    if (reaped_) {
-      cb(code_);
-      return;
-    }
-    callback_ = std::move(cb);
-    if (fd_) wait_for_exit();
-  }
-  void when_identified(unique_function<void()> f) override { when_running(std::move(f)); }
-  void when_running(unique_function<void()> f) override {
-    if (fd_ || reaped_) return f();
-    when_running_.push_back(std::move(f));
-  }
+  /// Its pid is this host's already: what the child says of itself changes nothing.
+  void reported_pid(int) override {}
 
   bool is_stopped() const noexcept override {
     if (reaped_ || !fd_) return false;
     char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid_));
+    std::snprintf(path, sizeof path, "/proc/%d/stat", pid.load());
     std::FILE* f = std::fopen(path, "r");
     if (!f) return false;
     char buf[512];
@@ -114,10 +99,7 @@ class local_job final : public job {
   void signal(int sig) noexcept override {
     if (reaped_) return;
     if (!fd_) {  // still waiting for its GPUs: it ends as if the signal had killed it
-      if (sig == SIGTERM || sig == SIGKILL || sig == SIGINT) {
-        detail_ = "it was still waiting for a free GPU";
-        end_without_running(-sig);
-      }
+      if (sig == SIGTERM || sig == SIGKILL || sig == SIGINT) end_without_running(-sig, "it was still waiting for a free GPU");
       return;
     }
     ::syscall(SYS_pidfd_send_signal, fd_->native_handle(), sig, nullptr, 0);
@@ -125,33 +107,29 @@ class local_job final : public job {
 
   void kill_and_reap() noexcept override {
     if (reaped_) return;
+    reaped_ = true;
+    forget_waiters();  // the caller reports the end itself
     if (!fd_) {
       if (ticket_) resources_->cancel(std::exchange(ticket_, 0));
-      reaped_ = true;
-      code_ = -SIGKILL;
+      report_end(-SIGKILL);
       return;
     }
-    signal(SIGKILL);
+    ::syscall(SYS_pidfd_send_signal, fd_->native_handle(), SIGKILL, nullptr, 0);
     int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    reaped_ = true;
-    code_ = decode_status(status);
     std::error_code ignored;
     fd_->cancel(ignored);
     release();
+    report_end(decode_status(status));
   }
 
  private:
-  void end_without_running(int code) {
+  /// From the loop, not inside whoever ended it.
+  void end_without_running(int code, std::string why) {
     if (ticket_) resources_->cancel(std::exchange(ticket_, 0));
     reaped_ = true;
-    code_ = code;
-    for (auto& f : std::exchange(when_running_, {})) f();
-    if (auto cb = std::move(callback_)) {
-      callback_ = nullptr;
-      asio::post(io_, [cb = std::move(cb), code]() mutable { cb(code); });
-    }
+    asio::post(io_, [self = shared_from_this(), code, why = std::move(why)]() mutable { self->report_end(code, std::move(why)); });
   }
 
   void release() {
@@ -163,42 +141,33 @@ class local_job final : public job {
   }
 
   void wait_for_exit() {
-    fd_->async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
-      if (ec) return;  // cancelled: the job is going away
+    fd_->async_wait(asio::posix::stream_descriptor::wait_read, [self = shared_from_this()](std::error_code ec) {
+      if (ec || self->reaped_) return;  // cancelled: it was killed and reaped
       // The pidfd may turn readable a moment before the child can be reaped (seen on Linux 6.18
       // with a fork-server child: waitpid said "not yet"): wait again rather than never.
-      if (!try_reap()) return wait_for_exit();
-      release();
-      if (auto cb = std::move(callback_)) {
-        callback_ = nullptr;
-        cb(code_);
-      }
+      int status = 0;
+      if (!self->try_reap(status)) return self->wait_for_exit();
+      self->release();
+      self->report_end(decode_status(status));
     });
   }
 
-  bool try_reap() {
-    int status = 0;
+  bool try_reap(int& status) {
     pid_t r;
-    while ((r = ::waitpid(pid_, &status, WNOHANG)) < 0 && errno == EINTR) {
+    while ((r = ::waitpid(pid, &status, WNOHANG)) < 0 && errno == EINTR) {
     }
-    if (r != pid_) return false;
+    if (r != pid) return false;
     reaped_ = true;
-    code_ = decode_status(status);
     return true;
   }
 
   asio::io_context& io_;
   std::shared_ptr<local_resources> resources_;
-  std::atomic<pid_t> pid_{0};  // read by callers' threads (process::pid)
   std::optional<asio::posix::stream_descriptor> fd_;  // set once the process runs
   local_grant grant_;
   std::uint64_t ticket_ = 0;  // waiting for GPUs
-  std::vector<unique_function<void()>> when_running_;
-  unique_function<void(int)> callback_;
-  std::string detail_;
   bool reaped_ = false;
   bool released_ = false;
-  int code_ = 0;
 };
 
 class local_backend final : public backend {
@@ -219,29 +188,30 @@ class local_backend final : public backend {
   void check_capacity(const spawn_spec& spec) const override { resources_->check(spec); }
 
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
-    auto j = std::make_unique<local_job>(io_, resources_);
+    auto run = std::make_shared<local_run>(io_, resources_);
     if (auto grant = resources_->try_take(spec)) {
-      start(spec, *j, std::move(*grant));  // throws: nothing was started
-      return j;
+      start(spec, *run, std::move(*grant));  // throws: nothing was started
+      return std::make_unique<job>(std::move(run));
     }
     logf(log_level::info, spec.name, " waits for ", spec.gpu, " free GPU", spec.gpu == 1 ? "" : "s", " of ",
          resources_->gpus().ids.size());
-    auto* job = j.get();
-    job->set_ticket(resources_->wait([this, spec, job] {
+    run->set_ticket(resources_->wait([this, spec, weak = std::weak_ptr<local_run>(run)] {
+      auto waiting = weak.lock();
+      if (!waiting) return true;  // its job went meanwhile (the ticket went with it)
       auto grant = resources_->try_take(spec);
       if (!grant) return false;
       try {
-        start(spec, *job, std::move(*grant));
+        start(spec, *waiting, std::move(*grant));
       } catch (const std::exception& e) {
-        job->failed(e.what());
+        waiting->failed(e.what());
       }
       return true;
     }));
-    return j;
+    return std::make_unique<job>(std::move(run));
   }
 
  private:
-  void start(const spawn_spec& spec, local_job& j, local_grant grant) {
+  void start(const spawn_spec& spec, local_run& j, local_grant grant) {
     auto added = spec.env;
     if (!spec.secret.empty()) added.emplace_back(env_keys_file, secrets_.path_for(spec.secret));
     added.emplace_back("FIBER_WORKER_PARENT_PID", std::to_string(::getpid()));

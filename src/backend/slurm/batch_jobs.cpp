@@ -45,7 +45,7 @@ std::unique_ptr<job> batch_jobs::submit(const spawn_spec& spec) {
   if (watch_->shut_down) throw error(errc::closed, "the Slurm backend has shut down");
   auto run = std::make_shared<batch_run>(watch_, spec.name);
   watch_->submit_soon(run, spec);
-  return std::make_unique<engine_job>(std::move(run));
+  return std::make_unique<job>(std::move(run));
 }
 
 }  // namespace fiber::detail::slurm

@@ -198,7 +198,7 @@ std::unique_ptr<job> step_jobs::start(const spawn_spec& spec) {
   auto run = std::make_shared<step_run>(io_, c, pidfd, load_, node, std::max(spec.cpu, 1), commands_,
                                         job_name(spec.job_id, spec.name));
   run->begin();
-  return std::make_unique<engine_job>(std::move(run));
+  return std::make_unique<job>(std::move(run));
 }
 
 }  // namespace fiber::detail::slurm

@@ -91,7 +91,7 @@ std::unique_ptr<job> hub_forks::spawn(const spawn_spec& spec) {
   asio::post(io_, [weak = weak_from_this()] {
     if (auto self = weak.lock(); self && !self->closed_) self->place();
   });
-  return std::make_unique<engine_job>(std::move(s));
+  return std::make_unique<job>(std::move(s));
 }
 
 std::string hub_forks::waiting_reason() const {

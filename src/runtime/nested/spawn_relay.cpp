@@ -26,7 +26,7 @@ class relayed_backend final : public tcp_backend {
     auto run = std::make_shared<relayed_run>(
         [relay = relay_](kind k, std::uint64_t request, std::uint32_t aux) { relay->send_up(k, request, aux); });
     relay_->start(spec, run);
-    return std::make_unique<engine_job>(std::move(run));
+    return std::make_unique<job>(std::move(run));
   }
 
  private:
