@@ -110,14 +110,18 @@ void task_queue::on_results(std::uint64_t task_id, const std::string& worker, co
     // The task leaves the flight before its items reach the sinks: a sink may submit more.
     auto sub = t.sub;
     if (final) inflight_.erase(it);
+    // One block of frames for the chunk's results, each result's message pointing into it: a
+    // result kept (imap's) keeps the block, which keeps the chunk's bytes, as each item's own
+    // frames kept them before; one allocation a chunk instead of one an item.
+    auto block = std::make_shared<std::vector<message::frames>>(count);
+    if (count) (*block)[0].parts = shared;
     for (std::size_t i = 0; i < count; ++i) {
       auto& item = unpacked[i];
       if (item.status == item_value) {
-        auto f = std::make_shared<message::frames>();
-        f->parts = shared;
-        f->head = item.head;
-        f->blob_spans = std::move(item.blobs);
-        deliver_result(*sub, at + i, message(std::move(f)));
+        auto& f = (*block)[i];
+        f.head = item.head;
+        f.blob_spans = std::move(item.blobs);
+        deliver_result(*sub, at + i, message(std::shared_ptr<message::frames>(block, &f)));
       } else {
         auto f = remote_failure::decode(std::string_view(reinterpret_cast<const char*>(item.head.data()), item.head.size()));
         if (f.where.empty()) f.where = worker_name;
