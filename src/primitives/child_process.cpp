@@ -1,4 +1,5 @@
 #include "primitives/child_process.hpp"
+#include "primitives/child_hello.hpp"
 
 #include <boost/json.hpp>
 #include <csignal>
@@ -162,47 +163,20 @@ void child_process::complete_start(std::error_code ec, std::string detail) {
 // ---- what the child says
 
 void child_process::on_hello(const std::string& text) {
-  std::string problem;
-  boost::json::object hello;
-  try {
-    hello = boost::json::parse(text).as_object();
-  } catch (const std::exception& e) {
-    problem = std::string("unreadable hello: ") + e.what();
-  }
-  auto field = [&](const char* k) -> std::string {
-    auto* v = hello.if_contains(k);
-    return v && v->is_string() ? std::string(v->as_string()) : std::string();
-  };
-  // Only the child started as peer_ knows its word: whoever else links with its id (holding the
-  // job's keys) gets nothing, its arguments least of all.
-  if (problem.empty() && !same_secret(field("nonce"), nonce_))
-    problem = "it did not say the one-time word its master gave " + name_ + " (another process linked with its id)";
-  if (problem.empty()) {
-    auto proto = hello.if_contains("protocol");
-    if (!proto || !proto->is_int64() || proto->as_int64() != protocol_version)
-      problem = "worker speaks protocol " + (proto ? boost::json::serialize(*proto) : std::string("?")) + ", the master " +
-                std::to_string(protocol_version);
-    else if (field("build_id") != build_id() || field("registry") != std::to_string(registry_digest()))
-      problem = "worker binary " + field("executable") + " (build-id " + field("build_id") + ", registry " +
-                field("registry") + ") differs from the master's " + executable_path() + " (build-id " + build_id() +
-                ", registry " + std::to_string(registry_digest()) +
-                "); run the same build in workers: rebuild the image or redeploy the executable";
-  }
-  if (!problem.empty()) {
-    rt_->master().send_to_child(peer_, make_message(kind::refuse, {}, problem));
-    logf(log_level::error, "refused ", name_, ": ", problem);
-    complete_start(make_error_code(problem.starts_with("worker binary") ? errc::binary_mismatch : errc::protocol_error),
-                   "cannot start " + name_ + ": " + problem);
+  auto hello = read_child_hello(text, nonce_, name_);
+  if (!hello.problem.empty()) {
+    rt_->master().send_to_child(peer_, make_message(kind::refuse, {}, hello.problem));
+    logf(log_level::error, "refused ", name_, ": ", hello.problem);
+    complete_start(make_error_code(hello.code), "cannot start " + name_ + ": " + hello.problem);
     return;
   }
   boost::json::object snapshot;
   for (auto& [k, v] : rt_->cfg().items()) snapshot[k] = v;
   auto cfg_text = boost::json::serialize(snapshot);
   auto welcome = make_message(kind::welcome, {}, cfg_text, as_pod(call_.function_id), call_.args);
-  if (auto* host = hello.if_contains("host"); host && host->is_string()) host_ = std::string(host->as_string());
-  if (auto* d = hello.if_contains("memory_domain"); d && d->is_string()) memory_domain_ = std::string(d->as_string());
-  if (auto* pid_field = hello.if_contains("pid"); pid_field && pid_field->is_int64())
-    child_->reported_pid(static_cast<int>(pid_field->as_int64()));
+  host_ = std::move(hello.host);
+  memory_domain_ = std::move(hello.memory_domain);
+  if (hello.pid) child_->reported_pid(*hello.pid);
   state_ = phase::running;
   // The child runs its target once welcomed, so it is welcomed, and start() completes, once
   // pid() has its value on every backend: a container that ran and ended before the engine
