@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,22 @@ inline bool is_slurm_query(int pid) {
   return comm == "squeue" || comm == "scancel" || comm == "sbatch" || comm == "sinfo" || comm == "scontrol";
 }
 
+/// True for a child forked by this process that has not exec'd yet: it shares this process's
+/// memory, so its command line is still this process's own (a worker fiber starts, or a Slurm
+/// query, runs with arguments of its own once it exec'd). The backends start their commands from
+/// threads of their own, so one may be between its fork and its exec when a test ends; what it
+/// becomes ends with its command (a query) or is a child of its own again (a worker's step).
+inline bool is_before_exec(int pid) {
+  auto cmdline = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  auto theirs = cmdline("/proc/" + std::to_string(pid) + "/cmdline");
+  return !theirs.empty() && theirs == cmdline("/proc/self/cmdline");
+}
+
 /// Pids of this process's children, live or zombie, read from /proc; fiber's fork servers are
-/// listed only when `with_fork_servers`; the Slurm backend's queries never.
+/// listed only when `with_fork_servers`; the Slurm backend's queries and children not yet exec'd never.
 inline std::vector<int> child_pids(bool with_fork_servers = false) {
   std::vector<int> out;
   auto me = getpid();
@@ -47,7 +62,7 @@ inline std::vector<int> child_pids(bool with_fork_servers = false) {
     char state = 0;
     int ppid = 0;
     if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == me &&
-        (with_fork_servers || !is_fork_server(pid)) && !is_slurm_query(pid))
+        (with_fork_servers || !is_fork_server(pid)) && !is_slurm_query(pid) && !is_before_exec(pid))
       out.push_back(pid);
   }
   closedir(d);
