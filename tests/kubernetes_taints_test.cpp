@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <chrono>
 #include <cstdio>
 #include <future>
 #include <string>
@@ -29,12 +30,18 @@ class taint_on_k2 {
   explicit taint_on_k2(std::string taint) : taint_(std::move(taint)) { said_ = kubectl("taint nodes k2 " + taint_); }
   ~taint_on_k2() { remove(); }
   /// Whether the scheduler has the taint. It places pods by its own cache of the nodes, which may
-  /// not have it yet when the API server already does (a CI run's pod went to k2 a moment after
-  /// the taint): a probe pod pinned to k2 is refused once it has. A probe placed before that is
-  /// deleted and made again.
-  bool seen_by_the_scheduler() const {
-    for (int attempt = 0; attempt < 10; ++attempt) {
+  /// not have it yet when the API server already does: a CI run's pod went to k2 a moment after the
+  /// taint, and after the API server restart of the outage tests the scheduler's node watch may
+  /// stay broken for a while (client-go backs off before it lists again), so that probes made one
+  /// after another were placed ten times in half a second. A probe pod pinned to k2 is refused once
+  /// the scheduler has the taint; one placed before that is deleted, gone from the API, and made
+  /// again, until a refusal or a bound against hangs. Empty when it has; else what went wrong.
+  std::string seen_by_the_scheduler() const {
+    std::string why = "the scheduler kept placing probe pods on k2";
+    auto bound = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+    for (int attempt = 0; std::chrono::steady_clock::now() < bound; ++attempt) {
       auto name = "taint-probe-" + fiber_test::run_id() + "-" + std::to_string(attempt);
+      auto selector = "fiber.test/probe=" + name;
       auto made = fiber_test::kube_call(
           "POST", "/api/v1/namespaces/default/pods",
           R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name + R"(","labels":{"fiber.test/probe":")" +
@@ -42,9 +49,9 @@ class taint_on_k2 {
               R"("containers":[{"name":"probe","image":")" + fiber_test::kube_test_image() +
               R"(","command":["/no-such-program"]}]}})",
           true);
-      if (made.ec) return false;
+      if (made.ec) return "making a probe pod: " + made.why + " (HTTP " + std::to_string(made.status) + ")";
       bool refused = false;
-      (void)fiber_test::await_pods("fiber.test/probe=" + name, [&](const auto& pods) {
+      bool followed = fiber_test::await_pods(selector, [&](const auto& pods) {
         for (auto& [pod_name, pod] : pods) {
           auto& spec = pod.at("spec").as_object();
           if (spec.contains("nodeName")) return true;  // placed: the scheduler did not have it yet
@@ -57,10 +64,15 @@ class taint_on_k2 {
         }
         return false;
       });
-      (void)fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/pods/" + name, {}, true);
-      if (refused) return true;
+      auto deleted = fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/pods/" + name, {}, true);
+      if (refused) return {};
+      if (!followed) return "following probe pod " + name + ": a list or watch of its pods failed";
+      if (deleted.ec) return "deleting probe pod " + name + ": " + deleted.why;
+      // The next probe only once this one is gone: its kubelet's confirmation paces the loop.
+      if (!fiber_test::await_pods(selector, [](const auto& pods) { return pods.empty(); }))
+        return "probe pod " + name + " was not removed";
     }
-    return false;
+    return why;
   }
   void remove() {
     if (removed_) return;
@@ -104,7 +116,7 @@ class kubernetes_taints : public ::testing::Test {
 TEST_F(kubernetes_taints, a_lasting_taint_fails_the_start_naming_the_node_and_the_taint) {
   taint_on_k2 taint("fiber.test/reserved=gpu-team:NoSchedule");
   ASSERT_NE(taint.said().find("tainted"), std::string::npos) << taint.said();
-  ASSERT_TRUE(taint.seen_by_the_scheduler());
+  ASSERT_EQ(taint.seen_by_the_scheduler(), "");
   fiber::context ctx(on_k2());
   auto why = fiber_test::start_error(ctx, &do_nothing);
   EXPECT_NE(why.find("untolerated taint"), std::string::npos) << why;
@@ -127,7 +139,7 @@ TEST_F(kubernetes_taints, a_taint_the_cluster_takes_off_by_itself_makes_the_pod_
   // scheduler has refused the pod for it.
   taint_on_k2 taint("node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule");
   ASSERT_NE(taint.said().find("tainted"), std::string::npos) << taint.said();
-  ASSERT_TRUE(taint.seen_by_the_scheduler());
+  ASSERT_EQ(taint.seen_by_the_scheduler(), "");
   fiber::context ctx(on_k2());
   auto refused = std::async(std::launch::async, [&] {
     bool seen = fiber_test::await_pods("fiber.job=" + ctx.job_id(), [](const auto& pods) {
