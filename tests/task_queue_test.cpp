@@ -10,43 +10,15 @@
 #include <vector>
 
 #include "fiber/error.hpp"
+#include "pool_test_sinks.hpp"
 #include "primitives/pool/wire.hpp"
 
 namespace {
 using namespace fiber::detail;
 using fiber::writer;
-
-/// Produces the integers 0..total-1 as items and records what comes back.
-struct counting_sink final : pool_sink {
-  explicit counting_sink(int total) : total(total) {}
-  std::size_t next_items(std::size_t n, item_writer& chunk) override {
-    std::size_t k = 0;
-    for (; k < n && next < total; ++k, ++next) chunk.add([&](fiber::writer& w) { w.value(std::tuple<int>(next)); });
-    return k;
-  }
-  void on_result(std::size_t index, message m) override { results[index] = decode_message<int>(m); }
-  void on_error(std::size_t index, std::exception_ptr e) override {
-    try {
-      std::rethrow_exception(e);
-    } catch (const fiber::error& err) {
-      errors[index] = err.code();
-      reasons[index] = err.what();
-    }
-  }
-  void on_finished() override { ++finished; }
-  void on_input_failed(std::size_t index, std::exception_ptr) override { input_failed_at = static_cast<int>(index); }
-
-  int total, next = 0;
-  std::map<std::size_t, int> results;
-  std::map<std::size_t, std::error_code> errors;
-  std::map<std::size_t, std::string> reasons;
-  int finished = 0;
-  int input_failed_at = -1;
-};
-
-std::shared_ptr<pool_submission> submission_of(std::shared_ptr<counting_sink> sink, std::size_t chunksize, bool retry = true) {
-  return std::make_shared<pool_submission>(pool_submission{7, chunksize, std::move(sink), retry, {}});
-}
+using fiber_test::answering_sink;
+using fiber_test::counting_sink;
+using fiber_test::submission_of;
 
 /// What a worker sends back for the next `n` items of `t` (all it has left by default): each
 /// item's argument times ten.
@@ -69,7 +41,7 @@ struct pool_task_queue : ::testing::Test {
   std::shared_ptr<counting_sink> sink;
   void submit(int total, std::size_t chunksize, bool retry = true, std::size_t window = 8) {
     sink = std::make_shared<counting_sink>(total);
-    q.add(submission_of(sink, chunksize, retry));
+    q.feeder().add(submission_of(sink, chunksize, retry));
     q.feed(window, no_limit);
   }
   /// Sends the next task to `worker` and returns what was sent.
@@ -140,7 +112,7 @@ TEST_F(pool_task_queue, an_item_out_of_attempts_fails_alone_and_without_retries_
   for (bool retry : {true, false}) {
     task_queue q;
     auto sink = std::make_shared<counting_sink>(2);
-    q.add(submission_of(sink, 2, retry));
+    q.feeder().add(submission_of(sink, 2, retry));
     q.feed(8, no_limit);
     int rounds = 0;
     while (sink->errors.empty() && rounds < 10) {
@@ -243,7 +215,7 @@ TEST_F(pool_task_queue, a_timed_out_item_fails_with_timed_out_or_runs_again_and_
     auto sub = submission_of(sink, 3);
     sub->timeout = std::chrono::milliseconds(250);
     sub->retry_timed_out = retry_timed_out;
-    q.add(sub);
+    q.feeder().add(sub);
     q.feed(8, no_limit);
     auto t = q.take_next();
     auto id = t.id;
@@ -270,7 +242,7 @@ TEST_F(pool_task_queue, a_timed_out_item_fails_with_timed_out_or_runs_again_and_
 
 TEST_F(pool_task_queue, a_chunk_over_the_message_limit_fails_its_items_without_being_queued) {
   sink = std::make_shared<counting_sink>(4);
-  q.add(submission_of(sink, 2));
+  q.feeder().add(submission_of(sink, 2));
   q.feed(8, 10);  // two packed ints are more than 10 bytes
   EXPECT_EQ(q.waiting(), 0u);
   ASSERT_EQ(sink->errors.size(), 4u);
@@ -289,31 +261,10 @@ TEST_F(pool_task_queue, failing_everything_reaches_queued_running_and_unproduced
   EXPECT_FALSE(q.busy());
 }
 
-// A sink that has its answer once an item failed, as a map's: the rest of its call is dropped.
-struct answering_sink final : pool_sink {
-  std::size_t next_items(std::size_t n, item_writer& chunk) override {
-    std::size_t k = 0;
-    for (; k < n && next < 10; ++k, ++next) chunk.add([&](fiber::writer& w) { w.value(std::tuple<int>(next)); });
-    return k;
-  }
-  void on_result(std::size_t, message) override {}
-  void on_error(std::size_t index, std::exception_ptr e) override {
-    try {
-      std::rethrow_exception(e);
-    } catch (const fiber::remote_error& err) {
-      failed.emplace_back(index, err.item());
-    }
-  }
-  bool answered() const override { return !failed.empty(); }
-  void on_finished() override { ++finished; }
-  int next = 0, finished = 0;
-  std::vector<std::pair<std::size_t, std::string>> failed;
-};
-
 TEST(pool_task_queue_answered, a_call_that_has_its_answer_drops_its_queued_tasks_and_input) {
   task_queue q;
   auto sink = std::make_shared<answering_sink>();
-  q.add(std::make_shared<pool_submission>(pool_submission{7, 1, sink, true, {}}));
+  q.feeder().add(std::make_shared<pool_submission>(pool_submission{7, 1, sink, true, {}}));
   q.feed(4, no_limit);  // 4 of the 10 produced, one task each
   auto first = q.take_next();
   auto id = first.id;
@@ -334,6 +285,21 @@ TEST(pool_task_queue_answered, a_call_that_has_its_answer_drops_its_queued_tasks
   EXPECT_EQ(sink->next, 4);         // and the input was read no further
   EXPECT_EQ(sink->finished, 1);
   EXPECT_TRUE(q.drained());
+}
+
+TEST(pool_task_queue_answered, a_chunk_over_the_limit_of_a_call_that_then_has_its_answer_ends_it_and_feeds_the_next) {
+  // The first failed item answers the call: its input is dropped while the chunk is being fed.
+  task_queue q;
+  auto answered = std::make_shared<answering_sink>();
+  auto after = std::make_shared<counting_sink>(3);
+  q.feeder().add(std::make_shared<pool_submission>(pool_submission{7, 2, answered, true, {}}));
+  q.feeder().add(submission_of(after, 1));
+  q.feed(8, 20);  // two packed ints are more than 20 bytes; one is not
+  EXPECT_EQ(answered->failed.size(), 2u);  // the two items of the chunk that failed, and no other
+  EXPECT_EQ(answered->next, 2);           // its input read no further
+  EXPECT_EQ(answered->finished, 1);
+  EXPECT_EQ(q.waiting(), 3u);  // the next call's three chunks of one
+  EXPECT_EQ(after->errors.size(), 0u);
 }
 
 TEST_F(pool_task_queue, a_result_that_does_not_hold_its_items_fails_them_as_malformed) {

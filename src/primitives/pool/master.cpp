@@ -134,7 +134,7 @@ void pool_master::start() {
   } catch (const std::exception&) {
     // No backend to listen for (an engine that does not answer): the workers' start says so.
   }
-  tasks_.shared_limits(rt_->cfg().shared_cache_bytes, courier_.in_host_memory());
+  tasks_.feeder().shared_limits(rt_->cfg().shared_cache_bytes, courier_.in_host_memory());
   rt_->observer().recorder().record(record_kind::pool_begin, static_cast<std::uint32_t>(workers_.target()), id_);
   if (auto* board = rt_->observer().run_dashboard()) {
     board->view().add_pool(id_, [weak = weak_from_this()]() -> std::optional<boost::json::object> {
@@ -194,7 +194,7 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
   if (timeout.count()) deadlines_.use();
   sub->recorded_as = ++maps_;
   rt_->observer().recorder().record(record_kind::map_begin, 0, id_, sub->recorded_as, hint);
-  tasks_.add(std::move(sub));
+  tasks_.feeder().add(std::move(sub));
   total_hint_ += hint;
   progress_.start(rt_->io(), weak_from_this());
   if (start_again) workers_.top_up();  // may fail this submission at once, item by item

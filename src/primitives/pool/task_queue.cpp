@@ -3,69 +3,12 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/message_limit.hpp"
 #include "core/remote_failure.hpp"
 #include "fiber/error.hpp"
-#include "fiber/detail/shared_entry.hpp"
 #include "fiber/registry.hpp"
 #include "primitives/pool/wire.hpp"
 
 namespace fiber::detail {
-
-void task_queue::add(std::shared_ptr<pool_submission> sub) { feeding_.push_back(std::move(sub)); }
-
-void task_queue::feed(std::size_t window, std::size_t max_message_bytes) {
-  for (auto it = feeding_.begin(); it != feeding_.end() && queue_.size() < window;) {
-    auto sub = *it;
-    if (sub->input_done || !sub->sink->wants_more()) {
-      ++it;
-      continue;
-    }
-    writer chunk;
-    chunk.share_ranges();       // a vector every item holds by reference travels once per chunk
-    chunk.send_shared_apart();  // a fiber::shared object, once per worker
-    chunk.share_referenced_ranges(&sub->referenced);  // ... and a range items hold by reference
-    item_writer items(chunk);
-    auto count = sub->sink->next_items(sub->chunksize, items);
-    if (!count) {
-      sub->input_done = true;
-      finish_if_done(*sub);
-      continue;
-    }
-    if (sub->chunksize < sub->grow_to) sub->chunksize = std::min(sub->grow_to, sub->chunksize * 2);
-    auto first = sub->next_index;
-    sub->next_index += count;
-    sub->outstanding += count;
-    std::exception_ptr why;
-    std::size_t attached = 0;
-    try {
-      for (auto& e : chunk.shared_attached()) {
-        publish_shared(*e, shared_bound_);
-        if (!shared_in_host_memory_) attached += e->bytes();
-      }
-    } catch (const std::exception&) {
-      why = std::current_exception();
-    }
-    if (auto over = message_limit_text(attached ? "the arguments of a chunk with the fiber::shared objects they hold"
-                                                : "the arguments of a chunk",
-                                       chunk.total_size() + attached, max_message_bytes, "use a smaller chunksize");
-        !why && !over.empty())
-      why = std::make_exception_ptr(error(errc::message_too_large, over));
-    if (why) {
-      for (std::size_t i = 0; i < count; ++i) deliver_error(*sub, first + i, why);
-      continue;
-    }
-    pool_task t;
-    t.id = next_task_++;
-    t.sub = sub;
-    t.first = first;
-    t.packed = t.end = count;
-    t.shares_objects = chunk.shares_objects();
-    t.args = std::make_shared<writer>(std::move(chunk));
-    queue_.push_back(std::move(t));
-  }
-  std::erase_if(feeding_, [](auto& s) { return s->input_done; });
-}
 
 pool_task* task_queue::next() {
   while (!queue_.empty() && queue_.front().sub->finished) queue_.pop_front();
@@ -78,13 +21,6 @@ pool_task task_queue::take_next() {
   return t;
 }
 
-namespace {
-std::string item_words(const pool_submission& sub, std::size_t index) {
-  auto* f = find_function(sub.function_id);
-  return "item " + std::to_string(index) + " (" + (f ? std::string(spelled_name(f->name)) : "a pool function") + ")";
-}
-std::string item_words(const pool_task& t) { return item_words(*t.sub, t.position()); }
-}  // namespace
 
 void task_queue::sent(pool_task t, const std::string& worker) {
   t.worker = worker;
@@ -121,12 +57,12 @@ void task_queue::on_results(std::uint64_t task_id, const std::string& worker, co
         auto& f = (*block)[i];
         f.head = item.head;
         f.blob_spans = std::move(item.blobs);
-        deliver_result(*sub, at + i, message(std::shared_ptr<message::frames>(block, &f)));
+        delivery_.result(*sub, at + i, message(std::shared_ptr<message::frames>(block, &f)));
       } else {
         auto f = remote_failure::decode(std::string_view(reinterpret_cast<const char*>(item.head.data()), item.head.size()));
         if (f.where.empty()) f.where = worker_name;
         f.item = item_words(*sub, at + i);
-        deliver_error(*sub, at + i, f.exception());
+        delivery_.error(*sub, at + i, f.exception());
       }
     }
   } catch (const std::exception&) {
@@ -135,7 +71,7 @@ void task_queue::on_results(std::uint64_t task_id, const std::string& worker, co
     if (lost == inflight_.end()) return;
     auto t2 = std::move(lost->second);
     inflight_.erase(lost);
-    fail_items(t2, std::current_exception());
+    delivery_.fail_items(t2, std::current_exception());
   }
 }
 
@@ -165,90 +101,12 @@ std::vector<pool_task> task_queue::take_held(const std::deque<std::uint64_t>& he
 
 void task_queue::on_worker_lost(const std::deque<std::uint64_t>& held, const worker_end& end, bool pool_retry,
                                 int max_attempts) {
-  auto tasks = take_held(held);
-  std::vector<pool_task> requeued;
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    auto& t = tasks[i];
-    if (i > 0) {  // waiting behind the one it ran: untouched
-      retried_ += t.count();
-      requeued.push_back(std::move(t));
-      continue;
-    }
-    ++t.attempts;
-    auto where = " was running on " + end.worker + " when it ended (" + end.how + ")";
-    if (!(pool_retry && t.sub->retry)) {
-      // Items after the last report may have run: none runs twice.
-      while (t.count()) {
-        auto why = item_words(t) + (t.attempts ? where : " was in the same chunk, not yet reported, when " + end.worker +
-                                                              " ended (" + end.how + ")") +
-                   "; retries are off";
-        t.attempts = 0;
-        fail_first(t, std::make_exception_ptr(error(errc::worker_lost, why)));
-      }
-      continue;
-    }
-    if (t.attempts < max_attempts) {
-      retried_ += t.count();
-      split_charged(std::move(t), requeued);
-      continue;
-    }
-    auto why = item_words(t) + where + "; " + std::to_string(t.attempts) + " worker(s) lost running it; max_attempts reached";
-    t.attempts = 0;
-    if (!fail_first(t, std::make_exception_ptr(error(errc::worker_lost, why)))) continue;
-    retried_ += t.count();
-    t.careful = true;
-    requeued.push_back(std::move(t));
-  }
+  auto requeued = losses_.after_death(take_held(held), end, pool_retry, max_attempts);
   requeue_front(requeued);
 }
 
-void task_queue::split_charged(pool_task&& t, std::vector<pool_task>& out) {
-  // A worker killed right after sending a report can take the report with it: the item charged
-  // may have finished, and the one that killed it come after. Alone, with nothing after it on
-  // its worker, a charged item's next death is its own, and its result cannot be lost to another.
-  auto end = t.end;
-  t.end = t.begin + 1;
-  t.alone = true;
-  auto next = t.end;
-  pool_task piece = t;
-  out.push_back(std::move(t));
-  // The rest, in pieces of a quarter chunk, so that several workers share it rather than one
-  // running it all while the others may be idle. Each reports item by item at first: the item
-  // that killed the worker may be in any of them when items are tiny.
-  const auto size = std::max<std::size_t>(1, piece.sub->chunksize / 4);
-  for (; next < end; next += size) {
-    piece.id = next_task_++;
-    piece.begin = next;
-    piece.end = std::min(end, next + size);
-    piece.attempts = 0;
-    piece.alone = false;
-    piece.careful = true;
-    out.push_back(piece);
-  }
-}
-
 void task_queue::on_timed_out(const std::deque<std::uint64_t>& held, const std::string& worker_name, int max_attempts) {
-  auto tasks = take_held(held);
-  std::vector<pool_task> requeued;
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    auto& t = tasks[i];
-    if (i == 0) {  // the one that ran too long
-      auto& sub = *t.sub;
-      if (sub.retry_timed_out && ++t.attempts < max_attempts) {
-        retried_ += t.count();
-        split_charged(std::move(t), requeued);
-        continue;
-      }
-      auto why = item_words(t) + " ran longer than its task_timeout (" + std::to_string(sub.timeout.count()) +
-                 " ms) on " + worker_name + "; its worker was killed" +
-                 (sub.retry_timed_out ? " (" + std::to_string(t.attempts) + " attempts; max_attempts reached)" : "");
-      t.attempts = 0;
-      if (!fail_first(t, std::make_exception_ptr(error(errc::timed_out, why)))) continue;
-      t.careful = true;
-    }
-    retried_ += t.count();
-    requeued.push_back(std::move(t));
-  }
+  auto requeued = losses_.after_timeout(take_held(held), worker_name, max_attempts);
   requeue_front(requeued);
 }
 
@@ -258,19 +116,19 @@ void task_queue::requeue_front(std::vector<pool_task>& tasks) {
 }
 
 void task_queue::fail_all(std::exception_ptr e) {
-  std::vector<std::shared_ptr<pool_submission>> subs(feeding_.begin(), feeding_.end());
+  std::vector<std::shared_ptr<pool_submission>> subs;
+  feeder_.take_where([](const pool_submission&) { return true; }, subs);
   auto queued = std::move(queue_);
   auto inflight = std::move(inflight_);
   queue_.clear();
   inflight_.clear();
-  feeding_.clear();
   for (auto& t : queued) {
     subs.push_back(t.sub);
-    fail_items(t, e);
+    delivery_.fail_items(t, e);
   }
   for (auto& [id, t] : inflight) {
     subs.push_back(t.sub);
-    fail_items(t, e);
+    delivery_.fail_items(t, e);
   }
   for (auto& s : subs) {
     if (s->finished) continue;
@@ -288,7 +146,7 @@ std::vector<std::uint64_t> task_queue::fail_where(const std::function<bool(const
     if (std::find(subs.begin(), subs.end(), s) == subs.end()) subs.push_back(s);
     return true;
   };
-  for (auto& s : feeding_) (void)pick(s);
+  feeder_.take_where(which, subs);
   std::vector<pool_task> dropped;
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (pick(it->sub)) {
@@ -308,9 +166,8 @@ std::vector<std::uint64_t> task_queue::fail_where(const std::function<bool(const
       ++it;
     }
   }
-  std::erase_if(feeding_, [&](auto& s) { return std::find(subs.begin(), subs.end(), s) != subs.end(); });
   // Out of every table before the sinks hear of it: what they run may submit more work.
-  for (auto& t : dropped) fail_items(t, e);
+  for (auto& t : dropped) delivery_.fail_items(t, e);
   for (auto& s : subs) {
     if (s->finished) continue;
     s->finished = true;
@@ -328,10 +185,7 @@ void task_queue::put_back_held(const std::deque<std::uint64_t>& held) {
   requeue_front(back);
 }
 
-bool task_queue::drained() const {
-  return queue_.empty() && inflight_.empty() &&
-         std::all_of(feeding_.begin(), feeding_.end(), [](auto& s) { return s->input_done; });
-}
+bool task_queue::drained() const { return queue_.empty() && inflight_.empty() && !feeder_.reading(); }
 
 std::size_t task_queue::queued_items() const {
   std::size_t n = 0;
@@ -354,21 +208,7 @@ void task_queue::drop_queued(pool_submission& sub) {
       ++it;
     }
   }
-  if (!sub.input_done) {
-    sub.input_done = true;
-    std::erase_if(feeding_, [&](const std::shared_ptr<pool_submission>& s) { return s.get() == &sub; });
-  }
-}
-
-void task_queue::fail_items(pool_task& t, std::exception_ptr e) {
-  while (t.count()) fail_first(t, e);
-}
-
-bool task_queue::fail_first(pool_task& t, std::exception_ptr e) {
-  auto at = t.position();
-  ++t.begin;
-  deliver_error(*t.sub, at, std::move(e));
-  return t.count() > 0;
+  feeder_.drop(sub);
 }
 
 }  // namespace fiber::detail
