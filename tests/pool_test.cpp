@@ -311,6 +311,11 @@ TEST(pool, oversized_arguments_and_results_fail_their_task_with_a_clear_error) {
     EXPECT_EQ(p.apply(&make_big, 10).get().size(), 10u);  // the worker and the pool go on
     fiber_test::expect_error([&] { (void)p.apply(&scale_big, std::vector<double>(20000, 1.0)).get(); },
                              fiber::errc::message_too_large, {"arguments", "max_message_bytes"});
+    // A map's chunk over the limit: its first item's error is the map's answer, and the rest of
+    // its input is read no further (the master once crashed here).
+    std::vector<std::vector<double>> bigs(6, std::vector<double>(8000, 1.0));  // 64 kB each
+    fiber_test::expect_error([&] { (void)p.map(&scale_big, bigs, 2).get(); }, fiber::errc::message_too_large,
+                             {"arguments of a chunk", "smaller chunksize"});
     EXPECT_EQ(p.map(&square, std::vector<int>{1, 2}).get(), (std::vector<int>{1, 4}));
     EXPECT_EQ(p.stats().workers_lost, 0u);
   }
