@@ -212,25 +212,28 @@ class ring_member {
   /// links), so a member that should resume reads its own checkpoint when this is not 0.
   int restart() const noexcept { return restart_; }
 
-  // What travels to the member (codec<ring_member>); not for users.
+  // What travels to the member (codec<ring_member>); not for users: its ring, and the secret the
+  // members prove themselves to each other with (new at each restart).
+  struct identity_t {
+    std::uint64_t ring = 0;
+    std::string secret;
+  };
   ring_member(std::uint64_t ring, int rank, int size, std::string secret, int restart = 0)
-      : ring_(ring), rank_(rank), size_(size), restart_(restart), secret_(std::move(secret)) {}
-  std::uint64_t ring_id() const noexcept { return ring_; }
-  const std::string& secret() const noexcept { return secret_; }
+      : id_{ring, std::move(secret)}, rank_(rank), size_(size), restart_(restart) {}
+  const identity_t& identity() const noexcept { return id_; }
 
  private:
-  std::uint64_t ring_;
+  identity_t id_;
   int rank_, size_, restart_;
-  std::string secret_;  // members prove themselves to each other with it (new at each restart)
 };
 
 template <>
 struct codec<ring_member> {
   static void encode(writer& w, const ring_member& m) {
-    w.value(m.ring_id());
+    w.value(m.identity().ring);
     w.value(m.rank());
     w.value(m.size());
-    w.value(m.secret());
+    w.value(m.identity().secret);
     w.value(m.restart());
   }
   static ring_member decode(reader& r) {

@@ -24,23 +24,16 @@ child_process::child_process(std::shared_ptr<runtime> rt, encoded_call call)
     : rt_(std::move(rt)), name_("Process-" + std::to_string(next_number++)), call_(std::move(call)),
       needs_(find_meta(call_.function_id)) {}
 
-std::shared_ptr<child_process> child_process::make(std::shared_ptr<runtime> rt, encoded_call call) {
-  return std::shared_ptr<child_process>(new child_process(std::move(rt), std::move(call)));
+std::shared_ptr<child_process> child_process::make(std::shared_ptr<runtime> rt, encoded_call call,
+                                                   std::optional<meta> needs) {
+  auto p = std::shared_ptr<child_process>(new child_process(std::move(rt), std::move(call)));
+  if (needs) p->needs_ = *needs;
+  return p;
 }
 
 void child_process::set_name(std::string name) {
   if (state() != phase::created) throw error(errc::already_started, "set_name on process " + name_ + " after start()");
   name_ = std::move(name);
-}
-
-std::optional<int> child_process::exit_code() const noexcept {
-  if (!exited_.load()) return std::nullopt;
-  return exit_code_.load();
-}
-
-std::optional<remote_error> child_process::raised() const {
-  if (state() != phase::ended) return std::nullopt;
-  return raised_;
 }
 
 int child_process::pid() const noexcept {
@@ -63,7 +56,7 @@ void child_process::start(started_handler& done) {
     state_ = phase::created;
     throw;
   }
-  on_started_ = std::move(done);
+  start_.open(std::move(done));
   rt_->master().track_job(child_);
   pid_ = child_->pid();
   rt_->observer().record_child_event(record_kind::process_start, tree_name_, static_cast<std::uint64_t>(pid_.load()));
@@ -79,7 +72,15 @@ void child_process::start(started_handler& done) {
   child_->when_running([weak = weak_from_this(), asked = needs_with_defaults(needs_, rt_->cfg())] {
     auto self = weak.lock();
     if (!self) return;
-    self->arm_start_deadline();
+    auto limit = std::chrono::milliseconds(self->rt_->cfg().start_timeout_ms);
+    self->start_.arm(self->rt_->io(), limit, [weak, limit](std::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || !self->start_.waiting()) return;
+      self->start_.complete(make_error_code(errc::timeout),
+                            "process " + self->name_ + " did not complete its handshake within start_timeout_ms (" +
+                                std::to_string(limit.count()) + " ms); killed");
+      self->child_->signal(SIGKILL);
+    });
     // What it asked for and where its engine put it, in the run's recording.
     self->rt_->observer().record_child_event(record_kind::resources, self->tree_name_, static_cast<std::uint64_t>(asked.cpu),
                                   resources_of(static_cast<std::uint64_t>(std::max(asked.memory_mb, 0)),
@@ -138,28 +139,6 @@ meta needs_with_defaults(const meta& needs, const fiber::config& cfg) {
   return {needs.cpu ? needs.cpu : cfg.cpu_per_job, needs.memory_mb ? needs.memory_mb : cfg.mem_per_job, needs.gpu};
 }
 
-void child_process::arm_start_deadline() {
-  if (!on_started_) return;
-  auto limit = std::chrono::milliseconds(rt_->cfg().start_timeout_ms);
-  start_timer_ = std::make_unique<asio::steady_timer>(rt_->io(), limit);
-  start_timer_->async_wait([weak = weak_from_this(), limit](std::error_code ec) {
-    auto self = weak.lock();
-    if (ec || !self || !self->on_started_) return;
-    self->complete_start(make_error_code(errc::timeout), "process " + self->name_ +
-                                                             " did not complete its handshake within start_timeout_ms (" +
-                                                             std::to_string(limit.count()) + " ms); killed");
-    self->child_->signal(SIGKILL);
-  });
-}
-
-void child_process::complete_start(std::error_code ec, std::string detail) {
-  if (start_timer_) start_timer_->cancel();
-  if (auto f = std::move(on_started_)) {
-    on_started_ = nullptr;
-    f(ec, std::move(detail));
-  }
-}
-
 // ---- what the child says
 
 void child_process::on_hello(const std::string& text) {
@@ -167,15 +146,14 @@ void child_process::on_hello(const std::string& text) {
   if (!hello.problem.empty()) {
     rt_->master().send_to_child(peer_, make_message(kind::refuse, {}, hello.problem));
     logf(log_level::error, "refused ", name_, ": ", hello.problem);
-    complete_start(make_error_code(hello.code), "cannot start " + name_ + ": " + hello.problem);
+    start_.complete(make_error_code(hello.code), "cannot start " + name_ + ": " + hello.problem);
     return;
   }
   boost::json::object snapshot;
   for (auto& [k, v] : rt_->cfg().items()) snapshot[k] = v;
   auto cfg_text = boost::json::serialize(snapshot);
   auto welcome = make_message(kind::welcome, {}, cfg_text, as_pod(call_.function_id), call_.args);
-  host_ = std::move(hello.host);
-  memory_domain_ = std::move(hello.memory_domain);
+  place_ = {std::move(hello.host), std::move(hello.memory_domain)};
   if (hello.pid) child_->reported_pid(*hello.pid);
   state_ = phase::running;
   // The child runs its target once welcomed, so it is welcomed, and start() completes, once
@@ -186,7 +164,7 @@ void child_process::on_hello(const std::string& text) {
     if (!self) return;
     if (self->rt_->is_master()) {  // its routing id is its channel prefix
       self->rt_->master().send_to_child(self->peer_, std::move(welcome));
-      self->complete_start({}, {});
+      self->start_.complete({}, {});
       return;
     }
     // A nested master's child: its channel prefix, unique in the job, comes from the top master.
@@ -196,7 +174,7 @@ void child_process::on_hello(const std::string& text) {
                      if (!self || self->state_ != phase::running) return;
                      std::uint32_t prefix = 0;
                      if (ec || answer.empty() || answer[0].size() != sizeof prefix) {
-                       self->complete_start(ec ? ec : make_error_code(errc::protocol_error),
+                       self->start_.complete(ec ? ec : make_error_code(errc::protocol_error),
                                             "cannot start " + self->name_ + ": the master above gave no channel prefix (" +
                                                 (ec ? ec.message() : std::string("malformed answer")) + ")");
                        self->child_->signal(SIGKILL);
@@ -207,31 +185,26 @@ void child_process::on_hello(const std::string& text) {
                      auto h = parse_header(welcome[0]);
                      welcome[0] = make_header(kind::welcome, h->channel, h->request, prefix, h->flags);
                      self->rt_->master().send_to_child(self->peer_, std::move(welcome));
-                     self->complete_start({}, {});
+                     self->start_.complete({}, {});
                    });
   });
 }
 
 void child_process::on_done(bool threw, const std::string& detail) {
-  done_received_ = true;
-  if (!exited_ && child_) child_->expect_exit();
-  if (threw) {
-    auto f = remote_failure::decode(detail);
-    if (f.in_fiber) logf(log_level::warn, name_, " reported its end in an unreadable form: ", f.message);
-    raised_.emplace(f.in_fiber ? "fiber::error" : f.type, f.message, name_);
-  }
-  if (exited_) finish();
+  bool exited = ending_.exit_code().has_value();
+  if (!exited && child_) child_->expect_exit();
+  ending_.heard_done(threw, detail, name_);
+  if (exited) finish();
 }
 
 // ---- ending
 
 void child_process::on_exit(int code) {
-  exit_code_ = code;
-  exited_ = true;
+  ending_.exited(code);
   rt_->master().untrack_job(child_.get());
-  if (on_started_) {
+  if (start_.waiting()) {
     auto detail = child_->exit_detail();
-    complete_start(make_error_code(child_->never_fits() ? errc::unsatisfiable : errc::spawn_failed),
+    start_.complete(make_error_code(child_->never_fits() ? errc::unsatisfiable : errc::spawn_failed),
                    "process " + name_ + " (pid " + std::to_string(child_->pid()) + ") exited with code " +
                        std::to_string(code) + " before its handshake" +
                        (detail.empty() ? "; see its log (config log_file) or stderr" : ": " + detail));
@@ -239,7 +212,7 @@ void child_process::on_exit(int code) {
     return;
   }
   bool normal_exit = code == 0 || code == 1;
-  if (done_received_ || !normal_exit || state() != phase::running) {
+  if (ending_.done_heard() || !normal_exit || state() != phase::running) {
     finish();
     return;
   }
@@ -255,20 +228,16 @@ void child_process::finish() {
   if (grace_timer_) grace_timer_->cancel();
   if (kill_timer_) kill_timer_->cancel();
   state_ = phase::ended;
+  auto waiters = ending_.end();
   // d: 1 when it raised (text: what), 2 when fiber ended it (text: why).
+  auto raised = ending_.raised();
+  auto& by = ending_.ended_by();
   rt_->observer().record_child_event(record_kind::process_end, tree_name_,
-                          static_cast<std::uint64_t>(static_cast<std::int64_t>(exit_code_.load())),
-                          raised_ ? 1 : ended_by_.empty() ? 0 : 2,
-                          raised_ ? std::string_view(raised_->what()) : std::string_view(ended_by_));
+                                     static_cast<std::uint64_t>(static_cast<std::int64_t>(ending_.exit_code().value_or(0))),
+                                     raised ? 1 : by.empty() ? 0 : 2,
+                                     raised ? std::string_view(raised->what()) : std::string_view(by));
   rt_->master().detach_child(peer_);
-  auto waiters = std::move(on_ended_);
-  on_ended_.clear();
   for (auto& w : waiters) w();
-}
-
-void child_process::when_ended(unique_function<void()> f) {
-  if (state() == phase::ended) return f();
-  on_ended_.push_back(std::move(f));
 }
 
 void child_process::signal(int sig) noexcept {
@@ -299,12 +268,10 @@ void child_process::kill_now(std::string why) noexcept {
     auto m = process_memory(pid_.load());
     if (m.peak) rt_->observer().record_child_event(record_kind::memory, tree_name_, m.resident, m.peak);
   }
-  ended_by_ = std::move(why);
   child_->kill_and_reap();
   rt_->master().untrack_job(child_.get());
-  exit_code_ = -SIGKILL;
-  exited_ = true;
-  complete_start(make_error_code(errc::spawn_failed), "process " + name_ + " was killed while starting");
+  ending_.killed(std::move(why));
+  start_.complete(make_error_code(errc::spawn_failed), "process " + name_ + " was killed while starting");
   finish();
 }
 

@@ -13,6 +13,8 @@
 #include "fiber/meta.hpp"
 #include "fiber/process.hpp"
 #include "fiber/registry.hpp"
+#include "primitives/child_ending.hpp"
+#include "primitives/child_start_gate.hpp"
 #include "runtime/runtime.hpp"
 
 namespace fiber::detail {
@@ -31,14 +33,22 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   /// Called once on the loop: no error once the child passed its handshake, else why not.
   using started_handler = unique_function<void(std::error_code, std::string)>;
 
-  /// A child that will run `call`, named "Process-N", with the needs FIBER_META gave its target.
-  static std::shared_ptr<child_process> make(std::shared_ptr<runtime> rt, encoded_call call);
+  /// A child that will run `call`, named "Process-N", with `needs` (by default those FIBER_META
+  /// gave its target).
+  static std::shared_ptr<child_process> make(std::shared_ptr<runtime> rt, encoded_call call,
+                                             std::optional<meta> needs = std::nullopt);
+  /// Where a child runs, as it said in its handshake (empty before).
+  struct place {
+    std::string host;
+    /// The processes that can map each other's shared memory share this (its host and process
+    /// namespace).
+    std::string memory_domain;
+  };
 
   const std::shared_ptr<runtime>& rt() const noexcept { return rt_; }
   const std::string& name() const noexcept { return name_; }
   /// Before start() only.
   void set_name(std::string name);
-  void set_needs(const meta& needs) { needs_ = needs; }
   /// Before start() only: the child belongs to a pool, a manager or a ring, which ends with its
   /// context as a user expects (a user's own process still running then is worth a warning).
   void set_owned() { owned_ = true; }
@@ -47,21 +57,16 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
     auto s = state();
     return s == phase::starting || s == phase::running;
   }
-  /// Once the child has exited: its exit code (-N: killed by signal N).
-  std::optional<int> exit_code() const noexcept;
-  /// Once ended: what its target raised, if it raised.
-  std::optional<remote_error> raised() const;
+  /// How it ended: its exit code once it exited (any thread), what its target raised once ended.
+  const child_ending& ending() const noexcept { return ending_; }
   /// Its pid on its host; 0 before it is known.
   int pid() const noexcept;
   /// True while it is stopped (SIGSTOP), where its backend can tell (see job::is_stopped).
   bool is_stopped() const noexcept { return child_ && state() == phase::running && child_->is_stopped(); }
   /// loop: while starting, why its engine has not started it yet (job::pending_reason).
   std::string pending_reason() const { return child_ && state() == phase::starting ? child_->pending_reason() : std::string(); }
-  /// The host it runs on, as it said in its handshake (empty before).
-  const std::string& host() const noexcept { return host_; }
-  /// The processes that can map each other's shared memory share this (its host and process
-  /// namespace, as it said in its handshake; empty before).
-  const std::string& memory_domain() const noexcept { return memory_domain_; }
+  /// loop: where it runs, once its handshake came.
+  const struct place& where() const noexcept { return place_; }
   /// Its id on the master's socket, for messages to it (set by start()).
   const std::string& peer() const noexcept { return peer_; }
 
@@ -70,7 +75,7 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   /// again, when the child cannot even be spawned.
   void start(started_handler& done);
   /// loop: `f` runs once the child has ended (now, if it has).
-  void when_ended(unique_function<void()> f);
+  void when_ended(unique_function<void()> f) { ending_.when_ended(std::move(f)); }
   /// loop
   void signal(int sig) noexcept;
   /// loop: SIGTERM, then SIGKILL after terminate_grace_ms if it is still there.
@@ -88,8 +93,6 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   void on_master_shutdown() noexcept override;
 
   void spawn();
-  void arm_start_deadline();
-  void complete_start(std::error_code ec, std::string detail);
   void on_exit(int code);
   void finish();
 
@@ -100,20 +103,14 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   encoded_call call_;
   meta needs_;
   std::atomic<phase> state_{phase::created};
-  std::atomic<bool> exited_{false};
-  std::atomic<int> exit_code_{0};
   std::atomic<int> pid_{0};
   std::shared_ptr<job> child_;  // set before state_ leaves `starting`
   std::string peer_;
   std::string nonce_;  // what its hello must carry (env_nonce)
-  std::string host_;  // written on the loop before start completes
-  std::string memory_domain_;
-  started_handler on_started_;
-  std::unique_ptr<asio::steady_timer> start_timer_, grace_timer_, kill_timer_;
-  std::vector<unique_function<void()>> on_ended_;
-  bool done_received_ = false;
-  std::optional<remote_error> raised_;  // written on the loop before state_ becomes ended
-  std::string ended_by_;                 // kill_now's why
+  struct place place_;  // written on the loop before start completes
+  child_start_gate start_;
+  child_ending ending_;
+  std::unique_ptr<asio::steady_timer> grace_timer_, kill_timer_;
 };
 
 }  // namespace fiber::detail

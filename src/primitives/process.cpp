@@ -106,9 +106,9 @@ op<void> process::terminate() {
 bool process::is_alive() const noexcept { return state_->is_alive(); }
 std::optional<int> process::exitcode() const noexcept {
   if (state_->state() != detail::child_process::phase::ended) return std::nullopt;
-  return state_->exit_code();
+  return state_->ending().exit_code();
 }
-std::optional<remote_error> process::exception() const { return state_->raised(); }
+std::optional<remote_error> process::exception() const { return state_->ending().raised(); }
 int process::pid() const noexcept { return state_->pid(); }
 const std::string& process::name() const noexcept { return state_->name(); }
 void process::set_name(std::string name) { state_->set_name(std::move(name)); }

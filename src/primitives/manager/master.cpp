@@ -164,7 +164,7 @@ void manager_core::on_server_ended() {
   if (kill_timer_) kill_timer_->cancel();
   if (!dead_) {
     dead_ = true;
-    int code = proc_->exit_code().value_or(0);
+    int code = proc_->ending().exit_code().value_or(0);
     auto how = code < 0 ? "killed by signal " + std::to_string(-code) : "exit code " + std::to_string(code);
     dead_text_ = stopping_ ? "the manager was shut down: its objects are gone"
                            : "the manager's server " + proc_->name() + " (pid " + std::to_string(proc_->pid()) +

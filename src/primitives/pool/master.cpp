@@ -31,7 +31,7 @@ std::string what_of(const std::exception_ptr& e) {
 }
 
 std::string how_it_ended(const pool_worker& w) {
-  auto code = w.proc->exit_code();
+  auto code = w.proc->ending().exit_code();
   std::string status = code ? exit_text(*code) : "";
   if (w.why_ended.empty()) return status.empty() ? "its end was reported without a status" : status;
   // The pool ended it with SIGKILL; another status means it had ended by itself first (a
@@ -364,7 +364,7 @@ void pool_master::on_worker_ended(const pool_worker& w) {
   courier_.on_worker_ended(worker_directory::describe(w));
   bool lost = !w.leaving && !terminating_ && !rt_->is_shut_down();
   if (lost || (!w.tasks.empty() && !rt_->is_shut_down())) {
-    auto code = w.proc->exit_code().value_or(0);
+    auto code = w.proc->ending().exit_code().value_or(0);
     // In items, as stats().retried counts them: a task is a chunk of items.
     logf(log_level::warn, w.proc->name(), " (pid ", w.proc->pid(), ") ended with code ", code, " holding ",
          tasks_.items_in(w.tasks), " item(s) in ", w.tasks.size(), " chunk(s)");
@@ -376,7 +376,7 @@ void pool_master::on_worker_ended(const pool_worker& w) {
     auto& rec = rt_->observer().recorder();
     auto name = w.recorded_as ? w.recorded_as : rec.name(w.proc->name());  // it never connected
     for (auto task : w.tasks) rec.record(record_kind::task_lost, name, id_, task);
-    rec.record(record_kind::worker_down, name, id_, static_cast<std::uint64_t>(w.proc->exit_code().value_or(0)),
+    rec.record(record_kind::worker_down, name, id_, static_cast<std::uint64_t>(w.proc->ending().exit_code().value_or(0)),
                lost ? 1 : 0, how_it_ended(w));
   }
   tasks_.on_worker_lost(w.tasks, {w.proc->name(), how_it_ended(w)}, options_.retry, options_.max_attempts);

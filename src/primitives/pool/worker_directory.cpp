@@ -6,7 +6,7 @@
 namespace fiber::detail {
 
 courier_worker worker_directory::describe(const pool_worker& w) {
-  return {.rid = w.rid, .name = w.proc->name(), .domain = w.proc->memory_domain(), .connected = w.connected};
+  return {.rid = w.rid, .name = w.proc->name(), .domain = w.proc->where().memory_domain, .connected = w.connected};
 }
 
 std::optional<courier_worker> worker_directory::find(const std::string& rid) const {
@@ -18,7 +18,7 @@ std::optional<courier_worker> worker_directory::find(const std::string& rid) con
 bool worker_directory::has_mates(const courier_worker& w) const {
   bool mates = false;
   workers_.for_each([&](const pool_worker& o) {
-    mates = mates || (o.rid != w.rid && !o.leaving && o.proc->memory_domain() == w.domain);
+    mates = mates || (o.rid != w.rid && !o.leaving && o.proc->where().memory_domain == w.domain);
   });
   return mates;
 }

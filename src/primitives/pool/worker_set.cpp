@@ -273,16 +273,15 @@ bool worker_set::start_one() {
   }
   call.args.value(std::make_tuple(pool_id_, options_.prefetch + 1, options_.maxtasksperchild,
                                   static_cast<std::int64_t>(options_.report_interval.count()), init_id, init_frames));
-  auto proc = child_process::make(rt_.shared_from_this(), std::move(call));
+  auto proc = child_process::make(rt_.shared_from_this(), std::move(call), needs_.now());
   // The pool's number in this process (a child's ids carry its channel prefix in the high half).
   proc->set_name("PoolWorker-" + std::to_string(pool_id_ & 0xffffffffu) + "-" + std::to_string(++started_));
-  proc->set_needs(needs_.now());
   proc->set_owned();
   unique_function<void(std::error_code, std::string)> done = [owner = owner_, this, proc, needs = needs_.now()](std::error_code ec,
                                                                                                        std::string what) {
     auto alive = owner.lock();
     if (!alive || !ec) return;
-    on_start_failed(needs, ec, what, proc->exit_code());
+    on_start_failed(needs, ec, what, proc->ending().exit_code());
   };
   try {
     proc->start(done);

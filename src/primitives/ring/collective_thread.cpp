@@ -72,12 +72,12 @@ collective_thread& thread_of(std::uint64_t ring) {
 
 }  // namespace
 
-void wait_for_queued(const ring_member& me) { thread_of(me.ring_id()).wait_idle(); }
+void wait_for_queued(const ring_member& me) { thread_of(me.identity().ring).wait_idle(); }
 
 op<void> ring_async(const ring_member& me, unique_function<void()> work) {
   auto rt = context::default_context().runtime();
   auto job = std::make_shared<unique_function<void()>>(std::move(work));
-  return deferred_op<void>(rt, [rt, ring = me.ring_id(), job] {
+  return deferred_op<void>(rt, [rt, ring = me.identity().ring, job] {
     auto c = std::make_shared<completion<std::monostate>>();
     thread_of(ring).push([rt, c, job] {
       std::exception_ptr failed;

@@ -44,7 +44,7 @@ op<void> ring::join() {
 std::vector<std::optional<int>> ring::exitcodes() const {
   std::vector<std::optional<int>> out;
   for (auto& m : core_->members())
-    out.push_back(m->state() == detail::child_process::phase::ended ? m->exit_code() : std::nullopt);
+    out.push_back(m->state() == detail::child_process::phase::ended ? m->ending().exit_code() : std::nullopt);
   return out;
 }
 

@@ -203,10 +203,10 @@ void ring_core::on_member_started(int rank, std::error_code ec, const std::strin
   if (++running_ < size()) return;
   // Everyone runs: each member's rank among those on its host.
   std::map<std::string, int> per_host;
-  for (auto& m : members_) ++per_host[m->host()];
+  for (auto& m : members_) ++per_host[m->where().host];
   std::map<std::string, int> seen;
   for (int rank = 0; rank < size(); ++rank) {
-    auto& host = members_[rank]->host();
+    auto& host = members_[rank]->where().host;
     store_.put(ring_local_key(rank), std::to_string(seen[host]++) + "," + std::to_string(per_host[host]));
   }
   if (auto c = std::exchange(starting_, nullptr)) c->set_value({});
@@ -215,8 +215,8 @@ void ring_core::on_member_started(int rank, std::error_code ec, const std::strin
 void ring_core::on_member_ended(int rank) {
   if (restarting_) return begin_next_run_soon();
   auto& m = members_[rank];
-  int code = m->exit_code().value_or(0);
-  auto raised = m->raised();
+  int code = m->ending().exit_code().value_or(0);
+  auto raised = m->ending().raised();
   if (!lost_ && (code != 0 || raised)) {
     auto how = raised ? "raised " + raised->type() + ": " + raised->message()
                       : code < 0 ? "was killed by signal " + std::to_string(-code) : "exited with code " + std::to_string(code);

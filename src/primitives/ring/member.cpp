@@ -40,7 +40,7 @@ op<void> ring_member::set(std::string key, std::string value) const {
   auto rt = detail::member_runtime();
   return detail::deferred_op<void>(
       rt,
-      [rt, id = ring_, key = std::move(key), value = std::move(value)] {
+      [rt, id = id_.ring, key = std::move(key), value = std::move(value)] {
         return detail::store_call(*rt, id, detail::ring_kind::set, 0, detail::frames_of(key, value, true));
       },
       [](std::string&&) {});
@@ -50,7 +50,7 @@ op<std::string> ring_member::get(std::string key, std::chrono::milliseconds time
   auto rt = detail::member_runtime();
   auto ms = static_cast<std::uint32_t>(std::clamp<std::int64_t>(timeout.count(), 0, std::numeric_limits<std::uint32_t>::max()));
   return detail::deferred_op<std::string>(
-      rt, [rt, id = ring_, key = std::move(key), ms] { return detail::store_call(*rt, id, detail::ring_kind::get, ms, detail::frames_of(key)); },
+      rt, [rt, id = id_.ring, key = std::move(key), ms] { return detail::store_call(*rt, id, detail::ring_kind::get, ms, detail::frames_of(key)); },
       [](std::string&& v) { return std::move(v); });
 }
 
@@ -58,7 +58,7 @@ op<std::int64_t> ring_member::add(std::string key, std::int64_t delta) const {
   auto rt = detail::member_runtime();
   return detail::deferred_op<std::int64_t>(
       rt,
-      [rt, id = ring_, key = std::move(key), delta] {
+      [rt, id = id_.ring, key = std::move(key), delta] {
         std::string_view d(reinterpret_cast<const char*>(&delta), sizeof delta);
         return detail::store_call(*rt, id, detail::ring_kind::add, 0, detail::frames_of(key, d, true));
       },

@@ -72,7 +72,7 @@ void member_mesh::listen() {
   // Unique across hosts' namespaces too: containers on the host network share abstract names,
   // and every one of them may have pid 7 and the same ring number.
   std::random_device rd;
-  auto name = "fiber-ring-" + std::to_string(me_.ring_id()) + "-" + std::to_string(me_.rank()) + "-" +
+  auto name = "fiber-ring-" + std::to_string(me_.identity().ring) + "-" + std::to_string(me_.rank()) + "-" +
               std::to_string((std::uint64_t{rd()} << 32) | rd());
   unix_listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   socklen_t len;
@@ -89,7 +89,7 @@ void member_mesh::listen() {
     throw error(errc::spawn_failed, std::string("a ring member cannot listen on TCP: ") + std::strerror(errno));
   set_nonblocking(unix_listener_);
   set_nonblocking(tcp_listener_);
-  desk_ = std::make_unique<hello_desk>(unix_listener_, tcp_listener_, me_.secret(), me_.rank());
+  desk_ = std::make_unique<hello_desk>(unix_listener_, tcp_listener_, me_.identity().secret, me_.rank());
   me_.set("fiber/mesh/" + std::to_string(me_.rank()),
           host_ + "|" + name + "|" + reachable_address() + "|" + std::to_string(ntohs(ta.sin_port)))
       .get();
@@ -137,7 +137,7 @@ member_mesh::peer_link& member_mesh::link(int peer) {
     std::string hello(sizeof(std::int32_t), '\0');
     std::int32_t rank = me_.rank();
     std::memcpy(hello.data(), &rank, sizeof rank);
-    hello += me_.secret();
+    hello += me_.identity().secret;
     std::unique_ptr<shared_channel> shared = shared_channel::make();
     iovec iov{hello.data(), hello.size()};
     msghdr msg{};
@@ -170,7 +170,7 @@ member_mesh::peer_link& member_mesh::dial_across_hosts(int peer, int fd) {
   // whenever it waits on anything in its mesh (it takes hellos then); meanwhile this member takes
   // the hellos made to it.
   set_nonblocking(fd);
-  auto tls = std::make_unique<sealed_link>(fd, tls_session::role::client, sealed_link::key_for_ring(me_.secret()));
+  auto tls = std::make_unique<sealed_link>(fd, tls_session::role::client, sealed_link::key_for_ring(me_.identity().secret));
   auto fail = [&](const std::string& what) {
     auto why = tls->why().empty() ? what : what + ": " + tls->why();
     tls.reset();
@@ -258,12 +258,12 @@ member_mesh& mesh_of(const ring_member& me) {
   static std::mutex m;
   static auto* meshes = new std::unordered_map<std::uint64_t, std::unique_ptr<member_mesh>>;
   std::unique_lock lock(m);
-  auto& mesh = (*meshes)[me.ring_id()];
+  auto& mesh = (*meshes)[me.identity().ring];
   if (mesh) return *mesh;
   lock.unlock();  // making it waits for the peers' addresses in the store
   auto made = std::make_unique<member_mesh>(me);
   lock.lock();
-  auto& slot = (*meshes)[me.ring_id()];
+  auto& slot = (*meshes)[me.identity().ring];
   if (!slot) slot = std::move(made);
   return *slot;
 }
