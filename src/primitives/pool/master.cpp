@@ -127,7 +127,7 @@ void check_open_files(int workers) {
 
 void pool_master::start() {
   rt_->services().add(id_, weak_from_this());
-  check_open_files(workers_.target());
+  check_open_files(workers_.count().target);
   try {
     rt_->master().listen();  // how children reach this master says whether they share its memory
     courier_.in_host_memory(rt_->master().links().children_on_this_host());
@@ -135,7 +135,7 @@ void pool_master::start() {
     // No backend to listen for (an engine that does not answer): the workers' start says so.
   }
   tasks_.feeder().shared_limits(rt_->cfg().shared_cache_bytes, courier_.in_host_memory());
-  rt_->observer().recorder().record(record_kind::pool_begin, static_cast<std::uint32_t>(workers_.target()), id_);
+  rt_->observer().recorder().record(record_kind::pool_begin, static_cast<std::uint32_t>(workers_.count().target), id_);
   if (auto* board = rt_->observer().run_dashboard()) {
     board->view().add_pool(id_, [weak = weak_from_this()]() -> std::optional<boost::json::object> {
       if (auto self = weak.lock()) return self->describe();
@@ -174,13 +174,13 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
   auto needs = find_meta(function_id);
   if (!workers_.needs().covers(needs)) workers_.check_capacity(needs);
   // The workers could not start for the work before: they try again for this one.
-  bool start_again = workers_.try_again();
+  bool start_again = workers_.starter().try_again();
   std::size_t grow_to = 0;
   if (chunksize == 0) {
     // As multiprocessing: about four chunks per worker. A stream keeps under its limit. When
     // the size is unknown, chunks start at 1 and double up to that limit (or 1024): the first
     // results come at once, and a long input is not sent one item a message.
-    auto per = static_cast<std::size_t>(workers_.target()) * 4;
+    auto per = static_cast<std::size_t>(workers_.count().target) * 4;
     auto limit = sink->chunk_limit();
     chunksize = hint ? std::max<std::size_t>(1, (hint + per - 1) / per) : 1;
     if (limit) chunksize = std::min(chunksize, limit);
@@ -238,7 +238,7 @@ void pool_master::cancel(pool_sink& sink) {
     if (!w.tasks.empty() && std::find(stopped.begin(), stopped.end(), w.tasks.front()) != stopped.end()) running.push_back(&w);
   });
   for (auto* w : running) {
-    auto held = workers_.take_tasks(*w);
+    auto held = workers_.load().take_tasks(*w);
     std::deque<std::uint64_t> behind(held.begin() + 1, held.end());
     tasks_.put_back_held(behind);
     workers_.end_now(*w, "killed: the call it ran was cancelled");
@@ -257,8 +257,8 @@ pool_stats pool_master::stats() const {
   s.done = tasks_.done();
   s.retried = tasks_.retried();
   s.workers_lost = workers_lost_;
-  s.workers = workers_.live();
-  s.workers_started = workers_.started();
+  s.workers = workers_.count().live;
+  s.workers_started = workers_.count().started;
   s.shared_objects_sent = courier_.objects_sent();
   s.shared_bytes_sent = courier_.bytes_sent();
   s.shared_bytes_host = courier_.bytes_in_host_memory();
@@ -296,7 +296,7 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     if (!workers_.on_ready(*w, static_cast<int>(h.aux), name)) return;
     milestones_.check();
   } else if (h.type == pool_kind::partial) {
-    workers_.reported(*w, h.aux, timing_now());  // items reported one by one (a chunk resent after a death)
+    workers_.load().reported(*w, h.aux, timing_now());  // items reported one by one (a chunk resent after a death)
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload), false, h.aux);
     item_started(*w);
   } else if (h.type == pool_kind::hosted) {
@@ -325,10 +325,10 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
 
 void pool_master::dispatch() {
   // Enough chunks waiting to refill every worker's credit twice over.
-  auto window = static_cast<std::size_t>(std::max(1, workers_.target())) * (options_.prefetch + 1) * 2;
+  auto window = static_cast<std::size_t>(std::max(1, workers_.count().target)) * (options_.prefetch + 1) * 2;
   tasks_.feed(window, rt_->cfg().max_message_bytes);
   while (auto* next = tasks_.next()) {
-    auto* w = workers_.least_loaded(next->sub->needs, next->alone);
+    auto* w = workers_.load().least_loaded(workers_.needs().full(next->sub->needs), next->alone);
     if (!w) break;
     auto t = tasks_.take_next();
     task_head head;
@@ -352,7 +352,7 @@ void pool_master::dispatch() {
     }
     rt_->observer().recorder().record(record_kind::task_sent, w->recorded_as, id_, t.id, task_sent_items(t.count(), t.sub->recorded_as));
     courier_.delivered(objects);
-    bool first = workers_.took(*w, t.id, t.alone, timing_now());
+    bool first = workers_.load().took(*w, t.id, t.alone, timing_now());
     tasks_.sent(std::move(t), w->rid);
     if (first) item_started(*w);
     tasks_.feed(window, rt_->cfg().max_message_bytes);
@@ -388,7 +388,7 @@ void pool_master::on_worker_ended(const pool_worker& w) {
 }
 
 void pool_master::fail_all(std::exception_ptr e) {
-  workers_.forget_tasks();
+  workers_.for_each([this](const pool_worker& w) { (void)workers_.load().take_tasks(w); });
   tasks_.fail_all(e);
   milestones_.check();
 }
@@ -425,7 +425,7 @@ std::optional<progress_line::frame> pool_master::progress_frame() {
 
 namespace fiber::detail {
 
-worker_set::maybe_now pool_master::timing_now() const {
+worker_load::maybe_now pool_master::timing_now() const {
   if (!deadlines_.used()) return std::nullopt;
   return std::chrono::steady_clock::now();
 }
@@ -461,7 +461,7 @@ std::optional<std::chrono::steady_clock::time_point> pool_master::end_late_worke
     for (std::size_t i = 0; i < w->tasks.size(); ++i)
       rt_->observer().recorder().record(i ? record_kind::task_lost : record_kind::task_timed_out, w->recorded_as, id_, w->tasks[i]);
     view_.note_failure(w->proc->name() + " ran an item longer than its task_timeout and was killed");
-    tasks_.on_timed_out(workers_.take_tasks(*w), w->proc->name(), options_.max_attempts);
+    tasks_.on_timed_out(workers_.load().take_tasks(*w), w->proc->name(), options_.max_attempts);
     workers_.end_now(*w, "killed: its item ran longer than task_timeout");
   }
   dispatch();

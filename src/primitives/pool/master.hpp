@@ -69,7 +69,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   void maybe_stop_workers();
   std::optional<progress_line::frame> progress_frame();
   /// Now, where items are timed (a task_timeout was given), else nullopt.
-  worker_set::maybe_now timing_now() const;
+  worker_load::maybe_now timing_now() const;
   /// `w`'s item started: its deadline is watched.
   void item_started(const pool_worker& w);
   std::optional<std::chrono::steady_clock::time_point> deadline_of(const pool_worker& w) const;
@@ -96,9 +96,10 @@ class pool_master final : public pool_core, public service, public std::enable_s
   std::size_t total_hint_ = 0;  // items submitted while the progress line is up
   milestones milestones_{
       [this] {  // ready: its workers connected, or they cannot start, or it closed
-        return workers_.connected() >= static_cast<std::size_t>(workers_.target()) || workers_.failed() || closed_;
+        auto c = workers_.count();
+        return c.connected >= static_cast<std::size_t>(c.target) || workers_.starter().stopped() || closed_;
       },
-      [this] { return closed_ && workers_.empty(); }};  // joined
+      [this] { return closed_ && workers_.count().empty; }};  // joined
   /// A nested master's pool on the run's dashboard: its state sent up every dashboard_interval_ms.
   void show_upstream_every();
   void show_upstream();

@@ -13,14 +13,12 @@
 namespace fiber::detail {
 
 namespace {
-/// A worker killed from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP) before its handshake says
-/// nothing about the next one: it is replaced like any lost worker.
-bool killed_from_outside(std::optional<int> exit_code) {
-  return exit_code &&
-         (*exit_code == -SIGKILL || *exit_code == -SIGTERM || *exit_code == -SIGINT || *exit_code == -SIGHUP);
-}
 /// Every worker is its set's own: the const its callers see is what keeps them from writing.
 pool_worker& own(const pool_worker& w) { return const_cast<pool_worker&>(w); }
+/// Tells `w` to finish what it holds and exit.
+void send_stop(runtime& rt, std::uint64_t pool_id, const pool_worker& w) {
+  rt.master().send_to_child(w.rid, make_message(pool_kind::stop, {.channel = pool_id}));
+}
 }  // namespace
 
 worker_set::worker_set(runtime& rt, std::uint64_t pool_id, const pool_options& options, events on)
@@ -50,11 +48,12 @@ void worker_set::cancel_timers() noexcept {
 }
 
 void worker_set::top_up(bool work_left) {
-  if ((closed_ && !work_left) || failed_ || rt_.is_shut_down()) return;
-  auto live_now = current(), starting_now = starting();
-  const auto limit = start_limit();
+  if ((closed_ && !work_left) || starter_.stopped() || rt_.is_shut_down()) return;
+  auto c = count();
+  auto live_now = c.current, starting_now = c.starting;
+  const auto limit = starter_.limit();
   // A worker that cannot be spawned counts towards on_start_failed's limit, which ends this.
-  while (static_cast<int>(live_now) < target_ && starting_now < limit && !failed_) {
+  while (static_cast<int>(live_now) < target_ && starting_now < limit && !starter_.stopped()) {
     if (start_one()) {
       ++live_now;
       ++starting_now;
@@ -65,7 +64,7 @@ void worker_set::top_up(bool work_left) {
 void worker_set::resize(int target) {
   target_ = target;
   retire_superseded();
-  int excess = static_cast<int>(current()) - target;
+  int excess = static_cast<int>(count().current) - target;
   for (auto& [rid, w] : workers_) {
     if (excess <= 0) break;
     if (w.leaving) continue;
@@ -91,13 +90,6 @@ void worker_set::raise_needs(const meta& needs) {
   top_up();
 }
 
-bool worker_set::try_again() {
-  if (!failed_) return false;
-  failed_ = false;
-  start_failures_ = 0;
-  return true;
-}
-
 const pool_worker* worker_set::find(const std::string& rid) const {
   auto it = workers_.find(rid);
   return it == workers_.end() ? nullptr : &it->second;
@@ -107,82 +99,30 @@ bool worker_set::on_ready(const pool_worker& worker, int credit, std::uint32_t r
   auto& w = own(worker);
   w.connected = true;
   w.recorded_as = recorded_as;
-  start_failures_ = 0;
+  starter_.start_over();
   if (superseded_ && !w.leaving && needs_.met_by(w.needs)) retire_superseded();  // the raised needs can be met
   if (w.leaving) {  // told to leave before it could be reached
-    send_stop(w);
+    send_stop(rt_, pool_id_, w);
     return false;
   }
-  w.credit += credit;
-  offer(w);
+  load_.credit(w, credit);
   top_up();  // the next start, where starts are limited
   return true;
 }
 
-bool worker_set::took(const pool_worker& worker, std::uint64_t task, bool alone, maybe_now now) {
+void worker_set::finished(const pool_worker& worker, std::uint64_t task, std::uint64_t items, int credit,
+                          worker_load::maybe_now now) {
+  load_.finished(worker, task, items, credit, now);
   auto& w = own(worker);
-  --w.credit;
-  w.tasks.push_back(task);
-  w.holds_alone = alone;
-  if (w.tasks.size() != 1) return false;
-  if (now) w.running_since = *now;
-  return true;
-}
-
-std::deque<std::uint64_t> worker_set::take_tasks(const pool_worker& w) { return std::exchange(own(w).tasks, {}); }
-
-void worker_set::reported(const pool_worker& worker, std::uint64_t items, maybe_now now) {
-  auto& w = own(worker);
-  w.items_done += items;
-  if (now) w.running_since = *now;
-}
-
-void worker_set::finished(const pool_worker& worker, std::uint64_t task, std::uint64_t items, int credit, maybe_now now) {
-  auto& w = own(worker);
-  if (now) w.running_since = *now;
-  w.items_done += items;
-  std::erase(w.tasks, task);
-  if (w.tasks.empty()) w.holds_alone = false;
-  w.credit += credit;
-  offer(w);
   if (options_.maxtasksperchild && ++w.completed >= options_.maxtasksperchild) {
     w.leaving = true;  // it exits by itself now; its replacement can start at once
     top_up();
   }
 }
 
-void worker_set::offer(pool_worker& w) {
-  if (w.offered) return;
-  w.offered = true;
-  offered_.push_back(&w);
-}
-
-const pool_worker* worker_set::least_loaded(const meta& function_needs, bool alone) {
-  // Only the workers offered since they last ran out of credit: a scan of every worker for every
-  // task was half the master's time at 1,024 workers (envelope_bench).
-  auto needs = needs_.full(function_needs);
-  pool_worker* best = nullptr;
-  for (std::size_t i = 0; i < offered_.size();) {
-    auto& w = *offered_[i];
-    if (w.leaving || w.credit <= 0) {  // offered again when its credit comes back
-      w.offered = false;
-      offered_[i] = offered_.back();
-      offered_.pop_back();
-      continue;
-    }
-    if (!w.holds_alone && (!alone || w.tasks.empty()) && w.needs.covers(needs) &&
-        (!best || w.tasks.size() < best->tasks.size())) {
-      best = &w;
-      if (w.tasks.empty()) break;  // none holds less
-    }
-    ++i;
-  }
-  return best;
-}
-
 void worker_set::unreachable(const pool_worker& worker, std::error_code ec) {
   auto& w = own(worker);
-  w.credit = 0;
+  load_.no_credit(w);
   if (w.leaving) return;
   // Stopped, or going: its end replaces it.
   // Its connection is gone: it stopped, or it has ended and its end is not reported yet (an
@@ -200,31 +140,24 @@ void worker_set::retire_all() {
 void worker_set::end_now(const pool_worker& worker, std::string why) {
   auto& w = own(worker);
   w.leaving = true;  // not lost: its end is the pool's doing
-  w.credit = 0;
+  load_.no_credit(w);
   w.why_ended = std::move(why);
   w.proc->signal(SIGKILL);
   top_up();
 }
 
-void worker_set::forget_tasks() {
-  for (auto& [rid, w] : workers_) w.tasks.clear();
-}
-
-std::size_t worker_set::live() const {
-  return static_cast<std::size_t>(std::count_if(workers_.begin(), workers_.end(), [](auto& e) { return !e.second.leaving; }));
-}
-
-std::size_t worker_set::connected() const {
-  return static_cast<std::size_t>(
-      std::count_if(workers_.begin(), workers_.end(), [](auto& e) { return e.second.connected && !e.second.leaving; }));
-}
-
-
-std::size_t worker_set::current() const {
+worker_set::census worker_set::count() const {
+  census c{.target = target_, .started = starter_.made(), .empty = workers_.empty()};
   auto has = needs_.full_now();
-  return static_cast<std::size_t>(
-      std::count_if(workers_.begin(), workers_.end(), [&](auto& e) { return !e.second.leaving && e.second.needs.covers(has); }));
+  for (auto& [rid, w] : workers_) {
+    if (w.leaving) continue;
+    ++c.live;
+    ++(w.connected ? c.connected : c.starting);
+    if (w.needs.covers(has)) ++c.current;
+  }
+  return c;
 }
+
 
 void worker_set::retire_superseded() {
   if (!superseded_) return;
@@ -244,39 +177,10 @@ void worker_set::retire_superseded() {
   superseded_ = left > 0;
 }
 
-std::size_t worker_set::starting() const {
-  return static_cast<std::size_t>(
-      std::count_if(workers_.begin(), workers_.end(), [](auto& e) { return !e.second.connected && !e.second.leaving; }));
-}
-
-/// Local children start at most this many at a time: thousands started at once on a few cores
-/// missed their handshake deadline (2,048 on 2 cores: 88 killed by start_timeout_ms). The next
-/// start follows each handshake. An engine that queues (docker, slurm) takes every request.
-std::size_t worker_set::start_limit() const {
-  if (rt_.master().the_backend().name() != "local") return std::numeric_limits<std::size_t>::max();
-  return static_cast<std::size_t>(std::max(16, 4 * cpu_count()));
-}
 
 /// False when the worker could not even be spawned (on_start_failed counted it).
 bool worker_set::start_one() {
-  encoded_call call;
-  const auto& entry = require_registered(&pool_worker_main);
-  call.function_id = entry.id;
-  call.function_name = entry.name;
-  std::uint64_t init_id = 0;
-  std::vector<std::string> init_frames;
-  if (options_.initializer) {
-    auto& init = options_.initializer->call;
-    init_id = init.function_id;
-    init_frames.push_back(init.args.head());
-    for (auto& b : init.args.blobs()) init_frames.emplace_back(reinterpret_cast<const char*>(b.data), b.size);
-  }
-  call.args.value(std::make_tuple(pool_id_, options_.prefetch + 1, options_.maxtasksperchild,
-                                  static_cast<std::int64_t>(options_.report_interval.count()), init_id, init_frames));
-  auto proc = child_process::make(rt_.shared_from_this(), std::move(call), needs_.now());
-  // The pool's number in this process (a child's ids carry its channel prefix in the high half).
-  proc->set_name("PoolWorker-" + std::to_string(pool_id_ & 0xffffffffu) + "-" + std::to_string(++started_));
-  proc->set_owned();
+  auto proc = starter_.make(needs_.now());
   unique_function<void(std::error_code, std::string)> done = [owner = owner_, this, proc, needs = needs_.now()](std::error_code ec,
                                                                                                        std::string what) {
     auto alive = owner.lock();
@@ -303,19 +207,8 @@ bool worker_set::start_one() {
 
 void worker_set::on_start_failed(const meta& started_with, std::error_code ec, const std::string& what,
                                  std::optional<int> exit_code) {
-  if (killed_from_outside(exit_code)) return;  // on_ended starts its replacement
-  // Started with other needs than new workers get now (raised since, or a raise refused since):
-  // its failure says nothing about the next start.
-  if (!(started_with == needs_.now())) return;
-  // A worker that cannot start (binary mismatch, missing executable, an error before its
-  // handshake) will not start next time either: fail the work at hand instead of trying
-  // forever. New work tries again (try_again). A request no node can meet is not met by the
-  // next worker either: fail at once.
-  bool hopeless = ec == make_error_code(errc::unsatisfiable);
-  if (++start_failures_ < max_start_failures && !hopeless) {
-    logf(log_level::warn, "a pool worker could not start (", start_failures_, " in a row): ", what);
-    return;
-  }
+  auto verdict = starter_.failed(started_with == needs_.now(), ec, what, exit_code);
+  if (verdict != worker_starter::verdict::give_up) return;
   if (needs_.pending()) {
     // Workers with raised needs cannot start (an engine without the GPU runtime says so only
     // at the container's start): the work that needed them fails, the others go on with the
@@ -323,7 +216,7 @@ void worker_set::on_start_failed(const meta& started_with, std::error_code ec, c
     logf(log_level::warn, "pool ", pool_id_, ": workers with the raised needs cannot start (", what,
          "); the functions that need them fail, the pool keeps its workers");
     auto refused = needs_.refuse();
-    start_failures_ = 0;
+    starter_.start_over();
     for (auto& [rid, w] : workers_)
       if (!w.leaving && !w.connected && w.needs == refused) {
         w.leaving = true;  // still starting with the refused needs: not waited for
@@ -333,14 +226,14 @@ void worker_set::on_start_failed(const meta& started_with, std::error_code ec, c
     top_up();
     return;
   }
-  failed_ = true;
+  starter_.stop();
   on_.cannot_start(std::make_exception_ptr(error(ec, "pool workers cannot start: " + what)));
 }
 
 void worker_set::on_ended(const std::string& rid) {
   auto it = workers_.find(rid);
   if (it == workers_.end()) return;
-  if (it->second.offered) std::erase(offered_, &it->second);
+  load_.forget(it->second);
   auto w = std::move(it->second);
   workers_.erase(it);
   on_.ended(w);
@@ -348,11 +241,8 @@ void worker_set::on_ended(const std::string& rid) {
 
 void worker_set::retire(pool_worker& w) {
   w.leaving = true;
-  if (w.connected) send_stop(w);  // else when it connects (on_ready)
+  if (w.connected) send_stop(rt_, pool_id_, w);  // else when it connects (on_ready)
 }
 
-void worker_set::send_stop(pool_worker& w) {
-  rt_.master().send_to_child(w.rid, make_message(pool_kind::stop, {.channel = pool_id_}));
-}
 
 }  // namespace fiber::detail

@@ -1,8 +1,9 @@
-// The pool's workers: starting them (at most a few at a time on this host), their needs and
-// their replacement when the needs rise, retiring them, the probe that finds a worker which
-// stopped (SIGSTOP) while holding tasks, and every field of each worker: the tasks it holds, its
-// credit, its counts. Everyone else sees a worker const and tells this set what happened (took,
-// finished, reported), so a worker's state changes in this one class. On fiber's loop thread.
+// The pool's workers: how many there are to be, their needs and their replacement when the needs
+// rise, their handshakes, retiring them and their ends. Its parts: how one is started and what a
+// failed start means (worker_starter), what each holds and which takes the next chunk
+// (worker_load), the probe that finds a worker which stopped (SIGSTOP) while holding tasks
+// (stop_probe). Everyone else sees a worker const and tells this set or its load what happened
+// (took, finished, reported), so a worker's state changes only here. On fiber's loop thread.
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -24,7 +25,9 @@
 #include "fiber/pool_options.hpp"
 #include "primitives/pool/pool_worker.hpp"
 #include "primitives/pool/stop_probe.hpp"
+#include "primitives/pool/worker_load.hpp"
 #include "primitives/pool/worker_needs.hpp"
+#include "primitives/pool/worker_starter.hpp"
 
 namespace fiber::detail {
 class runtime;
@@ -56,7 +59,18 @@ class worker_set {
   void top_up(bool work_left = false);
   /// The target changes; workers beyond it are retired.
   void resize(int target);
-  int target() const { return target_; }
+
+  /// How many workers there are to be, and are, as the stats and the view count them.
+  struct census {
+    int target = 0;
+    std::size_t started = 0;    // made since the pool began
+    std::size_t live = 0;       // not leaving
+    std::size_t connected = 0;  // past their handshake, not leaving
+    std::size_t starting = 0;   // not past their handshake, not leaving
+    std::size_t current = 0;    // not leaving, started with the needs new ones get now
+    bool empty = true;          // none at all, leaving ones included
+  };
+  census count() const;
 
   /// Fails with the backend's words when no node could run a worker that also has `needs`.
   void check_capacity(const meta& needs) const;
@@ -67,32 +81,19 @@ class worker_set {
   /// cover, and if the new ones cannot start, they stay (events::raised_needs_refused).
   void raise_needs(const meta& needs);
 
-  /// After workers could not start: new work tries again. False when they could.
-  bool try_again();
-  bool failed() const { return failed_; }
+  /// How workers start: whether they cannot (stopped), and new work trying again (try_again).
+  worker_starter& starter() noexcept { return starter_; }
 
   const pool_worker* find(const std::string& rid) const;
   /// A worker's handshake, with its name's number in the recording: false when it had been told
   /// to leave already (it is sent stop now).
   bool on_ready(const pool_worker& w, int credit, std::uint32_t recorded_as);
-  /// The connected worker with credit that covers `needs` and holds the fewest tasks: chunks
-  /// spread over the pool. `alone`: only a worker that holds nothing. Null when none can take
-  /// one now.
-  const pool_worker* least_loaded(const meta& needs, bool alone = false);
-  /// Where a pool times its items (task_timeout), what is said of a worker's item carries the
-  /// time it starts (`now`; nullopt where nothing is timed): its first task's send, a result or a
-  /// report, each followed by the next item.
-  using maybe_now = std::optional<std::chrono::steady_clock::time_point>;
-  /// `w` was sent task `task` (`alone`: one that must run by itself); true when it is the only
-  /// one it holds, whose item starts now.
-  bool took(const pool_worker& w, std::uint64_t task, bool alone, maybe_now now);
+  /// What each worker holds, and which takes the next chunk (least_loaded takes needs filled in:
+  /// needs().full(...)).
+  worker_load& load() noexcept { return load_; }
   /// `w` finished task `task` (`items` of them), and has `credit` more: it may take more, and
   /// with maxtasksperchild it retires by itself after so many.
-  void finished(const pool_worker& w, std::uint64_t task, std::uint64_t items, int credit, maybe_now now);
-  /// `w` reported `items` done one by one (a chunk resent after a death).
-  void reported(const pool_worker& w, std::uint64_t items, maybe_now now);
-  /// The tasks `w` holds, taken from it (the master failed or put them back).
-  std::deque<std::uint64_t> take_tasks(const pool_worker& w);
+  void finished(const pool_worker& w, std::uint64_t task, std::uint64_t items, int credit, worker_load::maybe_now now);
   /// A task could not be sent to `w`: unreachable (its connection dropped) unless it is leaving.
   void unreachable(const pool_worker& w, std::error_code ec);
   void retire_all();
@@ -102,32 +103,17 @@ class worker_set {
   void for_each(F&& f) const {
     for (auto& [rid, w] : workers_) f(w);
   }
-  /// Tasks forgotten (the master failed them all).
-  void forget_tasks();
-
-  bool empty() const { return workers_.empty(); }
-  std::size_t live() const;
-  std::size_t connected() const;
-  std::size_t started() const { return static_cast<std::size_t>(started_); }
 
  private:
-  /// `w`'s credit grew (it connected, or gave a chunk's credit back): it is one least_loaded looks
-  /// at until its credit runs out.
-  void offer(pool_worker& w);
-  std::size_t starting() const;
-  /// Workers not leaving that have the needs new ones start with.
-  std::size_t current() const;
   /// Retires workers started with less than the needs, as many as the connected ones beyond
   /// the target.
   void retire_superseded();
-  std::size_t start_limit() const;
   bool start_one();
   /// A worker started with `started_with` could not start.
   void on_start_failed(const meta& started_with, std::error_code ec, const std::string& what,
                        std::optional<int> exit_code = std::nullopt);
   void on_ended(const std::string& rid);
   void retire(pool_worker& w);
-  void send_stop(pool_worker& w);
 
   runtime& rt_;
   std::uint64_t pool_id_;
@@ -137,12 +123,10 @@ class worker_set {
   int target_ = 0;
   worker_needs needs_;
   bool superseded_ = false;  // workers started with less than needs_ may be left (after a raise)
-  int started_ = 0;
-  int start_failures_ = 0;  // in a row, not counting workers killed from outside
-  static constexpr int max_start_failures = 3;
-  bool failed_ = false, closed_ = false;
+  bool closed_ = false;
+  worker_starter starter_{rt_, pool_id_, options_};
   std::map<std::string, pool_worker> workers_;
-  std::vector<pool_worker*> offered_;  // workers that may have credit (least_loaded)
+  worker_load load_;
   stop_probe probe_{rt_, pool_id_, workers_};
 };
 
