@@ -48,7 +48,8 @@ std::shared_ptr<pool_core> pool_core::make(std::shared_ptr<runtime> rt, pool_opt
   return core;
 }
 
-pool_options pool_master::checked(pool_options options) {
+namespace {
+pool_options checked(pool_options options) {
   if (!options.processes) options.processes = cpu_count();
   if (*options.processes < 1)
     throw error(errc::config_error, "pool: processes must be at least 1, got " + std::to_string(*options.processes) +
@@ -63,6 +64,7 @@ pool_options pool_master::checked(pool_options options) {
                                         std::to_string(options.task_timeout.count()) + " ms");
   return options;
 }
+}  // namespace
 
 pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
     : rt_(std::move(rt)),
@@ -75,41 +77,34 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
                       view_.note_failure("workers cannot start: " + what_of(e));
                       fail_all(e);
                     },
-                .raised_needs_refused = [this](std::exception_ptr e) { fail_uncovered(e); }}),
+                .raised_needs_refused =
+                    [this](std::exception_ptr e) {
+                      // The work of the calls the workers no longer cover fails: no task of
+                      // theirs was ever sent, since no worker covered them.
+                      (void)tasks_.fail_where([this](const pool_submission& s) { return !workers_.needs().covers(s.needs); },
+                                              e);
+                      milestones_.check();
+                      dispatch();
+                    }}),
       directory_(*rt_, workers_),
-      courier_(id_, directory_, [this](const shared_entry& e) { watch_release(e); }),
-      deadlines_(rt_->io(), [this] { return end_late_workers(); }),
-      progress_(options_.progress, [this] { return progress_frame(); }) {}
+      courier_(id_, directory_,
+               [this](const shared_entry& e) {
+                 // When its last handle here goes, the workers that got it are told to let it go.
+                 e.on_release([weak = weak_from_this(), rt = std::weak_ptr<runtime>(rt_)](std::uint64_t id) {
+                   if (auto r = rt.lock())
+                     asio::post(r->loop().executor(), [weak, id] {
+                       if (auto self = weak.lock()) self->courier_.released(id);
+                     });
+                 });
+               }),
+      late_(*rt_, id_, options_, tasks_, workers_, view_, [this] { dispatch(); }),
+      progress_(options_.progress, [this] { return progress_frame(); }),
+      upstream_(rt_->io(), std::chrono::milliseconds(std::max(10, rt_->cfg().dashboard_interval_ms)),
+                [rt = rt_.get(), id = id_](std::string_view state, bool ended) {
+                  rt->observer().show_pool_upstream(id, state, ended);
+                }) {}
 
-void pool_master::watch_release(const shared_entry& e) {
-  // When its last handle here goes, the workers that got it are told to let it go.
-  e.on_release([weak = weak_from_this(), rt = std::weak_ptr<runtime>(rt_)](std::uint64_t id) {
-    if (auto r = rt.lock())
-      asio::post(r->loop().executor(), [weak, id] {
-        if (auto self = weak.lock()) self->courier_.released(id);
-      });
-  });
-}
-
-pool_master::~pool_master() {
-  rt_->observer().recorder().record(record_kind::pool_end, 0, id_);
-  // Its last state, marked ended (the destructor may run off the loop, where describe() may not).
-  if (view_timer_) rt_->observer().show_pool_upstream(id_, last_view_, /*ended=*/true);
-}
-
-void pool_master::show_upstream() {
-  if (!view_timer_) return;
-  last_view_ = boost::json::serialize(describe());
-  rt_->observer().show_pool_upstream(id_, last_view_, false);
-}
-
-void pool_master::show_upstream_every() {
-  show_upstream();
-  view_timer_->expires_after(std::chrono::milliseconds(std::max(10, rt_->cfg().dashboard_interval_ms)));
-  view_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
-    if (auto self = weak.lock(); self && !ec) self->show_upstream_every();
-  });
-}
+pool_master::~pool_master() { rt_->observer().recorder().record(record_kind::pool_end, 0, id_); }
 
 namespace {
 // A master holds about two descriptors per worker (its connection, and on this host its pidfd;
@@ -142,8 +137,7 @@ void pool_master::start() {
       return std::nullopt;
     });
   } else if (rt_->observer().shows_pools_upstream()) {
-    view_timer_ = std::make_unique<asio::steady_timer>(rt_->io());
-    show_upstream_every();
+    upstream_.start(weak_from_this(), [this] { return describe(); });
   }
   workers_.start(weak_from_this());
 }
@@ -191,7 +185,7 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
   sub->grow_to = grow_to;
   sub->timeout = timeout;
   sub->retry_timed_out = call.retry_timed_out.value_or(options_.retry_timed_out);
-  if (timeout.count()) deadlines_.use();
+  if (timeout.count()) late_.use();
   sub->recorded_as = ++maps_;
   rt_->observer().recorder().record(record_kind::map_begin, 0, id_, sub->recorded_as, hint);
   tasks_.feeder().add(std::move(sub));
@@ -214,8 +208,8 @@ void pool_master::terminate() {
   fail_all(std::make_exception_ptr(error(errc::closed, "the pool was terminated before this work finished")));
   workers_.kill_all();
   progress_.cancel();
-  show_upstream();  // its state at its end: the last the run's page gets
-  deadlines_.cancel();
+  upstream_.show();  // its state at its end: the last the run's page gets
+  late_.cancel();
   rt_->services().remove(id_);
   milestones_.check();
 }
@@ -273,7 +267,7 @@ boost::json::object pool_master::describe() const {
 void pool_master::on_shutdown() noexcept {
   workers_.cancel_timers();
   progress_.cancel();
-  deadlines_.cancel();
+  late_.cancel();
   // The context stops with work in flight (a service stopped mid-request): every caller gets an
   // error now rather than waiting for ever; the workers end with the context's children.
   try {
@@ -296,9 +290,9 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     if (!workers_.on_ready(*w, static_cast<int>(h.aux), name)) return;
     milestones_.check();
   } else if (h.type == pool_kind::partial) {
-    workers_.load().reported(*w, h.aux, timing_now());  // items reported one by one (a chunk resent after a death)
+    workers_.load().reported(*w, h.aux, late_.now());  // items reported one by one (a chunk resent after a death)
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload), false, h.aux);
-    item_started(*w);
+    late_.started(*w);
   } else if (h.type == pool_kind::hosted) {
     if ((payload.size() == 1 || payload.size() == 2) && payload[0].size() == sizeof(hosted_at)) {
       hosted_at at;
@@ -316,9 +310,9 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
   } else if (h.type == pool_kind::result) {
     rt_->observer().recorder().record(record_kind::task_done, w->recorded_as, id_, h.request, ran_us_of_result(h.aux) * 1000);
     auto* t = tasks_.in_flight(h.request);
-    workers_.finished(*w, h.request, t ? t->count() : 0, credit_of_result(h.aux), timing_now());
+    workers_.finished(*w, h.request, t ? t->count() : 0, credit_of_result(h.aux), late_.now());
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload));
-    item_started(*w);
+    late_.started(*w);
   }
   dispatch();
 }
@@ -352,9 +346,9 @@ void pool_master::dispatch() {
     }
     rt_->observer().recorder().record(record_kind::task_sent, w->recorded_as, id_, t.id, task_sent_items(t.count(), t.sub->recorded_as));
     courier_.delivered(objects);
-    bool first = workers_.load().took(*w, t.id, t.alone, timing_now());
+    bool first = workers_.load().took(*w, t.id, t.alone, late_.now());
     tasks_.sent(std::move(t), w->rid);
-    if (first) item_started(*w);
+    if (first) late_.started(*w);
     tasks_.feed(window, rt_->cfg().max_message_bytes);
   }
   maybe_stop_workers();
@@ -393,20 +387,11 @@ void pool_master::fail_all(std::exception_ptr e) {
   milestones_.check();
 }
 
-void pool_master::fail_uncovered(std::exception_ptr e) {
-  // No task of theirs was ever sent: no worker covered them.
-  (void)tasks_.fail_where([this](const pool_submission& s) { return !workers_.needs().covers(s.needs); }, e);
-  milestones_.check();
-  dispatch();
-}
-
 void pool_master::maybe_stop_workers() {
   if (!closed_ || !tasks_.drained()) return;
   workers_.retire_all();
   milestones_.check();
 }
-
-
 
 std::optional<progress_line::frame> pool_master::progress_frame() {
   if (rt_->is_shut_down()) return std::nullopt;
@@ -419,53 +404,6 @@ std::optional<progress_line::frame> pool_master::progress_frame() {
   f.last = !tasks_.busy();
   if (f.last) total_hint_ = 0;
   return f;
-}
-
-}  // namespace fiber::detail
-
-namespace fiber::detail {
-
-worker_load::maybe_now pool_master::timing_now() const {
-  if (!deadlines_.used()) return std::nullopt;
-  return std::chrono::steady_clock::now();
-}
-
-void pool_master::item_started(const pool_worker& w) {
-  if (deadlines_.used()) deadlines_.watch(deadline_of(w));
-}
-
-std::optional<std::chrono::steady_clock::time_point> pool_master::deadline_of(const pool_worker& w) const {
-  if (w.tasks.empty() || w.leaving) return std::nullopt;
-  auto* t = tasks_.in_flight(w.tasks.front());
-  if (!t || !t->sub->timeout.count()) return std::nullopt;
-  return w.running_since + t->sub->timeout;
-}
-
-std::optional<std::chrono::steady_clock::time_point> pool_master::end_late_workers() {
-  if (rt_->is_shut_down()) return std::nullopt;
-  auto now = std::chrono::steady_clock::now();
-  std::optional<std::chrono::steady_clock::time_point> next;
-  std::vector<const pool_worker*> late;
-  workers_.for_each([&](const pool_worker& w) {
-    auto when = deadline_of(w);
-    if (!when) return;
-    if (*when <= now)
-      late.push_back(&w);
-    else if (!next || *when < *next)
-      next = when;
-  });
-  for (auto* w : late) {
-    logf(log_level::warn, w->proc->name(), " ran an item longer than its task_timeout; killing it");
-    // The first task held is the one that ran too long; the others were prefetched behind it and
-    // never started: they are lost with the worker (and run again), not timed out.
-    for (std::size_t i = 0; i < w->tasks.size(); ++i)
-      rt_->observer().recorder().record(i ? record_kind::task_lost : record_kind::task_timed_out, w->recorded_as, id_, w->tasks[i]);
-    view_.note_failure(w->proc->name() + " ran an item longer than its task_timeout and was killed");
-    tasks_.on_timed_out(workers_.load().take_tasks(*w), w->proc->name(), options_.max_attempts);
-    workers_.end_now(*w, "killed: its item ran longer than task_timeout");
-  }
-  dispatch();
-  return next;
 }
 
 }  // namespace fiber::detail

@@ -1,8 +1,10 @@
-// The master's side of a pool: the service that routes the workers' messages to its parts, a
-// task queue (pool/task_queue.hpp), a worker set (pool/worker_set.hpp), the shared-object courier
-// (pool/shared_courier.hpp) and the progress line (pool/progress_line.hpp), and that matches
-// tasks to workers (dispatch). Workers pull chunks
-// of tasks with a small credit each. The wire is pool/wire.hpp.
+// The master's side of a pool: the service that routes the workers' messages to its parts and
+// matches queued tasks to workers (dispatch). Its parts: the task queue (pool/task_queue.hpp),
+// the worker set (pool/worker_set.hpp), the shared-object courier (pool/shared_courier.hpp), the
+// items under a deadline (pool/late_items.hpp), the dashboard's view (pool/pool_view.hpp, sent up
+// by pool/pool_upstream.hpp from a nested master), the progress line and the waits for ready and
+// joined (pool/milestones.hpp). Workers pull chunks of tasks with a small credit each. The wire
+// is pool/wire.hpp.
 #pragma once
 #include <atomic>
 #include <boost/json/object.hpp>
@@ -15,8 +17,9 @@
 #include <vector>
 
 #include "fiber/detail/pool_core.hpp"
-#include "primitives/pool/item_deadlines.hpp"
+#include "primitives/pool/late_items.hpp"
 #include "primitives/pool/milestones.hpp"
+#include "primitives/pool/pool_upstream.hpp"
 #include "primitives/pool/pool_view.hpp"
 #include "primitives/pool/progress_line.hpp"
 #include "primitives/pool/shared_courier.hpp"
@@ -63,22 +66,9 @@ class pool_master final : public pool_core, public service, public std::enable_s
   void dispatch();
   void on_worker_ended(const pool_worker& w);
   void fail_all(std::exception_ptr e);
-  /// The work of the submissions the workers no longer cover fails with `e`.
-  void fail_uncovered(std::exception_ptr e);
   /// After close(): once the work is done, the workers are told to leave.
   void maybe_stop_workers();
   std::optional<progress_line::frame> progress_frame();
-  /// Now, where items are timed (a task_timeout was given), else nullopt.
-  worker_load::maybe_now timing_now() const;
-  /// `w`'s item started: its deadline is watched.
-  void item_started(const pool_worker& w);
-  std::optional<std::chrono::steady_clock::time_point> deadline_of(const pool_worker& w) const;
-  /// The deadlines' due: ends the workers whose item ran too long; returns the next deadline.
-  std::optional<std::chrono::steady_clock::time_point> end_late_workers();
-
-  static pool_options checked(pool_options options);
-  /// The courier's watch: when `e`'s last handle here goes, it hears of it on the loop.
-  void watch_release(const shared_entry& e);
 
   std::shared_ptr<runtime> rt_;
   pool_options options_;
@@ -89,7 +79,8 @@ class pool_master final : public pool_core, public service, public std::enable_s
   worker_set workers_;
   worker_directory directory_;
   shared_courier courier_;
-  item_deadlines deadlines_;
+  pool_view view_;  // what the run's dashboard shows of it
+  late_items late_;
   progress_line progress_;
   std::size_t workers_lost_ = 0;
   std::uint64_t maps_ = 0;  // submissions so far: their number in the flight recorder
@@ -100,12 +91,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
         return c.connected >= static_cast<std::size_t>(c.target) || workers_.starter().stopped() || closed_;
       },
       [this] { return closed_ && workers_.count().empty; }};  // joined
-  /// A nested master's pool on the run's dashboard: its state sent up every dashboard_interval_ms.
-  void show_upstream_every();
-  void show_upstream();
-  std::unique_ptr<asio::steady_timer> view_timer_;
-  std::string last_view_;
-  pool_view view_;  // what the run's dashboard shows of it
+  pool_upstream upstream_;  // a nested master's pool, on the page of the master above
 };
 
 }  // namespace fiber::detail
