@@ -52,7 +52,7 @@ class fiber_command : public ::testing::Test {
   static std::vector<std::string> containers(const std::string& key, const std::string& value) {
     asio::io_context io;
     fiber::detail::docker_engine engine(io);
-    return fiber_test::run_engine<std::vector<std::string>>(io, [&](auto done) { engine.list(key, value, std::move(done)); })
+    return fiber_test::run_engine<std::vector<std::string>>(io, [&](auto done) { engine.containers().list(key, value, std::move(done)); })
         .value;
   }
   /// Waits (on the engine's log stream: no polling) until run `name`'s master has written a line.
@@ -63,7 +63,7 @@ class fiber_command : public ::testing::Test {
     if (ids.empty()) return {};
     std::string seen;
     bool ended = false;
-    engine.follow_logs(
+    engine.containers().follow_logs(
         ids[0], [&](int, std::string_view out) { seen.append(out); }, [&](std::error_code, bool, std::string) { ended = true; });
     while (seen.find('\n') == std::string::npos && !ended && io.run_one()) {
     }
@@ -212,12 +212,12 @@ TEST_F(fiber_command, gc_removes_what_a_killed_master_left) {
   // SIGKILL: the master cleans up nothing; its worker stays.
   asio::io_context io;
   fiber::detail::docker_engine engine(io);
-  ASSERT_FALSE(fiber_test::run_engine<bool>(io, [&](auto done) { engine.kill(master[0], 9, std::move(done)); }).ec);
-  ASSERT_FALSE(fiber_test::run_engine<int>(io, [&](auto done) { engine.wait(master[0], std::move(done)); }).ec);
+  ASSERT_FALSE(fiber_test::run_engine<bool>(io, [&](auto done) { engine.containers().kill(master[0], 9, std::move(done)); }).ec);
+  ASSERT_FALSE(fiber_test::run_engine<int>(io, [&](auto done) { engine.containers().wait(master[0], std::move(done)); }).ec);
   auto workers = [&] {
     std::vector<std::string> out;
     auto all = fiber_test::run_engine<std::vector<fiber::detail::container_summary>>(
-        io, [&](auto done) { engine.list_labeled("fiber.master", std::move(done)); });
+        io, [&](auto done) { engine.containers().list_labeled("fiber.master", std::move(done)); });
     for (auto& c : all.value)
       if (c.labels["fiber.master"].starts_with(name + ":")) out.push_back(c.id);
     return out;
@@ -235,7 +235,7 @@ TEST_F(fiber_command, cp_round_trips_a_folder_through_a_claim_and_leaves_no_help
   auto claim = unique("claim");
   asio::io_context io;
   fiber::detail::docker_engine engine(io);
-  ASSERT_FALSE(fiber_test::run_engine<bool>(io, [&](auto done) { engine.create_volume(claim, std::move(done)); }).ec);
+  ASSERT_FALSE(fiber_test::run_engine<bool>(io, [&](auto done) { engine.volumes().create(claim, std::move(done)); }).ec);
   auto dir = fiber_test::run_folder() / claim;
   fs::create_directories(dir / "results" / "deep");
   std::ofstream(dir / "results" / "a.txt") << "alpha\n";
@@ -262,7 +262,7 @@ TEST_F(fiber_command, cp_round_trips_a_folder_through_a_claim_and_leaves_no_help
   EXPECT_EQ(missing.code, 125);
   EXPECT_NE(missing.out.find("claim " + claim + " has no 'no/such'"), std::string::npos) << missing.out;
   EXPECT_TRUE(containers("fiber.helper", "cp").empty()) << "removed after a failure too";
-  fiber_test::run_engine<bool>(io, [&](auto done) { engine.remove_volume(claim, std::move(done)); });
+  fiber_test::run_engine<bool>(io, [&](auto done) { engine.volumes().remove(claim, std::move(done)); });
 }
 
 // A master that is not a `fiber run` (a program started here) killed with SIGKILL leaves its

@@ -87,12 +87,12 @@ class docker_backend : public ::testing::Test {
   /// The one container of `ctx` that runs process `name`: its description.
   boost::json::object container_of(fiber::context& ctx, const std::string& name) {
     auto listed = run_engine<std::vector<fiber::detail::container_summary>>(
-        io, [&](auto done) { engine.list_labeled("fiber.process", std::move(done)); });
+        io, [&](auto done) { engine.containers().list_labeled("fiber.process", std::move(done)); });
     std::string id;
     for (auto& c : listed.value)
       if (c.labels["fiber.process"] == name && c.labels["fiber.job"] == ctx.job_id()) id = c.id;
     if (id.empty()) return {};
-    auto text = run_engine<std::string>(io, [&](auto done) { engine.inspect(id, std::move(done)); });
+    auto text = run_engine<std::string>(io, [&](auto done) { engine.containers().inspect(id, std::move(done)); });
     return boost::json::parse(text.value).as_object();
   }
 };
@@ -112,7 +112,7 @@ TEST_F(docker_backend, a_worker_container_killed_by_the_engine_mid_map_has_its_t
     auto victim = container_of(ctx, ran_task_0[0]);
     ASSERT_FALSE(victim.empty());
     auto id = std::string(victim.at("Id").as_string());
-    auto killed = run_engine<bool>(io, [&](auto done) { engine.kill(id, SIGKILL, std::move(done)); });
+    auto killed = run_engine<bool>(io, [&](auto done) { engine.containers().kill(id, SIGKILL, std::move(done)); });
     ASSERT_FALSE(killed.ec) << killed.why;
     ran_task_0.push_back(arrived.get().get());  // task 0 again, on another worker
     release.put(1).get();
@@ -186,7 +186,7 @@ TEST_F(docker_backend, a_named_volume_and_the_bridge_network) {
     EXPECT_EQ(out.get().get(), "written in a container");
     reader.join().get();
   }
-  EXPECT_FALSE(run_engine<bool>(io, [&](auto done) { engine.remove_volume(volume, std::move(done)); }).ec);
+  EXPECT_FALSE(run_engine<bool>(io, [&](auto done) { engine.volumes().remove(volume, std::move(done)); }).ec);
 }
 
 TEST_F(docker_backend, terminate_and_a_stopped_context_leave_no_container) {

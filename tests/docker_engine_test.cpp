@@ -66,7 +66,7 @@ TEST(docker_engine, plain_tcp_to_another_host_gets_no_registry_credentials) {
   EXPECT_EQ(e.request("GET", "/version").url, "http://10.1.2.3:2375/version");
   EXPECT_TRUE(e.plain_over_network());
   std::optional<std::string> why;
-  e.push("registry.example/team/app", "v1", "eyJ1c2VybmFtZSI6InUiLCJwYXNzd29yZCI6InAifQ", [](std::string_view) {},
+  e.images().push("registry.example/team/app", "v1", "eyJ1c2VybmFtZSI6InUiLCJwYXNzd29yZCI6InAifQ", [](std::string_view) {},
          [&](std::error_code ec, std::string, std::string w) {
            EXPECT_EQ(ec, fiber::errc::config_error);
            why = w;

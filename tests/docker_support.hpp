@@ -60,10 +60,10 @@ inline std::string root_tar() {
 inline std::string prepare_test_image(asio::io_context& io, fiber::detail::docker_engine& engine) {
   auto v = run_engine<std::string>(io, [&](auto done) { engine.check(std::move(done)); });
   if (v.ec) return v.why;
-  auto has = run_engine<bool>(io, [&](auto done) { engine.has_image(test_image, std::move(done)); });
+  auto has = run_engine<bool>(io, [&](auto done) { engine.images().has(test_image, std::move(done)); });
   if (has.ec) return has.why;
   if (has.value) return {};
-  auto imported = run_engine<bool>(io, [&](auto done) { engine.import_image(root_tar(), test_image, std::move(done)); });
+  auto imported = run_engine<bool>(io, [&](auto done) { engine.images().import_root(root_tar(), test_image, std::move(done)); });
   return imported.ec ? "importing " + std::string(test_image) + ": " + imported.why : std::string();
 }
 
@@ -80,7 +80,7 @@ inline std::vector<std::string> containers_of(const std::string& owner) {
   asio::io_context io;
   fiber::detail::docker_engine engine(io);
   auto listed = run_engine<std::vector<std::string>>(
-      io, [&](auto done) { engine.list("fiber.master", owner, std::move(done)); });
+      io, [&](auto done) { engine.containers().list("fiber.master", owner, std::move(done)); });
   return listed.value;
 }
 inline std::vector<std::string> my_containers() { return containers_of(master_label()); }

@@ -37,8 +37,8 @@ class docker : public ::testing::Test {
     ASSERT_TRUE(why.empty()) << why;
   }
   void TearDown() override {
-    auto ids = run<std::vector<std::string>>(io, [&](auto done) { engine.list("fiber.job", job, std::move(done)); });
-    for (auto& id : ids.value) (void)run<bool>(io, [&](auto done) { engine.remove(id, true, std::move(done)); });
+    auto ids = run<std::vector<std::string>>(io, [&](auto done) { engine.containers().list("fiber.job", job, std::move(done)); });
+    for (auto& id : ids.value) (void)run<bool>(io, [&](auto done) { engine.containers().remove(id, true, std::move(done)); });
   }
   container_spec spec(std::vector<std::string> cmd) {
     container_spec s;
@@ -54,43 +54,43 @@ class docker : public ::testing::Test {
 
 TEST_F(docker, a_container_runs_and_its_exit_code_logs_and_labels_come_back) {
   auto created = run<std::string>(io, [&](auto done) {
-    engine.create(spec({"/bin/sh", "-c", "echo hello; echo oops >&2; exit 3"}), std::move(done));
+    engine.containers().create(spec({"/bin/sh", "-c", "echo hello; echo oops >&2; exit 3"}), std::move(done));
   });
   ASSERT_FALSE(created.ec) << created.why;
   auto id = created.value;
-  ASSERT_FALSE(run<bool>(io, [&](auto done) { engine.start(id, std::move(done)); }).ec);
-  auto waited = run<int>(io, [&](auto done) { engine.wait(id, std::move(done)); });
+  ASSERT_FALSE(run<bool>(io, [&](auto done) { engine.containers().start(id, std::move(done)); }).ec);
+  auto waited = run<int>(io, [&](auto done) { engine.containers().wait(id, std::move(done)); });
   ASSERT_FALSE(waited.ec) << waited.why;
   EXPECT_EQ(waited.value, 3);
-  auto logs = run<std::string>(io, [&](auto done) { engine.logs(id, std::move(done)); });
+  auto logs = run<std::string>(io, [&](auto done) { engine.containers().logs(id, std::move(done)); });
   // Both streams; the engine keeps each stream's order, not the order between the two.
   EXPECT_TRUE(logs.value == "hello\noops\n" || logs.value == "oops\nhello\n") << logs.value;
-  auto listed = run<std::vector<std::string>>(io, [&](auto done) { engine.list("fiber.job", job, std::move(done)); });
+  auto listed = run<std::vector<std::string>>(io, [&](auto done) { engine.containers().list("fiber.job", job, std::move(done)); });
   EXPECT_EQ(listed.value, std::vector<std::string>{id});
-  ASSERT_FALSE(run<bool>(io, [&](auto done) { engine.remove(id, false, std::move(done)); }).ec);
-  listed = run<std::vector<std::string>>(io, [&](auto done) { engine.list("fiber.job", job, std::move(done)); });
+  ASSERT_FALSE(run<bool>(io, [&](auto done) { engine.containers().remove(id, false, std::move(done)); }).ec);
+  listed = run<std::vector<std::string>>(io, [&](auto done) { engine.containers().list("fiber.job", job, std::move(done)); });
   EXPECT_TRUE(listed.value.empty());
 }
 
 TEST_F(docker, a_killed_container_reports_the_signal) {
-  auto created = run<std::string>(io, [&](auto done) { engine.create(spec({"/bin/sleep", "100"}), std::move(done)); });
+  auto created = run<std::string>(io, [&](auto done) { engine.containers().create(spec({"/bin/sleep", "100"}), std::move(done)); });
   ASSERT_FALSE(created.ec) << created.why;
-  ASSERT_FALSE(run<bool>(io, [&](auto done) { engine.start(created.value, std::move(done)); }).ec);
-  ASSERT_FALSE(run<bool>(io, [&](auto done) { engine.kill(created.value, SIGKILL, std::move(done)); }).ec);
-  EXPECT_EQ(run<int>(io, [&](auto done) { engine.wait(created.value, std::move(done)); }).value, 128 + SIGKILL);
+  ASSERT_FALSE(run<bool>(io, [&](auto done) { engine.containers().start(created.value, std::move(done)); }).ec);
+  ASSERT_FALSE(run<bool>(io, [&](auto done) { engine.containers().kill(created.value, SIGKILL, std::move(done)); }).ec);
+  EXPECT_EQ(run<int>(io, [&](auto done) { engine.containers().wait(created.value, std::move(done)); }).value, 128 + SIGKILL);
 }
 
 TEST_F(docker, a_missing_image_is_named_with_what_to_do) {
   auto s = spec({"/bin/true"});
   s.image = "fiber-no-such-image:1";
-  auto created = run<std::string>(io, [&](auto done) { engine.create(s, std::move(done)); });
+  auto created = run<std::string>(io, [&](auto done) { engine.containers().create(s, std::move(done)); });
   EXPECT_EQ(created.ec, fiber::errc::spawn_failed);
   EXPECT_NE(created.why.find("image 'fiber-no-such-image:1'"), std::string::npos) << created.why;
   EXPECT_NE(created.why.find("config key 'image'"), std::string::npos) << created.why;
 }
 
 TEST_F(docker, api_errors_pass_the_engines_message_on) {
-  auto r = run<bool>(io, [&](auto done) { engine.start("no-such-container-id", std::move(done)); });
+  auto r = run<bool>(io, [&](auto done) { engine.containers().start("no-such-container-id", std::move(done)); });
   EXPECT_EQ(r.ec, fiber::errc::spawn_failed);
   EXPECT_NE(r.why.find("No such container"), std::string::npos) << r.why;
   EXPECT_NE(r.why.find("HTTP 404"), std::string::npos) << r.why;

@@ -105,7 +105,7 @@ struct docker_runner::session {
   }
 
   std::vector<container_summary> labeled(const char* key) {
-    return call<std::vector<container_summary>>([&](docker_engine& e, auto done) { e.list_labeled(key, std::move(done)); });
+    return call<std::vector<container_summary>>([&](docker_engine& e, auto done) { e.containers().list_labeled(key, std::move(done)); });
   }
 
   /// This user's master container of run `name`; fiber::error naming `fiber ps` when none.
@@ -153,8 +153,8 @@ class docker_launch final : public launch {
   }
 
   std::string create() override {
-    id_ = s_.call<std::string>([&](docker_engine& e, auto done) { e.create(c_, std::move(done)); });
-    s_.call<bool>([&](docker_engine& e, auto done) { e.start(id_, std::move(done)); });
+    id_ = s_.call<std::string>([&](docker_engine& e, auto done) { e.containers().create(c_, std::move(done)); });
+    s_.call<bool>([&](docker_engine& e, auto done) { e.containers().start(id_, std::move(done)); });
     return "started " + name() + " (container " + id_.substr(0, 12) + ", image " + image_.ref + ")";
   }
 
@@ -168,14 +168,14 @@ class docker_launch final : public launch {
     signals.async_wait([&](std::error_code ec, int) {
       if (!ec) detached = true;
     });
-    s_.engine.follow_logs(
+    s_.engine.containers().follow_logs(
         id_,
         [](int stream, std::string_view out) {
           std::fwrite(out.data(), 1, out.size(), stream == 2 ? stderr : stdout);
           std::fflush(stream == 2 ? stderr : stdout);
         },
         [&](std::error_code, bool, std::string) { logs_done = true; });
-    s_.engine.wait(id_, [&](std::error_code ec, int exit_code, std::string why) {
+    s_.engine.containers().wait(id_, [&](std::error_code ec, int exit_code, std::string why) {
       if (ec) failure = why;
       else code = exit_code;
     });
@@ -262,12 +262,12 @@ int docker_runner::logs(const logs_options& o) {
                                           "' now (a worker's container goes when it ends): `fiber ps` shows its workers");
   }
   if (!o.follow) {
-    auto text = s_->call<std::string>([&](docker_engine& e, auto done) { e.logs(id, std::move(done)); });
+    auto text = s_->call<std::string>([&](docker_engine& e, auto done) { e.containers().logs(id, std::move(done)); });
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }
   s_->call<bool>([&](docker_engine& e, auto done) {
-    e.follow_logs(
+    e.containers().follow_logs(
         id,
         [](int stream, std::string_view out) {
           std::fwrite(out.data(), 1, out.size(), stream == 2 ? stderr : stdout);
@@ -281,13 +281,13 @@ int docker_runner::logs(const logs_options& o) {
 int docker_runner::stop(const std::string& name) {
   auto m = s_->master(name);
   // SIGTERM first: the master removes its workers itself; what it leaves goes after.
-  s_->call<bool>([&](docker_engine& e, auto done) { e.stop(m.id, 10, std::move(done)); });
+  s_->call<bool>([&](docker_engine& e, auto done) { e.containers().stop(m.id, 10, std::move(done)); });
   int removed = 0;
   for (auto& w : s_->workers_of(name)) {
-    s_->call<bool>([&](docker_engine& e, auto done) { e.remove(w.id, true, std::move(done)); });
+    s_->call<bool>([&](docker_engine& e, auto done) { e.containers().remove(w.id, true, std::move(done)); });
     ++removed;
   }
-  s_->call<bool>([&](docker_engine& e, auto done) { e.remove(m.id, true, std::move(done)); });
+  s_->call<bool>([&](docker_engine& e, auto done) { e.containers().remove(m.id, true, std::move(done)); });
   std::fprintf(stderr, "fiber: stopped %s%s\n", name.c_str(),
                removed ? (" (and removed " + std::to_string(removed) + " worker container(s) it left)").c_str() : "");
   return 0;
@@ -321,7 +321,7 @@ int docker_runner::gc() {
   }
   for (auto& id : doomed)
     try {
-      s_->call<bool>([&](docker_engine& e, auto done) { e.remove(id, true, std::move(done)); });
+      s_->call<bool>([&](docker_engine& e, auto done) { e.containers().remove(id, true, std::move(done)); });
     } catch (const error& e) {
       if (!detail::benign_remove_error(e.what())) throw;
     }
@@ -335,16 +335,16 @@ int docker_runner::cp(const copy_options& o) {
                                     "the engine copies itself: leave them out");
   auto plan = plan_copy(o.src, o.dst);
   auto& host = s_->engine.host();
-  if (!s_->call<bool>([&](docker_engine& e, auto done) { e.has_volume(plan.claim, std::move(done)); }))
+  if (!s_->call<bool>([&](docker_engine& e, auto done) { e.volumes().has(plan.claim, std::move(done)); }))
     throw error(errc::config_error, "no volume named '" + plan.claim + "' on the Docker engine at " + host +
                                         ": `fiber run -v " + plan.claim + " ...` creates it (or `docker volume create " +
                                         plan.claim + "`)");
   // A container that mounts the claim and never runs: the engine itself reads and writes the
   // archive, so the image needs nothing (an empty one, imported once).
-  if (!s_->call<bool>([&](docker_engine& e, auto done) { e.has_image(cp_helper_image, std::move(done)); })) {
+  if (!s_->call<bool>([&](docker_engine& e, auto done) { e.images().has(cp_helper_image, std::move(done)); })) {
     tar_writer empty;
     empty.directory("claim", 0755);
-    s_->call<bool>([&](docker_engine& e, auto done) { e.import_image(empty.finish(), cp_helper_image, std::move(done)); });
+    s_->call<bool>([&](docker_engine& e, auto done) { e.images().import_root(empty.finish(), cp_helper_image, std::move(done)); });
   }
   container_spec c;
   c.image = cp_helper_image;
@@ -352,7 +352,7 @@ int docker_runner::cp(const copy_options& o) {
   c.network_mode = "none";
   c.binds = {plan.claim + ":/claim"};
   c.labels = {{helper_label, "cp"}, {user_label, user_name()}};
-  auto id = s_->call<std::string>([&](docker_engine& e, auto done) { e.create(c, std::move(done)); });
+  auto id = s_->call<std::string>([&](docker_engine& e, auto done) { e.containers().create(c, std::move(done)); });
   struct removed_at_end {
     detail::blocking_engine& b;
     std::string id;
@@ -361,13 +361,13 @@ int docker_runner::cp(const copy_options& o) {
   if (plan.upload) {
     tar_writer t;
     t.tree(plan.local, plan.in_claim);
-    s_->call<bool>([&](docker_engine& e, auto done) { e.put_archive(id, "/claim", t.finish(), std::move(done)); });
+    s_->call<bool>([&](docker_engine& e, auto done) { e.containers().put_archive(id, "/claim", t.finish(), std::move(done)); });
     std::fprintf(stderr, "fiber: copied %s to %s:/%s\n", o.src.c_str(), plan.claim.c_str(), plan.in_claim.c_str());
     return 0;
   }
   std::string tar;
   try {
-    tar = s_->call<std::string>([&](docker_engine& e, auto done) { e.get_archive(id, "/claim/" + plan.in_claim, std::move(done)); });
+    tar = s_->call<std::string>([&](docker_engine& e, auto done) { e.containers().get_archive(id, "/claim/" + plan.in_claim, std::move(done)); });
   } catch (const error& e) {
     if (std::string(e.what()).find("HTTP 404") == std::string::npos) throw;
     throw error(errc::config_error, "claim " + plan.claim + " has no '" + plan.in_claim + "': `fiber cp " + plan.claim +
@@ -386,7 +386,7 @@ namespace fiber::cli {
 
 std::string docker_runner::master_output(const std::string& name) {
   auto m = s_->master(name);
-  return s_->call<std::string>([&](docker_engine& e, auto done) { e.logs(m.id, std::move(done)); });
+  return s_->call<std::string>([&](docker_engine& e, auto done) { e.containers().logs(m.id, std::move(done)); });
 }
 
 dashboard_route docker_runner::route_to_master(const std::string& name, int port) {
@@ -395,7 +395,7 @@ dashboard_route docker_runner::route_to_master(const std::string& name, int port
     throw error(errc::config_error, "run " + name + "'s master is " + m.state + ", not running: its page went with it");
   // Its address on its network (this host reaches the engine's bridge networks); with the host's
   // network, this host's own.
-  auto inspected = boost::json::parse(s_->call<std::string>([&](docker_engine& e, auto done) { e.inspect(m.id, std::move(done)); }));
+  auto inspected = boost::json::parse(s_->call<std::string>([&](docker_engine& e, auto done) { e.containers().inspect(m.id, std::move(done)); }));
   std::string address;
   auto& settings = inspected.at("HostConfig").as_object();
   if (auto* mode = settings.if_contains("NetworkMode"); mode && mode->is_string() && mode->as_string() == "host")

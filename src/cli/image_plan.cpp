@@ -80,14 +80,14 @@ void build_and_push(image_plan& p, const run_options& o, detail::blocking_engine
   auto echo = [](std::string_view out) { std::fwrite(out.data(), 1, out.size(), stderr); };
   if (!p.context) {
     if (must_be_local &&
-        !engine.run<bool>([&](docker_engine& e, auto done) { e.has_image(p.ref, std::move(done)); }))
+        !engine.run<bool>([&](docker_engine& e, auto done) { e.images().has(p.ref, std::move(done)); }))
       throw error(errc::config_error, "image '" + p.ref + "' is not on the Docker engine at " + engine.engine().host() +
                                           ": pull or build it there, or use --build");
     return;
   }
   std::fprintf(stderr, "fiber: building %s (%zu files in the context)\n", p.ref.c_str(), p.context->files);
   engine.run<std::string>([&](docker_engine& e, auto done) {
-    e.build(std::move(p.context->tar), p.ref, p.context->dockerfile, echo, std::move(done), p.build_args);
+    e.images().build(std::move(p.context->tar), p.ref, p.context->dockerfile, echo, std::move(done), p.build_args);
   });
   if (o.registry.empty()) return;
   auto registry = o.registry.substr(0, o.registry.find('/'));
@@ -96,7 +96,7 @@ void build_and_push(image_plan& p, const run_options& o, detail::blocking_engine
   std::fprintf(stderr, "fiber: pushing %s\n", p.ref.c_str());
   std::string digest;
   try {
-    digest = engine.run<std::string>([&](docker_engine& e, auto done) { e.push(p.repo, p.tag, auth, echo, std::move(done)); });
+    digest = engine.run<std::string>([&](docker_engine& e, auto done) { e.images().push(p.repo, p.tag, auth, echo, std::move(done)); });
   } catch (const error& e) {
     // The registry's words, and what to do about them.
     std::string said = e.reason();

@@ -54,14 +54,14 @@ class creator {
               unique_function<void()> answered) {
     asio::post(thread_.io(), [this, spec = std::move(spec), secret = std::move(secret), pending = std::move(pending),
                               answered = std::move(answered)]() mutable {
-      engine_.create(spec, [this, secret = std::move(secret), pending = std::move(pending),
+      engine_.containers().create(spec, [this, secret = std::move(secret), pending = std::move(pending),
                             answered = std::move(answered)](std::error_code ec, std::string id, std::string why) mutable {
         if (ec || secret.empty()) {
           pending->set({ec, std::move(id), std::move(why)});
           return answered();
         }
         // Owned by the user the container runs as (this process's, container_spec::user).
-        engine_.put_archive(id, "/", secret_archive(secret, ::getuid(), ::getgid()),
+        engine_.containers().put_archive(id, "/", secret_archive(secret, ::getuid(), ::getgid()),
                             [id, pending = std::move(pending), answered = std::move(answered)](
                                 std::error_code ec, bool, std::string why) mutable {
                               pending->set({ec, id, ec ? "cannot place its credentials in it: " + why : std::string()});
@@ -159,7 +159,7 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
       int sig = pending_signal;
       return remove_then([self = shared_from_this(), sig] { self->end(-sig, {}); });
     }
-    engine->start(id, [self = shared_from_this()](std::error_code ec, bool, std::string why) {
+    engine->containers().start(id, [self = shared_from_this()](std::error_code ec, bool, std::string why) {
       self->started(ec, std::move(why));
     });
   }
@@ -179,14 +179,14 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
     at = stage::running;
     logf(log_level::debug, process_name, ": container ", id.substr(0, 12), " started");
     auto self = shared_from_this();
-    engine->wait(id, [self](std::error_code ec, int code, std::string why) { self->waited(ec, code, std::move(why)); });
-    engine->follow_logs(
+    engine->containers().wait(id, [self](std::error_code ec, int code, std::string why) { self->waited(ec, code, std::move(why)); });
+    engine->containers().follow_logs(
         id, [self](int stream, std::string_view bytes) { self->output(stream, bytes); },
         [self](std::error_code, bool, std::string) {
           self->logs_done = true;
           if (self->wait_done) self->stopped();
         });
-    engine->pid(id, [self](std::error_code ec, int pid, std::string) {
+    engine->containers().pid(id, [self](std::error_code ec, int pid, std::string) {
       if (!ec) self->pid = pid;
       self->mark_identified();
     });
@@ -246,7 +246,7 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
   }
 
   void send(int sig) {
-    engine->kill(id, sig, [](std::error_code, bool, std::string) {});  // it may have ended already
+    engine->containers().kill(id, sig, [](std::error_code, bool, std::string) {});  // it may have ended already
   }
 
   void signal(int sig) noexcept override {
@@ -262,7 +262,7 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
 
   void remove_then(unique_function<void()> next) {
     removing = true;
-    engine->remove(id, true, [id = id, next = std::move(next)](std::error_code ec, bool, std::string why) mutable {
+    engine->containers().remove(id, true, [id = id, next = std::move(next)](std::error_code ec, bool, std::string why) mutable {
       if (ec && !benign_remove_error(why))
         logf(log_level::warn, "could not remove container ", id.substr(0, 12), ": ", why);
       next();
@@ -282,7 +282,7 @@ class docker_backend final : public tcp_backend {
     blocking_ = std::make_shared<blocking_engine>(engine_->host());
     auto& engine = *blocking_;
     engine.run<std::string>([](docker_engine& e, auto done) { e.check(std::move(done)); });
-    if (!engine.run<bool>([&](docker_engine& e, auto done) { e.has_image(cfg.image, std::move(done)); }))
+    if (!engine.run<bool>([&](docker_engine& e, auto done) { e.images().has(cfg.image, std::move(done)); }))
       throw error(errc::config_error, "image '" + cfg.image + "' is not on the Docker engine at " + engine_->host() +
                                           ": build or pull it there, or set the config key 'image' (FIBER_IMAGE) "
                                           "to one that is");
@@ -302,7 +302,7 @@ class docker_backend final : public tcp_backend {
     // Whatever this master started and did not see removed goes now, running or not.
     try {
       auto left = blocking_->run<std::vector<std::string>>(
-          [&](docker_engine& e, auto done) { e.list("fiber.job", job_id_, std::move(done)); });
+          [&](docker_engine& e, auto done) { e.containers().list("fiber.job", job_id_, std::move(done)); });
       blocking_->remove_all(left);
     } catch (const std::exception& e) {
       logf(log_level::warn, "could not remove the containers of job ", job_id_, ": ", e.what());
@@ -384,7 +384,7 @@ class docker_backend final : public tcp_backend {
   /// Containers of masters on this machine that are gone (killed before they could clean up).
   void remove_orphans(blocking_engine& engine) {
     auto labeled = engine.run<std::vector<container_summary>>(
-        [](docker_engine& e, auto done) { e.list_labeled("fiber.master", std::move(done)); });
+        [](docker_engine& e, auto done) { e.containers().list_labeled("fiber.master", std::move(done)); });
     auto prefix = master_host() + ":";
     std::vector<std::string> orphans;
     for (auto& c : labeled) {
