@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "fiber/detail/unique_function.hpp"
+#include "transport/stream_reader.hpp"
 #include "transport/tls_session.hpp"
 #include "transport/zmq_channel.hpp"
 
@@ -36,17 +37,13 @@ namespace fiber::detail {
 
 class stream_link : public std::enable_shared_from_this<stream_link> {
  public:
-  using on_message_fn = unique_function<void(multipart)>;
-  using on_closed_fn = unique_function<void(std::error_code)>;
+  using on_message_fn = stream_reader::on_message_fn;
+  using on_closed_fn = stream_reader::on_closed_fn;
 
-  /// The most parts one message may have.
-  static constexpr std::uint32_t max_parts = 4096;
+  static constexpr std::uint32_t max_parts = stream_reader::max_parts;
   /// Room for a message's own headers beside a payload of max_message_bytes.
   static constexpr std::size_t envelope_bytes = 4096;
-  /// Messages whose parts total this much or more are read into their parts directly.
-  static constexpr std::size_t direct_read_bytes = 16 * 1024;
-  /// The read buffer (small messages, several per read).
-  static constexpr std::size_t buffer_bytes = 64 * 1024;
+  static constexpr std::size_t direct_read_bytes = stream_reader::direct_read_bytes;
 
   using socket_type = asio::generic::stream_protocol::socket;
   using clock = std::chrono::steady_clock;
@@ -57,6 +54,8 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
 
   /// Reads messages until the link closes; each goes to `on_message` on the io_context.
   void start(on_message_fn on_message, on_closed_fn on_closed);
+  /// The reading side: its limit on a message (set_max_message_bytes), when it last heard.
+  stream_reader& reader() noexcept { return reader_; }
   /// Writes `parts` now as far as the socket takes them and the rest as it drains (never blocks;
   /// on the io_context's thread). An error means the link is closed or broken and `parts` was
   /// not taken (it is left as it was).
@@ -77,19 +76,12 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   /// The writing system calls made so far (a coalesced batch is one; for tests and benchmarks).
   std::uint64_t writes() const noexcept { return writes_.load(std::memory_order_relaxed); }
 
-  /// The largest message (all parts together) the peer may send from now on.
-  void set_max_message_bytes(std::size_t n) noexcept { max_message_bytes_ = n; }
-
   /// From any thread (a worker's pulse while its main thread runs a task): writes `parts` unless
   /// bytes already wait to be written (they will be heard), waiting at most `limit` for room.
   /// False when the link is broken or the peer took nothing within `limit`.
   bool send_pulse(const multipart& parts, std::chrono::milliseconds limit);
-  /// Keeps last_heard() on an unencrypted link too (a link whose silence is watched: a host hub's
-  /// children's); an encrypted link always keeps it. Before start().
-  void track_heard() noexcept { heard_tracked_ = true; }
-  /// When this side last wrote a message, and last read bytes (a large message's body aside).
+  /// When this side last wrote a message.
   clock::time_point last_sent() const noexcept { return clock::time_point(clock::duration(last_sent_.load())); }
-  clock::time_point last_heard() const noexcept { return last_heard_; }
   bool encrypted() const noexcept { return tls_ != nullptr; }
   /// Whether the peer's bytes wait in the socket, not read yet.
   bool bytes_waiting() noexcept;
@@ -97,26 +89,10 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   socket_type& socket() noexcept { return socket_; }
 
  private:
-  enum class parsed { need_more, reading_body, stopped };
-  void read_some();
-  parsed parse();
-  parsed read_body(const std::uint64_t* sizes, std::uint32_t parts);
-  void make_room() noexcept;
-  long open_tls(void* dst, std::size_t capacity);
-  void tls_failed();
   /// Writes `parts` whole, waiting for room until `deadline` (none: as long as it takes).
   std::error_code write_all(const multipart& parts, std::optional<clock::time_point> deadline);
-  /// Encrypted: decrypts into the read buffer what has come, waiting for more when there is none.
-  void read_tls();
-  /// Encrypted: fills a large message's parts (rest_) as bytes come, then delivers it.
-  void read_body_tls();
-  /// Encrypted: takes what the socket holds into the session; false when the link ended.
-  bool pull_cipher();
   /// Encrypted: `head` and `parts` as the bytes to write.
   std::string sealed(const std::string& head, const multipart& parts);
-  bool deliver(multipart&& m);  // false: the handler closed the link
-  void closed(std::error_code ec);
-  parsed stop(std::error_code why);  // closes and reports `why`
 
   struct outgoing {
     std::string head;
@@ -135,28 +111,19 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
 
   socket_type socket_;
   std::unique_ptr<tls_session> tls_;
-  std::unique_ptr<char[]> cipher_;  // encrypted: a read's bytes before they are fed in
-  std::vector<asio::mutable_buffer> rest_;  // encrypted: what a large message still needs
-  clock::time_point last_heard_ = clock::now();
   std::atomic<clock::rep> last_sent_{clock::now().time_since_epoch().count()};
   // Writes may come from a second thread (send_pulse); everything that writes holds this, and on
   // an encrypted link everything that uses the session.
   std::recursive_mutex write_mutex_;
-  on_message_fn on_message_;
-  on_closed_fn on_closed_;
-  std::unique_ptr<char[]> in_;
-  std::size_t in_begin_ = 0, in_end_ = 0;
-  multipart body_;  // a large message being read into its parts
+  stream_reader reader_;
   std::deque<outgoing> out_;
   std::size_t front_written_ = 0;  // bytes of out_.front() already written
   bool write_waiting_ = false;
   bool coalescing_ = false;
-  bool heard_tracked_ = false;
   bool flush_posted_ = false;
   std::string batch_;  // coalescing: frames sent this turn, not written yet
   std::atomic<std::uint64_t> writes_{0};
   std::error_code broken_;
-  std::size_t max_message_bytes_;
 };
 
 /// The frame head for `parts`.

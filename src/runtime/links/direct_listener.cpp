@@ -221,7 +221,7 @@ void direct_listener::handshake(std::shared_ptr<pending> p) {
 
 void direct_listener::start_link(std::shared_ptr<pending> p) {
   auto link = std::make_shared<stream_link>(std::move(p->socket), greeting_limit, std::move(p->tls));
-  if (silence_.count() > 0) link->track_heard();  // swept: its silence counts
+  if (silence_.count() > 0) link->reader().track_heard();  // swept: its silence counts
   p->link = link;
   std::weak_ptr<stream_link> weak_link = link;
   link->start(
@@ -327,7 +327,7 @@ void direct_listener::sweep() {
     auto now = stream_link::clock::now();
     std::vector<std::string> silent;
     for (auto& [id, link] : self->links_)
-      if (now - link->last_heard() >= self->silence_ && !link->bytes_waiting())
+      if (now - link->reader().last_heard() >= self->silence_ && !link->bytes_waiting())
         silent.push_back(id);
     for (auto& id : silent) {
       logf(log_level::warn, "child ", id, " has said nothing for heartbeat_timeout_ms (", self->silence_.count(),
@@ -371,7 +371,7 @@ std::string direct_listener::on_first_message(const std::shared_ptr<stream_link>
     link->close();
     return {};
   }
-  link->set_max_message_bytes(max_message_bytes_);
+  link->reader().set_max_message_bytes(max_message_bytes_);
   links_.emplace(id, link);
   return id;
 }
