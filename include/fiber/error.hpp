@@ -30,6 +30,7 @@ enum class errc {
   shared_cache_full,    // a fiber::shared object would take the shared objects in use past shared_cache_bytes
   too_deep,             // a child would be deeper in the job's tree of processes than max_depth allows
   maker_gone,           // the process that made a queue or pipe has ended: the queue or pipe ended with it
+  journal_failed,       // a durable run's journal could not be written (past journal_max_bytes, or the disk refused)
 };
 
 }  // namespace fiber

@@ -35,6 +35,7 @@ class category : public std::error_category {
       case errc::maker_gone:
         return "the process that made this queue or pipe has ended, and the queue or pipe with it (keep its maker "
                "running while others use it, or make it in the master)";
+      case errc::journal_failed: return "the durable run's journal could not be written";
     }
     return "unknown fiber error";
   }
