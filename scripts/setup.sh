@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages fiber needs to build, test and benchmark.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build pkg-config ccache git
+  build-essential cmake ninja-build pkg-config ccache git clang-16
   libasio-dev libzmq3-dev cppzmq-dev libboost1.81-dev libboost-json1.81-dev
   libcurl4-openssl-dev libcli11-dev libyaml-cpp-dev libarchive-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
