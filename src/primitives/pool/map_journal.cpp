@@ -1,0 +1,102 @@
+#include "primitives/pool/map_journal.hpp"
+
+#include <cstring>
+#include <iterator>
+
+#include "fiber/error.hpp"
+
+namespace fiber::detail {
+
+namespace {
+std::string u64s(std::uint64_t a, std::uint64_t b) {
+  std::string out(2 * sizeof a, '\0');
+  std::memcpy(out.data(), &a, sizeof a);
+  std::memcpy(out.data() + sizeof a, &b, sizeof b);
+  return out;
+}
+}  // namespace
+
+std::uint64_t chunk_hash(std::string_view bytes, std::uint64_t seed) {
+  std::uint64_t h = seed;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+map_journal::map_journal(const journal_contents& past, journal_writer& out) : out_(out) {
+  for (auto& r : past.records) {
+    auto& m = past_[{r.pool, r.call}];
+    switch (r.kind) {
+      case map_begin: m.function = r.payload; break;
+      case map_chunk:
+        // A chunk record of another length is not one this part wrote: it is left out, and the
+        // chunk runs again.
+        if (r.payload.size() == 2 * sizeof(std::uint64_t)) {
+          std::uint64_t count, hash;
+          std::memcpy(&count, r.payload.data(), sizeof count);
+          std::memcpy(&hash, r.payload.data() + sizeof count, sizeof hash);
+          m.chunks[r.index] = {count, hash};
+        }
+        break;
+      case map_result: m.results[r.index] = r.payload; break;
+      case map_end: m.ended = true; break;
+      default: break;  // another part's record
+    }
+  }
+}
+
+const map_journal::past_map* map_journal::past(std::uint32_t pool, std::uint32_t call) const {
+  auto it = past_.find({pool, call});
+  return it == past_.end() ? nullptr : &it->second;
+}
+
+std::string map_journal::name_of(const key& k) const {
+  return "map " + std::to_string(k.second) + " of pool " + std::to_string(k.first);
+}
+
+void map_journal::begin(std::uint32_t pool, std::uint32_t call, std::string_view function) {
+  key k{pool, call};
+  if (auto* p = past(pool, call); p && !p->function.empty()) {
+    if (p->function != function)
+      throw error(errc::config_error, "the run's journal has " + name_of(k) + " running " + p->function + ", and this run's runs " +
+                                          std::string(function) + ": the program changed since that run; start a new run "
+                                          "(another run_id) or run the program it ran");
+    return;  // written already
+  }
+  out_.append({map_begin, pool, call, 0, std::string(function)});
+}
+
+void map_journal::chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::uint64_t count,
+                        std::uint64_t hash) {
+  if (auto* p = past(pool, call)) {
+    auto items = "items " + std::to_string(first) + " to " + std::to_string(first + count - 1) + " of " +
+                 name_of({pool, call}) + " (" + p->function + ")";
+    if (auto it = p->chunks.find(first); it != p->chunks.end() && it->second.first == count) {
+      if (it->second.second != hash)
+        throw error(errc::config_error, "the run's journal has other inputs for " + items +
+                                            " than this run gives it: its input changed since that run; start a new "
+                                            "run (another run_id) or give it the same input");
+      return;
+    }
+    // A chunk cut otherwise than the journal's (another pool size or chunksize) cannot be compared
+    // with it: its items' results would mix two runs' inputs unseen.
+    auto after = p->chunks.lower_bound(first);
+    bool overlaps = (after != p->chunks.end() && after->first < first + count) ||
+                    (after != p->chunks.begin() && std::prev(after)->first + std::prev(after)->second.first > first);
+    if (overlaps)
+      throw error(errc::config_error, "the run's journal cut " + items + " into other chunks than this run does (its "
+                                          "pool's processes or the map's chunksize changed): run it as that run did, "
+                                          "or start a new run (another run_id)");
+  }
+  out_.append({map_chunk, pool, call, first, u64s(count, hash)});
+}
+
+void map_journal::result(std::uint32_t pool, std::uint32_t call, std::uint64_t index, std::string_view bytes) {
+  out_.append({map_result, pool, call, index, std::string(bytes)});
+}
+
+void map_journal::end(std::uint32_t pool, std::uint32_t call) { out_.append({map_end, pool, call, 0, {}}); }
+
+}  // namespace fiber::detail

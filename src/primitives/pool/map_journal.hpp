@@ -1,0 +1,62 @@
+// What a durable run's pools write of their maps, and what a master started again reads back:
+// each map's function (its identity beside its place, the pool's and the call's numbers), the
+// identity of its inputs chunk by chunk (how many items, a hash of their packed bytes), each
+// result as it arrives, and the map's end. A map taken up again must be the same map: another
+// function, or inputs that hash otherwise, is an error that names both, never a silent mix of two
+// runs' results. The format is core/run_journal's; this part gives its records their meaning. No
+// process, no loop.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/run_journal.hpp"
+
+namespace fiber::detail {
+
+class map_journal {
+ public:
+  enum kind : std::uint8_t { map_begin = 1, map_chunk = 2, map_result = 3, map_end = 4 };
+
+  /// What the last master wrote of one map.
+  struct past_map {
+    std::string function;
+    std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> chunks;  // first item -> (count, hash)
+    std::map<std::uint64_t, std::string> results;                             // item -> its result's bytes
+    bool ended = false;
+  };
+
+  /// `past`: the journal as the last master left it (empty for a new run); `out`: where this
+  /// master appends (it outlives this part).
+  map_journal(const journal_contents& past, journal_writer& out);
+
+  /// What the last master wrote of map `call` of pool `pool`, if anything.
+  const past_map* past(std::uint32_t pool, std::uint32_t call) const;
+
+  /// A map begins with `function`. Throws fiber::error(config_error) naming both functions when the
+  /// journal has this map with another.
+  void begin(std::uint32_t pool, std::uint32_t call, std::string_view function);
+  /// Its items [first, first + count) were packed into bytes hashing to `hash`. Throws
+  /// fiber::error(config_error) naming the map and the items when the journal has other inputs
+  /// there.
+  void chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::uint64_t count, std::uint64_t hash);
+  /// Item `index`'s result arrived (its bytes as the pool keeps them).
+  void result(std::uint32_t pool, std::uint32_t call, std::uint64_t index, std::string_view bytes);
+  /// Every item of the map was delivered.
+  void end(std::uint32_t pool, std::uint32_t call);
+
+ private:
+  using key = std::pair<std::uint32_t, std::uint32_t>;
+  std::string name_of(const key& k) const;
+
+  std::map<key, past_map> past_;
+  journal_writer& out_;
+};
+
+/// A hash of a chunk's packed bytes (64-bit FNV-1a: stable across runs, builds and hosts).
+std::uint64_t chunk_hash(std::string_view bytes, std::uint64_t seed = 0xcbf29ce484222325ull);
+
+}  // namespace fiber::detail
