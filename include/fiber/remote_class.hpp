@@ -203,7 +203,7 @@ struct codec<T, std::enable_if_t<std::is_base_of_v<detail::remote_object_base, T
 #define FIBER_REMOTE_CLASS(T, ...)                                                                       \
   template <>                                                                                            \
   struct fiber::remote_class<T> {                                                                        \
-    static constexpr bool registered = true;                                                             \
+    [[maybe_unused]] static constexpr bool registered = true;                                            \
     static constexpr std::string_view name = #T;                                                         \
     static constexpr std::string_view method_name(std::uint64_t method) {                                \
       FIBER_DETAIL_FOR_EACH(FIBER_DETAIL_NAME_METHOD, T, __VA_ARGS__)                                    \

@@ -41,7 +41,7 @@ using namespace kube;
 class kubernetes_backend final : public tcp_backend {
  public:
   kubernetes_backend(asio::io_context& io, const fiber::config& cfg, std::string job_id)
-      : io_(io), job_id_(std::move(job_id)) {
+      : job_id_(std::move(job_id)) {
     if (cfg.image.empty())
       throw error(errc::config_error,
                   "backend=kubernetes needs an image: set the config key 'image' (FIBER_IMAGE) to an image the "
@@ -201,7 +201,6 @@ class kubernetes_backend final : public tcp_backend {
     nodes_ = node_rooms(r.body, shared_->settings.gpu_resource);
   }
 
-  asio::io_context& io_;
   std::string job_id_;
   std::shared_ptr<pods_shared> shared_;
   mutable std::optional<std::vector<node_room>> nodes_;
