@@ -146,6 +146,16 @@ TEST_F(config_test, a_kubernetes_cpu_request_is_a_cpu_quantity_above_zero) {
     expect_config_error([&] { (void)fiber::config::load({{"kubernetes_cpu_request", bad}}); }, "100m (millicores), 0.5 or 2");
 }
 
+TEST_F(config_test, a_run_id_is_a_file_name_that_cannot_leave_the_journals_folder) {
+  for (auto ok : {"es-20261129-061500-3fa2c1d0", "run_1.b", ""})
+    EXPECT_EQ(fiber::config::load({{"run_id", ok}}).run_id, ok);
+  for (std::string bad : {std::string("../x"), std::string("a/b"), std::string(".hidden"), std::string("-flag"),
+                          std::string("a b"), std::string(65, 'a')})
+    expect_config_error([&] { (void)fiber::config::load({{"run_id", bad}}); }, "up to 64 letters, digits");
+  expect_config_error([] { (void)fiber::config::load({{"journal_max_bytes", "100"}}); }, "journal_max_bytes");
+  expect_config_error([] { (void)fiber::config::load({{"journal_sync_ms", "0"}}); }, "journal_sync_ms");
+}
+
 TEST_F(config_test, items_round_trip) {
   auto c = fiber::config::load({{"log_level", "error"}, {"mem_per_job", "512"}, {"executable", "/bin/x"}});
   fiber::config d;

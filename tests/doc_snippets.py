@@ -74,6 +74,12 @@ CONTEXT = {
         "global": "struct state { double x; }; struct step_result { state s; double reward; };",
         "body": "auto& env1 = any<fiber::proxy<cartpole>>(); auto& env2 = any<fiber::proxy<cartpole>>();",
     },
+    "docs/durable.md#1": {
+        "global": "std::vector<std::uint64_t> seeds_of(int); double evaluate(std::uint64_t); FIBER_REMOTE(evaluate);"
+                  "std::vector<double> step(const std::vector<double>&, const std::vector<std::uint64_t>&,"
+                  " const std::vector<double>&); void save(const std::string&, const std::vector<double>&);",
+        "body": "auto& pool = any<fiber::pool>(); std::vector<double> theta; int generations = 3;",
+    },
     "README.md#1": {},
     "include/fiber/codec.hpp#1": {"wrap": "struct T { int x; };\ntemplate <> struct fiber::codec<T> {\n{snippet}\n};"},
     "include/fiber/managed.hpp#1": {
@@ -216,6 +222,8 @@ def main():
 
     flags = ["-std=c++20", "-fsyntax-only", "-Werror=unused-result", "-Wno-unused-variable"]
     flags += ["-I" + os.path.join(source, "include")] + ["-I" + i for i in includes]
+    if "clang" in os.path.basename(cxx):  # what fiber's package tells a Clang program (CMakeLists.txt)
+        flags += ["-DASIO_HAS_CO_AWAIT", "-DASIO_HAS_STD_COROUTINE"]
 
     def compile_one(item):
         key, snippet = item

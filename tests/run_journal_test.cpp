@@ -1,7 +1,7 @@
 // The durable run's journal format on its own, on real files: records come back as written once
 // synced, a torn tail (a master killed mid-write, a flipped byte, a size no record has) is read up
 // to the last whole record and cut when the journal is opened again, the bound is an error naming
-// the key, and the file is the user's alone.
+// the key, the file is the user's alone, and one master at a time writes it.
 #include "core/run_journal.hpp"
 
 #include <gtest/gtest.h>
@@ -136,6 +136,25 @@ TEST(run_journal, a_journal_others_can_read_is_refused) {
     EXPECT_EQ(e.code(), fiber::errc::config_error);
     EXPECT_NE(std::string(e.what()).find("readable by it alone"), std::string::npos) << e.what();
   }
+}
+
+TEST(run_journal, a_second_writer_while_the_first_holds_the_journal_is_refused_and_the_first_goes_on) {
+  auto p = journal_path("held");
+  journal_writer first(p, 1 << 20);
+  first.append(rec(1, 0, "before"));
+  first.sync();
+  try {
+    journal_writer second(p, 1 << 20);
+    FAIL() << "two writers held one journal";
+  } catch (const fiber::error& e) {
+    EXPECT_EQ(e.code(), fiber::errc::config_error);
+    EXPECT_NE(std::string(e.what()).find("held by another master"), std::string::npos) << e.what();
+  }
+  first.append(rec(1, 1, "after"));
+  first.sync();
+  auto j = read_journal(p);
+  ASSERT_EQ(j.records.size(), 2u);
+  EXPECT_EQ(j.records[1].payload, "after");
 }
 
 TEST(run_journal, a_journal_that_does_not_exist_reads_as_empty) {

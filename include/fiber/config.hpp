@@ -65,6 +65,14 @@ struct config {
                                             // its end); 0: at its end only
   int record_manager_calls = 8;             // 1 in this many calls a manager serves is recorded
                                             // (each that raised too); 0: none
+  bool durable = false;                     // the master journals its maps' results: started again
+                                            // with the same run_id, it takes up where it stopped
+  std::string run_id;                       // a durable run's name; empty: one is made and printed
+  std::string journal_dir;                  // where durable runs' journals are: empty: beside the
+                                            // recordings ($XDG_STATE_HOME/fiber/journals, else
+                                            // ~/.local/state/fiber/journals)
+  int journal_sync_ms = 100;                // a journal's appends are made durable this often
+  std::uint64_t journal_max_bytes = std::uint64_t{4} << 30;  // a run's journal grows no further
   bool dashboard = false;                   // the master serves a live page of the run; the URL
                                             // it prints to stderr carries a random token
   std::string dashboard_address = "127.0.0.1";  // where the page listens: this host only

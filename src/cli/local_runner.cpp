@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/local/local_resources.hpp"
+#include "cli/master_restarts.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 
@@ -23,6 +24,39 @@ std::string joined(const std::vector<std::string>& items) {
   std::string out;
   for (auto& s : items) out += (out.empty() ? "" : ",") + s;
   return out;
+}
+
+/// Forks the master: its environment, its limits, then the program.
+pid_t start_master(const run_options& o, const detail::spawn_spec& master, const detail::local_grant& grant,
+                   const std::vector<std::string>& left_for_children) {
+  using namespace fiber::detail;
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::setenv("FIBER_BACKEND", "local", 1);
+  if (master.gpu > 0) {
+    auto mine = joined(grant.gpus);
+    ::setenv("CUDA_VISIBLE_DEVICES", mine.c_str(), 1);
+    ::setenv("NVIDIA_VISIBLE_DEVICES", mine.c_str(), 1);
+    // Its children share what is left; NVML would otherwise hand them the master's devices too.
+    auto rest = left_for_children.empty() ? std::string("none") : joined(left_for_children);
+    ::setenv("FIBER_GPUS", rest.c_str(), 1);  // --env FIBER_GPUS=... below still decides
+  }
+  // Here the master's page is on this host already: it prints its address itself.
+  if (o.dashboard) ::setenv("FIBER_DASHBOARD", "true", 1);
+  for (auto& kv : o.env)
+    if (auto eq = kv.find('='); eq != std::string::npos) ::setenv(kv.substr(0, eq).c_str(), kv.c_str() + eq + 1, 1);
+  auto problems = apply_limits(grant.cpus, static_cast<std::uint64_t>(master.memory_mb));
+  if (!problems.empty()) {
+    std::fprintf(stderr, "fiber: %s\n", problems.c_str());
+    ::_exit(125);
+  }
+  std::vector<char*> argv;
+  for (auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  std::fprintf(stderr, "fiber: cannot run %s: %s\n", argv[0], std::strerror(errno));
+  ::_exit(127);
 }
 
 }  // namespace
@@ -51,38 +85,20 @@ int run_locally(const run_options& o) {
       if (std::find(grant.gpus.begin(), grant.gpus.end(), id) == grant.gpus.end()) left_for_children.push_back(id);
   }
 
-  std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setenv("FIBER_BACKEND", "local", 1);
-    if (master.gpu > 0) {
-      auto mine = joined(grant.gpus);
-      ::setenv("CUDA_VISIBLE_DEVICES", mine.c_str(), 1);
-      ::setenv("NVIDIA_VISIBLE_DEVICES", mine.c_str(), 1);
-      // Its children share what is left; NVML would otherwise hand them the master's devices too.
-      auto rest = left_for_children.empty() ? std::string("none") : joined(left_for_children);
-      ::setenv("FIBER_GPUS", rest.c_str(), 1);  // --env FIBER_GPUS=... below still decides
+  // A durable master that died by a signal starts again, as often as --restarts allows, and
+  // takes its run up from the journal (apply_durable gave it its run id).
+  master_restarts restarts(o.restarts);
+  for (;;) {
+    pid_t pid = start_master(o, master, grant, left_for_children);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    // Here the master's page is on this host already: it prints its address itself.
-    if (o.dashboard) ::setenv("FIBER_DASHBOARD", "true", 1);
-    for (auto& kv : o.env)
-      if (auto eq = kv.find('='); eq != std::string::npos) ::setenv(kv.substr(0, eq).c_str(), kv.c_str() + eq + 1, 1);
-    auto problems = apply_limits(grant.cpus, static_cast<std::uint64_t>(master.memory_mb));
-    if (!problems.empty()) {
-      std::fprintf(stderr, "fiber: %s\n", problems.c_str());
-      ::_exit(125);
+    if (std::string said; restarts.again(status, said)) {
+      std::fprintf(stderr, "fiber: %s\n", said.c_str());
+      continue;
     }
-    std::vector<char*> argv;
-    for (auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "fiber: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace fiber::cli

@@ -105,6 +105,13 @@ void add_run_command(CLI::App& app, command_line& c) {
   c.run->add_flag("--dashboard", c.ro.dashboard,
                 "the master serves a live page of its run: `fiber dashboard NAME` opens it here (local: it prints "
                 "its address itself)");
+  c.run->add_flag("--durable", c.ro.durable,
+                "the master journals its pools' results under a run id it prints: run again with that id after "
+                "the master died, the program takes up where it stopped (FIBER_DURABLE, FIBER_RUN_ID)");
+  c.run->add_option("--restarts", c.ro.restarts,
+                    "with --durable, on this host: a master that dies by a signal (not SIGINT or SIGTERM) is started "
+                    "again with the same run id, up to N times")
+      ->check(CLI::NonNegativeNumber);
   c.run->add_flag("--dry-run", c.ro.dry_run, "print what would be built and created, as JSON, and stop");
   c.run->add_option("command", c.ro.command, "the program and its arguments, after --")->required();
 }
@@ -156,6 +163,7 @@ int dispatch(command_line& c, const std::string& verb) {
   // The recorder's runs are on this machine, whatever the backend.
   if (*c.history) return print_history();
   if (*c.trace) return write_trace_file(c.trace_run, c.trace_out);
+  if (*c.run) apply_durable(c.ro, c.backend == "local");
   if (c.backend == "local") {
     if (*c.run) return run_locally(c.ro);
     if (*c.dash)

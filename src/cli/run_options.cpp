@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "fiber/error.hpp"
+#include "primitives/durable/durable_run.hpp"
 
 namespace fiber::cli {
 
@@ -29,6 +30,19 @@ std::optional<claim_path> parse_claim_path(const std::string& text) {
     if (!std::isalnum(c) && c != '_' && c != '.' && c != '-') return std::nullopt;
   }
   return claim_path{text.substr(0, colon), text.substr(colon + 1)};
+}
+
+void apply_durable(run_options& o, bool local) {
+  if (o.restarts > 0 && !o.durable)
+    throw error(errc::config_error, "--restarts starts a master again to take its run up from the journal: add --durable");
+  if (o.restarts > 0 && !local)
+    throw error(errc::config_error, "--restarts is for a master on this host (--backend local); on an engine, give "
+                                    "its own restart policy (a requeued Slurm job, a Kubernetes Job's backoffLimit)");
+  if (!o.durable) return;
+  bool given = std::getenv("FIBER_RUN_ID") && *std::getenv("FIBER_RUN_ID");
+  for (auto& kv : o.env) given |= kv.starts_with("FIBER_RUN_ID=");
+  o.env.insert(o.env.begin(), "FIBER_DURABLE=true");
+  if (!given) o.env.push_back("FIBER_RUN_ID=" + detail::new_run_id());
 }
 
 }  // namespace fiber::cli

@@ -10,6 +10,8 @@ namespace fiber::cli {
 struct run_options {
   bool attach = false, build = false, dry_run = false;
   bool dashboard = false;         // --dashboard: the master serves its live page (fiber dashboard NAME)
+  bool durable = false;           // --durable: the master journals its pools' results (docs/durable.md)
+  int restarts = 0;               // --restarts N: a durable master that died by a signal starts again (local)
   std::string image;              // --image: run this one, build nothing
   std::string registry;           // --registry HOST[/PATH]: push there, run by digest
   std::string context = ".";      // --context: the folder holding the Dockerfile
@@ -49,5 +51,11 @@ std::optional<claim_path> parse_claim_path(const std::string& text);
 
 /// "512M", "2G", "1.5Gi", "1000000" (bytes) → bytes; fiber::error(config_error) naming the flag.
 std::int64_t parse_size(const std::string& text, const std::string& flag);
+
+/// --durable: FIBER_DURABLE=true in the master's environment, and a run id made here unless one is
+/// given (--env FIBER_RUN_ID=..., or this environment's), so that a master started again, by
+/// --restarts or by the engine, takes up the same run. Throws config_error for --restarts without
+/// --durable, or on an engine that restarts masters itself (`local`: whether it runs here).
+void apply_durable(run_options& o, bool local);
 
 }  // namespace fiber::cli

@@ -92,6 +92,20 @@ key_def slurm_word_key(std::string_view name, std::string config::*field) {
           [=](const config& c) { return c.*field; }};
 }
 
+/// A durable run's name: it names the journal's file, so nothing that could leave journal_dir or
+/// hide in a listing. Empty: one is made when the run starts.
+key_def run_id_key() {
+  return {"run_id",
+          [](config& c, std::string_view v) {
+            bool ok = v.empty() || (v.size() <= 64 && v.front() != '.' && v.front() != '-' &&
+                                    v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+                                        std::string_view::npos);
+            if (!ok) bad_value("run_id", v, "up to 64 letters, digits, '.', '_' or '-', not starting with '.' or '-'");
+            c.run_id = std::string(v);
+          },
+          [](const config& c) { return c.run_id; }};
+}
+
 }  // namespace
 
 namespace {
@@ -149,6 +163,11 @@ const std::vector<key_def>& key_table() {
       int_key("record_keep", &config::record_keep, 1, 1000000),
       int_key("record_memory_ms", &config::record_memory_ms, 0, int_max),
       int_key("record_manager_calls", &config::record_manager_calls, 0, int_max),
+      bool_key("durable", &config::durable),
+      run_id_key(),
+      string_key("journal_dir", &config::journal_dir),
+      int_key("journal_sync_ms", &config::journal_sync_ms, 1, int_max),
+      int_key<std::uint64_t>("journal_max_bytes", &config::journal_max_bytes, 4096, std::numeric_limits<std::uint64_t>::max()),
       bool_key("dashboard", &config::dashboard),
       {"dashboard_address",
        [](config& c, std::string_view v) {

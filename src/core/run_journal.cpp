@@ -1,6 +1,7 @@
 #include "core/run_journal.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,6 +100,17 @@ journal_writer::journal_writer(const std::filesystem::path& path, std::uint64_t 
     ::close(fd_);
     throw error(errc::config_error, "the run's journal " + path.string() +
                                         " is not this user's own file, readable by it alone: remove it, or set journal_dir");
+  }
+  // One master at a time: a second one started with the same run id while the first still runs
+  // would interleave its records with the first's.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    ::close(fd_);
+    if (e == EWOULDBLOCK)
+      throw error(errc::config_error, "the run's journal " + path.string() +
+                                          " is held by another master still running this run: stop that one first, or "
+                                          "start a new run (another run_id)");
+    throw error(errc::config_error, "cannot lock the run's journal " + path.string() + ": " + errno_text(e));
   }
   // A torn tail goes: what follows the last whole record would hide every record appended after it.
   if (existing.torn && ::ftruncate(fd_, static_cast<off_t>(existing.whole_bytes)) != 0) {

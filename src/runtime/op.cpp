@@ -17,8 +17,13 @@ void wait_until_started(runtime& rt, unique_function<void()> start, const std::a
 
 void report_dropped_op(const char* made_by) noexcept {
   try {
-    // "fiber::op<void> fiber::simple_queue<T>::put(T) [with T = int]" -> "fiber::simple_queue<T>::put"
-    std::string_view name(made_by);
+    // "fiber::op<void> fiber::simple_queue<T>::put(T) [with T = int]" -> "fiber::simple_queue<T>::put".
+    // Clang spells an anonymous namespace "(anonymous namespace)", GCC "{anonymous}": its
+    // parenthesis is not the parameter list's.
+    std::string spelled(made_by);
+    for (std::size_t at; (at = spelled.find("(anonymous namespace)")) != std::string::npos;)
+      spelled.replace(at, std::string_view("(anonymous namespace)").size(), "{anonymous}");
+    std::string_view name(spelled);
     if (auto paren = name.find('('); paren != std::string_view::npos) name = name.substr(0, paren);
     int depth = 0;
     std::size_t start = 0;

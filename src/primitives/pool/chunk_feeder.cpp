@@ -42,16 +42,36 @@ void chunk_feeder::feed(std::deque<pool_task>& queue, std::size_t window, std::s
       it = reading_.begin();
       continue;
     }
+    std::size_t answered = journal_ ? replay(*sub, first, count, chunk) : 0;
+    if (answered == count) {  // the sink may have changed this list (see above)
+      it = reading_.begin();
+      continue;
+    }
     pool_task t;
     t.id = next_id++;
     t.sub = sub;
     t.first = first;
     t.packed = t.end = count;
+    t.begin = answered;
     t.shares_objects = chunk.shares_objects();
     t.args = std::make_shared<writer>(std::move(chunk));
     queue.push_back(std::move(t));
   }
   std::erase_if(reading_, [](auto& s) { return s->input_done; });
+}
+
+std::size_t chunk_feeder::replay(pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk) {
+  std::size_t held = 0, delivered = 0;
+  try {
+    held = journal_->chunk(sub, first, count, chunk);
+    for (; delivered < held; ++delivered)
+      delivery_.replayed(sub, first + delivered, journal_->past_result(sub, first + delivered));
+  } catch (const std::exception&) {
+    auto why = std::current_exception();
+    for (auto i = delivered; i < count; ++i) delivery_.error(sub, first + i, why);
+    return count;
+  }
+  return held;
 }
 
 std::exception_ptr chunk_feeder::check(writer& chunk, std::size_t max_message_bytes) const {

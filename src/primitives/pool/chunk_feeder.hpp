@@ -30,6 +30,14 @@ class chunk_feeder {
     shared_in_host_memory_ = host_memory;
   }
 
+  /// A durable run's pool: each chunk is checked against the journal, and its leading items
+  /// whose results the journal holds are answered from it and not run; the delivery journals
+  /// the results that arrive.
+  void journal(durable_maps* j) noexcept {
+    journal_ = j;
+    delivery_.journal(j);
+  }
+
   /// Appends chunks to `queue` until it holds `window` (or no input is left, or every sink wants
   /// no more for now), each a task numbered from `next_id`.
   void feed(std::deque<pool_task>& queue, std::size_t window, std::size_t max_message_bytes, std::uint64_t& next_id);
@@ -48,7 +56,12 @@ class chunk_feeder {
   /// `max_message_bytes`); null when it can.
   std::exception_ptr check(writer& chunk, std::size_t max_message_bytes) const;
 
+  /// How many of the chunk's first items the journal answered (`count`: the chunk is done);
+  /// fails them all when the journal has other inputs for them.
+  std::size_t replay(pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk);
+
   item_delivery& delivery_;
+  durable_maps* journal_ = nullptr;
   std::list<std::shared_ptr<pool_submission>> reading_;
   std::uint64_t shared_bound_ = 0;
   bool shared_in_host_memory_ = false;

@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "primitives/pool/durable_maps.hpp"
 #include "primitives/pool/pool_submission.hpp"
 
 namespace fiber::detail {
@@ -21,9 +22,17 @@ class item_delivery {
  public:
   using answered_fn = std::function<void(pool_submission&)>;
   explicit item_delivery(answered_fn on_answered) : on_answered_(std::move(on_answered)) {}
+  /// A durable run's pool journals each result and each call's end there.
+  void journal(durable_maps* j) noexcept { journal_ = j; }
 
   // Inline: they run once per item, in the queue's loop over a chunk's results.
   void result(pool_submission& sub, std::size_t index, message&& m) {
+    if (journal_) [[unlikely]]
+      if (auto e = journal_->result(sub, index, m)) return error(sub, index, std::move(e));
+    replayed(sub, index, std::move(m));
+  }
+  /// A result the journal held: delivered as one that arrived, and not journaled again.
+  void replayed(pool_submission& sub, std::size_t index, message&& m) {
     ++done_;
     --sub.outstanding;
     if (!sub.finished) sub.sink->on_result(index, std::move(m));
@@ -39,6 +48,7 @@ class item_delivery {
   void finish_if_done(pool_submission& sub) {
     if (sub.finished || !sub.input_done || sub.outstanding) return;
     sub.finished = true;
+    if (journal_) journal_->end(sub);
     sub.sink->on_finished();
   }
 
@@ -51,6 +61,7 @@ class item_delivery {
 
  private:
   answered_fn on_answered_;
+  durable_maps* journal_ = nullptr;
   std::size_t done_ = 0;
 };
 

@@ -12,7 +12,9 @@
 #include "core/flight_recorder.hpp"
 #include "core/log.hpp"
 #include "fiber/error.hpp"
+#include "fiber/registry.hpp"
 #include "primitives/child_process.hpp"
+#include "primitives/durable/durable_run.hpp"
 #include "primitives/pool/wire.hpp"
 #include "runtime/runtime.hpp"
 #include "transport/shared_frames.hpp"
@@ -130,6 +132,15 @@ void pool_master::start() {
     // No backend to listen for (an engine that does not answer): the workers' start says so.
   }
   tasks_.feeder().shared_limits(rt_->cfg().shared_cache_bytes, courier_.in_host_memory());
+  try {
+    // Numbered here, on the loop in the order the program made its pools.
+    if (auto* run = durable_run::of(*rt_)) {
+      durable_ = std::make_unique<durable_maps>(run->maps(), run->next_pool(), [run] { run->appended(); });
+      tasks_.feeder().journal(durable_.get());
+    }
+  } catch (const std::exception&) {
+    durable_failed_ = std::current_exception();
+  }
   rt_->observer().recorder().record(record_kind::pool_begin, static_cast<std::uint32_t>(workers_.count().target), id_);
   if (auto* board = rt_->observer().run_dashboard()) {
     board->view().add_pool(id_, [weak = weak_from_this()]() -> std::optional<boost::json::object> {
@@ -181,6 +192,7 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
     if (!hint) grow_to = limit ? limit : 1024;
   }
   if (!workers_.needs().covers(needs)) workers_.raise_needs(needs);
+  if (durable_failed_) std::rethrow_exception(durable_failed_);
   auto sub = std::make_shared<pool_submission>(pool_submission{function_id, chunksize, std::move(sink), call.retry, needs});
   sub->grow_to = grow_to;
   sub->timeout = timeout;
@@ -188,6 +200,10 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
   if (timeout.count()) late_.use();
   sub->recorded_as = ++maps_;
   rt_->observer().recorder().record(record_kind::map_begin, 0, id_, sub->recorded_as, hint);
+  if (durable_) {
+    auto* f = find_function(function_id);
+    durable_->begin(*sub, f ? std::string_view(f->name) : std::string_view("an unregistered function"));
+  }
   tasks_.feeder().add(std::move(sub));
   total_hint_ += hint;
   progress_.start(rt_->io(), weak_from_this());

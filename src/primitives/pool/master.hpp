@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fiber/detail/pool_core.hpp"
+#include "primitives/pool/durable_maps.hpp"
 #include "primitives/pool/late_items.hpp"
 #include "primitives/pool/milestones.hpp"
 #include "primitives/pool/pool_upstream.hpp"
@@ -92,6 +93,8 @@ class pool_master final : public pool_core, public service, public std::enable_s
       },
       [this] { return closed_ && workers_.count().empty; }};  // joined
   pool_upstream upstream_;  // a nested master's pool, on the page of the master above
+  std::unique_ptr<durable_maps> durable_;  // a durable run's: its calls' journal
+  std::exception_ptr durable_failed_;      // ... which could not be opened: each call fails with it
 };
 
 }  // namespace fiber::detail

@@ -1,0 +1,150 @@
+#include "primitives/pool/durable_maps.hpp"
+
+#include <cstring>
+#include <zmq.hpp>
+
+#include "fiber/detail/shared_entry.hpp"
+#include "fiber/encoding.hpp"
+#include "fiber/error.hpp"
+#include "transport/message_frames.hpp"
+
+namespace fiber::detail {
+
+namespace {
+std::uint32_t call_of(const pool_submission& sub) { return static_cast<std::uint32_t>(sub.recorded_as); }
+
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+std::uint64_t hash_bytes(std::span<const std::byte> b, std::uint64_t h) {
+  return chunk_hash(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()), h);
+}
+}  // namespace
+
+durable_maps::durable_maps(map_journal& journal, std::uint32_t pool, std::function<void()> appended)
+    : journal_(journal), pool_(pool), appended_(std::move(appended)) {}
+
+void durable_maps::begin(const pool_submission& sub, std::string_view function) {
+  journal_.begin(pool_, call_of(sub), function);
+  appended_();
+}
+
+std::size_t durable_maps::chunk(const pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk) {
+  journal_.chunk(pool_, call_of(sub), first, count, identity(chunk));
+  appended_();
+  auto* past = journal_.past(pool_, call_of(sub));
+  std::size_t held = 0;
+  // A chunk runs from its first item without a result: the worker reads the items before it
+  // (they may define objects later ones refer to) and skips them. Results journaled after a gap
+  // are run again rather than mixed into the middle of a chunk.
+  while (past && held < count && past->results.contains(first + held)) ++held;
+  return held;
+}
+
+message durable_maps::past_result(const pool_submission& sub, std::size_t index) const {
+  auto* past = journal_.past(pool_, call_of(sub));
+  return unpack_result(past->results.at(index));
+}
+
+std::exception_ptr durable_maps::result(const pool_submission& sub, std::size_t index, const message& m) noexcept {
+  try {
+    journal_.result(pool_, call_of(sub), index, pack_result(m));
+    appended_();
+    return nullptr;
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+void durable_maps::end(const pool_submission& sub) noexcept {
+  try {
+    journal_.end(pool_, call_of(sub));
+    appended_();
+  } catch (...) {
+    // Past journal_max_bytes: the map's results are all journaled, only its end is not. A master
+    // taken up again finds them all and runs nothing of it.
+  }
+}
+
+// [u32 frames][u64 head size][head] then [u64 size][bytes] for each large frame.
+std::string durable_maps::pack_result(const message& m) {
+  auto head = m.head();
+  auto blobs = m.blobs();
+  std::string out;
+  std::size_t total = sizeof(std::uint32_t) + sizeof(std::uint64_t) + head.size();
+  for (auto& b : blobs) total += sizeof(std::uint64_t) + b.size();
+  out.reserve(total);
+  put(out, static_cast<std::uint32_t>(blobs.size()));
+  put(out, static_cast<std::uint64_t>(head.size()));
+  out.append(reinterpret_cast<const char*>(head.data()), head.size());
+  for (auto& b : blobs) {
+    put(out, static_cast<std::uint64_t>(b.size()));
+    out.append(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  return out;
+}
+
+message durable_maps::unpack_result(std::string_view bytes) {
+  auto malformed = [] {
+    throw error(errc::journal_failed, "a result in the run's journal is malformed (its record's checksum held): the "
+                                      "journal was written by another version of fiber; start a new run (another run_id)");
+  };
+  auto take = [&](std::size_t n) {
+    if (bytes.size() < n) malformed();
+    auto part = bytes.substr(0, n);
+    bytes.remove_prefix(n);
+    return part;
+  };
+  auto u64 = [&] {
+    std::uint64_t v;
+    std::memcpy(&v, take(sizeof v).data(), sizeof v);
+    return v;
+  };
+  std::uint32_t frames;
+  std::memcpy(&frames, take(sizeof frames).data(), sizeof frames);
+  // Each frame takes at least its size's bytes: a count past that is not one this part wrote.
+  if (frames > bytes.size() / sizeof(std::uint64_t)) malformed();
+  multipart parts;
+  parts.reserve(frames + 1);
+  for (std::uint32_t i = 0; i <= frames; ++i) {
+    auto n = u64();
+    if (n > bytes.size()) malformed();
+    auto part = take(static_cast<std::size_t>(n));
+    parts.emplace_back(part.data(), part.size());
+  }
+  if (!bytes.empty()) malformed();
+  return message(message::frames::whole(std::move(parts)));
+}
+
+std::uint64_t durable_maps::identity(const writer& chunk) {
+  // Each object's id, where the bytes hold it, counts as its order among the chunk's objects.
+  std::string head = chunk.head();
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  std::uint64_t order = 0;
+  for (auto& e : chunk.shared_attached()) {
+    auto id = e->id();
+    char pattern[sizeof id], replacement[sizeof order];
+    std::memcpy(pattern, &id, sizeof id);
+    ++order;
+    std::memcpy(replacement, &order, sizeof order);
+    for (auto at = head.find(std::string_view(pattern, sizeof pattern)); at != std::string::npos;
+         at = head.find(std::string_view(pattern, sizeof pattern), at + sizeof pattern))
+      head.replace(at, sizeof replacement, replacement, sizeof replacement);
+    auto [known, fresh] = object_hashes_.try_emplace(id, 0);
+    if (fresh) {
+      auto type = e->type();
+      auto oh = chunk_hash(std::string_view(reinterpret_cast<const char*>(&type), sizeof type));
+      oh = hash_bytes(e->head(), oh);
+      for (auto& b : e->blobs()) oh = hash_bytes(b, oh);
+      known->second = oh;
+    }
+    h = chunk_hash(std::string_view(reinterpret_cast<const char*>(&known->second), sizeof known->second), h);
+  }
+  h = chunk_hash(head, h);
+  for (auto& b : chunk.blobs()) h = hash_bytes(std::span<const std::byte>(b.data, b.size), h);
+  return h;
+}
+
+}  // namespace fiber::detail

@@ -1,0 +1,63 @@
+// What one pool of a durable run journals of its calls, and what it takes back from the journal
+// of the master that ran before it: each call begins with its function's name, each chunk's items
+// are checked against the inputs the journal holds for them (so that two runs' results never mix
+// unseen), the leading items of a chunk whose results the journal holds are answered from it and
+// not run, and each result that arrives is journaled. Calls are known by the pool's number and
+// their own (the Nth pool of the program, its Mth call), which is what stays the same when the
+// same program runs again. No process, no loop: the pool's feeder and delivery call it on fiber's
+// loop thread.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "fiber/detail/message.hpp"
+#include "primitives/pool/map_journal.hpp"
+#include "primitives/pool/pool_submission.hpp"
+
+namespace fiber {
+class writer;
+}
+
+namespace fiber::detail {
+
+class durable_maps {
+ public:
+  /// Pool number `pool` journals through `journal`; `appended` is told after each record.
+  durable_maps(map_journal& journal, std::uint32_t pool, std::function<void()> appended);
+
+  /// `sub` begins, running `function`. Throws fiber::error(config_error) naming both functions
+  /// when the journal has this call with another.
+  void begin(const pool_submission& sub, std::string_view function);
+  /// Items [first, first + count) of `sub` were packed into `chunk`: checked against the journal
+  /// (fiber::error(config_error) naming the items when they differ) and noted. Returns how many of
+  /// them, from the first, have their result in the journal.
+  std::size_t chunk(const pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk);
+  /// Item `index`'s journaled result, as the message it arrived in.
+  message past_result(const pool_submission& sub, std::size_t index) const;
+  /// Item `index`'s result arrived: journaled. An error (the journal at journal_max_bytes) when it
+  /// cannot be, for the item to fail with.
+  std::exception_ptr result(const pool_submission& sub, std::size_t index, const message& m) noexcept;
+  /// Every item of `sub` was delivered.
+  void end(const pool_submission& sub) noexcept;
+
+  /// The bytes a result is journaled as (its head and its large frames), and back.
+  static std::string pack_result(const message& m);
+  static message unpack_result(std::string_view bytes);
+
+  /// A chunk's identity: a hash of its bytes in which each fiber::shared object it refers to
+  /// counts by its content and its order, not by its id (ids are random in each run).
+  std::uint64_t identity(const writer& chunk);
+
+ private:
+  map_journal& journal_;
+  std::uint32_t pool_;
+  std::function<void()> appended_;
+  std::unordered_map<std::uint64_t, std::uint64_t> object_hashes_;  // a shared object's id -> its content's hash
+};
+
+}  // namespace fiber::detail

@@ -1,0 +1,76 @@
+// A durable run's program for durable_run_test: two maps on a pool of two workers, each task
+// appending a line to an executions file (who ran, which item) before it answers. Items 4 to 7 of
+// the second map wait, before they answer, until a gate file exists: with the gate absent, the
+// second map holds half its results when its master is killed. It prints every result and exits
+// 0; its first line is its pid ("master 123"); a fiber::error is printed ("error: ...") and ends it with 3.
+//   durable_program EXECUTIONS GATE [SHIFT]   (SHIFT: added to the first map's inputs)
+#include <fcntl.h>
+#include <fiber/fiber.hpp>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace {
+void note(const std::string& executions, const std::string& line) {
+  int fd = ::open(executions.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  auto text = line + "\n";
+  (void)!::write(fd, text.data(), text.size());  // one write: lines from two workers never mix
+  ::close(fd);
+}
+
+/// Waits, without a timer, until `gate` exists (its folder's inotify says when it is made).
+void wait_for(const std::string& gate) {
+  int fd = ::inotify_init1(IN_CLOEXEC);
+  auto folder = std::filesystem::path(gate).parent_path();
+  ::inotify_add_watch(fd, folder.c_str(), IN_CREATE | IN_MOVED_TO);
+  char events[4096];
+  while (!std::filesystem::exists(gate)) (void)!::read(fd, events, sizeof events);
+  ::close(fd);
+}
+}  // namespace
+
+long first(long x, std::string executions) {
+  note(executions, "first " + std::to_string(x));
+  return x * x;
+}
+long second(long x, std::string executions, std::string gate) {
+  note(executions, "second " + std::to_string(x));
+  if (x >= 4) wait_for(gate);
+  return 10 * x + 1;
+}
+FIBER_REMOTE(first);
+FIBER_REMOTE(second);
+
+int main(int argc, char** argv) {
+  fiber::init(argc, argv);
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: durable_program EXECUTIONS GATE [SHIFT]\n");
+    return 2;
+  }
+  std::string executions = argv[1], gate = argv[2];
+  long shift = argc > 3 ? std::stol(argv[3]) : 0;
+  std::printf("master %d\n", static_cast<int>(::getpid()));  // whom to kill, when run by `fiber run`
+  std::fflush(stdout);
+  try {
+    fiber::pool pool(fiber::pool_options{.processes = 2});
+    std::vector<std::tuple<long, std::string>> inputs;
+    for (long x = 0; x < 8; ++x) inputs.emplace_back(x + shift, executions);
+    auto squares = pool.starmap(&first, inputs, 1).get();
+    std::vector<std::tuple<long, std::string, std::string>> items;
+    for (long x = 0; x < 8; ++x) items.emplace_back(x, executions, gate);
+    auto tens = pool.starmap(&second, items, 1).get();
+    for (auto v : squares) std::printf("%ld ", v);
+    std::printf("|");
+    for (auto v : tens) std::printf(" %ld", v);
+    std::printf("\n");
+  } catch (const fiber::error& e) {
+    std::printf("error: %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}
