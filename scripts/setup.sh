@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config ccache git clang-16
   libasio-dev libzmq3-dev cppzmq-dev libboost1.81-dev libboost-json1.81-dev
-  libcurl4-openssl-dev libcli11-dev libyaml-cpp-dev libarchive-dev libssl-dev
+  libcurl4-openssl-dev libcli11-dev libyaml-cpp-dev libarchive-dev libssl-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv python3-pip curl
 )

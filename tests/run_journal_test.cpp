@@ -90,7 +90,7 @@ TEST(run_journal, a_flipped_byte_or_a_size_no_record_has_ends_the_whole_records_
   auto j = read_journal(p);
   ASSERT_EQ(j.records.size(), 3u);
   {
-    // The second record's last payload byte flipped: its CRC no longer holds.
+    // The second record's last payload byte flipped: its check no longer holds.
     auto at = j.whole_bytes / 3 * 2 - 1;
     std::fstream f(p, std::ios::binary | std::ios::in | std::ios::out);
     f.seekp(static_cast<std::streamoff>(at));

@@ -4,14 +4,17 @@
 // writer that appends records and makes them durable when asked, and a reader that gives back
 // every whole record. The pool decides what the records say.
 //
-// A record is [u32 body size][u32 CRC-32 of the body][body], the body [u8 kind][u32 pool][u32 call]
-// [u64 index][payload]. A master killed mid-write leaves a torn tail: the reader stops at the last
-// record whose size and CRC hold, says so, and the writer that opens the journal again cuts the
+// A record is [u32 body size][u32 check: the low half of the body's XXH3-64][body], the body
+// [u8 kind][u32 pool][u32 call][u64 index][payload]. A master killed mid-write leaves a torn tail: the reader stops at the last
+// record whose size and check hold, says so, and the writer that opens the journal again cuts the
 // tail there before it appends. The journal is bounded (journal_max_bytes): an append past it is
 // an error naming the key, never a silent stop.
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
+#include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,10 +39,12 @@ struct journal_contents {
 /// does not exist.
 journal_contents read_journal(const std::filesystem::path& path);
 
+/// Appends from one thread (the loop) while another makes what was appended durable (sync): the
+/// disk's wait never holds the loop.
 class journal_writer {
  public:
-  /// Appends to the journal at `path` (made 0600 in a 0700 folder; a torn tail cut first), which
-  /// may grow to `max_bytes`.
+  /// Appends to the journal at `path` (made 0600 in a 0700 folder; a torn tail cut first; held
+  /// with an exclusive lock), which may grow to `max_bytes`.
   journal_writer(const std::filesystem::path& path, std::uint64_t max_bytes);
   ~journal_writer();
   journal_writer(const journal_writer&) = delete;
@@ -47,22 +52,34 @@ class journal_writer {
 
   /// Buffers `r`; fiber::error(journal_failed) naming journal_max_bytes when the journal would
   /// grow past it (the record is not written).
-  void append(const journal_record& r);
-  /// Writes what is buffered and makes it durable (fdatasync). Throws fiber::error(journal_failed)
-  /// naming the file when the disk refuses; the file then ends at its last whole record, and what
-  /// was buffered stays for the next sync.
+  void append(const journal_record& r) { append(r.kind, r.pool, r.call, r.index, {std::string_view(r.payload)}); }
+  /// The same, its payload the concatenation of `parts`, framed in place (no copy but the
+  /// buffer's).
+  void append(std::uint8_t kind, std::uint32_t pool, std::uint32_t call, std::uint64_t index,
+              std::initializer_list<std::string_view> parts) {
+    append(kind, pool, call, index, std::span<const std::string_view>(parts.begin(), parts.size()));
+  }
+  void append(std::uint8_t kind, std::uint32_t pool, std::uint32_t call, std::uint64_t index,
+              std::span<const std::string_view> parts);
+  /// Writes what is buffered and makes it durable (fdatasync); from any one thread at a time.
+  /// Throws fiber::error(journal_failed) naming the file when the disk refuses; the file then
+  /// ends at its last whole record, and what was buffered stays for the next sync.
   void sync();
   /// Bytes buffered and not yet synced.
-  std::size_t pending() const noexcept { return buffer_.size(); }
+  std::size_t pending() const;
   /// The journal's size, buffered records included.
-  std::uint64_t bytes() const noexcept { return written_ + buffer_.size(); }
+  std::uint64_t bytes() const;
 
  private:
   std::filesystem::path path_;
   std::uint64_t max_bytes_;
   int fd_ = -1;
+  mutable std::mutex mutex_;  // buffer_ and written_, between the appender and the syncer
   std::uint64_t written_ = 0;
+  std::uint64_t taken_ = 0;   // bytes a sync is writing
   std::string buffer_;
+  std::mutex syncing_;        // one sync at a time
+  std::string writing_;       // what a sync writes (its buffer, reused)
 };
 
 }  // namespace fiber::detail

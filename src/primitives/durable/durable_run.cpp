@@ -62,9 +62,33 @@ durable_run::durable_run(runtime& rt)
                  "to take up where it stopped\n",
                  run_id_.c_str(), path_.c_str(), run_id_.c_str());
   past_ = {};  // what the maps need of it is in maps_
+  syncer_ = std::thread([this] {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return wanted_ || stopping_; });
+      if (!wanted_) return;
+      wanted_ = false;
+      lock.unlock();
+      sync();
+      lock.lock();
+    }
+  });
 }
 
-durable_run::~durable_run() { sync(); }
+durable_run::~durable_run() {
+  stop_syncer();
+  sync();
+}
+
+void durable_run::stop_syncer() noexcept {
+  if (!syncer_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  syncer_.join();
+}
 
 void durable_run::appended() {
   if (armed_) return;
@@ -73,7 +97,11 @@ void durable_run::appended() {
   timer_.async_wait([this](const std::error_code& ec) {
     if (ec) return;
     armed_ = false;
-    sync();
+    {
+      std::lock_guard lock(mutex_);
+      wanted_ = true;
+    }
+    wake_.notify_one();
   });
 }
 
@@ -90,6 +118,7 @@ void durable_run::sync() noexcept {
 void durable_run::on_shutdown() noexcept {
   timer_.cancel();
   armed_ = false;
+  stop_syncer();
   sync();
 }
 

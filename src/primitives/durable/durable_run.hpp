@@ -1,7 +1,9 @@
 // A durable run's journal in its top master: where it lies (journal_dir/RUN_ID.journal), the run's
 // id (made and printed when config run_id is unset), what the master before this one wrote there
 // (read once, when the first pool asks), and the timer that makes appends durable at most every
-// journal_sync_ms, so that a result costs a buffered append and not a disk write. Pools take
+// journal_sync_ms, so that a result costs a buffered append and not a disk write: the timer is
+// the loop's, the write and its fdatasync a thread's of its own, so the disk's wait never holds
+// the loop. Pools take
 // their numbers here in the order the program makes them: the same program run again numbers
 // them the same. A run that is not durable, and every process below the top master, has none.
 //
@@ -9,6 +11,9 @@
 // shutdown, when what is buffered is made durable); no peer talks to it.
 #pragma once
 #include <asio/steady_timer.hpp>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -54,7 +59,8 @@ class durable_run final : public service {
   map_journal& maps() noexcept { return maps_; }
   /// Something was appended: it is made durable within journal_sync_ms.
   void appended();
-  /// Makes what is buffered durable now (a failure is logged, and tried again at the next).
+  /// Makes what is buffered durable now, on this thread (a failure is logged, and tried again at
+  /// the next).
   void sync() noexcept;
 
   void on_message(const std::string&, const header&, multipart&&) override {}
@@ -73,6 +79,12 @@ class durable_run final : public service {
   std::chrono::milliseconds every_;
   bool armed_ = false;
   bool failing_ = false;  // the last sync failed (said once until one succeeds)
+  // The thread that syncs when the timer asks.
+  void stop_syncer() noexcept;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool wanted_ = false, stopping_ = false;
+  std::thread syncer_;
 };
 
 }  // namespace fiber::detail

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "fiber/detail/message.hpp"
 #include "primitives/pool/map_journal.hpp"
@@ -58,6 +59,8 @@ class durable_maps {
   std::uint32_t pool_;
   std::function<void()> appended_;
   std::unordered_map<std::uint64_t, std::uint64_t> object_hashes_;  // a shared object's id -> its content's hash
+  std::string sizes_;                   // a result's sizes, as journaled (reused)
+  std::vector<std::string_view> parts_;  // ... and its pieces (reused)
 };
 
 }  // namespace fiber::detail

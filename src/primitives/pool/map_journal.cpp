@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <iterator>
+#include <xxhash.h>
 
 #include "fiber/error.hpp"
 
@@ -17,12 +18,7 @@ std::string u64s(std::uint64_t a, std::uint64_t b) {
 }  // namespace
 
 std::uint64_t chunk_hash(std::string_view bytes, std::uint64_t seed) {
-  std::uint64_t h = seed;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
+  return XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed);
 }
 
 map_journal::map_journal(const journal_contents& past, journal_writer& out) : out_(out) {
@@ -91,10 +87,6 @@ void map_journal::chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t fi
                                           "or start a new run (another run_id)");
   }
   out_.append({map_chunk, pool, call, first, u64s(count, hash)});
-}
-
-void map_journal::result(std::uint32_t pool, std::uint32_t call, std::uint64_t index, std::string_view bytes) {
-  out_.append({map_result, pool, call, index, std::string(bytes)});
 }
 
 void map_journal::end(std::uint32_t pool, std::uint32_t call) { out_.append({map_end, pool, call, 0, {}}); }
