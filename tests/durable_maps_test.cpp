@@ -1,5 +1,5 @@
 // A durable run's pool, without a process, on real journal files: a result journaled comes back
-// as the message it arrived in (its large frames too); a chunk taken up again is answered from
+// as the message it arrived in (its large frames too), consecutive results in one record; a chunk taken up again is answered from
 // its first item on up to the first without a result; another input is the named error; a
 // fiber::shared object counts by its content, not its id (ids are random in each run); a result
 // past journal_max_bytes is an error for its item, not a silent gap.
@@ -68,9 +68,13 @@ TEST(durable_maps, a_chunk_taken_up_again_is_answered_from_the_journal_up_to_its
     EXPECT_FALSE(j.pool.result(sub, 0, result_of(100)));
     EXPECT_FALSE(j.pool.result(sub, 1, result_of(101, true)));
     EXPECT_FALSE(j.pool.result(sub, 3, result_of(103)));  // after a gap: run again
+    j.pool.flush();
     EXPECT_GT(j.appended, 0);
     j.out.sync();
   }
+  std::size_t result_records = 0;
+  for (auto& r : read_journal(p).records) result_records += r.kind == map_journal::map_result;
+  EXPECT_EQ(result_records, 2u) << "items 0 and 1 arrived one after the other: one record; item 3 another";
   journal_on j(p);
   j.pool.begin(sub, "square");
   ASSERT_EQ(j.pool.chunk(sub, 0, 4, chunk_of(0, 4)), 2u);

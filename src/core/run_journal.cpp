@@ -141,6 +141,11 @@ void journal_writer::append(std::uint8_t kind, std::uint32_t pool, std::uint32_t
   std::memcpy(buffer_.data() + at + sizeof(std::uint32_t), &check, sizeof check);
 }
 
+bool journal_writer::fits(std::size_t payload) const {
+  std::lock_guard lock(mutex_);
+  return fixed_body + payload <= max_body && written_ + taken_ + buffer_.size() + frame_bytes + fixed_body + payload <= max_bytes_;
+}
+
 std::size_t journal_writer::pending() const {
   std::lock_guard lock(mutex_);
   return buffer_.size();

@@ -65,6 +65,8 @@ class journal_writer {
   /// Throws fiber::error(journal_failed) naming the file when the disk refuses; the file then
   /// ends at its last whole record, and what was buffered stays for the next sync.
   void sync();
+  /// Whether a record of `payload` bytes would keep the journal within its bound.
+  bool fits(std::size_t payload) const;
   /// Bytes buffered and not yet synced.
   std::size_t pending() const;
   /// The journal's size, buffered records included.

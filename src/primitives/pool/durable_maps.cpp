@@ -5,6 +5,7 @@
 
 #include "fiber/detail/shared_entry.hpp"
 #include "fiber/encoding.hpp"
+#include "core/log.hpp"
 #include "fiber/error.hpp"
 #include "transport/message_frames.hpp"
 
@@ -50,7 +51,9 @@ message durable_maps::past_result(const pool_submission& sub, std::size_t index)
 
 std::exception_ptr durable_maps::result(const pool_submission& sub, std::size_t index, const message& m) noexcept {
   try {
-    // pack_result's layout, framed straight into the journal's buffer: no copy of its own.
+    // The results a chunk's message brings come one after another: one record for them all.
+    if (!batch_.empty() && (batch_call_ != &sub || index != batch_first_ + batch_count_)) flush();
+    // pack_result's layout, in pieces: copied once, into the batch.
     auto head = m.head();
     auto blobs = m.blobs();
     sizes_.clear();
@@ -61,26 +64,50 @@ std::exception_ptr durable_maps::result(const pool_submission& sub, std::size_t 
     parts_.clear();
     parts_.push_back(std::string_view(sizes_).substr(0, sizeof(std::uint32_t) + sizeof(std::uint64_t)));
     parts_.push_back(bytes(head));
-    std::size_t at = sizeof(std::uint32_t) + sizeof(std::uint64_t);
+    std::size_t at = sizeof(std::uint32_t) + sizeof(std::uint64_t), size = sizes_.size() + head.size();
     for (auto& b : blobs) {
       parts_.push_back(std::string_view(sizes_).substr(at, sizeof(std::uint64_t)));
       parts_.push_back(bytes(b));
       at += sizeof(std::uint64_t);
+      size += b.size();
     }
-    journal_.result(pool_, call_of(sub), index, parts_);
-    appended_();
+    if (!journal_.fits(batch_.size() + map_journal::result_bytes(size))) {
+      flush();
+      // Alone, it fits or it does not: the writer's error names journal_max_bytes.
+      if (!journal_.fits(map_journal::result_bytes(size))) journal_.result(pool_, call_of(sub), index, pack_result(m));
+    }
+    if (batch_.empty()) {
+      batch_call_ = &sub;
+      batch_first_ = index;
+      batch_count_ = 0;
+    }
+    map_journal::add_result(batch_, parts_);
+    ++batch_count_;
     return nullptr;
   } catch (...) {
     return std::current_exception();
   }
 }
 
+void durable_maps::flush() noexcept {
+  if (batch_.empty()) return;
+  try {
+    journal_.results(pool_, call_of(*batch_call_), batch_first_, batch_);
+    appended_();
+  } catch (const std::exception& e) {
+    // result() kept the batch within the bound; the writer has no other refusal.
+    logf(log_level::error, "a durable run's results were not journaled: ", e.what(), " (their items run again if the run is taken up)");
+  }
+  batch_.clear();
+}
+
 void durable_maps::end(const pool_submission& sub) noexcept {
+  flush();
   try {
     journal_.end(pool_, call_of(sub));
     appended_();
   } catch (...) {
-    // Past journal_max_bytes: the map's results are all journaled, only its end is not. A master
+    // Past journal_max_bytes: the call's results are all journaled, only its end is not. A master
     // taken up again finds them all and runs nothing of it.
   }
 }

@@ -40,9 +40,12 @@ class durable_maps {
   std::size_t chunk(const pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk);
   /// Item `index`'s journaled result, as the message it arrived in.
   message past_result(const pool_submission& sub, std::size_t index) const;
-  /// Item `index`'s result arrived: journaled. An error (the journal at journal_max_bytes) when it
-  /// cannot be, for the item to fail with.
+  /// Item `index`'s result arrived: kept for the journal, where flush() writes the results kept
+  /// in one record. An error (the journal at journal_max_bytes) when it cannot be, for the item to
+  /// fail with.
   std::exception_ptr result(const pool_submission& sub, std::size_t index, const message& m) noexcept;
+  /// The results kept go to the journal (after each message of results, and before a call's end).
+  void flush() noexcept;
   /// Every item of `sub` was delivered.
   void end(const pool_submission& sub) noexcept;
 
@@ -59,6 +62,9 @@ class durable_maps {
   std::uint32_t pool_;
   std::function<void()> appended_;
   std::unordered_map<std::uint64_t, std::uint64_t> object_hashes_;  // a shared object's id -> its content's hash
+  std::string batch_;                    // results kept for one record: consecutive items of one call
+  const pool_submission* batch_call_ = nullptr;
+  std::size_t batch_first_ = 0, batch_count_ = 0;
   std::string sizes_;                   // a result's sizes, as journaled (reused)
   std::vector<std::string_view> parts_;  // ... and its pieces (reused)
 };

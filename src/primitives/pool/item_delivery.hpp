@@ -31,6 +31,10 @@ class item_delivery {
       if (auto e = journal_->result(sub, index, m)) return error(sub, index, std::move(e));
     replayed(sub, index, std::move(m));
   }
+  /// The results of one message were delivered: a durable pool's journal takes them in one record.
+  void batch_end() noexcept {
+    if (journal_) journal_->flush();
+  }
   /// A result the journal held: delivered as one that arrived, and not journaled again.
   void replayed(pool_submission& sub, std::size_t index, message&& m) {
     ++done_;

@@ -36,7 +36,20 @@ map_journal::map_journal(const journal_contents& past, journal_writer& out) : ou
           m.chunks[r.index] = {count, hash};
         }
         break;
-      case map_result: m.results[r.index] = r.payload; break;
+      case map_result: {
+        // [u32 size][bytes] per item, from item `index` on; a size past the record's end is not
+        // one this part wrote: the items from there run again.
+        std::string_view rest(r.payload);
+        for (auto i = r.index; rest.size() >= sizeof(std::uint32_t); ++i) {
+          std::uint32_t n;
+          std::memcpy(&n, rest.data(), sizeof n);
+          rest.remove_prefix(sizeof n);
+          if (n > rest.size()) break;
+          m.results[i] = std::string(rest.substr(0, n));
+          rest.remove_prefix(n);
+        }
+        break;
+      }
       case map_end: m.ended = true; break;
       default: break;  // another part's record
     }
@@ -87,6 +100,19 @@ void map_journal::chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t fi
                                           "or start a new run (another run_id)");
   }
   out_.append({map_chunk, pool, call, first, u64s(count, hash)});
+}
+
+void map_journal::add_result(std::string& batch, std::span<const std::string_view> parts) {
+  std::uint32_t n = 0;
+  for (auto& p : parts) n += static_cast<std::uint32_t>(p.size());
+  batch.append(reinterpret_cast<const char*>(&n), sizeof n);
+  for (auto& p : parts) batch.append(p);
+}
+
+void map_journal::result(std::uint32_t pool, std::uint32_t call, std::uint64_t index, std::string_view bytes) {
+  std::string batch;
+  add_result(batch, std::span<const std::string_view>(&bytes, 1));
+  results(pool, call, index, batch);
 }
 
 void map_journal::end(std::uint32_t pool, std::uint32_t call) { out_.append({map_end, pool, call, 0, {}}); }

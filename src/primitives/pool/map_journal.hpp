@@ -44,14 +44,19 @@ class map_journal {
   /// fiber::error(config_error) naming the map and the items when the journal has other inputs
   /// there.
   void chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::uint64_t count, std::uint64_t hash);
-  /// Item `index`'s result arrived (its bytes as the pool keeps them: the concatenation of
-  /// `parts`).
-  void result(std::uint32_t pool, std::uint32_t call, std::uint64_t index, std::span<const std::string_view> parts) {
-    out_.append(map_result, pool, call, index, parts);
+  /// The results of items [first, first + n) arrived together: `batch` holds each, in order,
+  /// as add_result put it there. One record for them all.
+  void results(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::string_view batch) {
+    out_.append(map_result, pool, call, first, {batch});
   }
-  void result(std::uint32_t pool, std::uint32_t call, std::uint64_t index, std::string_view bytes) {
-    result(pool, call, index, std::span<const std::string_view>(&bytes, 1));
-  }
+  /// Appends one item's result (the concatenation of `parts`) to a batch: [u32 size][bytes].
+  static void add_result(std::string& batch, std::span<const std::string_view> parts);
+  /// The bytes add_result adds for a result of `size` bytes.
+  static constexpr std::size_t result_bytes(std::size_t size) { return sizeof(std::uint32_t) + size; }
+  /// Item `index`'s result alone (a batch of one).
+  void result(std::uint32_t pool, std::uint32_t call, std::uint64_t index, std::string_view bytes);
+  /// Whether a record of `payload` bytes fits under journal_max_bytes.
+  bool fits(std::size_t payload) const { return out_.fits(payload); }
   /// Every item of the map was delivered.
   void end(std::uint32_t pool, std::uint32_t call);
 

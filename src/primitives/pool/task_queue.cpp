@@ -33,6 +33,10 @@ void task_queue::on_results(std::uint64_t task_id, const std::string& worker, co
   auto it = inflight_.find(task_id);
   if (it == inflight_.end() || it->second.worker != worker) return;
   auto& t = it->second;
+  struct at_end {
+    item_delivery& d;
+    ~at_end() { d.batch_end(); }
+  } journal_them{delivery_};
   std::size_t count = final ? t.count() : items;
   try {
     if (payload.empty()) throw error(errc::malformed_message, "malformed pool result: no frames");
