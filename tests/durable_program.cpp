@@ -6,6 +6,7 @@
 //   durable_program EXECUTIONS GATE [SHIFT]   (SHIFT: added to the first map's inputs)
 #include <fcntl.h>
 #include <fiber/fiber.hpp>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -15,7 +16,25 @@
 #include <vector>
 
 namespace {
+/// While this worker lives it holds a shared lock on a file of its own beside the executions: the
+/// test takes each such lock to know that the workers of a killed master are gone (their engine
+/// may see their master's end later than this host does).
+void hold_alive_lock(const std::string& executions) {
+  static bool held = false;
+  if (held) return;
+  held = true;
+  auto folder = std::filesystem::path(executions).parent_path() / "alive";
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  auto path = folder / (std::string(host) + "-" + std::to_string(::getpid()));
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0) (void)::flock(fd, LOCK_SH);  // kept open: the kernel lets it go when this process ends
+}
+
 void note(const std::string& executions, const std::string& line) {
+  hold_alive_lock(executions);
   int fd = ::open(executions.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return;
   auto text = line + "\n";
