@@ -9,6 +9,7 @@
 #include "backend/command.hpp"
 #include "backend/slurm/slurm_cli.hpp"
 #include "cli_support.hpp"
+#include "durable_support.hpp"
 #include "engine_presence.hpp"
 #include "slurm_support.hpp"
 #include "support.hpp"
@@ -109,6 +110,37 @@ TEST_F(fiber_command_on_slurm, gc_cancels_the_workers_a_killed_master_left) {
   EXPECT_EQ(gc.code, 0) << gc.out;
   EXPECT_NE(gc.out.find("of ended run " + name), std::string::npos) << gc.out;
   EXPECT_TRUE(all_ended(jobs_with("fiber master=" + name + ":"))) << gc.out;
+  started_.clear();
+}
+
+TEST_F(fiber_command_on_slurm, a_durable_masters_job_requeued_mid_map_runs_again_and_takes_its_run_up) {
+  auto name = unique("durable");
+  started_.push_back(name);
+  fiber_test::durable_case c(name);
+  ASSERT_EQ(fiber_cmd("run --backend slurm --durable --name " + name + " --env FIBER_JOURNAL_DIR=" + c.journals().string() +
+                      " -- " FIBER_TEST_DURABLE_PROGRAM " " + c.executions_file().string() + " " + c.gate().string())
+                .code,
+            0);
+  fiber_test::wait_for_results(c.journals(), 2, 4);
+  c.wait_for_both_at_the_gate();
+  auto old = c.workers();
+  auto before = c.executions();
+  auto master = jobs_with("fiber run=" + name + " ");
+  ASSERT_EQ(master.size(), 1u);
+  auto requeued = fiber::detail::run_command({"scontrol", "requeue", master[0].id});
+  ASSERT_TRUE(requeued.ok()) << requeued.problem();
+  fiber_test::durable_case::wait_for_end(old);  // the master and its workers
+  // Slurm holds a requeued job back a while (BeginTime); an administrator lets it go.
+  auto released = fiber::detail::run_command({"scontrol", "update", "jobid=" + master[0].id, "StartTime=now"});
+  ASSERT_TRUE(released.ok()) << released.problem();
+  c.open_gate();
+  auto logs = fiber_cmd("--backend slurm logs -f " + name);
+  EXPECT_EQ(logs.code, 0) << logs.out;
+  auto out = logs.out;
+  auto last = out.substr(out.rfind('\n', out.size() - 2) + 1);
+  EXPECT_EQ(last, fiber_test::uninterrupted) << out;
+  EXPECT_NE(out.find("taken up again from its journal"), std::string::npos) << out;
+  fiber_test::expect_taken_up(before, c.executions());
   started_.clear();
 }
 

@@ -16,10 +16,10 @@
 #include <vector>
 
 namespace {
-/// While this worker lives it holds a shared lock on a file of its own beside the executions: the
-/// test takes each such lock to know that the workers of a killed master are gone (their engine
-/// may see their master's end later than this host does).
-void hold_alive_lock(const std::string& executions) {
+/// While this process (a worker, or the master) lives it holds a shared lock on a file of its own beside the executions: the
+/// test takes each such lock to know that a killed master and its workers are gone (a worker's
+/// engine may see its master's end later than this host does).
+void hold_alive_lock(const std::string& executions, const char* who = "worker") {
   static bool held = false;
   if (held) return;
   held = true;
@@ -28,7 +28,7 @@ void hold_alive_lock(const std::string& executions) {
   std::filesystem::create_directories(folder, ec);
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  auto path = folder / (std::string(host) + "-" + std::to_string(::getpid()));
+  auto path = folder / (std::string(who) + "-" + host + "-" + std::to_string(::getpid()));
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (fd >= 0) (void)::flock(fd, LOCK_SH);  // kept open: the kernel lets it go when this process ends
 }
@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   }
   std::string executions = argv[1], gate = argv[2];
   long shift = argc > 3 ? std::stol(argv[3]) : 0;
+  hold_alive_lock(executions, "master");  // the test knows when a killed or requeued master is gone
   std::printf("master %d\n", static_cast<int>(::getpid()));  // whom to kill, when run by `fiber run`
   std::fflush(stdout);
   try {

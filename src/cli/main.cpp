@@ -163,7 +163,7 @@ int dispatch(command_line& c, const std::string& verb) {
   // The recorder's runs are on this machine, whatever the backend.
   if (*c.history) return print_history();
   if (*c.trace) return write_trace_file(c.trace_run, c.trace_out);
-  if (*c.run) apply_durable(c.ro, c.backend == "local");
+  if (*c.run) apply_durable(c.ro, c.backend);
   if (c.backend == "local") {
     if (*c.run) return run_locally(c.ro);
     if (*c.dash)

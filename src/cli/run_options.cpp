@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/volume.hpp"
 #include "fiber/error.hpp"
 #include "primitives/durable/durable_run.hpp"
 
@@ -32,17 +33,36 @@ std::optional<claim_path> parse_claim_path(const std::string& text) {
   return claim_path{text.substr(0, colon), text.substr(colon + 1)};
 }
 
-void apply_durable(run_options& o, bool local) {
+void apply_durable(run_options& o, const std::string& backend) {
+  bool local = backend == "local";
   if (o.restarts > 0 && !o.durable)
     throw error(errc::config_error, "--restarts starts a master again to take its run up from the journal: add --durable");
   if (o.restarts > 0 && !local)
-    throw error(errc::config_error, "--restarts is for a master on this host (--backend local); on an engine, give "
-                                    "its own restart policy (a requeued Slurm job, a Kubernetes Job's backoffLimit)");
+    throw error(errc::config_error, "--restarts is for a master on this host (--backend local): on Slurm a durable "
+                                    "master's job is requeue-able, and Slurm runs it again when it requeues it");
   if (!o.durable) return;
-  bool given = std::getenv("FIBER_RUN_ID") && *std::getenv("FIBER_RUN_ID");
-  for (auto& kv : o.env) given |= kv.starts_with("FIBER_RUN_ID=");
+  auto given = [&](std::string_view key) {
+    const char* here = std::getenv(std::string(key).c_str());
+    bool found = here && *here;
+    for (auto& kv : o.env) found |= kv.starts_with(std::string(key) + "=");
+    return found;
+  };
+  bool id_given = given("FIBER_RUN_ID");
   o.env.insert(o.env.begin(), "FIBER_DURABLE=true");
-  if (!given) o.env.push_back("FIBER_RUN_ID=" + detail::new_run_id());
+  if (!id_given) o.env.push_back("FIBER_RUN_ID=" + detail::new_run_id());
+  if ((backend == "docker" || backend == "kubernetes") && !given("FIBER_JOURNAL_DIR")) {
+    // A container's or a pod's own files go with it: the journal is kept on the run's volume.
+    for (auto& v : o.volumes)
+      for (auto& mounted : detail::parse_volumes(v))
+        if (!mounted.read_only) {
+          o.env.push_back("FIBER_JOURNAL_DIR=" + mounted.target + "/.fiber/journals");
+          return;
+        }
+    throw error(errc::config_error, "--durable on " + backend + ": the journal must outlive the master's " +
+                                        (backend == "docker" ? "container" : "pod") +
+                                        ": give a volume it is kept on (-v NAME[:PATH]), or --env "
+                                        "FIBER_JOURNAL_DIR=<a path on one>");
+  }
 }
 
 }  // namespace fiber::cli

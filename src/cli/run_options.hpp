@@ -54,8 +54,9 @@ std::int64_t parse_size(const std::string& text, const std::string& flag);
 
 /// --durable: FIBER_DURABLE=true in the master's environment, and a run id made here unless one is
 /// given (--env FIBER_RUN_ID=..., or this environment's), so that a master started again, by
-/// --restarts or by the engine, takes up the same run. Throws config_error for --restarts without
-/// --durable, or on an engine that restarts masters itself (`local`: whether it runs here).
-void apply_durable(run_options& o, bool local);
+/// --restarts or by the engine, takes up the same run. On docker and kubernetes the journal goes
+/// on the first writable volume (a container's own files go with it). Throws config_error for
+/// --restarts without --durable or off `local`, and for a durable container without a volume.
+void apply_durable(run_options& o, const std::string& backend);
 
 }  // namespace fiber::cli

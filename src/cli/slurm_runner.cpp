@@ -251,7 +251,11 @@ std::unique_ptr<launch> slurm_runner::plan_run(const run_options& o) {
   auto cfg = fiber::config::load();
   std::vector<std::string> args{"sbatch", "--parsable", "--job-name=" + name,
                                 "--comment=" + std::string(run_comment_prefix) + name + " user=" + user_name(),
-                                "--nodes=1", "--ntasks=1", "--no-requeue", "--output=" + output_of(name),
+                                // A durable master is requeue-able (a drained node, preemption,
+                                // scontrol requeue): it runs again with its run id and takes its run
+                                // up; its output goes on in the same file.
+                                "--nodes=1", "--ntasks=1", o.durable ? "--requeue" : "--no-requeue",
+                                o.durable ? "--open-mode=append" : "--open-mode=truncate", "--output=" + output_of(name),
                                 "--chdir=" + fs::current_path().string()};
   for (auto& r : detail::slurm::resource_args(spec, cfg)) args.push_back(r);
   auto script = run_script(env, command);

@@ -1,0 +1,213 @@
+// What the durable-run tests share: tests/durable_program run as a master of its own (directly, or
+// by the fiber command), the waits on its journal and its workers, and what a run taken up again
+// must have run.
+#pragma once
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/run_journal.hpp"
+#include "primitives/pool/map_journal.hpp"
+#include "run_folder.hpp"
+
+extern char** environ;
+
+namespace fiber_test {
+namespace fs = std::filesystem;
+using fiber::detail::journal_record;
+using fiber::detail::map_journal;
+
+struct outcome {
+  int status = -1;  // the exit code, or -signal
+  std::string out;
+  /// What the program printed after its pid: its results, or its error.
+  std::string said() const {
+    auto nl = out.find('\n');
+    return nl == std::string::npos ? out : out.substr(nl + 1);
+  }
+};
+
+/// Waits until `done()` holds, checked at each change in `folder` (inotify), never on a timer.
+template <class Pred>
+inline void wait_in(const fs::path& folder, Pred done) {
+  fs::create_directories(folder);
+  int fd = ::inotify_init1(IN_CLOEXEC);
+  ::inotify_add_watch(fd, folder.c_str(), IN_MODIFY | IN_CREATE | IN_CLOSE_WRITE);
+  char events[4096];
+  while (!done()) (void)!::read(fd, events, sizeof events);
+  ::close(fd);
+}
+
+/// A run of durable_program in `folder` (its journal, executions and gate there) as run `run_id`.
+class durable_case {
+ public:
+  explicit durable_case(const std::string& name) : folder_(fiber_test::run_folder() / "durable" / name) {
+    fs::create_directories(folder_);
+  }
+  fs::path journals() const { return folder_ / "journals"; }
+  fs::path executions_file() const { return folder_ / "executions"; }
+  fs::path journal(const std::string& run_id) const { return journals() / (run_id + ".journal"); }
+  fs::path gate() const { return folder_ / "gate"; }
+  void open_gate() const { std::ofstream(gate()) << "open"; }
+
+  /// Starts the program as run `run_id`; its stdout is read by line() and finish(). With
+  /// `through` (the fiber command's words before "--"), `fiber run` starts it, and makes the run id
+  /// when `run_id` is empty.
+  pid_t start(const std::string& run_id, const std::string& shift = "0", std::vector<std::string> through = {}) {
+    // The backend under test is this process's (FIBER_BACKEND, FIBER_IMAGE, ...: test_main.cpp);
+    // the durable keys are this case's.
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string_view kv(*e);
+      bool mine = false;
+      for (auto key : {"FIBER_DURABLE=", "FIBER_RUN_ID=", "FIBER_JOURNAL_DIR=", "FIBER_RECORD_DIR="}) mine |= kv.starts_with(key);
+      if (!mine) env.emplace_back(kv);
+    }
+    if (through.empty()) env.push_back("FIBER_DURABLE=1");
+    if (!run_id.empty()) env.push_back("FIBER_RUN_ID=" + run_id);
+    env.push_back("FIBER_JOURNAL_DIR=" + journals().string());
+    env.push_back("FIBER_RECORD_DIR=" + (folder_ / "runs").string());
+    bool command = !through.empty();
+    std::vector<std::string> args = std::move(through);
+    if (command) args.push_back("--");
+    for (std::string a : {std::string(FIBER_TEST_DURABLE_PROGRAM), (folder_ / "executions").string(), gate().string(), shift})
+      args.push_back(a);
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return -1;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    if (command) posix_spawn_file_actions_adddup2(&actions, out[1], 2);  // the fiber command's words too
+    pid_t pid = -1;
+    if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data()) != 0) pid = -1;
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    out_ = out[0];
+    return pid;
+  }
+  /// The next line the program printed ("" at its end).
+  std::string line() {
+    char buf[4096];
+    for (ssize_t n; seen_.find('\n') == std::string::npos && (n = ::read(out_, buf, sizeof buf)) > 0;)
+      seen_.append(buf, static_cast<std::size_t>(n));
+    auto nl = seen_.find('\n');
+    if (nl == std::string::npos) return {};
+    auto l = seen_.substr(0, nl);
+    seen_.erase(0, nl + 1);
+    return l;
+  }
+  outcome finish(pid_t pid) {
+    outcome o;
+    o.out = std::exchange(seen_, {});
+    char buf[4096];
+    for (ssize_t n; (n = ::read(out_, buf, sizeof buf)) > 0;) o.out.append(buf, static_cast<std::size_t>(n));
+    ::close(out_);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    o.status = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    return o;
+  }
+  outcome run(const std::string& run_id, const std::string& shift = "0") { return finish(start(run_id, shift)); }
+
+  /// Waits until both workers wait at the gate: two of the second map's items from 4 on began.
+  void wait_for_both_at_the_gate() const {
+    wait_in(folder_, [&] {
+      auto ran = executions();
+      int waiting = 0;
+      for (int i = 4; i < 8; ++i) waiting += ran["second " + std::to_string(i)] > 0;
+      return waiting >= 2;
+    });
+  }
+  /// The processes (the master, the workers that ran a task) that may live: each holds a lock on a file of its own while
+  /// it lives (durable_program.cpp).
+  std::vector<fs::path> workers() const {
+    std::vector<fs::path> out;
+    std::error_code ec;
+    for (auto& e : fs::directory_iterator(folder_ / "alive", ec)) out.push_back(e.path());
+    return out;
+  }
+  /// Returns once each of `workers` has ended (its lock taken in turn): a killed master's workers
+  /// learn of its end from their engine's connection, later than this host does.
+  static void wait_for_end(const std::vector<fs::path>& workers) {
+    for (auto& w : workers) {
+      int fd = ::open(w.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      (void)::flock(fd, LOCK_EX);
+      ::close(fd);
+    }
+  }
+  /// How many times each task ran ("first 3" -> 1), by the lines the tasks appended.
+  std::map<std::string, int> executions() const {
+    std::map<std::string, int> counts;
+    std::ifstream in(folder_ / "executions");
+    for (std::string line; std::getline(in, line);) ++counts[line];
+    return counts;
+  }
+
+ private:
+  fs::path folder_;
+  int out_ = -1;
+  std::string seen_;  // read by line() and not yet taken
+};
+
+/// The results the journal at `path` holds for map `call` of the first pool.
+inline std::size_t results_of(const fs::path& path, std::uint32_t call) {
+  std::size_t n = 0;
+  for (auto& r : fiber::detail::read_journal(path).records) n += r.kind == map_journal::map_result && r.pool == 1 && r.call == call;
+  return n;
+}
+
+/// The one journal in `folder` ("" while there is none).
+inline fs::path only_journal(const fs::path& folder) {
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(folder, ec))
+    if (e.path().extension() == ".journal") return e.path();
+  return {};
+}
+
+/// Waits until the journal at `path` (a folder: the one journal in it) holds `n` results of map
+/// `call`.
+inline void wait_for_results(const fs::path& path, std::uint32_t call, std::size_t n) {
+  bool folder = path.extension() != ".journal";
+  auto journal = [&] { return folder ? only_journal(path) : path; };
+  wait_in(folder ? path : path.parent_path(), [&] { return !journal().empty() && results_of(journal(), call) >= n; });
+}
+
+/// What a run taken up after its master died while the second map waited at the gate has run:
+/// the first map's items once in all, the second's first half not again, its second half at
+/// least once, and no more than two items (what the two workers were running at the kill) twice.
+inline void expect_taken_up(std::map<std::string, int> before, std::map<std::string, int> after) {
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(after["first " + std::to_string(i)], 1) << "the first map's item " << i;
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(after["second " + std::to_string(i)], before["second " + std::to_string(i)])
+        << "the second map's item " << i << " had its result journaled and ran again";
+  int again = 0;
+  for (int i = 4; i < 8; ++i) {
+    EXPECT_GE(after["second " + std::to_string(i)], 1) << "the second map's item " << i << " never ran";
+    again += std::max(0, after["second " + std::to_string(i)] - 1);
+  }
+  EXPECT_LE(again, 2) << "only the items the two workers were running at the kill run twice";
+}
+
+const std::string uninterrupted = "0 1 4 9 16 25 36 49 | 1 11 21 31 41 51 61 71\n";
+
+}  // namespace fiber_test
