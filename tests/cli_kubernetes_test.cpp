@@ -20,6 +20,7 @@
 
 #include "backend/command.hpp"
 #include "cli_support.hpp"
+#include "durable_support.hpp"
 #include "cli/run_tokens.hpp"
 #include "kubernetes_support.hpp"
 #include "support.hpp"
@@ -324,6 +325,32 @@ TEST_F(fiber_command_on_kubernetes, gc_removes_an_ended_run_and_the_workers_its_
   EXPECT_EQ(job_status(name), 404);
   EXPECT_TRUE(no_workers_of(uid)) << "the killed master's worker";
   started_.clear();
+}
+
+TEST_F(fiber_command_on_kubernetes, a_durable_masters_pod_deleted_mid_map_is_made_again_by_its_job_and_takes_its_run_up) {
+  auto name = unique("durable");
+  fiber_test::durable_case c(name);
+  // The run's files where this test sees them: the nodes' /tmp is this host's.
+  start("durable", std::string(FIBER_TEST_DURABLE_PROGRAM) + " " + c.executions_file().string() + " " + c.gate().string(),
+        "-v /tmp:/tmp --env FIBER_JOURNAL_DIR=" + c.journals().string() + " --durable --restarts 1");
+  auto job = get("/apis/batch/v1/namespaces/default/jobs/" + started_.back());
+  EXPECT_EQ(job.at("spec").at("backoffLimit").as_int64(), 1);
+  fiber_test::wait_for_results(c.journals(), 2, 4);
+  c.wait_for_both_at_the_gate();
+  auto old = c.workers();
+  auto before = c.executions();
+  auto pod = pods("job-name=" + started_.back());
+  ASSERT_EQ(pod.size(), 1u);
+  auto deleted = admin("DELETE", "/api/v1/namespaces/default/pods/" + std::string(pod[0].at("metadata").at("name").as_string()));
+  ASSERT_LT(deleted.status, 300) << deleted.status;
+  fiber_test::durable_case::wait_for_end(old);  // the master and its workers (owned by its pod)
+  c.open_gate();
+  auto logs = fiber("logs -f " + started_.back());
+  EXPECT_EQ(logs.code, 0) << logs.out;
+  EXPECT_NE(logs.out.find("taken up again from its journal"), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find(fiber_test::uninterrupted), std::string::npos) << logs.out;
+  fiber_test::expect_taken_up(before, c.executions());
+  EXPECT_NE(fiber("ps").out.find(started_.back() + " "), std::string::npos);
 }
 
 // fiber cp through a helper pod: the user's image runs its fiber program as the claim copy

@@ -97,7 +97,7 @@ json::object job_manifest(const job_settings& s) {
   return {{"apiVersion", "batch/v1"},
           {"kind", "Job"},
           {"metadata", {{"name", s.name}, {"labels", labels}}},
-          {"spec", {{"backoffLimit", 0}, {"template", std::move(pod)}}}};
+          {"spec", {{"backoffLimit", s.restarts}, {"template", std::move(pod)}}}};
 }
 
 // ---- the session: the API, the namespace, what to say

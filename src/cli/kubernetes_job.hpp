@@ -26,9 +26,11 @@ struct job_settings {
   double cpu = 0;
   std::int64_t memory_bytes = 0;
   int gpu = 0;
+  int restarts = 0;  // --durable --restarts N: the Job's backoffLimit (a master that failed is not
+                     // started again otherwise)
 };
 
-/// The batch/v1 Job of a run: backoffLimit 0, restartPolicy Never, the service account, the
+/// The batch/v1 Job of a run: backoffLimit 0 (--restarts N: N), restartPolicy Never, the service account, the
 /// master's resources (requests = limits), the claims at their paths, the downward API the
 /// backend reads in a pod, and FIBER_BACKEND/FIBER_IMAGE/FIBER_RUN_NAME/FIBER_VOLUMES for it.
 /// fiber::error(config_error) for a bad -v, --env or run name (a DNS-1123 label here).

@@ -157,6 +157,7 @@ std::unique_ptr<launch> kubernetes_runner::plan_run(const run_options& o) {
   js.cpu = o.cpu;
   js.memory_bytes = o.memory_bytes;
   js.gpu = o.gpu;
+  js.restarts = o.restarts;  // a durable master's pod made again takes its run up (apply_durable)
   // The manifest is made now: it checks the flags before anything is built.
   return std::make_unique<kubernetes_launch>(s, o, std::move(image), std::move(js));
 }

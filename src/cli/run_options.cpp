@@ -34,12 +34,13 @@ std::optional<claim_path> parse_claim_path(const std::string& text) {
 }
 
 void apply_durable(run_options& o, const std::string& backend) {
-  bool local = backend == "local";
   if (o.restarts > 0 && !o.durable)
     throw error(errc::config_error, "--restarts starts a master again to take its run up from the journal: add --durable");
-  if (o.restarts > 0 && !local)
-    throw error(errc::config_error, "--restarts is for a master on this host (--backend local): on Slurm a durable "
-                                    "master's job is requeue-able, and Slurm runs it again when it requeues it");
+  if (o.restarts > 0 && backend != "local" && backend != "kubernetes")
+    throw error(errc::config_error, "--restarts is for a master on this host (--backend local) or a Kubernetes Job "
+                                    "(its backoffLimit): on Slurm a durable master's job is requeue-able, and Slurm "
+                                    "runs it again when it requeues it; on Docker run the command again with "
+                                    "--env FIBER_RUN_ID=...");
   if (!o.durable) return;
   auto given = [&](std::string_view key) {
     const char* here = std::getenv(std::string(key).c_str());
