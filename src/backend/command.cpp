@@ -212,7 +212,7 @@ struct command_thread::state {
   bool stopping = false;
   std::thread thread;
 
-  explicit state(asio::io_context& io) : io(io) {}
+  explicit state(asio::io_context& context) : io(context) {}
 
   void loop() {
     std::unique_lock lock(m);

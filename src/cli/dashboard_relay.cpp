@@ -20,7 +20,7 @@ namespace {
 /// One request relayed: what the master's page answered so far, read by the local answer's
 /// stream. The upstream request is cancelled when the local client goes (its stream is dropped).
 struct relayed : std::enable_shared_from_this<relayed> {
-  relayed(asio::io_context& io, detail::http_client& http) : http(http), arrived(io) {
+  relayed(asio::io_context& io, detail::http_client& client) : http(client), arrived(io) {
     arrived.expires_at(asio::steady_timer::time_point::max());
   }
   ~relayed() {
@@ -86,9 +86,9 @@ std::optional<std::string> dashboard_upstream_target(std::string_view path, std:
 }
 
 struct dashboard_relay::state {
-  state(asio::io_context& io, const printed_dashboard& at, dashboard_route route, int local_port)
-      : io(io), http(io), at(at), route(std::move(route)),
-        server(io, "127.0.0.1", static_cast<std::uint16_t>(local_port), detail::http_server_options{},
+  state(asio::io_context& context, const printed_dashboard& where, dashboard_route how, int local_port)
+      : io(context), http(context), at(where), route(std::move(how)),
+        server(context, "127.0.0.1", static_cast<std::uint16_t>(local_port), detail::http_server_options{},
                [this](const detail::http_served_request& r) { return admit(r); },
                [this](const detail::http_served_request& r) { return answer(r); }) {}
 

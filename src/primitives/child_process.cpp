@@ -74,12 +74,12 @@ void child_process::start(started_handler& done) {
     if (!self) return;
     auto limit = std::chrono::milliseconds(self->rt_->cfg().start_timeout_ms);
     self->start_.arm(self->rt_->io(), limit, [weak, limit](std::error_code ec) {
-      auto self = weak.lock();
-      if (ec || !self || !self->start_.waiting()) return;
-      self->start_.complete(make_error_code(errc::timeout),
-                            "process " + self->name_ + " did not complete its handshake within start_timeout_ms (" +
+      auto late = weak.lock();
+      if (ec || !late || !late->start_.waiting()) return;
+      late->start_.complete(make_error_code(errc::timeout),
+                            "process " + late->name_ + " did not complete its handshake within start_timeout_ms (" +
                                 std::to_string(limit.count()) + " ms); killed");
-      self->child_->signal(SIGKILL);
+      late->child_->signal(SIGKILL);
     });
     // What it asked for and where its engine put it, in the run's recording.
     self->rt_->observer().record_child_event(record_kind::resources, self->tree_name_, static_cast<std::uint64_t>(asked.cpu),
@@ -170,22 +170,22 @@ void child_process::on_hello(const std::string& text) {
     // A nested master's child: its channel prefix, unique in the job, comes from the top master.
     self->rt_->get(master_channels::prefix_channel, std::nullopt,
                    [weak, welcome = std::move(welcome)](std::error_code ec, multipart answer, bool) mutable {
-                     auto self = weak.lock();
-                     if (!self || self->state_ != phase::running) return;
+                     auto child = weak.lock();
+                     if (!child || child->state_ != phase::running) return;
                      std::uint32_t prefix = 0;
                      if (ec || answer.empty() || answer[0].size() != sizeof prefix) {
-                       self->start_.complete(ec ? ec : make_error_code(errc::protocol_error),
-                                            "cannot start " + self->name_ + ": the master above gave no channel prefix (" +
+                       child->start_.complete(ec ? ec : make_error_code(errc::protocol_error),
+                                            "cannot start " + child->name_ + ": the master above gave no channel prefix (" +
                                                 (ec ? ec.message() : std::string("malformed answer")) + ")");
-                       self->child_->signal(SIGKILL);
+                       child->child_->signal(SIGKILL);
                        return;
                      }
                      std::memcpy(&prefix, answer[0].data(), sizeof prefix);
-                     self->rt_->master().note_prefix(self->peer_, prefix);  // its queues end with it
+                     child->rt_->master().note_prefix(child->peer_, prefix);  // its queues end with it
                      auto h = parse_header(welcome[0]);
                      welcome[0] = make_header(kind::welcome, h->channel, h->request, prefix, h->flags);
-                     self->rt_->master().send_to_child(self->peer_, std::move(welcome));
-                     self->start_.complete({}, {});
+                     child->rt_->master().send_to_child(child->peer_, std::move(welcome));
+                     child->start_.complete({}, {});
                    });
   });
 }

@@ -83,15 +83,15 @@ class http_client {
     // arguments and captures of use_awaitable's initiation (see until_done in fiber/detail/completion.hpp).
     auto call = std::make_shared<std::pair<http_request, chunk_fn>>(std::move(request), std::move(on_chunk));
     return asio::async_initiate<Token, void(std::error_code, http_response)>(
-        [](auto handler, http_client* self, const std::shared_ptr<std::pair<http_request, chunk_fn>>& call) {
+        [](auto handler, http_client* self, const std::shared_ptr<std::pair<http_request, chunk_fn>>& taken) {
           auto ex = asio::get_associated_executor(handler, self->io_.get_executor());
           auto slot = asio::get_associated_cancellation_slot(handler);
           auto id = self->start(
-              std::move(call->first),
+              std::move(taken->first),
               [h = std::move(handler), ex](std::error_code ec, http_response r) mutable {
                 asio::post(ex, [h = std::move(h), ec, r = std::move(r)]() mutable { h(ec, std::move(r)); });
               },
-              std::move(call->second));
+              std::move(taken->second));
           if (slot.is_connected()) slot.assign([self, id](asio::cancellation_type) { self->cancel(id); });
         },
         token, this, call);

@@ -115,7 +115,7 @@ std::error_code stream_link::send(multipart&& parts) {
         // After the handlers this turn made ready: what they send goes in the same write.
         asio::post(socket_.get_executor(), [weak = weak_from_this()] {
           if (auto self = weak.lock()) {
-            std::lock_guard lock(self->write_mutex_);
+            std::lock_guard posted(self->write_mutex_);
             self->flush_posted_ = false;
             (void)self->flush_batch();
           }

@@ -74,15 +74,15 @@ asio::awaitable<void> until_done(std::shared_ptr<completion<T>> c) {
     // (a coroutine) takes it by value: the copy skips the reference count. So `c` goes as an
     // argument of the initiation, not as a capture.
     co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
-        [](auto handler, const std::shared_ptr<completion<T>>& c) {
+        [](auto handler, const std::shared_ptr<completion<T>>& work) {
           auto ex = asio::get_associated_executor(handler);
           // Asio's cancellation (a cancellation slot bound to the co_await, or an awaitable
           // operator's `||`) stops the work behind `c` where it can be stopped; `c` completes
           // with the work's errc::cancelled. The signal may come from any thread: the
           // completion is touched only on fiber's loop, this coroutine's executor.
           if (auto slot = asio::get_associated_cancellation_slot(handler); slot.is_connected())
-            slot.assign([c, ex](asio::cancellation_type) { asio::post(ex, [c] { c->cancel(); }); });
-          c->waiter = [h = std::move(handler), ex]() mutable { asio::post(ex, std::move(h)); };
+            slot.assign([work, ex](asio::cancellation_type) { asio::post(ex, [work] { work->cancel(); }); });
+          work->waiter = [h = std::move(handler), ex]() mutable { asio::post(ex, std::move(h)); };
         },
         asio::use_awaitable, c);
   }

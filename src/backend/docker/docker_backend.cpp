@@ -63,8 +63,8 @@ class creator {
         // Owned by the user the container runs as (this process's, container_spec::user).
         engine_.containers().put_archive(id, "/", secret_archive(secret, ::getuid(), ::getgid()),
                             [id, pending = std::move(pending), answered = std::move(answered)](
-                                std::error_code ec, bool, std::string why) mutable {
-                              pending->set({ec, id, ec ? "cannot place its credentials in it: " + why : std::string()});
+                                std::error_code placed, bool, std::string refused) mutable {
+                              pending->set({placed, id, placed ? "cannot place its credentials in it: " + refused : std::string()});
                               answered();
                             });
       });
@@ -108,12 +108,12 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
   std::unique_ptr<asio::steady_timer> logs_grace;
 
   // The pid is the container's process on the engine's host, asked of the engine once it runs.
-  container_run(std::shared_ptr<docker_engine> e, std::shared_ptr<blocking_engine> b, asio::io_context& io,
+  container_run(std::shared_ptr<docker_engine> e, std::shared_ptr<blocking_engine> b, asio::io_context& context,
                 std::string name)
       : engine_run({.queued = false, .identified_later = true}),
         engine(std::move(e)),
         blocking(std::move(b)),
-        io(io),
+        io(context),
         process_name(std::move(name)) {}
 
   bool never_fits() const noexcept override { return no_gpu_driver; }
@@ -172,22 +172,24 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
         no_gpu_driver = true;
         why += "; this engine cannot give containers GPUs (it needs the NVIDIA Container Toolkit)";
       }
-      return remove_then([self = shared_from_this(), why = std::move(why)] {
-        self->end(not_started, "the Docker engine could not start its container: " + why);
+      return remove_then([self = shared_from_this(), refused = std::move(why)] {
+        self->end(not_started, "the Docker engine could not start its container: " + refused);
       });
     }
     at = stage::running;
     logf(log_level::debug, process_name, ": container ", id.substr(0, 12), " started");
     auto self = shared_from_this();
-    engine->containers().wait(id, [self](std::error_code ec, int code, std::string why) { self->waited(ec, code, std::move(why)); });
+    engine->containers().wait(id, [self](std::error_code failed, int status, std::string reason) {
+      self->waited(failed, status, std::move(reason));
+    });
     engine->containers().follow_logs(
         id, [self](int stream, std::string_view bytes) { self->output(stream, bytes); },
         [self](std::error_code, bool, std::string) {
           self->logs_done = true;
           if (self->wait_done) self->stopped();
         });
-    engine->containers().pid(id, [self](std::error_code ec, int pid, std::string) {
-      if (!ec) self->pid = pid;
+    engine->containers().pid(id, [self](std::error_code failed, int found, std::string) {
+      if (!failed) self->pid = found;
       self->mark_identified();
     });
     if (pending_signal) send(pending_signal);

@@ -118,8 +118,8 @@ void docker_containers::remove(const std::string& id, bool force, done<bool> on_
          if (why.find("already in progress") == std::string::npos) return (*d)(ec, false, std::move(why));
          // Another removal is under way: done once the engine has finished it (404: gone already).
          engine_.http_.start(engine_.request("POST", std::string(docker_engine::api) + "/containers/" + id + "/wait?condition=removed"),
-                     [this, d](std::error_code ec, http_response r) {
-                       if (ec) return (*d)(make_error_code(errc::backend_unavailable), false, engine_.unreachable(r.body));
+                     [this, d](std::error_code failed, http_response r) {
+                       if (failed) return (*d)(make_error_code(errc::backend_unavailable), false, engine_.unreachable(r.body));
                        (*d)({}, true, {});
                      });
        });

@@ -74,8 +74,9 @@ class batch_run;
 /// follower.
 class batch_watch : public std::enable_shared_from_this<batch_watch> {
  public:
-  batch_watch(asio::io_context& io, const fiber::config& cfg, std::string master, std::string dir)
-      : io(io), cfg(cfg), master(std::move(master)), dir(std::move(dir)), poll_timer_(io), follow_timer_(io) {}
+  batch_watch(asio::io_context& context, const fiber::config& settings, std::string master_mark, std::string output_dir)
+      : io(context), cfg(settings), master(std::move(master_mark)), dir(std::move(output_dir)), poll_timer_(context),
+        follow_timer_(context) {}
 
   asio::io_context& io;
   fiber::config cfg;
@@ -268,7 +269,7 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
     args.push_back(id);
     watch->commands->run(std::move(args), {}, [w = std::weak_ptr(watch)](command_result r) {
       if (!r.ok()) logf(log_level::debug, "scancel: ", r.problem());  // it may have ended already
-      if (auto watch = w.lock()) watch->poll_after(soon_poll);
+      if (auto still = w.lock()) still->poll_after(soon_poll);
     });
   }
 

@@ -33,12 +33,12 @@ int exit_code_of_srun(int status) {
 /// One srun: its exit through a pidfd, its stderr (the task's, and srun's own complaints) passed
 /// on and its tail kept to explain a failure.
 struct step_run final : engine_run, std::enable_shared_from_this<step_run> {
-  step_run(asio::io_context& io, spawned_command c, int pidfd, std::shared_ptr<step_jobs::load> load, std::string node,
-           int cpus, std::shared_ptr<command_thread> commands, std::string step_name)
+  step_run(asio::io_context& io, spawned_command c, int pidfd, std::shared_ptr<step_jobs::load> counts, std::string on,
+           int taken, std::shared_ptr<command_thread> runner, std::string named)
       : engine_run({.queued = false, .identified_later = false}),
-        srun_pid(c.pid), exit_fd(io, pidfd), stderr_pipe(io, c.stderr_fd), load(std::move(load)), node(std::move(node)),
-        cpus(cpus), commands(std::move(commands)), step_name(std::move(step_name)) {
-    this->load->cpus[this->node] += cpus;
+        srun_pid(c.pid), exit_fd(io, pidfd), stderr_pipe(io, c.stderr_fd), load(std::move(counts)), node(std::move(on)),
+        cpus(taken), commands(std::move(runner)), step_name(std::move(named)) {
+    load->cpus[node] += cpus;
   }
 
   pid_t srun_pid;
@@ -140,8 +140,8 @@ struct step_run final : engine_run, std::enable_shared_from_this<step_run> {
                       return;
                     }
                     self->commands->run({"scancel", "--signal=" + std::to_string(sig), step}, {},
-                                        [](command_result r) {
-                                          if (!r.ok()) logf(log_level::debug, "scancel: ", r.problem());
+                                        [](command_result done) {
+                                          if (!done.ok()) logf(log_level::debug, "scancel: ", done.problem());
                                         });
                   });
   }

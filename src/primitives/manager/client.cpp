@@ -67,16 +67,16 @@ object_handle own_object(std::shared_ptr<runtime> rt, object_ref ref) {
   // When the last copy in this process goes, the server drops the object.
   std::weak_ptr<runtime> weak = rt;
   auto owner = std::shared_ptr<void>(nullptr, [weak, ref](void*) {
-    auto rt = weak.lock();
-    if (!rt || rt->is_shut_down()) return;
+    auto live = weak.lock();
+    if (!live || live->is_shut_down()) return;
     // Sent before anything this thread does next, so a later call sees the object gone.
     try {
-      rt->run_soon([weak, ref] {
-        auto rt = weak.lock();
-        if (!rt) return;
+      live->run_soon([weak, ref] {
+        auto on_loop = weak.lock();
+        if (!on_loop) return;
         writer none;
         none.value(std::tuple<>());
-        (void)send_object_call(*rt, ref, release_method, none);  // nobody waits for the answer
+        (void)send_object_call(*on_loop, ref, release_method, none);  // nobody waits for the answer
       });
     } catch (const std::exception& e) {
       logf(log_level::warn, "releasing object ", ref.object, " of manager ", ref.manager, ": ", e.what());

@@ -205,9 +205,9 @@ void ring_core::on_member_started(int rank, std::error_code ec, const std::strin
   std::map<std::string, int> per_host;
   for (auto& m : members_) ++per_host[m->where().host];
   std::map<std::string, int> seen;
-  for (int rank = 0; rank < size(); ++rank) {
-    auto& host = members_[rank]->where().host;
-    store_.put(ring_local_key(rank), std::to_string(seen[host]++) + "," + std::to_string(per_host[host]));
+  for (int r = 0; r < size(); ++r) {
+    auto& host = members_[r]->where().host;
+    store_.put(ring_local_key(r), std::to_string(seen[host]++) + "," + std::to_string(per_host[host]));
   }
   if (auto c = std::exchange(starting_, nullptr)) c->set_value({});
 }

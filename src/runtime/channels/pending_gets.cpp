@@ -18,9 +18,9 @@ void pending_gets::expire_after(std::uint64_t request, asio::io_context& io, std
   it->second.timer->async_wait([this, alive = std::weak_ptr<int>(alive_), request,
                                 withdraw = std::move(withdraw)](std::error_code ec) mutable {
     if (ec || alive.expired()) return;
-    auto it = gets_.find(request);
-    if (it == gets_.end()) return;
-    withdraw(it->second.channel, request);
+    auto waiting = gets_.find(request);
+    if (waiting == gets_.end()) return;
+    withdraw(waiting->second.channel, request);
   });
 }
 

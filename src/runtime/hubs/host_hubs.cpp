@@ -61,29 +61,29 @@ void host_hubs::start_one(const std::shared_ptr<hub>& h) {
   spec.secret = credentials_;
   h->running = backend_.spawn(spec);
   h->running->on_exit([this, weak = std::weak_ptr<hub>(h)](int code) {
-    auto h = weak.lock();
-    if (!h || shut_down_) return;
-    auto detail = h->running ? h->running->exit_detail() : std::string();
-    if (h->restarts >= max_restarts) {
-      auto why = "the host hub on " + h->host + " ended (" + std::to_string(code) +
+    auto ended = weak.lock();
+    if (!ended || shut_down_) return;
+    auto detail = ended->running ? ended->running->exit_detail() : std::string();
+    if (ended->restarts >= max_restarts) {
+      auto why = "the host hub on " + ended->host + " ended (" + std::to_string(code) +
                  (detail.empty() ? "" : ": " + detail) + ") " + std::to_string(max_restarts + 1) + " times";
       logf(log_level::error, why,
            cfg_.hub_workers == "fork" ? "; no child is started there" : "; children placed there link to the master directly");
-      if (given_up_) given_up_(h->host, why);
+      if (given_up_) given_up_(ended->host, why);
       return;
     }
-    logf(log_level::warn, "the host hub on ", h->host, " ended (", code, detail.empty() ? "" : ": " + detail,
+    logf(log_level::warn, "the host hub on ", ended->host, " ended (", code, detail.empty() ? "" : ": " + detail,
          "); starting it again");
-    ++h->restarts;
+    ++ended->restarts;
     // Not inside the ended job's own callback: starting the next one replaces it.
     asio::post(io_, [this, weak] {
-      auto h = weak.lock();
-      if (!h || shut_down_) return;
+      auto again = weak.lock();
+      if (!again || shut_down_) return;
       try {
-        start_one(h);
+        start_one(again);
       } catch (const std::exception& e) {
-        logf(log_level::error, "cannot start the host hub on ", h->host, " again: ", e.what());
-        if (given_up_) given_up_(h->host, std::string("its host hub could not be started again: ") + e.what());
+        logf(log_level::error, "cannot start the host hub on ", again->host, " again: ", e.what());
+        if (given_up_) given_up_(again->host, std::string("its host hub could not be started again: ") + e.what());
       }
     });
   });

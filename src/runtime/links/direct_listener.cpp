@@ -174,17 +174,17 @@ std::shared_ptr<direct_listener::pending> direct_listener::admit(stream_link::so
 void direct_listener::arm_deadline(const std::shared_ptr<pending>& p, std::chrono::milliseconds limit) {
   p->deadline.expires_after(limit);
   p->deadline.async_wait([weak = std::weak_ptr<pending>(p), limit, self = weak_from_this()](std::error_code ec) {
-    auto p = weak.lock();
-    if (ec || !p || !p->id.empty()) return;
+    auto waiting = weak.lock();
+    if (ec || !waiting || !waiting->id.empty()) return;
     // What arrived counts first: a master that was busy elsewhere does not drop a child whose
     // greeting is already here.
-    if (!p->extended && bytes_waiting(p->socket.native_handle())) {
-      p->extended = true;
-      if (auto l = self.lock()) l->arm_deadline(p, limit);
+    if (!waiting->extended && bytes_waiting(waiting->socket.native_handle())) {
+      waiting->extended = true;
+      if (auto l = self.lock()) l->arm_deadline(waiting, limit);
       return;
     }
     logf(log_level::debug, "a connection to the master did not prove itself in time; closed");
-    p->close();
+    waiting->close();
   });
 }
 

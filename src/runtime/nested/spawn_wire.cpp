@@ -45,24 +45,24 @@ spawn_spec decode_spec(std::string_view text, std::uint64_t& parent) {
   }
 }
 
-std::string encode(const child_news& news) {
+std::string encode(const child_news& told) {
   return boost::json::serialize(boost::json::object{
-      {"pid", news.pid}, {"code", news.code}, {"detail", news.detail}, {"never_fits", news.never_fits}});
+      {"pid", told.pid}, {"code", told.code}, {"detail", told.detail}, {"never_fits", told.never_fits}});
 }
 
 child_news decode_news(std::string_view text) {
-  child_news news;
+  child_news told;
   try {
     auto o = boost::json::parse(text).as_object();
-    news.pid = static_cast<int>(o.at("pid").as_int64());
-    news.code = static_cast<int>(o.at("code").as_int64());
-    news.detail = o.at("detail").as_string();
-    news.never_fits = o.at("never_fits").as_bool();
+    told.pid = static_cast<int>(o.at("pid").as_int64());
+    told.code = static_cast<int>(o.at("code").as_int64());
+    told.detail = o.at("detail").as_string();
+    told.never_fits = o.at("never_fits").as_bool();
   } catch (const std::exception& e) {
-    news.code = -1;
-    news.detail = std::string("unreadable news of the child from the master above: ") + e.what();
+    told.code = -1;
+    told.detail = std::string("unreadable news of the child from the master above: ") + e.what();
   }
-  return news;
+  return told;
 }
 
 }  // namespace fiber::detail::spawn_wire

@@ -38,7 +38,7 @@ struct child_news {
 std::string encode(const spawn_spec& spec, std::uint64_t parent);
 /// Throws fiber::error(protocol_error) naming what is wrong.
 spawn_spec decode_spec(std::string_view text, std::uint64_t& parent);
-std::string encode(const child_news& news);
+std::string encode(const child_news& told);
 child_news decode_news(std::string_view text);
 
 }  // namespace fiber::detail::spawn_wire
