@@ -163,8 +163,10 @@ message durable_maps::unpack_result(std::string_view bytes) {
 }
 
 std::uint64_t durable_maps::identity(const writer& chunk) {
-  // Each object's id, where the bytes hold it, counts as its order among the chunk's objects.
-  std::string head = chunk.head();
+  // Each object's id, where the bytes hold it, counts as its order among the chunk's objects: the
+  // head is copied to be rewritten only when the chunk refers to objects.
+  bool objects = !chunk.shared_attached().empty();
+  std::string rewritten = objects ? chunk.head() : std::string();
   std::uint64_t h = 0;
   std::uint64_t order = 0;
   for (auto& e : chunk.shared_attached()) {
@@ -173,9 +175,9 @@ std::uint64_t durable_maps::identity(const writer& chunk) {
     std::memcpy(pattern, &id, sizeof id);
     ++order;
     std::memcpy(replacement, &order, sizeof order);
-    for (auto at = head.find(std::string_view(pattern, sizeof pattern)); at != std::string::npos;
-         at = head.find(std::string_view(pattern, sizeof pattern), at + sizeof pattern))
-      head.replace(at, sizeof replacement, replacement, sizeof replacement);
+    for (auto at = rewritten.find(std::string_view(pattern, sizeof pattern)); at != std::string::npos;
+         at = rewritten.find(std::string_view(pattern, sizeof pattern), at + sizeof pattern))
+      rewritten.replace(at, sizeof replacement, replacement, sizeof replacement);
     auto [known, fresh] = object_hashes_.try_emplace(id, 0);
     if (fresh) {
       auto type = e->type();
@@ -186,7 +188,7 @@ std::uint64_t durable_maps::identity(const writer& chunk) {
     }
     h = chunk_hash(std::string_view(reinterpret_cast<const char*>(&known->second), sizeof known->second), h);
   }
-  h = chunk_hash(head, h);
+  h = chunk_hash(objects ? std::string_view(rewritten) : std::string_view(chunk.head()), h);
   for (auto& b : chunk.blobs()) h = hash_bytes(std::span<const std::byte>(b.data, b.size), h);
   return h;
 }
