@@ -31,6 +31,7 @@ std::string error_of(run_options o, const std::string& backend) {
 
 TEST(run_options, durable_turns_the_journal_on_under_a_run_id_made_here_unless_one_is_given) {
   ::unsetenv("FIBER_RUN_ID");
+  ::unsetenv("FIBER_JOURNAL_DIR");
   run_options o;
   o.durable = true;
   apply_durable(o, "local");
@@ -48,7 +49,20 @@ TEST(run_options, durable_turns_the_journal_on_under_a_run_id_made_here_unless_o
   EXPECT_TRUE(plain.env.empty()) << "nothing without --durable";
 }
 
+TEST(run_options, a_run_id_or_journal_dir_in_this_shell_goes_to_the_master_too) {
+  ::setenv("FIBER_RUN_ID", "from-the-shell", 1);
+  ::setenv("FIBER_JOURNAL_DIR", "/claims/j", 1);
+  run_options o;
+  o.durable = true;
+  apply_durable(o, "kubernetes");  // a pod does not see this shell's environment
+  ::unsetenv("FIBER_RUN_ID");
+  ::unsetenv("FIBER_JOURNAL_DIR");
+  EXPECT_EQ(value_of(o, "FIBER_RUN_ID"), "from-the-shell");
+  EXPECT_EQ(value_of(o, "FIBER_JOURNAL_DIR"), "/claims/j");
+}
+
 TEST(run_options, a_durable_container_keeps_its_journal_on_its_first_writable_volume) {
+  ::unsetenv("FIBER_JOURNAL_DIR");
   run_options o;
   o.durable = true;
   o.volumes = {"data:/data:ro", "results"};

@@ -42,15 +42,19 @@ void apply_durable(run_options& o, const std::string& backend) {
                                     "runs it again when it requeues it; on Docker run the command again with "
                                     "--env FIBER_RUN_ID=...");
   if (!o.durable) return;
-  auto given = [&](std::string_view key) {
-    const char* here = std::getenv(std::string(key).c_str());
-    bool found = here && *here;
-    for (auto& kv : o.env) found |= kv.starts_with(std::string(key) + "=");
-    return found;
+  // A value given in --env stays; one in this command's environment is passed on, since a
+  // container, a pod or a requeued job does not see this shell's.
+  auto given = [&](const std::string& key) {
+    for (auto& kv : o.env)
+      if (kv.starts_with(key + "=")) return true;
+    if (const char* here = std::getenv(key.c_str()); here && *here) {
+      o.env.push_back(key + "=" + here);
+      return true;
+    }
+    return false;
   };
-  bool id_given = given("FIBER_RUN_ID");
   o.env.insert(o.env.begin(), "FIBER_DURABLE=true");
-  if (!id_given) o.env.push_back("FIBER_RUN_ID=" + detail::new_run_id());
+  if (!given("FIBER_RUN_ID")) o.env.push_back("FIBER_RUN_ID=" + detail::new_run_id());
   if ((backend == "docker" || backend == "kubernetes") && !given("FIBER_JOURNAL_DIR")) {
     // A container's or a pod's own files go with it: the journal is kept on the run's volume.
     for (auto& v : o.volumes)
