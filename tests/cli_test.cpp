@@ -11,13 +11,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 
 #include <fiber/history.hpp>
 
 #include "cli_support.hpp"
 #include "docker_support.hpp"
+#include "durable_support.hpp"
 #include "engine_presence.hpp"
 #include "support.hpp"
+#include "transport/http_client.hpp"
+#include "transport/run_until.hpp"
 
 namespace fs = std::filesystem;
 using fiber_test::fiber_cmd;
@@ -150,6 +155,59 @@ TEST_F(fiber_command, attach_exits_with_the_masters_exit_code) {
   auto r = fiber_cmd("run --build --attach --name " + name + " -- " + FIBER_TEST_EXIT_WITH + " 3 hello");
   EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("argument 2: hello"), std::string::npos) << r.out;
+}
+
+// The engine starts a durable master's container again after it died (its restart policy from
+// --restarts); the run's files sit in a volume that is a folder of this host, where the test
+// reads the journal and opens the gate.
+TEST_F(fiber_command, a_durable_master_killed_mid_map_is_started_again_by_the_engine_and_takes_its_run_up) {
+  auto name = unique("durable");
+  fiber_test::durable_case c(name);
+  auto folder = c.gate().parent_path();
+  asio::io_context io;
+  fiber::detail::docker_engine engine(io);
+  fiber::detail::http_client http(io);
+  auto volume = [&](const std::string& method, const std::string& path, std::string body) {
+    auto req = engine.request(method, path);
+    req.headers.emplace_back("Content-Type", "application/json");
+    req.body = std::move(body);
+    std::optional<int> status;
+    http.start(std::move(req), [&](std::error_code, fiber::detail::http_response r) { status = r.status; });
+    fiber::detail::run_until(io, [&] { return status.has_value(); });
+    return *status;
+  };
+  ASSERT_EQ(volume("POST", "/volumes/create",
+                   R"({"Name":")" + name + R"(","Driver":"local","DriverOpts":{"type":"none","o":"bind","device":")" +
+                       folder.string() + R"("}})"),
+            201);
+  struct removed_at_end {
+    std::function<void()> f;
+    ~removed_at_end() { f(); }
+  } volume_gone{[&] {
+    fiber_cmd("stop " + name);
+    volume("DELETE", "/volumes/" + name, "");
+  }};
+  auto r = fiber_cmd("run --build --name " + name + " -v " + name + ":/durable --env FIBER_JOURNAL_DIR=/durable/journals " +
+                     "--durable --restarts 1 -- " + FIBER_TEST_DURABLE_PROGRAM + " /durable/executions /durable/gate");
+  ASSERT_EQ(r.code, 0) << r.out;
+  fiber_test::wait_for_results(c.journals(), 2, 4);
+  c.wait_for_both_at_the_gate();
+  auto old = c.workers();
+  auto before = c.executions();
+  // SIGKILL to the container's first process from this host, as the kernel's OOM killer would
+  // (`docker kill` would count as stopping it by hand, which the engine does not restart).
+  auto ids = containers("fiber.run", name);
+  ASSERT_EQ(ids.size(), 1u);
+  auto pid = fiber_test::run_engine<int>(io, [&](auto done) { engine.containers().pid(ids[0], std::move(done)); });
+  ASSERT_GT(pid.value, 0) << pid.why;
+  ASSERT_EQ(::kill(pid.value, SIGKILL), 0);
+  fiber_test::durable_case::wait_for_end(old);
+  c.open_gate();
+  auto logs = fiber_cmd("logs -f " + name);
+  EXPECT_EQ(logs.code, 0) << logs.out;
+  EXPECT_NE(logs.out.find("taken up again from its journal"), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find(fiber_test::uninterrupted), std::string::npos) << logs.out;
+  fiber_test::expect_taken_up(before, c.executions());
 }
 
 TEST_F(fiber_command, ps_logs_and_stop_follow_a_detached_run_and_stop_leaves_nothing) {

@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 using fiber::detail::journal_record;
 using fiber::detail::map_journal;
 
-struct outcome {
+struct program_outcome {
   int status = -1;  // the exit code, or -signal
   std::string out;
   /// What the program printed after its pid: its results, or its error.
@@ -115,8 +115,8 @@ class durable_case {
     seen_.erase(0, nl + 1);
     return l;
   }
-  outcome finish(pid_t pid) {
-    outcome o;
+  program_outcome finish(pid_t pid) {
+    program_outcome o;
     o.out = std::exchange(seen_, {});
     char buf[4096];
     for (ssize_t n; (n = ::read(out_, buf, sizeof buf)) > 0;) o.out.append(buf, static_cast<std::size_t>(n));
@@ -126,7 +126,7 @@ class durable_case {
     o.status = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
     return o;
   }
-  outcome run(const std::string& run_id, const std::string& shift = "0") { return finish(start(run_id, shift)); }
+  program_outcome run(const std::string& run_id, const std::string& shift = "0") { return finish(start(run_id, shift)); }
 
   /// Waits until both workers wait at the gate: two of the second map's items from 4 on began.
   void wait_for_both_at_the_gate() const {

@@ -16,6 +16,7 @@
 #include "backend/docker/blocking_engine.hpp"
 #include "backend/docker/docker_engine.hpp"
 #include "cli/claim_copy.hpp"
+#include "cli/container_follow.hpp"
 #include "cli/image_plan.hpp"
 #include "cli/tar_archive.hpp"
 #include "cli/run_names.hpp"
@@ -63,6 +64,11 @@ std::string record_binding(const std::string& engine_host, const std::vector<std
   detail::make_private_folder(dir, ec);
   if (ec) return {};  // the run records inside its container, as it would without this
   return fs::absolute(dir).string();
+}
+
+void print_output(int stream, std::string_view out) {
+  std::fwrite(out.data(), 1, out.size(), stream == 2 ? stderr : stdout);
+  std::fflush(stream == 2 ? stderr : stdout);
 }
 
 std::string volume_bind(const std::string& v) {
@@ -160,29 +166,14 @@ class docker_launch final : public launch {
 
   std::optional<int> follow(bool attach) override {
     if (!attach) return 0;
-    // Its output as it comes, then its exit code. Ctrl-C leaves it running.
-    std::optional<int> code;
-    bool detached = false, logs_done = false;
-    std::string failure;
+    // Its output as it comes, then its exit code, through the engine's restarts of a durable
+    // master. Ctrl-C leaves it running.
+    bool detached = false;
     asio::signal_set signals(s_.blocking.io(), SIGINT, SIGTERM);
     signals.async_wait([&](std::error_code ec, int) {
       if (!ec) detached = true;
     });
-    s_.engine.containers().follow_logs(
-        id_,
-        [](int stream, std::string_view out) {
-          std::fwrite(out.data(), 1, out.size(), stream == 2 ? stderr : stdout);
-          std::fflush(stream == 2 ? stderr : stdout);
-        },
-        [&](std::error_code, bool, std::string) { logs_done = true; });
-    s_.engine.containers().wait(id_, [&](std::error_code ec, int exit_code, std::string why) {
-      if (ec) failure = why;
-      else code = exit_code;
-    });
-    detail::run_until(s_.blocking.io(), [&] { return detached || ((code || !failure.empty()) && logs_done); });
-    if (detached) return std::nullopt;
-    if (!failure.empty()) throw error(errc::backend_unavailable, "waiting for " + name() + ": " + failure);
-    return code;
+    return container_follow(s_.blocking, id_, print_output).run(detached);
   }
 
  private:
@@ -205,6 +196,7 @@ std::unique_ptr<launch> docker_runner::plan_run(const run_options& o) {
   c.cmd = image.command;
   c.name = name;
   c.init = true;
+  c.restarts = o.restarts;  // a durable master the engine starts again takes its run up
   c.cpus = o.cpu;
   c.memory_bytes = o.memory_bytes;
   c.gpus = o.gpu;
@@ -266,15 +258,8 @@ int docker_runner::logs(const logs_options& o) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }
-  s_->call<bool>([&](docker_engine& e, auto done) {
-    e.containers().follow_logs(
-        id,
-        [](int stream, std::string_view out) {
-          std::fwrite(out.data(), 1, out.size(), stream == 2 ? stderr : stdout);
-          std::fflush(stream == 2 ? stderr : stdout);
-        },
-        std::move(done));
-  });
+  bool never = false;
+  (void)container_follow(s_->blocking, id, print_output).run(never);
   return 0;
 }
 

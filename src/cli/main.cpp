@@ -109,8 +109,9 @@ void add_run_command(CLI::App& app, command_line& c) {
                 "the master journals its pools' results under a run id it prints: run again with that id after "
                 "the master died, the program takes up where it stopped (FIBER_DURABLE, FIBER_RUN_ID)");
   c.run->add_option("--restarts", c.ro.restarts,
-                    "with --durable, on this host: a master that dies by a signal (not SIGINT or SIGTERM) is started "
-                    "again with the same run id, up to N times")
+                    "with --durable: a master that dies is started again with the same run id, up to N times (on "
+                    "this host when it died by a signal other than SIGINT or SIGTERM; Docker: the container's "
+                    "restart policy, on any failure; Kubernetes: the Job's backoffLimit)")
       ->check(CLI::NonNegativeNumber);
   c.run->add_flag("--dry-run", c.ro.dry_run, "print what would be built and created, as JSON, and stop");
   c.run->add_option("command", c.ro.command, "the program and its arguments, after --")->required();

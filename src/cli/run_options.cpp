@@ -36,11 +36,9 @@ std::optional<claim_path> parse_claim_path(const std::string& text) {
 void apply_durable(run_options& o, const std::string& backend) {
   if (o.restarts > 0 && !o.durable)
     throw error(errc::config_error, "--restarts starts a master again to take its run up from the journal: add --durable");
-  if (o.restarts > 0 && backend != "local" && backend != "kubernetes")
-    throw error(errc::config_error, "--restarts is for a master on this host (--backend local) or a Kubernetes Job "
-                                    "(its backoffLimit): on Slurm a durable master's job is requeue-able, and Slurm "
-                                    "runs it again when it requeues it; on Docker run the command again with "
-                                    "--env FIBER_RUN_ID=...");
+  if (o.restarts > 0 && backend == "slurm")
+    throw error(errc::config_error, "--restarts has no use on Slurm: a durable master's job is requeue-able, and "
+                                    "Slurm runs it again when it requeues it (scontrol requeue, a failed node)");
   if (!o.durable) return;
   // A value given in --env stays; one in this command's environment is passed on, since a
   // container, a pod or a requeued job does not see this shell's.

@@ -11,7 +11,7 @@ struct run_options {
   bool attach = false, build = false, dry_run = false;
   bool dashboard = false;         // --dashboard: the master serves its live page (fiber dashboard NAME)
   bool durable = false;           // --durable: the master journals its pools' results (docs/durable.md)
-  int restarts = 0;               // --restarts N: a durable master that died by a signal starts again (local)
+  int restarts = 0;               // --restarts N: a durable master that died starts again (local, docker, kubernetes)
   std::string image;              // --image: run this one, build nothing
   std::string registry;           // --registry HOST[/PATH]: push there, run by digest
   std::string context = ".";      // --context: the folder holding the Dockerfile
@@ -56,7 +56,7 @@ std::int64_t parse_size(const std::string& text, const std::string& flag);
 /// given (--env FIBER_RUN_ID=..., or this environment's), so that a master started again, by
 /// --restarts or by the engine, takes up the same run. On docker and kubernetes the journal goes
 /// on the first writable volume (a container's own files go with it). Throws config_error for
-/// --restarts without --durable or off `local`, and for a durable container without a volume.
+/// --restarts without --durable or on Slurm (which requeues the master's job itself), and for a durable container without a volume.
 void apply_durable(run_options& o, const std::string& backend);
 
 }  // namespace fiber::cli

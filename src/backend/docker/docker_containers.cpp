@@ -28,6 +28,7 @@ std::string container_create_body(const container_spec& spec) {
     host["DeviceRequests"] = boost::json::array{gpu};
   }
   if (spec.init) host["Init"] = true;
+  if (spec.restarts > 0) host["RestartPolicy"] = boost::json::object{{"Name", "on-failure"}, {"MaximumRetryCount", spec.restarts}};
   if (!spec.user.empty()) body["User"] = spec.user;
   if (!spec.working_dir.empty()) body["WorkingDir"] = spec.working_dir;
   body["HostConfig"] = std::move(host);
