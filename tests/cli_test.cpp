@@ -202,6 +202,12 @@ TEST_F(fiber_command, a_durable_master_killed_mid_map_is_started_again_by_the_en
   ASSERT_GT(pid.value, 0) << pid.why;
   ASSERT_EQ(::kill(pid.value, SIGKILL), 0);
   fiber_test::durable_case::wait_for_end(old);
+  c.wait_for_a_new_master(old);
+  auto ps = fiber_cmd("ps");
+  auto row = ps.out.substr(ps.out.find(name + " "));
+  row = row.substr(0, row.find('\n'));
+  EXPECT_NE(row.find("running"), std::string::npos) << ps.out;
+  EXPECT_NE(row.find("restart 1"), std::string::npos) << "ps does not say the master was started again: " << ps.out;
   c.open_gate();
   auto logs = fiber_cmd("logs -f " + name);
   EXPECT_EQ(logs.code, 0) << logs.out;

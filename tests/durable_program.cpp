@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,10 @@ void hold_alive_lock(const std::string& executions, const char* who = "worker") 
   std::filesystem::create_directories(folder, ec);
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  auto path = folder / (std::string(who) + "-" + host + "-" + std::to_string(::getpid()));
+  // A master its engine starts again in the same container has the same host name and pid: a
+  // word of its own tells its file from the last life's.
+  auto path = folder / (std::string(who) + "-" + host + "-" + std::to_string(::getpid()) + "-" +
+                        std::to_string(std::random_device{}()));
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (fd >= 0) (void)::flock(fd, LOCK_SH);  // kept open: the kernel lets it go when this process ends
 }

@@ -155,6 +155,15 @@ class durable_case {
       ::close(fd);
     }
   }
+  /// Returns once a master that is not one of `old` has started (its lock file is there): the
+  /// master its engine started again.
+  void wait_for_a_new_master(const std::vector<fs::path>& old) const {
+    wait_in(folder_ / "alive", [&] {
+      for (auto& p : workers())
+        if (p.filename().string().starts_with("master-") && std::find(old.begin(), old.end(), p) == old.end()) return true;
+      return false;
+    });
+  }
   /// How many times each task ran ("first 3" -> 1), by the lines the tasks appended.
   std::map<std::string, int> executions() const {
     std::map<std::string, int> counts;

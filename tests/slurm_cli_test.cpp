@@ -35,13 +35,15 @@ fiber::detail::spawn_spec a_spec() {
 
 TEST(slurm_cli, squeue_rows_are_read_field_by_field) {
   auto rows = slurm::parse_squeue(
-      "3|N/A|CANCELLED|None|15|n2|fiber-j-P1|fiber master=h:1|\n"
-      "1|N/A|FAILED|NonZeroExitCode|768|n1|fiber-j-P2||\n"
+      "3|N/A|CANCELLED|None|15|n2|fiber-j-P1|0|fiber master=h:1|\n"
+      "1|N/A|FAILED|NonZeroExitCode|768|n1|fiber-j-P2|0||\n"
       "garbage line\n"
-      "4|2|PENDING|ReqNodeNotAvail, UnavailableNodes:n1|0||x|c|\n"
-      "5_1|1|RUNNING|None|0|n1|x|c|\n");
+      "4|2|PENDING|ReqNodeNotAvail, UnavailableNodes:n1|0||x|0|c|\n"
+      "5_1|1|RUNNING|None|0|n1|x|2|c|\n");
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[3].id, "5_1");  // as squeue 22.05 prints an element
+  EXPECT_EQ(rows[3].restarts, 2);
+  EXPECT_EQ(rows[0].restarts, 0);
   EXPECT_EQ(rows[0].id, "3");
   EXPECT_EQ(rows[2].id, "4_2");  // an element of an array
   EXPECT_EQ(rows[0].state, "CANCELLED");

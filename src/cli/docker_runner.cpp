@@ -20,6 +20,7 @@
 #include "cli/image_plan.hpp"
 #include "cli/tar_archive.hpp"
 #include "cli/run_names.hpp"
+#include "cli/run_standing.hpp"
 #include "core/flight_recorder.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
@@ -236,7 +237,15 @@ int docker_runner::ps() {
     int running = 0;
     for (auto& w : workers)
       if (master_host(w) == name && w.state == "running") ++running;
-    std::printf("%-32s %-10s %-28s %-6s %d\n", name.c_str(), c.state.c_str(), c.status.c_str(), age_since(c.created).c_str(),
+    // A master its engine starts again (a durable run's restart policy): resuming, then its count.
+    int restarts = 0;
+    if (c.state == "running" || c.state == "restarting") {
+      auto inspected = boost::json::parse(s_->call<std::string>([&](docker_engine& e, auto done) { e.containers().inspect(c.id, std::move(done)); }));
+      if (auto* n = inspected.as_object().if_contains("RestartCount")) restarts = static_cast<int>(n->to_number<std::int64_t>());
+    }
+    auto state = run_state(c.state, restarts, c.state == "restarting");
+    auto status = with_restarts(c.status, restarts);
+    std::printf("%-32s %-10s %-28s %-6s %d\n", name.c_str(), state.c_str(), status.c_str(), age_since(c.created).c_str(),
                 running);
   }
   return 0;

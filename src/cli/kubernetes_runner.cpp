@@ -20,6 +20,7 @@
 #include "backend/kubernetes/pod_watch.hpp"
 #include "cli/claim_copy.hpp"
 #include "cli/image_plan.hpp"
+#include "cli/run_standing.hpp"
 #include "cli/kubernetes_claim_copy.hpp"
 #include "cli/kubernetes_job.hpp"
 #include "cli/kubernetes_session.hpp"
@@ -82,7 +83,15 @@ standing standing_of(const json::value& job, const json::object* master) {
       if (type == "Complete") r.state = "succeeded";
       if (type == "Failed") r.state = "failed", r.status = str(obj(&c), "reason");
     }
-  if (!master) return r;
+  // A durable master's Job makes a new pod for one that failed or was deleted: resuming until
+  // the new one runs, then its count beside its status.
+  auto failed = static_cast<int>(num(obj(obj(&job), "status"), "failed"));
+  bool ended = r.state == "succeeded" || r.state == "failed";
+  if (!master) {
+    r.state = run_state(r.state, ended ? 0 : failed, true);
+    r.status = with_restarts(r.status, ended ? 0 : failed);
+    return r;
+  }
   auto st = state_of(*master);
   if (r.state == "pending" && st.exit_code) r.state = *st.exit_code == 0 && st.started ? "succeeded" : "failed";
   if (r.state == "pending" && st.phase == "Running") r.state = "running";
@@ -90,6 +99,10 @@ standing standing_of(const json::value& job, const json::object* master) {
     r.status = "exit code " + std::to_string(*st.exit_code) + (st.reason.empty() ? "" : " (" + st.reason + ")");
   else if (!st.reason.empty())
     r.status = st.reason;
+  if (!ended) {
+    r.state = run_state(r.state, failed, st.phase != "Running");
+    r.status = with_restarts(r.status, failed);
+  }
   return r;
 }
 

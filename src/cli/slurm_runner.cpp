@@ -19,6 +19,7 @@
 #include "backend/command.hpp"
 #include "backend/slurm/slurm_cli.hpp"
 #include "cli/run_names.hpp"
+#include "cli/run_standing.hpp"
 #include "transport/http_client.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
@@ -271,8 +272,10 @@ int slurm_runner::ps() {
     int running = 0;
     for (auto& w : workers_of(name, all))
       if (w.state == "RUNNING") ++running;
-    std::printf("%-32s %-10s %-8s %-24s %d\n", name.c_str(), j.state.c_str(), j.id.c_str(),
-                j.state == "PENDING" ? j.reason.c_str() : "", running);
+    // A requeued master (a durable run's) waits to take its run up: resuming, then running again.
+    auto state = run_state(j.state, j.restarts, j.state == "PENDING");
+    auto reason = with_restarts(j.state == "PENDING" ? j.reason : std::string(), j.restarts);
+    std::printf("%-32s %-10s %-8s %-24s %d\n", name.c_str(), state.c_str(), j.id.c_str(), reason.c_str(), running);
   }
   return 0;
 }

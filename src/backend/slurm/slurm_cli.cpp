@@ -16,7 +16,7 @@ namespace fiber::detail::slurm {
 
 // JobArrayID and ArrayTaskID rather than JobID, which is a number of its own for each element.
 std::string squeue_fields() {
-  return "JobArrayID:|,ArrayTaskID:|,State:|,Reason:|,exit_code:|,NodeList:|,Name:|,Comment:|";
+  return "JobArrayID:|,ArrayTaskID:|,State:|,Reason:|,exit_code:|,NodeList:|,Name:|,RestartCnt:|,Comment:|";
 }
 
 namespace {
@@ -43,7 +43,7 @@ std::vector<std::vector<std::string_view>> bar_separated(std::string_view out) {
 std::vector<job_row> parse_squeue(std::string_view out) {
   std::vector<job_row> rows;
   for (auto& f : bar_separated(out)) {
-    if (f.size() < 8 || f[0].empty()) continue;
+    if (f.size() < 9 || f[0].empty()) continue;
     auto trim = [](std::string_view s) {
       while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
       while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
@@ -54,9 +54,11 @@ std::vector<job_row> parse_squeue(std::string_view out) {
     // Slurm 22.05 prints an element's JobArrayID as base_task already; the manual says base.
     auto id = trim(f[0]);
     if (element && id.find('_') == std::string::npos) id += "_" + task;
-    job_row r{id, trim(f[2]), trim(f[3]), 0, trim(f[5]), trim(f[6]), trim(f[7])};
+    job_row r{id, trim(f[2]), trim(f[3]), 0, trim(f[5]), trim(f[6]), 0, trim(f[8])};
     auto code = trim(f[4]);
     std::from_chars(code.data(), code.data() + code.size(), r.wait_status);
+    auto restarts = trim(f[7]);
+    std::from_chars(restarts.data(), restarts.data() + restarts.size(), r.restarts);
     rows.push_back(std::move(r));
   }
   return rows;

@@ -29,6 +29,7 @@ struct job_row {
   int wait_status = 0; // the job's wait status (as waitpid reports it) once it ended
   std::string nodes;   // where it runs or ran
   std::string name;
+  int restarts = 0;    // how often Slurm requeued it (scontrol requeue, a failed node)
   std::string comment;
 };
 
