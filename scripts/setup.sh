@@ -6,7 +6,7 @@ packages=(
   libasio-dev libzmq3-dev cppzmq-dev libboost1.81-dev libboost-json1.81-dev
   libcurl4-openssl-dev libcli11-dev libyaml-cpp-dev libarchive-dev libssl-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-venv python3-pip curl
+  python3 python3-venv python3-pip curl doxygen
 )
 missing=()
 for p in "${packages[@]}"; do

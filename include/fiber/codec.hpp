@@ -1,15 +1,16 @@
-// fiber/codec.hpp - how values travel between processes.
-//
-// `fiber::codec<T>` is the customization point: specialize it with
-//   static void encode(fiber::writer&, const T&);
-//   static T decode(fiber::reader&);
-// The defaults below cover arithmetic and enum types, strings, the standard containers, pair,
-// tuple, optional, variant, shared_ptr, unique_ptr and plain aggregates, field by field (C array
-// members included).
-// Large contiguous ranges of trivially copyable values travel as frames of their own, not copied
-// into the header frame. A shared_ptr keeps its sharing within one message, as pickle's memo
-// does: an object several values point to travels once (and, in a pool, once per chunk of
-// items). The writer and reader themselves are in fiber/encoding.hpp.
+/// @file
+/// How values travel between processes.
+///
+/// `fiber::codec<T>` is the customization point: specialize it with
+///   static void encode(fiber::writer&, const T&);
+///   static T decode(fiber::reader&);
+/// The defaults below cover arithmetic and enum types, strings, the standard containers, pair,
+/// tuple, optional, variant, shared_ptr, unique_ptr and plain aggregates, field by field (C array
+/// members included).
+/// Large contiguous ranges of trivially copyable values travel as frames of their own, not copied
+/// into the header frame. A shared_ptr keeps its sharing within one message, as pickle's memo
+/// does: an object several values point to travels once (and, in a pool, once per chunk of
+/// items). The writer and reader themselves are in fiber/encoding.hpp.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -52,6 +53,9 @@ inline constexpr std::size_t count_bound_bytes = min_encoded_bytes<T>() > 0 ? mi
 }  // namespace detail
 
 // ---- defaults -------------------------------------------------------------------------------
+/// @cond codec_defaults
+// The specializations are the list in this file's description: the reference documents the
+// customization point, not each type's encoding.
 
 template <class T>
 struct codec<T, std::enable_if_t<(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) || std::is_enum_v<T>>> {
@@ -74,7 +78,7 @@ struct codec<bool> {
 
 template <>
 struct codec<std::string> {
-  static constexpr std::size_t min_bytes = sizeof(std::uint64_t);  // its length
+  static constexpr std::size_t min_bytes = sizeof(std::uint64_t);  ///< its length
   static void encode(writer& w, const std::string& s) { w.range(s.data(), s.size()); }
   static std::string decode(reader& r) {
     auto s = r.range();
@@ -91,7 +95,7 @@ struct codec<std::monostate> {
 
 template <class T, class A>
 struct codec<std::vector<T, A>> {
-  static constexpr std::size_t min_bytes = sizeof(std::uint64_t);  // its count or length
+  static constexpr std::size_t min_bytes = sizeof(std::uint64_t);  ///< its count or length
   static void encode(writer& w, const std::vector<T, A>& v) {
     if constexpr (std::is_trivially_copyable_v<T> && !std::is_same_v<T, bool>) {
       w.range(v.data(), v.size() * sizeof(T));
@@ -203,7 +207,7 @@ struct codec<std::tuple<Ts...>> {
 /// An owned object, or none: a move-only parameter or result travels as its value.
 template <class T>
 struct codec<std::unique_ptr<T>> {
-  static constexpr std::size_t min_bytes = 1;  // its flag
+  static constexpr std::size_t min_bytes = 1;  ///< its flag
   static void encode(writer& w, const std::unique_ptr<T>& p) {
     w.pod(static_cast<std::uint8_t>(p != nullptr));
     if (p) w.value(*p);
@@ -218,7 +222,7 @@ struct codec<std::unique_ptr<T>> {
 
 template <class T>
 struct codec<std::optional<T>> {
-  static constexpr std::size_t min_bytes = 1;  // its flag
+  static constexpr std::size_t min_bytes = 1;  ///< its flag
   static void encode(writer& w, const std::optional<T>& o) {
     w.pod(static_cast<std::uint8_t>(o.has_value()));
     if (o) w.value(*o);
@@ -238,7 +242,7 @@ template <class T>
 struct codec<std::shared_ptr<T>> {
   using object = std::remove_const_t<T>;
   enum : std::uint8_t { null = 0, first = 1, again = 2 };
-  static constexpr std::size_t min_bytes = 1;  // its flag
+  static constexpr std::size_t min_bytes = 1;  ///< its flag
   static void encode(writer& w, const std::shared_ptr<T>& p) {
     if (!p) return w.pod(std::uint8_t{null});
     auto [id, is_first] = w.shared_id(p);
@@ -271,7 +275,7 @@ struct codec<std::shared_ptr<T>> {
 
 template <class... Ts>
 struct codec<std::variant<Ts...>> {
-  static constexpr std::size_t min_bytes = sizeof(std::uint32_t);  // its index
+  static constexpr std::size_t min_bytes = sizeof(std::uint32_t);  ///< its index
   static void encode(writer& w, const std::variant<Ts...>& v) {
     w.pod(static_cast<std::uint32_t>(v.index()));
     std::visit([&](const auto& e) { w.value(e); }, v);
@@ -343,5 +347,7 @@ struct codec<T, std::enable_if_t<detail::is_plain_aggregate_v<T> && !std::is_sam
       f = r.value<F>();
   }
 };
+
+/// @endcond
 
 }  // namespace fiber

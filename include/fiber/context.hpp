@@ -1,4 +1,5 @@
-// fiber/context.hpp - the runtime: event loop, configuration, job identity, backend.
+/// @file
+/// The runtime: event loop, configuration, job identity, backend.
 #pragma once
 #include <asio/any_io_executor.hpp>
 #include <memory>
@@ -21,7 +22,9 @@ class runtime;
 /// caller keeps it running, and must not block its thread with `.get()`).
 class context {
  public:
+  /// A context with an event loop and a thread of its own, configured by `cfg`.
   explicit context(fiber::config cfg = config::load());
+  /// A context on the caller's `io`, which the caller keeps running.
   explicit context(asio::io_context& io, fiber::config cfg = config::load());
   ~context();
   context(const context&) = delete;
@@ -32,7 +35,9 @@ class context {
   /// io_context, call it on that io_context's thread (or after it stopped).
   void stop() noexcept;
 
+  /// The configuration this context runs with.
   const fiber::config& config() const noexcept;
+  /// The executor of the event loop that drives fiber's channels, timers and engine calls.
   asio::any_io_executor get_executor() const noexcept;
   /// The endpoints this process listens on for its children (empty before the first child).
   std::vector<std::string> endpoints() const;
@@ -46,7 +51,9 @@ class context {
   /// made on first use from fiber::init's overrides, the environment and .fiberconfig.
   static context& default_context();
 
+  /// @cond internal
   std::shared_ptr<detail::runtime> runtime() const noexcept { return rt_; }
+  /// @endcond
 
  private:
   explicit context(std::shared_ptr<detail::runtime> rt) noexcept;

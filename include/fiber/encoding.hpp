@@ -1,10 +1,11 @@
-// fiber/encoding.hpp - the writer and reader a codec works with, and the customization point
-// itself (`fiber::codec<T>`, declared here; the standard types' codecs are in fiber/codec.hpp,
-// which is the header to include).
-//
-// Small data goes inline into the message's head; large contiguous ranges of trivially copyable
-// values travel as frames of their own (blobs), not copied. A shared_ptr's object is written once
-// per writer and referred to by number after that.
+/// @file
+/// The writer and reader a codec works with, and the customization point
+/// itself (`fiber::codec<T>`, declared here; the standard types' codecs are in fiber/codec.hpp,
+/// which is the header to include).
+///
+/// Small data goes inline into the message's head; large contiguous ranges of trivially copyable
+/// values travel as frames of their own (blobs), not copied. A shared_ptr's object is written once
+/// per writer and referred to by number after that.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -34,7 +35,7 @@ namespace detail {
 template <class T>
 inline constexpr bool no_codec_for = false;
 }  // namespace detail
-// What a type without a codec fails to compile with, in place of pages about an incomplete type.
+/// What a type without a codec fails to compile with, in place of pages about an incomplete type.
 #define FIBER_NO_CODEC_MESSAGE                                                                            \
   "fiber: this type cannot travel between processes (as an argument, a result or a message): it has no " \
   "fiber::codec<T> (T is named in the 'In instantiation of' line above). Make it a plain aggregate of "  \
@@ -42,12 +43,12 @@ inline constexpr bool no_codec_for = false;
   "encode(fiber::writer&, const T&) and static T decode(fiber::reader&) (docs/getting_started.md, rule 3)"
 
 namespace detail {
-class shared_entry;  // fiber/detail/shared_entry.hpp
+class shared_entry;  ///< fiber/detail/shared_entry.hpp
 /// A frame of an encoded message: bytes plus, optionally, what keeps them alive (zero-copy).
 struct blob {
   const std::byte* data = nullptr;
   std::size_t size = 0;
-  std::shared_ptr<const void> keep;  // owns `data`
+  std::shared_ptr<const void> keep;  ///< owns `data`
 };
 /// Contiguous ranges at least this large go as their own frame.
 inline constexpr std::size_t blob_threshold = 8 * 1024;
@@ -81,18 +82,22 @@ class writer {
   explicit writer(std::shared_ptr<const void> keep) : keep_(std::move(keep)) {}
   /// Everything inline, however large: one flat string (values stored by a manager's server).
   struct flat_t {};
-  static constexpr flat_t flat{};
+  static constexpr flat_t flat{};  ///< the tag that asks for a flat writer
+  /// A writer that keeps everything inline (see flat_t).
   explicit writer(flat_t) : flat_(true) {}
 
+  /// `n` raw bytes, inline.
   void bytes(const void* p, std::size_t n) {
     auto* b = static_cast<const char*>(p);
     head_.append(b, n);
   }
+  /// A trivially copyable value, its bytes inline.
   template <class T>
   void pod(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
     bytes(&v, sizeof v);
   }
+  /// A count or a length, as 8 bytes.
   void size(std::size_t n) { pod(static_cast<std::uint64_t>(n)); }
   /// A contiguous range: inline when small, its own frame when large.
   void range(const void* p, std::size_t n) {
@@ -114,6 +119,7 @@ class writer {
                                                          static_cast<const std::byte*>(p) + n);
     blobs_.push_back({copy->data(), n, copy});
   }
+  /// Any value with a codec: what a codec of a compound type calls for each part.
   template <class T>
   void value(const T& v) {
     if constexpr (has_codec<T>)
@@ -167,12 +173,14 @@ class writer {
     }
     referenced_ = outer;
   }
+  /// @cond internal
   bool sends_shared_apart() const noexcept { return shared_apart_; }
   void attach_shared(const std::shared_ptr<const detail::shared_entry>& e) {
     for (auto& a : attached_)
       if (a == e) return;
     attached_.push_back(e);
   }
+  /// @endcond
   /// The objects attached, each once, in the order first written.
   const std::vector<std::shared_ptr<const detail::shared_entry>>& shared_attached() const noexcept { return attached_; }
 
@@ -191,10 +199,15 @@ class writer {
     keep_ = std::move(outer);
   }
 
+  /// The inline bytes written: the message's first frame.
   std::string& head() noexcept { return head_; }
+  /// The large ranges, each a frame of its own after the head.
   std::vector<detail::blob>& blobs() noexcept { return blobs_; }
+  /// The inline bytes written: the message's first frame.
   const std::string& head() const noexcept { return head_; }
+  /// The large ranges, each a frame of its own after the head.
   const std::vector<detail::blob>& blobs() const noexcept { return blobs_; }
+  /// The head's and the ranges' bytes together.
   std::size_t total_size() const noexcept {
     std::size_t n = head_.size();
     for (auto& b : blobs_) n += b.size;
@@ -208,7 +221,7 @@ class writer {
   std::unordered_map<const void*, std::pair<std::uint32_t, std::shared_ptr<const void>>> shared_ids_;
   bool flat_ = false;
 
-  // A repeated large range: its length with the top bit set, then the number of the first.
+  /// A repeated large range: its length with the top bit set, then the number of the first.
   bool refer_to_earlier(const void* p, std::size_t n) {
     auto it = ranges_.find(p);
     if (it == ranges_.end() || it->second.first != n) return false;
@@ -221,7 +234,7 @@ class writer {
     ranges_referenced_ = true;
     return true;
   }
-  // A range inside referenced(), sent apart: its length marked, then its object's id.
+  /// A range inside referenced(), sent apart: its length marked, then its object's id.
   void write_apart(const void* p, std::size_t n);
   bool share_ranges_ = false;
   bool referenced_ = false;
@@ -229,21 +242,22 @@ class writer {
   bool ranges_referenced_ = false;
   bool shared_apart_ = false;
   std::vector<std::shared_ptr<const detail::shared_entry>> attached_;
-  std::size_t ranges_base_ = 0;  // blobs_ written before the last forget_shared
-  std::unordered_map<const void*, std::pair<std::size_t, std::uint32_t>> ranges_;  // address -> length, number
+  std::size_t ranges_base_ = 0;  ///< blobs_ written before the last forget_shared
+  std::unordered_map<const void*, std::pair<std::size_t, std::uint32_t>> ranges_;  ///< address -> length, number
 };
 
 /// The objects shared_ptrs in a message decoded to, by number (codec<shared_ptr>); several
 /// readers of one message's parts (a pool chunk's items) may share one.
 struct shared_objects {
-  std::vector<std::pair<const std::type_info*, std::shared_ptr<void>>> objects;
-  std::vector<std::span<const std::byte>> ranges;  // the large ranges read, in order
+  std::vector<std::pair<const std::type_info*, std::shared_ptr<void>>> objects;  ///< by number, with their types
+  std::vector<std::span<const std::byte>> ranges;  ///< the large ranges read, in order
 };
 
 /// Reads an encoded value back; every read is bounds-checked and throws
 /// `fiber::error(errc::malformed_message)` on truncated or inconsistent input.
 class reader {
  public:
+  /// Reads a message: its inline `head` and its large-range frames `blobs` (what a writer made).
   reader(std::span<const std::byte> head, std::span<const std::span<const std::byte>> blobs)
       : head_(head), blobs_(blobs) {}
   /// Reads what a flat writer wrote.
@@ -254,6 +268,7 @@ class reader {
     shared_ = &table;
     ranges_in_table_ = true;
   }
+  /// The table shared_ptrs decode into (this reader's own unless share_objects gave one).
   shared_objects& shared() {
     if (!shared_) {
       own_shared_ = std::make_shared<shared_objects>();
@@ -262,11 +277,13 @@ class reader {
     return *shared_;
   }
 
+  /// `n` raw inline bytes into `out`.
   void bytes(void* out, std::size_t n) {
     if (n > head_.size() - pos_) detail::throw_malformed("inline data", n, head_.size() - pos_);
     if (n) std::memcpy(out, head_.data() + pos_, n);
     pos_ += n;
   }
+  /// A trivially copyable value from its inline bytes.
   template <class T>
   T pod() {
     T v;
@@ -312,6 +329,7 @@ class reader {
     if (ranges_in_table_) shared_->ranges.push_back(s);  // a later item may refer to it
     return s;
   }
+  /// Any value with a codec: what a codec of a compound type calls for each part.
   template <class T>
   T value() {
     if constexpr (has_codec<T>) {
@@ -327,6 +345,7 @@ class reader {
     for (std::size_t i = next_blob_; i < blobs_.size(); ++i) n += blobs_[i].size();
     return n;
   }
+  /// True when everything was read: the inline bytes and every frame.
   bool at_end() const noexcept { return pos_ == head_.size() && next_blob_ == blobs_.size(); }
 
  private:
@@ -336,8 +355,8 @@ class reader {
   std::size_t next_blob_ = 0;
   bool flat_ = false;
   shared_objects* shared_ = nullptr;
-  std::shared_ptr<shared_objects> own_shared_;  // when nobody shared a table with this reader
-  bool ranges_in_table_ = false;                 // share_objects: large ranges are numbered there
+  std::shared_ptr<shared_objects> own_shared_;  ///< when nobody shared a table with this reader
+  bool ranges_in_table_ = false;                 ///< share_objects: large ranges are numbered there
 };
 
 /// `v` as one flat string, and back (throws malformed_message on trailing bytes).
@@ -347,6 +366,7 @@ std::string encode_flat(const T& v) {
   w.value(v);
   return std::move(w.head());
 }
+/// The value encode_flat() made.
 template <class T>
 T decode_flat(std::string_view s) {
   reader r(writer::flat, {reinterpret_cast<const std::byte*>(s.data()), s.size()});

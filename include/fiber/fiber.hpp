@@ -1,4 +1,5 @@
-// fiber/fiber.hpp - everything.
+/// @file
+/// Everything.
 #pragma once
 #include "fiber/codec.hpp"
 #include "fiber/config.hpp"

@@ -1,5 +1,6 @@
-// Runs the flight recorder kept (config key `record`, on by default): what each did, after it
-// ended and its cluster is gone. `fiber history` and `fiber trace` print these.
+/// @file
+/// Runs the flight recorder kept (config key `record`, on by default): what each did, after it
+/// ended and its cluster is gone. `fiber history` and `fiber trace` print these.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -12,15 +13,22 @@ namespace fiber {
 
 /// One recorded run, summed up from its file.
 struct recorded_run {
-  std::string id;    // the run's job id
-  std::string path;  // its recording
-  std::string program, backend;
-  std::chrono::system_clock::time_point began;
-  double seconds = 0;      // from its start to its last record
-  bool ended = false;      // it recorded its end (false: it was killed, or runs still)
-  bool truncated = false;  // it reached record_max_bytes: later events are not in it
-  std::uint64_t pools = 0, maps = 0, tasks_sent = 0, tasks_done = 0, tasks_lost = 0, tasks_timed_out = 0;
-  std::uint64_t workers_started = 0, workers_lost = 0;
+  std::string id;    ///< the run's job id
+  std::string path;  ///< its recording
+  std::string program;  ///< the master's executable
+  std::string backend;  ///< where its children ran: local, docker, kubernetes or slurm
+  std::chrono::system_clock::time_point began;  ///< when the master started
+  double seconds = 0;      ///< from its start to its last record
+  bool ended = false;      ///< it recorded its end (false: it was killed, or runs still)
+  bool truncated = false;  ///< it reached record_max_bytes: later events are not in it
+  std::uint64_t pools = 0;            ///< pools made
+  std::uint64_t maps = 0;             ///< calls on pools (map, imap, apply, ...)
+  std::uint64_t tasks_sent = 0;       ///< items sent to workers, a resent one each time
+  std::uint64_t tasks_done = 0;       ///< items answered
+  std::uint64_t tasks_lost = 0;       ///< items whose worker died while it held them
+  std::uint64_t tasks_timed_out = 0;  ///< items that ran past their task_timeout
+  std::uint64_t workers_started = 0;  ///< pool workers started, replacements included
+  std::uint64_t workers_lost = 0;     ///< pool workers that died
   /// Every child the master started: processes, pool workers, managers' servers, ring members.
   std::uint64_t processes = 0;
 };

@@ -1,20 +1,21 @@
-// fiber/manager.hpp - objects living in another process, called through proxies.
-//
-//   fiber::manager mgr;                                   // starts its server process
-//   auto env = mgr.create<cartpole>(7).get();             // or co_await
-//   auto r = env.step(1).get();                           // the call completes before get() returns
-//
-//   fiber::async_manager amgr;                            // same, but calls are sent at once:
-//   auto env2 = amgr.create<cartpole>(7).get();
-//   auto h1 = env2.step(1);  auto h2 = other.step(0);    // both on their way
-//   auto r2 = co_await std::move(h2);  auto r1 = co_await std::move(h1);  // any order; each its own
-//
-// One server process per manager runs its objects' methods one at a time, whichever object they
-// are for (a queue's get waits without blocking the others): calls an async_manager sends at once
-// queue at its server. Objects that must work at the same time each get a manager of their own. Exceptions thrown by a method come back as fiber::remote_error.
-// If the server dies, waiting and later calls fail with errc::server_lost. The server shuts down
-// when the manager is destroyed; an object is released when the last proxy to it in the process
-// that created it goes.
+/// @file
+/// Objects living in another process, called through proxies.
+///
+///   fiber::manager mgr;                                   // starts its server process
+///   auto env = mgr.create<cartpole>(7).get();             // or co_await
+///   auto r = env.step(1).get();                           // the call completes before get() returns
+///
+///   fiber::async_manager amgr;                            // same, but calls are sent at once:
+///   auto env2 = amgr.create<cartpole>(7).get();
+///   auto h1 = env2.step(1);  auto h2 = other.step(0);    // both on their way
+///   auto r2 = co_await std::move(h2);  auto r1 = co_await std::move(h1);  // any order; each its own
+///
+/// One server process per manager runs its objects' methods one at a time, whichever object they
+/// are for (a queue's get waits without blocking the others): calls an async_manager sends at once
+/// queue at its server. Objects that must work at the same time each get a manager of their own. Exceptions thrown by a method come back as fiber::remote_error.
+/// If the server dies, waiting and later calls fail with errc::server_lost. The server shuts down
+/// when the manager is destroyed; an object is released when the last proxy to it in the process
+/// that created it goes.
 #pragma once
 #include <memory>
 #include <utility>
@@ -35,12 +36,18 @@ std::shared_ptr<completion<message>> create_object(const std::shared_ptr<manager
 object_handle created_object(const std::shared_ptr<manager_core>& core, const message& reply);
 }  // namespace detail
 
+/// A server process holding objects that any process of the job calls through proxies, like
+/// multiprocessing's Manager: made with create<T>() or the built-in list, dict, namespace and
+/// queue. Each call waits for its answer (async_manager's do not).
 class manager {
  public:
   /// Starts the server process (in the default context); calls made before it is up wait for it.
   manager();
+  /// Starts the server process in `ctx`.
   explicit manager(context& ctx);
+  /// Moves the server's ownership; the moved-from manager owns none.
   manager(manager&&) noexcept;
+  /// Shuts this manager's server down and takes `other`'s.
   manager& operator=(manager&&) noexcept;
   /// Shuts the server down (it gets terminate_grace_ms to exit, then it is killed).
   ~manager();
@@ -56,15 +63,19 @@ class manager {
     auto ctor = detail::constructor_id<T, detail::wire_t<A>...>::value;
     return make<proxy<T>>(ctor, detail::encode_args(std::forward<A>(args)...));
   }
+  /// A new, empty list on the server.
   template <class T>
   op<managed_list<T>> list() {
     return make<managed_list<T>>(detail::list_type, detail::encode_args());
   }
+  /// A new, empty dict on the server.
   template <class K, class V>
   op<managed_dict<K, V>> dict() {
     return make<managed_dict<K, V>>(detail::dict_type, detail::encode_args());
   }
+  /// A new, empty namespace (named values of any type) on the server.
   op<managed_namespace> make_namespace() { return make<managed_namespace>(detail::namespace_type, detail::encode_args()); }
+  /// A new, empty queue on the server.
   template <class T>
   op<managed_queue<T>> queue() {
     return make<managed_queue<T>>(detail::queue_type, detail::encode_args());
@@ -78,6 +89,7 @@ class manager {
   int pid() const;
 
  protected:
+  /// A manager whose proxies wait for each answer, or (`async`) return it as an op.
   manager(context& ctx, bool async);
 
  private:
@@ -95,7 +107,9 @@ class manager {
 /// A manager whose proxies send each call at once and return a handle (op) to await later.
 class async_manager : public manager {
  public:
+  /// Starts the server process in the default context.
   async_manager();
+  /// Starts the server process in `ctx`.
   explicit async_manager(context& ctx);
 };
 

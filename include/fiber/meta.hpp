@@ -1,12 +1,13 @@
-// fiber/meta.hpp - what a function needs from the machine that runs it.
-//
-//   void train(int seed);
-//   FIBER_REMOTE(train);
-//   FIBER_META(train, .cpu = 4, .memory_mb = 2000, .gpu = 1);
-//
-// A process running `train`, and the workers of a pool that runs it, are started with these
-// needs; each backend turns them into what it can enforce (see docs/backends.md). A need left
-// at 0 takes the config's default (cpu_per_job, mem_per_job; no GPU).
+/// @file
+/// What a function needs from the machine that runs it.
+///
+///   void train(int seed);
+///   FIBER_REMOTE(train);
+///   FIBER_META(train, .cpu = 4, .memory_mb = 2000, .gpu = 1);
+///
+/// A process running `train`, and the workers of a pool that runs it, are started with these
+/// needs; each backend turns them into what it can enforce (see docs/backends.md). A need left
+/// at 0 takes the config's default (cpu_per_job, mem_per_job; no GPU).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -15,10 +16,12 @@
 
 namespace fiber {
 
+/// What a function needs of the machine that runs it: FIBER_META(f, .cpu = 2, .gpu = 1) declares
+/// it, and a pool or a process places the function's calls on workers that have it.
 struct meta {
-  int cpu = 0;        // cores
-  int memory_mb = 0;  // MiB
-  int gpu = 0;        // devices
+  int cpu = 0;        ///< cores
+  int memory_mb = 0;  ///< MiB
+  int gpu = 0;        ///< devices
 
   /// True when a worker started with these needs can run a function that needs `other`.
   constexpr bool covers(const meta& other) const noexcept {
@@ -28,11 +31,12 @@ struct meta {
   constexpr meta joined(const meta& other) const noexcept {
     return {std::max(cpu, other.cpu), std::max(memory_mb, other.memory_mb), std::max(gpu, other.gpu)};
   }
+  /// Equal when every need is.
   friend constexpr bool operator==(const meta&, const meta&) = default;
 };
 
 namespace detail {
-// Keyed by the function's registry id, so FIBER_META and FIBER_REMOTE may sit in any order.
+/// Keyed by the function's registry id, so FIBER_META and FIBER_REMOTE may sit in any order.
 void register_meta(std::uint64_t function_id, meta needs);
 meta find_meta(std::uint64_t function_id) noexcept;
 

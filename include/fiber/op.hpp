@@ -1,7 +1,8 @@
-// fiber/op.hpp - what fiber's operations return: awaitable, or `.get()` to block.
-//
-//   co_await p.start();     // inside an asio::awaitable coroutine
-//   p.start().get();        // plain program: blocks the calling thread
+/// @file
+/// What fiber's operations return: awaitable, or `.get()` to block.
+///
+///   co_await p.start();     // inside an asio::awaitable coroutine
+///   p.start().get();        // plain program: blocks the calling thread
 #pragma once
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -94,7 +95,9 @@ class [[nodiscard]] op : public asio::awaitable<T> {
         rt_(std::move(rt)),
         direct_(std::move(direct)),
         watch_(std::move(watch)) {}
+  /// Moves the operation; the moved-from op holds none.
   op(op&&) noexcept = default;
+  /// Moves the operation; the moved-from op holds none.
   op& operator=(op&&) noexcept = default;
   /// A lazy operation that never started never happens: `q.put(x);` without co_await or get()
   /// sends nothing. That is said in the log, naming the operation, rather than lost in silence.

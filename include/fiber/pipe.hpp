@@ -1,4 +1,5 @@
-// fiber/pipe.hpp - two connected ends, duplex or one-way, like multiprocessing.Pipe.
+/// @file
+/// Two connected ends, duplex or one-way, like multiprocessing.Pipe.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -24,19 +25,24 @@ std::pair<connection<T>, connection<T>> pipe(context& ctx, bool duplex = true);
 template <class T>
 class connection {
  public:
+  /// Sends `value` to the other end; errc::wrong_direction on a receive-only end.
   op<void> send(T value) const {
     if (!send_) throw error(errc::wrong_direction, "send on the receiving end of a one-way pipe; use the second end of pipe(false) to send");
     return ops::put(rt_, send_, std::move(value));
   }
+  /// The next value the other end sent, waiting for it; errc::wrong_direction on a send-only end.
   op<T> recv() const {
     check_recv();
     return ops::get(rt_, recv_);
   }
+  /// As recv(), waiting at most `timeout`: nullopt when nothing came.
   op<std::optional<T>> recv(std::chrono::milliseconds timeout) const {
     check_recv();
     return ops::get(rt_, recv_, timeout);
   }
+  /// False for the receiving end of a one-way pipe.
   bool can_send() const noexcept { return send_ != 0; }
+  /// False for the sending end of a one-way pipe.
   bool can_recv() const noexcept { return recv_ != 0; }
 
  private:
@@ -62,11 +68,13 @@ std::pair<connection<T>, connection<T>> pipe(context& ctx, bool duplex) {
   auto b_to_a = detail::new_channel_id(*rt);
   return {connection<T>(rt, a_to_b, b_to_a), connection<T>(rt, b_to_a, a_to_b)};
 }
+/// A pipe in the default context.
 template <class T>
 std::pair<connection<T>, connection<T>> pipe(bool duplex) {
   return pipe<T>(context::default_context(), duplex);
 }
 
+/// @cond internal
 template <class T>
 struct codec<connection<T>> {
   static void encode(writer& w, const connection<T>& c) {
@@ -79,5 +87,6 @@ struct codec<connection<T>> {
     return connection<T>(context::default_context().runtime(), s, v);
   }
 };
+/// @endcond
 
 }  // namespace fiber

@@ -1,18 +1,19 @@
-// fiber/pool.hpp - a pool of worker processes: map, imap, starmap, apply, and their async forms.
-//
-//   int square(int x) { return x * x; }   FIBER_REMOTE(square);
-//   fiber::pool pool(4);
-//   std::vector<int> ys = pool.map(&square, xs).get();      // or: co_await pool.map(&square, xs)
-//
-// Workers pull chunks of tasks (a small credit each), so no worker gets more than it asked for.
-// A task that throws fails alone with fiber::remote_error; a worker that dies has its tasks run
-// again elsewhere and is replaced; a task that has taken down max_attempts workers fails alone
-// with errc::worker_lost.
-//
-// Needs (fiber/meta.hpp): workers start with pool_options::needs. Work for a function whose
-// FIBER_META asks for more raises the pool's needs: workers started with less finish what they
-// hold and are replaced by workers started with the joined needs, and that function's tasks only
-// ever run on workers that cover its needs.
+/// @file
+/// A pool of worker processes: map, imap, starmap, apply, and their async forms.
+///
+///   int square(int x) { return x * x; }   FIBER_REMOTE(square);
+///   fiber::pool pool(4);
+///   std::vector<int> ys = pool.map(&square, xs).get();      // or: co_await pool.map(&square, xs)
+///
+/// Workers pull chunks of tasks (a small credit each), so no worker gets more than it asked for.
+/// A task that throws fails alone with fiber::remote_error; a worker that dies has its tasks run
+/// again elsewhere and is replaced; a task that has taken down max_attempts workers fails alone
+/// with errc::worker_lost.
+///
+/// Needs (fiber/meta.hpp): workers start with pool_options::needs. Work for a function whose
+/// FIBER_META asks for more raises the pool's needs: workers started with less finish what they
+/// hold and are replaced by workers started with the joined needs, and that function's tasks only
+/// ever run on workers that cover its needs.
 #pragma once
 #include <cstddef>
 #include <functional>
@@ -40,9 +41,11 @@ namespace fiber {
 template <class R>
 class result_stream {
  public:
+  /// @cond internal
   result_stream(std::shared_ptr<detail::pool_core> core, std::shared_ptr<detail::stream_source<R>> source,
                 std::shared_ptr<detail::pool_sink> sink)
       : core_(std::move(core)), source_(std::move(source)), sink_(std::move(sink)) {}
+  /// @endcond
 
   /// The next result; a cancelled co_await of it cancels the whole stream.
   op<std::optional<R>> next() {
@@ -78,25 +81,34 @@ class result_stream {
   /// A task's error is thrown by the increment (or begin()) that reaches it.
   class iterator {
    public:
+    /// @cond iterator_traits
     using iterator_category = std::input_iterator_tag;
     using value_type = R;
     using difference_type = std::ptrdiff_t;
     using pointer = R*;
     using reference = R&;
+    /// @endcond
+    /// The end.
     iterator() = default;
+    /// The first result of `s` (waiting for it).
     explicit iterator(result_stream* s) : stream_(s) { advance(); }
+    /// The current result.
     R& operator*() { return *current_; }
+    /// The current result.
     R* operator->() { return &*current_; }
+    /// The next result (waiting for it); the end after the last.
     iterator& operator++() {
       advance();
       return *this;
     }
+    /// The next result, as ++it.
     void operator++(int) { advance(); }
+    /// Equal at the end, or on the same stream.
     friend bool operator==(const iterator& a, const iterator& b) { return a.stream_ == b.stream_; }
 
    private:
-    // Results come from fiber's loop a batch at a time and are handed out from here: one
-    // trip to the loop per batch, not per result.
+    /// Results come from fiber's loop a batch at a time and are handed out from here: one
+    /// trip to the loop per batch, not per result.
     void advance() {
       if (at_ == batch_.size()) {
         batch_.clear();
@@ -114,7 +126,9 @@ class result_stream {
     std::vector<R> batch_;
     std::size_t at_ = 0;
   };
+  /// Waits for the first result.
   iterator begin() { return iterator(this); }
+  /// Past the last result.
   iterator end() { return iterator(); }
 
  private:
@@ -182,15 +196,22 @@ class result_stream {
   std::shared_ptr<detail::pool_sink> sink_;
 };
 
+/// Worker processes that run registered functions over inputs, like multiprocessing.Pool: map,
+/// starmap, imap, apply and their async forms, each an op to `co_await` or `.get()`. Items whose
+/// worker dies are sent again (call_options); docs/getting_started.md walks through it.
 class pool {
  public:
   /// cpu_count() workers. Workers start now; `ready()` completes when all have.
   pool() : pool(context::default_context(), pool_options{}) {}
   /// `processes` workers (at least 1).
   explicit pool(int processes) : pool(context::default_context(), with_processes(processes)) {}
+  /// Workers as `options` say (their number, needs, initializer, limits).
   explicit pool(pool_options options) : pool(context::default_context(), std::move(options)) {}
+  /// Workers as `options` say, in `ctx`.
   pool(context& ctx, pool_options options);
+  /// `processes` workers in `ctx`.
   pool(context& ctx, int processes) : pool(ctx, with_processes(processes)) {}
+  /// Moves the workers' ownership; the moved-from pool owns none.
   pool(pool&&) noexcept = default;
   /// Terminates the workers (like multiprocessing's Pool.__exit__); join() first to let them finish.
   /// A view made by with() does not.
@@ -233,6 +254,7 @@ class pool {
         [copy, encode = detail::encode_one<A>()](writer& w, const auto& x) { encode(w, x); });
     return detail::completion_op(rt_, c);
   }
+  /// As starmap, but already submitted; `tuples` is copied.
   template <class R, class... P, class Range>
   op<std::vector<detail::result_t<R>>> starmap_async(R (*f)(P...), const Range& tuples, std::size_t chunksize = 0) {
     using args_t = std::tuple<std::decay_t<P>...>;
@@ -243,6 +265,7 @@ class pool {
                                                                 [copy](writer& w, const auto& t) { w.value(t); });
     return detail::completion_op(rt_, c);
   }
+  /// As apply, but already submitted: the returned op may be awaited or waited for any time later.
   template <class R, class... P, class... A>
   op<detail::result_t<R>> apply_async(R (*f)(P...), A&&... args) {
     auto start = starter().template apply<R, P...>(f, std::forward<A>(args)...);
@@ -291,6 +314,7 @@ class pool {
   void resize(int processes);
   /// Completes when every worker of the pool has started.
   op<void> ready();
+  /// What the pool did so far: items sent, done, lost and resent, workers started and lost.
   pool_stats stats() const;
 
  private:

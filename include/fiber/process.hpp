@@ -1,8 +1,9 @@
-// fiber/process.hpp - run a registered function in a child process.
-//
-//   void greet(std::string who);  FIBER_REMOTE(greet);
-//   fiber::process p(&greet, "world");
-//   p.start().get();  p.join().get();        // or co_await p.start(); co_await p.join();
+/// @file
+/// Run a registered function in a child process.
+///
+///   void greet(std::string who);  FIBER_REMOTE(greet);
+///   fiber::process p(&greet, "world");
+///   p.start().get();  p.join().get();        // or co_await p.start(); co_await p.join();
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -22,6 +23,8 @@ namespace detail {
 class child_process;
 }  // namespace detail
 
+/// A registered function run in a child process, like multiprocessing.Process: start(), join(),
+/// terminate(), its exit code and the exception its target threw.
 class process {
  public:
   /// A child that will run `f(args...)`. Fails here, before anything starts, if `f` is not
@@ -29,6 +32,7 @@ class process {
   template <class R, class... P, class... A>
   explicit process(R (*f)(P...), A&&... args) : process(context::default_context(), f, std::forward<A>(args)...) {}
 
+  /// As above, in `ctx`.
   template <class R, class... P, class... A>
   process(context& ctx, R (*f)(P...), A&&... args) : process(ctx, encode_call(f, std::forward<A>(args)...)) {}
 
@@ -39,11 +43,14 @@ class process {
   explicit process(F&&, A&&...) {
     static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE);
   }
+  /// A lambda or other callable as the target, in a context: fiber's words at compile time.
   template <detail::unnamed_callable F, class... A>
   process(context&, F&&, A&&...) {
     static_assert(detail::not_a_function<F>, FIBER_NOT_A_FUNCTION_MESSAGE);
   }
+  /// Moves the child's ownership; the moved-from process owns none.
   process(process&&) noexcept;
+  /// Takes `other`'s child; this one's is let go as the destructor does.
   process& operator=(process&&) noexcept;
   /// A child still running when its process object goes runs on, and the context waits for it
   /// when it ends (at exit, for the default context), as multiprocessing waits for non-daemon
@@ -59,6 +66,7 @@ class process {
   /// SIGTERM, then SIGKILL after terminate_grace_ms; completes when the child is gone.
   op<void> terminate();
 
+  /// True from start() until the child has ended.
   bool is_alive() const noexcept;
   /// nullopt while not ended; the exit code, or -N when killed by signal N.
   std::optional<int> exitcode() const noexcept;
@@ -66,6 +74,7 @@ class process {
   std::optional<remote_error> exception() const;
   /// 0 before start.
   int pid() const noexcept;
+  /// Its name (set_name, or "Process-N").
   const std::string& name() const noexcept;
   /// Before start only.
   void set_name(std::string name);
@@ -73,6 +82,7 @@ class process {
   /// context ends; a non-daemon one (the default) is waited for when its context ends. Before
   /// start only.
   void set_daemon(bool daemon);
+  /// As set_daemon set it.
   bool daemon() const noexcept { return daemon_; }
 
  private:
@@ -92,10 +102,11 @@ class process {
   bool daemon_ = false;
 };
 
+/// Who this process is (current_process()).
 struct process_info {
-  std::string name;
-  int pid = 0;
-  bool is_worker = false;
+  std::string name;        ///< "MainProcess" in the master, its name in a child
+  int pid = 0;             ///< its pid
+  bool is_worker = false;  ///< true in a child fiber started
 };
 
 /// This process: its name ("MainProcess" in the master) and pid.

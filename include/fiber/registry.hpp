@@ -1,10 +1,11 @@
-// fiber/registry.hpp - functions that may run in another process are registered by name.
-//
-//   int square(int x) { return x * x; }
-//   FIBER_REMOTE(square);            // at namespace scope, once per program
-//
-// Callers then pass plain function pointers (`fiber::process p(&square, 3)`); only the stable id
-// of the function travels, never a code address.
+/// @file
+/// Functions that may run in another process are registered by name.
+///
+///   int square(int x) { return x * x; }
+///   FIBER_REMOTE(square);            // at namespace scope, once per program
+///
+/// Callers then pass plain function pointers (`fiber::process p(&square, 3)`); only the stable id
+/// of the function travels, never a code address.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -24,7 +25,7 @@ using args_reader_fn = void (*)(reader& args);
 
 struct function_entry {
   std::uint64_t id = 0;
-  std::string name;  // fully qualified, with signature
+  std::string name;  ///< fully qualified, with signature
   invoker_fn invoke = nullptr;
   args_reader_fn read_args = nullptr;
 };
@@ -142,8 +143,8 @@ template <class F>
 concept unnamed_callable = std::is_class_v<std::remove_cvref_t<F>>;
 }  // namespace fiber::detail
 
-// What passing a lambda, std::function or other callable where fiber runs a function in another
-// process fails to compile with, in place of a template deduction failure.
+/// What passing a lambda, std::function or other callable where fiber runs a function in another
+/// process fails to compile with, in place of a template deduction failure.
 #define FIBER_NOT_A_FUNCTION_MESSAGE                                                                          \
   "fiber: another process runs a function by its registered name, so this must be a plain function "          \
   "registered with FIBER_REMOTE, passed as &f. A lambda, std::function or function object has no name "        \

@@ -1,17 +1,18 @@
-// fiber/remote_class.hpp - classes whose objects live in a manager's server process.
-//
-//   struct cartpole {
-//     explicit cartpole(std::uint64_t seed);
-//     std::vector<double> reset();
-//     step_result step(int action);
-//   };
-//   FIBER_REMOTE_CLASS(cartpole, reset, step);   // at global namespace scope
-//
-//   fiber::proxy<cartpole> env = co_await mgr.create<cartpole>(7);
-//   step_result r = co_await env.step(1);        // the proxy has the class's method names
-//
-// Each method is called by name on the server; arguments and results travel with fiber::codec.
-// Overloaded methods cannot be listed (take the one you need through a differently named member).
+/// @file
+/// Classes whose objects live in a manager's server process.
+///
+///   struct cartpole {
+///     explicit cartpole(std::uint64_t seed);
+///     std::vector<double> reset();
+///     step_result step(int action);
+///   };
+///   FIBER_REMOTE_CLASS(cartpole, reset, step);   // at global namespace scope
+///
+///   fiber::proxy<cartpole> env = co_await mgr.create<cartpole>(7);
+///   step_result r = co_await env.step(1);        // the proxy has the class's method names
+///
+/// Each method is called by name on the server; arguments and results travel with fiber::codec.
+/// Overloaded methods cannot be listed (take the one you need through a differently named member).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -137,6 +138,7 @@ class proxy : public detail::remote_object_base, public remote_class<T>::templat
 
  public:
   proxy() = default;
+  /// A proxy on the object `h` names (manager::create makes these).
   explicit proxy(detail::object_handle h) : remote_object_base(std::move(h)) {}
 
   /// Used by the generated methods.

@@ -1,19 +1,20 @@
-// fiber/ring.hpp - N ranked members started together, and a rendezvous store served by the master.
-//
-//   void train(fiber::ring_member& me) {
-//     if (me.rank() == 0) me.set("model", "v1").get();
-//     auto model = me.get("model").get();   // waits until rank 0 has set it
-//   }
-//   FIBER_REMOTE(train);
-//   fiber::ring r(4, &train);
-//   r.start().get();   // every member passed its handshake
-//   r.join().get();    // every member ended; a member that failed is fiber::errc::member_lost
-//
-// Members are processes of the configured backend (rank 0 included: nothing runs outside it),
-// with the needs FIBER_META gave the target. Collectives (allreduce, broadcast, allgather,
-// barrier) run between the members directly: shared memory on one host, TCP across hosts. A
-// member that dies makes the store's waiting and later gets of the others fail with member_lost
-// instead of leaving them waiting, and so do collectives that need it.
+/// @file
+/// N ranked members started together, and a rendezvous store served by the master.
+///
+///   void train(fiber::ring_member& me) {
+///     if (me.rank() == 0) me.set("model", "v1").get();
+///     auto model = me.get("model").get();   // waits until rank 0 has set it
+///   }
+///   FIBER_REMOTE(train);
+///   fiber::ring r(4, &train);
+///   r.start().get();   // every member passed its handshake
+///   r.join().get();    // every member ended; a member that failed is fiber::errc::member_lost
+///
+/// Members are processes of the configured backend (rank 0 included: nothing runs outside it),
+/// with the needs FIBER_META gave the target. Collectives (allreduce, broadcast, allgather,
+/// barrier) run between the members directly: shared memory on one host, TCP across hosts. A
+/// member that dies makes the store's waiting and later gets of the others fail with member_lost
+/// instead of leaving them waiting, and so do collectives that need it.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -33,6 +34,7 @@
 
 namespace fiber {
 class ring_member;
+/// How a collective combines the members' elements.
 enum class reduce { sum, min, max, prod };
 
 namespace detail {
@@ -65,11 +67,14 @@ class ring_member {
   /// How long get() waits for a key by default.
   static constexpr std::chrono::milliseconds default_timeout = std::chrono::minutes(5);
 
+  /// This member's rank, 0 to size() - 1.
   int rank() const noexcept { return rank_; }
+  /// How many members the ring has.
   int size() const noexcept { return size_; }
   /// Rank among the members on this member's host, and how many they are (known once every
   /// member has started; these wait for that).
   int local_rank() const;
+  /// How many members run on this member's host (waits as local_rank does).
   int local_size() const;
 
   /// Sets `key` (replacing its value); members waiting in get() for it continue.
@@ -130,6 +135,7 @@ class ring_member {
       case reduce::prod: return reduce_scatter(in, out, [](T a, T b) { return static_cast<T>(a * b); });
     }
   }
+  /// As reduce_scatter above, combining with `op(a, b)`.
   template <class T, class F>
     requires std::is_invocable_r_v<T, F, T, T>
   void reduce_scatter(std::span<const T> in, std::span<T> out, F op) const {
@@ -162,34 +168,42 @@ class ring_member {
   // caller goes on computing meanwhile (overlap one layer's gradients with the next layer's
   // backward pass). The spans must stay alive and untouched until the operation completes. A
   // blocking collective called meanwhile first waits for the queued ones.
+  /// allreduce() as an operation.
   template <class T>
   op<void> async_allreduce(std::span<T> data, reduce how = reduce::sum) const {
     return detail::ring_async(*this, [me = *this, data, how] { me.allreduce(data, how); });
   }
+  /// allreduce() with a function of its own, as an operation.
   template <class T, class F>
   op<void> async_allreduce(std::span<T> data, F how) const {
     return detail::ring_async(*this, [me = *this, data, how] { me.allreduce(data, how); });
   }
+  /// broadcast() as an operation.
   template <class T>
   op<void> async_broadcast(std::span<T> data, int root) const {
     return detail::ring_async(*this, [me = *this, data, root] { me.broadcast(data, root); });
   }
+  /// allgather() as an operation.
   template <class T>
   op<void> async_allgather(std::span<const T> mine, std::span<T> all) const {
     return detail::ring_async(*this, [me = *this, mine, all] { me.allgather(mine, all); });
   }
+  /// reduce_scatter() as an operation.
   template <class T>
   op<void> async_reduce_scatter(std::span<const T> in, std::span<T> out, reduce how = reduce::sum) const {
     return detail::ring_async(*this, [me = *this, in, out, how] { me.reduce_scatter(in, out, how); });
   }
+  /// send() as an operation.
   template <class T>
   op<void> async_send(std::span<const T> data, int peer) const {
     return detail::ring_async(*this, [me = *this, data, peer] { me.send(data, peer); });
   }
+  /// recv() as an operation.
   template <class T>
   op<void> async_recv(std::span<T> data, int peer) const {
     return detail::ring_async(*this, [me = *this, data, peer] { me.recv(data, peer); });
   }
+  /// barrier() as an operation.
   op<void> async_barrier() const {
     return detail::ring_async(*this, [me = *this] { me.barrier(); });
   }
@@ -202,9 +216,10 @@ class ring_member {
   /// listening socket: hand it to the framework (torch's TCPStore takes `master_listen_fd`), or
   /// close it just before the framework binds the port itself. Every member calls it.
   struct framework_rendezvous {
-    std::vector<std::pair<std::string, std::string>> env;
-    int listen_fd = -1;
+    std::vector<std::pair<std::string, std::string>> env;  ///< the variables set, as set
+    int listen_fd = -1;  ///< rank 0: the bound, listening socket; -1 elsewhere
   };
+  /// The rendezvous above, for this member.
   framework_rendezvous framework_env() const;
 
   /// How many times the ring was restarted before this member started (ring_options::
@@ -212,8 +227,9 @@ class ring_member {
   /// links), so a member that should resume reads its own checkpoint when this is not 0.
   int restart() const noexcept { return restart_; }
 
-  // What travels to the member (codec<ring_member>); not for users: its ring, and the secret the
-  // members prove themselves to each other with (new at each restart).
+  /// @cond internal
+  /// What travels to the member (codec<ring_member>); not for users: its ring, and the secret the
+  /// members prove themselves to each other with (new at each restart).
   struct identity_t {
     std::uint64_t ring = 0;
     std::string secret;
@@ -221,12 +237,14 @@ class ring_member {
   ring_member(std::uint64_t ring, int rank, int size, std::string secret, int restart = 0)
       : id_{ring, std::move(secret)}, rank_(rank), size_(size), restart_(restart) {}
   const identity_t& identity() const noexcept { return id_; }
+  /// @endcond
 
  private:
   identity_t id_;
   int rank_, size_, restart_;
 };
 
+/// @cond internal
 template <>
 struct codec<ring_member> {
   static void encode(writer& w, const ring_member& m) {
@@ -247,6 +265,9 @@ struct codec<ring_member> {
   }
 };
 
+/// @endcond
+
+/// How a ring is run.
 struct ring_options {
   /// A member that fails (exits with an error, is killed, raises) after the ring has started
   /// ends every member, and the whole ring starts again, up to this many times; then join()
@@ -255,17 +276,23 @@ struct ring_options {
   int max_restarts = 0;
 };
 
+/// N ranked members started together, each running the same function with its ring_member:
+/// collectives (allreduce, broadcast, allgather, ...), point to point, and a key-value store.
 class ring {
  public:
   /// `size` members, each running `f(member)`; `f` must be registered with FIBER_REMOTE.
   ring(int size, void (*f)(ring_member&), ring_options options = {})
       : ring(context::default_context(), size, f, options) {}
+  /// As above, in `ctx`.
   ring(context& ctx, int size, void (*f)(ring_member&), ring_options options = {});
+  /// Moves the members' ownership; the moved-from ring owns none.
   ring(ring&&) noexcept;
+  /// Kills this ring's members still running and takes `other`'s.
   ring& operator=(ring&&) noexcept;
   /// Members still running are killed and reaped.
   ~ring();
 
+  /// How many members it has.
   int size() const noexcept;
   /// Starts every member; completes once all passed their handshake (fails with the first
   /// member that could not start, and stops the others).

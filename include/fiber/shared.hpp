@@ -1,20 +1,21 @@
-// fiber/shared.hpp - fiber::shared<T>: one large object made once and read by any number of
-// tasks, processes and maps, read-only everywhere.
-//
-//   auto theta = fiber::share(std::move(params));       // encoded once, here
-//   co_await pool.starmap(&evaluate, tasks_holding(theta));  // each worker gets it once
-//   double evaluate(const fiber::shared<std::vector<double>>& theta, std::uint64_t seed);
-//
-// A pool sends the object to each worker once, however many items, chunks and maps hold it, and
-// while any of them may still run it keeps it there; when the last handle in the master goes,
-// its workers let it go. Workers on the master's host map the master's one copy in shared memory
-// instead of receiving their own. Elsewhere (a process's arguments, a queue, a result) a handle
-// carries its object with it. Copies of a handle are cheap: they share the object.
-//
-// Each process decodes the object once into a value of its own. An array that every worker of a
-// host should read in place, without a copy each, is a shared<std::span<const X>>:
-//   auto weights = fiber::share(std::span<const float>(model));  // elements copied in once
-//   float probe(const fiber::shared<std::span<const float>>& w, std::size_t i) { return (*w)[i]; }
+/// @file
+/// Fiber::shared<T>: one large object made once and read by any number of
+/// tasks, processes and maps, read-only everywhere.
+///
+///   auto theta = fiber::share(std::move(params));       // encoded once, here
+///   co_await pool.starmap(&evaluate, tasks_holding(theta));  // each worker gets it once
+///   double evaluate(const fiber::shared<std::vector<double>>& theta, std::uint64_t seed);
+///
+/// A pool sends the object to each worker once, however many items, chunks and maps hold it, and
+/// while any of them may still run it keeps it there; when the last handle in the master goes,
+/// its workers let it go. Workers on the master's host map the master's one copy in shared memory
+/// instead of receiving their own. Elsewhere (a process's arguments, a queue, a result) a handle
+/// carries its object with it. Copies of a handle are cheap: they share the object.
+///
+/// Each process decodes the object once into a value of its own. An array that every worker of a
+/// host should read in place, without a copy each, is a shared<std::span<const X>>:
+///   auto weights = fiber::share(std::span<const float>(model));  // elements copied in once
+///   float probe(const fiber::shared<std::span<const float>>& w, std::size_t i) { return (*w)[i]; }
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -26,6 +27,8 @@
 
 namespace fiber {
 
+/// One large, read-only object made once in the master and read by any number of items and
+/// workers: each worker gets it once, however many items hold it, and keeps it while in use.
 template <class T>
 class shared {
   static_assert(!std::is_reference_v<T> && !std::is_const_v<T>,
@@ -33,7 +36,7 @@ class shared {
                 "or a const type); the object is read-only through it anyway");
 
  public:
-  using element_type = T;
+  using element_type = T;  ///< the object's type
 
   /// Empty: holds nothing (reading it throws).
   shared() = default;
@@ -104,6 +107,7 @@ std::shared_ptr<const shared_entry> read_shared_inline(reader& r, std::uint64_t 
 
 /// By reference (its id only) where the writer sends shared objects apart (a pool's chunks: the
 /// pool attaches the object for each worker that lacks it), else the object itself.
+/// @cond internal
 template <class T>
 struct codec<shared<T>> {
   enum : std::uint8_t { empty = 0, by_reference = 1, whole = 2 };
@@ -134,5 +138,6 @@ struct codec<shared<T>> {
     return shared<T>::from_entry(std::move(e));
   }
 };
+/// @endcond
 
 }  // namespace fiber

@@ -1,8 +1,9 @@
-// fiber/simple_queue.hpp - a queue shared by processes: many writers, many readers.
-//
-// Each message goes to a reader that is waiting for one, in the order readers asked; a busy
-// reader never has messages piled onto it. Handles are cheap to copy and may be passed to
-// children as arguments.
+/// @file
+/// A queue shared by processes: many writers, many readers.
+///
+/// Each message goes to a reader that is waiting for one, in the order readers asked; a busy
+/// reader never has messages piled onto it. Handles are cheap to copy and may be passed to
+/// children as arguments.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -16,10 +17,14 @@
 
 namespace fiber {
 
+/// A queue shared by processes, like multiprocessing.SimpleQueue: any process that holds it (as an
+/// argument, or in another queue) puts and gets; each value is got once.
 template <class T>
 class simple_queue {
  public:
+  /// A new queue in the default context.
   simple_queue() : simple_queue(context::default_context()) {}
+  /// A new queue in `ctx`.
   explicit simple_queue(context& ctx)
       : rt_(ctx.runtime()), id_(std::make_shared<owned_id>(rt_, detail::new_channel_id(*rt_))) {}
 
@@ -38,6 +43,7 @@ class simple_queue {
     return ops::get(rt_, id_->id, timeout);
   }
 
+  /// The queue's number in its job: handles that compare equal here are the same queue.
   std::uint64_t id() const noexcept { return id_->id; }
 
  private:
@@ -61,6 +67,7 @@ class simple_queue {
 };
 
 /// A queue handle travels as its id; the receiving process reaches it through its master.
+/// @cond internal
 template <class T>
 struct codec<simple_queue<T>> {
   static void encode(writer& w, const simple_queue<T>& q) { w.pod(q.id()); }
@@ -69,5 +76,6 @@ struct codec<simple_queue<T>> {
     return simple_queue<T>(context::default_context().runtime(), id);
   }
 };
+/// @endcond
 
 }  // namespace fiber
