@@ -23,6 +23,15 @@ if [ -n "${CI:-}" ] && [ "${FIBER_WITH_CUDA:-AUTO}" != OFF ] && [ ! -x build/exa
   echo "test: CI builds the GPU examples in every run, and build/examples/gpu_matmul is missing"
   exit 1
 fi
+# The second configuration, before the engines start: Clang 16 with libfiber as a shared library
+# (a program sees what the headers mark FIBER_API), its examples, and its unit and local tests
+# (build-clang/; the tests of the library's parts link the same objects as a static archive).
+BUILD_DIR=build-clang scripts/build.sh -DCMAKE_CXX_COMPILER=clang++-16 -DBUILD_SHARED_LIBS=ON -DFIBER_BUILD_TESTS=ON \
+  -DFIBER_BUILD_EXAMPLES=ON -DFIBER_BUILD_BENCH=OFF -DBUILD_TESTING=ON -DFIBER_WERROR=ON -DFIBER_DEBUG_INFO=lines \
+  -DFIBER_WITH_CUDA=OFF
+clang_rc=0
+(cd build-clang && ctest -L 'unit|local' --output-on-failure --no-tests=error --timeout 300 -j "$(nproc)") || clang_rc=$?
+echo "test: Clang, shared library: unit and local tests $([ "$clang_rc" -eq 0 ] && echo passed || echo FAILED)"
 trap 'scripts/engines.sh stop' EXIT
 scripts/engines.sh start
 results="$PWD/build/ctest-junit.xml"
@@ -43,4 +52,5 @@ else
   echo "no test results were written ($results)"
   rc=1
 fi
+[ "$clang_rc" -eq 0 ] || rc=1
 exit "$rc"

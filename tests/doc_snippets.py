@@ -127,6 +127,10 @@ def header_blocks(path):
     """Runs of `//   code` lines in the comment that opens the header."""
     blocks, block, gap = [], [], False
     for line in open(path, encoding="utf-8"):
+        if line.startswith("/// @file"):
+            continue
+        if line.startswith("///"):  # the header's doc comment (Doxygen's @file description)
+            line = "//" + line[3:]
         if not line.startswith("//"):
             break
         if line.startswith("//   "):

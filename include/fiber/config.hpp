@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+#include "fiber/detail/export.hpp"
 
 namespace fiber {
 
@@ -18,7 +19,7 @@ using config_overrides = std::initializer_list<std::pair<std::string_view, std::
 
 /// Every setting of fiber, typed; each member is a key of the same name (`FIBER_<KEY>` in the
 /// environment, `key = value` in `.fiberconfig`). docs/config.md says what each does.
-struct config {
+struct FIBER_API config {
   std::string backend = "local";            ///< local | docker | kubernetes | slurm
   std::string image;                        ///< container image for docker/kubernetes
   fiber::log_level log_level = log_level::warn;  ///< what each process logs

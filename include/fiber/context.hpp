@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fiber/config.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace asio {
 class io_context;
@@ -20,7 +21,7 @@ class runtime;
 /// Runs fiber on an event loop. Either owns an io_context and a thread that runs it (plain
 /// programs), or runs on the caller's io_context (services with their own event loop: the
 /// caller keeps it running, and must not block its thread with `.get()`).
-class context {
+class FIBER_API context {
  public:
   /// A context with an event loop and a thread of its own, configured by `cfg`.
   explicit context(fiber::config cfg = config::load());
@@ -63,9 +64,9 @@ class context {
 /// First line of main(). In a process started as a worker it runs the worker and exits: it
 /// never returns into main. Otherwise it records `overrides` (highest precedence) for the
 /// default context.
-void init(int argc, char** argv, config_overrides overrides = {});
+FIBER_API void init(int argc, char** argv, config_overrides overrides = {});
 
 /// True in a process started by fiber as a child.
-bool is_worker() noexcept;
+FIBER_API bool is_worker() noexcept;
 
 }  // namespace fiber

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fiber/error.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber {
 
@@ -57,7 +58,7 @@ inline constexpr std::uint64_t range_ref_bit = std::uint64_t(1) << 63;
 /// Marks a range's length when the range's bytes travel apart, as a shared object of their own
 /// (writer::referenced); its id follows.
 inline constexpr std::uint64_t range_entry_bit = std::uint64_t(1) << 62;
-[[noreturn]] void throw_malformed(const char* what, std::size_t need, std::size_t have);
+[[noreturn]] FIBER_API void throw_malformed(const char* what, std::size_t need, std::size_t have);
 /// What a pool gives its chunks' writers: the shared object that carries a large range an item
 /// holds by reference, made once per call however many items and chunks hold it.
 class range_sharer {
@@ -68,13 +69,13 @@ class range_sharer {
 };
 /// The bytes of the range that travelled as shared object `id` (a reader's range_entry_bit):
 /// this process holds it for its master; throws malformed_message when it does not.
-std::span<const std::byte> shared_range(std::uint64_t id, std::size_t n);
+FIBER_API std::span<const std::byte> shared_range(std::uint64_t id, std::size_t n);
 /// The type a range's shared object is made with and checked against.
 struct shared_range_tag {};
 }  // namespace detail
 
 /// Appends an encoded value: small data inline, large contiguous data as separate frames.
-class writer {
+class FIBER_API writer {
  public:
   writer() = default;
   /// Large ranges reference memory owned by `keep` instead of being copied. Without an owner,
@@ -255,7 +256,7 @@ struct shared_objects {
 
 /// Reads an encoded value back; every read is bounds-checked and throws
 /// `fiber::error(errc::malformed_message)` on truncated or inconsistent input.
-class reader {
+class FIBER_API reader {
  public:
   /// Reads a message: its inline `head` and its large-range frames `blobs` (what a writer made).
   reader(std::span<const std::byte> head, std::span<const std::span<const std::byte>> blobs)

@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 #include <system_error>
+#include "fiber/detail/export.hpp"
 
 namespace fiber {
 
@@ -46,7 +47,7 @@ struct std::is_error_code_enum<fiber::errc> : std::true_type {};
 namespace fiber {
 
 /// The category of fiber's error codes (named "fiber").
-const std::error_category& fiber_category() noexcept;
+FIBER_API const std::error_category& fiber_category() noexcept;
 
 /// `e` as a std::error_code of fiber_category().
 inline std::error_code make_error_code(errc e) noexcept {
@@ -54,7 +55,7 @@ inline std::error_code make_error_code(errc e) noexcept {
 }
 
 /// Thrown by blocking calls and by `co_await` on failed operations.
-class error : public std::system_error {
+class FIBER_API error : public std::system_error {
  public:
   /// An error with fiber's `code` and the reason `what`.
   error(errc code, const std::string& what) : std::system_error(make_error_code(code), what) {}
@@ -66,7 +67,7 @@ class error : public std::system_error {
 };
 
 /// An exception thrown by user code in another process: its type and message travel back.
-class remote_error : public error {
+class FIBER_API remote_error : public error {
  public:
   /// `item`: the pool item whose call raised it ("item 7 (train)"), empty outside a pool.
   remote_error(std::string type, std::string message, std::string where, std::string item = {})

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fiber/config.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber {
 
@@ -34,7 +35,7 @@ struct recorded_run {
 };
 
 /// The runs recorded in record_dir (see docs/config.md), newest first.
-std::vector<recorded_run> run_history(const config& cfg = config::load());
+FIBER_API std::vector<recorded_run> run_history(const config& cfg = config::load());
 
 /// Writes a recorded run as a Chrome trace (JSON that Perfetto's UI and chrome://tracing open):
 /// a process per pool, a track per worker, a span per task from when the worker took it up to its
@@ -42,6 +43,6 @@ std::vector<recorded_run> run_history(const config& cfg = config::load());
 /// for a worker's start and end and a task's timeout; and a "processes" process with a span per
 /// child of the master from its start to its end. `run`: an id or the start of one,
 /// "last" (the newest), or a file's path. Throws fiber::error (config_error) when no run matches.
-recorded_run write_trace(const std::string& run, const std::string& out_path, const config& cfg = config::load());
+FIBER_API recorded_run write_trace(const std::string& run, const std::string& out_path, const config& cfg = config::load());
 
 }  // namespace fiber

@@ -24,6 +24,7 @@
 #include "fiber/managed.hpp"
 #include "fiber/op.hpp"
 #include "fiber/remote_class.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber {
 
@@ -31,15 +32,15 @@ namespace detail {
 class manager_core;
 /// On fiber's loop: asks the server for a new object (constructor `ctor` with `args`); the
 /// completion gets the server's reply, which created_object turns into a handle.
-std::shared_ptr<completion<message>> create_object(const std::shared_ptr<manager_core>& core, std::uint64_t ctor,
+FIBER_API std::shared_ptr<completion<message>> create_object(const std::shared_ptr<manager_core>& core, std::uint64_t ctor,
                                                    writer& args);
-object_handle created_object(const std::shared_ptr<manager_core>& core, const message& reply);
+FIBER_API object_handle created_object(const std::shared_ptr<manager_core>& core, const message& reply);
 }  // namespace detail
 
 /// A server process holding objects that any process of the job calls through proxies, like
 /// multiprocessing's Manager: made with create<T>() or the built-in list, dict, namespace and
 /// queue. Each call waits for its answer (async_manager's do not).
-class manager {
+class FIBER_API manager {
  public:
   /// Starts the server process (in the default context); calls made before it is up wait for it.
   manager();
@@ -105,7 +106,7 @@ class manager {
 };
 
 /// A manager whose proxies send each call at once and return a handle (op) to await later.
-class async_manager : public manager {
+class FIBER_API async_manager : public manager {
  public:
   /// Starts the server process in the default context.
   async_manager();

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "fiber/registry.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber {
 
@@ -37,8 +38,8 @@ struct meta {
 
 namespace detail {
 /// Keyed by the function's registry id, so FIBER_META and FIBER_REMOTE may sit in any order.
-void register_meta(std::uint64_t function_id, meta needs);
-meta find_meta(std::uint64_t function_id) noexcept;
+FIBER_API void register_meta(std::uint64_t function_id, meta needs);
+FIBER_API meta find_meta(std::uint64_t function_id) noexcept;
 
 template <auto F>
 struct meta_registrar {

@@ -15,21 +15,22 @@
 
 #include "fiber/detail/unique_function.hpp"
 #include "fiber/error.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber {
 namespace detail {
 class runtime;
-asio::any_io_executor executor_of(runtime&) noexcept;
-bool in_loop_thread(runtime&) noexcept;
-[[noreturn]] void throw_would_deadlock();
+FIBER_API asio::any_io_executor executor_of(runtime&) noexcept;
+FIBER_API bool in_loop_thread(runtime&) noexcept;
+[[noreturn]] FIBER_API void throw_would_deadlock();
 /// Blocks the calling thread until `done` is set: waits while the loop runs elsewhere, or, in a
 /// worker, runs the loop itself (no thread hop between the caller and the loop).
-void wait_until(runtime&, const std::atomic<bool>& done);
+FIBER_API void wait_until(runtime&, const std::atomic<bool>& done);
 /// Sets `done` and wakes the threads in wait_until.
-void notify_done(runtime&, std::atomic<bool>& done) noexcept;
+FIBER_API void notify_done(runtime&, std::atomic<bool>& done) noexcept;
 /// Runs `start` on fiber's loop (on this thread when it can take the loop), then waits as
 /// wait_until does.
-void wait_until_started(runtime&, unique_function<void()> start, const std::atomic<bool>& done);
+FIBER_API void wait_until_started(runtime&, unique_function<void()> start, const std::atomic<bool>& done);
 
 /// Whether a lazy operation ever started, and what made it (the facade's function, from
 /// std::source_location): an op destroyed before it started is reported, naming that.
@@ -38,7 +39,7 @@ struct op_watch {
   const char* made_by = "";
 };
 /// Logs (warn) that the operation `made_by` made was dropped before it was awaited or waited for.
-void report_dropped_op(const char* made_by) noexcept;
+FIBER_API void report_dropped_op(const char* made_by) noexcept;
 
 /// What a call fiber refuses at compile time returns (a lambda passed where a registered
 /// function must go, FIBER_DETAIL_REFUSE_CALLABLE): whatever the caller does with it (get(),

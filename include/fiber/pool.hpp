@@ -33,6 +33,7 @@
 #include "fiber/op.hpp"
 #include "fiber/pool_options.hpp"
 #include "fiber/registry.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber {
 
@@ -199,7 +200,7 @@ class result_stream {
 /// Worker processes that run registered functions over inputs, like multiprocessing.Pool: map,
 /// starmap, imap, apply and their async forms, each an op to `co_await` or `.get()`. Items whose
 /// worker dies are sent again (call_options); docs/getting_started.md walks through it.
-class pool {
+class FIBER_API pool {
  public:
   /// cpu_count() workers. Workers start now; `ready()` completes when all have.
   pool() : pool(context::default_context(), pool_options{}) {}

@@ -16,6 +16,7 @@
 #include "fiber/context.hpp"
 #include "fiber/op.hpp"
 #include "fiber/registry.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber {
 
@@ -25,7 +26,7 @@ class child_process;
 
 /// A registered function run in a child process, like multiprocessing.Process: start(), join(),
 /// terminate(), its exit code and the exception its target threw.
-class process {
+class FIBER_API process {
  public:
   /// A child that will run `f(args...)`. Fails here, before anything starts, if `f` is not
   /// registered with FIBER_REMOTE.
@@ -110,10 +111,10 @@ struct process_info {
 };
 
 /// This process: its name ("MainProcess" in the master) and pid.
-process_info current_process();
+FIBER_API process_info current_process();
 /// Pids of the children of the default context that are still running.
-std::vector<int> active_children();
+FIBER_API std::vector<int> active_children();
 /// Cpus this process may run on.
-int cpu_count() noexcept;
+FIBER_API int cpu_count() noexcept;
 
 }  // namespace fiber

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "fiber/codec.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber::detail {
 
@@ -30,24 +31,24 @@ struct function_entry {
   args_reader_fn read_args = nullptr;
 };
 
-void register_function(const void* address, std::uint64_t id, std::string_view name, invoker_fn invoke,
+FIBER_API void register_function(const void* address, std::uint64_t id, std::string_view name, invoker_fn invoke,
                        args_reader_fn read_args);
-const function_entry* find_function(const void* address) noexcept;
-const function_entry* find_function(std::uint64_t id) noexcept;
+FIBER_API const function_entry* find_function(const void* address) noexcept;
+FIBER_API const function_entry* find_function(std::uint64_t id) noexcept;
 /// The function's name as its source spells it ("ns::train"), from a registered name; the
 /// registered name itself when it has no such part.
-std::string_view spelled_name(std::string_view registered) noexcept;
+FIBER_API std::string_view spelled_name(std::string_view registered) noexcept;
 /// Digest of every registered id: a worker whose registry differs runs other code.
-std::uint64_t registry_digest() noexcept;
-[[noreturn]] void throw_not_registered(const void* address);
+FIBER_API std::uint64_t registry_digest() noexcept;
+[[noreturn]] FIBER_API void throw_not_registered(const void* address);
 
 /// The other kind of entry the registry holds: how a manager's server makes an object of a
 /// registered class (fiber/remote_class.hpp) from its constructor's arguments. Constructors share
 /// the functions' ids, duplicate check and digest.
 class hosted;
 using hosted_factory = std::unique_ptr<hosted> (*)(reader& args);
-void register_constructor(std::uint64_t id, std::string_view signature, hosted_factory make);
-hosted_factory find_constructor(std::uint64_t id) noexcept;
+FIBER_API void register_constructor(std::uint64_t id, std::string_view signature, hosted_factory make);
+FIBER_API hosted_factory find_constructor(std::uint64_t id) noexcept;
 /// FNV-1a: ids that are the same in every process and every build of the same names.
 constexpr std::uint64_t stable_hash(std::string_view s) noexcept {
   std::uint64_t h = 1469598103934665603ull;

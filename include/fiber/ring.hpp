@@ -31,6 +31,7 @@
 #include "fiber/meta.hpp"
 #include "fiber/op.hpp"
 #include "fiber/registry.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber {
 class ring_member;
@@ -41,16 +42,16 @@ namespace detail {
 class ring_core;
 /// Combines `n` elements: inout[i] = op(inout[i], in[i]).
 using combine_fn = void (*)(const void* op, void* inout, const void* in, std::size_t n);
-void ring_allreduce(const ring_member& me, void* data, std::size_t count, std::size_t element, combine_fn combine,
+FIBER_API void ring_allreduce(const ring_member& me, void* data, std::size_t count, std::size_t element, combine_fn combine,
                     const void* op);
-void ring_broadcast(const ring_member& me, void* data, std::size_t bytes, int root);
-void ring_allgather(const ring_member& me, const void* mine, void* all, std::size_t bytes_each);
-void ring_reduce_scatter(const ring_member& me, const void* in, void* out, std::size_t count_each, std::size_t element,
+FIBER_API void ring_broadcast(const ring_member& me, void* data, std::size_t bytes, int root);
+FIBER_API void ring_allgather(const ring_member& me, const void* mine, void* all, std::size_t bytes_each);
+FIBER_API void ring_reduce_scatter(const ring_member& me, const void* in, void* out, std::size_t count_each, std::size_t element,
                          combine_fn combine, const void* op);
-void ring_send(const ring_member& me, const void* data, std::size_t bytes, int peer);
+FIBER_API void ring_send(const ring_member& me, const void* data, std::size_t bytes, int peer);
 /// Runs `work` (a collective) on the member's collective thread, after its earlier ones.
-op<void> ring_async(const ring_member& me, unique_function<void()> work);
-void ring_recv(const ring_member& me, void* data, std::size_t bytes, int peer);
+FIBER_API op<void> ring_async(const ring_member& me, unique_function<void()> work);
+FIBER_API void ring_recv(const ring_member& me, void* data, std::size_t bytes, int peer);
 
 template <class T, class F>
 void combine(const void* op, void* inout, const void* in, std::size_t n) {
@@ -62,7 +63,7 @@ void combine(const void* op, void* inout, const void* in, std::size_t n) {
 }  // namespace detail
 
 /// What a member knows of itself, and its way to the rendezvous store.
-class ring_member {
+class FIBER_API ring_member {
  public:
   /// How long get() waits for a key by default.
   static constexpr std::chrono::milliseconds default_timeout = std::chrono::minutes(5);
@@ -278,7 +279,7 @@ struct ring_options {
 
 /// N ranked members started together, each running the same function with its ring_member:
 /// collectives (allreduce, broadcast, allgather, ...), point to point, and a key-value store.
-class ring {
+class FIBER_API ring {
  public:
   /// `size` members, each running `f(member)`; `f` must be registered with FIBER_REMOTE.
   ring(int size, void (*f)(ring_member&), ring_options options = {})

@@ -24,6 +24,7 @@
 
 #include "fiber/codec.hpp"
 #include "fiber/detail/shared_entry.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber {
 
@@ -101,8 +102,8 @@ shared<std::remove_cvref_t<T>> share(T&& value) {
 
 namespace detail {
 /// A shared object's encoding, whole, in a message of its own kind (the inline form).
-void write_shared_inline(writer& w, const shared_entry& e);
-std::shared_ptr<const shared_entry> read_shared_inline(reader& r, std::uint64_t id, std::uint64_t type);
+FIBER_API void write_shared_inline(writer& w, const shared_entry& e);
+FIBER_API std::shared_ptr<const shared_entry> read_shared_inline(reader& r, std::uint64_t id, std::uint64_t type);
 }  // namespace detail
 
 /// By reference (its id only) where the writer sends shared objects apart (a pool's chunks: the

@@ -29,6 +29,8 @@ if(PKGCONFIG)
   separate_arguments(flags UNIX_COMMAND "${flags}")
   file(MAKE_DIRECTORY ${WORK}/build)
   run(${PKGCONFIG} -std=c++20 ${SOURCE}/tests/consumer/main.cpp ${flags} -o ${WORK}/build/consumer)
+  # A shared libfiber is found as any library outside the loader's folders is.
+  set(ENV{LD_LIBRARY_PATH} ${prefix}/lib:${prefix}/${LIBDIR})
   run(${WORK}/build/consumer)
   message(STATUS "consumer built with pkg-config's flags, linked and ran fiber")
   return()

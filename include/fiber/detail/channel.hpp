@@ -12,18 +12,19 @@
 #include "fiber/detail/completion.hpp"
 #include "fiber/detail/message.hpp"
 #include "fiber/op.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber::detail {
 class runtime;
 
-std::uint64_t new_channel_id(runtime& rt);
+FIBER_API std::uint64_t new_channel_id(runtime& rt);
 /// On fiber's loop: hands the encoded message to the channel's owner; done once it is on its way.
-std::shared_ptr<completion<std::monostate>> channel_put(runtime& rt, std::uint64_t channel, writer& w);
+FIBER_API std::shared_ptr<completion<std::monostate>> channel_put(runtime& rt, std::uint64_t channel, writer& w);
 /// On fiber's loop: takes the next message; with a timeout, nullopt when none came in time.
-std::shared_ptr<completion<std::optional<message>>> channel_get(runtime& rt, std::uint64_t channel,
+FIBER_API std::shared_ptr<completion<std::optional<message>>> channel_get(runtime& rt, std::uint64_t channel,
                                                                 std::optional<std::chrono::milliseconds> timeout);
 /// Releases the channel's storage at its owner (messages still queued are dropped and logged).
-void channel_release(runtime& rt, std::uint64_t channel) noexcept;
+FIBER_API void channel_release(runtime& rt, std::uint64_t channel) noexcept;
 
 /// Encodes a value it owns, so large ranges go out without copies.
 template <class T>

@@ -6,11 +6,12 @@
 
 #include "fiber/codec.hpp"
 #include "fiber/error.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber::detail {
 
 /// A received message: its frames stay in ZeroMQ's buffers until it is destroyed.
-class message {
+class FIBER_API message {
  public:
   struct frames;
   message() = default;

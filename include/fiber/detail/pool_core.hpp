@@ -8,12 +8,13 @@
 
 #include "fiber/detail/unique_function.hpp"
 #include "fiber/pool_options.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber::detail {
 class runtime;
 class pool_sink;
 
-class pool_core {
+class FIBER_API pool_core {
  public:
   /// A pool whose workers start once fiber's loop runs.
   static std::shared_ptr<pool_core> make(std::shared_ptr<runtime> rt, pool_options options);

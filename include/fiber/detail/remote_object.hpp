@@ -11,6 +11,7 @@
 #include "fiber/detail/channel.hpp"
 #include "fiber/detail/completion.hpp"
 #include "fiber/op.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber::detail {
 
@@ -34,11 +35,11 @@ inline constexpr std::uint64_t release_method = 1;
 
 /// On fiber's loop thread: sends `method(args)` to the object; the completion gets the result.
 /// Never throws: a failure (server gone, payload too large) completes it with the error.
-std::shared_ptr<completion<message>> send_object_call(runtime& rt, const object_ref& ref, std::uint64_t method,
+FIBER_API std::shared_ptr<completion<message>> send_object_call(runtime& rt, const object_ref& ref, std::uint64_t method,
                                                       writer& args);
 /// The handle a process gets for `ref` (decoded from a message, or just created).
-object_handle adopt_object(object_ref ref);
-object_handle own_object(std::shared_ptr<runtime> rt, object_ref ref);
+FIBER_API object_handle adopt_object(object_ref ref);
+FIBER_API object_handle own_object(std::shared_ptr<runtime> rt, object_ref ref);
 
 template <class R>
 R decode_result(const message& m) {
@@ -53,7 +54,7 @@ template <class R>
 using result_decoder = R (*)(const message&);
 
 /// Sends now from any thread (async_manager).
-std::shared_ptr<completion<message>> send_object_call_now(runtime& rt, const object_ref& ref, std::uint64_t method,
+FIBER_API std::shared_ptr<completion<message>> send_object_call_now(runtime& rt, const object_ref& ref, std::uint64_t method,
                                                           writer& args);
 /// `method(args)` on the object: a manager's proxies complete the call when awaited; an
 /// async_manager's send it now and complete when awaited.
@@ -86,7 +87,7 @@ std::shared_ptr<writer> encode_args(A&&... args) {
 // ---- the server's side ----------------------------------------------------------------------
 
 /// A call answered later (a queue's get that waits for a put).
-class deferred_reply {
+class FIBER_API deferred_reply {
  public:
   deferred_reply(std::uint64_t manager, std::uint64_t call) : manager_(manager), call_(call) {}
   void send(writer& result) const;

@@ -18,6 +18,7 @@
 
 #include "fiber/encoding.hpp"
 #include "fiber/error.hpp"
+#include "fiber/detail/export.hpp"
 
 namespace fiber::detail {
 
@@ -30,9 +31,9 @@ struct is_shared_view<std::span<const X>> : std::bool_constant<std::is_trivially
 
 /// What tells two types apart on the wire: a hash of the type's name (the same in every process
 /// of one program, which is what runs on both sides).
-std::uint64_t type_fingerprint(const std::type_info& t) noexcept;
+FIBER_API std::uint64_t type_fingerprint(const std::type_info& t) noexcept;
 
-class shared_entry {
+class FIBER_API shared_entry {
  public:
   /// Where the object was shared: `value` encoded by `encoded` (its large ranges referencing
   /// `value`'s memory).
@@ -91,27 +92,27 @@ class shared_entry {
 };
 
 /// An entry for `value`, shared here (found by id in this process while it lives).
-std::shared_ptr<const shared_entry> make_shared_entry(std::shared_ptr<const void> value, const std::type_info& type,
+FIBER_API std::shared_ptr<const shared_entry> make_shared_entry(std::shared_ptr<const void> value, const std::type_info& type,
                                                       writer&& encoded);
 /// A host copy made by process `pid` (shared_entry::host_copy, descriptor `fd`), mapped here.
-std::shared_ptr<const shared_entry> map_host_copy(int pid, int fd, std::uint64_t id, std::uint64_t type,
+FIBER_API std::shared_ptr<const shared_entry> map_host_copy(int pid, int fd, std::uint64_t id, std::uint64_t type,
                                                   std::size_t head, std::span<const std::size_t> blobs);
 
 /// Counts `e` (once) among the objects sent apart that are in use, until it goes; throws
 /// shared_cache_full, naming the key, when they would pass `bound` bytes (0: a quarter of this
 /// host's memory).
-void publish_shared(const shared_entry& e, std::uint64_t bound);
+FIBER_API void publish_shared(const shared_entry& e, std::uint64_t bound);
 /// The bytes of the objects published and still in use in this process.
-std::uint64_t shared_published_bytes() noexcept;
+FIBER_API std::uint64_t shared_published_bytes() noexcept;
 
 /// The entries this process received by reference (a pool worker's), kept until the master
 /// releases them, plus the live ones it made itself.
-void hold_shared(std::shared_ptr<const shared_entry> e);
-void release_shared(std::uint64_t id) noexcept;
-std::shared_ptr<const shared_entry> find_shared(std::uint64_t id);
+FIBER_API void hold_shared(std::shared_ptr<const shared_entry> e);
+FIBER_API void release_shared(std::uint64_t id) noexcept;
+FIBER_API std::shared_ptr<const shared_entry> find_shared(std::uint64_t id);
 /// How many entries this process holds for its master (a worker's cache).
-std::size_t shared_held() noexcept;
-[[noreturn]] void throw_shared_type_mismatch(std::uint64_t id, const std::type_info& wanted);
+FIBER_API std::size_t shared_held() noexcept;
+[[noreturn]] FIBER_API void throw_shared_type_mismatch(std::uint64_t id, const std::type_info& wanted);
 
 // ---- implementation
 
