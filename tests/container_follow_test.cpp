@@ -92,4 +92,15 @@ TEST_F(container_follow_test, without_a_restart_policy_the_first_end_is_the_last
   EXPECT_EQ(f.out, "life 1\n");
 }
 
+// A worker's container is removed by its master once it ended: following it ends there, without
+// an error (here it is gone before the follow starts).
+TEST_F(container_follow_test, a_container_removed_once_it_ended_ends_the_follow_without_an_error) {
+  auto id = started("exit 4", 0);
+  (void)engine.run<int>([&](auto& e, auto done) { e.containers().wait(id, std::move(done)); });
+  engine.run<bool>([&](auto& e, auto done) { e.containers().remove(id, true, std::move(done)); });
+  std::optional<int> code;
+  EXPECT_NO_THROW(code = follow(id).code);
+  EXPECT_TRUE(code.has_value());
+}
+
 }  // namespace

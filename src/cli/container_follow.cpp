@@ -23,6 +23,7 @@ struct container_follow::state {
 struct container_follow::life_end {
   std::int64_t restarts = 0;  // the engine's RestartCount when the life ended
   bool ended_for_good = false;
+  bool removed = false;  // the container is gone: nothing more to read
   int code = 0;
 };
 
@@ -50,10 +51,27 @@ std::optional<container_follow::life_end> container_follow::follow_life(const bo
   });
   detail::run_until(engine_.io(), [&] { return stop || ((s->code || !s->failure.empty()) && s->logs_done); });
   if (stop) return std::nullopt;
-  if (!s->failure.empty()) throw error(errc::backend_unavailable, "waiting for container " + id_.substr(0, 12) + ": " + s->failure);
-  auto inspected = boost::json::parse(engine_.run<std::string>([&](detail::docker_engine& e, auto done) { e.containers().inspect(id_, std::move(done)); }));
-  auto& st = inspected.at("State").as_object();
   life_end end;
+  // A container removed as it ended (a worker's, by its master) has ended for good.
+  auto removed = [&](const std::string& why) {
+    if (!detail::benign_remove_error(why)) return false;
+    end.ended_for_good = end.removed = true;
+    end.code = s->code.value_or(0);
+    return true;
+  };
+  if (!s->failure.empty()) {
+    if (removed(s->failure)) return end;
+    throw error(errc::backend_unavailable, "waiting for container " + id_.substr(0, 12) + ": " + s->failure);
+  }
+  std::string text;
+  try {
+    text = engine_.run<std::string>([&](detail::docker_engine& e, auto done) { e.containers().inspect(id_, std::move(done)); });
+  } catch (const error& e) {
+    if (removed(e.what())) return end;
+    throw;
+  }
+  auto inspected = boost::json::parse(text);
+  auto& st = inspected.at("State").as_object();
   end.restarts = inspected.as_object().if_contains("RestartCount") ? inspected.at("RestartCount").to_number<std::int64_t>() : 0;
   // Restarting, or already running again: the engine starts it again; exited (or dead): it ended.
   end.ended_for_good = !st.at("Running").as_bool() && !st.at("Restarting").as_bool();
@@ -66,6 +84,7 @@ std::optional<int> container_follow::run(const bool& stop) {
   for (;;) {
     auto end = follow_life(stop);
     if (!end) return std::nullopt;
+    if (end->removed) return end->code;
     // A life that began and ended between this pass's end and its inspection left output this
     // pass did not see: one more pass (the stream of an ended container returns at once).
     if (end->ended_for_good && end->restarts == restarts) return end->code;

@@ -23,9 +23,10 @@ class container_follow {
 
   container_follow(detail::blocking_engine& engine, std::string id, sink out);
 
-  /// Runs the engine's io until the container has ended for good (exited with no restart due);
-  /// returns its last exit code, or nullopt once `stop` holds (a handler on the engine's io sets
-  /// it: Ctrl-C detaches). Throws fiber::error(backend_unavailable) when the engine fails.
+  /// Runs the engine's io until the container has ended for good (exited with no restart due, or
+  /// removed: then 0 unless its exit was seen); returns its last exit code, or nullopt once `stop`
+  /// holds (a handler on the engine's io sets it: Ctrl-C detaches). Throws
+  /// fiber::error(backend_unavailable) when the engine fails.
   std::optional<int> run(const bool& stop);
 
  private:
