@@ -346,8 +346,7 @@ TEST_F(fiber_command_on_kubernetes, a_durable_masters_pod_deleted_mid_map_is_mad
   fiber_test::durable_case::wait_for_end(old);  // the master and its workers (owned by its pod)
   c.wait_for_a_new_master(old);
   auto ps = fiber("ps").out;
-  auto row = ps.substr(ps.find(started_.back() + " "));
-  row = row.substr(0, row.find('\n'));
+  auto row = fiber_test::ps_row(ps, started_.back());
   EXPECT_NE(row.find("restart 1"), std::string::npos) << "ps does not say the Job made the master again: " << ps;
   c.open_gate();
   auto logs = fiber("logs -f " + started_.back());

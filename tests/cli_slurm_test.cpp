@@ -131,8 +131,7 @@ TEST_F(fiber_command_on_slurm, a_durable_masters_job_requeued_mid_map_runs_again
   ASSERT_TRUE(requeued.ok()) << requeued.problem();
   fiber_test::durable_case::wait_for_end(old);  // the master and its workers
   auto ps = fiber_cmd("--backend slurm ps").out;
-  auto row = ps.substr(ps.find(name + " "));
-  row = row.substr(0, row.find('\n'));
+  auto row = fiber_test::ps_row(ps, name);
   EXPECT_NE(row.find("restart 1"), std::string::npos) << "ps does not say the master's job was requeued: " << ps;
   // Slurm holds a requeued job back a while (BeginTime); an administrator lets it go.
   auto released = fiber::detail::run_command({"scontrol", "update", "jobid=" + master[0].id, "StartTime=now"});

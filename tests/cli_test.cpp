@@ -204,8 +204,7 @@ TEST_F(fiber_command, a_durable_master_killed_mid_map_is_started_again_by_the_en
   fiber_test::durable_case::wait_for_end(old);
   c.wait_for_a_new_master(old);
   auto ps = fiber_cmd("ps");
-  auto row = ps.out.substr(ps.out.find(name + " "));
-  row = row.substr(0, row.find('\n'));
+  auto row = fiber_test::ps_row(ps.out, name);
   EXPECT_NE(row.find("running"), std::string::npos) << ps.out;
   EXPECT_NE(row.find("restart 1"), std::string::npos) << "ps does not say the master was started again: " << ps.out;
   c.open_gate();

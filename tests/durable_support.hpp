@@ -217,6 +217,13 @@ inline void expect_taken_up(std::map<std::string, int> before, std::map<std::str
   EXPECT_LE(again, 2) << "only the items the two workers were running at the kill run twice";
 }
 
+/// The line of `fiber ps`'s table that names run `name` ("" when none does).
+inline std::string ps_row(const std::string& table, const std::string& name) {
+  auto at = table.find(name + " ");
+  if (at == std::string::npos) return {};
+  return table.substr(at, table.find('\n', at) - at);
+}
+
 const std::string uninterrupted = "0 1 4 9 16 25 36 49 | 1 11 21 31 41 51 61 71\n";
 
 }  // namespace fiber_test
