@@ -42,7 +42,7 @@ printf 'compile  <fiber/fiber.hpp> %6.2f s %7d KiB peak | <asio.hpp> %6.2f s %7d
 # hello, linked both ways with the shared tree's compiler and its link line.
 scxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$shared_tree/CMakeCache.txt")
 obj=$(find "$shared_tree/examples" -name 'hello.cpp.o' | head -1)
-libs=(-lzmq -lboost_json -lboost_container -lcurl -lssl -lcrypto -lyaml-cpp -lxxhash -ldl -pthread)
+libs=(-lzmq -lboost_json -lboost_container -lcurl -lssl -lcrypto -lyaml -lxxhash -ldl -pthread)
 declare -A lsecs
 for r in $(seq "$rounds"); do
   read -r s _ < <(measure "$scxx" -rdynamic "$obj" -o "$work/hello_static" "$shared_tree/libfiber_internal.a" "${libs[@]}")

@@ -32,6 +32,20 @@ BUILD_DIR=build-clang scripts/build.sh -DCMAKE_CXX_COMPILER=clang++-16 -DBUILD_S
 clang_rc=0
 (cd build-clang && ctest -L 'unit|local' --output-on-failure --no-tests=error --timeout 300 -j "$(nproc)") || clang_rc=$?
 echo "test: Clang, shared library: unit and local tests $([ "$clang_rc" -eq 0 ] && echo passed || echo FAILED)"
+# The third: Clang 16 on libc++ (build-libcxx/): the library, the fiber command and the examples
+# build, and the pi example runs on the local backend. (The tests would need a GoogleTest built
+# against libc++, which Debian does not package.)
+libcxx=-stdlib=libc++
+BUILD_DIR=build-libcxx scripts/build.sh -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_CXX_FLAGS="$libcxx" \
+  -DCMAKE_EXE_LINKER_FLAGS="$libcxx" -DCMAKE_SHARED_LINKER_FLAGS="$libcxx" -DFIBER_BUILD_TESTS=OFF \
+  -DFIBER_BUILD_EXAMPLES=ON -DFIBER_BUILD_BENCH=OFF -DBUILD_TESTING=OFF -DFIBER_WERROR=ON -DFIBER_WITH_CUDA=OFF
+if build-libcxx/examples/pi_estimation >build-libcxx/pi.out 2>&1 && grep -q "^Pi is roughly 3.14" build-libcxx/pi.out; then
+  echo "test: Clang, libc++: the library, the command and the examples built; pi ran"
+else
+  echo "test: Clang, libc++: the pi example FAILED:"
+  cat build-libcxx/pi.out
+  clang_rc=1
+fi
 trap 'scripts/engines.sh stop' EXIT
 scripts/engines.sh start
 results="$PWD/build/ctest-junit.xml"

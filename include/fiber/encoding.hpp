@@ -52,7 +52,7 @@ struct blob {
   std::shared_ptr<const void> keep;  ///< owns `data`
 };
 /// Contiguous ranges at least this large go as their own frame.
-inline constexpr std::size_t blob_threshold = 8 * 1024;
+inline constexpr std::size_t blob_threshold = std::size_t{8} * 1024;
 /// Marks a range's length when the range is one written before (writer::share_ranges).
 inline constexpr std::uint64_t range_ref_bit = std::uint64_t(1) << 63;
 /// Marks a range's length when the range's bytes travel apart, as a shared object of their own
@@ -132,9 +132,9 @@ class FIBER_API writer {
   /// codec<shared_ptr>: the number of the object `p` points to in this writer, and whether this
   /// is its first appearance (numbers count first appearances from 0). The writer keeps the
   /// object alive, so no other object can take its address while the number stands.
-  std::pair<std::uint32_t, bool> shared_id(std::shared_ptr<const void> p) {
+  std::pair<std::uint32_t, bool> shared_id(const std::shared_ptr<const void>& p) {
     auto key = p.get();
-    auto [it, first] = shared_ids_.try_emplace(key, static_cast<std::uint32_t>(shared_ids_.size()), std::move(p));
+    auto [it, first] = shared_ids_.try_emplace(key, static_cast<std::uint32_t>(shared_ids_.size()), p);
     return {it->second.first, first};
   }
   /// Starts a new scope of shared objects: what comes next is read by a reader of its own.

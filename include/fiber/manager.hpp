@@ -95,7 +95,7 @@ class FIBER_API manager {
 
  private:
   template <class P>
-  op<P> make(std::uint64_t ctor, std::shared_ptr<writer> args) {
+  op<P> make(std::uint64_t ctor, const std::shared_ptr<writer>& args) {
     return detail::deferred_op<P>(
         rt_, [core = core_, ctor, args] { return detail::create_object(core, ctor, *args); },
         [core = core_](const detail::message& reply) { return P(detail::created_object(core, reply)); });

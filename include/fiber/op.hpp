@@ -136,14 +136,14 @@ class [[nodiscard]] op : public asio::awaitable<T> {
     auto* rt = rt_.get();
     auto ex = detail::executor_of(*rt);
     if constexpr (std::is_void_v<T>) {
-      asio::co_spawn(ex, std::move(static_cast<asio::awaitable<T>&>(*this)), [&r, rt](std::exception_ptr e) {
+      asio::co_spawn(ex, std::move(static_cast<asio::awaitable<T>&>(*this)), [&r, rt](const std::exception_ptr& e) {
         r.error = e;
         detail::notify_done(*rt, r.done);
       });
       detail::wait_until(*rt, r.done);
       if (r.error) std::rethrow_exception(r.error);
     } else {
-      asio::co_spawn(ex, std::move(static_cast<asio::awaitable<T>&>(*this)), [&r, rt](std::exception_ptr e, T v) {
+      asio::co_spawn(ex, std::move(static_cast<asio::awaitable<T>&>(*this)), [&r, rt](const std::exception_ptr& e, T v) {
         if (e)
           r.error = e;
         else
@@ -152,7 +152,7 @@ class [[nodiscard]] op : public asio::awaitable<T> {
       });
       detail::wait_until(*rt, r.done);
       if (r.error) std::rethrow_exception(r.error);
-      return std::move(*r.value);
+      return std::move(r.value).value();
     }
   }
 

@@ -166,6 +166,10 @@ concept unnamed_callable = std::is_class_v<std::remove_cvref_t<F>>;
 #define FIBER_DETAIL_CAT2(a, b) a##b
 #define FIBER_DETAIL_CAT(a, b) FIBER_DETAIL_CAT2(a, b)
 
+// `fn` stays unparenthesized: it must be a function's name, whose address is the registrar's
+// template argument; `&(fn)` would accept expressions that name no function.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 /// Registers a function so that it can run in another process. Use at namespace scope.
 #define FIBER_REMOTE(fn) \
   [[maybe_unused]] static const ::fiber::detail::function_registrar<&fn> FIBER_DETAIL_CAT(fiber_remote_, __COUNTER__) {}
+// NOLINTEND(bugprone-macro-parentheses)

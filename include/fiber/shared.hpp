@@ -80,7 +80,7 @@ class shared {
   const std::shared_ptr<const detail::shared_entry>& entry() const noexcept { return entry_; }
   /// A handle of a received entry: its value is decoded now (once per process: later handles
   /// of the entry share it), so that reading it is a plain pointer's read.
-  static shared from_entry(std::shared_ptr<const detail::shared_entry> e) {
+  static shared from_entry(const std::shared_ptr<const detail::shared_entry>& e) {
     shared s;
     s.value_ = e->template value<T>();
     s.entry_ = std::move(e);

@@ -87,6 +87,7 @@ spawned_command spawn_command(const std::vector<std::string>& argv, const comman
 
   std::vector<std::string> args = argv;
   std::vector<char*> c_args;
+  c_args.reserve(args.size());
   for (auto& a : args) c_args.push_back(a.data());
   c_args.push_back(nullptr);
   std::vector<std::string> env_copy;

@@ -23,7 +23,7 @@ extern char** environ;
 namespace fiber::detail {
 
 namespace {
-constexpr std::size_t max_request = 64 * 1024;
+constexpr std::size_t max_request = std::size_t{64} * 1024;
 
 bool single_threaded() {
   DIR* d = opendir("/proc/self/task");
@@ -64,6 +64,7 @@ std::unique_ptr<zygote> zygote::start(const std::string& executable) {
   env_storage.push_back(std::string(env_zygote_fd) + "=" + std::to_string(helper_fd));
   env_storage.push_back(std::string(env_parent_pid) + "=" + std::to_string(getpid()));
   std::vector<char*> envp;
+  envp.reserve(env_storage.size() + 1);
   for (auto& s : env_storage) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::string exe = executable, flag = zygote_flag;
@@ -88,7 +89,7 @@ zygote::~zygote() {
   }
 }
 
-pid_t zygote::fork_worker(const std::vector<std::string>& env) {
+pid_t zygote::fork_worker(const std::vector<std::string>& env) const {
   std::string request;
   for (auto& kv : env) {
     request += kv;

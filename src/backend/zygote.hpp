@@ -19,7 +19,7 @@ class zygote {
   zygote(const zygote&) = delete;
 
   /// Forks a worker with exactly the environment `env` ("K=V" each). Returns its pid, or -errno.
-  pid_t fork_worker(const std::vector<std::string>& env);
+  pid_t fork_worker(const std::vector<std::string>& env) const;
   pid_t pid() const noexcept { return pid_; }
 
  private:

@@ -23,7 +23,7 @@ namespace {
 
 std::string read_file(const fs::path& p) { return read_whole_file(p); }
 
-std::string trim(std::string s) {
+std::string trim(const std::string& s) {
   auto b = s.find_first_not_of(" \t\r");
   auto e = s.find_last_not_of(" \t\r");
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);

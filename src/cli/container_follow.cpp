@@ -44,8 +44,8 @@ std::optional<container_follow::life_end> container_follow::follow_life(const bo
         out_(stream, bytes.substr(skip));
         printed_[stream] = s->seen[stream];
       },
-      [s](std::error_code, bool, std::string) { s->logs_done = true; });
-  containers.wait(id_, [s](std::error_code ec, int exit_code, std::string why) {
+      [s](std::error_code, bool, const std::string&) { s->logs_done = true; });
+  containers.wait(id_, [s](std::error_code ec, int exit_code, const std::string& why) {
     if (ec) s->failure = why.empty() ? ec.message() : why;
     else s->code = exit_code;
   });

@@ -29,7 +29,7 @@ struct relayed : std::enable_shared_from_this<relayed> {
   void start(detail::http_request req) {
     id = http.start(
         std::move(req),
-        [weak = weak_from_this()](std::error_code ec, detail::http_response r) {
+        [weak = weak_from_this()](std::error_code ec, const detail::http_response& r) {
           auto self = weak.lock();
           if (!self) return;
           self->ended = true;
@@ -112,7 +112,7 @@ struct dashboard_relay::state {
                          : path == "/state"  ? "application/json"
                                              : "text/event-stream";
     detail::http_request req;
-    route(req, *dashboard_upstream_target(path, at.token));  // admission let only the page's paths in
+    route(req, dashboard_upstream_target(path, at.token).value());  // admission let only the page's paths in
     // The events last as long as the run; a page or its state comes at once.
     req.timeout = path == "/events" ? std::chrono::milliseconds(0) : std::chrono::milliseconds(30000);
     auto one = std::make_shared<relayed>(io, http);

@@ -219,7 +219,7 @@ std::unique_ptr<launch> docker_runner::plan_run(const run_options& o) {
     c.binds.push_back(runs + ":" + std::string(master_record_dir));
     c.env.push_back("FIBER_RECORD_DIR=" + std::string(master_record_dir));
   }
-  c.env.push_back("FIBER_BACKEND=docker");
+  c.env.emplace_back("FIBER_BACKEND=docker");
   c.env.push_back("FIBER_RUN_NAME=" + name);
   if (!volumes.empty()) c.env.push_back("FIBER_VOLUMES=" + volumes);
   c.env.push_back("FIBER_DOCKER_NETWORK=" + c.network_mode);

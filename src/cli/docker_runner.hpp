@@ -13,7 +13,7 @@ namespace fiber::cli {
 class docker_runner final : public runner {
  public:
   docker_runner();
-  ~docker_runner();
+  ~docker_runner() override;
 
   int ps() override;
   int logs(const logs_options& o) override;

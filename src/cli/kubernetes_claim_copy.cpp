@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include "backend/kubernetes/pod_manifest.hpp"
 #include "backend/kubernetes/pod_watch.hpp"
@@ -90,7 +91,7 @@ void await_serving(blocking_api& api, const std::string& ns, const std::string& 
       },
       [&](std::error_code ec, long, std::string w) {
         ended = true;
-        if (ec) why = w;
+        if (ec) why = std::move(w);
       });
   detail::run_until(api.io(), [&] { return ready || ended || stop.requested; });
   api.cancel(id);

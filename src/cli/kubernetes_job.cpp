@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 #include <cctype>
+#include <cmath>
 
 #include "backend/kubernetes/pod_manifest.hpp"
 #include "cli/run_names.hpp"
@@ -85,7 +86,7 @@ json::object job_manifest(const job_settings& s) {
   }
   // The master's resources, as asked (none: it takes what the node gives).
   json::object amounts, limits;
-  if (s.cpu > 0) amounts["cpu"] = std::to_string(static_cast<std::int64_t>(s.cpu * 1000 + 0.5)) + "m";
+  if (s.cpu > 0) amounts["cpu"] = std::to_string(std::llround(s.cpu * 1000)) + "m";
   if (s.memory_bytes > 0) amounts["memory"] = std::to_string(s.memory_bytes);
   limits = amounts;
   if (s.gpu > 0) limits[s.gpu_resource] = std::to_string(s.gpu);

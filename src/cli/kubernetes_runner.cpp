@@ -7,10 +7,11 @@
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstdio>
-#include <functional>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <optional>
+#include <utility>
 
 #include "core/volume.hpp"
 #include "backend/docker/blocking_engine.hpp"
@@ -184,7 +185,7 @@ int kubernetes_runner::logs(const logs_options& o) {
       },
       [&](std::error_code ec, long, std::string why) {
         ended = true;
-        if (ec) failure = why;
+        if (ec) failure = std::move(why);
       });
   detail::run_until(s.api.io(), [&] { return ended; });
   if (!failure.empty()) throw error(errc::backend_unavailable, "reading the output of " + pod + ": " + failure);
@@ -319,7 +320,7 @@ std::string kubernetes_runner::master_output(const std::string& name) {
       [&](std::string_view line) { (text += line) += '\n'; },
       [&](std::error_code ec, long, std::string why) {
         ended = true;
-        if (ec) failure = why;
+        if (ec) failure = std::move(why);
       });
   detail::run_until(s.api.io(), [&] { return ended; });
   if (!failure.empty()) throw error(errc::backend_unavailable, "reading the output of " + pod + ": " + failure);

@@ -14,7 +14,7 @@ namespace fiber::cli {
 class kubernetes_runner final : public runner {
  public:
   kubernetes_runner();
-  ~kubernetes_runner();
+  ~kubernetes_runner() override;
 
   int ps() override;
   int logs(const logs_options& o) override;

@@ -66,7 +66,7 @@ struct kubernetes_runner::session {
                                      "&timeoutSeconds=" + std::to_string(std::max<long>(1, left.count())),
                                  left + std::chrono::seconds(10), {"watch", path.substr(path.rfind('/') + 1)},
                                  [&](std::string_view) { changed = true; },
-                                 [&](std::error_code, long, std::string) { changed = true; });
+                                 [&](std::error_code, long, const std::string&) { changed = true; });
       detail::run_until(api.io(), [&] { return changed; });
       api.cancel(id);  // completed here: its handlers write this turn's `changed`
     }

@@ -52,6 +52,7 @@ pid_t start_master(const run_options& o, const detail::spawn_spec& master, const
     ::_exit(125);
   }
   std::vector<char*> argv;
+  argv.reserve(o.command.size() + 1);
   for (auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   ::execvp(argv[0], argv.data());
@@ -80,7 +81,7 @@ int run_locally(const run_options& o) {
     } catch (const error& e) {
       throw error(e.code(), e.reason() + "; for the master itself: lower --gpu or --cpu");
     }
-    grant = *host.try_take(master);  // nothing else holds this host's slots here
+    grant = host.try_take(master).value();  // nothing else holds this host's slots here
     for (auto& id : host.gpus().ids)
       if (std::find(grant.gpus.begin(), grant.gpus.end(), id) == grant.gpus.end()) left_for_children.push_back(id);
   }

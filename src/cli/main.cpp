@@ -20,7 +20,6 @@
 #include "cli/local_runner.hpp"
 #include "cli/run_options.hpp"
 #include "cli/slurm_runner.hpp"
-#include "fiber/error.hpp"
 #include "fiber/history.hpp"
 
 namespace fiber::cli {
@@ -187,8 +186,9 @@ int dispatch(command_line& c, const std::string& verb) {
 }  // namespace
 }  // namespace fiber::cli
 
-int main(int argc, char** argv) {
-  using namespace fiber::cli;
+namespace fiber::cli {
+namespace {
+int run_command_line(int argc, char** argv) {
   command_line c;
   CLI::App app{"fiber: build, push and run a fiber program's master on Docker, Kubernetes or Slurm (or here), and watch "
                "it.\n"
@@ -222,4 +222,18 @@ int main(int argc, char** argv) {
     return 125;
   }
   return 0;
+}
+}  // namespace
+}  // namespace fiber::cli
+
+int main(int argc, char** argv) {
+  try {
+    return fiber::cli::run_command_line(argc, argv);
+  } catch (const std::exception& e) {  // the command line's own setup, or reporting an error
+    std::fprintf(stderr, "fiber: %s\n", e.what());
+    return 125;
+  } catch (...) {
+    std::fputs("fiber: an exception that is not a std::exception ended the command\n", stderr);
+    return 125;
+  }
 }

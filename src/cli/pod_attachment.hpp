@@ -120,7 +120,7 @@ class pod_attachment {
           std::fflush(stdout);
           if (on_line_) on_line_(out_.pod, line);
         },
-        [this](std::error_code, long, std::string) {
+        [this](std::error_code, long, const std::string&) {
           logs_open_ = false;
           maybe_done();
         });
@@ -136,7 +136,7 @@ class pod_attachment {
     auto* spec = pod->if_contains("spec");
     detail::kube::ask_untolerated_taints(
         api_.api(), spec && spec->is_object() ? spec->as_object() : json::object{},
-        [this, alive = std::weak_ptr<bool>(alive_), message](detail::kube::untolerated taints, std::string why) {
+        [this, alive = std::weak_ptr<bool>(alive_), message](const detail::kube::untolerated& taints, const std::string& why) {
           if (alive.expired() || finished_) return;
           taints_asked_ = false;
           if (!why.empty()) return never_schedulable(message + " (which taints, listing the nodes would say: " + why + ")");

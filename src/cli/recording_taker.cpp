@@ -23,7 +23,7 @@ bool recording_taker::take_if_offered(std::string_view line, const route_fn& rou
   auto body = std::make_shared<std::string>();
   http_.start(
       std::move(req),
-      [body, offer = *offer, folder = folder_, done = std::move(done)](std::error_code ec, detail::http_response r) mutable {
+      [body, offer = *offer, folder = folder_, done = std::move(done)](std::error_code ec, const detail::http_response& r) mutable {
         if (!r.body.empty()) *body += r.body;
         auto path = (fs::path(folder) / offer.file).string();
         std::string why;

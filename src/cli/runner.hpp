@@ -39,7 +39,7 @@ class runner {
   virtual ~runner() = default;
   /// `fiber run`: plan, --dry-run, prepare, create, follow. Exit status: with --attach the
   /// master's own, 130 when the user detached, else 0 once it started.
-  int run(const run_options& o);
+  int run(const run_options& given);
   /// This user's runs: name, state, status, age, running workers.
   virtual int ps() = 0;
   virtual int logs(const logs_options& o) = 0;

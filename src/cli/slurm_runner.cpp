@@ -247,7 +247,7 @@ std::unique_ptr<launch> slurm_runner::plan_run(const run_options& o) {
   env.insert(env.end(), o.env.begin(), o.env.end());
   detail::spawn_spec spec;
   spec.cpu = o.cpu > 0 ? static_cast<int>(std::ceil(o.cpu)) : 1;
-  spec.memory_mb = static_cast<int>(o.memory_bytes / (1024 * 1024));
+  spec.memory_mb = static_cast<int>(o.memory_bytes / (std::int64_t{1024} * 1024));
   spec.gpu = o.gpu;
   auto cfg = fiber::config::load();
   std::vector<std::string> args{"sbatch", "--parsable", "--job-name=" + name,

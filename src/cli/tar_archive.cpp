@@ -23,7 +23,7 @@ fs::path placed(std::string name, const fs::path& parent, const std::string& top
   while (name.starts_with("./")) name.erase(0, 2);
   auto outside = [&] { fail("the archive holds an entry outside its folder: " + name); };
   if (name.empty() || name.starts_with("/")) outside();
-  for (auto& part : fs::path(name))
+  for (const auto& part : fs::path(name))
     if (part == "..") outside();
   auto slash = name.find('/');
   auto rest = slash == std::string::npos ? std::string() : name.substr(slash);

@@ -31,7 +31,7 @@ class tar_writer {
 };
 
 /// Reads `local` whole; fiber::error(config_error) naming it when it cannot.
-std::string read_whole_file(const std::filesystem::path& local);
+std::string read_whole_file(const std::filesystem::path& p);
 
 /// Writes the entries of `tar` under `parent`, the first path component of each renamed to
 /// `top` (the archive of one file or folder, as the engine's archive endpoint gives it).

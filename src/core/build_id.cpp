@@ -15,7 +15,8 @@ int find_build_id(dl_phdr_info* info, size_t, void* out) {
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const auto& ph = info->dlpi_phdr[i];
     if (ph.p_type != PT_NOTE) continue;
-    auto* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+    // The loader gives the object's base as an integer: the cast is the only way to its notes.
+    auto* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);  // NOLINT(performance-no-int-to-ptr)
     auto* end = p + ph.p_memsz;
     while (p + sizeof(ElfW(Nhdr)) <= end) {
       auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);

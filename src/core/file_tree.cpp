@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <ranges>
 #include <vector>
 
 #include "fiber/error.hpp"
@@ -208,7 +209,7 @@ std::size_t unpack_tree(std::string_view packed, const fs::path& parent, const s
     fs::create_symlink(l.target, l.at, ec);
     if (ec) cannot("make the link", l.at, ec.message());
   }
-  for (auto it = folders.rbegin(); it != folders.rend(); ++it) apply_mode(it->first, it->second);
+  for (const auto& [folder, mode] : std::views::reverse(folders)) apply_mode(folder, mode);
   return written;
 }
 

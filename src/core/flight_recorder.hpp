@@ -126,7 +126,7 @@ class flight_recorder {
   void close();
 
  private:
-  void append(const flight_record& r, std::string_view text);
+  void append(const flight_record& given, std::string_view text);
   void write_out();
 
   std::mutex mutex_;

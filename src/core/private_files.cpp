@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 void make_private_folder(const fs::path& folder, std::error_code& ec) {
   ec.clear();
   fs::path at;
-  for (auto& part : folder) {
+  for (const auto& part : folder) {
     at /= part;
     if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) {
       ec.assign(errno, std::generic_category());

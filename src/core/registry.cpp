@@ -106,6 +106,7 @@ std::uint64_t registry_digest() noexcept {
   auto& r = the_registry();
   std::lock_guard lock(r.mutex);
   std::vector<std::uint64_t> ids;
+  ids.reserve(r.by_id.size());
   for (auto& [id, e] : r.by_id) ids.push_back(id);
   for (auto& [id, e] : r.constructors) ids.push_back(id);
   std::sort(ids.begin(), ids.end());

@@ -112,6 +112,7 @@ int shared_entry::host_copy() const {
   std::lock_guard lock(mutex_);
   if (host_fd_ >= 0) return host_fd_;
   std::vector<std::size_t> sizes;
+  sizes.reserve(blobs_.size());
   for (auto& b : blobs_) sizes.push_back(b.size());
   auto at = host_layout(head_.size(), sizes);
   int fd = ::memfd_create("fiber-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);

@@ -88,8 +88,8 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   child_process(std::shared_ptr<runtime> rt, encoded_call call);
 
   // child_endpoint: what the master's socket hears from the child
-  void on_hello(const std::string& hello_json) override;
-  void on_done(bool raised, const std::string& detail) override;
+  void on_hello(const std::string& text) override;
+  void on_done(bool threw, const std::string& detail) override;
   void on_master_shutdown() noexcept override;
 
   void spawn();

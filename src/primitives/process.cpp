@@ -76,7 +76,7 @@ void process::set_daemon(bool daemon) {
 op<void> process::start() {
   return detail::deferred_op<void>(state_->rt(), [p = state_] {
     auto c = std::make_shared<detail::completion<std::monostate>>();
-    detail::child_process::started_handler done = [c](std::error_code ec, std::string what) {
+    detail::child_process::started_handler done = [c](std::error_code ec, const std::string& what) {
       if (ec)
         c->set_error(std::make_exception_ptr(error(ec, what)));
       else

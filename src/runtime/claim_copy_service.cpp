@@ -57,7 +57,7 @@ std::optional<http_reply> admit(const http_served_request& req, const std::strin
 void no_link_above(const fs::path& root, const fs::path& target) {
   std::error_code ec;
   auto at = root;
-  for (auto& part : target.parent_path().lexically_relative(root)) {
+  for (const auto& part : target.parent_path().lexically_relative(root)) {
     if (part == ".") continue;
     at /= part;
     if (fs::is_symlink(fs::symlink_status(at, ec)))
@@ -79,7 +79,7 @@ http_reply answer(const http_served_request& req, const fs::path& root, std::uin
     if (target == root) return {400, "a copy into a claim needs a name to land under\n"};
     // Its folders, made as needed, but never through a link.
     auto at = root;
-    for (auto& part : target.parent_path().lexically_relative(root)) {
+    for (const auto& part : target.parent_path().lexically_relative(root)) {
       if (part == ".") continue;
       at /= part;
       auto st = fs::symlink_status(at, ec);

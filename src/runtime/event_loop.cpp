@@ -1,6 +1,7 @@
 #include "runtime/event_loop.hpp"
 
 #include <asio/post.hpp>
+#include <utility>
 #include <sched.h>
 
 #include "core/log.hpp"
@@ -193,8 +194,8 @@ void event_loop::drive(unique_function<void()> start, const std::atomic<bool>& d
       std::exception_ptr failure;
       bool stopped = false;
       try {
-        if (auto f = std::move(start)) {
-          start = nullptr;
+        if (start) {
+          auto f = std::exchange(start, nullptr);
           f();  // the caller's own operation: its exceptions are the caller's
         }
       } catch (...) {

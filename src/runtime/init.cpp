@@ -93,7 +93,7 @@ multipart await_welcome(runtime& rt) {
 
 /// Takes the welcome's config; an exit code when the worker must leave instead.
 std::optional<int> take_welcome(runtime& rt, const multipart& answer, const std::string& name) {
-  if (parse_header(answer[0])->type == kind::refuse) {
+  if (header_of(answer, "the master").type == kind::refuse) {
     log(log_level::error, "the master refused this worker: " + (answer.size() > 1 ? answer[1].to_string() : std::string()));
     return exit_refused;
   }

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <zmq.hpp>
 
+#include "fiber/error.hpp"
 #include "transport/message_frames.hpp"
 
 namespace fiber::detail {
@@ -136,6 +137,14 @@ inline std::optional<header> parse_header(const zmq::message_t& m) {
   bool known = (k >= 1 && k <= last_runtime_kind) || (k >= first_service_kind && k <= last_service_kind);
   if (h.version != protocol_version || !known) return std::nullopt;
   return h;
+}
+
+/// The header of a message from an authenticated peer, which always sends one: a message without
+/// is the peer's bug, reported as fiber::error(malformed_message) naming `from`.
+inline header header_of(const multipart& m, const char* from) {
+  auto h = m.empty() ? std::nullopt : parse_header(m[0]);
+  if (!h) throw error(errc::malformed_message, std::string("a message from ") + from + " has no header of this protocol");
+  return *h;
 }
 
 }  // namespace fiber::detail

@@ -57,7 +57,7 @@ runtime::runtime(asio::io_context* external, fiber::config cfg)
   observer_.open_top(job_id_);
 }
 
-runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, std::string master_endpoint, std::string token)
+runtime::runtime(fiber::config cfg, std::string job_id, job_keys keys, const std::string& master_endpoint, const std::string& token)
     : cfg_(std::move(cfg)), job_id_(std::move(job_id)), keys_(std::move(keys)), loop_(nullptr, /*standby=*/false, std::chrono::microseconds(cfg_.wait_spin_us)) {
   channel_prefix_ = std::stoull(token) << 32;
   depth_ = 1;

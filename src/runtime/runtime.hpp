@@ -40,7 +40,7 @@ class runtime : public std::enable_shared_from_this<runtime> {
   /// A master: owns an io_context and a thread when `external` is null.
   runtime(asio::io_context* external, fiber::config cfg);
   /// A worker: connects to its master; the caller runs io() on its own thread.
-  runtime(fiber::config cfg, std::string job_id, job_keys keys, std::string master_endpoint, std::string token);
+  runtime(fiber::config cfg, std::string job_id, job_keys keys, const std::string& master_endpoint, const std::string& token);
   ~runtime();
 
   // ---- the loop (see event_loop)

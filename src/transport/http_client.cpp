@@ -316,7 +316,8 @@ std::uint64_t http_client::impl::start(http_request req, done_fn done, chunk_fn 
   curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->error_text);
-  curl_easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<char*>(static_cast<std::uintptr_t>(r->id)));
+  // libcurl keeps a pointer per handle; the request's number travels in it (never dereferenced).
+  curl_easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<char*>(static_cast<std::uintptr_t>(r->id)));  // NOLINT(performance-no-int-to-ptr)
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, r.get());
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);

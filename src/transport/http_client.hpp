@@ -53,7 +53,7 @@ struct http_response {
 
 /// `text` for a URL's path segment or query value: RFC 3986's unreserved characters kept, every
 /// other byte as %XX.
-std::string percent_encode(std::string_view text);
+std::string percent_encode(std::string_view s);
 
 /// libcurl's error codes as std::error_code (category "curl").
 const std::error_category& curl_category() noexcept;

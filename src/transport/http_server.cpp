@@ -33,7 +33,7 @@ struct http_server::shared {
 namespace {
 
 using asio::ip::tcp;
-constexpr std::size_t max_head = 64 * 1024;
+constexpr std::size_t max_head = std::size_t{64} * 1024;
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -303,7 +303,7 @@ class connection : public std::enable_shared_from_this<connection> {
     to.append(in_.data(), ready);
     in_.erase(0, ready);
     n -= ready;
-    std::vector<char> piece(static_cast<std::size_t>(std::min<std::uint64_t>(n, 64 * 1024)));
+    std::vector<char> piece(static_cast<std::size_t>(std::min<std::uint64_t>(n, std::uint64_t{64} * 1024)));
     while (n > 0) {
       auto got = co_await socket_.async_read_some(
           asio::buffer(piece.data(), static_cast<std::size_t>(std::min<std::uint64_t>(n, piece.size()))), asio::use_awaitable);

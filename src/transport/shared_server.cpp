@@ -166,7 +166,7 @@ multipart fetch_shared(const shared_server_address& from, std::uint64_t id, std:
     (void)s.recv(part, zmq::recv_flags::none);
     reply.push_back(std::move(part));
   } while (s.get(zmq::sockopt::rcvmore));
-  if (reply.empty() || (reply.size() == 1 && reply[0].size() == 0))
+  if (reply.empty() || (reply.size() == 1 && reply[0].empty()))
     throw error(errc::malformed_message, "the worker at " + from.endpoint + " no longer has shared object " + std::to_string(id));
   return reply;
 }

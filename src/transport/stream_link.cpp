@@ -84,7 +84,7 @@ void stream_link::start(on_message_fn on_message, on_closed_fn on_closed) {
 
 std::string stream_link::sealed(const std::string& head, const multipart& parts) {
   auto total = message_bytes(head, parts);
-  if (total <= 16 * 1024) {  // one record: small messages cost one encryption
+  if (total <= std::size_t{16} * 1024) {  // one record: small messages cost one encryption
     thread_local std::string plain;
     plain.clear();
     plain.append(head);

@@ -33,9 +33,9 @@ class stream_reader {
   /// The most parts one message may have.
   static constexpr std::uint32_t max_parts = 4096;
   /// Messages whose parts total this much or more are read into their parts directly.
-  static constexpr std::size_t direct_read_bytes = 16 * 1024;
+  static constexpr std::size_t direct_read_bytes = std::size_t{16} * 1024;
   /// The read buffer (small messages, several per read).
-  static constexpr std::size_t buffer_bytes = 64 * 1024;
+  static constexpr std::size_t buffer_bytes = std::size_t{64} * 1024;
 
   /// Reads `socket`, decrypting with `tls` when given (that session is used under `tls_mutex`,
   /// which the writing side holds too). `close` closes the link (a frame out of bounds).

@@ -53,7 +53,7 @@ multipart zmq_channel::packed(const multipart& parts) const {
   layout_of(parts, packed_magic, frame);
   auto* at = static_cast<char*>(frame.data()) + layout_bytes;
   for (std::size_t i = first; i < parts.size(); ++i) {
-    if (parts[i].size()) std::memcpy(at, parts[i].data(), parts[i].size());
+    if (!parts[i].empty()) std::memcpy(at, parts[i].data(), parts[i].size());
     at += parts[i].size();
   }
   multipart out;

@@ -37,12 +37,10 @@ BOOST_PP_REPEAT_FROM_TO(1, BOOST_PP_ADD(FIBER_DETAIL_MAX_FIELDS, 2), FIBER_DETAI
 // than that is "too many initializers"); FIBER_DETAIL_MAX_FIELDS + 1 when it has more.
 template <class T, std::size_t N = 0>
 constexpr std::size_t field_count() {
-  if constexpr (N > FIBER_DETAIL_MAX_FIELDS)
-    return N;
-  else if constexpr (takes_braced_fields<T, N + 1>)
-    return field_count<T, N + 1>();
-  else
-    return N;
+  if constexpr (N <= FIBER_DETAIL_MAX_FIELDS) {
+    if constexpr (takes_braced_fields<T, N + 1>) return field_count<T, N + 1>();
+  }
+  return N;
 }
 
 // References to the members of `v`, in order, through a structured binding of exactly
@@ -54,19 +52,17 @@ constexpr auto tie_fields(T& v) {
                 "fiber: this aggregate has more than 64 members, the most fiber encodes field by field; group "
                 "some of them into a member aggregate, or specialize fiber::codec<T> (T is named in the 'In "
                 "instantiation of' line above)");
-  if constexpr (n == 0) {
+  // (Past the static_assert there is nothing more to say: no members.)
+  if constexpr (n == 0 || n > FIBER_DETAIL_MAX_FIELDS) {
     return std::tuple<>{};
   }
 #define FIBER_DETAIL_TIE(z, k, unused)                          \
-  else if constexpr (n == k) {                                  \
+  else if constexpr (n == (k)) {                                \
     auto& [BOOST_PP_ENUM_PARAMS_Z(z, k, m)] = v;                \
     return std::tie(BOOST_PP_ENUM_PARAMS_Z(z, k, m));           \
   }
   BOOST_PP_REPEAT_FROM_TO(1, BOOST_PP_INC(FIBER_DETAIL_MAX_FIELDS), FIBER_DETAIL_TIE, ~)
 #undef FIBER_DETAIL_TIE
-  else {
-    return std::tuple<>{};  // past the static_assert: nothing more to say
-  }
 }
 
 }  // namespace fiber::detail

@@ -63,7 +63,7 @@ struct completion {
 template <class T>
 T take(completion<T>& c) {
   if (c.error) std::rethrow_exception(c.error);
-  return std::move(*c.value);
+  return std::move(c.value).value();
 }
 
 /// Waits until `c` is done (the coroutine runs on fiber's executor, see op).
@@ -195,12 +195,12 @@ op<void> callback_op(std::shared_ptr<runtime> rt, Arm arm, std::source_location 
 /// Work already under way: not watched (an empty source_location), since dropping its op loses nothing.
 /// Its cancel() stops the work where the work can be stopped (completion::on_cancel).
 template <class T>
-op<T> completion_op(const std::shared_ptr<runtime>& rt, std::shared_ptr<completion<T>> c) {
+op<T> completion_op(const std::shared_ptr<runtime>& rt, const std::shared_ptr<completion<T>>& c) {
   auto o = deferred_op<T>(rt, [c] { return c; }, as_is{}, std::source_location());
   o.set_canceller([ex = executor_of(*rt), c] { asio::post(ex, [c] { c->cancel(); }); });
   return o;
 }
-inline op<void> completion_op(const std::shared_ptr<runtime>& rt, std::shared_ptr<completion<std::monostate>> c) {
+inline op<void> completion_op(const std::shared_ptr<runtime>& rt, const std::shared_ptr<completion<std::monostate>>& c) {
   auto o = deferred_op<void>(rt, [c] { return c; }, as_is{}, std::source_location());
   o.set_canceller([ex = executor_of(*rt), c] { asio::post(ex, [c] { c->cancel(); }); });
   return o;

@@ -17,7 +17,7 @@ class pool_sink;
 class FIBER_API pool_core {
  public:
   /// A pool whose workers start once fiber's loop runs.
-  static std::shared_ptr<pool_core> make(std::shared_ptr<runtime> rt, pool_options options);
+  static std::shared_ptr<pool_core> make(const std::shared_ptr<runtime>& rt, pool_options options);
   virtual ~pool_core() = default;
 
   // ---- from any thread

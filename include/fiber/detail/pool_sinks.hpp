@@ -40,7 +40,7 @@ class pool_sink {
   virtual void on_finished() = 0;
   /// The pool failed with `error` before the input ran out: the items from position `index`
   /// on were never produced. A sink that delivers items one by one fails each of them.
-  virtual void on_input_failed(std::size_t index, std::exception_ptr error) { on_error(index, error); }
+  virtual void on_input_failed(std::size_t index, std::exception_ptr error) { on_error(index, std::move(error)); }
   /// True once the caller has its answer for the whole call (a map that failed): the call's items
   /// still queued are of no use and are dropped. A stream, which hands every item its own
   /// outcome, never is.

@@ -59,7 +59,7 @@ FIBER_API std::shared_ptr<completion<message>> send_object_call_now(runtime& rt,
 /// `method(args)` on the object: a manager's proxies complete the call when awaited; an
 /// async_manager's send it now and complete when awaited.
 template <class R>
-op<R> call_object(const object_handle& h, std::uint64_t method, std::shared_ptr<writer> args,
+op<R> call_object(const object_handle& h, std::uint64_t method, const std::shared_ptr<writer>& args,
                   result_decoder<R> decode = &decode_result<R>) {
   auto rt = h.rt;
   if (h.ref.async) {

@@ -41,7 +41,7 @@ class blocking_engine {
   void remove_all(const std::vector<std::string>& ids) {
     std::size_t pending = ids.size();
     for (auto& id : ids)
-      engine_.containers().remove(id, true, [&pending, id](std::error_code ec, bool, std::string why) {
+      engine_.containers().remove(id, true, [&pending, id](std::error_code ec, bool, const std::string& why) {
         --pending;
         if (ec && !benign_remove_error(why))
           logf(log_level::warn, "could not remove container ", id.substr(0, 12), ": ", why);

@@ -63,7 +63,7 @@ class creator {
         // Owned by the user the container runs as (this process's, container_spec::user).
         engine_.containers().put_archive(id, "/", secret_archive(secret, ::getuid(), ::getgid()),
                             [id, pending = std::move(pending), answered = std::move(answered)](
-                                std::error_code placed, bool, std::string refused) mutable {
+                                std::error_code placed, bool, const std::string& refused) mutable {
                               pending->set({placed, id, placed ? "cannot place its credentials in it: " + refused : std::string()});
                               answered();
                             });
@@ -184,11 +184,11 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
     });
     engine->containers().follow_logs(
         id, [self](int stream, std::string_view bytes) { self->output(stream, bytes); },
-        [self](std::error_code, bool, std::string) {
+        [self](std::error_code, bool, const std::string&) {
           self->logs_done = true;
           if (self->wait_done) self->stopped();
         });
-    engine->containers().pid(id, [self](std::error_code failed, int found, std::string) {
+    engine->containers().pid(id, [self](std::error_code failed, int found, const std::string&) {
       if (!failed) self->pid = found;
       self->mark_identified();
     });
@@ -208,7 +208,7 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
     }
   }
 
-  void waited(std::error_code ec, int engine_code, std::string why) {
+  void waited(std::error_code ec, int engine_code, const std::string& why) {
     if (at == stage::ended) return;
     wait_done = true;
     logf(log_level::debug, process_name, ": container ", id.substr(0, 12), " stopped with ", engine_code);
@@ -248,7 +248,7 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
   }
 
   void send(int sig) {
-    engine->containers().kill(id, sig, [](std::error_code, bool, std::string) {});  // it may have ended already
+    engine->containers().kill(id, sig, [](std::error_code, bool, const std::string&) {});  // it may have ended already
   }
 
   void signal(int sig) noexcept override {
@@ -264,7 +264,7 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
 
   void remove_then(unique_function<void()> next) {
     removing = true;
-    engine->containers().remove(id, true, [id = id, next = std::move(next)](std::error_code ec, bool, std::string why) mutable {
+    engine->containers().remove(id, true, [id = id, next = std::move(next)](std::error_code ec, bool, const std::string& why) mutable {
       if (ec && !benign_remove_error(why))
         logf(log_level::warn, "could not remove container ", id.substr(0, 12), ": ", why);
       next();

@@ -71,7 +71,7 @@ void docker_containers::create(const container_spec& spec, done<std::string> on_
   auto shared = std::make_shared<done<std::string>>(std::move(on_done));
   auto image = spec.image;
   engine_.call(std::move(req),
-       [shared](http_response r) { (*shared)({}, std::string(r.json().at("Id").as_string()), {}); },
+       [shared](const http_response& r) { (*shared)({}, std::string(r.json().at("Id").as_string()), {}); },
        [this, shared, image](std::error_code ec, std::string why) {
          if (why.find("No such image") != std::string::npos)
            why = "image '" + image + "' is not on the Docker engine at " + engine_.host() +
@@ -82,7 +82,7 @@ void docker_containers::create(const container_spec& spec, done<std::string> on_
 
 void docker_containers::start(const std::string& id, done<bool> on_done) {
   auto d = std::make_shared<done<bool>>(std::move(on_done));
-  engine_.call(engine_.request("POST", std::string(docker_engine::api) + "/containers/" + id + "/start"), [d](http_response) { (*d)({}, true, {}); },
+  engine_.call(engine_.request("POST", std::string(docker_engine::api) + "/containers/" + id + "/start"), [d](const http_response&) { (*d)({}, true, {}); },
        docker_engine::forward_error(d));
 }
 
@@ -90,21 +90,21 @@ void docker_containers::wait(const std::string& id, done<int> on_done) {
   auto d = std::make_shared<done<int>>(std::move(on_done));
   auto req = engine_.request("POST", std::string(docker_engine::api) + "/containers/" + id + "/wait");
   req.timeout = std::chrono::milliseconds(0);  // as long as the container runs
-  engine_.call(std::move(req), [d](http_response r) { (*d)({}, static_cast<int>(r.json().at("StatusCode").to_number<std::int64_t>()), {}); },
+  engine_.call(std::move(req), [d](const http_response& r) { (*d)({}, static_cast<int>(r.json().at("StatusCode").to_number<std::int64_t>()), {}); },
        docker_engine::forward_error(d));
 }
 
 void docker_containers::kill(const std::string& id, int signal, done<bool> on_done) {
   auto d = std::make_shared<done<bool>>(std::move(on_done));
   engine_.call(engine_.request("POST", std::string(docker_engine::api) + "/containers/" + id + "/kill?signal=" + std::to_string(signal)),
-       [d](http_response) { (*d)({}, true, {}); }, docker_engine::forward_error(d));
+       [d](const http_response&) { (*d)({}, true, {}); }, docker_engine::forward_error(d));
 }
 
 void docker_containers::stop(const std::string& id, int grace_seconds, done<bool> on_done) {
   auto d = std::make_shared<done<bool>>(std::move(on_done));
   auto req = engine_.request("POST", std::string(docker_engine::api) + "/containers/" + id + "/stop?t=" + std::to_string(grace_seconds));
   req.timeout = std::chrono::seconds(grace_seconds + 30);
-  engine_.call(std::move(req), [d](http_response) { (*d)({}, true, {}); },
+  engine_.call(std::move(req), [d](const http_response&) { (*d)({}, true, {}); },
        [d](std::error_code ec, std::string why) {
          if (why.find("HTTP 304") != std::string::npos) return (*d)({}, true, {});  // stopped already
          (*d)(ec, false, std::move(why));
@@ -114,12 +114,12 @@ void docker_containers::stop(const std::string& id, int grace_seconds, done<bool
 void docker_containers::remove(const std::string& id, bool force, done<bool> on_done) {
   auto d = std::make_shared<done<bool>>(std::move(on_done));
   engine_.call(engine_.request("DELETE", std::string(docker_engine::api) + "/containers/" + id + (force ? "?force=1" : "")),
-       [d](http_response) { (*d)({}, true, {}); },
+       [d](const http_response&) { (*d)({}, true, {}); },
        [this, d, id](std::error_code ec, std::string why) {
          if (why.find("already in progress") == std::string::npos) return (*d)(ec, false, std::move(why));
          // Another removal is under way: done once the engine has finished it (404: gone already).
          engine_.http_.start(engine_.request("POST", std::string(docker_engine::api) + "/containers/" + id + "/wait?condition=removed"),
-                     [this, d](std::error_code failed, http_response r) {
+                     [this, d](std::error_code failed, const http_response& r) {
                        if (failed) return (*d)(make_error_code(errc::backend_unavailable), false, engine_.unreachable(r.body));
                        (*d)({}, true, {});
                      });
@@ -129,7 +129,7 @@ void docker_containers::remove(const std::string& id, bool force, done<bool> on_
 void docker_containers::logs(const std::string& id, done<std::string> on_done) {
   auto d = std::make_shared<done<std::string>>(std::move(on_done));
   engine_.call(engine_.request("GET", std::string(docker_engine::api) + "/containers/" + id + "/logs?stdout=1&stderr=1"),
-       [d](http_response r) {
+       [d](const http_response& r) {
          // Without a TTY the engine multiplexes: [stream u8][0 0 0][size u32 big-endian][bytes].
          std::string out;
          const auto& b = r.body;
@@ -150,7 +150,7 @@ void docker_containers::list(const std::string& key, const std::string& value, d
   auto d = std::make_shared<done<std::vector<std::string>>>(std::move(on_done));
   boost::json::object filters{{"label", boost::json::array{boost::json::string(key + "=" + value)}}};
   engine_.call(engine_.request("GET", std::string(docker_engine::api) + "/containers/json?all=1&filters=" + percent_encode(boost::json::serialize(filters))),
-       [d](http_response r) {
+       [d](const http_response& r) {
          std::vector<std::string> ids;
          auto json = r.json();
          for (auto& c : json.as_array()) ids.emplace_back(c.at("Id").as_string());
@@ -182,7 +182,7 @@ void docker_containers::follow_logs(const std::string& id, unique_function<void(
 }
 
 void docker_containers::pid(const std::string& id, done<int> on_done) {
-  inspect(id, [on_done = std::move(on_done)](std::error_code ec, std::string text, std::string why) mutable {
+  inspect(id, [on_done = std::move(on_done)](std::error_code ec, const std::string& text, std::string why) mutable {
     if (ec) return on_done(ec, 0, std::move(why));
     try {
       auto json = boost::json::parse(text);
@@ -203,7 +203,7 @@ void docker_containers::list_labeled(const std::string& key, done<std::vector<co
   auto d = std::make_shared<done<std::vector<container_summary>>>(std::move(on_done));
   boost::json::object filters{{"label", boost::json::array{boost::json::string(key)}}};
   engine_.call(engine_.request("GET", std::string(docker_engine::api) + "/containers/json?all=1&filters=" + percent_encode(boost::json::serialize(filters))),
-       [d](http_response r) {
+       [d](const http_response& r) {
          std::vector<container_summary> out;
          auto json = r.json();
          for (auto& c : json.as_array()) {
@@ -228,7 +228,7 @@ void docker_containers::put_archive(const std::string& id, const std::string& pa
   auto req = engine_.request("PUT", std::string(docker_engine::api) + "/containers/" + id + "/archive?path=" + percent_encode(path));
   req.body = std::move(tar);
   req.headers.emplace_back("Content-Type", "application/x-tar");
-  engine_.call(std::move(req), [d](http_response) { (*d)({}, true, {}); }, docker_engine::forward_error(d));
+  engine_.call(std::move(req), [d](const http_response&) { (*d)({}, true, {}); }, docker_engine::forward_error(d));
 }
 
 void docker_containers::get_archive(const std::string& id, const std::string& path, done<std::string> on_done) {

@@ -71,7 +71,7 @@ docker_engine::docker_engine(asio::io_context& io, std::string host) : http_(io)
   }
 }
 
-http_request docker_engine::request(std::string method, std::string path) const {
+http_request docker_engine::request(std::string method, const std::string& path) const {
   http_request r;
   r.method = std::move(method);
   r.url = base_url_ + path;
@@ -114,7 +114,7 @@ void docker_engine::call(http_request req, unique_function<void(http_response)> 
 void docker_engine::check(done<std::string> on_done) {
   auto shared = std::make_shared<done<std::string>>(std::move(on_done));
   call(request("GET", "/version"),
-       [this, shared](http_response r) {
+       [this, shared](const http_response& r) {
          auto json = r.json();
          auto& v = json.as_object();
          std::string api_version = v.contains("ApiVersion") ? std::string(v.at("ApiVersion").as_string()) : "?";
@@ -146,7 +146,7 @@ void docker_engine::check(done<std::string> on_done) {
 
 void docker_engine::exists(const std::string& path, const std::string& what, done<bool> on_done) {
   auto d = std::make_shared<done<bool>>(std::move(on_done));
-  http_.start(request("GET", std::string(api) + path), [this, d, what](std::error_code ec, http_response r) {
+  http_.start(request("GET", std::string(api) + path), [this, d, what](std::error_code ec, const http_response& r) {
     if (ec) return (*d)(make_error_code(errc::backend_unavailable), false, unreachable(r.body));
     if (r.status == 404) return (*d)({}, false, {});
     if (r.status < 200 || r.status >= 300)
@@ -160,7 +160,7 @@ void docker_engine::exists(const std::string& path, const std::string& what, don
 void docker_engine::room(done<host_room> on_done) {
   auto shared = std::make_shared<done<host_room>>(std::move(on_done));
   call(request("GET", "/info"),
-       [shared](http_response r) {
+       [shared](const http_response& r) {
          auto json = r.json();
          auto& info = json.as_object();
          host_room room;
@@ -188,7 +188,7 @@ std::string first_host_of(const std::string& subnet) {
 void docker_engine::gateway(const std::string& network, done<std::string> on_done) {
   auto d = std::make_shared<done<std::string>>(std::move(on_done));
   call(request("GET", std::string(api) + "/networks/" + percent_encode(network)),
-       [d, network](http_response r) {
+       [d, network](const http_response& r) {
          auto json = r.json();
          if (auto* ipam = json.as_object().if_contains("IPAM"))
            if (auto* configs = ipam->as_object().if_contains("Config"); configs && configs->is_array())

@@ -55,7 +55,7 @@ class docker_engine {
   bool plain_over_network() const noexcept { return plain_over_network_; }
   /// The request for `path` as it is sent: its URL (https:// with DOCKER_TLS_VERIFY), the unix
   /// socket, the TLS files of DOCKER_CERT_PATH.
-  http_request request(std::string method, std::string path) const;
+  http_request request(std::string method, const std::string& path) const;
   /// Why a secret is not sent to this engine (plain_over_network), naming `what` and the fix.
   std::string plain_refusal(const std::string& what) const;
 

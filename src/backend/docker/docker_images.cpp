@@ -17,7 +17,7 @@ void docker_images::import_root(std::string tar, const std::string& repo_tag, do
   req.headers.emplace_back("Content-Type", "application/x-tar");
   // The engine streams progress as JSON lines; an error shows up as {"error": ...} in them.
   engine_.call(std::move(req),
-       [d](http_response r) {
+       [d](const http_response& r) {
          if (auto at = r.body.find("\"error\""); at != std::string::npos)
            return (*d)(make_error_code(errc::spawn_failed), false, "image import failed: " + r.body);
          (*d)({}, true, {});
@@ -48,7 +48,7 @@ void docker_images::build(std::string context_tar, const std::string& repo_tag, 
         if (auto* aux = o.if_contains("aux"); aux && aux->is_object())
           if (auto* v = aux->as_object().if_contains("ID"); v && v->is_string()) *id = v->as_string();
       },
-      [id, on_done = std::move(on_done)](std::error_code ec, std::string why) mutable {
+      [id, on_done = std::move(on_done)](std::error_code ec, const std::string& why) mutable {
         if (ec) return on_done(ec, {}, "the image build failed: " + why);
         on_done({}, *id, {});
       });
@@ -58,7 +58,7 @@ void docker_images::tag(const std::string& image, const std::string& repo, const
   auto d = std::make_shared<done<bool>>(std::move(on_done));
   engine_.call(engine_.request("POST", std::string(docker_engine::api) + "/images/" + percent_encode(image) + "/tag?repo=" + percent_encode(repo) +
                            "&tag=" + percent_encode(tag)),
-       [d](http_response) { (*d)({}, true, {}); }, docker_engine::forward_error(d));
+       [d](const http_response&) { (*d)({}, true, {}); }, docker_engine::forward_error(d));
 }
 
 void docker_images::push(const std::string& repo, const std::string& tag, const std::string& registry_auth,
@@ -83,7 +83,7 @@ void docker_images::push(const std::string& repo, const std::string& tag, const 
         if (auto* aux = o.if_contains("aux"); aux && aux->is_object())
           if (auto* v = aux->as_object().if_contains("Digest"); v && v->is_string()) *digest = v->as_string();
       },
-      [this, digest, repo, on_done = std::move(on_done)](std::error_code ec, std::string why) mutable {
+      [this, digest, repo, on_done = std::move(on_done)](std::error_code ec, const std::string& why) mutable {
         if (ec) return on_done(ec, {}, "pushing " + repo + " failed: " + why);
         if (digest->empty())
           return on_done(make_error_code(errc::spawn_failed), {},

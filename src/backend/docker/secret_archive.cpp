@@ -31,7 +31,7 @@ void entry(std::string& out, std::string_view name, char type, unsigned mode, un
   octal(h + 136, 12, 0);  // mtime
   h[156] = type;
   std::memcpy(h + 257, "ustar", 6);
-  std::memcpy(h + 263, "00", 2);
+  std::memcpy(h + 263, "00", 2);  // NOLINT(bugprone-not-null-terminated-result): ustar's version, two digits, no NUL
   std::memset(h + 148, ' ', 8);  // the checksum counts its own field as spaces
   unsigned sum = 0;
   for (unsigned char c : h) sum += c;

@@ -1,7 +1,7 @@
 #include "backend/kubernetes/kube_access.hpp"
 
-#include <yaml-cpp/yaml.h>
-
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 #include <cstdlib>
@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "backend/command.hpp"
+#include "core/yaml_value.hpp"
 #include "fiber/config.hpp"
 #include "fiber/error.hpp"
 #include "transport/http_client.hpp"
@@ -199,27 +200,46 @@ access in_cluster_access(const std::string& dir) {
   return a;
 }
 
-access kubeconfig_access(const std::string& path, const std::string& context) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
+namespace {
+// A kubeconfig's fields, read from its YAML as a JSON value.
+/// A field of a mapping; null when the node is no mapping or lacks it.
+const boost::json::value& field(const boost::json::value& n, const char* key) {
+  static const boost::json::value absent;
+  const auto* o = n.if_object();
+  if (o == nullptr) return absent;
+  auto it = o->find(key);
+  return it == o->end() ? absent : it->value();
+}
+/// A text field; empty when absent or not text.
+std::string str(const boost::json::value& n, const char* key) {
+  const auto& v = field(n, key);
+  return v.is_string() ? std::string(v.get_string()) : std::string();
+}
+/// A list field; empty when absent or not a list.
+const boost::json::array& items(const boost::json::value& n, const char* key) {
+  static const boost::json::array none;
+  const auto* a = field(n, key).if_array();
+  return a ? *a : none;
+}
+boost::json::value read_kubeconfig(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
     config_problem("no kubeconfig at " + path +
                    ": outside a pod the kubernetes backend needs one (set KUBECONFIG, or write ~/.kube/config)");
-  } catch (const YAML::Exception& e) {
-    config_problem("the kubeconfig " + path + " is not valid YAML: " + e.what());
-  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  return parse_yaml(s.str(), "the kubeconfig " + path);
+}
+}  // namespace
+
+access kubeconfig_access(const std::string& path, const std::string& context) {
+  const boost::json::value root = read_kubeconfig(path);
   auto base = std::filesystem::path(path).parent_path();
   auto relative = [&](const std::string& p) { return p.empty() || p[0] == '/' ? p : (base / p).string(); };
-  auto str = [](const YAML::Node& n, const char* key) {
-    auto v = n[key];
-    return v && v.IsScalar() ? v.as<std::string>() : std::string();
-  };
-  // A default YAML::Node is a defined null, not "absent": absence is an empty optional.
-  auto named = [&](const char* list, const std::string& name, const char* inner) -> std::optional<YAML::Node> {
-    const YAML::Node& all = root;  // a const lookup adds nothing to the document
-    for (const auto& item : all[list])
-      if (str(item, "name") == name) return item[inner];
+  // The `inner` field of the entry of `list` named `name`; nullopt when there is no such entry.
+  auto named = [&](const char* list, const std::string& name, const char* inner) -> std::optional<boost::json::value> {
+    for (const auto& item : items(root, list))
+      if (str(item, "name") == name) return field(item, inner);
     return std::nullopt;
   };
   auto ctx_name = context.empty() ? str(root, "current-context") : context;
@@ -258,15 +278,19 @@ access kubeconfig_access(const std::string& path, const std::string& context) {
       a.tokens = token_source::fixed(t);
     } else if (auto f = str(user, "tokenFile"); !f.empty()) {
       a.tokens = token_source::file(relative(f));
-    } else if (auto e = user["exec"]; e && e.IsMap()) {
+    } else if (const auto& e = field(user, "exec"); e.is_object()) {
       exec_plugin p;
       p.command = str(e, "command");
       if (p.command.empty()) config_problem("the exec plugin of user " + user_name + " in " + path + " names no command");
       if (auto v = str(e, "apiVersion"); !v.empty()) p.api_version = v;
-      for (const auto& arg : e["args"]) p.args.push_back(arg.as<std::string>());
-      for (const auto& kv : e["env"]) p.env.emplace_back(str(kv, "name"), str(kv, "value"));
+      for (const auto& arg : items(e, "args")) {
+        if (!arg.is_string())
+          config_problem("the exec plugin of user " + user_name + " in " + path + " has an argument that is not text");
+        p.args.emplace_back(arg.get_string());
+      }
+      for (const auto& kv : items(e, "env")) p.env.emplace_back(str(kv, "name"), str(kv, "value"));
       a.tokens = token_source::exec(std::move(p));
-    } else if (user["auth-provider"]) {
+    } else if (user.is_object() && user.as_object().contains("auth-provider")) {
       config_problem("the kubeconfig user " + user_name + " uses an auth-provider, which fiber does not run: use an "
                      "exec credential plugin (client.authentication.k8s.io) or a token");
     }

@@ -110,7 +110,7 @@ void api::send(std::shared_ptr<pending> p) {
   });
 }
 
-void api::answered(std::shared_ptr<pending> p, std::error_code ec, http_response r) {
+void api::answered(std::shared_ptr<pending> p, std::error_code ec, const http_response& r) {
   // Within the patience for an API server that answered before: a restart is waited for.
   auto patient = [this, &p] {
     if (!reached_) return false;
@@ -202,7 +202,7 @@ std::string api::failure_text(const pending& p, long status, const boost::json::
   }
 }
 
-std::uint64_t api::stream(std::string path, std::chrono::milliseconds timeout, verb_on what, line_fn on_line,
+std::uint64_t api::stream(const std::string& path, std::chrono::milliseconds timeout, verb_on what, line_fn on_line,
                           stream_done_fn done) {
   http_request req;
   req.timeout = timeout;
@@ -225,7 +225,7 @@ std::uint64_t api::stream(std::string path, std::chrono::milliseconds timeout, v
   return http_.start(
       std::move(req),
       [this, st, what = std::move(what), done = std::move(done), alive = alive_](std::error_code ec,
-                                                                                  http_response r) mutable {
+                                                                                  const http_response& r) mutable {
         if (!*alive) return;
         if (!st->partial.empty()) st->on_line(std::exchange(st->partial, {}));
         if (ec) {

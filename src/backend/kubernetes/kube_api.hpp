@@ -44,7 +44,7 @@ class api {
   /// once the stream ends (ec: the stream failed; `why` says how). Returns an id for cancel().
   using line_fn = unique_function<void(std::string_view)>;
   using stream_done_fn = unique_function<void(std::error_code ec, long status, std::string why)>;
-  std::uint64_t stream(std::string path, std::chrono::milliseconds timeout, verb_on what, line_fn on_line,
+  std::uint64_t stream(const std::string& path, std::chrono::milliseconds timeout, verb_on what, line_fn on_line,
                        stream_done_fn done);
   void cancel(std::uint64_t id);
 
@@ -61,7 +61,7 @@ class api {
  private:
   struct pending;
   void send(std::shared_ptr<pending> p);
-  void answered(std::shared_ptr<pending> p, std::error_code ec, http_response r);
+  void answered(std::shared_ptr<pending> p, std::error_code ec, const http_response& r);
   void admit(std::shared_ptr<pending> p);
   void drain_queue();
   std::string failure_text(const pending& p, long status, const boost::json::value& body) const;

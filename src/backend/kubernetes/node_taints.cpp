@@ -83,8 +83,8 @@ std::string lasting_taints_words(const untolerated& taints) {
 
 void ask_untolerated_taints(api& client, json::object pod_spec, unique_function<void(untolerated, std::string)> done) {
   client.call("GET", "/api/v1/nodes", {}, {"list", "nodes"},
-              [spec = std::move(pod_spec), done = std::move(done)](std::error_code ec, long, json::value body,
-                                                                   std::string why) mutable {
+              [spec = std::move(pod_spec), done = std::move(done)](std::error_code ec, long, const json::value& body,
+                                                                   const std::string& why) mutable {
                 if (ec) return done({}, why.empty() ? ec.message() : why);
                 done(untolerated_taints(body, &spec), {});
               });

@@ -80,7 +80,7 @@ struct pod_run final : engine_run, std::enable_shared_from_this<pod_run> {
   /// Hands the create to the creator at once, on the caller's thread: a kill right after the
   /// start waits for the create's answer, and must never wait for a create still queued behind
   /// it on the loop (pool.terminate() right after a spawn did, for good).
-  void submit(boost::json::object manifest);
+  void submit(const boost::json::object& manifest);
 
   /// On the loop: follows the pod through the watch (which hands over what it has already seen).
   void follow();
@@ -149,7 +149,7 @@ void pod_run::kill_and_reap() noexcept {
   if (r.ec && r.status != 404) logf(log_level::warn, "could not delete pod ", name, ": ", r.why);
 }
 
-void pod_run::submit(boost::json::object manifest) {
+void pod_run::submit(const boost::json::object& manifest) {
   std::weak_ptr<pod_run> weak = weak_from_this();
   // fieldValidation=Strict: a field the server does not know is an error, never silently dropped.
   shared->creator->create("/api/v1/namespaces/" + shared->ns + "/pods?fieldValidation=Strict",
@@ -250,7 +250,7 @@ void pod_run::check_taints(const std::string& message, const boost::json::object
   taints_asked = true;
   std::weak_ptr<pod_run> weak = weak_from_this();
   ask_untolerated_taints(*shared->client, spec ? *spec : boost::json::object{},
-                         [weak, message](untolerated taints, std::string why) {
+                         [weak, message](const untolerated& taints, const std::string& why) {
     auto self = weak.lock();
     if (!self || self->at == stage::ended || self->at == stage::running) return;
     if (!why.empty()) return self->never_schedulable(message + " (which taints, listing the nodes would say: " + why + ")");
@@ -286,7 +286,7 @@ void pod_run::follow_logs() {
         self->output_tail += text;
         if (self->output_tail.size() > 2048) self->output_tail.erase(0, self->output_tail.size() - 2048);
       },
-      [self = shared_from_this()](std::error_code, long, std::string) {
+      [self = shared_from_this()](std::error_code, long, const std::string&) {
         self->logs_open = false;
         self->logs_stream = 0;
         if (self->terminated_code) self->finish();
@@ -317,12 +317,13 @@ void pod_run::terminated_now(const boost::json::object& t) {
 void pod_run::finish() {
   if (at == stage::ended) return;
   logs_grace.cancel();
-  if (detail.empty() && *terminated_code != 0 && !output_tail.empty()) {
+  const int exit_code = terminated_code.value_or(-SIGKILL);  // finish() follows a terminated status
+  if (detail.empty() && exit_code != 0 && !output_tail.empty()) {
     auto tail = output_tail;
     while (!tail.empty() && tail.back() == '\n') tail.pop_back();
     detail = "its last output: " + tail;
   }
-  remove_then(0, [self = shared_from_this()] { self->end(*self->terminated_code, self->detail); });
+  remove_then(0, [self = shared_from_this(), exit_code] { self->end(exit_code, self->detail); });
 }
 
 void pod_run::end(int exit_code, std::string why) {
@@ -343,7 +344,7 @@ void pod_run::remove_then(int grace_seconds, unique_function<void()> next) {
   deleting = true;
   shared->client->call(
       "DELETE", path(), delete_body(grace_seconds), {"delete", "pods"},
-      [name = name, next = std::move(next)](std::error_code ec, long status, boost::json::value, std::string why) mutable {
+      [name = name, next = std::move(next)](std::error_code ec, long status, const boost::json::value&, const std::string& why) mutable {
         if (ec && status != 404) logf(log_level::warn, "could not delete pod ", name, ": ", why);
         next();
       },

@@ -49,7 +49,7 @@ class pod_creator {
                               answered = std::move(answered)]() mutable {
       api_.call(
           "POST", std::move(path), std::move(body), {"create", "pods"},
-          [pending, answered = std::move(answered)](std::error_code ec, long status, boost::json::value, std::string why) mutable {
+          [pending, answered = std::move(answered)](std::error_code ec, long status, const boost::json::value&, std::string why) mutable {
             pending->set({ec, status, std::move(why)});
             answered();
           },

@@ -61,7 +61,7 @@ void pod_watch::list() {
   ++lists_;
   api_.call("GET", "/api/v1/namespaces/" + ns_ + "/pods?labelSelector=" + percent_encode(selector_), {},
             {"list", "pods"},
-            [self = shared_from_this()](std::error_code ec, long status, boost::json::value body, std::string why) {
+            [self = shared_from_this()](std::error_code ec, long status, boost::json::value body, const std::string& why) {
               if (self->stopped_) return;
               if (ec) return self->retry_later(why, status, /*listing=*/true);
               std::map<std::string, boost::json::object> now;
@@ -89,7 +89,7 @@ void pod_watch::watch() {
   stream_ = api_.stream(
       path, std::chrono::seconds(seconds) + silence_margin, {"watch", "pods"},
       [self = shared_from_this()](std::string_view text) { self->line(text); },
-      [self = shared_from_this()](std::error_code ec, long status, std::string why) {
+      [self = shared_from_this()](std::error_code ec, long status, const std::string& why) {
         self->stream_ = 0;
         if (self->stopped_) return;
         if (self->relist_) return self->list();

@@ -141,7 +141,7 @@ class local_run final : public engine_run, public std::enable_shared_from_this<l
   }
 
   void wait_for_exit() {
-    fd_->async_wait(asio::posix::stream_descriptor::wait_read, [self = shared_from_this()](std::error_code ec) {
+    fd_.value().async_wait(asio::posix::stream_descriptor::wait_read, [self = shared_from_this()](std::error_code ec) {
       if (ec || self->reaped_) return;  // cancelled: it was killed and reaped
       // The pidfd may turn readable a moment before the child can be reaped (seen on Linux 6.18
       // with a fork-server child: waitpid said "not yet"): wait again rather than never.
@@ -268,12 +268,14 @@ class local_backend final : public backend {
 
   pid_t exec_child(const spawn_spec& spec, std::vector<std::string>& env_storage) {
     std::vector<char*> envp;
+    envp.reserve(env_storage.size() + 1);
     for (auto& s : env_storage) envp.push_back(s.data());
     envp.push_back(nullptr);
 
     std::vector<std::string> arg_storage{spec.executable};
     arg_storage.insert(arg_storage.end(), spec.args.begin(), spec.args.end());
     std::vector<char*> argv;
+    argv.reserve(arg_storage.size() + 1);
     for (auto& s : arg_storage) argv.push_back(s.data());
     argv.push_back(nullptr);
 

@@ -101,7 +101,7 @@ void batch_watch::flush() {
   }
 }
 
-void batch_watch::submit(std::shared_ptr<submission> sub, int attempt) {
+void batch_watch::submit(const std::shared_ptr<submission>& sub, int attempt) {
   // Answered on the command thread, for a kill_and_reap that blocks the loop meanwhile; after a
   // transient failure it learns no id (the watch's shutdown cancels by comment what it missed).
   auto answered = [answer = sub->answer](const command_result& r) {
@@ -110,7 +110,7 @@ void batch_watch::submit(std::shared_ptr<submission> sub, int attempt) {
   };
   commands->run(
       sub->args, sub->script,
-      [w = weak_from_this(), sub, attempt](command_result r) {
+      [w = weak_from_this(), sub, attempt](const command_result& r) {
         auto self = w.lock();
         if (!self || self->shut_down) return;
         if (r.ok()) {
@@ -132,9 +132,9 @@ void batch_watch::submit(std::shared_ptr<submission> sub, int attempt) {
       std::move(answered));
 }
 
-void batch_watch::find_then_resubmit(std::shared_ptr<submission> sub, int attempt) {
+void batch_watch::find_then_resubmit(const std::shared_ptr<submission>& sub, int attempt) {
   commands->run({"squeue", "-h", "-r", "-t", "all", "--name=" + sub->name, "-O", squeue_fields()}, {},
-                [w = weak_from_this(), sub, attempt](command_result r) {
+                [w = weak_from_this(), sub, attempt](const command_result& r) {
                   auto self = w.lock();
                   if (!self || self->shut_down || sub->all_ended()) return;
                   for (auto& row : parse_squeue(r.out))
@@ -173,7 +173,7 @@ void batch_watch::poll_now() {
   }
   poll_in_flight_ = true;
   commands->run({"squeue", "-h", "-r", "-t", "all", "-j", ids, "-O", squeue_fields()}, {},
-                [w = weak_from_this(), asked = std::move(asked)](command_result r) {
+                [w = weak_from_this(), asked = std::move(asked)](const command_result& r) {
                   if (auto self = w.lock()) self->polled(asked, r);
                 });
 }

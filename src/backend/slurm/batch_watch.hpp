@@ -110,8 +110,8 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
   void arm_follow();
   struct submission;
   void flush();
-  void submit(std::shared_ptr<submission> sub, int attempt);
-  void find_then_resubmit(std::shared_ptr<submission> sub, int attempt);
+  void submit(const std::shared_ptr<submission>& sub, int attempt);
+  void find_then_resubmit(const std::shared_ptr<submission>& sub, int attempt);
 
   struct waiting_spawn {
     std::shared_ptr<batch_run> run;
@@ -264,10 +264,10 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
     // plain cancel applies.
     if (sig && sig != SIGKILL && at == stage::running) {
       args.push_back("--signal=" + std::to_string(sig));
-      args.push_back("--full");
+      args.emplace_back("--full");
     }
     args.push_back(id);
-    watch->commands->run(std::move(args), {}, [w = std::weak_ptr(watch)](command_result r) {
+    watch->commands->run(std::move(args), {}, [w = std::weak_ptr(watch)](const command_result& r) {
       if (!r.ok()) logf(log_level::debug, "scancel: ", r.problem());  // it may have ended already
       if (auto still = w.lock()) still->poll_after(soon_poll);
     });
@@ -279,7 +279,7 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
     if (giving_up) return;
     giving_up = true;
     watch->unwatch(id);
-    watch->commands->run({"scancel", id}, {}, [self = shared_from_this(), why = std::move(why)](command_result r) mutable {
+    watch->commands->run({"scancel", id}, {}, [self = shared_from_this(), why = std::move(why)](const command_result& r) mutable {
       if (!r.ok()) logf(log_level::debug, "scancel: ", r.problem());
       self->end(not_started, std::move(why));
     });

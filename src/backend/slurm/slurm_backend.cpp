@@ -26,7 +26,7 @@
 namespace fiber::detail {
 namespace {
 
-std::string short_name(std::string host) { return host.substr(0, host.find('.')); }
+std::string short_name(const std::string& host) { return host.substr(0, host.find('.')); }
 
 /// Runs a Slurm command the backend cannot start without; an error naming it and its answer.
 std::string ask_slurm(const std::vector<std::string>& argv) {
@@ -71,7 +71,7 @@ std::string default_output_dir(const fiber::config& cfg) {
 
 class slurm_backend final : public tcp_backend {
  public:
-  slurm_backend(asio::io_context& io, const fiber::config& cfg, std::string job_id)
+  slurm_backend(asio::io_context& io, const fiber::config& cfg, const std::string& job_id)
       : cfg_(cfg), master_(master_mark()) {
     const char* allocation = std::getenv("SLURM_JOB_ID");
     bool in_allocation = allocation && *allocation;
@@ -112,6 +112,7 @@ class slurm_backend final : public tcp_backend {
   /// as sinfo named them.
   std::vector<hub_host> hub_hosts() const override {
     std::vector<hub_host> hosts;
+    hosts.reserve(rooms_.size());
     for (auto& r : rooms_) hosts.push_back({r.name, static_cast<int>(r.cpus)});
     return hosts;
   }

@@ -206,7 +206,7 @@ std::vector<std::string> sbatch_args(const spawn_spec& spec, const config& cfg, 
                              "--no-requeue", "--output=" + output + ".out", "--error=" + output + ".err"};
   if (array_size > 0) a.push_back("--array=0-" + std::to_string(array_size - 1));
   if (!spec.host.empty()) a.push_back("--nodelist=" + spec.host);
-  if (spec.whole_host) a.push_back("--exclusive");
+  if (spec.whole_host) a.emplace_back("--exclusive");
   if (!working_dir.empty()) a.push_back("--chdir=" + working_dir);
   for (auto& r : resource_args(spec, cfg)) a.push_back(std::move(r));
   for (auto& x : split_args(cfg.slurm_sbatch_args)) {

@@ -140,7 +140,7 @@ struct step_run final : engine_run, std::enable_shared_from_this<step_run> {
                       return;
                     }
                     self->commands->run({"scancel", "--signal=" + std::to_string(sig), step}, {},
-                                        [](command_result done) {
+                                        [](const command_result& done) {
                                           if (!done.ok()) logf(log_level::debug, "scancel: ", done.problem());
                                         });
                   });

@@ -42,7 +42,7 @@ manager::~manager() {
 
 
 op<void> manager::ready() {
-  return detail::callback_op(rt_, [core = core_](detail::done_callback done) { core->when_ready(done); });
+  return detail::callback_op(rt_, [core = core_](const detail::done_callback& done) { core->when_ready(done); });
 }
 
 op<void> manager::shutdown() {

@@ -8,7 +8,6 @@
 
 #include "core/message_limit.hpp"
 #include "fiber/manager.hpp"
-#include "primitives/manager/master.hpp"
 #include "primitives/manager/wire.hpp"
 #include "core/log.hpp"
 #include "primitives/child_process.hpp"
@@ -31,7 +30,7 @@ void manager_core::start() {
   proc_->set_name("Manager-" + std::to_string(next_manager_number++));
   proc_->set_owned();
   unique_function<void(std::error_code, std::string)> done = [weak = weak_from_this()](std::error_code ec,
-                                                                                     std::string what) {
+                                                                                     const std::string& what) {
     if (auto self = weak.lock()) self->on_started(ec, what);
   };
   try {
@@ -118,7 +117,7 @@ void manager_core::flush_waiting() {
   auto waiting = std::move(waiting_);
   waiting_.clear();
   for (auto& m : waiting) {
-    auto relay = parse_header(m[0])->request;
+    auto relay = header_of(m, "a manager's caller").request;
     send_to_server(std::move(m), relay);
   }
   notify_ready();
@@ -178,6 +177,7 @@ void manager_core::on_server_ended() {
 void manager_core::fail_all() {
   waiting_.clear();
   std::vector<std::uint64_t> relays;
+  relays.reserve(pending_.size());
   for (auto& [relay, p] : pending_) relays.push_back(relay);
   for (auto relay : relays) fail(relay, errc::server_lost, dead_text_);
   notify_ready();

@@ -53,8 +53,8 @@ struct list_store {
     items_.pop_back();
     return v;
   }
-  std::uint64_t size() { return items_.size(); }
-  std::vector<bytes> items() { return items_; }
+  std::uint64_t size() const { return items_.size(); }
+  std::vector<bytes> items() const { return items_; }
   void clear() { items_.clear(); }
 };
 
@@ -67,8 +67,8 @@ struct dict_store {
     return it->second;
   }
   bool erase(bytes k) { return items_.erase(k) > 0; }
-  bool contains(bytes k) { return items_.count(k) > 0; }
-  std::uint64_t size() { return items_.size(); }
+  bool contains(bytes k) const { return items_.count(k) > 0; }
+  std::uint64_t size() const { return items_.size(); }
   std::vector<std::pair<bytes, bytes>> items() { return {items_.begin(), items_.end()}; }
   void clear() { items_.clear(); }
 };
@@ -81,10 +81,11 @@ struct namespace_store {
     if (it == values_.end()) throw std::out_of_range("the namespace has no value named '" + name + "'; set it first");
     return it->second;
   }
-  bool contains(std::string name) { return values_.count(name) > 0; }
+  bool contains(std::string name) const { return values_.count(name) > 0; }
   bool erase(std::string name) { return values_.erase(name) > 0; }
   std::vector<std::string> names() {
     std::vector<std::string> out;
+    out.reserve(values_.size());
     for (auto& [k, v] : values_) out.push_back(k);
     return out;
   }
@@ -221,10 +222,10 @@ void manager_server_main(std::uint64_t manager_id) {
   std::uint64_t since_recorded = 0;  // calls since the last one recorded
   for (;;) {
     auto m = rt->worker().next_service_message();
-    auto h = parse_header(m[0]);
-    if (h->type == manager_kind::stop) return;
-    if (h->type != manager_kind::call) continue;
-    auto call = h->request;
+    auto h = header_of(m, "the manager's master");
+    if (h.type == manager_kind::stop) return;
+    if (h.type != manager_kind::call) continue;
+    auto call = h.request;
     if (m.size() < 3 || m[1].size() != 2 * sizeof(std::uint64_t)) {
       send_reply(manager_id, call, reply_failed, failure_reply(errc::malformed_message, "malformed manager call"));
       continue;

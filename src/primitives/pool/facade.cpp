@@ -23,21 +23,21 @@ void pool::close() {
 }
 
 op<void> pool::join() {
-  return detail::callback_op(rt_, [core = core_](detail::done_callback done) {
+  return detail::callback_op(rt_, [core = core_](const detail::done_callback& done) {
     if (core->open()) throw error(errc::not_started, "pool::join() before close() or terminate(): close the pool first");
     core->when_joined(done);
   });
 }
 
 op<void> pool::terminate() {
-  return detail::callback_op(rt_, [core = core_](detail::done_callback done) {
+  return detail::callback_op(rt_, [core = core_](const detail::done_callback& done) {
     core->terminate();
     core->when_joined(done);
   });
 }
 
 op<void> pool::ready() {
-  return detail::callback_op(rt_, [core = core_](detail::done_callback done) { core->when_ready(done); });
+  return detail::callback_op(rt_, [core = core_](const detail::done_callback& done) { core->when_ready(done); });
 }
 
 void pool::resize(int processes) {

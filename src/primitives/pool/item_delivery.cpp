@@ -16,7 +16,7 @@ bool item_delivery::fail_first(pool_task& t, std::exception_ptr e) {
   return t.count() > 0;
 }
 
-void item_delivery::fail_items(pool_task& t, std::exception_ptr e) {
+void item_delivery::fail_items(pool_task& t, const std::exception_ptr& e) {
   while (t.count()) fail_first(t, e);
 }
 

@@ -59,7 +59,7 @@ class item_delivery {
   /// `t`'s first item not yet delivered fails with `e`; false when it was the task's last.
   bool fail_first(pool_task& t, std::exception_ptr e);
   /// Every item of `t` not yet delivered fails with `e`.
-  void fail_items(pool_task& t, std::exception_ptr e);
+  void fail_items(pool_task& t, const std::exception_ptr& e);
 
   std::size_t done() const { return done_; }
 

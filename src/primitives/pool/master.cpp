@@ -8,6 +8,7 @@
 #include <boost/json/serialize.hpp>
 #include <csignal>
 #include <cstring>
+#include <utility>
 
 #include "core/flight_recorder.hpp"
 #include "core/log.hpp"
@@ -43,7 +44,7 @@ std::string how_it_ended(const pool_worker& w) {
 }
 }  // namespace
 
-std::shared_ptr<pool_core> pool_core::make(std::shared_ptr<runtime> rt, pool_options options) {
+std::shared_ptr<pool_core> pool_core::make(const std::shared_ptr<runtime>& rt, pool_options options) {
   auto core = std::make_shared<pool_master>(rt, std::move(options));
   // With the caller's io_context the loop may not run yet: the workers start once it does.
   rt->run_soon([core] { core->start(); });
@@ -75,7 +76,7 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
       workers_(*rt_, id_, options_,
                {.ended = [this](const pool_worker& w) { on_worker_ended(w); },
                 .cannot_start =
-                    [this](std::exception_ptr e) {
+                    [this](const std::exception_ptr& e) {
                       view_.note_failure("workers cannot start: " + what_of(e));
                       fail_all(e);
                     },
@@ -84,7 +85,7 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
                       // The work of the calls the workers no longer cover fails: no task of
                       // theirs was ever sent, since no worker covered them.
                       (void)tasks_.fail_where([this](const pool_submission& s) { return !workers_.needs().covers(s.needs); },
-                                              e);
+                                              std::move(e));
                       milestones_.check();
                       dispatch();
                     }}),
@@ -399,7 +400,7 @@ void pool_master::on_worker_ended(const pool_worker& w) {
 
 void pool_master::fail_all(std::exception_ptr e) {
   workers_.for_each([this](const pool_worker& w) { (void)workers_.load().take_tasks(w); });
-  tasks_.fail_all(e);
+  tasks_.fail_all(std::move(e));
   milestones_.check();
 }
 

@@ -35,7 +35,7 @@ struct hosted_at;
 class pool_master final : public pool_core, public service, public std::enable_shared_from_this<pool_master> {
  public:
   pool_master(std::shared_ptr<runtime> rt, pool_options options);
-  ~pool_master();
+  ~pool_master() override;
 
   // pool_core, from any thread
   const std::shared_ptr<runtime>& rt() const override { return rt_; }
@@ -50,7 +50,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   void close() override;
   void terminate() override;
   bool open() const override { return !closed_; }
-  void resize(int processes) override;
+  void resize(int n) override;
   void cancel(pool_sink& sink) override;
   void when_joined(unique_function<void()> done) override;
   void when_ready(unique_function<void()> done) override;

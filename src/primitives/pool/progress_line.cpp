@@ -7,7 +7,7 @@
 
 namespace fiber::detail {
 
-void progress_line::start(asio::io_context& io, std::weak_ptr<void> owner) {
+void progress_line::start(asio::io_context& io, const std::weak_ptr<void>& owner) {
   if (!enabled_ || timer_ || !::isatty(STDERR_FILENO)) return;
   timer_ = std::make_unique<asio::steady_timer>(io);
   tick(std::move(owner));
@@ -17,7 +17,7 @@ void progress_line::cancel() noexcept {
   if (timer_) timer_->cancel();
 }
 
-void progress_line::tick(std::weak_ptr<void> owner) {
+void progress_line::tick(const std::weak_ptr<void>& owner) {
   timer_->expires_after(std::chrono::milliseconds(200));
   timer_->async_wait([owner, this](std::error_code ec) {
     auto alive = owner.lock();

@@ -24,11 +24,11 @@ class progress_line {
 
   /// Draws until `render` says the work is done; nothing when disabled or already drawing.
   /// `owner` keeps this line alive in the timer's callback.
-  void start(asio::io_context& io, std::weak_ptr<void> owner);
+  void start(asio::io_context& io, const std::weak_ptr<void>& owner);
   void cancel() noexcept;
 
  private:
-  void tick(std::weak_ptr<void> owner);
+  void tick(const std::weak_ptr<void>& owner);
   bool enabled_;
   render_fn render_;
   std::unique_ptr<asio::steady_timer> timer_;

@@ -1,6 +1,7 @@
 #include "primitives/pool/task_queue.hpp"
 
 #include <algorithm>
+#include <ranges>
 #include <vector>
 
 #include "core/remote_failure.hpp"
@@ -116,10 +117,10 @@ void task_queue::on_timed_out(const std::deque<std::uint64_t>& held, const std::
 
 void task_queue::requeue_front(std::vector<pool_task>& tasks) {
   // Back at the front of the queue, in their original order.
-  for (auto it = tasks.rbegin(); it != tasks.rend(); ++it) queue_.push_front(std::move(*it));
+  for (auto& t : std::views::reverse(tasks)) queue_.push_front(std::move(t));
 }
 
-void task_queue::fail_all(std::exception_ptr e) {
+void task_queue::fail_all(const std::exception_ptr& e) {
   std::vector<std::shared_ptr<pool_submission>> subs;
   feeder_.take_where([](const pool_submission&) { return true; }, subs);
   auto queued = std::move(queue_);
@@ -143,7 +144,7 @@ void task_queue::fail_all(std::exception_ptr e) {
 }
 
 std::vector<std::uint64_t> task_queue::fail_where(const std::function<bool(const pool_submission&)>& which,
-                                                  std::exception_ptr e) {
+                                                  const std::exception_ptr& e) {
   std::vector<std::shared_ptr<pool_submission>> subs;
   auto pick = [&](const std::shared_ptr<pool_submission>& s) {
     if (!which(*s)) return false;

@@ -109,7 +109,7 @@ void append_failed_item(writer& results, const remote_failure& f);
 
 /// The worker's side of a pool: a registered function each worker process runs (pool/worker.cpp).
 void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int64_t report_ms, std::uint64_t init_id,
-                      std::vector<std::string> init_frames);
+                      const std::vector<std::string>& init_frames);
 
 // ---- implementation
 

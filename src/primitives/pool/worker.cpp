@@ -52,7 +52,10 @@ class chunk_run {
 
   bool due() {
     if (report_each_ || bytes_ >= report_bytes) return true;
-    if (careful_until_ > last_read_ && (last_read_ = clock::now()) < careful_until_) return true;
+    if (careful_until_ > last_read_) {
+      last_read_ = clock::now();
+      if (last_read_ < careful_until_) return true;
+    }
     if (++since_read_ < stride_) return false;
     since_read_ = 0;
     auto now = clock::now();
@@ -143,8 +146,8 @@ class shared_intake {
     settle(r);
     while (!missing_.empty()) {
       auto x = rt_.worker().next_service_message();
-      auto hx = parse_header(x[0]);
-      if (!aside(*hx, x)) kept_.push_back(std::move(x));  // a task or a stop: after this one
+      auto hx = header_of(x, "the pool's master");
+      if (!aside(hx, x)) kept_.push_back(std::move(x));  // a task or a stop: after this one
     }
     return at;
   }
@@ -221,7 +224,7 @@ class shared_intake {
 }  // namespace
 
 void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int64_t report_ms, std::uint64_t init_id,
-                      std::vector<std::string> init_frames) {
+                      const std::vector<std::string>& init_frames) {
   const auto report_interval = std::chrono::milliseconds(report_ms);
   auto rt = context::default_context().runtime();
   if (init_id) {
@@ -247,13 +250,13 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
   shared_intake objects(*rt, pool_id);
   for (;;) {
     auto m = objects.next();
-    auto h = parse_header(m[0]);
-    if (h->type == pool_kind::stop) return;
-    if (objects.aside(*h, m)) continue;
+    auto h = header_of(m, "the pool's master");
+    if (h.type == pool_kind::stop) return;
+    if (objects.aside(h, m)) continue;
     if (m.size() < 3 || m[1].size() != sizeof(task_head)) throw error(errc::malformed_message, "malformed pool task");
     task_head head;
     std::memcpy(&head, m[1].data(), sizeof head);
-    chunk_run run(*rt, pool_id, h->request, report_interval, head.report_each != 0, head.careful != 0);
+    chunk_run run(*rt, pool_id, h.request, report_interval, head.report_each != 0, head.careful != 0);
     // The shared objects this worker lacks come first: the items refer to them by id. When
     // they cannot be taken in, the items fail with why.
     std::size_t at = 2;
@@ -265,7 +268,7 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
       if (finish(run)) return;
       continue;
     }
-    auto items = unpack(m, at, static_cast<std::size_t>(h->aux), false);
+    auto items = unpack(m, at, static_cast<std::size_t>(h.aux), false);
     if (head.run == 0 || std::size_t(head.skip) + head.run > items.size())
       throw error(errc::malformed_message, "malformed pool task: its range is outside its items");
     auto* entry = find_function(head.function_id);

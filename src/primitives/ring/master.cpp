@@ -180,7 +180,7 @@ void ring_core::start_members() {
   int run = restarts_;
   current_peers_.clear();
   for (int rank = 0; rank < size_; ++rank) {
-    child_process::started_handler done = [weak = weak_from_this(), rank, run](std::error_code ec, std::string what) {
+    child_process::started_handler done = [weak = weak_from_this(), rank, run](std::error_code ec, const std::string& what) {
       auto self = weak.lock();
       if (self && self->restarts_ == run) self->on_member_started(rank, ec, what);
     };

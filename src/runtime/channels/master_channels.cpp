@@ -102,7 +102,8 @@ bool master_channels::deliver(const channel_reader& r, std::uint64_t channel, mu
     // The reader is gone: the item stays in the queue for the next reader.
     logf(log_level::warn, "reader ", r.peer, " is gone (", ec.message(), "); message kept for the next reader");
     payload.clear();
-    for (std::size_t i = 1; i < m.size(); ++i) payload.push_back(std::move(m[i]));
+    // A send that fails leaves its parts as they were (the move is the contract's, as zmq's send).
+    for (std::size_t i = 1; i < m.size(); ++i) payload.push_back(std::move(m[i]));  // NOLINT(bugprone-use-after-move)
     return false;
   }
   return true;

@@ -25,12 +25,20 @@ struct hub_forks::state final : engine_run, std::enable_shared_from_this<hub_for
   std::string reason;
 
   void signal(int sig) noexcept override {
-    if (auto f = forks.lock()) f->signal(shared_from_this(), sig);
+    try {
+      if (auto f = forks.lock()) f->signal(shared_from_this(), sig);
+    } catch (const std::exception& e) {  // out of memory for the hub's message
+      logf(log_level::error, "could not send signal ", sig, " to a child forked by a host hub: ", e.what());
+    }
   }
   // The hub reaps it; the master hears its end from the hub.
   void kill_and_reap() noexcept override { signal(SIGKILL); }
   void forget() noexcept override {
-    if (auto f = forks.lock()) f->forget(shared_from_this());
+    try {
+      if (auto f = forks.lock()) f->forget(shared_from_this());
+    } catch (const std::exception& e) {
+      logf(log_level::error, "could not stop a child forked by a host hub: ", e.what());
+    }
   }
   std::string placement() const override { return placed ? "host " + host + ", forked by its hub" : ""; }
   std::string pending_reason() const override { return reason; }

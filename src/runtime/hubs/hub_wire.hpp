@@ -46,7 +46,7 @@ inline zmq::message_t frame(op o, std::string_view id) {
 
 /// The op and child of a relay frame; nullopt when it is none.
 inline std::optional<std::pair<op, std::string_view>> parse(const zmq::message_t& m) {
-  if (m.size() < 1) return std::nullopt;
+  if (m.empty()) return std::nullopt;
   auto s = m.to_string_view();
   switch (static_cast<op>(s[0])) {
     case op::joined:

@@ -157,7 +157,8 @@ std::error_code child_links::send(const std::string& peer, multipart&& parts) {
   if (!router_) return make_error_code(errc::closed);
   parts.insert(parts.begin(), zmq::message_t(peer.data(), peer.size()));  // the router's envelope
   auto ec = router_->send(std::move(parts));
-  if (ec) parts.erase(parts.begin());  // not taken: as it was
+  // A send that fails leaves its parts as they were (the move is the contract's, as zmq's send).
+  if (ec) parts.erase(parts.begin());  // NOLINT(bugprone-use-after-move)
   return ec;
 }
 

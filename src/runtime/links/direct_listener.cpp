@@ -188,7 +188,7 @@ void direct_listener::arm_deadline(const std::shared_ptr<pending>& p, std::chron
   });
 }
 
-void direct_listener::handshake(std::shared_ptr<pending> p) {
+void direct_listener::handshake(const std::shared_ptr<pending>& p) {
   auto step = p->tls->handshake();
   std::string out;
   p->tls->take_output(out);
@@ -219,7 +219,7 @@ void direct_listener::handshake(std::shared_ptr<pending> p) {
   });
 }
 
-void direct_listener::start_link(std::shared_ptr<pending> p) {
+void direct_listener::start_link(const std::shared_ptr<pending>& p) {
   auto link = std::make_shared<stream_link>(std::move(p->socket), greeting_limit, std::move(p->tls));
   if (silence_.count() > 0) link->reader().track_heard();  // swept: its silence counts
   p->link = link;
@@ -383,7 +383,8 @@ std::error_code direct_listener::send(const std::string& id, multipart&& parts) 
   if (route == routes_.end()) return std::make_error_code(std::errc::host_unreachable);
   parts.insert(parts.begin(), hub_wire::frame(hub_wire::op::message, id));
   auto ec = route->second->send(std::move(parts));
-  if (ec) parts.erase(parts.begin());  // left as it was
+  // A send that fails leaves its parts as they were (the move is the contract's, as zmq's send).
+  if (ec) parts.erase(parts.begin());  // NOLINT(bugprone-use-after-move)
   return ec;
 }
 

@@ -99,8 +99,8 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   /// Takes a new connection, or refuses it when too many wait; null when refused.
   std::shared_ptr<pending> admit(stream_link::socket_type s);
   void arm_deadline(const std::shared_ptr<pending>& p, std::chrono::milliseconds limit);
-  void handshake(std::shared_ptr<pending> p);
-  void start_link(std::shared_ptr<pending> p);
+  void handshake(const std::shared_ptr<pending>& p);
+  void start_link(const std::shared_ptr<pending>& p);
   /// The child's routing id when it proved itself, else empty (and the link is closed).
   std::string on_first_message(const std::shared_ptr<stream_link>& link, multipart&& m, link_role& role);
   /// A relay frame and what follows, from hub `hub`.

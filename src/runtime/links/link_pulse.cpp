@@ -15,7 +15,7 @@ link_pulse::link_pulse(std::shared_ptr<stream_link> link, std::chrono::milliseco
       interval_ms_(interval.count()),
       silence_ms_(silence.count()),
       master_lost_(std::move(master_lost)),
-      thread_([this](std::stop_token stop) { run(stop); }) {}
+      thread_([this] { run(); }) {}
 
 void link_pulse::retune(std::chrono::milliseconds interval, std::chrono::milliseconds silence) noexcept {
   {
@@ -27,11 +27,15 @@ void link_pulse::retune(std::chrono::milliseconds interval, std::chrono::millise
 }
 
 link_pulse::~link_pulse() {
-  thread_.request_stop();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
-void link_pulse::run(std::stop_token stop) {
+void link_pulse::run() {
   const auto pulse = make_message(kind::probe, {});
   const int fd = link_->socket().native_handle();
   // Since when the master hung up; the epoch while it has not (an optional here made GCC warn
@@ -42,8 +46,10 @@ void link_pulse::run(std::stop_token stop) {
     auto interval = std::chrono::milliseconds(interval_ms_.load());
     auto silence = std::chrono::milliseconds(silence_ms_.load());
     // Woken early to stop, or by a retune: then this interval is the new one.
-    if (wake_.wait_for(lock, stop, interval, [&] { return interval_ms_.load() != interval.count(); })) continue;
-    if (stop.stop_requested()) return;
+    if (wake_.wait_for(lock, interval, [&] { return stopping_ || interval_ms_.load() != interval.count(); })) {
+      if (stopping_) return;
+      continue;
+    }
     auto now = stream_link::clock::now();
     if (now - link_->last_sent() >= interval && !link_->send_pulse(pulse, silence)) {
       logf(log_level::error, "the master took nothing this worker sent for heartbeat_timeout_ms (", silence.count(),

@@ -12,7 +12,6 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
-#include <stop_token>
 #include <thread>
 
 #include "fiber/detail/unique_function.hpp"
@@ -30,14 +29,16 @@ class link_pulse {
   void retune(std::chrono::milliseconds interval, std::chrono::milliseconds silence) noexcept;
 
  private:
-  void run(std::stop_token stop);
+  void run();
 
   std::shared_ptr<stream_link> link_;
   std::atomic<std::int64_t> interval_ms_, silence_ms_;
   std::mutex mutex_;
-  std::condition_variable_any wake_;  // a retune starts the next interval at once
+  std::condition_variable wake_;  // a retune or the end starts the next interval at once
+  bool stopping_ = false;         // under mutex_
   unique_function<void()> master_lost_;
-  std::jthread thread_;  // last: it starts once everything above exists
+  // A plain thread and a flag rather than std::jthread: libc++ 16 has no <stop_token>.
+  std::thread thread_;  // last: it starts once everything above exists
 };
 
 }  // namespace fiber::detail

@@ -51,7 +51,7 @@ void spawn_relay::start(const spawn_spec& spec, const std::shared_ptr<relayed_ru
 
 void spawn_relay::send_up(kind k, std::uint64_t request, std::uint32_t aux) noexcept { send_up(k, request, aux, {}); }
 
-void spawn_relay::send_up(kind k, std::uint64_t request, std::uint32_t aux, std::string body) noexcept {
+void spawn_relay::send_up(kind k, std::uint64_t request, std::uint32_t aux, const std::string& body) noexcept {
   try {
     route r{.channel = spawn_wire::service_id, .request = request, .aux = aux};
     up_.send_upstream(body.empty() ? make_message(k, r) : make_message(k, r, body));

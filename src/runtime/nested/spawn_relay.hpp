@@ -35,7 +35,7 @@ class spawn_relay final : public service, public std::enable_shared_from_this<sp
   void send_up(kind k, std::uint64_t request, std::uint32_t aux) noexcept;
 
  private:
-  void send_up(kind k, std::uint64_t request, std::uint32_t aux, std::string body) noexcept;
+  void send_up(kind k, std::uint64_t request, std::uint32_t aux, const std::string& body) noexcept;
   void hear(std::uint64_t request, spawn_wire::event e, const spawn_wire::child_news& news);
 
   worker_side& up_;

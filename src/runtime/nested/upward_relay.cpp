@@ -68,7 +68,8 @@ void upward_relay::forward_get(const std::string& peer, std::uint64_t channel, s
     if (self->send_down_(peer, std::move(m))) {
       // The reader died meanwhile: the message goes back to its queue rather than being lost.
       multipart back;
-      for (std::size_t i = 1; i < m.size(); ++i) back.push_back(std::move(m[i]));
+      // A send that fails leaves its parts as they were (the move is the contract's, as zmq's send).
+      for (std::size_t i = 1; i < m.size(); ++i) back.push_back(std::move(m[i]));  // NOLINT(bugprone-use-after-move)
       if (channel != master_channels::prefix_channel) self->up_.put(channel, std::move(back));
     }
   });

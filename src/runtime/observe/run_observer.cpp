@@ -33,7 +33,7 @@ void run_observer::open_relay(worker_side& up, const std::uint64_t& channel_pref
   loop_.run_or_post([this] { sample_memory_every(); });
 }
 
-void run_observer::send_up(std::shared_ptr<multipart> m) {
+void run_observer::send_up(const std::shared_ptr<multipart>& m) {
   if (loop_.this_thread_drives()) return up_->send_upstream(std::move(*m));
   asio::post(loop_.io(), [this, alive = std::weak_ptr<bool>(alive_), m] {
     if (alive.lock() && !ending_) up_->send_upstream(std::move(*m));

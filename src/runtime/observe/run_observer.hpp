@@ -70,7 +70,7 @@ class run_observer {
   void record_memory();
   /// Records the memory every record_memory_ms while this runs (on the loop).
   void sample_memory_every();
-  void send_up(std::shared_ptr<multipart> m);
+  void send_up(const std::shared_ptr<multipart>& m);
 
   event_loop& loop_;
   const fiber::config& cfg_;

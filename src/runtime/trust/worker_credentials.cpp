@@ -27,7 +27,9 @@ std::string read_credentials(const std::string& path) {
   for (;;) {
     auto n = ::pread(fd, text.data() + got, text.size() - got, static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || (got += static_cast<std::size_t>(n)) == text.size()) break;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+    if (got == text.size()) break;
   }
   ::close(fd);
   text.resize(got);
