@@ -38,4 +38,4 @@ if [[ -n $findings ]]; then
   echo "tidy: $(wc -l <<<"$findings") findings (full output: $out)" >&2
   exit 1
 fi
-echo "tidy: clean ($(grep -c '^\[' "$out" || true) files)"
+echo "tidy: clean ($(grep -c -- '-p=build-tidy' "$out" || true) files)"

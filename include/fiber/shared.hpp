@@ -83,7 +83,7 @@ class shared {
   static shared from_entry(const std::shared_ptr<const detail::shared_entry>& e) {
     shared s;
     s.value_ = e->template value<T>();
-    s.entry_ = std::move(e);
+    s.entry_ = e;
     return s;
   }
 

@@ -179,8 +179,8 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
     at = stage::running;
     logf(log_level::debug, process_name, ": container ", id.substr(0, 12), " started");
     auto self = shared_from_this();
-    engine->containers().wait(id, [self](std::error_code failed, int status, std::string reason) {
-      self->waited(failed, status, std::move(reason));
+    engine->containers().wait(id, [self](std::error_code failed, int status, const std::string& reason) {
+      self->waited(failed, status, reason);
     });
     engine->containers().follow_logs(
         id, [self](int stream, std::string_view bytes) { self->output(stream, bytes); },

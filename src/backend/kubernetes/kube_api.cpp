@@ -104,9 +104,9 @@ void api::send(std::shared_ptr<pending> p) {
     req.body = p->body;
   }
   ++sent_;
-  http_.start(std::move(req), [this, p, alive = alive_](std::error_code ec, http_response r) mutable {
+  http_.start(std::move(req), [this, p, alive = alive_](std::error_code ec, const http_response& r) mutable {
     if (!*alive) return;
-    answered(std::move(p), ec, std::move(r));
+    answered(std::move(p), ec, r);
   });
 }
 

@@ -395,10 +395,10 @@ void pod_run::signal_now(int sig) {
 }  // namespace
 
 std::shared_ptr<engine_run> start_pod(std::shared_ptr<pods_shared> shared, std::string process, std::string pod,
-                                      std::string asked, boost::json::object manifest) {
+                                      std::string asked, const boost::json::object& manifest) {
   auto run = std::make_shared<pod_run>(std::move(shared), std::move(process), std::move(pod));
   run->asked = std::move(asked);
-  run->submit(std::move(manifest));
+  run->submit(manifest);
   asio::post(run->shared->io, [run] { run->follow(); });  // the watch is the loop's
   return run;
 }

@@ -78,6 +78,6 @@ struct pods_shared {
 /// and the watch follows it once the loop runs. `asked` says what it asked for, in the words of a
 /// pod that cannot be scheduled.
 std::shared_ptr<engine_run> start_pod(std::shared_ptr<pods_shared> shared, std::string process, std::string pod,
-                                      std::string asked, boost::json::object manifest);
+                                      std::string asked, const boost::json::object& manifest);
 
 }  // namespace fiber::detail::kube

@@ -61,13 +61,13 @@ struct list_store {
 struct dict_store {
   std::map<bytes, bytes> items_;
   void set(bytes k, bytes v) { items_[std::move(k)] = std::move(v); }
-  std::optional<bytes> get(bytes k) {
+  std::optional<bytes> get(const bytes& k) {
     auto it = items_.find(k);
     if (it == items_.end()) return std::nullopt;
     return it->second;
   }
-  bool erase(bytes k) { return items_.erase(k) > 0; }
-  bool contains(bytes k) const { return items_.count(k) > 0; }
+  bool erase(const bytes& k) { return items_.erase(k) > 0; }
+  bool contains(const bytes& k) const { return items_.count(k) > 0; }
   std::uint64_t size() const { return items_.size(); }
   std::vector<std::pair<bytes, bytes>> items() { return {items_.begin(), items_.end()}; }
   void clear() { items_.clear(); }
@@ -76,13 +76,13 @@ struct dict_store {
 struct namespace_store {
   std::map<std::string, bytes> values_;
   void set(std::string name, bytes v) { values_[std::move(name)] = std::move(v); }
-  bytes get(std::string name) {
+  bytes get(const std::string& name) {
     auto it = values_.find(name);
     if (it == values_.end()) throw std::out_of_range("the namespace has no value named '" + name + "'; set it first");
     return it->second;
   }
-  bool contains(std::string name) const { return values_.count(name) > 0; }
-  bool erase(std::string name) { return values_.erase(name) > 0; }
+  bool contains(const std::string& name) const { return values_.count(name) > 0; }
+  bool erase(const std::string& name) { return values_.erase(name) > 0; }
   std::vector<std::string> names() {
     std::vector<std::string> out;
     out.reserve(values_.size());

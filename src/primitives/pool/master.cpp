@@ -81,11 +81,11 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
                       fail_all(e);
                     },
                 .raised_needs_refused =
-                    [this](std::exception_ptr e) {
+                    [this](const std::exception_ptr& e) {
                       // The work of the calls the workers no longer cover fails: no task of
                       // theirs was ever sent, since no worker covered them.
                       (void)tasks_.fail_where([this](const pool_submission& s) { return !workers_.needs().covers(s.needs); },
-                                              std::move(e));
+                                              e);
                       milestones_.check();
                       dispatch();
                     }}),
@@ -398,9 +398,9 @@ void pool_master::on_worker_ended(const pool_worker& w) {
   milestones_.check();
 }
 
-void pool_master::fail_all(std::exception_ptr e) {
+void pool_master::fail_all(const std::exception_ptr& e) {
   workers_.for_each([this](const pool_worker& w) { (void)workers_.load().take_tasks(w); });
-  tasks_.fail_all(std::move(e));
+  tasks_.fail_all(e);
   milestones_.check();
 }
 

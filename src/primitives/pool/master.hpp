@@ -66,7 +66,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   /// Sends queued tasks to workers with credit until either runs out.
   void dispatch();
   void on_worker_ended(const pool_worker& w);
-  void fail_all(std::exception_ptr e);
+  void fail_all(const std::exception_ptr& e);
   /// After close(): once the work is done, the workers are told to leave.
   void maybe_stop_workers();
   std::optional<progress_line::frame> progress_frame();

@@ -10,7 +10,7 @@ namespace fiber::detail {
 void progress_line::start(asio::io_context& io, const std::weak_ptr<void>& owner) {
   if (!enabled_ || timer_ || !::isatty(STDERR_FILENO)) return;
   timer_ = std::make_unique<asio::steady_timer>(io);
-  tick(std::move(owner));
+  tick(owner);
 }
 
 void progress_line::cancel() noexcept {

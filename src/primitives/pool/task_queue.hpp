@@ -64,8 +64,8 @@ class task_queue {
   /// running, and (through the sink) those the input has not produced yet.
   void fail_all(const std::exception_ptr& e);
   /// As fail_all, for `sink`'s call alone; returns the ids of its tasks that were in flight.
-  std::vector<std::uint64_t> cancel(pool_sink& sink, std::exception_ptr e) {
-    return fail_where([&](const pool_submission& s) { return s.sink.get() == &sink; }, std::move(e));
+  std::vector<std::uint64_t> cancel(pool_sink& sink, const std::exception_ptr& e) {
+    return fail_where([&](const pool_submission& s) { return s.sink.get() == &sink; }, e);
   }
   /// As fail_all, for the submissions `which` picks; returns the ids of their tasks in flight.
   std::vector<std::uint64_t> fail_where(const std::function<bool(const pool_submission&)>& which, const std::exception_ptr& e);

@@ -38,6 +38,7 @@ void worker_set::start(std::weak_ptr<void> owner) {
 void worker_set::kill_all() {
   closed_ = true;
   std::vector<std::shared_ptr<child_process>> procs;
+  procs.reserve(workers_.size());
   for (auto& [rid, w] : workers_) procs.push_back(w.proc);
   for (auto& p : procs) p->kill_now("ended by its pool (terminate)");  // each end erases its worker (on_ended)
   cancel_timers();
@@ -182,7 +183,7 @@ void worker_set::retire_superseded() {
 bool worker_set::start_one() {
   auto proc = starter_.make(needs_.now());
   unique_function<void(std::error_code, std::string)> done = [owner = owner_, this, proc, needs = needs_.now()](std::error_code ec,
-                                                                                                       std::string what) {
+                                                                                                       const std::string& what) {
     auto alive = owner.lock();
     if (!alive || !ec) return;
     on_start_failed(needs, ec, what, proc->ending().exit_code());

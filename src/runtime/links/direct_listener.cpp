@@ -109,7 +109,7 @@ void direct_listener::accept_next() {
       } else {
         auto executor = s.get_executor();
         stream_link::socket_type g(executor, asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), s.release());
-        if (auto p = self->admit(std::move(g))) self->start_link(std::move(p));
+        if (auto p = self->admit(std::move(g))) self->start_link(p);
       }
     }
     self->accept_next();
@@ -129,7 +129,7 @@ void direct_listener::accept_tcp() {
       stream_link::socket_type g(executor, asio::generic::stream_protocol(family, SOCK_STREAM), s.release());
       if (auto p = self->admit(std::move(g))) {
         p->tls = std::make_unique<tls_session>(tls_session::role::server, *self->psk_);
-        self->handshake(std::move(p));
+        self->handshake(p);
       }
     }
     self->accept_tcp();
@@ -203,7 +203,7 @@ void direct_listener::handshake(const std::shared_ptr<pending>& p) {
     p->close();
     return;
   }
-  if (step == tls_session::step::done) return start_link(std::move(p));
+  if (step == tls_session::step::done) return start_link(p);
   p->socket.async_wait(asio::socket_base::wait_read, [weak = weak_from_this(), p](std::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || self->closed_ || !p->socket.is_open()) return;

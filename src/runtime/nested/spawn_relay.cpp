@@ -72,7 +72,7 @@ void spawn_relay::on_message(const std::string& peer, const header& h, multipart
     auto ours = ++next_request_;
     passed_[ours] = {peer, h.request};
     passed_ids_[{peer, h.request}] = ours;
-    send_up(spawn_wire::start, ours, 0, std::move(text));
+    send_up(spawn_wire::start, ours, 0, text);
     return;
   }
   auto it = passed_ids_.find({peer, h.request});

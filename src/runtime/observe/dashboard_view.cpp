@@ -105,6 +105,7 @@ template <class Processes>
 boost::json::array process_rows(const Processes& processes, std::size_t listed_at_most) {
   using entry = typename Processes::mapped_type;
   std::vector<std::pair<const std::string*, const entry*>> listed;
+  listed.reserve(processes.size());
   for (auto& [n, p] : processes) listed.emplace_back(&n, &p);
   std::sort(listed.begin(), listed.end(), [](auto& a, auto& b) {
     if (a.second->running != b.second->running) return a.second->running;
