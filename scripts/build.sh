@@ -10,7 +10,7 @@ if [ -f "$dir/CMakeCache.txt" ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' 
   rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
 fi
 # ccache keeps its store outside the clone; bounded so that it never crowds the build out.
-# Two compilers' trees fit in it.
-export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+# The test command's three trees (GCC; Clang; Clang on libc++) fit in it with a sanitizer's.
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-6G}
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
 cmake --build "$dir" --parallel "$(nproc)"

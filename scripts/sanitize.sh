@@ -18,7 +18,7 @@ case "${1:-}" in
   undefined) echo "sanitize: UndefinedBehaviorSanitizer runs with address: scripts/sanitize.sh address" >&2; exit 2 ;;
 esac
 labels=${1:-unit|local}
-export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-4G}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-6G}  # the same bound as scripts/build.sh: one store
 if [[ $kind == address ]]; then
   dir=build-asan
   flags="-fsanitize=address,undefined -fno-omit-frame-pointer"
