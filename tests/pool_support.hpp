@@ -23,7 +23,8 @@
 #include "support.hpp"
 
 namespace {
-int square(int x) { return x * x; }
+// Wraps past INT_MAX (the long inputs' squares do) rather than overflow, which is undefined.
+int square(int x) { return static_cast<int>(static_cast<unsigned>(x) * static_cast<unsigned>(x)); }
 int add(int a, int b) { return a + b; }
 // An evolution-strategies task: every item of a generation points to the same parameters.
 double perturbed_sum(std::shared_ptr<const std::vector<double>> theta, std::uint64_t seed) {

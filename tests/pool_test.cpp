@@ -266,7 +266,7 @@ TEST(pool, imap_over_a_long_input_keeps_a_bounded_number_of_tasks) {
   for (int i = 0; i < 200000; ++i) {
     auto v = stream.next().get();
     ASSERT_TRUE(v);
-    ASSERT_EQ(*v, i * i);
+    ASSERT_EQ(*v, square(i));
     if (i % 5000 == 0) {
       auto s = p.stats();
       most = std::max(most, s.queued + s.running);
