@@ -40,8 +40,9 @@ cmake --build "$dir" --parallel "$(nproc)"
 # - limits on a child's address space or memory: a sanitizer's shadow memory is terabytes of
 #   address space, so such a child cannot start;
 # - what fiber's malloc settings keep after a free: the sanitizers have their own allocators;
-# - the installed package's consumers, built without the sanitizer's runtime.
-skip='child_config_follows_a_non_default_parent_config|allocating_past_its_memory_limit|a_childs_resources_and_placement_are_recorded|keep_freed_memory|find_package_consumer|pkg_config_consumer'
+# - the installed package's consumers (and the Debian package's), built without the sanitizer's
+#   runtime.
+skip='child_config_follows_a_non_default_parent_config|allocating_past_its_memory_limit|a_childs_resources_and_placement_are_recorded|keep_freed_memory|find_package_consumer|pkg_config_consumer|deb_package'
 status=0
 (cd "$dir" && ctest -L "$labels" -E "$skip" -j"$(nproc)" --timeout 600) || status=$?
 if grep -Eq "$reports" "$dir"/Testing/Temporary/LastTest.log; then
