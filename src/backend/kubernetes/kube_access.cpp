@@ -222,13 +222,11 @@ const boost::json::array& items(const boost::json::value& n, const char* key) {
   return a ? *a : none;
 }
 boost::json::value read_kubeconfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
     config_problem("no kubeconfig at " + path +
                    ": outside a pod the kubernetes backend needs one (set KUBECONFIG, or write ~/.kube/config)");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return parse_yaml(s.str(), "the kubeconfig " + path);
+  return parse_yaml(read_file(path, "the kubeconfig"), "the kubeconfig " + path);
 }
 }  // namespace
 
