@@ -54,6 +54,21 @@ start_docker() {
 # FIBER_SLURM_NODE_CPUS=N offers N slots per node instead: bench/compare/run.sh envelope measures
 # 1,024 workers over both nodes on a cluster started with 512 (stop a running one first).
 slurm_node_cpus=${FIBER_SLURM_NODE_CPUS:-4}
+# Memory is a consumable resource and a job's --mem its limit: slurmstepd polls each step's
+# resident memory every second and kills a step above it (OverMemoryKill; these nodes have no
+# cgroup plugin). A job without --mem gets its share of a node's 2000 MB per CPU, so memory
+# never packs nodes tighter than CPUs do. With hundreds of slots per node (the envelope
+# benchmark) that share would be a few MB: there memory is neither counted nor limited.
+if [ "$slurm_node_cpus" -le 16 ]; then
+  slurm_memory="SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=$((2000 / slurm_node_cpus))"
+  slurm_accounting="JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherParams=OverMemoryKill
+JobAcctGatherFrequency=task=1"
+else
+  slurm_memory="SelectTypeParameters=CR_Core"
+  slurm_accounting="JobAcctGatherType=jobacct_gather/none"
+fi
 slurm_dir=$PWD/$state/slurm
 slurm_conf=$slurm_dir/slurm.conf
 slurm_up() { [ -f "$slurm_conf" ] && [ "$(SLURM_CONF=$slurm_conf sinfo -h -N -o %T 2>/dev/null | grep -c idle)" = 2 ]; }
@@ -82,10 +97,10 @@ SlurmdLogFile=$slurm_dir/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+$slurm_memory
 ReturnToService=2
 MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
+$slurm_accounting
 AccountingStorageType=accounting_storage/none
 SlurmdParameters=config_overrides
 NodeName=n1 NodeAddr=10.77.0.11 CPUs=$slurm_node_cpus RealMemory=2000 State=UNKNOWN

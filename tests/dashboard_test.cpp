@@ -315,6 +315,28 @@ TEST(dashboard, a_lost_worker_is_a_failure_with_how_it_ended) {
   EXPECT_EQ(num(s.at("totals").at("workers_lost")), 1u);
 }
 
+// Each worker's resident memory beside its limit: the limit in what it asked for, the memory as
+// the worker last recorded it.
+TEST(dashboard, a_workers_resident_memory_is_shown_beside_its_limit) {
+  fiber::context ctx(with_dashboard({{"record_memory_ms", "50"}}));
+  auto u = parse(ctx.dashboard_url());
+  fiber::pool p(ctx, {.processes = 1, .needs = {.memory_mb = 300}});
+  p.ready().get();
+  auto s = state_when(u, [](const boost::json::object& st) {
+    for (auto& row : st.at("processes").at("list").as_array())
+      if (row.as_object().contains("memory") && row.as_object().contains("resources")) return true;
+    return false;
+  });
+  for (auto& row : s.at("processes").at("list").as_array()) {
+    auto& r = row.as_object();
+    if (!r.contains("memory")) continue;
+    EXPECT_NE(std::string(r.at("resources").as_string()).find("300 MB"), std::string::npos) << r.at("resources");
+    auto memory = std::string(r.at("memory").as_string());
+    EXPECT_GT(std::stoul(memory), 0u) << memory;
+    EXPECT_LT(std::stoul(memory), 300u) << memory << ": an idle worker under its limit";
+  }
+}
+
 // A worker its engine has not started yet is "waiting", with the engine's reason: a Slurm job that
 // may not begin for an hour, a pod no node's labels match (with kubernetes_autoscaling, which
 // waits for nodes instead of failing).

@@ -73,3 +73,23 @@ TEST(relayed_run, what_is_asked_of_it_goes_up_until_it_has_ended) {
   run.kill_and_reap();
   EXPECT_EQ(up.asks.size(), 3u) << "nothing asked of a child that ended";
 }
+
+// A child the top master's engine stopped for memory is known as such down the tree: the news
+// carries the limit and the peak across the wire, and the relayed run reports them.
+TEST(relayed_run, a_memory_stop_crosses_the_wire_with_its_limit_and_peak) {
+  spawn_wire::child_news news;
+  news.code = -9;
+  news.detail = "stopped";
+  news.memory = fiber::detail::memory_stop{256, 301};
+  auto told = spawn_wire::decode_news(spawn_wire::encode(news));
+  ASSERT_TRUE(told.memory);
+  EXPECT_EQ(told.memory->limit_mb, 256u);
+  EXPECT_EQ(told.memory->peak_mb, 301u);
+  EXPECT_FALSE(spawn_wire::decode_news(spawn_wire::encode(spawn_wire::child_news{})).memory) << "none when none";
+
+  sent_up up;
+  relayed_run run(up.fn());
+  run.exited(told);
+  ASSERT_TRUE(run.memory_stopped());
+  EXPECT_EQ(run.memory_stopped()->limit_mb, 256u);
+}

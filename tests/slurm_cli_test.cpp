@@ -229,3 +229,14 @@ TEST(command, the_command_thread_answers_on_the_io_context_in_order) {
   }
   EXPECT_EQ(answers, (std::vector<std::string>{"one\n", "two\n"}));
 }
+
+TEST(slurm_cli, slurmstepds_memory_kill_reads_as_a_memory_stop_with_the_use_and_the_limit) {
+  auto stop = slurm::memory_stop_in(
+      "some output\nslurmstepd-n1: error: StepId=3.batch exceeded memory limit (329760768 > 67108864), being killed\n"
+      "slurmstepd-n1: error: Exceeded job memory limit\n");
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(stop->limit_mb, 64u);
+  EXPECT_EQ(stop->peak_mb, 315u);
+  EXPECT_FALSE(slurm::memory_stop_in("slurmstepd: error: *** JOB 3 CANCELLED ***\n"));
+  EXPECT_FALSE(slurm::memory_stop_in("exceeded memory limit (garbage)")) << "a line it cannot read is no stop";
+}

@@ -107,4 +107,63 @@ TEST_F(pool_task_losses, an_item_past_its_deadline_fails_with_timed_out_unless_i
   EXPECT_EQ(out[0].attempts, 1);
 }
 
+// ---- a worker stopped for going past its memory limit
+
+worker_end stopped_for_memory() { return {"PoolWorker-3", "stopped", fiber::detail::memory_stop{256, 301}}; }
+
+TEST_F(pool_task_losses, an_item_sure_to_have_gone_past_the_memory_limit_fails_with_the_limit_the_peak_and_the_fix) {
+  auto sub = submission_of(sink, 1);
+  std::vector<pool_task> held{task(sub, 1, 5, 1), task(sub, 2, 6, 1)};
+  auto out = losses.after_death(std::move(held), stopped_for_memory(), true, 3);
+  ASSERT_EQ(sink->errors.size(), 1u);
+  EXPECT_EQ(sink->errors.at(5), fiber::errc::memory_exceeded);
+  auto& why = sink->reasons.at(5);
+  for (auto words : {"item 5", "went past its worker's memory limit", "PoolWorker-3", "256 MiB", "peak 301 MiB",
+                     ".memory_mb = N", "retry_memory_exceeded"})
+    EXPECT_NE(why.find(words), std::string::npos) << words << " in: " << why;
+  ASSERT_EQ(out.size(), 1u) << "the task behind it goes on, uncharged";
+  EXPECT_EQ(out[0].position(), 6u);
+  EXPECT_EQ(out[0].attempts, 0);
+}
+
+TEST_F(pool_task_losses, a_memory_stop_in_a_chunk_runs_its_first_item_again_alone_to_find_the_culprit) {
+  auto sub = submission_of(sink, 4);
+  std::vector<pool_task> held{task(sub, 1, 0, 4)};
+  auto out = losses.after_death(std::move(held), stopped_for_memory(), true, 3);
+  EXPECT_TRUE(sink->errors.empty()) << "which item went past the limit is not known yet";
+  ASSERT_FALSE(out.empty());
+  EXPECT_TRUE(out[0].alone);
+  EXPECT_EQ(out[0].attempts, 1);
+
+  // Alone, it goes past the limit again: it was the one, and it fails now (no third try).
+  std::vector<pool_task> alone{std::move(out[0])};
+  out = losses.after_death(std::move(alone), stopped_for_memory(), true, 3);
+  ASSERT_EQ(sink->errors.size(), 1u);
+  EXPECT_EQ(sink->errors.at(0), fiber::errc::memory_exceeded);
+  EXPECT_TRUE(out.empty());
+}
+
+TEST_F(pool_task_losses, without_retries_a_memory_stop_fails_every_item_not_reported_with_memory_exceeded) {
+  auto sub = submission_of(sink, 3, /*retry=*/false);
+  std::vector<pool_task> held{task(sub, 1, 0, 3)};
+  auto out = losses.after_death(std::move(held), stopped_for_memory(), true, 3);
+  EXPECT_TRUE(out.empty());
+  ASSERT_EQ(sink->errors.size(), 3u);
+  for (auto& [index, code] : sink->errors) EXPECT_EQ(code, fiber::errc::memory_exceeded) << index;
+  EXPECT_NE(sink->reasons.at(1).find("was in the chunk its worker ran, not yet reported"), std::string::npos)
+      << sink->reasons.at(1);
+}
+
+TEST_F(pool_task_losses, with_retry_memory_exceeded_the_item_runs_again_and_fails_with_memory_exceeded_out_of_attempts) {
+  auto sub = submission_of(sink, 1);
+  std::vector<pool_task> held{task(sub, 1, 0, 1)};
+  auto out = losses.after_death(std::move(held), stopped_for_memory(), true, 2, /*retry_memory=*/true);
+  EXPECT_TRUE(sink->errors.empty());
+  ASSERT_EQ(out.size(), 1u);
+  out = losses.after_death(std::move(out), stopped_for_memory(), true, 2, /*retry_memory=*/true);
+  ASSERT_EQ(sink->errors.size(), 1u);
+  EXPECT_EQ(sink->errors.at(0), fiber::errc::memory_exceeded);
+  EXPECT_NE(sink->reasons.at(0).find("max_attempts reached"), std::string::npos) << sink->reasons.at(0);
+}
+
 }  // namespace

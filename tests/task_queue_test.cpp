@@ -96,7 +96,7 @@ TEST_F(pool_task_queue, a_lost_worker_charges_only_the_task_it_was_running_and_t
   }
   EXPECT_EQ(q.items_in(held), 3u);
   q.on_worker_lost(held, killed, true, 3);
-  EXPECT_EQ(q.retried(), 3u);
+  EXPECT_EQ(q.losses().retried(), 3u);
   EXPECT_EQ(q.running_items(), 0u);
   std::vector<int> attempts;
   for (auto id : ids) {
@@ -150,7 +150,7 @@ TEST_F(pool_task_queue, a_death_reruns_only_the_items_not_yet_reported_and_each_
   EXPECT_EQ(sink->results.size(), 4u);
   EXPECT_EQ(q.running_items(), 6u);
   q.on_worker_lost({first.id}, killed, true, 3);
-  EXPECT_EQ(q.retried(), 6u);  // not the 4 reported
+  EXPECT_EQ(q.losses().retried(), 6u);  // not the 4 reported
   // Item 4 was running: it runs again alone, on a worker given nothing else, so that the next
   // death is surely its; the rest follow in pieces of a quarter chunk (here 2 items), reporting
   // item by item at first.

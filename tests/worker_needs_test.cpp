@@ -5,8 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <limits>
-
 namespace {
 using fiber::meta;
 using fiber::detail::worker_needs;
@@ -15,14 +13,23 @@ fiber::config defaults(int cpu, int memory_mb) {
   return fiber::config::load({{"cpu_per_job", std::to_string(cpu)}, {"mem_per_job", std::to_string(memory_mb)}});
 }
 
-TEST(worker_needs, a_need_left_at_zero_is_the_configs_default_and_no_memory_limit_covers_any) {
+TEST(worker_needs, a_need_left_at_zero_is_the_configs_default) {
   auto cfg = defaults(2, 0);
   worker_needs needs({}, cfg);
   EXPECT_EQ(needs.full_now().cpu, 2);
-  EXPECT_EQ(needs.full_now().memory_mb, std::numeric_limits<int>::max());
-  EXPECT_TRUE(needs.covers(meta{.cpu = 2, .memory_mb = 64000}));
+  EXPECT_EQ(needs.full_now().memory_mb, 0) << "no limit";
+  EXPECT_TRUE(needs.covers(meta{.cpu = 2}));
   EXPECT_FALSE(needs.covers(meta{.cpu = 3}));
   EXPECT_FALSE(needs.covers(meta{.gpu = 1}));
+}
+
+TEST(worker_needs, a_worker_without_a_memory_limit_covers_no_function_that_declares_one) {
+  auto cfg = defaults(1, 0);
+  worker_needs needs({}, cfg);
+  EXPECT_FALSE(needs.covers(meta{.memory_mb = 256})) << "the declared limit would bind nothing";
+  needs.raise(meta{.memory_mb = 256});
+  EXPECT_EQ(needs.full_now().memory_mb, 256) << "new workers start with the limit";
+  EXPECT_TRUE(needs.covers(meta{.memory_mb = 256}));
 }
 
 TEST(worker_needs, a_limited_memory_default_does_not_cover_more) {
@@ -53,7 +60,7 @@ TEST(worker_needs, a_refused_raise_goes_back_to_what_the_running_workers_have) {
   needs.raise(meta{.gpu = 2});
   auto refused = needs.refuse();
   EXPECT_EQ(refused.gpu, 2);
-  EXPECT_EQ(refused.memory_mb, std::numeric_limits<int>::max()) << "filled in, as workers' needs are kept";
+  EXPECT_EQ(refused.memory_mb, 0) << "filled in, as workers' needs are kept: no limit";
   EXPECT_FALSE(needs.pending());
   EXPECT_EQ(needs.now().gpu, 0);
   EXPECT_FALSE(needs.covers(meta{.gpu = 1}));

@@ -26,6 +26,14 @@ struct FIBER_API config {
   std::string log_file;                     ///< prefix: each process logs to `<prefix>.<name>.log`; empty: stderr
   int cpu_per_job = 1;                      ///< default cpus of a child
   int mem_per_job = 0;                      ///< default MiB of a child, 0: no limit
+  int memory_poll_ms = 100;                 ///< local children with a memory limit: their resident
+                                            ///< memory is read this often (where no cgroup limits it)
+  bool retry_memory_exceeded = false;       ///< an item whose worker went past its memory limit runs
+                                            ///< again (as after any death); false: it fails with
+                                            ///< memory_exceeded at once
+  std::uint64_t memory_budget_mb = 0;       ///< what a pool's workers' memory limits may add up to;
+                                            ///< 0: the local backend's is this host's available
+                                            ///< memory less a reserve, other backends' unbounded
   std::string volumes;                      ///< container backends: "src[:/path][:ro],..." where src is a
                                             ///< host path, a named volume (docker) or a claim
                                             ///< (kubernetes); the path defaults to /persistent

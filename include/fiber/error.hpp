@@ -35,6 +35,7 @@ enum class errc {
   too_deep,             ///< a child would be deeper in the job's tree of processes than max_depth allows
   maker_gone,           ///< the process that made a queue or pipe has ended: the queue or pipe ended with it
   journal_failed,       ///< a durable run's journal could not be written (past journal_max_bytes, or the disk refused)
+  memory_exceeded,      ///< a pool item's worker was stopped for going past its memory limit (memory_mb)
 };
 
 }  // namespace fiber

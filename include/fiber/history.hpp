@@ -30,6 +30,7 @@ struct recorded_run {
   std::uint64_t tasks_timed_out = 0;  ///< items that ran past their task_timeout
   std::uint64_t workers_started = 0;  ///< pool workers started, replacements included
   std::uint64_t workers_lost = 0;     ///< pool workers that died
+  std::uint64_t workers_memory_exceeded = 0;  ///< pool workers stopped for going past their memory limit
   /// Every child the master started: processes, pool workers, managers' servers, ring members.
   std::uint64_t processes = 0;
 };

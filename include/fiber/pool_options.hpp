@@ -65,6 +65,7 @@ struct pool_stats {
   std::size_t done = 0;             ///< items finished, with a result or an error
   std::size_t retried = 0;          ///< items sent again after their worker died
   std::size_t workers_lost = 0;     ///< workers that died or stopped answering
+  std::size_t memory_exceeded = 0;  ///< workers stopped for going past their memory limit
   std::size_t workers = 0;          ///< workers now
   std::size_t workers_started = 0;  ///< workers started since the pool was made, replacements included
   /// fiber::shared objects (each goes to a worker once, however many items hold it):

@@ -6,7 +6,9 @@
 // a nested master's children started by the top (relayed_run), a host hub's forks.
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +16,19 @@
 #include "fiber/detail/unique_function.hpp"
 
 namespace fiber::detail {
+
+/// A child stopped for going past its memory limit, by its engine (an OOM kill inside the limit
+/// fiber gave it) or by fiber's own watch.
+struct memory_stop {
+  std::uint64_t limit_mb = 0;  // the limit it went past
+  std::uint64_t peak_mb = 0;   // its peak resident memory as last seen; 0: the engine did not say
+};
+
+/// "stopped for going past its memory limit (256 MiB; peak 301 MiB)": how a child's end reads.
+inline std::string memory_stop_text(const memory_stop& s) {
+  return "stopped for going past its memory limit (" + std::to_string(s.limit_mb) + " MiB" +
+         (s.peak_mb ? "; peak " + std::to_string(s.peak_mb) + " MiB" : std::string()) + ")";
+}
 
 class engine_run {
  public:
@@ -45,6 +60,7 @@ class engine_run {
 
   // ---- on the engine's loop
   bool finished() const noexcept { return finished_; }
+  const std::optional<memory_stop>& memory_stopped() const noexcept { return memory_stop_; }
   void on_exit(unique_function<void(int)> f) {
     if (finished_) return f(code_);
     on_exit_ = std::move(f);
@@ -91,6 +107,10 @@ class engine_run {
     if (on_pending_) on_pending_(why);
   }
   void mark_identified() { run_all(identified_, on_identified_); }
+  /// Before report_end: the child was stopped for memory (the first word counts).
+  void stopped_for_memory(memory_stop s) {
+    if (!memory_stop_) memory_stop_ = s;
+  }
 
  private:
   static void run_all(bool& flag, std::vector<unique_function<void()>>& waiting) {
@@ -102,6 +122,7 @@ class engine_run {
   bool finished_ = false, running_, identified_;
   int code_ = 0;
   std::string detail_;
+  std::optional<memory_stop> memory_stop_;
   unique_function<void(int)> on_exit_;
   std::vector<unique_function<void()>> on_running_, on_identified_;
   unique_function<void(const std::string&)> on_pending_;
@@ -128,6 +149,9 @@ class job final {
   /// Why the child ended, when the backend knows more than its exit code (the engine refused to
   /// start it; the last lines it wrote to stderr). Empty otherwise.
   std::string exit_detail() const { return run_->exit_detail(); }
+  /// Set once it ended, when it was stopped for going past its memory limit (by its engine or by
+  /// fiber's watch); on the io_context's thread.
+  const std::optional<memory_stop>& memory_stopped() const noexcept { return run_->memory_stopped(); }
   /// Where the engine put the child, in words, once it runs (the local backend: the cpus it is
   /// pinned to and its GPUs); empty where the engine does not say.
   std::string placement() const { return run_->placement(); }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <initializer_list>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -62,6 +63,18 @@ key_def string_key(std::string_view name, std::string config::*field) {
           [=](const config& c) { return c.*field; }};
 }
 
+/// One of a few words: `choices` lists them, `words` says them in an error.
+key_def choice_key(std::string_view name, std::string config::*field, std::initializer_list<std::string_view> choices,
+                   std::string_view words) {
+  std::vector<std::string_view> allowed(choices);
+  return {name,
+          [=](config& c, std::string_view v) {
+            if (std::find(allowed.begin(), allowed.end(), v) == allowed.end()) bad_value(name, v, std::string(words));
+            c.*field = std::string(v);
+          },
+          [=](const config& c) { return c.*field; }};
+}
+
 /// A Kubernetes CPU quantity above zero: a decimal number of cores, or of millicores with 'm'.
 key_def cpu_quantity_key(std::string_view name, std::string config::*field) {
   return {name,
@@ -113,13 +126,8 @@ namespace {
 const std::vector<key_def>& key_table() {
   constexpr int int_max = std::numeric_limits<int>::max();
   static const std::vector<key_def> table = {
-      {"backend",
-       [](config& c, std::string_view v) {
-         if (v != "local" && v != "docker" && v != "kubernetes" && v != "slurm")
-           bad_value("backend", v, "one of local, docker, kubernetes, slurm");
-         c.backend = std::string(v);
-       },
-       [](const config& c) { return c.backend; }},
+      choice_key("backend", &config::backend, {"local", "docker", "kubernetes", "slurm"},
+                 "one of local, docker, kubernetes, slurm"),
       string_key("image", &config::image),
       {"log_level",
        [](config& c, std::string_view v) {
@@ -134,6 +142,9 @@ const std::vector<key_def>& key_table() {
       string_key("log_file", &config::log_file),
       int_key("cpu_per_job", &config::cpu_per_job, 1, 4096),
       int_key("mem_per_job", &config::mem_per_job, 0, int_max),
+      int_key("memory_poll_ms", &config::memory_poll_ms, 1, 3600000),
+      bool_key("retry_memory_exceeded", &config::retry_memory_exceeded),
+      int_key<std::uint64_t>("memory_budget_mb", &config::memory_budget_mb, 0, std::uint64_t{1} << 40),
       {"volumes",
        [](config& c, std::string_view v) {
          detail::parse_volumes(v);  // validates
@@ -187,36 +198,11 @@ const std::vector<key_def>& key_table() {
          c.gpus = std::string(v);
        },
        [](const config& c) { return c.gpus; }},
-      {"start_method",
-       [](config& c, std::string_view v) {
-         if (v != "forkserver" && v != "spawn") bad_value("start_method", v, "forkserver or spawn");
-         c.start_method = std::string(v);
-       },
-       [](const config& c) { return c.start_method; }},
-      {"encryption",
-       [](config& c, std::string_view v) {
-         if (v != "auto" && v != "always") bad_value("encryption", v, "auto or always");
-         c.encryption = std::string(v);
-       },
-       [](const config& c) { return c.encryption; }},
-      {"local_transport",
-       [](config& c, std::string_view v) {
-         if (v != "direct" && v != "zeromq") bad_value("local_transport", v, "direct or zeromq");
-         c.local_transport = std::string(v);
-       },
-       [](const config& c) { return c.local_transport; }},
-      {"remote_transport",
-       [](config& c, std::string_view v) {
-         if (v != "direct" && v != "hub" && v != "zeromq") bad_value("remote_transport", v, "direct, hub or zeromq");
-         c.remote_transport = std::string(v);
-       },
-       [](const config& c) { return c.remote_transport; }},
-      {"hub_workers",
-       [](config& c, std::string_view v) {
-         if (v != "engine" && v != "fork") bad_value("hub_workers", v, "engine or fork");
-         c.hub_workers = std::string(v);
-       },
-       [](const config& c) { return c.hub_workers; }},
+      choice_key("start_method", &config::start_method, {"forkserver", "spawn"}, "forkserver or spawn"),
+      choice_key("encryption", &config::encryption, {"auto", "always"}, "auto or always"),
+      choice_key("local_transport", &config::local_transport, {"direct", "zeromq"}, "direct or zeromq"),
+      choice_key("remote_transport", &config::remote_transport, {"direct", "hub", "zeromq"}, "direct, hub or zeromq"),
+      choice_key("hub_workers", &config::hub_workers, {"engine", "fork"}, "engine or fork"),
       {"kubernetes_namespace",
        [](config& c, std::string_view v) {
          if (!v.empty() && (v.size() > 63 || !std::all_of(v.begin(), v.end(), [](char ch) {
@@ -236,12 +222,7 @@ const std::vector<key_def>& key_table() {
       bool_key("kubernetes_autoscaling", &config::kubernetes_autoscaling),
       int_key("kubernetes_qps", &config::kubernetes_qps, 1, 100000),
       int_key("kubernetes_burst", &config::kubernetes_burst, 1, 100000),
-      {"slurm_mode",
-       [](config& c, std::string_view v) {
-         if (v != "auto" && v != "steps" && v != "batch") bad_value("slurm_mode", v, "auto, steps or batch");
-         c.slurm_mode = std::string(v);
-       },
-       [](const config& c) { return c.slurm_mode; }},
+      choice_key("slurm_mode", &config::slurm_mode, {"auto", "steps", "batch"}, "auto, steps or batch"),
       slurm_word_key("slurm_partition", &config::slurm_partition),
       slurm_word_key("slurm_account", &config::slurm_account),
       slurm_word_key("slurm_qos", &config::slurm_qos),

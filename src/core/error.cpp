@@ -36,6 +36,7 @@ class category : public std::error_category {
         return "the process that made this queue or pipe has ended, and the queue or pipe with it (keep its maker "
                "running while others use it, or make it in the master)";
       case errc::journal_failed: return "the durable run's journal could not be written";
+      case errc::memory_exceeded: return "a worker went past its memory limit and was stopped";
     }
     return "unknown fiber error";
   }

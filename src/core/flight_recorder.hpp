@@ -34,7 +34,8 @@ enum class record_kind : std::uint16_t {
   pool_begin = 4,    // a: workers asked for, b: pool id
   pool_end = 5,      // b: pool id
   worker_up = 6,     // a: worker (name), b: pool id, c: pid
-  worker_down = 7,   // a: worker, b: pool id, c: exit code (-N: signal N), d: 1 if lost (not asked to end); text: how
+  worker_down = 7,   // a: worker, b: pool id, c: exit code (-N: signal N), d: 1 if lost (not asked to end),
+                     // | 2 if stopped for going past its memory limit; text: how
   task_sent = 8,     // a: worker, b: pool id, c: task id, d: items and its map (task_sent_items)
   task_done = 9,     // a: worker, b: pool id, c: task id, d: how long it ran on its worker (ns, to the µs)
   task_lost = 10,    // a: worker, b: pool id, c: task id (its worker died holding it)

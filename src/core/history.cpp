@@ -47,7 +47,10 @@ recorded_run summarize(const std::string& path, const std::vector<detail::read_r
       case record_kind::pool_begin: ++run.pools; break;
       case record_kind::map_begin: ++run.maps; break;
       case record_kind::worker_up: ++run.workers_started; break;
-      case record_kind::worker_down: run.workers_lost += r.d ? 1 : 0; break;
+      case record_kind::worker_down:
+        run.workers_lost += (r.d & 1) ? 1 : 0;
+        run.workers_memory_exceeded += (r.d & 2) ? 1 : 0;
+        break;
       case record_kind::task_sent: ++run.tasks_sent; break;
       case record_kind::task_done: ++run.tasks_done; break;
       case record_kind::task_lost: ++run.tasks_lost; break;

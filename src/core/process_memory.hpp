@@ -16,4 +16,12 @@ memory_use this_process_memory();
 /// master before it ends it); zeros where it cannot be read.
 memory_use process_memory(int pid);
 
+/// This host's memory (/proc/meminfo): all of it, and what can be had without swapping.
+struct host_memory {
+  std::uint64_t total = 0;      // bytes (MemTotal)
+  std::uint64_t available = 0;  // bytes (MemAvailable)
+};
+/// Zeros where the kernel does not say.
+host_memory this_host_memory();
+
 }  // namespace fiber::detail

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/engine_run.hpp"
 #include "fiber/detail/unique_function.hpp"
 #include "fiber/error.hpp"
 
@@ -36,6 +37,10 @@ class child_ending {
   }
   /// fiber killed it (SIGKILL), for `why`.
   void killed(std::string why) noexcept;
+  /// Its engine (or fiber's watch) stopped it for going past its memory limit.
+  void went_past_memory(const memory_stop& m) { memory_ = m; }
+  /// loop: set when it was stopped for going past its memory limit.
+  const std::optional<memory_stop>& memory_stopped() const noexcept { return memory_; }
 
   /// loop: `f` runs once the child has ended (now, if it has).
   void when_ended(unique_function<void()> f);
@@ -48,6 +53,7 @@ class child_ending {
   bool done_heard_ = false;
   std::optional<remote_error> raised_;  // written on the loop before ended_
   std::string ended_by_;
+  std::optional<memory_stop> memory_;
   std::vector<unique_function<void()>> waiters_;
 };
 

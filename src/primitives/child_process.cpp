@@ -200,6 +200,12 @@ void child_process::on_done(bool threw, const std::string& detail) {
 // ---- ending
 
 void child_process::on_exit(int code) {
+  if (auto& memory = child_->memory_stopped()) {
+    auto words = memory_stop_text(*memory);
+    logf(log_level::warn, "process ", name_, " was ", words);
+    ending_.killed("it was " + words);
+    ending_.went_past_memory(*memory);
+  }
   ending_.exited(code);
   rt_->master().untrack_job(child_.get());
   if (start_.waiting()) {

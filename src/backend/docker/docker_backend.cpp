@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <asio/post.hpp>
+#include <boost/json.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -91,6 +93,16 @@ int exit_code_from_engine(int code) { return code > 128 && code <= 128 + 64 ? -(
 constexpr int not_started = 255;
 
 /// One container's life, shared by the job and the engine's callbacks.
+/// Whether a container's description (docker inspect) says the kernel killed it for its memory limit.
+bool oom_killed(const std::string& inspected) {
+  boost::json::error_code ec;
+  auto v = boost::json::parse(inspected, ec);
+  if (ec || !v.is_object()) return false;
+  auto* state = v.as_object().if_contains("State");
+  auto* oom = state && state->is_object() ? state->as_object().if_contains("OOMKilled") : nullptr;
+  return oom && oom->is_bool() && oom->as_bool();
+}
+
 struct container_run final : engine_run, std::enable_shared_from_this<container_run> {
   enum class stage { creating, starting, running, ended };
 
@@ -106,6 +118,8 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
   bool no_gpu_driver = false;  // the engine refused for good: no container here ever gets a GPU
   bool wait_done = false, logs_done = false, removing = false;
   std::unique_ptr<asio::steady_timer> logs_grace;
+  std::uint64_t memory_limit_mb = 0;  // its container's limit; 0: none
+  bool oom_asked = false;
 
   // The pid is the container's process on the engine's host, asked of the engine once it runs.
   container_run(std::shared_ptr<docker_engine> e, std::shared_ptr<blocking_engine> b, asio::io_context& context,
@@ -135,6 +149,7 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
   }
 
   void begin(creator& c, container_spec spec, std::string secret) {
+    memory_limit_mb = static_cast<std::uint64_t>(std::max<std::int64_t>(spec.memory_bytes, 0) >> 20);
     c.create(std::move(spec), std::move(secret), create, [weak = weak_from_this(), &io = io] {
       asio::post(io, [weak] {
         if (auto self = weak.lock()) self->created();
@@ -224,10 +239,21 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
     logs_grace->async_wait([self = shared_from_this()](std::error_code) { self->stopped(); });
   }
 
-  /// The container has stopped: it is removed, and then the job has ended.
+  /// The container has stopped: it is removed, and then the job has ended. One killed with a
+  /// memory limit is asked first whether the kernel killed it for going past it.
   void stopped() {
     if (at == stage::ended || removing) return;
     if (logs_grace) logs_grace->cancel();
+    if (memory_limit_mb && code == -SIGKILL && !oom_asked && !id.empty()) {
+      oom_asked = true;
+      return engine->containers().inspect(id, [self = shared_from_this()](std::error_code ec, const std::string& text, std::string) {
+        if (!ec && oom_killed(text)) {
+          self->stopped_for_memory({self->memory_limit_mb, 0});
+          self->detail = memory_stop_text({self->memory_limit_mb, 0}) + ": its container was OOM-killed";
+        }
+        self->stopped();
+      });
+    }
     if (detail.empty() && code != 0 && !stderr_tail.empty()) {
       auto tail = stderr_tail;
       while (!tail.empty() && tail.back() == '\n') tail.pop_back();

@@ -21,7 +21,10 @@ std::string container_create_body(const container_spec& spec) {
   host["Binds"] = boost::json::value_from(spec.binds);
   if (!spec.network_mode.empty()) host["NetworkMode"] = spec.network_mode;
   if (spec.cpus > 0) host["NanoCpus"] = static_cast<std::int64_t>(spec.cpus * 1e9);
-  if (spec.memory_bytes > 0) host["Memory"] = spec.memory_bytes;
+  if (spec.memory_bytes > 0) {
+    host["Memory"] = spec.memory_bytes;
+    host["MemorySwap"] = spec.memory_bytes;  // no swap past the limit: it limits what the worker holds
+  }
   if (spec.gpus > 0) {
     boost::json::object gpu{{"Driver", "nvidia"}, {"Count", spec.gpus}};
     gpu["Capabilities"] = boost::json::array{boost::json::array{"gpu"}};

@@ -11,6 +11,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <cerrno>
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <mutex>
@@ -147,7 +148,8 @@ class kubernetes_backend final : public tcp_backend {
                  (shared_->settings.cpu_request.empty() ? "" : " (requests " + shared_->settings.cpu_request + ")") +
                  (spec.memory_mb ? ", memory " + std::to_string(spec.memory_mb) + "Mi" : "") +
                  (spec.gpu ? ", " + std::to_string(spec.gpu) + " " + shared_->settings.gpu_resource : "");
-    auto run = start_pod(shared_, spec.name, pod, std::move(asked), std::move(manifest));
+    auto run = start_pod(shared_, spec.name, pod, std::move(asked), std::move(manifest),
+                         static_cast<std::uint64_t>(std::max(spec.memory_mb, 0)));
     return std::make_unique<job>(std::move(run));
   }
 

@@ -56,6 +56,7 @@ struct pod_run final : engine_run, std::enable_shared_from_this<pod_run> {
   std::atomic<bool> reaped{false};
   asio::steady_timer pending_timer, logs_grace, kill_deadline;
   std::uint64_t logs_stream = 0;
+  std::uint64_t memory_limit_mb = 0;  // its container's limit; 0: none
   std::shared_ptr<pending_create> create_answer = std::make_shared<pending_create>();
 
   // A pod may wait for a node (when_running); its pid is what the child reports from inside it.
@@ -302,8 +303,12 @@ void pod_run::terminated_now(const boost::json::object& t) {
   terminated_code = c;
   logf(log_level::debug, process_name, ": pod ", name, " terminated with ", c, logs_open ? " (its log still open)" : "");
   auto reason = string_at(&t, "reason");
-  if (reason == "OOMKilled")
-    detail = "OOMKilled: its pod " + name + " used more memory than its limit (memory_mb)";
+  if (reason == "OOMKilled") {
+    // The kernel killed it inside its container's limit (one without a limit: the node ran out).
+    if (memory_limit_mb) stopped_for_memory({memory_limit_mb, 0});
+    detail = memory_limit_mb ? memory_stop_text({memory_limit_mb, 0}) + ": its pod " + name + " was OOMKilled"
+                             : "OOMKilled: its pod " + name + " ran its node out of memory";
+  }
   else if (c != 0 && !reason.empty() && reason != "Error" && reason != "Completed")
     detail = reason + (string_at(&t, "message").empty() ? "" : ": " + string_at(&t, "message"));
   if (!logs_open) return finish();
@@ -395,9 +400,11 @@ void pod_run::signal_now(int sig) {
 }  // namespace
 
 std::shared_ptr<engine_run> start_pod(std::shared_ptr<pods_shared> shared, std::string process, std::string pod,
-                                      std::string asked, const boost::json::object& manifest) {
+                                      std::string asked, const boost::json::object& manifest,
+                                      std::uint64_t memory_limit_mb) {
   auto run = std::make_shared<pod_run>(std::move(shared), std::move(process), std::move(pod));
   run->asked = std::move(asked);
+  run->memory_limit_mb = memory_limit_mb;
   run->submit(manifest);
   asio::post(run->shared->io, [run] { run->follow(); });  // the watch is the loop's
   return run;

@@ -3,6 +3,7 @@
 // pod_run, is in pod_run.cpp). The kubernetes backend (kubernetes_backend.cpp) makes these.
 #pragma once
 #include <boost/json/object.hpp>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -76,8 +77,10 @@ struct pods_shared {
 
 /// Starts the pod `pod` (from `manifest`) of child `process`: its create goes to the creator now,
 /// and the watch follows it once the loop runs. `asked` says what it asked for, in the words of a
-/// pod that cannot be scheduled.
+/// pod that cannot be scheduled; `memory_limit_mb`, its container's memory limit (0: none), is
+/// what an OOM kill says it went past.
 std::shared_ptr<engine_run> start_pod(std::shared_ptr<pods_shared> shared, std::string process, std::string pod,
-                                      std::string asked, const boost::json::object& manifest);
+                                      std::string asked, const boost::json::object& manifest,
+                                      std::uint64_t memory_limit_mb);
 
 }  // namespace fiber::detail::kube

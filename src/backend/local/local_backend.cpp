@@ -21,6 +21,7 @@
 #include "backend/backend.hpp"
 #include "backend/engine_run.hpp"
 #include "backend/local/local_resources.hpp"
+#include "backend/local/memory_watch.hpp"
 #include "backend/command.hpp"
 #include "backend/secret_store.hpp"
 #include "backend/spawner.hpp"
@@ -67,6 +68,14 @@ class local_run final : public engine_run, public std::enable_shared_from_this<l
     end_without_running(127, std::move(why));
   }
   void set_ticket(std::uint64_t t) noexcept { ticket_ = t; }
+  /// Once it runs: stopped (SIGKILL) the first time `watch` sees its resident memory above
+  /// `limit_mb` MiB, its end then saying so.
+  void limit_memory(std::shared_ptr<memory_watch> watch, std::uint64_t limit_mb) {
+    watch_ = std::move(watch);
+    watch_id_ = watch_->watch(pid, limit_mb, [weak = weak_from_this(), limit_mb](const memory_use& seen) {
+      if (auto self = weak.lock()) self->over_memory(limit_mb, seen);
+    });
+  }
 
   std::string placement() const override {
     std::string out;
@@ -125,6 +134,15 @@ class local_run final : public engine_run, public std::enable_shared_from_this<l
   }
 
  private:
+  void over_memory(std::uint64_t limit_mb, const memory_use& seen) {
+    watch_id_ = 0;
+    if (reaped_ || !fd_) return;
+    stopped_for_memory({limit_mb, (std::max(seen.peak, seen.resident) + (1 << 20) - 1) >> 20});
+    logf(log_level::info, "pid ", pid.load(), ": resident memory ", seen.resident >> 20, " MiB, past its limit of ", limit_mb,
+         " MiB; stopping it");
+    ::syscall(SYS_pidfd_send_signal, fd_->native_handle(), SIGKILL, nullptr, 0);
+  }
+
   /// From the loop, not inside whoever ended it.
   void end_without_running(int code, std::string why) {
     if (ticket_) resources_->cancel(std::exchange(ticket_, 0));
@@ -135,6 +153,7 @@ class local_run final : public engine_run, public std::enable_shared_from_this<l
   void release() {
     if (released_) return;
     released_ = true;
+    if (watch_id_) watch_->unwatch(std::exchange(watch_id_, 0));
     resources_->give_back(grant_);
     // Children waiting for these GPUs start from the loop, not inside whoever reaped this one.
     asio::post(io_, [resources = resources_] { resources->start_waiting(); });
@@ -148,7 +167,8 @@ class local_run final : public engine_run, public std::enable_shared_from_this<l
       int status = 0;
       if (!self->try_reap(status)) return self->wait_for_exit();
       self->release();
-      self->report_end(decode_status(status));
+      auto& memory = self->memory_stopped();
+      self->report_end(decode_status(status), memory ? memory_stop_text(*memory) : std::string());
     });
   }
 
@@ -166,6 +186,8 @@ class local_run final : public engine_run, public std::enable_shared_from_this<l
   std::optional<asio::posix::stream_descriptor> fd_;  // set once the process runs
   local_grant grant_;
   std::uint64_t ticket_ = 0;  // waiting for GPUs
+  std::shared_ptr<memory_watch> watch_;
+  std::uint64_t watch_id_ = 0;  // while its memory is watched
   bool reaped_ = false;
   bool released_ = false;
 };
@@ -176,6 +198,7 @@ class local_backend final : public backend {
       : io_(io),
         forkserver_(cfg.start_method == "forkserver"),
         resources_(std::make_shared<local_resources>(gpus_to_hand_out(cfg.gpus), allowed_cpus())),
+        memory_(std::make_shared<memory_watch>(io, std::chrono::milliseconds(cfg.memory_poll_ms))),
         secrets_(secret_store::in_memory()) {}
   ~local_backend() override { resources_->clear_waiting(); }  // nothing starts once the backend is gone
 
@@ -222,7 +245,6 @@ class local_backend final : public backend {
     added.emplace_back("CUDA_VISIBLE_DEVICES", devices);
     added.emplace_back("NVIDIA_VISIBLE_DEVICES", devices.empty() ? "void" : devices);
     if (!cpus.empty()) added.emplace_back(env_cpus, cpus);
-    if (spec.memory_mb > 0) added.emplace_back(env_memory_mb, std::to_string(spec.memory_mb));
     auto env_storage = environment_with(added);
     pid_t pid = 0;
     try {
@@ -244,6 +266,7 @@ class local_backend final : public backend {
     }
     logf(log_level::debug, "started ", spec.name, " as pid ", pid);
     j.started(pid, pidfd, std::move(grant));
+    if (spec.memory_mb > 0) j.limit_memory(memory_, static_cast<std::uint64_t>(spec.memory_mb));
   }
 
   /// 0 when this child cannot come from the fork server (another executable, start_method=spawn,
@@ -309,6 +332,7 @@ class local_backend final : public backend {
   bool forkserver_;
   std::unique_ptr<zygote> zygote_;
   std::shared_ptr<local_resources> resources_;
+  std::shared_ptr<memory_watch> memory_;  // resident-memory limits of the children that have one
   secret_store secrets_;
 };
 

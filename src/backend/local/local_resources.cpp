@@ -191,9 +191,7 @@ std::string apply_local_limits() {
   std::vector<int> cpus;
   if (const char* list = std::getenv(env_cpus); list && *list)
     for (auto& c : split_list(list)) cpus.push_back(std::atoi(c.c_str()));
-  std::uint64_t mb = 0;
-  if (const char* text = std::getenv(env_memory_mb); text && *text) mb = std::strtoull(text, nullptr, 10);
-  return apply_limits(cpus, mb);
+  return apply_limits(cpus, 0);  // memory: the master's memory_watch, on resident memory
 }
 
 std::vector<int> allowed_cpus() {

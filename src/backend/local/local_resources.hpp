@@ -64,14 +64,14 @@ class local_resources {
 };
 
 /// Environment names the local backend gives a child for the limits it applies to itself.
-inline constexpr const char* env_cpus = "FIBER_WORKER_CPUS";            // "3,5": pin to these
-inline constexpr const char* env_memory_mb = "FIBER_WORKER_MEMORY_MB";  // RLIMIT_AS in MiB
+inline constexpr const char* env_cpus = "FIBER_WORKER_CPUS";  // "3,5": pin to these
 
 /// In a child, first thing: applies the limits its environment names. Returns what failed, or
 /// an empty string.
 std::string apply_local_limits();
 /// Pins this process to `cpus` (none: left as it is) and limits its address space to
-/// `memory_mb` MiB (0: no limit). Returns what failed, or an empty string.
+/// `memory_mb` MiB (0: no limit; only `fiber run --memory` asks for one, for a master it execs
+/// and cannot watch). Returns what failed, or an empty string.
 std::string apply_limits(const std::vector<int>& cpus, std::uint64_t memory_mb);
 
 /// The CPUs this process may run on.

@@ -1,6 +1,7 @@
 // Children as Slurm batch jobs: the runs batch_watch submits and follows (batch_watch.hpp).
 #include "backend/slurm/batch_jobs.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 
@@ -44,6 +45,7 @@ batch_jobs::~batch_jobs() { watch_->shutdown(); }
 std::unique_ptr<job> batch_jobs::submit(const spawn_spec& spec) {
   if (watch_->shut_down) throw error(errc::closed, "the Slurm backend has shut down");
   auto run = std::make_shared<batch_run>(watch_, spec.name);
+  run->memory_limit_mb = static_cast<std::uint64_t>(std::max(spec.memory_mb, 0));
   watch_->submit_soon(run, spec);
   return std::make_unique<job>(std::move(run));
 }

@@ -160,6 +160,7 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
   std::string id;
   stage at = stage::submitting;
   int code = 0, pending_signal = 0, last_signal = 0;
+  std::uint64_t memory_limit_mb = 0;  // its --mem; 0: none
   bool giving_up = false;  // cancelled because it cannot run; ends once the cancel is done
   std::atomic<bool> reaped{false};  // kill_and_reap cancelled it already (it waited for scancel)
   std::string detail, stderr_tail, last_reason, node;
@@ -221,6 +222,14 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
     if (row.state == "CANCELLED" && code == 0) code = -(last_signal ? last_signal : SIGKILL);
     logf(log_level::debug, process_name, ": Slurm job ", id, " ended ", row.state, " status ", row.wait_status);
     auto why = ended_detail(row.state);
+    // Killed for its memory limit: slurmstepd said so in its stderr (with the step's use and
+    // limit: OverMemoryKill), or Slurm's state does (a cgroup's OOM kill).
+    auto memory = code == -SIGKILL ? memory_stop_in(stderr_tail) : std::nullopt;
+    if (!memory && row.state == "OUT_OF_MEMORY" && memory_limit_mb) memory = memory_stop{memory_limit_mb, 0};
+    if (memory) {
+      stopped_for_memory(*memory);
+      why = memory_stop_text(*memory) + ": Slurm killed its job " + id;
+    }
     if (code != 0 && !stderr_tail.empty()) {
       auto tail = stderr_tail;
       while (!tail.empty() && tail.back() == '\n') tail.pop_back();

@@ -6,6 +6,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 
 #include "backend/backend.hpp"
@@ -87,6 +88,17 @@ bool hopeless_reason(std::string_view reason) {
 int exit_code_of(int status) {
   if (WIFSIGNALED(status)) return -WTERMSIG(status);
   return WEXITSTATUS(status);
+}
+
+std::optional<memory_stop> memory_stop_in(std::string_view stderr_text) {
+  constexpr std::string_view said = "exceeded memory limit (";
+  auto at = stderr_text.rfind(said);
+  if (at == std::string_view::npos) return std::nullopt;
+  unsigned long long used = 0, limit = 0;
+  auto rest = std::string(stderr_text.substr(at + said.size(), 64));
+  if (std::sscanf(rest.c_str(), "%llu > %llu)", &used, &limit) != 2 || limit == 0) return std::nullopt;
+  constexpr unsigned long long mib = 1 << 20;
+  return memory_stop{(limit + mib - 1) / mib, (used + mib - 1) / mib};
 }
 
 std::string ended_detail(std::string_view state) {

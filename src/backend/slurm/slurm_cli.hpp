@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/engine_run.hpp"
 #include "backend/node_room.hpp"
 
 namespace fiber {
@@ -48,6 +49,10 @@ bool hopeless_reason(std::string_view reason);
 int exit_code_of(int wait_status);
 /// A sentence about how a job in `state` ended, beyond its exit code ("" when there is nothing to add).
 std::string ended_detail(std::string_view state);
+/// What slurmstepd wrote to a job's or step's stderr when it killed it for its memory limit
+/// ("StepId=3.batch exceeded memory limit (329760768 > 67108864), being killed": the step's
+/// resident bytes and its limit), as a memory_stop in MiB; none when it wrote no such line.
+std::optional<memory_stop> memory_stop_in(std::string_view stderr_text);
 
 /// The job id `sbatch --parsable` printed ("123" or "123;cluster"), if it printed one.
 std::optional<std::string> parse_sbatch_id(std::string_view out);

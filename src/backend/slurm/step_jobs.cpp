@@ -104,6 +104,8 @@ struct step_run final : engine_run, std::enable_shared_from_this<step_run> {
     std::error_code ignored;
     stderr_pipe.close(ignored);
     exit_fd.close(ignored);
+    // slurmstepd killed it for its memory limit: srun passed on what it said.
+    if (auto memory = killing ? std::nullopt : memory_stop_in(stderr_tail)) stopped_for_memory(*memory);
     report_end(code);
   }
 
@@ -165,7 +167,8 @@ struct step_run final : engine_run, std::enable_shared_from_this<step_run> {
     if (code == 0 || stderr_tail.empty()) return {};
     auto tail = stderr_tail;
     while (!tail.empty() && tail.back() == '\n') tail.pop_back();
-    return "its last output (srun on node " + node + "): " + tail;
+    auto& memory = memory_stopped();
+    return (memory ? memory_stop_text(*memory) + "; " : std::string()) + "its last output (srun on node " + node + "): " + tail;
   }
 };
 

@@ -34,12 +34,13 @@ std::string what_of(const std::exception_ptr& e) {
 }
 
 std::string how_it_ended(const pool_worker& w) {
+  if (auto memory = w.proc->ending().memory_stopped()) return memory_stop_text(*memory);
   auto code = w.proc->ending().exit_code();
   std::string status = code ? exit_text(*code) : "";
   if (w.why_ended.empty()) return status.empty() ? "its end was reported without a status" : status;
-  // The pool ended it with SIGKILL; another status means it had ended by itself first (a
+  // The pool ended it with SIGKILL (or SIGTERM first); another status means it had ended by itself first (a
   // container's dropped connection is often seen before its own end is reported).
-  if (code && *code != -SIGKILL) return status;
+  if (code && *code != -SIGKILL && *code != -SIGTERM) return status;
   return w.why_ended + (status.empty() ? "" : " (" + status + ")");
 }
 }  // namespace
@@ -266,8 +267,9 @@ pool_stats pool_master::stats() const {
   s.queued = tasks_.queued_items();
   s.running = tasks_.running_items();
   s.done = tasks_.done();
-  s.retried = tasks_.retried();
+  s.retried = tasks_.losses().retried();
   s.workers_lost = workers_lost_;
+  s.memory_exceeded = memory_exceeded_;
   s.workers = workers_.count().live;
   s.workers_started = workers_.count().started;
   s.shared_objects_sent = courier_.objects_sent();
@@ -380,6 +382,7 @@ void pool_master::on_worker_ended(const pool_worker& w) {
     logf(log_level::warn, w.proc->name(), " (pid ", w.proc->pid(), ") ended with code ", code, " holding ",
          tasks_.items_in(w.tasks), " item(s) in ", w.tasks.size(), " chunk(s)");
     if (lost && w.connected) ++workers_lost_;
+    if (w.proc->ending().memory_stopped()) ++memory_exceeded_;
     view_.note_failure(w.proc->name() + " ended (" + how_it_ended(w) + ") holding " + std::to_string(tasks_.items_in(w.tasks)) +
                  " item(s)");
   }
@@ -388,9 +391,10 @@ void pool_master::on_worker_ended(const pool_worker& w) {
     auto name = w.recorded_as ? w.recorded_as : rec.name(w.proc->name());  // it never connected
     for (auto task : w.tasks) rec.record(record_kind::task_lost, name, id_, task);
     rec.record(record_kind::worker_down, name, id_, static_cast<std::uint64_t>(w.proc->ending().exit_code().value_or(0)),
-               lost ? 1 : 0, how_it_ended(w));
+               (lost ? 1 : 0) | (w.proc->ending().memory_stopped() ? 2 : 0), how_it_ended(w));
   }
-  tasks_.on_worker_lost(w.tasks, {w.proc->name(), how_it_ended(w)}, options_.retry, options_.max_attempts);
+  tasks_.on_worker_lost(w.tasks, {w.proc->name(), how_it_ended(w), w.proc->ending().memory_stopped()}, options_.retry,
+                        options_.max_attempts, rt_->cfg().retry_memory_exceeded);
   // Closed with work still to do (what the lost worker held, or queued behind it): its
   // replacement finishes it; terminate() failed all work first, so it starts none.
   workers_.top_up(!terminating_ && !tasks_.drained());

@@ -84,6 +84,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   late_items late_;
   progress_line progress_;
   std::size_t workers_lost_ = 0;
+  std::size_t memory_exceeded_ = 0;  // workers stopped for going past their memory limit
   std::uint64_t maps_ = 0;  // submissions so far: their number in the flight recorder
   std::size_t total_hint_ = 0;  // items submitted while the progress line is up
   milestones milestones_{

@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "backend/engine_run.hpp"
 #include "fiber/detail/pool_sinks.hpp"
 #include "fiber/meta.hpp"
 #include "primitives/pool/referenced_ranges.hpp"
@@ -58,6 +60,7 @@ struct pool_task {
 struct worker_end {
   std::string worker;  // its name
   std::string how;
+  std::optional<memory_stop> memory{};  // it was stopped for going past its memory limit
 };
 
 }  // namespace fiber::detail

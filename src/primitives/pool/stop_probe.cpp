@@ -60,7 +60,7 @@ void stop_probe::probe() {
       logf(log_level::warn, w.proc->name(), " lost its connection (", err.message(),
            ") holding tasks: ending it as a lost worker");
       w.why_ended = "it stopped answering";
-      w.proc->signal(SIGKILL);
+      w.proc->terminate();  // as worker_set::unreachable: the engine's word on its end counts
     }
   }
 }

@@ -24,9 +24,11 @@ class task_losses {
 
   /// A worker died (`end` says which and how) holding `tasks`, in the order sent: the tasks to
   /// queue again, at the front, in this order. Without retries (`pool_retry` or the call's own),
-  /// every item of the running chunk not yet reported fails: each may have run.
+  /// every item of the running chunk not yet reported fails: each may have run. A worker stopped
+  /// for memory while surely running one item (alone, or the last it held) fails that item with
+  /// errc::memory_exceeded, unless such items run again (`retry_memory`); the rest go on.
   std::vector<pool_task> after_death(std::vector<pool_task> tasks, const worker_end& end, bool pool_retry,
-                                     int max_attempts);
+                                     int max_attempts, bool retry_memory = false);
   /// The item running on `worker_name` passed its call's timeout: it fails with errc::timed_out
   /// (or is charged an attempt and runs again, if its call says so); the tasks to queue again.
   std::vector<pool_task> after_timeout(std::vector<pool_task> tasks, const std::string& worker_name, int max_attempts);
@@ -38,6 +40,9 @@ class task_losses {
   /// The running task `t`, its first item charged: that item alone, then the rest (if any), in
   /// pieces of a quarter of its call's chunksize.
   void split_charged(pool_task&& t, std::vector<pool_task>& out);
+  /// The running task `t` of a worker stopped for memory: true when its items failed (its one
+  /// item, or without `retries` all it had not reported), false to charge it as any death.
+  bool failed_for_memory(pool_task& t, const worker_end& end, bool retries);
 
   item_delivery& delivery_;
   std::uint64_t& next_id_;

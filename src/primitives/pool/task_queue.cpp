@@ -105,8 +105,8 @@ std::vector<pool_task> task_queue::take_held(const std::deque<std::uint64_t>& he
 }
 
 void task_queue::on_worker_lost(const std::deque<std::uint64_t>& held, const worker_end& end, bool pool_retry,
-                                int max_attempts) {
-  auto requeued = losses_.after_death(take_held(held), end, pool_retry, max_attempts);
+                                int max_attempts, bool retry_memory) {
+  auto requeued = losses_.after_death(take_held(held), end, pool_retry, max_attempts, retry_memory);
   requeue_front(requeued);
 }
 

@@ -55,7 +55,8 @@ class task_queue {
   std::size_t items_in(const std::deque<std::uint64_t>& held) const;
   /// A worker died holding `held`, in the order sent: its tasks leave the flight, and what
   /// task_losses makes of them goes back to the front of the queue.
-  void on_worker_lost(const std::deque<std::uint64_t>& held, const worker_end& end, bool pool_retry, int max_attempts);
+  void on_worker_lost(const std::deque<std::uint64_t>& held, const worker_end& end, bool pool_retry, int max_attempts,
+                      bool retry_memory = false);
   /// The item running on a worker holding `held` passed its call's timeout: as on_worker_lost,
   /// by task_losses' rule for deadlines. The worker is to be killed.
   void on_timed_out(const std::deque<std::uint64_t>& held, const std::string& worker_name, int max_attempts);
@@ -80,7 +81,8 @@ class task_queue {
   std::size_t queued_items() const;
   std::size_t running_items() const;
   std::size_t done() const { return delivery_.done(); }
-  std::size_t retried() const { return losses_.retried(); }
+  /// What becomes of a lost worker's tasks (its count of the items retried).
+  const task_losses& losses() const noexcept { return losses_; }
 
  private:
   /// The caller has its answer (a map failed): `sub`'s queued tasks and its input not yet read

@@ -1,15 +1,13 @@
 #include "primitives/pool/worker_needs.hpp"
 
-#include <limits>
-
 #include "primitives/child_process.hpp"
 
 namespace fiber::detail {
 
 meta worker_needs::full(const meta& needs) const {
-  auto m = needs_with_defaults(needs, cfg_);
-  if (m.memory_mb == 0) m.memory_mb = std::numeric_limits<int>::max();  // no limit covers any need
-  return m;
+  // Memory is a limit as well as a need: a worker without one (0) covers no function that
+  // declares one, so such a function never runs unlimited.
+  return needs_with_defaults(needs, cfg_);
 }
 
 bool worker_needs::met_by(const meta& has) {

@@ -1,6 +1,8 @@
 // What a pool's new workers start with, and what a function's needs are compared by. The pool's
 // needs, joined with each raise a function declared (`fiber::needs`); each need left at 0 is
-// taken as the config's default, and memory without a limit as the most there is. A raise is
+// taken as the config's default. Memory is a limit as well as a need: a worker without a limit
+// (0) covers no function that declares one, one with a limit covers functions that ask for no
+// more; functions that declare different limits get workers with the largest. A raise is
 // pending until a worker started with it connects (met), or workers with it cannot start
 // (refused: back to the needs the running workers were started with). No process, no loop.
 #pragma once

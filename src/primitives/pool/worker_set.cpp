@@ -7,6 +7,7 @@
 #include "core/log.hpp"
 #include "fiber/error.hpp"
 #include "primitives/child_process.hpp"
+#include "primitives/pool/memory_budget.hpp"
 #include "primitives/pool/wire.hpp"
 #include "runtime/runtime.hpp"
 
@@ -27,7 +28,10 @@ worker_set::worker_set(runtime& rt, std::uint64_t pool_id, const pool_options& o
       options_(options),
       on_(std::move(on)),
       target_(*options.processes),
-      needs_(options.needs, rt.cfg()) {}
+      needs_(options.needs, rt.cfg()) {
+  check_memory_budget(static_cast<std::uint64_t>(target_), static_cast<std::uint64_t>(needs_.full_now().memory_mb),
+                      memory_budget_for(rt.cfg(), rt.cfg().backend));
+}
 
 void worker_set::start(std::weak_ptr<void> owner) {
   owner_ = std::move(owner);
@@ -79,6 +83,8 @@ void worker_set::check_capacity(const meta& needs) const {
   // Asked before anything changes: work no node can run fails here, and the pool's workers go
   // on as they were.
   auto spec = spec_for_needs(needs_.now().joined(needs), rt_.cfg());
+  check_memory_budget(static_cast<std::uint64_t>(target_), static_cast<std::uint64_t>(std::max(spec.memory_mb, 0)),
+                      memory_budget_for(rt_.cfg(), rt_.cfg().backend));
   spec.name = "a worker of pool " + std::to_string(pool_id_);
   rt_.master().the_backend().check_capacity(spec);
 }
@@ -130,7 +136,9 @@ void worker_set::unreachable(const pool_worker& worker, std::error_code ec) {
   // engine reports a container's end once it is removed). Either way it is done for.
   logf(log_level::warn, w.proc->name(), " lost its connection (", ec.message(), "): ending it as a lost worker");
   w.why_ended = "it stopped answering";
-  w.proc->signal(SIGKILL);
+  // SIGTERM first (SIGKILL after terminate_grace_ms): an engine then reports how its child
+  // ended, where a kill at once would not wait for its word (a pod the kernel OOM-killed).
+  w.proc->terminate();
 }
 
 void worker_set::retire_all() {

@@ -49,6 +49,7 @@ struct hub_forks::state final : engine_run, std::enable_shared_from_this<hub_for
   }
   void running() { mark_running(); }
   void ended(int code, std::string detail) { report_end(code, std::move(detail)); }
+  void went_past_memory(const memory_stop& m) { stopped_for_memory(m); }
   void waits_because(std::string why) {
     reason = std::move(why);
     pending_changed();
@@ -190,6 +191,7 @@ void hub_forks::news(const std::string& hub, const std::string& start_text, mult
     case spawn_wire::event::running: return s->running();
     case spawn_wire::event::exited:
       if (news.pid) s->pid = news.pid;
+      if (news.memory) s->went_past_memory(*news.memory);
       return end(s, news.code, news.detail);
   }
 }

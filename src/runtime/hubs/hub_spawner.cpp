@@ -35,7 +35,8 @@ void hub_spawner::start(const std::string& start, std::string_view spec_text) {
   j->when_identified([this, start, j] { tell(start, spawn_wire::event::identified, {.pid = j->pid()}); });
   j->when_running([this, start] { tell(start, spawn_wire::event::running, {}); });
   j->on_exit([this, start, j](int code) {
-    tell(start, spawn_wire::event::exited, {.pid = j->pid(), .code = code, .detail = j->exit_detail()});
+    tell(start, spawn_wire::event::exited,
+         {.pid = j->pid(), .code = code, .detail = j->exit_detail(), .memory = j->memory_stopped()});
     // Not inside the job's own callback: erasing it destroys it.
     asio::post(io_, [this, start, alive = std::weak_ptr<int>(alive_)] {
       if (alive.lock()) children_.erase(start);

@@ -31,6 +31,7 @@ void relayed_run::identified(int p) {
 void relayed_run::exited(const spawn_wire::child_news& news) {
   if (news.pid) pid = news.pid;
   never_fits_ = news.never_fits;
+  if (news.memory) stopped_for_memory(*news.memory);
   report_end(news.code, news.detail);
 }
 

@@ -84,7 +84,11 @@ void spawn_host::ended(std::uint64_t handle, int code) {
   if (it == children_.end()) return;
   auto& c = it->second;
   tell(c.peer, c.request, spawn_wire::event::exited,
-       {.pid = c.the_job->pid(), .code = code, .detail = c.the_job->exit_detail(), .never_fits = c.the_job->never_fits()});
+       {.pid = c.the_job->pid(),
+        .code = code,
+        .detail = c.the_job->exit_detail(),
+        .never_fits = c.the_job->never_fits(),
+        .memory = c.the_job->memory_stopped()});
   // What it started ends with it, as a master's children end with their master.
   end_children_of(handle);
   asked_.erase({c.peer, c.request});

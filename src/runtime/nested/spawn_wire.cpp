@@ -46,8 +46,12 @@ spawn_spec decode_spec(std::string_view text, std::uint64_t& parent) {
 }
 
 std::string encode(const child_news& told) {
-  return boost::json::serialize(boost::json::object{
-      {"pid", told.pid}, {"code", told.code}, {"detail", told.detail}, {"never_fits", told.never_fits}});
+  boost::json::object o{{"pid", told.pid}, {"code", told.code}, {"detail", told.detail}, {"never_fits", told.never_fits}};
+  if (told.memory) {
+    o["memory_limit_mb"] = told.memory->limit_mb;
+    o["memory_peak_mb"] = told.memory->peak_mb;
+  }
+  return boost::json::serialize(o);
 }
 
 child_news decode_news(std::string_view text) {
@@ -58,6 +62,8 @@ child_news decode_news(std::string_view text) {
     told.code = static_cast<int>(o.at("code").as_int64());
     told.detail = o.at("detail").as_string();
     told.never_fits = o.at("never_fits").as_bool();
+    if (auto* limit = o.if_contains("memory_limit_mb"))
+      told.memory = memory_stop{limit->to_number<std::uint64_t>(), o.at("memory_peak_mb").to_number<std::uint64_t>()};
   } catch (const std::exception& e) {
     told.code = -1;
     told.detail = std::string("unreadable news of the child from the master above: ") + e.what();

@@ -4,10 +4,12 @@
 // (docs/design.md, "Nested processes on every backend").
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "backend/backend.hpp"
+#include "backend/engine_run.hpp"
 #include "runtime/protocol.hpp"
 
 namespace fiber::detail::spawn_wire {
@@ -32,6 +34,7 @@ struct child_news {
   int code = 0;             // exited: >= 0 its exit code, -N killed by signal N
   std::string detail{};     // exited: the backend's exit_detail, or why it could not start
   bool never_fits = false;  // exited: no node can ever run it (errc::unsatisfiable at start)
+  std::optional<memory_stop> memory{};  // exited: stopped for going past its memory limit
 };
 
 /// A spec and the handle of the process that asks (0: a child of the top master itself).

@@ -71,7 +71,7 @@ std::string_view dashboard_page() {
   <div id="pools"></div>
   <section>
     <h2>Processes <span class="muted" id="processes-count"></span></h2>
-    <table><thead><tr><th>name</th><th>pid</th><th>state</th><th>resources</th><th>raised</th></tr></thead><tbody id="processes"></tbody></table>
+    <table><thead><tr><th>name</th><th>pid</th><th>state</th><th>resources</th><th>memory</th><th>raised</th></tr></thead><tbody id="processes"></tbody></table>
   </section>
 </main>
 <script>
@@ -161,7 +161,7 @@ function draw(s) {
   $("pools").replaceChildren(...s.pools.map(drawPool));
   const rows = s.processes.list.map(p => {
     const r = el("tr", {"data-process": p.name});
-    cell(r, p.name); cell(r, String(p.pid || "—")); cell(r, p.state); cell(r, p.resources || ""); cell(r, p.raised || "");
+    cell(r, p.name); cell(r, String(p.pid || "—")); cell(r, p.state); cell(r, p.resources || ""); cell(r, p.memory || ""); cell(r, p.raised || "");
     return r;
   });
   $("processes").replaceChildren(...rows);

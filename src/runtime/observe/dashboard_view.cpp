@@ -88,6 +88,10 @@ void dashboard_view::on_process(record_kind k, std::string_view name, std::uint6
   }
 }
 
+void dashboard_view::on_memory(std::string_view name, std::uint64_t resident) {
+  if (auto it = processes_.find(name); it != processes_.end() && it->second.running) it->second.resident = resident;
+}
+
 void dashboard_view::add_stats(totals& t, const boost::json::object& stats) const {
   t.queued += number(stats, "queued");
   t.running += number(stats, "running");
@@ -117,6 +121,7 @@ boost::json::array process_rows(const Processes& processes, std::size_t listed_a
     boost::json::object o{{"name", *n}, {"pid", p->pid}, {"state", p->running ? "running" : exit_text(p->code)}};
     if (!p->raised.empty()) o["raised"] = p->raised;
     if (!p->resources.empty()) o["resources"] = p->resources;
+    if (p->running && p->resident) o["memory"] = std::to_string((p->resident + (1 << 20) - 1) >> 20) + " MB";
     rows.push_back(std::move(o));
   }
   return rows;

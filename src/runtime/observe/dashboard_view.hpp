@@ -33,6 +33,9 @@ class dashboard_view {
   /// A child of the run's tree started or ended (record_kind::process_start / process_end, with
   /// the recorder's c, d and text).
   void on_process(record_kind k, std::string_view name, std::uint64_t c, std::uint64_t d, std::string_view text);
+  /// A child of the run's tree holds `resident` bytes now (its record_kind::memory), shown beside
+  /// its limit.
+  void on_memory(std::string_view name, std::uint64_t resident);
 
   /// Takes the parts' states now, and with `tick` adds a point to the plot (the rates are those of
   /// the last point); what the page shows, as JSON.
@@ -55,6 +58,7 @@ class dashboard_view {
     std::int64_t code = 0;
     std::string raised;
     std::string resources{};    // what it asked for, and where its engine put it
+    std::uint64_t resident = 0;  // bytes, as it last said
     std::uint64_t order = 0;  // when it started or ended, for the list's order
   };
   struct totals {

@@ -63,6 +63,9 @@ void run_observer::record_memory() {
   auto m = this_process_memory();
   // A child is named by the top master (its place in the tree); the master by this.
   recorder_.record(record_kind::memory, recorder_.name(up_ ? "" : "master"), 0, m.resident, m.peak);
+  // A child's records go up with it (its memory on the run's page stays current), not only when
+  // its batch fills.
+  if (up_ && cfg_.dashboard) recorder_.flush();
 }
 
 void run_observer::record_last_memory() {
@@ -114,7 +117,8 @@ void run_observer::take_record_batch(std::uint64_t sender, std::uint64_t child_n
     auto text = records.substr(at, r.text_size);
     at += r.text_size;
     if (r.kind == record_kind::name) {
-      names[r.a] = recorder_.name(in_tree(text));
+      auto full = in_tree(text);
+      names[r.a] = {recorder_.name(full), full};
       continue;
     }
     auto a = r.a;
@@ -125,14 +129,17 @@ void run_observer::take_record_batch(std::uint64_t sender, std::uint64_t child_n
       case record_kind::task_sent:
       case record_kind::task_done:
       case record_kind::task_lost:
-      case record_kind::task_timed_out: a = names[r.a]; [[fallthrough]];
+      case record_kind::task_timed_out: a = names[r.a].ours; [[fallthrough]];
       case record_kind::pool_begin:
       case record_kind::pool_end:
       case record_kind::map_begin:
       case record_kind::map_end: b = (sender << 32) | (r.b & 0xffffffffu); break;
       case record_kind::collective:
       case record_kind::manager_call:
-      case record_kind::memory: a = names[r.a]; break;
+      case record_kind::memory:
+        if (r.kind == record_kind::memory && dashboard_) dashboard_->view().on_memory(names[r.a].in_tree, r.c);
+        a = names[r.a].ours;
+        break;
       default: continue;  // a child's process events come one by one (record_child_event)
     }
     auto ns = std::max<std::int64_t>(0, static_cast<std::int64_t>(r.ns) + offset);

@@ -79,7 +79,11 @@ class run_observer {
   worker_side* up_ = nullptr;
   bool nested_master_ = false;
   bool ending_ = false;
-  std::map<std::uint64_t, std::unordered_map<std::uint32_t, std::uint32_t>> relayed_names_;  // by sender: its name numbers -> ours
+  struct relayed_name {
+    std::uint32_t ours = 0;
+    std::string in_tree;  // the name itself, as the run's tree spells it
+  };
+  std::map<std::uint64_t, std::unordered_map<std::uint32_t, relayed_name>> relayed_names_;  // by sender: its name numbers
   std::unique_ptr<asio::steady_timer> memory_timer_;
   std::atomic<bool> last_memory_recorded_{false};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // posted sends outlive nothing

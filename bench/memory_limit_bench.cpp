@@ -1,0 +1,100 @@
+// What a worker's memory limit costs, and how soon it acts (local backend: the master's
+// memory_watch). Interleaved in one run (--benchmark_enable_random_interleaving=true;
+// docs/performance.md has the command):
+//   limited_map/L       a map of 100,000 trivial tasks in the pool's own chunks on pool(4), its
+//                       workers without a limit (L = 0) or each limited to 1 GiB (L = 1: watched
+//                       every memory_poll_ms): the ratio of the two is the watch's cost.
+//   limit_to_error      a worker limited to 128 MiB touches memory until its VmRSS is past the
+//                       limit, notes when it saw that (CLOCK_MONOTONIC, the same clock in every
+//                       process of the host) and waits; the time from that note to the item's
+//                       memory_exceeded in the master is the counter crossing_to_error_ms
+//                       (`timed` of the iterations had their note sent before the stop).
+#include <benchmark/benchmark.h>
+#include <fiber/fiber.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdint>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+namespace {
+long plus_one(long x) { return x + 1; }
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// This process's resident memory, in bytes (VmRSS).
+std::uint64_t resident() {
+  std::FILE* f = std::fopen("/proc/self/status", "re");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %llu kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb * 1024;
+}
+
+/// Touches memory a MiB at a time until its resident memory is past `limit_mb`, sends the time it
+/// saw that, and waits to be stopped. (A watch quicker than the send leaves the time unsent.)
+long cross_and_wait(long limit_mb, fiber::simple_queue<std::int64_t> crossed) {
+  std::vector<std::vector<char>> held;
+  while (resident() <= static_cast<std::uint64_t>(limit_mb) << 20) held.emplace_back(std::size_t{1} << 20, 1);
+  crossed.put(now_ns()).get();
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+}  // namespace
+FIBER_REMOTE(plus_one);
+FIBER_REMOTE(cross_and_wait);
+
+static void limited_map(benchmark::State& state) {
+  bool limited = state.range(0) != 0;
+  std::vector<long> xs(100000);
+  std::iota(xs.begin(), xs.end(), 0L);
+  fiber::context ctx(fiber::config::load({{"record", "false"}}));
+  fiber::pool p(ctx, {.processes = 4, .needs = {.memory_mb = limited ? 1024 : 0}});
+  p.ready().get();
+  (void)p.map(&plus_one, xs).get();  // warm-up
+  for (auto _ : state) {
+    auto r = p.map(&plus_one, xs).get();
+    if (r.back() != static_cast<long>(xs.size())) state.SkipWithError("wrong result");
+  }
+  state.counters["tasks_per_s"] = benchmark::Counter(static_cast<double>(xs.size()), benchmark::Counter::kIsIterationInvariantRate);
+  p.terminate().get();
+}
+BENCHMARK(limited_map)->Arg(0)->Arg(1)->ArgName("L")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(10)->Repetitions(6);
+
+static void limit_to_error(benchmark::State& state) {
+  fiber::context ctx(fiber::config::load({{"record", "false"}}));
+  fiber::simple_queue<std::int64_t> crossed(ctx);
+  fiber::pool p(ctx, {.processes = 1, .needs = {.memory_mb = 128}});
+  p.ready().get();
+  double total_ms = 0;
+  int timed = 0;
+  for (auto _ : state) {
+    auto item = p.apply_async(&cross_and_wait, 128L, crossed);
+    try {
+      (void)std::move(item).get();
+      state.SkipWithError("the item was not stopped");
+      break;
+    } catch (const fiber::error& e) {
+      if (e.code() != fiber::errc::memory_exceeded) {
+        state.SkipWithError(e.what());
+        break;
+      }
+    }
+    auto failed_at = now_ns();
+    if (auto at = crossed.get(std::chrono::milliseconds(0)).get()) {
+      total_ms += static_cast<double>(failed_at - *at) / 1e6;
+      ++timed;
+    }
+  }
+  state.counters["crossing_to_error_ms"] = timed ? total_ms / static_cast<double>(timed) : -1.0;
+  state.counters["timed"] = static_cast<double>(timed);
+  p.terminate().get();
+}
+BENCHMARK(limit_to_error)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(10)->Repetitions(3);
