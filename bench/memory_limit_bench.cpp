@@ -1,9 +1,10 @@
 // What a worker's memory limit costs, and how soon it acts (local backend: the master's
 // memory_watch). Interleaved in one run (--benchmark_enable_random_interleaving=true;
 // docs/performance.md has the command):
-//   limited_map/L       a map of 100,000 trivial tasks in the pool's own chunks on pool(4), its
-//                       workers without a limit (L = 0) or each limited to 1 GiB (L = 1: watched
-//                       every memory_poll_ms): the ratio of the two is the watch's cost.
+//   limited_map/L       a map of 4,000,000 trivial tasks in the pool's own chunks on pool(4) (long
+//                       enough to span several polls), its workers without a limit (L = 0) or
+//                       each limited to 1 GiB (L = 1: watched every memory_poll_ms): the ratio
+//                       of the two is the watch's cost.
 //   limit_to_error      a worker limited to 128 MiB touches memory until its VmRSS is past the
 //                       limit, notes when it saw that (CLOCK_MONOTONIC, the same clock in every
 //                       process of the host) and waits; the time from that note to the item's
@@ -53,7 +54,7 @@ FIBER_REMOTE(cross_and_wait);
 
 static void limited_map(benchmark::State& state) {
   bool limited = state.range(0) != 0;
-  std::vector<long> xs(100000);
+  std::vector<long> xs(4000000);
   std::iota(xs.begin(), xs.end(), 0L);
   fiber::context ctx(fiber::config::load({{"record", "false"}}));
   fiber::pool p(ctx, {.processes = 4, .needs = {.memory_mb = limited ? 1024 : 0}});
@@ -66,7 +67,14 @@ static void limited_map(benchmark::State& state) {
   state.counters["tasks_per_s"] = benchmark::Counter(static_cast<double>(xs.size()), benchmark::Counter::kIsIterationInvariantRate);
   p.terminate().get();
 }
-BENCHMARK(limited_map)->Arg(0)->Arg(1)->ArgName("L")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(10)->Repetitions(6);
+BENCHMARK(limited_map)
+    ->Arg(0)
+    ->Arg(1)
+    ->ArgName("L")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(5)
+    ->Repetitions(8);
 
 static void limit_to_error(benchmark::State& state) {
   fiber::context ctx(fiber::config::load({{"record", "false"}}));
