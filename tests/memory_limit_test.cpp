@@ -65,10 +65,12 @@ FIBER_REMOTE(twice);
 
 // As a new user would: a pool of two with no limit of its own, and a function declared to use at
 // most 256 MiB that touches 1 GiB. The limit binds (new workers start with it) and the item fails
-// with the words a user needs; the items beside it and the pool after it are untouched.
-TEST(memory_limit, an_item_past_its_functions_limit_fails_with_memory_exceeded_and_the_pool_goes_on) {
+// with the words a user needs; the items beside it and the pool after it are untouched. Locally
+// under each way a limit binds: a memory cgroup (where this host lets fiber make one) and the watch.
+void past_the_limit(const std::string& local_memory_limit) {
   auto kills_before = oom_kills();
-  fiber::pool pool({.processes = 2, .task_timeout = unbound});
+  fiber::context ctx(fiber::config::load({{"local_memory_limit", local_memory_limit}}));
+  fiber::pool pool(ctx, {.processes = 2, .task_timeout = unbound});
   auto small = pool.apply_async(&hog, 16L);
   auto big = pool.apply_async(&hog, 1024L);
   auto small_too = pool.apply_async(&hog, 32L);
@@ -93,6 +95,14 @@ TEST(memory_limit, an_item_past_its_functions_limit_fails_with_memory_exceeded_a
   EXPECT_EQ(pool.stats().memory_exceeded, 1u);
   if (fiber_test::backend_under_test() == "local")
     EXPECT_EQ(oom_kills(), kills_before) << "the kernel's OOM killer fired: the limit came too late";
+}
+
+TEST(memory_limit, an_item_past_its_functions_limit_fails_with_memory_exceeded_and_the_pool_goes_on) {
+  past_the_limit("auto");
+}
+
+TEST(memory_limit, watched_an_item_past_its_functions_limit_fails_with_memory_exceeded_and_the_pool_goes_on) {
+  past_the_limit("watch");
 }
 
 TEST(memory_limit, a_worker_that_only_reserves_memory_is_not_stopped) {

@@ -26,6 +26,9 @@ struct FIBER_API config {
   std::string log_file;                     ///< prefix: each process logs to `<prefix>.<name>.log`; empty: stderr
   int cpu_per_job = 1;                      ///< default cpus of a child
   int mem_per_job = 0;                      ///< default MiB of a child, 0: no limit
+  std::string local_memory_limit = "auto";  ///< how local children's memory_mb binds: auto (a memory
+                                            ///< cgroup each, where this host lets fiber make one,
+                                            ///< else the watch) or watch (read every memory_poll_ms)
   int memory_poll_ms = 100;                 ///< local children with a memory limit: their resident
                                             ///< memory is read this often (where no cgroup limits it)
   bool retry_memory_exceeded = false;       ///< an item whose worker went past its memory limit runs

@@ -105,6 +105,19 @@ key_def slurm_word_key(std::string_view name, std::string config::*field) {
           [=](const config& c) { return c.*field; }};
 }
 
+/// A Kubernetes namespace's name (empty: the master pod's, or the kubeconfig context's).
+key_def kubernetes_namespace_key() {
+  return {"kubernetes_namespace",
+          [](config& c, std::string_view v) {
+            if (!v.empty() && (v.size() > 63 || !std::all_of(v.begin(), v.end(), [](char ch) {
+                  return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
+                }) || v.front() == '-' || v.back() == '-'))
+              bad_value("kubernetes_namespace", v, "a namespace name: lower-case letters, digits and '-', at most 63");
+            c.kubernetes_namespace = std::string(v);
+          },
+          [](const config& c) { return c.kubernetes_namespace; }};
+}
+
 /// A durable run's name: it names the journal's file, so nothing that could leave journal_dir or
 /// hide in a listing. Empty: one is made when the run starts.
 key_def run_id_key() {
@@ -142,6 +155,7 @@ const std::vector<key_def>& key_table() {
       string_key("log_file", &config::log_file),
       int_key("cpu_per_job", &config::cpu_per_job, 1, 4096),
       int_key("mem_per_job", &config::mem_per_job, 0, int_max),
+      choice_key("local_memory_limit", &config::local_memory_limit, {"auto", "watch"}, "auto or watch"),
       int_key("memory_poll_ms", &config::memory_poll_ms, 1, 3600000),
       bool_key("retry_memory_exceeded", &config::retry_memory_exceeded),
       int_key<std::uint64_t>("memory_budget_mb", &config::memory_budget_mb, 0, std::uint64_t{1} << 40),
@@ -203,15 +217,7 @@ const std::vector<key_def>& key_table() {
       choice_key("local_transport", &config::local_transport, {"direct", "zeromq"}, "direct or zeromq"),
       choice_key("remote_transport", &config::remote_transport, {"direct", "hub", "zeromq"}, "direct, hub or zeromq"),
       choice_key("hub_workers", &config::hub_workers, {"engine", "fork"}, "engine or fork"),
-      {"kubernetes_namespace",
-       [](config& c, std::string_view v) {
-         if (!v.empty() && (v.size() > 63 || !std::all_of(v.begin(), v.end(), [](char ch) {
-               return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
-             }) || v.front() == '-' || v.back() == '-'))
-           bad_value("kubernetes_namespace", v, "a namespace name: lower-case letters, digits and '-', at most 63");
-         c.kubernetes_namespace = std::string(v);
-       },
-       [](const config& c) { return c.kubernetes_namespace; }},
+      kubernetes_namespace_key(),
       string_key("kubernetes_context", &config::kubernetes_context),
       string_key("kubernetes_gpu_resource", &config::kubernetes_gpu_resource),
       cpu_quantity_key("kubernetes_cpu_request", &config::kubernetes_cpu_request),

@@ -252,6 +252,7 @@ void child_process::signal(int sig) noexcept {
 
 void child_process::terminate() {
   if (state() == phase::ended || !child_) return;
+  if (kill_timer_) return;  // terminating already: asked again, its SIGKILL must not move later
   child_->signal(SIGTERM);
   kill_timer_ = std::make_unique<asio::steady_timer>(rt_->io(), std::chrono::milliseconds(rt_->cfg().terminate_grace_ms));
   kill_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {

@@ -21,6 +21,7 @@
 #include "backend/backend.hpp"
 #include "backend/engine_run.hpp"
 #include "backend/local/local_resources.hpp"
+#include "backend/local/memory_cgroups.hpp"
 #include "backend/local/memory_watch.hpp"
 #include "backend/command.hpp"
 #include "backend/secret_store.hpp"
@@ -68,13 +69,21 @@ class local_run final : public engine_run, public std::enable_shared_from_this<l
     end_without_running(127, std::move(why));
   }
   void set_ticket(std::uint64_t t) noexcept { ticket_ = t; }
-  /// Once it runs: stopped (SIGKILL) the first time `watch` sees its resident memory above
-  /// `limit_mb` MiB, its end then saying so.
-  void limit_memory(std::shared_ptr<memory_watch> watch, std::uint64_t limit_mb) {
-    watch_ = std::move(watch);
-    watch_id_ = watch_->watch(pid, limit_mb, [weak = weak_from_this(), limit_mb](const memory_use& seen) {
+  /// Once it runs: stopped (SIGKILL) when its memory cgroup reaches `limit_mb` MiB (`cgroups`,
+  /// where there are any and the group could be made), else the first time `watch` sees its
+  /// resident memory above it; its end then says so.
+  void limit_memory(const std::shared_ptr<memory_cgroups>& cgroups, std::shared_ptr<memory_watch> watch,
+                    std::uint64_t limit_mb) {
+    auto over = [weak = weak_from_this(), limit_mb](const memory_use& seen) {
       if (auto self = weak.lock()) self->over_memory(limit_mb, seen);
-    });
+    };
+    if (cgroups) group_ = cgroups->limit(pid, limit_mb, over);
+    if (group_) {
+      cgroups_ = cgroups;
+      return;
+    }
+    watch_ = std::move(watch);
+    watch_id_ = watch_->watch(pid, limit_mb, std::move(over));
   }
 
   std::string placement() const override {
@@ -135,7 +144,7 @@ class local_run final : public engine_run, public std::enable_shared_from_this<l
 
  private:
   void over_memory(std::uint64_t limit_mb, const memory_use& seen) {
-    watch_id_ = 0;
+    watch_id_ = 0;  // a watch tells once, and forgets it
     if (reaped_ || !fd_) return;
     stopped_for_memory({limit_mb, (std::max(seen.peak, seen.resident) + (1 << 20) - 1) >> 20});
     logf(log_level::info, "pid ", pid.load(), ": resident memory ", seen.resident >> 20, " MiB, past its limit of ", limit_mb,
@@ -154,6 +163,7 @@ class local_run final : public engine_run, public std::enable_shared_from_this<l
     if (released_) return;
     released_ = true;
     if (watch_id_) watch_->unwatch(std::exchange(watch_id_, 0));
+    if (group_) cgroups_->release(std::exchange(group_, 0));  // reaped: its group is empty
     resources_->give_back(grant_);
     // Children waiting for these GPUs start from the loop, not inside whoever reaped this one.
     asio::post(io_, [resources = resources_] { resources->start_waiting(); });
@@ -188,6 +198,8 @@ class local_run final : public engine_run, public std::enable_shared_from_this<l
   std::uint64_t ticket_ = 0;  // waiting for GPUs
   std::shared_ptr<memory_watch> watch_;
   std::uint64_t watch_id_ = 0;  // while its memory is watched
+  std::shared_ptr<memory_cgroups> cgroups_;
+  std::uint64_t group_ = 0;  // while it is in a memory cgroup of its own
   bool reaped_ = false;
   bool released_ = false;
 };
@@ -199,6 +211,7 @@ class local_backend final : public backend {
         forkserver_(cfg.start_method == "forkserver"),
         resources_(std::make_shared<local_resources>(gpus_to_hand_out(cfg.gpus), allowed_cpus())),
         memory_(std::make_shared<memory_watch>(io, std::chrono::milliseconds(cfg.memory_poll_ms))),
+        cgroups_allowed_(cfg.local_memory_limit == "auto"),
         secrets_(secret_store::in_memory()) {}
   ~local_backend() override { resources_->clear_waiting(); }  // nothing starts once the backend is gone
 
@@ -266,7 +279,19 @@ class local_backend final : public backend {
     }
     logf(log_level::debug, "started ", spec.name, " as pid ", pid);
     j.started(pid, pidfd, std::move(grant));
-    if (spec.memory_mb > 0) j.limit_memory(memory_, static_cast<std::uint64_t>(spec.memory_mb));
+    if (spec.memory_mb > 0) j.limit_memory(cgroups(), memory_, static_cast<std::uint64_t>(spec.memory_mb));
+  }
+
+  /// The memory cgroups children's limits are made of, made at the first limit; null where this
+  /// host does not let fiber make them, or local_memory_limit=watch.
+  std::shared_ptr<memory_cgroups> cgroups() {
+    if (cgroups_tried_) return cgroups_;
+    cgroups_tried_ = true;
+    if (!cgroups_allowed_) return nullptr;
+    std::string why_not;
+    cgroups_ = memory_cgroups::make(io_, why_not);
+    if (!cgroups_) logf(log_level::info, "memory limits are watched every memory_poll_ms: ", why_not);
+    return cgroups_;
   }
 
   /// 0 when this child cannot come from the fork server (another executable, start_method=spawn,
@@ -333,6 +358,9 @@ class local_backend final : public backend {
   std::unique_ptr<zygote> zygote_;
   std::shared_ptr<local_resources> resources_;
   std::shared_ptr<memory_watch> memory_;  // resident-memory limits of the children that have one
+  bool cgroups_allowed_;                  // local_memory_limit=auto
+  bool cgroups_tried_ = false;
+  std::shared_ptr<memory_cgroups> cgroups_;  // where the host lets fiber make them
   secret_store secrets_;
 };
 

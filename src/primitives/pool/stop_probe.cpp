@@ -56,6 +56,7 @@ void stop_probe::probe() {
       }
       continue;
     }
+    if (!w.why_ended.empty()) continue;  // being ended already
     if (auto err = rt_.master().try_send_to_child(rid, make_message(kind::probe, {.channel = pool_id_}))) {
       logf(log_level::warn, w.proc->name(), " lost its connection (", err.message(),
            ") holding tasks: ending it as a lost worker");

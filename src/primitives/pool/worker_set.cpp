@@ -130,7 +130,7 @@ void worker_set::finished(const pool_worker& worker, std::uint64_t task, std::ui
 void worker_set::unreachable(const pool_worker& worker, std::error_code ec) {
   auto& w = own(worker);
   load_.no_credit(w);
-  if (w.leaving) return;
+  if (w.leaving || !w.why_ended.empty()) return;
   // Stopped, or going: its end replaces it.
   // Its connection is gone: it stopped, or it has ended and its end is not reported yet (an
   // engine reports a container's end once it is removed). Either way it is done for.
