@@ -8,10 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -69,32 +71,42 @@ FIBER_REMOTE(twice);
 // under each way a limit binds: a memory cgroup (where this host lets fiber make one) and the watch.
 void past_the_limit(const std::string& local_memory_limit) {
   auto kills_before = oom_kills();
-  fiber::context ctx(fiber::config::load({{"local_memory_limit", local_memory_limit}}));
-  fiber::pool pool(ctx, {.processes = 2, .task_timeout = unbound});
-  auto small = pool.apply_async(&hog, 16L);
-  auto big = pool.apply_async(&hog, 1024L);
-  auto small_too = pool.apply_async(&hog, 32L);
-  EXPECT_EQ(std::move(small).get(), 16);
-  EXPECT_EQ(std::move(small_too).get(), 32);
-  try {
-    (void)std::move(big).get();
-    ADD_FAILURE() << "1 GiB under a limit of 256 MiB returned normally";
-  } catch (const fiber::error& e) {
-    EXPECT_EQ(e.code(), fiber::errc::memory_exceeded) << e.what();
-    std::string what = e.what();
-    for (auto words : {"hog", "memory limit (256 MiB", "FIBER_META(hog, .memory_mb = N)"})
-      EXPECT_NE(what.find(words), std::string::npos) << words << " in: " << what;
-    // The peak as the limit saw it: at or above the limit, where the engine says (Docker and
-    // Kubernetes report only that the kernel stopped it).
-    if (auto at = what.find("peak "); at != std::string::npos)
-      EXPECT_GE(std::stol(what.substr(at + 5)), 256) << what;
-    else
-      EXPECT_FALSE(fiber_test::backend_under_test() == "local") << "the watch always knows the peak: " << what;
+  auto runs_here = std::filesystem::temp_directory_path() /
+                   ("fiber-memory-limit-" + std::to_string(::getpid()) + "-" + local_memory_limit);
+  auto cfg = fiber::config::load({{"local_memory_limit", local_memory_limit}, {"record_dir", runs_here.string()}});
+  {
+    fiber::context ctx(cfg);
+    fiber::pool pool(ctx, {.processes = 2, .task_timeout = unbound});
+    auto small = pool.apply_async(&hog, 16L);
+    auto big = pool.apply_async(&hog, 1024L);
+    auto small_too = pool.apply_async(&hog, 32L);
+    EXPECT_EQ(std::move(small).get(), 16);
+    EXPECT_EQ(std::move(small_too).get(), 32);
+    try {
+      (void)std::move(big).get();
+      ADD_FAILURE() << "1 GiB under a limit of 256 MiB returned normally";
+    } catch (const fiber::error& e) {
+      EXPECT_EQ(e.code(), fiber::errc::memory_exceeded) << e.what();
+      std::string what = e.what();
+      for (auto words : {"hog", "memory limit (256 MiB", "FIBER_META(hog, .memory_mb = N)"})
+        EXPECT_NE(what.find(words), std::string::npos) << words << " in: " << what;
+      // The peak as the limit saw it: at or above the limit, where the engine says (Docker and
+      // Kubernetes report only that the kernel stopped it).
+      if (auto at = what.find("peak "); at != std::string::npos)
+        EXPECT_GE(std::stol(what.substr(at + 5)), 256) << what;
+      else
+        EXPECT_FALSE(fiber_test::backend_under_test() == "local") << "the watch always knows the peak: " << what;
+    }
+    EXPECT_EQ(pool.map(&twice, std::vector<int>{1, 2, 3}).get(), (std::vector<int>{2, 4, 6})) << "the pool goes on";
+    EXPECT_EQ(pool.stats().memory_exceeded, 1u);
   }
-  EXPECT_EQ(pool.map(&twice, std::vector<int>{1, 2, 3}).get(), (std::vector<int>{2, 4, 6})) << "the pool goes on";
-  EXPECT_EQ(pool.stats().memory_exceeded, 1u);
   if (fiber_test::backend_under_test() == "local")
     EXPECT_EQ(oom_kills(), kills_before) << "the kernel's OOM killer fired: the limit came too late";
+  // The run's recording counts it too (fiber history).
+  auto runs = fiber::run_history(cfg);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].workers_memory_exceeded, 1u);
+  std::filesystem::remove_all(runs_here);
 }
 
 TEST(memory_limit, an_item_past_its_functions_limit_fails_with_memory_exceeded_and_the_pool_goes_on) {

@@ -53,6 +53,7 @@ int print_history() {
     std::string end = r.ended ? "ended" : "no end recorded (killed, or running)";
     if (r.truncated) end += ", truncated";
     if (r.tasks_timed_out) end += ", " + std::to_string(r.tasks_timed_out) + " timed out";
+    if (r.workers_memory_exceeded) end += ", " + std::to_string(r.workers_memory_exceeded) + " past their memory limit";
     std::printf("%-12s  %-19s  %9.2f  %-20.20s  %5llu  %5llu  %17s  %5llu  %9s  %s\n", r.id.c_str(), when, r.seconds,
                 r.program.c_str(), static_cast<unsigned long long>(r.pools), static_cast<unsigned long long>(r.maps),
                 tasks.c_str(), static_cast<unsigned long long>(r.tasks_lost), workers.c_str(), end.c_str());
