@@ -246,7 +246,8 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
     if (logs_grace) logs_grace->cancel();
     if (memory_limit_mb && code == -SIGKILL && !oom_asked && !id.empty()) {
       oom_asked = true;
-      return engine->containers().inspect(id, [self = shared_from_this()](std::error_code ec, const std::string& text, std::string) {
+      return engine->containers().inspect(id, [self = shared_from_this()](std::error_code ec, const std::string& text,
+                                                                          const std::string&) {
         if (!ec && oom_killed(text)) {
           self->stopped_for_memory({self->memory_limit_mb, 0});
           self->detail = memory_stop_text({self->memory_limit_mb, 0}) + ": its container was OOM-killed";
