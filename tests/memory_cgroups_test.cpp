@@ -20,6 +20,7 @@
 #include <string>
 
 #include "backend/local/memory_cgroups.hpp"
+#include "support.hpp"
 
 namespace {
 
@@ -27,16 +28,6 @@ using fiber::detail::memory_cgroups;
 using fiber::detail::memory_use;
 namespace fs = std::filesystem;
 constexpr std::uint64_t mib = 1 << 20;
-
-/// The kernel's count of OOM kills on this host.
-long oom_kills() {
-  std::ifstream vmstat("/proc/vmstat");
-  std::string key;
-  long value = 0;
-  while (vmstat >> key >> value)
-    if (key == "oom_kill") return value;
-  return -1;
-}
 
 /// A forked child that touches `mb` MiB once its parent says go (after it was put in a group).
 class waiting_hog {
@@ -98,7 +89,7 @@ TEST(memory_cgroups, a_child_at_its_limit_is_held_there_and_reported_at_once_wit
   asio::io_context io;
   auto groups = groups_or_reason(io);
   if (!groups) return;  // checked: the reason
-  auto kills_before = oom_kills();
+  auto kills_before = fiber_test::oom_kills();
   waiting_hog hog(256);
   std::optional<memory_use> seen;
   auto id = groups->limit(hog.pid(), 64, [&](const memory_use& m) {
@@ -114,7 +105,7 @@ TEST(memory_cgroups, a_child_at_its_limit_is_held_there_and_reported_at_once_wit
   EXPECT_EQ(seen->peak, 64 * mib) << "held at its limit, never past it";
   auto status = hog.kill_and_reap();
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "it was held, not ended by the kernel: " << status;
-  EXPECT_EQ(oom_kills(), kills_before) << "the kernel's OOM killer chose a process";
+  EXPECT_EQ(fiber_test::oom_kills(), kills_before) << "the kernel's OOM killer chose a process";
   groups->release(id);
   EXPECT_FALSE(fs::exists(dir));
   EXPECT_EQ(groups->size(), 0u);

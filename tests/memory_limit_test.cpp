@@ -49,15 +49,6 @@ int reserve_a_lot() {
 }
 int twice(int x) { return 2 * x; }
 
-/// The kernel's count of OOM kills on this host (its whole count: any tenant's too).
-long oom_kills() {
-  std::ifstream vmstat("/proc/vmstat");
-  std::string key;
-  long value = 0;
-  while (vmstat >> key >> value)
-    if (key == "oom_kill") return value;
-  return -1;
-}
 }  // namespace
 FIBER_REMOTE(hog);
 FIBER_META(hog, .memory_mb = 256);
@@ -70,7 +61,7 @@ FIBER_REMOTE(twice);
 // with the words a user needs; the items beside it and the pool after it are untouched. Locally
 // under each way a limit binds: a memory cgroup (where this host lets fiber make one) and the watch.
 void past_the_limit(const std::string& local_memory_limit) {
-  auto kills_before = oom_kills();
+  auto kills_before = fiber_test::oom_kills();
   auto runs_here = std::filesystem::temp_directory_path() /
                    ("fiber-memory-limit-" + std::to_string(::getpid()) + "-" + local_memory_limit);
   auto cfg = fiber::config::load({{"local_memory_limit", local_memory_limit}, {"record_dir", runs_here.string()}});
@@ -101,7 +92,7 @@ void past_the_limit(const std::string& local_memory_limit) {
     EXPECT_EQ(pool.stats().memory_exceeded, 1u);
   }
   if (fiber_test::backend_under_test() == "local")
-    EXPECT_EQ(oom_kills(), kills_before) << "the kernel's OOM killer fired: the limit came too late";
+    EXPECT_EQ(fiber_test::oom_kills(), kills_before) << "the kernel's OOM killer fired: the limit came too late";
   // The run's recording counts it too (fiber history).
   auto runs = fiber::run_history(cfg);
   ASSERT_EQ(runs.size(), 1u);

@@ -9,6 +9,7 @@
 
 #include <string>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <string_view>
 
@@ -16,6 +17,17 @@
 #include "run_folder.hpp"
 
 namespace fiber_test {
+
+/// The kernel's count of OOM kills on this host (all of it: any tenant's too), from /proc/vmstat;
+/// -1 where the kernel does not say.
+inline long oom_kills() {
+  std::ifstream vmstat("/proc/vmstat");
+  std::string key;
+  long value = 0;
+  while (vmstat >> key >> value)
+    if (key == "oom_kill") return value;
+  return -1;
+}
 /// The backend this run starts children with (FIBERTEST_BACKEND; see test_main.cpp).
 inline std::string_view backend_under_test() {
   const char* b = std::getenv("FIBER_BACKEND");

@@ -8,17 +8,24 @@
 namespace fiber::detail {
 
 namespace {
-memory_use memory_in(const char* status_path) {
-  memory_use m;
-  std::FILE* f = std::fopen(status_path, "re");
-  if (!f) return m;
-  char line[256];
+/// Reads the "Name: N kB" lines of a /proc file: `a` and `b` get the bytes of the lines named
+/// `a_name` and `b_name` (left as they are where the file has no such line).
+void read_kb(const char* path, const char* a_name, std::uint64_t& a, const char* b_name, std::uint64_t& b) {
+  std::FILE* f = std::fopen(path, "re");
+  if (!f) return;
+  char line[256], name[64];
   unsigned long long kb = 0;
   while (std::fgets(line, sizeof line, f)) {
-    if (std::sscanf(line, "VmRSS: %llu kB", &kb) == 1) m.resident = kb * 1024;
-    else if (std::sscanf(line, "VmHWM: %llu kB", &kb) == 1) m.peak = kb * 1024;
+    if (std::sscanf(line, "%63[^:]: %llu kB", name, &kb) != 2) continue;
+    if (std::strcmp(name, a_name) == 0) a = kb * 1024;
+    else if (std::strcmp(name, b_name) == 0) b = kb * 1024;
   }
   std::fclose(f);
+}
+
+memory_use memory_in(const char* status_path) {
+  memory_use m;
+  read_kb(status_path, "VmRSS", m.resident, "VmHWM", m.peak);
   return m;
 }
 }  // namespace
@@ -27,15 +34,7 @@ memory_use this_process_memory() { return memory_in("/proc/self/status"); }
 
 host_memory this_host_memory() {
   host_memory m;
-  std::FILE* f = std::fopen("/proc/meminfo", "re");
-  if (!f) return m;
-  char line[256];
-  unsigned long long kb = 0;
-  while (std::fgets(line, sizeof line, f)) {
-    if (std::sscanf(line, "MemTotal: %llu kB", &kb) == 1) m.total = kb * 1024;
-    else if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) m.available = kb * 1024;
-  }
-  std::fclose(f);
+  read_kb("/proc/meminfo", "MemTotal", m.total, "MemAvailable", m.available);
   return m;
 }
 
