@@ -142,6 +142,8 @@ TEST(memory_cgroups, the_folder_a_dead_master_left_is_removed_by_the_next) {
   auto stale = groups->folder().parent_path() / ("fiber-" + std::to_string(dead));
   ASSERT_EQ(::mkdir(stale.c_str(), 0755), 0) << std::strerror(errno);
   ASSERT_EQ(::mkdir((stale / "1").c_str(), 0755), 0) << std::strerror(errno);
+  // ... with a group inside its child's (a nested master's, killed with its worker)
+  ASSERT_EQ(::mkdir((stale / "1" / "fiber-1").c_str(), 0755), 0) << std::strerror(errno);
   groups.reset();
   groups = groups_or_reason(io);  // the next master of this host
   ASSERT_TRUE(groups);

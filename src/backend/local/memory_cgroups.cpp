@@ -54,8 +54,12 @@ std::string own_memory_group() {
   return {};
 }
 
-/// Moves what is left in `group` to `to`, then removes it; false while something stays.
+/// Moves what is left in `group` to `to`, then removes it; false while something stays. Groups
+/// inside it go first (a nested master's, made in its worker's group and left when it was killed).
 bool remove_group(const fs::path& group, const fs::path& to) {
+  std::error_code ec;
+  for (auto& inner : fs::directory_iterator(group, ec))
+    if (inner.is_directory(ec)) remove_group(inner.path(), to);
   std::istringstream pids(read_file(group / "cgroup.procs"));
   for (std::string pid; std::getline(pids, pid);)
     if (!pid.empty()) write_file(to / "cgroup.procs", pid);
@@ -70,9 +74,7 @@ void remove_stale(const fs::path& base) {
     if (!name.starts_with("fiber-") || !entry.is_directory(ec)) continue;
     int pid = std::atoi(name.c_str() + 6);
     if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    for (auto& child : fs::directory_iterator(entry.path(), ec))
-      if (child.is_directory(ec)) remove_group(child.path(), base);
-    ::rmdir(entry.path().c_str());
+    remove_group(entry.path(), base);
   }
 }
 
