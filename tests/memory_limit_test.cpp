@@ -121,3 +121,16 @@ TEST(memory_limit, with_retry_memory_exceeded_the_item_runs_again_until_max_atte
                            {"2 worker(s) lost running it; max_attempts reached"});
   EXPECT_EQ(pool.stats().memory_exceeded, 2u);
 }
+
+// A pool that would grow past the run's memory budget is refused, with the sums, and goes on as
+// it was.
+TEST(memory_limit, a_resize_past_the_memory_budget_is_refused_and_the_pool_goes_on) {
+  fiber::context ctx(fiber::config::load({{"memory_budget_mb", "600"}}));
+  fiber::pool pool(ctx, {.processes = 1, .needs = {.memory_mb = 256}});
+  fiber_test::expect_error([&] { pool.resize(3); }, fiber::errc::unsatisfiable,
+                           {"3 workers with a memory limit of 256 MiB each add up to 768 MiB", "memory_budget_mb"});
+  pool.resize(2);  // within it
+  EXPECT_EQ(pool.map(&twice, std::vector<int>{1, 2}).get(), (std::vector<int>{2, 4}));
+  EXPECT_EQ(pool.stats().workers, 2u);
+}
+

@@ -67,6 +67,8 @@ void worker_set::top_up(bool work_left) {
 }
 
 void worker_set::resize(int target) {
+  check_memory_budget(static_cast<std::uint64_t>(target), static_cast<std::uint64_t>(needs_.full_now().memory_mb),
+                      memory_budget_for(rt_.cfg(), rt_.cfg().backend));
   target_ = target;
   retire_superseded();
   int excess = static_cast<int>(count().current) - target;
