@@ -13,24 +13,22 @@ namespace {
 using namespace fiber::detail;
 
 TEST(memory_budget, the_configs_budget_holds_on_every_backend) {
-  auto cfg = fiber::config::load({{"memory_budget_mb", "1000"}});
   for (auto backend : {"local", "docker", "kubernetes", "slurm"}) {
-    auto b = memory_budget_for(cfg, backend);
+    auto b = memory_budget_for(fiber::config::load({{"memory_budget_mb", "1000"}, {"backend", backend}}));
     EXPECT_EQ(b.mb, 1000u) << backend;
     EXPECT_EQ(b.whence, "memory_budget_mb");
   }
 }
 
 TEST(memory_budget, left_at_zero_the_local_backends_is_the_hosts_available_memory_less_a_tenth_and_engines_have_none) {
-  auto cfg = fiber::config::load({});
   auto host = this_host_memory();
   ASSERT_GT(host.total, 0u) << "/proc/meminfo says nothing";
-  auto local = memory_budget_for(cfg, "local");
+  auto local = memory_budget_for(fiber::config::load({{"backend", "local"}}));
   EXPECT_GT(local.mb, 0u);
   EXPECT_LT(local.mb, host.total >> 20) << "a reserve is kept";
   EXPECT_NE(local.whence.find("available memory"), std::string::npos) << local.whence;
-  EXPECT_EQ(memory_budget_for(cfg, "docker").mb, 0u);
-  EXPECT_EQ(memory_budget_for(cfg, "slurm").mb, 0u);
+  EXPECT_EQ(memory_budget_for(fiber::config::load({{"backend", "docker"}})).mb, 0u);
+  EXPECT_EQ(memory_budget_for(fiber::config::load({{"backend", "slurm"}})).mb, 0u);
 }
 
 TEST(memory_budget, workers_over_the_budget_are_refused_with_the_sums_and_the_fixes) {

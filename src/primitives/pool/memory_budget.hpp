@@ -17,11 +17,14 @@ struct memory_budget {
   std::string whence;    // "memory_budget_mb", or what the host has
 };
 
-/// The budget for pools of `backend` ("local", "docker", ...) under `cfg`.
-memory_budget memory_budget_for(const fiber::config& cfg, const std::string& backend);
+/// The budget for pools under `cfg` (its backend's).
+memory_budget memory_budget_for(const fiber::config& cfg);
 
 /// Throws errc::unsatisfiable, naming the sums and the fixes, when `workers` workers each limited
 /// to `limit_mb` MiB (0: no limit, which counts nothing) exceed `budget`.
 void check_memory_budget(std::uint64_t workers, std::uint64_t limit_mb, const memory_budget& budget);
+/// check_memory_budget against the budget of `cfg`, for a pool's `workers` workers limited to
+/// `limit_mb` MiB (0: none, and nothing is read).
+void check_pool_memory(int workers, int limit_mb, const fiber::config& cfg);
 
 }  // namespace fiber::detail

@@ -29,8 +29,7 @@ worker_set::worker_set(runtime& rt, std::uint64_t pool_id, const pool_options& o
       on_(std::move(on)),
       target_(*options.processes),
       needs_(options.needs, rt.cfg()) {
-  check_memory_budget(static_cast<std::uint64_t>(target_), static_cast<std::uint64_t>(needs_.full_now().memory_mb),
-                      memory_budget_for(rt.cfg(), rt.cfg().backend));
+  check_pool_memory(target_, needs_.full_now().memory_mb, rt.cfg());
 }
 
 void worker_set::start(std::weak_ptr<void> owner) {
@@ -67,8 +66,7 @@ void worker_set::top_up(bool work_left) {
 }
 
 void worker_set::resize(int target) {
-  check_memory_budget(static_cast<std::uint64_t>(target), static_cast<std::uint64_t>(needs_.full_now().memory_mb),
-                      memory_budget_for(rt_.cfg(), rt_.cfg().backend));
+  check_pool_memory(target, needs_.full_now().memory_mb, rt_.cfg());
   target_ = target;
   retire_superseded();
   int excess = static_cast<int>(count().current) - target;
@@ -85,8 +83,7 @@ void worker_set::check_capacity(const meta& needs) const {
   // Asked before anything changes: work no node can run fails here, and the pool's workers go
   // on as they were.
   auto spec = spec_for_needs(needs_.now().joined(needs), rt_.cfg());
-  check_memory_budget(static_cast<std::uint64_t>(target_), static_cast<std::uint64_t>(std::max(spec.memory_mb, 0)),
-                      memory_budget_for(rt_.cfg(), rt_.cfg().backend));
+  check_pool_memory(target_, spec.memory_mb, rt_.cfg());
   spec.name = "a worker of pool " + std::to_string(pool_id_);
   rt_.master().the_backend().check_capacity(spec);
 }
