@@ -1,7 +1,8 @@
 // A durable run's program for durable_run_test: two maps on a pool of two workers, each task
 // appending a line to an executions file (who ran, which item) before it answers. Items 4 to 7 of
 // the second map wait, before they answer, until a gate file exists: with the gate absent, the
-// second map holds half its results when its master is killed. It prints every result and exits
+// second map holds half its results when its master is killed; past the gate each notes "passed N".
+// It prints every result and exits
 // 0; its first line is its pid ("master 123"); a fiber::error is printed ("error: ...") and ends it with 3.
 //   durable_program EXECUTIONS GATE [SHIFT]   (SHIFT: added to the first map's inputs)
 #include <fcntl.h>
@@ -63,7 +64,10 @@ long first(long x, std::string executions) {
 }
 long second(long x, std::string executions, std::string gate) {
   note(executions, "second " + std::to_string(x));
-  if (x >= 4) wait_for(gate);
+  if (x >= 4) {
+    wait_for(gate);
+    note(executions, "passed " + std::to_string(x));  // the test knows its result is being made
+  }
   return 10 * x + 1;
 }
 FIBER_REMOTE(first);

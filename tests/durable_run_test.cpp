@@ -14,6 +14,7 @@ using namespace fiber_test;
 
 TEST(durable_run, a_master_killed_mid_map_is_taken_up_and_runs_only_what_has_no_result) {
   durable_case c("killed");
+  c.reattach_grace_ms("1");  // its workers end at once: the master taking the run up starts new ones
   auto pid = c.start("killed");
   ASSERT_GT(pid, 0);
   wait_for_results(c.journal("killed"), 2, 4);  // items 0 to 3 answered
@@ -57,6 +58,7 @@ TEST(durable_run, other_inputs_for_a_journaled_map_fail_naming_the_items_and_the
 
 TEST(durable_run, a_journal_with_a_torn_tail_is_taken_up_to_its_last_whole_record) {
   durable_case c("torn");
+  c.reattach_grace_ms("1");
   auto pid = c.start("torn");
   ASSERT_GT(pid, 0);
   wait_for_results(c.journal("torn"), 2, 4);
@@ -95,8 +97,7 @@ TEST(durable_run_command, fiber_run_restarts_a_master_killed_by_a_signal_with_th
   c.wait_for_both_at_the_gate();
   auto old = c.workers();
   ::kill(std::stoi(first.substr(7)), SIGKILL);
-  c.wait_for_end(old);  // the restarted master's own wait at the gate meanwhile
-  auto before = c.executions();
+  c.wait_for_end(durable_case::masters(old));  // its workers wait for the master started again
   c.open_gate();
   auto ended = c.finish(runner);
   EXPECT_EQ(ended.status, 0) << ended.out;
@@ -107,7 +108,51 @@ TEST(durable_run_command, fiber_run_restarts_a_master_killed_by_a_signal_with_th
   std::size_t journals = 0;
   for (auto& e : fs::directory_iterator(c.journals())) journals += e.path().extension() == ".journal";
   EXPECT_EQ(journals, 1u) << "the master started again under another run id";
+  expect_nothing_twice(c.executions());  // the master started again took its workers up
+  c.wait_for_end(old);
+}
+
+// A durable run's workers on the master's host outlive it for reattach_grace_ms: the master that
+// takes the run up links them again, and what they ran and hold is not run again.
+TEST(durable_reattach, workers_whose_master_died_are_taken_up_by_the_next_master_and_run_nothing_twice) {
+  durable_case c("reattached");
+  auto old = c.kill_at_the_gate("reattached");
+  auto again = c.start("reattached");
+  // Both taken up (the new master journals them again) while their items still wait at the gate.
+  wait_for_workers_journaled(c.journal("reattached"), 4);
+  c.open_gate();
+  auto out = c.finish(again);
+  EXPECT_EQ(out.status, 0) << out.out;
+  EXPECT_EQ(out.said(), uninterrupted);
+  expect_nothing_twice(c.executions());
+  c.wait_for_end(old);  // the workers taken up ended with the run: no orphan is left
+}
+
+TEST(durable_reattach, results_made_while_no_master_ran_are_taken_by_the_next_master) {
+  durable_case c("held");
+  auto old = c.kill_at_the_gate("held");
+  // The items finish with no master to take their results: the workers hold them.
+  c.open_gate();
+  c.wait_for_passed(2);
+  auto out = c.run("held");
+  EXPECT_EQ(out.status, 0) << out.out;
+  EXPECT_EQ(out.said(), uninterrupted);
+  expect_nothing_twice(c.executions());
+  c.wait_for_end(old);
+}
+
+TEST(durable_reattach, workers_whose_grace_passed_are_gone_and_the_next_master_starts_new_ones) {
+  durable_case c("grace");
+  c.reattach_grace_ms("1");
+  auto old = c.kill_at_the_gate("grace");
+  c.wait_for_end(old);  // the workers too: their grace passed with no master
+  auto before = c.executions();
+  c.open_gate();
+  auto out = c.run("grace");
+  EXPECT_EQ(out.status, 0) << out.out;
+  EXPECT_EQ(out.said(), uninterrupted);
   expect_taken_up(before, c.executions());
+  EXPECT_EQ(workers_journaled(c.journal("grace")), 4u) << "not the two it could not find, but the two it started";
 }
 
 TEST(durable_run_command, restarts_without_durable_are_refused_naming_the_flag) {

@@ -62,6 +62,9 @@ class durable_case {
   fs::path executions_file() const { return folder_ / "executions"; }
   fs::path journal(const std::string& run_id) const { return journals() / (run_id + ".journal"); }
   fs::path gate() const { return folder_ / "gate"; }
+  /// How long the workers of the masters start() starts wait for a master taking the run up
+  /// (config reattach_grace_ms; its default when not set).
+  void reattach_grace_ms(const std::string& ms) { grace_ms_ = ms; }
   void open_gate() const { std::ofstream(gate()) << "open"; }
 
   /// Starts the program as run `run_id`; its stdout is read by line() and finish(). With
@@ -74,9 +77,11 @@ class durable_case {
     for (char** e = environ; *e; ++e) {
       std::string_view kv(*e);
       bool mine = false;
-      for (auto key : {"FIBER_DURABLE=", "FIBER_RUN_ID=", "FIBER_JOURNAL_DIR=", "FIBER_RECORD_DIR="}) mine |= kv.starts_with(key);
+      for (auto key : {"FIBER_DURABLE=", "FIBER_RUN_ID=", "FIBER_JOURNAL_DIR=", "FIBER_RECORD_DIR=", "FIBER_REATTACH_GRACE_MS="})
+        mine |= kv.starts_with(key);
       if (!mine) env.emplace_back(kv);
     }
+    if (!grace_ms_.empty()) env.push_back("FIBER_REATTACH_GRACE_MS=" + grace_ms_);
     if (through.empty()) env.push_back("FIBER_DURABLE=1");
     if (!run_id.empty()) env.push_back("FIBER_RUN_ID=" + run_id);
     env.push_back("FIBER_JOURNAL_DIR=" + journals().string());
@@ -126,8 +131,26 @@ class durable_case {
     o.status = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
     return o;
   }
+  /// The exit status of a program killed (-signal), without reading its output to its end: its
+  /// workers share its stdout, and those waiting for a master taking the run up keep it open.
+  int reap(pid_t pid) {
+    ::close(std::exchange(out_, -1));
+    seen_.clear();
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  }
   program_outcome run(const std::string& run_id, const std::string& shift = "0") { return finish(start(run_id, shift)); }
 
+  /// Waits until `n` of the second map's items passed the gate (their results are being made).
+  void wait_for_passed(int n) const {
+    wait_in(folder_, [&] {
+      auto ran = executions();
+      int passed = 0;
+      for (int i = 4; i < 8; ++i) passed += ran["passed " + std::to_string(i)] > 0;
+      return passed >= n;
+    });
+  }
   /// Waits until both workers wait at the gate: two of the second map's items from 4 on began.
   void wait_for_both_at_the_gate() const {
     wait_in(folder_, [&] {
@@ -143,6 +166,17 @@ class durable_case {
     std::vector<fs::path> out;
     std::error_code ec;
     for (auto& e : fs::directory_iterator(folder_ / "alive", ec)) out.push_back(e.path());
+    return out;
+  }
+  /// Runs `run_id` until the journal holds half the second map's results, both workers wait at
+  /// the gate and the journal names them, then SIGKILLs its master and reaps it; returns the
+  /// processes that lived then (workers()), once the master is gone.
+  std::vector<fs::path> kill_at_the_gate(const std::string& run_id);
+  /// Of `alive` (workers()), the masters' files alone.
+  static std::vector<fs::path> masters(const std::vector<fs::path>& alive) {
+    std::vector<fs::path> out;
+    for (auto& p : alive)
+      if (p.filename().string().starts_with("master-")) out.push_back(p);
     return out;
   }
   /// Returns once each of `workers` has ended (its lock taken in turn): a killed master's workers
@@ -174,9 +208,23 @@ class durable_case {
 
  private:
   fs::path folder_;
+  std::string grace_ms_;
   int out_ = -1;
   std::string seen_;  // read by line() and not yet taken
 };
+
+/// How many workers the journal at `path` says its masters could find again (each master that
+/// took one up writes it again).
+inline std::size_t workers_journaled(const fs::path& path) {
+  std::size_t n = 0;
+  for (auto& r : fiber::detail::read_journal(path).records) n += r.kind == map_journal::pool_worker;
+  return n;
+}
+
+/// Waits until the journal at `path` names `n` workers.
+inline void wait_for_workers_journaled(const fs::path& path, std::size_t n) {
+  wait_in(path.parent_path(), [&] { return workers_journaled(path) >= n; });
+}
 
 /// The results the journal at `path` holds for map `call` of the first pool.
 inline std::size_t results_of(const fs::path& path, std::uint32_t call) {
@@ -199,6 +247,28 @@ inline void wait_for_results(const fs::path& path, std::uint32_t call, std::size
   bool folder = path.extension() != ".journal";
   auto journal = [&] { return folder ? only_journal(path) : path; };
   wait_in(folder ? path : path.parent_path(), [&] { return !journal().empty() && results_of(journal(), call) >= n; });
+}
+
+inline std::vector<fs::path> durable_case::kill_at_the_gate(const std::string& run_id) {
+  auto pid = start(run_id);
+  EXPECT_GT(pid, 0);
+  wait_for_results(journal(run_id), 2, 4);
+  wait_for_both_at_the_gate();
+  wait_for_workers_journaled(journal(run_id), 2);
+  auto old = workers();
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(reap(pid), -SIGKILL);
+  wait_for_end(masters(old));
+  return old;
+}
+
+/// What a run whose workers a master taking it up linked again has run: every item of both maps
+/// exactly once.
+inline void expect_nothing_twice(std::map<std::string, int> ran) {
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(ran["first " + std::to_string(i)], 1) << "the first map's item " << i;
+    EXPECT_EQ(ran["second " + std::to_string(i)], 1) << "the second map's item " << i;
+  }
 }
 
 /// What a run taken up after its master died while the second map waited at the gate has run:

@@ -90,6 +90,8 @@ struct FIBER_API config {
                                             ///< ~/.local/state/fiber/journals)
   int journal_sync_ms = 100;                ///< a journal's appends are made durable this often
   std::uint64_t journal_max_bytes = std::uint64_t{4} << 30;  ///< a run's journal grows no further
+  int reattach_grace_ms = 60000;            ///< a durable run's worker whose master died waits this
+                                            ///< long for the master that takes the run up, then exits
   bool dashboard = false;                   ///< the master serves a live page of the run; the URL
                                             ///< it prints to stderr carries a random token
   std::string dashboard_address = "127.0.0.1";  ///< where the page listens: this host only

@@ -31,6 +31,11 @@ std::string master_host() {
 
 std::string master_mark() { return master_host() + ":" + std::to_string(::getpid()); }
 
+std::unique_ptr<job> backend::adopt(int pid) {
+  throw error(errc::unsatisfiable, "the " + name() + " backend cannot take up process " + std::to_string(pid) +
+                                       ", a worker of an earlier master of the run");
+}
+
 std::unique_ptr<backend> make_backend(asio::io_context& io, const fiber::config& cfg, const std::string& job_id) {
   if (cfg.backend == "local") return make_local_backend(io, cfg);
   if (cfg.backend == "docker") return make_docker_backend(io, cfg, job_id);

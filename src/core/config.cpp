@@ -193,6 +193,7 @@ const std::vector<key_def>& key_table() {
       string_key("journal_dir", &config::journal_dir),
       int_key("journal_sync_ms", &config::journal_sync_ms, 1, int_max),
       int_key<std::uint64_t>("journal_max_bytes", &config::journal_max_bytes, 4096, std::numeric_limits<std::uint64_t>::max()),
+      int_key("reattach_grace_ms", &config::reattach_grace_ms, 0, int_max),
       bool_key("dashboard", &config::dashboard),
       {"dashboard_address",
        [](config& c, std::string_view v) {

@@ -25,9 +25,10 @@ child_process::child_process(std::shared_ptr<runtime> rt, encoded_call call)
       needs_(find_meta(call_.function_id)) {}
 
 std::shared_ptr<child_process> child_process::make(std::shared_ptr<runtime> rt, encoded_call call,
-                                                   std::optional<meta> needs) {
+                                                   std::optional<meta> needs, adopter take) {
   auto p = std::shared_ptr<child_process>(new child_process(std::move(rt), std::move(call)));
   if (needs) p->needs_ = *needs;
+  p->adopter_ = std::move(take);
   return p;
 }
 
@@ -73,7 +74,9 @@ void child_process::start(started_handler& done) {
     auto self = weak.lock();
     if (!self) return;
     auto limit = std::chrono::milliseconds(self->rt_->cfg().start_timeout_ms);
-    self->start_.arm(self->rt_->io(), limit, [weak, limit](std::error_code ec) {
+    // A process taken up links again once its running item ends, however long that is: its
+    // end is seen by its pidfd, and no handshake deadline stands for it.
+    if (!self->adopter_) self->start_.arm(self->rt_->io(), limit, [weak, limit](std::error_code ec) {
       auto late = weak.lock();
       if (ec || !late || !late->start_.waiting()) return;
       late->start_.complete(make_error_code(errc::timeout),
@@ -120,6 +123,10 @@ void child_process::spawn() {
   nonce_ = random_token();
   spec.env.emplace_back(env_nonce, nonce_);
   if (auto hub = rt.master().links().hub_name(); !hub.empty()) spec.env.emplace_back(env_hub, hub);  // its host's hub
+  if (adopter_) {
+    child_ = adopter_(spec);
+    return;
+  }
   auto& backend = rt.master().the_backend();
   backend.check_capacity(spec);  // a request no node can meet fails before anything starts
   child_ = backend.spawn(spec);

@@ -33,10 +33,16 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   /// Called once on the loop: no error once the child passed its handshake, else why not.
   using started_handler = unique_function<void(std::error_code, std::string)>;
 
+  /// How start() takes up a process that already runs (a durable run's worker that waited for a
+  /// master taking the run up) instead of starting one: it gives the process what a new child
+  /// would get in `spec` (where to link, its routing id and one-time word, its credentials) and
+  /// returns its job; the handshake follows as for a new child.
+  using adopter = unique_function<std::unique_ptr<job>(const spawn_spec& spec)>;
+
   /// A child that will run `call`, named "Process-N", with `needs` (by default those FIBER_META
-  /// gave its target).
+  /// gave its target); with `take`, one that runs already, taken up.
   static std::shared_ptr<child_process> make(std::shared_ptr<runtime> rt, encoded_call call,
-                                             std::optional<meta> needs = std::nullopt);
+                                             std::optional<meta> needs = std::nullopt, adopter take = nullptr);
   /// Where a child runs, as it said in its handshake (empty before).
   struct place {
     std::string host;
@@ -52,6 +58,7 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   /// Before start() only: the child belongs to a pool, a manager or a ring, which ends with its
   /// context as a user expects (a user's own process still running then is worth a warning).
   void set_owned() { owned_ = true; }
+
   phase state() const noexcept { return state_.load(); }
   bool is_alive() const noexcept {
     auto s = state();
@@ -111,6 +118,7 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   child_start_gate start_;
   child_ending ending_;
   std::unique_ptr<asio::steady_timer> grace_timer_, kill_timer_;
+  adopter adopter_;
 };
 
 }  // namespace fiber::detail

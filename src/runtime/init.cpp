@@ -29,6 +29,7 @@
 #include "runtime/init.hpp"
 #include "runtime/init_guard.hpp"
 #include "runtime/worker_exit.hpp"
+#include "runtime/worker_hello.hpp"
 #include "runtime/claim_copy_service.hpp"
 #include "runtime/trust/worker_credentials.hpp"
 
@@ -47,38 +48,6 @@ std::shared_ptr<runtime>& worker_runtime();  // context.cpp
 std::vector<std::pair<std::string, std::string>>& init_overrides();
 
 namespace {
-std::string this_host_name() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
-}
-
-// Which processes can map this one's shared memory through /proc/<pid>/fd: those of the same
-// host and process namespace. The host name alone does not say it (containers on the host's
-// network share its name), nor the namespace alone (every machine's first one has the same
-// number).
-std::string memory_domain() {
-  std::error_code ec;
-  auto ns = std::filesystem::read_symlink("/proc/self/ns/pid", ec);
-  return this_host_name() + "/" + (ec ? std::string("?") : ns.string());
-}
-
-}  // namespace
-
-namespace {
-/// The worker's hello: who it is, where, and the one-time word the master gave it.
-void send_hello(runtime& rt, const std::string& nonce) {
-  boost::json::object hello{{"protocol", protocol_version},
-                            {"build_id", build_id()},
-                            {"registry", std::to_string(registry_digest())},
-                            {"pid", ::getpid()},
-                            {"host", this_host_name()},
-                            {"memory_domain", memory_domain()},
-                            {"executable", executable_path()},
-                            {"nonce", nonce}};
-  rt.worker().send_upstream(make_message(kind::hello, {}, boost::json::serialize(hello)));
-}
-
 /// The master's answer: welcome (config, call) or refuse.
 multipart await_welcome(runtime& rt) {
   std::atomic<bool> answered{false};
@@ -99,8 +68,7 @@ std::optional<int> take_welcome(runtime& rt, const multipart& answer, const std:
   }
   fiber::config cfg;
   try {
-    auto snapshot = boost::json::parse(answer.at(1).to_string_view());
-    for (auto& [k, v] : snapshot.as_object()) cfg.set(k, std::string(v.as_string()));
+    cfg = welcome_config(answer);
   } catch (const std::exception& e) {
     log(log_level::error, std::string("the master's config snapshot is unreadable: ") + e.what());
     return 2;

@@ -46,12 +46,12 @@ enum class kind : std::uint8_t {
 inline constexpr std::uint8_t last_runtime_kind = static_cast<std::uint8_t>(kind::pool_view);
 /// Kinds from here on belong to services.
 inline constexpr std::uint8_t first_service_kind = 32;
-inline constexpr std::uint8_t last_service_kind = 63;
+inline constexpr std::uint8_t last_service_kind = 71;
 constexpr bool is_service_kind(kind k) { return static_cast<std::uint8_t>(k) >= first_service_kind; }
 
 /// Each service owns a block of kinds_per_block kinds, listed here once, so that no two services
 /// share a kind: a message that reached the wrong service is then never read as one of its own.
-enum class service_block : std::uint8_t { pool, ring, manager, spawn, count };
+enum class service_block : std::uint8_t { pool, ring, manager, spawn, pool_more, count };
 inline constexpr std::uint8_t kinds_per_block = 8;
 static_assert(first_service_kind + static_cast<int>(service_block::count) * kinds_per_block - 1 <= last_service_kind,
               "fiber: the services' blocks of kinds overflow the service range; raise last_service_kind");

@@ -126,6 +126,8 @@ master_side& runtime::master() {
 
 
 
+const job_keys& runtime::keys() const noexcept { return worker_ ? worker_->keys() : keys_; }
+
 worker_side& runtime::worker() {
   if (!worker_) throw error(errc::not_started, "this is the master: it has no master to talk to");
   return *worker_;

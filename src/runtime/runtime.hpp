@@ -57,7 +57,9 @@ class runtime : public std::enable_shared_from_this<runtime> {
   void replace_config(fiber::config cfg);
   bool is_shut_down() const noexcept { return shut_down_; }
   const std::string& job_id() const noexcept { return job_id_; }
-  const job_keys& keys() const noexcept { return keys_; }
+  /// A worker's credentials with its master (which a master taking a durable run up replaces:
+  /// the worker side keeps them); a master's own.
+  const job_keys& keys() const noexcept;
   zmq::context_t& zmq() noexcept { return zctx_; }
 
   /// The top of the job's tree: no master above it.

@@ -11,7 +11,7 @@ std::pair<log_level, std::string> upstream_send_failure::report(std::error_code 
   if (!master_gone(ec)) return {log_level::error, "cannot send to the master: " + ec.message()};
   if (said_gone_) return {log_level::info, {}};
   said_gone_ = true;
-  return {log_level::info, "the master is gone (" + ec.message() + "): nothing more reaches it; this worker ends"};
+  return {log_level::info, "the master is gone (" + ec.message() + "): nothing more reaches it"};
 }
 
 }  // namespace fiber::detail

@@ -16,7 +16,41 @@ namespace fiber::detail {
 worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::config& cfg, const job_keys& keys,
                          const std::string& master_endpoint, const std::string& token, pending_gets& gets,
                          service_registry& services)
-    : loop_(loop), zctx_(zctx), cfg_(cfg), gets_(gets), services_(services) {
+    : loop_(loop), zctx_(zctx), keys_(keys), cfg_(cfg), gets_(gets), services_(services) {
+  connect(master_endpoint, token);
+}
+
+void worker_side::master_lost() {
+  if (master_lost_) return master_lost_();
+  exit_worker(exit_master_lost);
+}
+
+void worker_side::relink(job_keys keys, const std::string& master_endpoint, const std::string& token) {
+  ++generation_;  // what the old connection still says is not heard
+  master_watch_.reset();
+  pulse_.reset();
+  if (link_) link_->close();
+  if (upstream_) upstream_->close();
+  link_.reset();
+  upstream_.reset();
+  link_started_ = false;
+  send_failure_ = {};
+  {
+    // What the old master sent and the service loop has not taken (a task behind the one that
+    // ran) belongs to a master that is gone: the new one gives its own work.
+    std::lock_guard lock(inbox_mutex_);
+    inbox_.clear();
+  }
+  keys_ = std::move(keys);
+  connect(master_endpoint, token);
+}
+
+void worker_side::connect(const std::string& master_endpoint, const std::string& token) {
+  const auto& keys = keys_;
+  // The pulse that calls it is this side's own, and goes before it.
+  auto lost = [this, generation = generation_] {
+    if (generation == generation_) master_lost();
+  };
   if (const char* hub = std::getenv(env_hub); hub && *hub) {
     try {
       link_ = connect_hub_link(loop_.io(), hub, token, keys.password,
@@ -24,7 +58,7 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
       // The hub closes the link of a child that stopped speaking, as the master does over TLS.
       pulse_ = std::make_unique<link_pulse>(link_, std::chrono::milliseconds(cfg_.heartbeat_interval_ms),
                                             std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
-                                            [] { exit_worker(exit_master_lost); });
+                                            lost);
       return;
     } catch (const std::system_error& e) {
       // Its host has no hub (one pending behind a full node, one that failed): the master takes
@@ -37,7 +71,7 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
       link_ = connect_direct_link(loop_.io(), master_endpoint, token, keys.password);
     } catch (const std::system_error& e) {
       logf(log_level::error, "cannot reach the master at ", master_endpoint, ": ", e.what());
-      exit_worker(exit_master_lost);
+      master_lost();
     }
     return;
   }
@@ -48,11 +82,11 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
                                std::chrono::milliseconds(cfg_.heartbeat_timeout_ms));
     } catch (const std::exception& e) {
       logf(log_level::error, "cannot reach the master at ", master_endpoint, ": ", e.what());
-      exit_worker(exit_master_lost);
+      master_lost();
     }
     pulse_ = std::make_unique<link_pulse>(link_, std::chrono::milliseconds(cfg_.heartbeat_interval_ms),
                                           std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
-                                          [] { exit_worker(exit_master_lost); });
+                                          lost);
     return;
   }
   zmq::socket_t s(zctx_, zmq::socket_type::dealer);
@@ -155,18 +189,19 @@ void worker_side::receive_next() {
           auto self = weak.lock();
           if (self && !self->closed_) self->handle(std::move(m));
         },
-        [weak = weak_from_this()](std::error_code ec) {
+        [weak = weak_from_this(), generation = generation_](std::error_code ec) {
           auto self = weak.lock();
-          if (!self || self->closed_) return;
-          // The master closed its end or died: nobody is left to work for.
-          logf(log_level::debug, "the link to the master closed (", ec.message(), "); exiting");
-          exit_worker(exit_master_lost);
+          if (!self || self->closed_ || generation != self->generation_) return;
+          // The master closed its end or died: nobody is left to work for (unless a master
+          // taking a durable run up may come for this worker: master_lost says).
+          logf(log_level::debug, "the link to the master closed (", ec.message(), ")");
+          self->master_lost();
         });
     return;
   }
-  upstream_->async_receive([weak = weak_from_this()](std::error_code ec, multipart m) {
+  upstream_->async_receive([weak = weak_from_this(), generation = generation_](std::error_code ec, multipart m) {
     auto self = weak.lock();
-    if (ec || !self || self->closed_) return;
+    if (ec || !self || self->closed_ || generation != self->generation_) return;
     self->handle(std::move(m));
     self->receive_next();
   });

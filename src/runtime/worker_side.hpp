@@ -45,6 +45,14 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   multipart next_service_message();
   /// A service message that came another way (a manager's direct link); on the loop thread.
   void push_service_message(multipart m);
+  /// What to do when the master is gone (its link closed, or it stopped answering): by default the
+  /// worker exits; a durable run's worker waits for a master that takes the run up instead.
+  void on_master_lost(unique_function<void()> f) { master_lost_ = std::move(f); }
+  /// Links to another master (one that took a durable run up) as `token`; what the old link still
+  /// says is not heard. The new master's welcome goes to on_first_message. On the loop thread.
+  void relink(job_keys keys, const std::string& master_endpoint, const std::string& token);
+  /// The credentials it links with.
+  const job_keys& keys() const noexcept { return keys_; }
   /// Nested: replies to calls this process passed up for its children are theirs (master_side::
   /// pass_reply_down answers whether one was).
   void pass_replies_to(unique_function<bool(const header&, multipart&)> f) { pass_reply_ = std::move(f); }
@@ -58,11 +66,14 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   void shutdown() noexcept override;
 
  private:
+  void connect(const std::string& master_endpoint, const std::string& token);
+  void master_lost();
   void receive_next();
   void handle(multipart&& m);
 
   event_loop& loop_;
   zmq::context_t& zctx_;
+  job_keys keys_;
   const fiber::config& cfg_;
   pending_gets& gets_;
   service_registry& services_;
@@ -77,6 +88,8 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   std::deque<multipart> inbox_;
   std::atomic<bool> inbox_filled_{false};
   unique_function<bool(const header&, multipart&)> pass_reply_;
+  unique_function<void()> master_lost_;
+  std::uint64_t generation_ = 0;  // relinks so far: callbacks of an older link are not heard
   bool closed_ = false;
 };
 

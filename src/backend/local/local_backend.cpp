@@ -27,6 +27,7 @@
 #include "backend/secret_store.hpp"
 #include "backend/spawner.hpp"
 #include "backend/zygote.hpp"
+#include "backend/local/adopted_process.hpp"
 #include "fiber/config.hpp"
 #include "core/build_id.hpp"
 #include "fiber/error.hpp"
@@ -222,6 +223,8 @@ class local_backend final : public backend {
   }
 
   void check_capacity(const spawn_spec& spec) const override { resources_->check(spec); }
+
+  std::unique_ptr<job> adopt(int pid) override { return adopt_local_process(io_, pid); }
 
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
     auto run = std::make_shared<local_run>(io_, resources_);

@@ -42,7 +42,7 @@ void chunk_feeder::feed(std::deque<pool_task>& queue, std::size_t window, std::s
       it = reading_.begin();
       continue;
     }
-    std::size_t answered = journal_ ? replay(*sub, first, count, chunk) : 0;
+    std::size_t answered = journal_ ? replay(*sub, first, count, chunk, next_id) : 0;
     if (answered == count) {  // the sink may have changed this list (see above)
       it = reading_.begin();
       continue;
@@ -60,10 +60,11 @@ void chunk_feeder::feed(std::deque<pool_task>& queue, std::size_t window, std::s
   std::erase_if(reading_, [](auto& s) { return s->input_done; });
 }
 
-std::size_t chunk_feeder::replay(pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk) {
+std::size_t chunk_feeder::replay(pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk,
+                                 std::uint64_t task) {
   std::size_t held = 0, delivered = 0;
   try {
-    held = journal_->chunk(sub, first, count, chunk);
+    held = journal_->chunk(sub, first, count, chunk, task);
     for (; delivered < held; ++delivered)
       delivery_.replayed(sub, first + delivered, journal_->past_result(sub, first + delivered));
   } catch (const std::exception&) {

@@ -32,8 +32,9 @@ void durable_maps::begin(const pool_submission& sub, std::string_view function) 
   appended_();
 }
 
-std::size_t durable_maps::chunk(const pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk) {
-  journal_.chunk(pool_, call_of(sub), first, count, identity(chunk));
+std::size_t durable_maps::chunk(const pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk,
+                               std::uint64_t task) {
+  journal_.chunk(pool_, call_of(sub), first, count, identity(chunk), task);
   appended_();
   auto* past = journal_.past(pool_, call_of(sub));
   std::size_t held = 0;
@@ -42,6 +43,11 @@ std::size_t durable_maps::chunk(const pool_submission& sub, std::size_t first, s
   // are run again rather than mixed into the middle of a chunk.
   while (past && held < count && past->results.contains(first + held)) ++held;
   return held;
+}
+
+void durable_maps::worker(std::int64_t pid, std::string_view name, std::string_view secret) {
+  journal_.worker(pool_, pid, name, secret);
+  appended_();
 }
 
 message durable_maps::past_result(const pool_submission& sub, std::size_t index) const {

@@ -37,7 +37,21 @@ class durable_maps {
   /// Items [first, first + count) of `sub` were packed into `chunk`: checked against the journal
   /// (fiber::error(config_error) naming the items when they differ) and noted. Returns how many of
   /// them, from the first, have their result in the journal.
-  std::size_t chunk(const pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk);
+  std::size_t chunk(const pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk,
+                    std::uint64_t task = 0);
+  /// The pool's worker `pid` can be found again at reattach point `name` with `secret`.
+  void worker(std::int64_t pid, std::string_view name, std::string_view secret);
+  /// The workers the journal holds for this pool, and the chunk (call, first item) a task of the
+  /// last master's ran.
+  std::vector<map_journal::past_worker> past_workers() const { return journal_.past_workers(pool_); }
+  std::optional<std::pair<std::uint32_t, std::uint64_t>> past_task(std::uint64_t task) const {
+    return journal_.past_task(pool_, task);
+  }
+  /// Whether the journal holds item `index` of call `call`'s result.
+  bool has_result(std::uint32_t call, std::size_t index) const {
+    auto* p = journal_.past(pool_, call);
+    return p && p->results.contains(index);
+  }
   /// Item `index`'s journaled result, as the message it arrived in.
   message past_result(const pool_submission& sub, std::size_t index) const;
   /// Item `index`'s result arrived: kept for the journal, where flush() writes the results kept

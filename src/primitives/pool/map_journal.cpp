@@ -9,10 +9,11 @@
 namespace fiber::detail {
 
 namespace {
-std::string u64s(std::uint64_t a, std::uint64_t b) {
-  std::string out(2 * sizeof a, '\0');
+std::string u64s(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
+  std::string out(3 * sizeof a, '\0');
   std::memcpy(out.data(), &a, sizeof a);
   std::memcpy(out.data() + sizeof a, &b, sizeof b);
+  std::memcpy(out.data() + 2 * sizeof a, &c, sizeof c);
   return out;
 }
 }  // namespace
@@ -29,11 +30,15 @@ map_journal::map_journal(const journal_contents& past, journal_writer& out) : ou
       case map_chunk:
         // A chunk record of another length is not one this part wrote: it is left out, and the
         // chunk runs again.
-        if (r.payload.size() == 2 * sizeof(std::uint64_t)) {
-          std::uint64_t count, hash;
+        // (count, hash) from a master that did not name its tasks; (count, hash, task) since.
+        if (r.payload.size() == 2 * sizeof(std::uint64_t) || r.payload.size() == 3 * sizeof(std::uint64_t)) {
+          std::uint64_t count, hash, task = 0;
           std::memcpy(&count, r.payload.data(), sizeof count);
           std::memcpy(&hash, r.payload.data() + sizeof count, sizeof hash);
+          if (r.payload.size() > 2 * sizeof count) std::memcpy(&task, r.payload.data() + 2 * sizeof count, sizeof task);
           m.chunks[r.index] = {count, hash};
+          m.chunk_tasks[r.index] = task;
+          if (task) tasks_[{r.pool, task}] = {r.call, r.index};
         }
         break;
       case map_result: {
@@ -51,6 +56,13 @@ map_journal::map_journal(const journal_contents& past, journal_writer& out) : ou
         break;
       }
       case map_end: m.ended = true; break;
+      case pool_worker: {
+        // "name\nsecret"; anything else is not a record this part wrote.
+        auto nl = r.payload.find('\n');
+        if (nl != std::string::npos)
+          workers_[r.pool].push_back({static_cast<std::int64_t>(r.index), r.payload.substr(0, nl), r.payload.substr(nl + 1)});
+        break;
+      }
       default: break;  // another part's record
     }
   }
@@ -59,6 +71,21 @@ map_journal::map_journal(const journal_contents& past, journal_writer& out) : ou
 const map_journal::past_map* map_journal::past(std::uint32_t pool, std::uint32_t call) const {
   auto it = past_.find({pool, call});
   return it == past_.end() ? nullptr : &it->second;
+}
+
+std::vector<map_journal::past_worker> map_journal::past_workers(std::uint32_t pool) const {
+  auto it = workers_.find(pool);
+  return it == workers_.end() ? std::vector<past_worker>{} : it->second;
+}
+
+std::optional<std::pair<std::uint32_t, std::uint64_t>> map_journal::past_task(std::uint32_t pool, std::uint64_t task) const {
+  auto it = tasks_.find({pool, task});
+  if (it == tasks_.end()) return std::nullopt;
+  return it->second;
+}
+
+void map_journal::worker(std::uint32_t pool, std::int64_t pid, std::string_view name, std::string_view secret) {
+  out_.append({pool_worker, pool, 0, static_cast<std::uint64_t>(pid), std::string(name) + "\n" + std::string(secret)});
 }
 
 std::string map_journal::name_of(const key& k) const {
@@ -78,7 +105,7 @@ void map_journal::begin(std::uint32_t pool, std::uint32_t call, std::string_view
 }
 
 void map_journal::chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::uint64_t count,
-                        std::uint64_t hash) {
+                        std::uint64_t hash, std::uint64_t task) {
   if (auto* p = past(pool, call)) {
     auto items = "items " + std::to_string(first) + " to " + std::to_string(first + count - 1) + " of " +
                  name_of({pool, call}) + " (" + p->function + ")";
@@ -87,6 +114,9 @@ void map_journal::chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t fi
         throw error(errc::config_error, "the run's journal has other inputs for " + items +
                                             " than this run gives it: its input changed since that run; start a new "
                                             "run (another run_id) or give it the same input");
+      // Written already, but by another task: the next master finds this master's task too.
+      if (auto t = p->chunk_tasks.find(first); task && (t == p->chunk_tasks.end() || t->second != task))
+        out_.append({map_chunk, pool, call, first, u64s(count, hash, task)});
       return;
     }
     // A chunk cut otherwise than the journal's (another pool size or chunksize) cannot be compared
@@ -99,7 +129,7 @@ void map_journal::chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t fi
                                           "pool's processes or the map's chunksize changed): run it as that run did, "
                                           "or start a new run (another run_id)");
   }
-  out_.append({map_chunk, pool, call, first, u64s(count, hash)});
+  out_.append({map_chunk, pool, call, first, u64s(count, hash, task)});
 }
 
 void map_journal::add_result(std::string& batch, std::span<const std::string_view> parts) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/run_journal.hpp"
 
@@ -20,12 +21,13 @@ namespace fiber::detail {
 
 class map_journal {
  public:
-  enum kind : std::uint8_t { map_begin = 1, map_chunk = 2, map_result = 3, map_end = 4 };
+  enum kind : std::uint8_t { map_begin = 1, map_chunk = 2, map_result = 3, map_end = 4, pool_worker = 5 };
 
   /// What the last master wrote of one map.
   struct past_map {
     std::string function;
     std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> chunks;  // first item -> (count, hash)
+    std::map<std::uint64_t, std::uint64_t> chunk_tasks;                        // first item -> its task's id
     std::map<std::uint64_t, std::string> results;                             // item -> its result's bytes
     bool ended = false;
   };
@@ -36,14 +38,27 @@ class map_journal {
 
   /// What the last master wrote of map `call` of pool `pool`, if anything.
   const past_map* past(std::uint32_t pool, std::uint32_t call) const;
+  /// A worker of a durable run's pool, where a master taking the run up may find it again
+  /// (runtime/links/reattach_point): its pid, its point's name and secret.
+  struct past_worker {
+    std::int64_t pid = 0;
+    std::string name, secret;
+  };
+  /// The workers the last masters wrote for pool `pool`, in the order they came.
+  std::vector<past_worker> past_workers(std::uint32_t pool) const;
+  /// Which chunk the last master's task `task` of pool `pool` ran: (call, first item).
+  std::optional<std::pair<std::uint32_t, std::uint64_t>> past_task(std::uint32_t pool, std::uint64_t task) const;
 
   /// A map begins with `function`. Throws fiber::error(config_error) naming both functions when the
   /// journal has this map with another.
   void begin(std::uint32_t pool, std::uint32_t call, std::string_view function);
-  /// Its items [first, first + count) were packed into bytes hashing to `hash`. Throws
-  /// fiber::error(config_error) naming the map and the items when the journal has other inputs
-  /// there.
-  void chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::uint64_t count, std::uint64_t hash);
+  /// Its items [first, first + count) were packed into bytes hashing to `hash`, for task `task`.
+  /// Throws fiber::error(config_error) naming the map and the items when the journal has other
+  /// inputs there.
+  void chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::uint64_t count, std::uint64_t hash,
+             std::uint64_t task = 0);
+  /// A worker of pool `pool` can be found again at reattach point `name` with `secret`.
+  void worker(std::uint32_t pool, std::int64_t pid, std::string_view name, std::string_view secret);
   /// The results of items [first, first + n) arrived together: `batch` holds each, in order,
   /// as add_result put it there. One record for them all.
   void results(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::string_view batch) {
@@ -65,6 +80,8 @@ class map_journal {
   std::string name_of(const key& k) const;
 
   std::map<key, past_map> past_;
+  std::map<std::uint32_t, std::vector<past_worker>> workers_;
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::pair<std::uint32_t, std::uint64_t>> tasks_;  // (pool, task) -> (call, first)
   journal_writer& out_;
 };
 

@@ -17,6 +17,7 @@
 #include "primitives/child_process.hpp"
 #include "primitives/durable/durable_run.hpp"
 #include "primitives/pool/wire.hpp"
+#include "primitives/pool/worker_reattach.hpp"
 #include "runtime/runtime.hpp"
 #include "transport/shared_frames.hpp"
 
@@ -134,11 +135,13 @@ void pool_master::start() {
     // No backend to listen for (an engine that does not answer): the workers' start says so.
   }
   tasks_.feeder().shared_limits(rt_->cfg().shared_cache_bytes, courier_.in_host_memory());
+  bool resumed = false;
   try {
     // Numbered here, on the loop in the order the program made its pools.
     if (auto* run = durable_run::of(*rt_)) {
       durable_ = std::make_unique<durable_maps>(run->maps(), run->next_pool(), [run] { run->appended(); });
       tasks_.feeder().journal(durable_.get());
+      resumed = run->resumed();
     }
   } catch (const std::exception&) {
     durable_failed_ = std::current_exception();
@@ -152,7 +155,10 @@ void pool_master::start() {
   } else if (rt_->observer().shows_pools_upstream()) {
     upstream_.start(weak_from_this(), [this] { return describe(); });
   }
-  workers_.start(weak_from_this());
+  // A run taken up: the last master's workers that waited for this one are its first.
+  workers_.start(weak_from_this(), [this, resumed] {
+    if (resumed) take_up_workers(*rt_, *durable_, id_, workers_, reattached_.claims());
+  });
 }
 
 // ---- from any thread
@@ -300,7 +306,18 @@ void pool_master::on_shutdown() noexcept {
 void pool_master::on_message(const std::string& peer, const header& h, multipart&& payload) {
   auto* w = workers_.find(peer);
   if (!w) return;  // a worker we already gave up on
+  if (h.type == pool_kind::reattach_at) {
+    // Where a master taking the run up finds this worker (bounded: the journal keeps it).
+    if (durable_ && payload.size() == 2 && payload[0].size() <= 128 && payload[1].size() <= 128)
+      durable_->worker(w->proc->pid(), payload[0].to_string(), payload[1].to_string());
+    return;
+  }
+  if ((h.type == pool_kind::partial || h.type == pool_kind::result) && reattached_.on_results(*w, h, payload)) {
+    dispatch();
+    return;
+  }
   if (h.type == pool_kind::ready) {
+    reattached_.ready(*w);
     auto name = w->recorded_as;
     if (!name) {
       name = rt_->observer().recorder().name(w->proc->name());
@@ -341,6 +358,7 @@ void pool_master::dispatch() {
   auto window = static_cast<std::size_t>(std::max(1, workers_.count().target)) * (options_.prefetch + 1) * 2;
   tasks_.feed(window, rt_->cfg().max_message_bytes);
   while (auto* next = tasks_.next()) {
+    if (reattached_.claim_front()) continue;  // a chunk a worker taken up runs already
     auto* w = workers_.load().least_loaded(workers_.needs().full(next->sub->needs), next->alone);
     if (!w) break;
     auto t = tasks_.take_next();
@@ -370,10 +388,20 @@ void pool_master::dispatch() {
     if (first) late_.started(*w);
     tasks_.feed(window, rt_->cfg().max_message_bytes);
   }
+  if (reattached_.pending()) {
+    // Read after this dispatch, not inside it: what they deliver may submit more work.
+    asio::post(rt_->loop().executor(), [weak = weak_from_this()] {
+      if (auto self = weak.lock()) {
+        self->reattached_.read_pending();
+        self->dispatch();
+      }
+    });
+  }
   maybe_stop_workers();
 }
 
 void pool_master::on_worker_ended(const pool_worker& w) {
+  reattached_.forget(w);
   courier_.on_worker_ended(worker_directory::describe(w));
   bool lost = !w.leaving && !terminating_ && !rt_->is_shut_down();
   if (lost || (!w.tasks.empty() && !rt_->is_shut_down())) {

@@ -23,6 +23,7 @@
 #include "primitives/pool/pool_upstream.hpp"
 #include "primitives/pool/pool_view.hpp"
 #include "primitives/pool/progress_line.hpp"
+#include "primitives/pool/reattached_work.hpp"
 #include "primitives/pool/shared_courier.hpp"
 #include "primitives/pool/task_queue.hpp"
 #include "primitives/pool/worker_directory.hpp"
@@ -79,6 +80,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   task_queue tasks_;
   worker_set workers_;
   worker_directory directory_;
+  reattached_work reattached_{tasks_, workers_};  // a durable run taken up: its last master's workers' work
   shared_courier courier_;
   pool_view view_;  // what the run's dashboard shows of it
   late_items late_;

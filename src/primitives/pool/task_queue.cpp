@@ -30,7 +30,7 @@ void task_queue::sent(pool_task t, const std::string& worker) {
 }
 
 void task_queue::on_results(std::uint64_t task_id, const std::string& worker, const std::string& worker_name,
-                            multipart&& payload, bool final, std::size_t items) {
+                            multipart&& payload, bool final, std::size_t items, std::size_t skip) {
   auto it = inflight_.find(task_id);
   if (it == inflight_.end() || it->second.worker != worker) return;
   auto& t = it->second;
@@ -44,7 +44,7 @@ void task_queue::on_results(std::uint64_t task_id, const std::string& worker, co
     if (count > t.count() || (!final && count == t.count()))
       throw error(errc::malformed_message, "malformed pool result: more items than its task has left");
     auto shared = std::make_shared<multipart>(std::move(payload));
-    auto unpacked = unpack(*shared, 0, count, true);
+    auto unpacked = unpack(*shared, 0, skip + count, true);
     auto at = t.position();
     t.begin += count;
     if (count) t.attempts = 0;  // the item charged has its result: it was not what killed a worker
@@ -57,7 +57,7 @@ void task_queue::on_results(std::uint64_t task_id, const std::string& worker, co
     auto block = std::make_shared<std::vector<message::frames>>(count);
     if (count) (*block)[0].parts = shared;
     for (std::size_t i = 0; i < count; ++i) {
-      auto& item = unpacked[i];
+      auto& item = unpacked[skip + i];
       if (item.status == item_value) {
         auto& f = (*block)[i];
         f.head = item.head;

@@ -47,8 +47,10 @@ class task_queue {
   /// The results of task `task_id`'s next `items` items (`final`: of all those left) from
   /// `worker` (named `worker_name` in failures); results from a worker that no longer holds the
   /// task (it was resent and the first result won) are dropped.
+  /// `skip`: the message's first items are of items delivered already (a worker taken up from
+  /// the last master of a durable run sends what it holds from its task's start).
   void on_results(std::uint64_t task_id, const std::string& worker, const std::string& worker_name, multipart&& payload,
-                  bool final = true, std::size_t items = 0);
+                  bool final = true, std::size_t items = 0, std::size_t skip = 0);
   const pool_task* in_flight(std::uint64_t task_id) const;
 
   /// Items of the tasks in `held`.

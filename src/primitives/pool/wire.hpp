@@ -25,6 +25,11 @@
 //                                  copy to map, the object whole, or a worker to fetch it from
 //   need         worker -> master  frame: the id (u64) of an object whose host copy the worker
 //                                  could not map, or could not fetch: the master sends it whole
+//   reattach_at  worker -> master  frames: the name of the worker's reattach point and its secret
+//                                  (a durable run's worker on the master's host): journaled, so
+//                                  that a master taking the run up can link it again
+//   rejoined     (the worker's own) its service loop hears that a master taking the run up linked
+//                                  it again: channel = that master's id of the pool
 // The items are packed as fiber/detail/pool_items.hpp writes and reads them; a failed result
 // item holds a core/remote_failure after its status byte.
 #pragma once
@@ -52,6 +57,8 @@ inline constexpr kind partial = service_kind<service_block::pool, 4>();
 inline constexpr kind release = service_kind<service_block::pool, 5>();
 inline constexpr kind hosted = service_kind<service_block::pool, 6>();
 inline constexpr kind need = service_kind<service_block::pool, 7>();
+inline constexpr kind reattach_at = service_kind<service_block::pool_more, 0>();
+inline constexpr kind rejoined = service_kind<service_block::pool_more, 1>();
 }  // namespace pool_kind
 
 /// A result's aux: the credit the worker gives back (0 or 1: the low bit) and how long the task

@@ -13,6 +13,7 @@
 #include "fiber/context.hpp"
 #include "fiber/registry.hpp"
 #include "primitives/pool/wire.hpp"
+#include "primitives/pool/worker_rejoin.hpp"
 #include "runtime/runtime.hpp"
 #include "transport/shared_frames.hpp"
 #include "transport/shared_server.hpp"
@@ -28,8 +29,9 @@ namespace {
 class chunk_run {
  public:
   chunk_run(runtime& rt, std::uint64_t pool_id, std::uint64_t task_id, std::chrono::milliseconds interval,
-            bool report_each, bool careful)
+            bool report_each, bool careful, held_results* held)
       : rt_(rt),
+        held_(held),
         pool_id_(pool_id),
         task_id_(task_id),
         interval_(interval),
@@ -86,13 +88,16 @@ class chunk_run {
       for (std::size_t i = 0; i < items_; ++i)
         append_failed_item(results_, remote_failure::fiber_error(errc::message_too_large, over));
     }
-    rt_.worker().send_upstream(make_message(k, {.channel = pool_id_, .request = task_id_, .aux = aux}, results_));
+    auto m = make_message(k, {.channel = pool_id_, .request = task_id_, .aux = aux}, results_);
+    if (held_) held_->keep(m, k == pool_kind::result);  // a durable run's: until a master has them
+    rt_.worker().send_upstream(std::move(m));
     results_ = writer();
     items_ = bytes_ = 0;
     last_sent_ = clock::now();
   }
 
   runtime& rt_;
+  held_results* held_;
   std::uint64_t pool_id_, task_id_;
   clock::duration interval_;  // in the clock's own unit: a sixty-fourth of it must not round to 0
   bool report_each_;
@@ -109,6 +114,8 @@ class chunk_run {
 class shared_intake {
  public:
   shared_intake(runtime& rt, std::uint64_t pool_id) : rt_(rt), pool_id_(pool_id) {}
+  /// A master taking the run up knows the pool by another id.
+  void renumber(std::uint64_t pool_id) { pool_id_ = pool_id; }
 
   /// The next service message: one kept while waiting, else the master's next.
   multipart next() {
@@ -221,21 +228,27 @@ class shared_intake {
   std::vector<std::uint64_t> missing_;
 };
 
+/// The pool's initializer, when it has one (`init_id`), before the worker asks for work.
+void run_initializer(std::uint64_t init_id, const std::vector<std::string>& init_frames) {
+  if (!init_id) return;
+  auto* entry = find_function(init_id);
+  if (!entry) throw error(errc::not_registered, "pool initializer is not registered in this worker");
+  frames_reader args(init_frames, 0);
+  writer ignored;
+  entry->invoke(args.get(), ignored);
+}
+
 }  // namespace
 
 void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int64_t report_ms, std::uint64_t init_id,
                       const std::vector<std::string>& init_frames) {
   const auto report_interval = std::chrono::milliseconds(report_ms);
   auto rt = context::default_context().runtime();
-  if (init_id) {
-    auto* entry = find_function(init_id);
-    if (!entry) throw error(errc::not_registered, "pool initializer is not registered in this worker");
-    frames_reader args(init_frames, 0);
-    writer ignored;
-    entry->invoke(args.get(), ignored);
-  }
+  run_initializer(init_id, init_frames);
   // With maxtasksperchild, never ask for more chunks than this worker will run.
   int granted = maxtasks ? std::min(credit, maxtasks) : credit;
+  const int first_credit = granted;
+  auto rejoin = worker_rejoin::arm(*rt, pool_id, first_credit);
   rt->worker().send_upstream(make_message(pool_kind::ready, {.channel = pool_id, .aux = static_cast<std::uint32_t>(granted)}));
   int done = 0;
   // A task's last results, with the credit back unless this worker is about to retire; true when
@@ -253,10 +266,17 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
     auto h = header_of(m, "the pool's master");
     if (h.type == pool_kind::stop) return;
     if (objects.aside(h, m)) continue;
+    if (h.type == pool_kind::rejoined && rejoin) {  // a master taking the run up linked it again
+      pool_id = rejoin->rejoined(h, first_credit);
+      objects.renumber(pool_id);
+      continue;
+    }
     if (m.size() < 3 || m[1].size() != sizeof(task_head)) throw error(errc::malformed_message, "malformed pool task");
     task_head head;
     std::memcpy(&head, m[1].data(), sizeof head);
-    chunk_run run(*rt, pool_id, h.request, report_interval, head.report_each != 0, head.careful != 0);
+    if (rejoin) rejoin->held().begin(h.request, head.skip);
+    chunk_run run(*rt, pool_id, h.request, report_interval, head.report_each != 0, head.careful != 0,
+                  rejoin ? &rejoin->held() : nullptr);
     // The shared objects this worker lacks come first: the items refer to them by id. When
     // they cannot be taken in, the items fail with why.
     std::size_t at = 2;

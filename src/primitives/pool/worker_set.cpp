@@ -32,9 +32,10 @@ worker_set::worker_set(runtime& rt, std::uint64_t pool_id, const pool_options& o
   check_pool_memory(target_, needs_.full_now().memory_mb, rt.cfg());
 }
 
-void worker_set::start(std::weak_ptr<void> owner) {
+void worker_set::start(std::weak_ptr<void> owner, unique_function<void()> first) {
   owner_ = std::move(owner);
   probe_.start(owner_);
+  if (first) first();
   top_up();
 }
 
@@ -58,7 +59,7 @@ void worker_set::top_up(bool work_left) {
   const auto limit = starter_.limit();
   // A worker that cannot be spawned counts towards on_start_failed's limit, which ends this.
   while (static_cast<int>(live_now) < target_ && starting_now < limit && !starter_.stopped()) {
-    if (start_one()) {
+    if (!start_worker(starter_.make(needs_.now()), true).empty()) {
       ++live_now;
       ++starting_now;
     }
@@ -186,20 +187,20 @@ void worker_set::retire_superseded() {
 }
 
 
-/// False when the worker could not even be spawned (on_start_failed counted it).
-bool worker_set::start_one() {
-  auto proc = starter_.make(needs_.now());
-  unique_function<void(std::error_code, std::string)> done = [owner = owner_, this, proc, needs = needs_.now()](std::error_code ec,
-                                                                                                       const std::string& what) {
+std::string worker_set::start_worker(std::shared_ptr<child_process> proc, bool counted) {
+  unique_function<void(std::error_code, std::string)> done = [owner = owner_, this, proc, needs = needs_.now(),
+                                                                counted](std::error_code ec, const std::string& what) {
     auto alive = owner.lock();
     if (!alive || !ec) return;
-    on_start_failed(needs, ec, what, proc->ending().exit_code());
+    // A process taken up that fails its handshake says nothing of the next start.
+    if (counted) on_start_failed(needs, ec, what, proc->ending().exit_code());
   };
   try {
     proc->start(done);
   } catch (const error& e) {
-    on_start_failed(needs_.now(), e.code(), e.reason());
-    return false;
+    if (counted) on_start_failed(needs_.now(), e.code(), e.reason());
+    else logf(log_level::info, "pool ", pool_id_, ": ", e.reason());
+    return {};
   }
   auto rid = proc->peer();
   pool_worker w;
@@ -210,7 +211,7 @@ bool worker_set::start_one() {
   proc->when_ended([owner = owner_, this, rid] {
     if (auto alive = owner.lock()) on_ended(rid);
   });
-  return true;
+  return rid;
 }
 
 void worker_set::on_start_failed(const meta& started_with, std::error_code ec, const std::string& what,

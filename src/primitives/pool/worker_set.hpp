@@ -46,8 +46,14 @@ class worker_set {
   };
   worker_set(runtime& rt, std::uint64_t pool_id, const pool_options& options, events on);
 
-  /// Starts the probe and the first workers. `owner` keeps this set alive in callbacks.
-  void start(std::weak_ptr<void> owner);
+  /// Starts the probe and the first workers, after `first` (which may adopt workers that run
+  /// already). `owner` keeps this set alive in callbacks.
+  void start(std::weak_ptr<void> owner, unique_function<void()> first = nullptr);
+  /// Starts `proc` (made by starter().make; it may take up a process that runs already) as one of
+  /// the set's workers: its routing id, or empty when it could not start. `counted`: a failure
+  /// counts towards giving up on starts (a process taken up that is gone says nothing of the
+  /// next start). After start().
+  std::string start_worker(std::shared_ptr<child_process> proc, bool counted);
   /// No more starts (the pool closed).
   void close() { closed_ = true; }
   /// No more starts, no probe; every worker is killed (each end is reported through `ended`).
@@ -108,7 +114,6 @@ class worker_set {
   /// Retires workers started with less than the needs, as many as the connected ones beyond
   /// the target.
   void retire_superseded();
-  bool start_one();
   /// A worker started with `started_with` could not start.
   void on_start_failed(const meta& started_with, std::error_code ec, const std::string& what,
                        std::optional<int> exit_code = std::nullopt);

@@ -23,7 +23,8 @@ bool killed_from_outside(std::optional<int> exit_code) {
 }
 }  // namespace
 
-std::shared_ptr<child_process> worker_starter::make(const meta& needs) {
+std::shared_ptr<child_process> worker_starter::make(const meta& needs,
+                                                    unique_function<std::unique_ptr<job>(const spawn_spec&)> take) {
   encoded_call call;
   const auto& entry = require_registered(&pool_worker_main);
   call.function_id = entry.id;
@@ -38,7 +39,7 @@ std::shared_ptr<child_process> worker_starter::make(const meta& needs) {
   }
   call.args.value(std::make_tuple(pool_id_, options_.prefetch + 1, options_.maxtasksperchild,
                                   static_cast<std::int64_t>(options_.report_interval.count()), init_id, init_frames));
-  auto proc = child_process::make(rt_.shared_from_this(), std::move(call), needs);
+  auto proc = child_process::make(rt_.shared_from_this(), std::move(call), needs, std::move(take));
   // The pool's number in this process (a child's ids carry its channel prefix in the high half).
   proc->set_name("PoolWorker-" + std::to_string(pool_id_ & 0xffffffffu) + "-" + std::to_string(++made_));
   proc->set_owned();

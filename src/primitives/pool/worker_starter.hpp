@@ -11,12 +11,15 @@
 #include <string>
 #include <system_error>
 
+#include "fiber/detail/unique_function.hpp"
 #include "fiber/meta.hpp"
 #include "fiber/pool_options.hpp"
 
 namespace fiber::detail {
 class runtime;
 class child_process;
+class job;
+struct spawn_spec;
 
 class worker_starter {
  public:
@@ -26,8 +29,8 @@ class worker_starter {
       : rt_(rt), pool_id_(pool_id), options_(options) {}
 
   /// A new worker's process with `needs`, named PoolWorker-<pool>-<n> and owned by the pool; not
-  /// started yet.
-  std::shared_ptr<child_process> make(const meta& needs);
+  /// started yet. With `take`, a process that runs already, taken up (child_process::adopter).
+  std::shared_ptr<child_process> make(const meta& needs, unique_function<std::unique_ptr<job>(const spawn_spec&)> take = nullptr);
   /// How many workers may be starting at once: local children a few per core (thousands started
   /// at once on a few cores missed their handshake deadline); an engine that queues takes all.
   std::size_t limit() const;

@@ -1,0 +1,74 @@
+#include "primitives/pool/worker_reattach.hpp"
+
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <set>
+
+#include "core/log.hpp"
+#include "core/worker_env.hpp"
+#include "primitives/child_process.hpp"
+#include "primitives/pool/held_results.hpp"
+#include "primitives/pool/worker_set.hpp"
+#include "runtime/links/reattach_dial.hpp"
+#include "runtime/runtime.hpp"
+
+namespace fiber::detail {
+namespace {
+/// A worker's point answers from a thread of its own at once; one that does not within this is
+/// taken for gone.
+constexpr std::chrono::milliseconds patience{2000};
+/// What a worker may say it holds: a few tasks' ids.
+constexpr std::size_t state_limit = std::size_t{64} * 1024;
+
+/// Where and how the process a new child would be is to link: what `spec` would give it.
+std::string record_for(const spawn_spec& spec, std::uint64_t pool_id) {
+  boost::json::object r;
+  for (auto& [k, v] : spec.env) {
+    if (k == env_endpoint) r["endpoint"] = v;
+    if (k == env_token) r["token"] = v;
+    if (k == env_nonce) r["nonce"] = v;
+  }
+  r["credentials"] = spec.secret;
+  r["pool"] = static_cast<std::int64_t>(pool_id);
+  r["master_pid"] = static_cast<std::int64_t>(::getpid());
+  return boost::json::serialize(r);
+}
+}  // namespace
+
+std::size_t take_up_workers(runtime& rt, durable_maps& journal, std::uint64_t pool_id, worker_set& workers,
+                            reattach_claims& claims) {
+  std::size_t taken = 0;
+  std::set<std::string> dialled;
+  for (auto& past : journal.past_workers()) {
+    if (!dialled.insert(past.name).second) continue;  // journaled by each master it served
+    try {
+      reattach_dial dial(past.name, past.secret, patience, state_limit);
+      auto held = read_held_state(dial.state());
+      int pid = dial.peer_pid();
+      auto proc = workers.starter().make(workers.needs().now(), [&](const spawn_spec& spec) {
+        auto job = rt.master().the_backend().adopt(pid);
+        dial.send(record_for(spec, pool_id));
+        return job;
+      });
+      auto rid = workers.start_worker(proc, false);
+      if (rid.empty()) continue;
+      ++taken;
+      journal.worker(pid, past.name, past.secret);  // a master taking this one's run up finds it too
+      for (auto& t : held.tasks) {
+        auto chunk = journal.past_task(t.id);
+        if (!chunk) continue;  // a task the journal does not place: its chunk runs again
+        claims.add(rid, t.id, chunk->first, chunk->second, t.skip);
+      }
+      logf(log_level::info, "pool ", pool_id, ": took up pid ", pid, " (", proc->name(), "), a worker of the last master, holding ",
+           held.tasks.size(), " task(s)");
+    } catch (const std::exception& e) {
+      logf(log_level::info, "pool ", pool_id, ": the last master's worker pid ", past.pid, " is not taken up (", e.what(),
+           "); a new one takes its place");
+    }
+  }
+  return taken;
+}
+
+}  // namespace fiber::detail

@@ -1,0 +1,45 @@
+// A durable run's pool worker on its master's host, ready for its master's end: it keeps the
+// results of its last tasks (held_results), opens a reattach point (runtime/links/reattach_point)
+// whose name and secret its master journals, and lets the kernel's parent-death signal go, so
+// that a killed master does not take the worker and its item with it. When a master that takes
+// the run up dials in and proves the secret, the worker links to it (its hello with the new
+// master's one-time word), and its service loop hears `rejoined`: it says it is ready again and
+// sends the results it holds, which the new master matches to its chunks. With no such master
+// within reattach_grace_ms, the worker exits as it always did.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "primitives/pool/held_results.hpp"
+#include "runtime/protocol.hpp"
+
+namespace fiber::detail {
+class runtime;
+class reattach_point;
+
+class worker_rejoin {
+ public:
+  /// Null unless the run is durable, the worker is a child of the top master on its host, and
+  /// reattach_grace_ms is above 0: then armed, and the master told where to find it. `credit`:
+  /// the chunks the worker takes at once (it keeps that many tasks' results).
+  static std::unique_ptr<worker_rejoin> arm(runtime& rt, std::uint64_t pool_id, int credit);
+  ~worker_rejoin();
+
+  held_results& held() noexcept { return held_; }
+  /// Its service loop heard `rejoined` (h): the pool's id at the new master, to which it says it
+  /// can take `credit` chunks, and sends what it holds.
+  std::uint64_t rejoined(const header& h, int credit);
+
+ private:
+  worker_rejoin(runtime& rt, std::uint64_t pool_id, int credit);
+  /// The new master's record (JSON): link to it; returns its pid. On the point's thread.
+  int relink(const std::string& record);
+
+  runtime& rt_;
+  std::atomic<std::uint64_t> pool_id_;
+  held_results held_;
+  std::unique_ptr<reattach_point> point_;
+};
+
+}  // namespace fiber::detail

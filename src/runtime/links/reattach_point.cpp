@@ -1,0 +1,168 @@
+#include "runtime/links/reattach_point.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <system_error>
+
+#include "core/log.hpp"
+#include "core/random_token.hpp"
+#include "runtime/links/reattach_wire.hpp"
+
+namespace fiber::detail {
+namespace {
+int open_pidfd(int pid) noexcept {
+  if (pid <= 0) return -1;
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+/// A dialling master that stops answering holds the point's thread no longer than this.
+constexpr int peer_patience_s = 5;
+}  // namespace
+
+reattach_point::reattach_point(int master_pid, std::chrono::milliseconds grace, handlers h)
+    : name_("fiber-reattach-" + random_token()),
+      secret_(random_token() + random_token()),
+      grace_(grace),
+      handlers_(std::move(h)) {
+  listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener_ < 0) throw std::system_error(errno, std::generic_category(), "a reattach point's socket");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path + 1, name_.data(), name_.size());
+  auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name_.size());
+  if (::bind(listener_, reinterpret_cast<const sockaddr*>(&addr), length) != 0 || ::listen(listener_, 16) != 0) {
+    int e = errno;
+    ::close(listener_);
+    throw std::system_error(e, std::generic_category(), "binding a reattach point");
+  }
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  pidfd_ = open_pidfd(master_pid);
+  // A master already gone (the pid is no longer there) starts the grace at once.
+  if (master_pid > 0 && pidfd_ < 0) gone_ = true;
+  thread_ = std::thread([this] { run(); });
+}
+
+reattach_point::~reattach_point() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake();
+  if (thread_.joinable()) thread_.join();
+  for (int fd : {listener_, pidfd_, wake_fd_})
+    if (fd >= 0) ::close(fd);
+}
+
+void reattach_point::master_gone() noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    gone_ = true;
+  }
+  wake();
+}
+
+void reattach_point::wake() const noexcept {
+  std::uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof one);
+}
+
+void reattach_point::run() {
+  using clock = std::chrono::steady_clock;
+  std::optional<clock::time_point> deadline;
+  for (;;) {
+    bool gone;
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      gone = gone_;
+    }
+    if (gone && !deadline) {
+      deadline = clock::now() + grace_;
+      logf(log_level::info, "the master is gone; this worker waits ", grace_.count(),
+           " ms (reattach_grace_ms) for the master that takes the run up");
+    }
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {gone ? listener_ : pidfd_, POLLIN, 0}};
+    int count = (gone || pidfd_ >= 0) ? 2 : 1;
+    int timeout = -1;
+    if (deadline)
+      timeout = static_cast<int>(std::max<long long>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - clock::now()).count()));
+    int ready = ::poll(fds, static_cast<nfds_t>(count), timeout);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      logf(log_level::error, "no master took this worker up within reattach_grace_ms (", grace_.count(), " ms); exiting");
+      handlers_.expired();
+      return;
+    }
+    if (fds[0].revents) {
+      std::uint64_t n;
+      (void)!::read(wake_fd_, &n, sizeof n);
+    }
+    if (count < 2 || !fds[1].revents) continue;
+    if (!gone) {  // the master's process ended
+      ::close(std::exchange(pidfd_, -1));
+      std::lock_guard lock(mutex_);
+      gone_ = true;
+      continue;
+    }
+    int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    bool taken = serve(fd);
+    ::close(fd);
+    if (taken) deadline.reset();  // serve() watches the new master
+  }
+}
+
+bool reattach_point::serve(int fd) {
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::geteuid()) {
+    logf(log_level::warn, "refused a dial at this worker's reattach point from user ", peer.uid, " (only ", ::geteuid(),
+         ", the run's, may take it up)");
+    return false;
+  }
+  timeval patience{peer_patience_s, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &patience, sizeof patience);
+  auto mine = reattach_random();
+  std::string hello(reattach_greeting);
+  hello.append(reinterpret_cast<const char*>(mine.data()), mine.size());
+  reattach_challenge theirs{};
+  reattach_proof proof{};
+  if (!write_all(fd, hello) || !read_all(fd, theirs.data(), theirs.size()) || !read_all(fd, proof.data(), proof.size()))
+    return false;
+  if (!reattach_same(proof, reattach_prove(secret_, "master", mine, theirs))) {
+    logf(log_level::warn, "refused a dial at this worker's reattach point: the caller does not know its secret");
+    return false;
+  }
+  auto state = handlers_.state();
+  auto answer = reattach_prove(secret_, "worker", theirs, mine);
+  auto n = static_cast<std::uint32_t>(state.size());
+  std::string reply(reinterpret_cast<const char*>(answer.data()), answer.size());
+  reply.append(reinterpret_cast<const char*>(&n), sizeof n);
+  reply += state;
+  std::uint32_t length = 0;
+  if (!write_all(fd, reply) || !read_all(fd, &length, sizeof length) || length > reattach_record_limit) return false;
+  std::string record(length, '\0');
+  if (!read_all(fd, record.data(), record.size())) return false;
+  if (record.empty()) {
+    logf(log_level::info, "the master that took the run up told this worker to leave");
+    handlers_.expired();
+    return true;
+  }
+  int next = handlers_.relink(std::move(record));
+  std::lock_guard lock(mutex_);
+  pidfd_ = open_pidfd(next);
+  gone_ = false;
+  return true;
+}
+
+}  // namespace fiber::detail

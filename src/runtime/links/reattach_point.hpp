@@ -1,0 +1,63 @@
+// Where a durable run's worker waits for a new master when its own dies, so that what it was
+// running and the results it holds are not lost with the master: an abstract unix socket of a
+// random name, proven to by a secret of the worker's own (the master journals both), and a thread
+// that, once the master is gone, waits reattach_grace_ms for another to dial in, then ends the
+// process as a worker without a master always ends (orphans stay impossible).
+//
+// The master's end is seen by the kernel where the master runs on this host (a pidfd of its
+// process), or told by the worker's link (master_gone()). Until then the thread sleeps in poll and
+// takes no connection: dialling in is for a master that takes the run up. Once a master has proven
+// the secret, the point tells it what the worker holds and hands its record (where to link again)
+// to `relink`, on the point's thread; `relink` says which process to watch next. The wire is
+// runtime/links/reattach_wire.hpp.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace fiber::detail {
+
+class reattach_point {
+ public:
+  struct handlers {
+    /// What the worker holds, for the master that proved the secret (its held results, what it
+    /// runs). On the point's thread.
+    std::function<std::string()> state;
+    /// The master's record: where and how to link again. Returns the pid of the new master to
+    /// watch on this host (0: none; master_gone() will tell). On the point's thread.
+    std::function<int(std::string record)> relink;
+    /// The grace passed without a master, or one told the worker to leave: the worker ends.
+    std::function<void()> expired;
+  };
+
+  /// Binds a fresh name and starts the thread. `master_pid`: the master's process when it runs on
+  /// this host (watched by a pidfd), else 0. Throws std::system_error when no socket can be bound.
+  reattach_point(int master_pid, std::chrono::milliseconds grace, handlers h);
+  ~reattach_point();  // stops the thread; the name is free again
+  reattach_point(const reattach_point&) = delete;
+  reattach_point& operator=(const reattach_point&) = delete;
+
+  /// The abstract socket's name (without its leading NUL) and the secret a master must prove.
+  const std::string& name() const noexcept { return name_; }
+  const std::string& secret() const noexcept { return secret_; }
+  /// The worker's link to its master closed: the grace begins (once). From any thread.
+  void master_gone() noexcept;
+
+ private:
+  void run();
+  /// One master dialling in: true when it took the worker up (or told it to leave).
+  bool serve(int fd);
+  void wake() const noexcept;
+
+  std::string name_, secret_;
+  std::chrono::milliseconds grace_;
+  handlers handlers_;
+  int listener_ = -1, pidfd_ = -1, wake_fd_ = -1;  // wake_fd_: an eventfd, for master_gone and the end
+  std::mutex mutex_;
+  bool gone_ = false, stopping_ = false;  // under mutex_
+  std::thread thread_;                    // last: it starts once everything above exists
+};
+
+}  // namespace fiber::detail

@@ -1,0 +1,120 @@
+// A master taking a durable run up reads what the workers it linked again send of their old tasks
+// (primitives/pool/reattach_claims) and what they say they hold (primitives/pool/held_results):
+// a claimed chunk's task goes to its worker; a message is lined up with the items the journal
+// already answered, so that no result is delivered twice and none is skipped; a message that
+// comes before its task is made waits; a worker's ready ends its old tasks' messages; a worker's
+// word of what it holds is read back whole or refused.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fiber/error.hpp"
+#include "primitives/pool/held_results.hpp"
+#include "primitives/pool/reattach_claims.hpp"
+#include "runtime/protocol.hpp"
+
+namespace {
+using fiber::detail::held_results;
+using fiber::detail::held_state;
+using fiber::detail::multipart;
+using fiber::detail::reattach_claims;
+using reading = reattach_claims::reading;
+
+TEST(reattach_claims, a_claimed_chunks_new_task_is_its_workers_and_others_are_not) {
+  reattach_claims c;
+  c.add("w1", 7, 2, 40, 0);
+  EXPECT_TRUE(c.speaks_of_old_tasks("w1"));
+  EXPECT_FALSE(c.claim(2, 0, 100).has_value()) << "another chunk";
+  EXPECT_EQ(c.claim(2, 40, 101), "w1");
+  EXPECT_EQ(c.task_of("w1", 7), 101u);
+  EXPECT_FALSE(c.claim(2, 40, 102).has_value()) << "claimed once";
+}
+
+TEST(reattach_claims, results_the_journal_answered_are_skipped_and_the_rest_delivered) {
+  reattach_claims c;
+  c.add("w1", 7, 2, 40, 0);  // the worker ran the chunk from its first item
+  (void)c.claim(2, 40, 101);
+  // The journal answered the chunk's first 3 items: the new task has [3, 10) left.
+  auto r = c.read("w1", 7, false, 2, std::make_pair(std::size_t{3}, std::size_t{10}));
+  EXPECT_EQ(r.what, reading::drop) << "items 0 and 1: answered";
+  r = c.read("w1", 7, false, 4, std::make_pair(std::size_t{3}, std::size_t{10}));
+  EXPECT_EQ(r.what, reading::deliver);
+  EXPECT_EQ(r.task, 101u);
+  EXPECT_EQ(r.skip, 1u) << "items 2 to 5: item 2 answered";
+  r = c.read("w1", 7, true, 0, std::make_pair(std::size_t{6}, std::size_t{10}));
+  EXPECT_EQ(r.what, reading::deliver);
+  EXPECT_EQ(r.skip, 0u) << "items 6 to 9";
+  EXPECT_EQ(c.task_of("w1", 7), 0u) << "the final message ends the claim";
+}
+
+TEST(reattach_claims, results_that_begin_past_an_unanswered_item_give_the_chunk_back) {
+  reattach_claims c;
+  c.add("w1", 7, 2, 40, 5);  // the worker began at item 5 (a resend after a death)
+  (void)c.claim(2, 40, 101);
+  auto r = c.read("w1", 7, false, 2, std::make_pair(std::size_t{2}, std::size_t{10}));
+  EXPECT_EQ(r.what, reading::gap) << "items 2 to 4 have no result anywhere";
+  EXPECT_EQ(r.task, 101u);
+}
+
+TEST(reattach_claims, a_message_before_its_task_is_made_waits_for_it) {
+  reattach_claims c;
+  c.add("w1", 7, 2, 40, 0);
+  EXPECT_EQ(c.read("w1", 7, true, 0, std::nullopt).what, reading::wait);
+  multipart m;
+  m.emplace_back("x", 1);
+  c.keep("w1", 7, std::move(m));
+  (void)c.claim(2, 40, 101);
+  EXPECT_EQ(c.waiting(101).size(), 1u);
+  EXPECT_TRUE(c.waiting(101).empty()) << "handed back once";
+}
+
+TEST(reattach_claims, an_unknown_task_a_ready_and_an_end_are_told_apart) {
+  reattach_claims c;
+  c.add("w1", 7, 2, 40, 0);
+  EXPECT_EQ(c.read("w1", 8, false, 1, std::nullopt).what, reading::unknown);
+  c.ready("w1");
+  EXPECT_FALSE(c.speaks_of_old_tasks("w1"));
+  c.forget("w1");
+  EXPECT_FALSE(c.claim(2, 40, 101).has_value()) << "its claims went with it";
+}
+
+TEST(held_results, a_worker_says_which_tasks_it_ran_last_and_hands_back_their_messages_in_order) {
+  held_results held(2);
+  auto message = [](const char* text) {
+    multipart m;
+    m.emplace_back(text, std::char_traits<char>::length(text));
+    return m;
+  };
+  held.begin(1, 0);
+  held.keep(message("one"), true);
+  held.begin(2, 3);
+  held.keep(message("two a"), false);
+  held.keep(message("two b"), true);
+  held.begin(3, 0);  // the oldest goes: two are kept
+  held.keep(message("three"), false);
+  auto s = fiber::detail::read_held_state(held.state(42));
+  EXPECT_EQ(s.pool_id, 42u);
+  ASSERT_EQ(s.tasks.size(), 2u);
+  EXPECT_EQ(s.tasks[0].id, 2u);
+  EXPECT_EQ(s.tasks[0].skip, 3u);
+  EXPECT_FALSE(s.tasks[0].running);
+  EXPECT_EQ(s.tasks[1].id, 3u);
+  EXPECT_TRUE(s.tasks[1].running);
+  auto copies = held.copies();
+  ASSERT_EQ(copies.size(), 3u);
+  EXPECT_EQ(copies[0][0].to_string(), "two a");
+  EXPECT_EQ(copies[2][0].to_string(), "three");
+}
+
+TEST(held_results, a_word_cut_short_or_claiming_more_tasks_than_it_carries_is_refused) {
+  held_results held(1);
+  held.begin(1, 0);
+  auto whole = held.state(9);
+  EXPECT_THROW((void)fiber::detail::read_held_state(whole.substr(0, whole.size() - 1)), fiber::error);
+  std::string lying = whole.substr(0, 8);
+  std::uint32_t many = 1u << 30;
+  lying.append(reinterpret_cast<const char*>(&many), sizeof many);
+  EXPECT_THROW((void)fiber::detail::read_held_state(lying), fiber::error);
+}
+
+}  // namespace
