@@ -125,6 +125,7 @@ void worker_side::send_upstream(multipart&& parts) {
   // socket and the link belong to whoever runs it.
   if (loop_.has_standby() && !loop_.this_thread_drives())
     return loop_.run_sync([this, &parts] { send_upstream(std::move(parts)); });
+  if (activity_) activity_();
   auto ec = link_ ? link_->send(std::move(parts)) : upstream_->send(std::move(parts));
   if (!ec) return;
   if (auto [level, text] = send_failure_.report(ec); !text.empty()) logf(level, text);
@@ -208,6 +209,7 @@ void worker_side::receive_next() {
 }
 
 void worker_side::handle(multipart&& m) {
+  if (activity_) activity_();
   auto h = m.empty() ? std::nullopt : parse_header(m[0]);
   if (!h) {
     logf(log_level::error, "malformed message from the master (", m.size(), " frames); ignored");

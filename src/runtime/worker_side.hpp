@@ -48,6 +48,9 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   /// What to do when the master is gone (its link closed, or it stopped answering): by default the
   /// worker exits; a durable run's worker waits for a master that takes the run up instead.
   void on_master_lost(unique_function<void()> f) { master_lost_ = std::move(f); }
+  /// `f` runs on the loop at each message to or from the master: the worker's work (what its
+  /// memory sampler wakes for).
+  void on_activity(unique_function<void()> f) { activity_ = std::move(f); }
   /// Links to another master (one that took a durable run up) as `token`; what the old link still
   /// says is not heard. The new master's welcome goes to on_first_message. On the loop thread.
   void relink(job_keys keys, const std::string& master_endpoint, const std::string& token);
@@ -89,6 +92,7 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   std::atomic<bool> inbox_filled_{false};
   unique_function<bool(const header&, multipart&)> pass_reply_;
   unique_function<void()> master_lost_;
+  unique_function<void()> activity_;
   std::uint64_t generation_ = 0;  // relinks so far: callbacks of an older link are not heard
   bool closed_ = false;
 };

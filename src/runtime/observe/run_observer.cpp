@@ -16,7 +16,7 @@ run_observer::~run_observer() { *alive_ = false; }
 
 void run_observer::open_top(const std::string& job_id) {
   recorder_.open(cfg_, job_id);
-  loop_.run_or_post([this] { sample_memory_every(); });
+  loop_.run_or_post([this] { start_sampling(); });
   if (!cfg_.dashboard) return;
   dashboard_ = std::make_unique<dashboard>(loop_.io(), cfg_, dashboard_view(job_id, program_name(), cfg_.backend));
   std::fprintf(stderr, "fiber: dashboard of run %s at %s\n", job_id.c_str(), dashboard_->printed_url().c_str());
@@ -30,7 +30,12 @@ void run_observer::open_relay(worker_side& up, const std::uint64_t& channel_pref
     send_up(std::make_shared<multipart>(
         make_message(kind::record_batch, {}, as_pod(*prefix >> 32), as_pod(now), tree, records)));
   });
-  loop_.run_or_post([this] { sample_memory_every(); });
+  // What the worker says to its master, or hears from it, is its work: its memory is sampled
+  // while there is some.
+  up.on_activity([this] {
+    if (sampler_ && !sampling_) sampler_->worked();  // its own sample going up is not work
+  });
+  loop_.run_or_post([this] { start_sampling(); });
 }
 
 void run_observer::send_up(const std::shared_ptr<multipart>& m) {
@@ -72,22 +77,21 @@ void run_observer::record_last_memory() {
   if (!last_memory_recorded_.exchange(true)) record_memory();
 }
 
-void run_observer::sample_memory_every() {
+void run_observer::start_sampling() {
   // Not on a caller's io_context: a timer of fiber's that never ends would keep its run() from
   // returning once the caller's own work is done. There, the memory is recorded at the end.
-  if (!recorder_.on() || cfg_.record_memory_ms <= 0 || ending_ || !loop_.owns_loop()) return;
-  if (!memory_timer_) memory_timer_ = std::make_unique<asio::steady_timer>(loop_.io());
-  memory_timer_->expires_after(std::chrono::milliseconds(cfg_.record_memory_ms));
-  // Cancelled by ending(): `this` is touched only when the wait ran out.
-  memory_timer_->async_wait([this](std::error_code ec) {
-    if (ec || ending_) return;
-    record_memory();
-    sample_memory_every();
-  });
+  if (!recorder_.on() || cfg_.record_memory_ms <= 0 || ending_ || !loop_.owns_loop() || sampler_) return;
+  sampler_.emplace(loop_.io(), std::chrono::milliseconds(cfg_.record_memory_ms), /*sleeps=*/up_ != nullptr,
+                   [this] {
+                     sampling_ = true;
+                     record_memory();
+                     sampling_ = false;
+                   });
+  sampler_->start();
 }
 
 void run_observer::ending() {
-  if (memory_timer_) memory_timer_->cancel();
+  if (sampler_) sampler_->stop();
   record_last_memory();  // what it held at its end, and at most
   ending_ = true;
 }

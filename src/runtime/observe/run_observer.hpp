@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -19,6 +20,7 @@
 #include "fiber/config.hpp"
 #include "runtime/event_loop.hpp"
 #include "runtime/observe/dashboard.hpp"
+#include "runtime/observe/memory_sampler.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {
@@ -68,8 +70,9 @@ class run_observer {
 
  private:
   void record_memory();
-  /// Records the memory every record_memory_ms while this runs (on the loop).
-  void sample_memory_every();
+  /// Records the memory every record_memory_ms while this runs, a worker's only while it works
+  /// (on the loop).
+  void start_sampling();
   void send_up(const std::shared_ptr<multipart>& m);
 
   event_loop& loop_;
@@ -84,7 +87,8 @@ class run_observer {
     std::string in_tree;  // the name itself, as the run's tree spells it
   };
   std::map<std::uint64_t, std::unordered_map<std::uint32_t, relayed_name>> relayed_names_;  // by sender: its name numbers
-  std::unique_ptr<asio::steady_timer> memory_timer_;
+  std::optional<memory_sampler> sampler_;
+  bool sampling_ = false;  // what the sampler's record sends up is not the worker's work
   std::atomic<bool> last_memory_recorded_{false};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // posted sends outlive nothing
 };
