@@ -4,7 +4,8 @@
 // second map holds half its results when its master is killed; past the gate each notes "passed N".
 // It prints every result and exits
 // 0; its first line is its pid ("master 123"); a fiber::error is printed ("error: ...") and ends it with 3.
-//   durable_program EXECUTIONS GATE [SHIFT]   (SHIFT: added to the first map's inputs)
+//   durable_program EXECUTIONS GATE [SHIFT [PROCESSES]]   (SHIFT: added to the first map's inputs;
+//   PROCESSES: the pool's, 2 by default)
 #include <fcntl.h>
 #include <fiber/fiber.hpp>
 #include <sys/file.h>
@@ -81,11 +82,12 @@ int main(int argc, char** argv) {
   }
   std::string executions = argv[1], gate = argv[2];
   long shift = argc > 3 ? std::stol(argv[3]) : 0;
+  int processes = argc > 4 ? std::stoi(argv[4]) : 2;
   hold_alive_lock(executions, "master");  // the test knows when a killed or requeued master is gone
   std::printf("master %d\n", static_cast<int>(::getpid()));  // whom to kill, when run by `fiber run`
   std::fflush(stdout);
   try {
-    fiber::pool pool(fiber::pool_options{.processes = 2});
+    fiber::pool pool(fiber::pool_options{.processes = processes});
     std::vector<std::tuple<long, std::string>> inputs;
     for (long x = 0; x < 8; ++x) inputs.emplace_back(x + shift, executions);
     auto squares = pool.starmap(&first, inputs, 1).get();

@@ -141,6 +141,24 @@ TEST(durable_reattach, results_made_while_no_master_ran_are_taken_by_the_next_ma
   c.wait_for_end(old);
 }
 
+TEST(durable_reattach, a_smaller_pool_takes_up_as_many_workers_as_it_has_and_the_others_leave_at_once) {
+  durable_case c("smaller");
+  auto old = c.kill_at_the_gate("smaller");
+  c.processes("1");
+  auto again = c.start("smaller");
+  wait_for_workers_journaled(c.journal("smaller"), 3);  // one taken up, journaled again
+  c.open_gate();
+  auto out = c.finish(again);
+  EXPECT_EQ(out.status, 0) << out.out;
+  EXPECT_EQ(out.said(), uninterrupted);
+  auto ran = c.executions();
+  int again_ran = 0;
+  for (int i = 4; i < 8; ++i) again_ran += ran["second " + std::to_string(i)] - 1;
+  EXPECT_LE(again_ran, 1) << "only the item of the worker told to leave runs again";
+  EXPECT_EQ(workers_journaled(c.journal("smaller")), 3u) << "a second worker was taken up past the pool's size";
+  c.wait_for_end(old);  // the one told to leave did not wait out its grace
+}
+
 TEST(durable_reattach, workers_whose_grace_passed_are_gone_and_the_next_master_starts_new_ones) {
   durable_case c("grace");
   c.reattach_grace_ms("1");

@@ -65,6 +65,8 @@ class durable_case {
   /// How long the workers of the masters start() starts wait for a master taking the run up
   /// (config reattach_grace_ms; its default when not set).
   void reattach_grace_ms(const std::string& ms) { grace_ms_ = ms; }
+  /// The pool's processes in the programs start() starts from now on (2 when not set).
+  void processes(const std::string& n) { processes_ = n; }
   void open_gate() const { std::ofstream(gate()) << "open"; }
 
   /// Starts the program as run `run_id`; its stdout is read by line() and finish(). With
@@ -91,6 +93,7 @@ class durable_case {
     if (command) args.push_back("--");
     for (std::string a : {std::string(FIBER_TEST_DURABLE_PROGRAM), (folder_ / "executions").string(), gate().string(), shift})
       args.push_back(a);
+    if (!processes_.empty()) args.push_back(processes_);
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -208,7 +211,7 @@ class durable_case {
 
  private:
   fs::path folder_;
-  std::string grace_ms_;
+  std::string grace_ms_, processes_;
   int out_ = -1;
   std::string seen_;  // read by line() and not yet taken
 };

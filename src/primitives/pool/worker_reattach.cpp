@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -41,10 +42,15 @@ std::size_t take_up_workers(runtime& rt, durable_maps& journal, std::uint64_t po
                             reattach_claims& claims) {
   std::size_t taken = 0;
   std::set<std::string> dialled;
+  const auto target = static_cast<std::size_t>(std::max(0, workers.count().target));
   for (auto& past : journal.past_workers()) {
     if (!dialled.insert(past.name).second) continue;  // journaled by each master it served
     try {
       reattach_dial dial(past.name, past.secret, patience, state_limit);
+      if (taken >= target) {  // a smaller pool this time: the others leave rather than wait
+        dial.send({});
+        continue;
+      }
       auto held = read_held_state(dial.state());
       int pid = dial.peer_pid();
       auto proc = workers.starter().make(workers.needs().now(), [&](const spawn_spec& spec) {
