@@ -106,6 +106,18 @@ TEST(held_results, a_worker_says_which_tasks_it_ran_last_and_hands_back_their_me
   EXPECT_EQ(copies[2][0].to_string(), "three");
 }
 
+TEST(held_results, a_task_of_a_master_that_is_gone_does_not_begin_until_another_takes_the_worker_up) {
+  held_results held(2);
+  EXPECT_TRUE(held.begin(1, 0));
+  held.orphan();
+  EXPECT_FALSE(held.begin(2, 0)) << "a task that waited behind the last began with no master to take it";
+  auto s = fiber::detail::read_held_state(held.state(9));
+  ASSERT_EQ(s.tasks.size(), 1u);
+  EXPECT_EQ(s.tasks[0].id, 1u);
+  held.adopted();
+  EXPECT_TRUE(held.begin(3, 0));
+}
+
 TEST(held_results, a_word_cut_short_or_claiming_more_tasks_than_it_carries_is_refused) {
   held_results held(1);
   held.begin(1, 0);

@@ -48,7 +48,7 @@ class stand_in_master {
 struct heard {
   std::promise<std::string> record;
   std::promise<void> expired;
-  int relinked = 0;
+  int relinked = 0, gone = 0;
   reattach_point::handlers handlers(std::string state = "two results held") {
     return {[state] { return state; },
             [this](std::string r) {
@@ -56,7 +56,8 @@ struct heard {
               record.set_value(std::move(r));
               return 0;
             },
-            [this] { expired.set_value(); }};
+            [this] { expired.set_value(); },
+            [this] { ++gone; }};
   }
 };
 
@@ -76,6 +77,7 @@ TEST(reattach_point, a_master_that_proves_the_secret_reads_what_the_worker_holds
   reattach_point point(0, 60s, h.handlers("task 7: 3 results"));
   point.master_gone();
   reattach_dial dial(point.name(), point.secret(), 5s, 1024);
+  EXPECT_EQ(h.gone, 1) << "the worker heard its master was gone before a dial was taken";
   EXPECT_EQ(dial.state(), "task 7: 3 results");
   dial.send("link to unix:@new-master as 42");
   EXPECT_EQ(record.get(), "link to unix:@new-master as 42");

@@ -27,11 +27,23 @@ T take(std::string_view& in) {
 }
 }  // namespace
 
-void held_results::begin(std::uint64_t id, std::uint32_t skip) {
+bool held_results::begin(std::uint64_t id, std::uint32_t skip) {
   std::lock_guard lock(mutex_);
+  if (orphaned_) return false;
   if (!tasks_.empty()) tasks_.back().task.running = false;
   tasks_.push_back({{id, skip, true}, {}});
   while (tasks_.size() > kept_) tasks_.pop_front();
+  return true;
+}
+
+void held_results::orphan() {
+  std::lock_guard lock(mutex_);
+  orphaned_ = true;
+}
+
+void held_results::adopted() {
+  std::lock_guard lock(mutex_);
+  orphaned_ = false;
 }
 
 void held_results::keep(const multipart& m, bool last) {

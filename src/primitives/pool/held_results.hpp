@@ -33,8 +33,13 @@ class held_results {
   /// have read the results of as many as it gave it).
   explicit held_results(std::size_t tasks_kept) : kept_(tasks_kept) {}
 
-  /// Task `id` begins with the chunk's item `skip`.
-  void begin(std::uint64_t id, std::uint32_t skip);
+  /// Task `id` begins with the chunk's item `skip`: false, and nothing noted, when its master is
+  /// gone (a task it sent that waited behind the last is not run: no master can take its
+  /// results, and the one taking the run up, told only what began, gives the chunk to another).
+  bool begin(std::uint64_t id, std::uint32_t skip);
+  /// The master is gone / another master took the worker up.
+  void orphan();
+  void adopted();
   /// A message of the running task's results, before it is sent; `last`: its final one.
   void keep(const multipart& m, bool last);
   /// What it holds, as pool `pool_id`'s worker: held_state, packed.
@@ -50,6 +55,7 @@ class held_results {
   std::size_t kept_;
   mutable std::mutex mutex_;
   std::deque<task_messages> tasks_;
+  bool orphaned_ = false;
 };
 
 /// held_results::state's bytes, read back; fiber::error(protocol_error) when they are not whole.

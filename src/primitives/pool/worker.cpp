@@ -274,7 +274,7 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
     if (m.size() < 3 || m[1].size() != sizeof(task_head)) throw error(errc::malformed_message, "malformed pool task");
     task_head head;
     std::memcpy(&head, m[1].data(), sizeof head);
-    if (rejoin) rejoin->held().begin(h.request, head.skip);
+    if (rejoin && !rejoin->held().begin(h.request, head.skip)) continue;  // its master is gone
     chunk_run run(*rt, pool_id, h.request, report_interval, head.report_each != 0, head.careful != 0,
                   rejoin ? &rejoin->held() : nullptr);
     // The shared objects this worker lacks come first: the items refer to them by id. When

@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <asio/post.hpp>
 #include <boost/json.hpp>
 #include <csignal>
 #include <cstdlib>
@@ -39,7 +40,8 @@ worker_rejoin::worker_rejoin(runtime& rt, std::uint64_t pool_id, int credit)
   reattach_point::handlers h{
       [this] { return held_.state(pool_id_.load()); },
       [this](const std::string& record) { return relink(record); },
-      [] { exit_worker(exit_master_lost); }};
+      [] { exit_worker(exit_master_lost); },
+      [this] { held_.orphan(); }};
   point_ = std::make_unique<reattach_point>(static_cast<int>(::getppid()),
                                             std::chrono::milliseconds(rt_.cfg().reattach_grace_ms), std::move(h));
   // Its link closing says the master is gone too (the point also watches its process).
@@ -62,7 +64,11 @@ int worker_rejoin::relink(const std::string& record) {
   auto master_pid = static_cast<int>(r.at("master_pid").as_int64());
   auto keys = job_keys::from_worker_text(credentials);
   logf(log_level::info, "a master taking the run up (pid ", master_pid, ") links this worker again");
-  rt_.run_soon([this, keys = std::move(keys), endpoint, token, nonce, pool]() mutable {
+  // Posted, never run here: the worker's own thread drives its loop (its link, its sends) once
+  // its item is done; this thread only waits at the point.
+  asio::post(rt_.io(), [this, alive = std::weak_ptr<bool>(alive_), keys = std::move(keys), endpoint, token, nonce,
+                        pool]() mutable {
+    if (!alive.lock()) return;
     rt_.worker().relink(std::move(keys), endpoint, token);
     rt_.worker().on_first_message([this, pool](std::error_code, multipart answer) {
       if (header_of(answer, "the master").type == kind::refuse) {
@@ -75,6 +81,7 @@ int worker_rejoin::relink(const std::string& record) {
       } catch (const std::exception& e) {
         logf(log_level::warn, "the new master's config is unreadable (", e.what(), "); keeping the last one");
       }
+      held_.adopted();  // the new master's tasks run
       rt_.worker().push_service_message(make_message(pool_kind::rejoined, {.channel = pool}));
     });
     send_hello(rt_, nonce);

@@ -39,6 +39,7 @@ class worker_rejoin {
   runtime& rt_;
   std::atomic<std::uint64_t> pool_id_;
   held_results held_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // what was posted runs only while this lives
   std::unique_ptr<reattach_point> point_;
 };
 

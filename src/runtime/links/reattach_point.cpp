@@ -85,6 +85,7 @@ void reattach_point::run() {
       gone = gone_;
     }
     if (gone && !deadline) {
+      if (handlers_.gone) handlers_.gone();
       deadline = clock::now() + grace_;
       logf(log_level::info, "the master is gone; this worker waits ", grace_.count(),
            " ms (reattach_grace_ms) for the master that takes the run up");

@@ -30,6 +30,8 @@ class reattach_point {
     std::function<int(std::string record)> relink;
     /// The grace passed without a master, or one told the worker to leave: the worker ends.
     std::function<void()> expired;
+    /// The master is gone (said once per master, before any dial is taken). On the point's thread.
+    std::function<void()> gone = nullptr;
   };
 
   /// Binds a fresh name and starts the thread. `master_pid`: the master's process when it runs on
