@@ -110,6 +110,27 @@ TEST(reattach_point, a_worker_that_says_it_holds_more_than_the_master_takes_is_r
   }
 }
 
+TEST(reattach_point, a_record_the_worker_cannot_take_leaves_it_waiting_for_the_next_dial) {
+  heard h;
+  auto record = h.record.get_future();
+  bool refused_once = false;
+  auto handlers = h.handlers();
+  auto take = handlers.relink;
+  handlers.relink = [&refused_once, take](std::string r) {
+    if (!refused_once) {
+      refused_once = true;
+      throw std::runtime_error("unreadable record");
+    }
+    return take(std::move(r));
+  };
+  reattach_point point(0, 60s, std::move(handlers));
+  point.master_gone();
+  reattach_dial(point.name(), point.secret(), 5s, 1024).send("not a record");
+  reattach_dial again(point.name(), point.secret(), 5s, 1024);
+  again.send("a record");
+  EXPECT_EQ(record.get(), "a record");
+}
+
 TEST(reattach_point, an_empty_record_tells_the_worker_to_leave) {
   heard h;
   auto ended = h.expired.get_future();

@@ -116,7 +116,14 @@ void reattach_point::run() {
     }
     int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    bool taken = serve(fd);
+    bool taken = false;
+    try {
+      taken = serve(fd);
+    } catch (const std::exception& e) {
+      // What the worker holds could not be said, or the master's record could not be taken: the
+      // worker goes on waiting for the grace, for that master to dial again or another.
+      logf(log_level::warn, "a master taking the run up dialled this worker, and its record was not taken: ", e.what());
+    }
     ::close(fd);
     if (taken) deadline.reset();  // serve() watches the new master
   }
