@@ -44,6 +44,11 @@ class stand_in_master {
   int pid_ = -1;
 };
 
+/// Dials `point` as a master that knows its secret, and hands it `record`.
+void take_up(const reattach_point& point, const std::string& record) {
+  reattach_dial(point.name(), point.secret(), 5s, 1024).send(record);
+}
+
 /// The handlers of a point under test, each telling a promise what it heard.
 struct heard {
   std::promise<std::string> record;
@@ -92,8 +97,7 @@ TEST(reattach_point, a_caller_without_the_secret_gets_nothing_and_the_right_mast
   wrong[0] = wrong[0] == 'a' ? 'b' : 'a';
   EXPECT_THROW(reattach_dial(point.name(), wrong, 5s, 1024), std::system_error);  // the point hung up on it
   EXPECT_EQ(h.relinked, 0);
-  reattach_dial right(point.name(), point.secret(), 5s, 1024);
-  right.send("here");
+  take_up(point, "here");
   EXPECT_EQ(record.get(), "here");
 }
 
@@ -125,9 +129,8 @@ TEST(reattach_point, a_record_the_worker_cannot_take_leaves_it_waiting_for_the_n
   };
   reattach_point point(0, 60s, std::move(handlers));
   point.master_gone();
-  reattach_dial(point.name(), point.secret(), 5s, 1024).send("not a record");
-  reattach_dial again(point.name(), point.secret(), 5s, 1024);
-  again.send("a record");
+  take_up(point, "not a record");
+  take_up(point, "a record");
   EXPECT_EQ(record.get(), "a record");
 }
 
@@ -136,7 +139,7 @@ TEST(reattach_point, an_empty_record_tells_the_worker_to_leave) {
   auto ended = h.expired.get_future();
   reattach_point point(0, 60s, h.handlers());
   point.master_gone();
-  reattach_dial(point.name(), point.secret(), 5s, 1024).send("");
+  take_up(point, "");
   ended.wait();
   EXPECT_EQ(h.relinked, 0);
 }
@@ -163,8 +166,7 @@ TEST(reattach_point, a_process_of_another_user_is_refused_before_it_reads_a_byte
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 1) << "another user's process took the worker up";
   EXPECT_EQ(h.relinked, 0);
-  reattach_dial right(point.name(), point.secret(), 5s, 1024);
-  right.send("the run's own master");
+  take_up(point, "the run's own master");
   EXPECT_EQ(record.get(), "the run's own master");
 }
 
