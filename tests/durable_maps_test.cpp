@@ -88,6 +88,27 @@ TEST(durable_maps, a_chunk_taken_up_again_is_answered_from_the_journal_up_to_its
   EXPECT_TRUE(r.at_end());
 }
 
+TEST(durable_maps, a_chunk_is_answered_whole_only_when_the_journal_holds_each_of_its_results) {
+  auto p = path_of("whole");
+  auto sub = call(3);
+  {
+    journal_on j(p);
+    j.pool.begin(sub, "square");
+    j.pool.chunk(sub, 0, 2, chunk_of(0, 2));
+    j.pool.chunk(sub, 2, 2, chunk_of(2, 2));
+    EXPECT_FALSE(j.pool.result(sub, 0, result_of(100)));
+    EXPECT_FALSE(j.pool.result(sub, 1, result_of(101)));
+    EXPECT_FALSE(j.pool.result(sub, 2, result_of(102)));
+    j.pool.flush();
+    j.out.sync();
+  }
+  journal_on j(p);
+  EXPECT_TRUE(j.pool.answered_whole(3, 0));
+  EXPECT_FALSE(j.pool.answered_whole(3, 2)) << "item 3 has no result";
+  EXPECT_FALSE(j.pool.answered_whole(3, 4)) << "no such chunk";
+  EXPECT_FALSE(j.pool.answered_whole(4, 0)) << "no such call";
+}
+
 TEST(durable_maps, other_inputs_for_a_journaled_chunk_are_an_error_naming_the_items) {
   auto p = path_of("changed");
   auto sub = call(2);

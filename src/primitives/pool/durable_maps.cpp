@@ -45,6 +45,16 @@ std::size_t durable_maps::chunk(const pool_submission& sub, std::size_t first, s
   return held;
 }
 
+bool durable_maps::answered_whole(std::uint32_t call, std::uint64_t first) const {
+  auto* past = journal_.past(pool_, call);
+  if (!past) return false;
+  auto chunk = past->chunks.find(first);
+  if (chunk == past->chunks.end()) return false;
+  for (auto i = first; i < first + chunk->second.first; ++i)
+    if (!past->results.contains(i)) return false;
+  return true;
+}
+
 void durable_maps::worker(std::int64_t pid, std::string_view name, std::string_view secret) {
   journal_.worker(pool_, pid, name, secret);
   appended_();

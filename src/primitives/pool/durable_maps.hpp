@@ -47,11 +47,9 @@ class durable_maps {
   std::optional<std::pair<std::uint32_t, std::uint64_t>> past_task(std::uint64_t task) const {
     return journal_.past_task(pool_, task);
   }
-  /// Whether the journal holds item `index` of call `call`'s result.
-  bool has_result(std::uint32_t call, std::size_t index) const {
-    auto* p = journal_.past(pool_, call);
-    return p && p->results.contains(index);
-  }
+  /// Whether the journal holds the result of every item of call `call`'s chunk at `first`: such
+  /// a chunk is answered from it whole, and no worker's claim on it is worth keeping.
+  bool answered_whole(std::uint32_t call, std::uint64_t first) const;
   /// Item `index`'s journaled result, as the message it arrived in.
   message past_result(const pool_submission& sub, std::size_t index) const;
   /// Item `index`'s result arrived: kept for the journal, where flush() writes the results kept

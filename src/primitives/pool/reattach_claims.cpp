@@ -4,7 +4,7 @@ namespace fiber::detail {
 
 void reattach_claims::add(const std::string& worker, std::uint64_t old_task, std::uint32_t call, std::uint64_t first,
                           std::uint64_t skip) {
-  open_[worker] = true;
+  speaking_.insert(worker);
   claims_[{worker, old_task}] = {call, first, skip, 0, {}};
   by_chunk_[{call, first}] = {worker, old_task};
 }
@@ -62,7 +62,7 @@ std::vector<multipart> reattach_claims::waiting(std::uint64_t task) {
 }
 
 void reattach_claims::forget(const std::string& worker) {
-  open_.erase(worker);
+  speaking_.erase(worker);
   for (auto it = claims_.begin(); it != claims_.end();) {
     if (it->first.first == worker) {
       by_chunk_.erase({it->second.call, it->second.first});

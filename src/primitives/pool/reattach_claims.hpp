@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,9 +28,9 @@ class reattach_claims {
   void add(const std::string& worker, std::uint64_t old_task, std::uint32_t call, std::uint64_t first, std::uint64_t skip);
   /// Whether `worker`'s messages of results are still of the last master's tasks (it has not said
   /// ready since it was linked again).
-  bool speaks_of_old_tasks(const std::string& worker) const { return open_.contains(worker); }
+  bool speaks_of_old_tasks(const std::string& worker) const { return speaking_.contains(worker); }
   /// `worker` said ready: what it sends from now on is of this master's tasks.
-  void ready(const std::string& worker) { open_.erase(worker); }
+  void ready(const std::string& worker) { speaking_.erase(worker); }
   bool empty() const noexcept { return claims_.empty(); }
 
   /// The pool made task `task` for chunk (call, first): the worker that claims it (the task is
@@ -69,7 +70,7 @@ class reattach_claims {
   using key = std::pair<std::string, std::uint64_t>;  // (worker, old task)
   std::map<key, entry> claims_;
   std::map<std::pair<std::uint32_t, std::uint64_t>, key> by_chunk_;
-  std::map<std::string, bool> open_;
+  std::set<std::string> speaking_;  // workers taken up that have not said ready yet
 };
 
 }  // namespace fiber::detail

@@ -64,7 +64,9 @@ std::size_t take_up_workers(runtime& rt, durable_maps& journal, std::uint64_t po
       journal.worker(pid, past.name, past.secret);  // a master taking this one's run up finds it too
       for (auto& t : held.tasks) {
         auto chunk = journal.past_task(t.id);
-        if (!chunk) continue;  // a task the journal does not place: its chunk runs again
+        // A task the journal does not place runs again; one whose results it holds all is
+        // answered from it, and what the worker holds of it is dropped on arrival.
+        if (!chunk || journal.answered_whole(chunk->first, chunk->second)) continue;
         claims.add(rid, t.id, chunk->first, chunk->second, t.skip);
       }
       logf(log_level::info, "pool ", pool_id, ": took up pid ", pid, " (", proc->name(), "), a worker of the last master, holding ",
