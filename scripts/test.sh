@@ -10,6 +10,8 @@ if ! command -v chromium >/dev/null; then
   echo "test: installing chromium (the dashboard's browser test)"
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends chromium >/dev/null
 fi
+# Traces are tested in Perfetto's own UI (tests/perfetto_trace_test.cpp): its pinned build, fetched once.
+scripts/perfetto_ui.sh >/dev/null
 # The GPU examples are built in every run: with this machine's CUDA, else with NVIDIA's compiler
 # wheels cached outside the clone (scripts/cuda_toolkit.sh says which).
 cuda_args=$(scripts/cuda_toolkit.sh)

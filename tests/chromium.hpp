@@ -31,6 +31,15 @@ inline std::string chromium_path() {
   return {};
 }
 
+/// Where a browser test keeps what a person may want to look at (screenshots): FIBER_TEST_ARTIFACTS,
+/// else build/test-artifacts.
+inline std::filesystem::path artifacts() {
+  const char* dir = std::getenv("FIBER_TEST_ARTIFACTS");
+  std::filesystem::path p = dir && *dir ? dir : std::filesystem::path(FIBER_TEST_BUILD_DIR) / "test-artifacts";
+  std::filesystem::create_directories(p);
+  return p;
+}
+
 class chromium {
  public:
   /// Starts a headless browser with a fresh profile and opens an empty page. Each answer is
@@ -102,6 +111,9 @@ class chromium {
     auto* v = result.if_contains("value");
     return v ? *v : boost::json::value();
   }
+
+  /// The browser's process (its renderers are its descendants).
+  pid_t pid() const { return pid_; }
 
   /// The page as a PNG.
   std::string screenshot() {

@@ -35,12 +35,7 @@ namespace {
     }                                                                                                       \
   } while (0)
 
-std::filesystem::path artifacts() {
-  const char* dir = std::getenv("FIBER_TEST_ARTIFACTS");
-  std::filesystem::path p = dir && *dir ? dir : std::filesystem::path(FIBER_TEST_BUILD_DIR) / "test-artifacts";
-  std::filesystem::create_directories(p);
-  return p;
-}
+using fiber_test::artifacts;
 
 /// What the page shows of its one pool once it has drawn a state with `done` items done, read
 /// from the page's text.

@@ -560,8 +560,8 @@ TEST(nested, the_runs_recording_holds_the_grandchildren_by_their_names_in_the_tr
   for (auto& e : trace.at("traceEvents").as_array()) {
     auto& o = e.as_object();
     auto ph = o.at("ph").as_string();
-    if (ph == "X" && o.at("pid").as_int64() == 0) names.insert(std::string(o.at("name").as_string()));
-    if (ph == "X" && o.at("pid").as_int64() != 0) tasks.push_back(&o);
+    if (ph == "X" && o.at("pid").as_int64() == ::getpid()) names.insert(std::string(o.at("name").as_string()));
+    if (ph == "X" && o.at("name").as_string() == "task") tasks.push_back(&o);
     if (ph == "M" && o.at("name").as_string() == "thread_name")
       threads[{o.at("pid").as_int64(), o.at("tid").as_int64()}] = std::string(o.at("args").at("name").as_string());
     if (ph == "M" && o.at("name").as_string() == "process_name") pool_names.insert(std::string(o.at("args").at("name").as_string()));

@@ -3,6 +3,8 @@
 // saying how it ended (and why, when fiber ended it); each process's memory as a counter.
 #include "core/trace_builder.hpp"
 
+#include "core/chrome_trace_writer.hpp"
+
 #include <boost/json/parse.hpp>
 #include <gtest/gtest.h>
 
@@ -33,9 +35,10 @@ flight_record rec(record_kind k, std::uint64_t ns, std::uint32_t a = 0, std::uin
 boost::json::array events_of(const std::vector<std::pair<flight_record, std::string>>& records) {
   auto path = fiber_test::run_folder() / ("trace-builder-" + std::to_string(::getpid()) + ".json");
   {
-    fiber::detail::trace_writer out(path.string());
+    fiber::detail::chrome_trace_writer out(path.string());
     fiber::detail::trace_builder trace(out);
     for (auto& [r, text] : records) trace.add(r, text);
+    trace.finish();
     out.close();
   }
   std::ifstream in(path);
@@ -60,15 +63,23 @@ TEST(trace_builder, a_task_is_a_span_on_its_workers_track_with_an_arrow_from_its
       {rec(record_kind::task_sent, 4000, 1, 7, 11, fiber::detail::task_sent_items(10, 1)), ""},
       {rec(record_kind::task_done, 9000, 1, 7, 11, 3000), ""},
   });
-  auto* span = find(events, "X", "task 11");
+  auto* span = find(events, "X", "task");
   ASSERT_TRUE(span);
-  EXPECT_EQ(span->at("pid").as_int64(), 1) << "the first pool";
-  EXPECT_EQ(span->at("tid").as_int64(), 1) << "its worker's track";
+  EXPECT_EQ(span->at("args").at("task").as_int64(), 11);
+  EXPECT_EQ(span->at("pid").as_int64(), 1) << "the first pool, numbered 1";
+  EXPECT_EQ(span->at("tid").as_int64(), 4242) << "its worker's track, numbered by its pid";
   EXPECT_EQ(span->at("args").at("items").as_int64(), 10);
   EXPECT_EQ(span->at("args").at("ran_us").as_int64(), 3);
   // It began where its worker said it ran from (its end less 3 µs), after its sending.
   EXPECT_DOUBLE_EQ(span->at("ts").to_number<double>(), 6.0);
-  EXPECT_TRUE(find(events, "s", "map")) << "the arrow from its map";
+  auto* from = find(events, "s", "task");
+  ASSERT_TRUE(from) << "the arrow from its sending";
+  EXPECT_DOUBLE_EQ(from->at("ts").to_number<double>(), 4.0);
+  auto* map = find(events, "X", "map 1");
+  ASSERT_TRUE(map) << "the map's span, ended where the recording ends: it holds the arrow's start";
+  EXPECT_EQ(map->at("tid").as_int64(), from->at("tid").as_int64());
+  EXPECT_LE(map->at("ts").to_number<double>(), 4.0);
+  EXPECT_GE(map->at("ts").to_number<double>() + map->at("dur").to_number<double>(), 4.0);
 }
 
 TEST(trace_builder, a_child_fiber_ended_says_so_and_its_memory_is_a_counter) {
@@ -80,10 +91,11 @@ TEST(trace_builder, a_child_fiber_ended_says_so_and_its_memory_is_a_counter) {
   });
   auto* span = find(events, "X", "PoolWorker-1-2");
   ASSERT_TRUE(span);
-  EXPECT_EQ(span->at("pid").as_int64(), 0) << "the processes' track";
+  EXPECT_EQ(span->at("tid").as_int64(), 77) << "the program's track of the child, numbered by its pid";
   EXPECT_EQ(span->at("args").at("end").as_string(), "ended by its pool (terminate) (signal 9)");
   EXPECT_FALSE(span->at("args").as_object().contains("raised"));
   auto* memory = find(events, "C", "PoolWorker-1-2");
   ASSERT_TRUE(memory);
-  EXPECT_DOUBLE_EQ(memory->at("args").at("peak_MB").to_number<double>(), 8.0);
+  ASSERT_TRUE(memory->at("args").as_object().contains("resident MB"));
+  EXPECT_DOUBLE_EQ(memory->at("args").at("resident MB").to_number<double>(), 5.0);
 }

@@ -38,12 +38,20 @@ struct recorded_run {
 /// The runs recorded in record_dir (see docs/config.md), newest first.
 FIBER_API std::vector<recorded_run> run_history(const config& cfg = config::load());
 
-/// Writes a recorded run as a Chrome trace (JSON that Perfetto's UI and chrome://tracing open):
-/// a process per pool, a track per worker, a span per task from when the worker took it up to its
-/// result, an arrow to each task from its map's submission on the pool's master track, and marks
-/// for a worker's start and end and a task's timeout; and a "processes" process with a span per
-/// child of the master from its start to its end. `run`: an id or the start of one,
-/// "last" (the newest), or a file's path. Throws fiber::error (config_error) when no run matches.
+/// The formats of a trace: Chrome's JSON (Perfetto's UI, chrome://tracing and speedscope open it)
+/// or Perfetto's own protobuf format (a fraction of the size; Perfetto's UI and trace processor).
+enum class trace_format { chrome_json, perfetto };
+
+/// Writes a recorded run as a trace: the program first (a track per child of the master, a span
+/// from its start to its end, each process's memory as counters), then a group per pool: its
+/// master's track with a span per map, a track per worker with a span per task from when the
+/// worker took it up to its result and an arrow from its sending, marks for a worker's start and
+/// end and a task's timeout, and a counter of the tasks its workers hold. `run`: an id or the
+/// start of one, "last" (the newest), or a file's path. Throws fiber::error (config_error) when no
+/// run matches or the trace cannot be written.
+FIBER_API recorded_run write_trace(const std::string& run, const std::string& out_path, trace_format format,
+                                   const config& cfg = config::load());
+/// write_trace in Chrome's JSON.
 FIBER_API recorded_run write_trace(const std::string& run, const std::string& out_path, const config& cfg = config::load());
 
 }  // namespace fiber

@@ -72,7 +72,7 @@ struct command_line {
   run_options ro;
   std::string memory;
   logs_options lo;
-  std::string stop_name, trace_run, trace_out;
+  std::string stop_name, trace_run, trace_out, trace_format = "json";
   dashboard_options dao;
   copy_options co;
   CLI::App *run = nullptr, *ps = nullptr, *logs = nullptr, *stop = nullptr, *history = nullptr, *trace = nullptr,
@@ -130,7 +130,12 @@ void add_other_commands(CLI::App& app, command_line& c) {
   c.trace = app.add_subcommand("trace", "write a recorded run as a trace for Perfetto (ui.perfetto.dev) or chrome://tracing");
   c.trace->add_option("run", c.trace_run, "its id, the start of it, \"last\", or a recording's path (fiber history lists them)")
       ->required();
-  c.trace->add_option("-o,--output", c.trace_out, "the trace file (default: <run>.trace.json here)");
+  c.trace->add_option("-o,--output", c.trace_out,
+                      "the trace file (default: <run>.trace.json here, <run>.perfetto-trace for --format perfetto)");
+  c.trace->add_option("--format", c.trace_format,
+                      "json: Chrome's JSON (Perfetto, chrome://tracing, speedscope); perfetto: Perfetto's own "
+                      "protobuf, a fraction of the size")
+      ->check(CLI::IsMember({"json", "perfetto"}));
   c.dash = app.add_subcommand("dashboard", "serve the live page of a run started with --dashboard on 127.0.0.1, "
                                                "relayed to its master, until Ctrl-C");
   c.dash->add_option("name", c.dao.name, "the run's name")->required();
@@ -147,11 +152,12 @@ void add_other_commands(CLI::App& app, command_line& c) {
 }
 
 /// `fiber trace`: a recorded run as a trace file, and a line saying what it holds.
-int write_trace_file(const std::string& run, const std::string& given_out) {
-  auto out = given_out.empty()
-                 ? (run == "last" || run.find('/') != std::string::npos ? std::string("run") : run) + ".trace.json"
-                 : given_out;
-  auto r = fiber::write_trace(run, out);
+int write_trace_file(const std::string& run, const std::string& given_out, const std::string& format) {
+  bool perfetto = format == "perfetto";
+  auto out = given_out.empty() ? (run == "last" || run.find('/') != std::string::npos ? std::string("run") : run) +
+                                     (perfetto ? ".perfetto-trace" : ".trace.json")
+                               : given_out;
+  auto r = fiber::write_trace(run, out, perfetto ? fiber::trace_format::perfetto : fiber::trace_format::chrome_json);
   std::printf("%s: run %s (%s), %llu tasks on %llu workers, %.2f s; open it in ui.perfetto.dev\n", out.c_str(),
               r.id.c_str(), r.program.c_str(), static_cast<unsigned long long>(r.tasks_sent),
               static_cast<unsigned long long>(r.workers_started), r.seconds);
@@ -163,7 +169,7 @@ int dispatch(command_line& c, const std::string& verb) {
   if (!c.memory.empty()) c.ro.memory_bytes = parse_size(c.memory, "--memory");
   // The recorder's runs are on this machine, whatever the backend.
   if (*c.history) return print_history();
-  if (*c.trace) return write_trace_file(c.trace_run, c.trace_out);
+  if (*c.trace) return write_trace_file(c.trace_run, c.trace_out, c.trace_format);
   if (*c.run) apply_durable(c.ro, c.backend);
   if (c.backend == "local") {
     if (*c.run) return run_locally(c.ro);

@@ -10,12 +10,14 @@
 #include <fstream>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <set>
 #include <unordered_map>
 
 #include "core/flight_recorder.hpp"
 #include "core/trace_builder.hpp"
-#include "core/trace_writer.hpp"
+#include "core/chrome_trace_writer.hpp"
+#include "core/perfetto_trace_writer.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber {
@@ -106,15 +108,22 @@ std::vector<recorded_run> run_history(const config& cfg) {
   return runs;
 }
 
-recorded_run write_trace(const std::string& run, const std::string& out_path, const config& cfg) {
+recorded_run write_trace(const std::string& run, const std::string& out_path, trace_format format, const config& cfg) {
   auto path = find_recording(run, cfg);
   auto records = detail::read_flight_file(path);
   auto summary = summarize(path, records);
-  detail::trace_writer out(out_path);
-  detail::trace_builder trace(out);
+  std::unique_ptr<detail::trace_sink> out;
+  if (format == trace_format::perfetto) out = std::make_unique<detail::perfetto_trace_writer>(out_path);
+  else out = std::make_unique<detail::chrome_trace_writer>(out_path);
+  detail::trace_builder trace(*out);
   for (auto& [r, text] : records) trace.add(r, text);
-  out.close();
+  trace.finish();
+  out->close();
   return summary;
+}
+
+recorded_run write_trace(const std::string& run, const std::string& out_path, const config& cfg) {
+  return write_trace(run, out_path, trace_format::chrome_json, cfg);
 }
 
 }  // namespace fiber

@@ -1,27 +1,36 @@
 #include "core/trace_builder.hpp"
 
 #include <algorithm>
-#include <cstdio>
+#include <filesystem>
 
 namespace fiber::detail {
 
 namespace {
-// The runs' own processes in the trace, above any pool's number.
-constexpr int collectives_pid = 1 << 30, memory_pid = (1 << 30) + 1, managers_pid = (1 << 30) + 2;
+// The run's own groups, after every pool.
+constexpr int program_group = 0, collectives_group = 1 << 30, managers_group = (1 << 30) + 1;
+// A master's tracks beyond its first, for maps that overlap (a map_async beside a map).
+constexpr std::uint32_t extra_lane = 1u << 31;
+// Samples of the counter of tasks held apart at least this (a million tasks are not two million
+// counter events); a pool going idle is always written.
+constexpr std::uint64_t in_flight_every_ns = 1'000'000;
 }  // namespace
 
 void trace_builder::add(const flight_record& r, const std::string& text) {
+  last_ns_ = std::max(last_ns_, r.ns);
   switch (r.kind) {
     case record_kind::name: names_[r.a] = text; break;
+    case record_kind::run_begin:
+    case record_kind::truncated: program_event(r, text); break;
     case record_kind::pool_begin:
     case record_kind::pool_end:
-    case record_kind::map_begin:
     case record_kind::worker_up:
-    case record_kind::worker_down:
+    case record_kind::worker_down: pool_event(r, text); break;
+    case record_kind::map_begin:
+    case record_kind::map_end: map_event(r); break;
     case record_kind::task_sent:
     case record_kind::task_done:
     case record_kind::task_lost:
-    case record_kind::task_timed_out: pool_event(r, text); break;
+    case record_kind::task_timed_out: task_event(r); break;
     case record_kind::process_pending:
     case record_kind::process_start:
     case record_kind::resources:
@@ -29,105 +38,179 @@ void trace_builder::add(const flight_record& r, const std::string& text) {
     case record_kind::collective:
     case record_kind::memory:
     case record_kind::manager_call: track_event(r, text); break;
-    case record_kind::truncated: out_.mark(1, 0, "recording truncated (record_max_bytes)", r.ns, ""); break;
     default: break;
   }
 }
 
-int trace_builder::pool_pid(std::uint64_t id) {
-  auto [it, added] = pools_.try_emplace(id, static_cast<int>(pools_.size() + 1));
+void trace_builder::program_event(const flight_record& r, const std::string& text) {
+  if (r.kind == record_kind::run_begin) {
+    // The program by its name and pid, as a process list shows it.
+    master_pid_ = r.a;
+    began_ns_ = r.ns;
+    auto program = std::filesystem::path(text.substr(0, text.find('\t'))).filename().string();
+    out_.group(program_group, program.empty() ? "program" : program, master_pid_, 0);
+    out_.track(program_group, 0, "master", master_pid_);
+    program_named_ = true;
+    return;
+  }
+  if (!program_named_) {
+    out_.group(program_group, "program", 0, 0);
+    out_.track(program_group, 0, "master", 0);
+    program_named_ = true;
+  }
+  out_.mark(program_group, 0, "recording cut here (record_max_bytes): nothing after this was recorded", r.ns, {});
+}
+
+trace_builder::pool_state& trace_builder::pool(std::uint64_t id) {
+  auto [it, added] = pools_.try_emplace(id);
   if (added) {
-    out_.meta("process_name", it->second, 0, "pool " + std::to_string(it->second));
-    out_.meta("thread_name", it->second, 0, "master");
+    it->second.group = static_cast<int>(pools_.size());
+    out_.group(it->second.group, "pool " + std::to_string(it->second.group), it->second.group, it->second.group);
+    out_.track(it->second.group, 0, "master", master_pid_);
   }
   return it->second;
 }
 
 void trace_builder::pool_event(const flight_record& r, const std::string& text) {
+  auto& p = pool(r.b);
   switch (r.kind) {
     case record_kind::pool_begin:
       // A pool of a child that is a master of its own says which one.
-      if (!text.empty()) out_.meta("process_name", pool_pid(r.b), 0, "pool " + std::to_string(pool_pid(r.b)) + " in " + text);
-      out_.mark(pool_pid(r.b), 0, "pool of " + std::to_string(r.a) + " workers", r.ns, "");
+      if (!text.empty()) out_.group(p.group, "pool " + std::to_string(p.group) + " in " + text, p.group, p.group);
+      out_.mark(p.group, 0, "pool of " + std::to_string(r.a) + " workers", r.ns, {{"workers", std::int64_t(r.a)}});
       break;
-    case record_kind::pool_end: out_.mark(pool_pid(r.b), 0, "pool ended", r.ns, ""); break;
-    case record_kind::map_begin:
-      map_at_[{pool_pid(r.b), r.c}] = r.ns;
-      out_.mark(pool_pid(r.b), 0, "map " + std::to_string(r.c), r.ns,
-                "\"submission\":" + std::to_string(r.c) + ",\"items\":" + std::to_string(r.d));
+    case record_kind::pool_end: out_.mark(p.group, 0, "pool ended", r.ns, {}); break;
+    case record_kind::worker_up:
+      pids_[r.a] = static_cast<std::int64_t>(r.c);
+      if (tracks_named_.insert({p.group, r.a + 1}).second) out_.track(p.group, r.a + 1, names_[r.a], static_cast<std::int64_t>(r.c));
+      out_.mark(p.group, r.a + 1, "started", r.ns, {{"pid", static_cast<std::int64_t>(r.c)}});
       break;
-    case record_kind::worker_up: {
-      int pid = pool_pid(r.b);
-      out_.meta("thread_name", pid, r.a, names_[r.a]);
-      out_.mark(pid, r.a, "started", r.ns, "\"pid\":" + std::to_string(r.c));
-      break;
-    }
     case record_kind::worker_down:
-      out_.mark(pool_pid(r.b), r.a, r.d ? "died: " + text : "ended", r.ns,
-                "\"how\":" + json_text(text) + ",\"code\":" + std::to_string(static_cast<std::int64_t>(r.c)));
+      out_.mark(p.group, r.a + 1, r.d ? "died: " + text : "ended", r.ns,
+                {{"how", std::string_view(text)}, {"code", static_cast<std::int64_t>(r.c)}});
       break;
+    default: break;
+  }
+}
+
+void trace_builder::map_event(const flight_record& r) {
+  auto& p = pool(r.b);
+  if (r.kind == record_kind::map_end) return end_map(p, r.c, r.ns);
+  // The first of the master's tracks with no map on it now.
+  std::uint32_t lane = 0;
+  while (lane < p.lanes_busy.size() && p.lanes_busy[lane]) ++lane;
+  if (lane == p.lanes_busy.size()) {
+    p.lanes_busy.push_back(false);
+    if (lane > 0) out_.track(p.group, extra_lane | lane, "master: maps beside the first", master_pid_);
+  }
+  p.lanes_busy[lane] = true;
+  p.maps[r.c] = {r.ns, r.d, lane};
+}
+
+void trace_builder::end_map(pool_state& p, std::uint64_t map, std::uint64_t ns) {
+  auto it = p.maps.find(map);
+  if (it == p.maps.end()) return;
+  auto lane = it->second.lane;
+  out_.span(p.group, lane ? extra_lane | lane : 0, "map " + std::to_string(map), it->second.ns, std::max(ns, it->second.ns),
+            {{"submission", static_cast<std::int64_t>(map)}, {"items", static_cast<std::int64_t>(it->second.items)}});
+  p.lanes_busy[lane] = false;
+  p.maps.erase(it);
+}
+
+void trace_builder::task_event(const flight_record& r) {
+  auto& p = pool(r.b);
+  switch (r.kind) {
     case record_kind::task_sent:
-      held_[{pool_pid(r.b), r.a}].push_back({r.c, r.ns, items_of_task(r.d), map_of_task(r.d)});
+      held_[{p.group, r.a}].push_back({r.c, r.ns, items_of_task(r.d), map_of_task(r.d)});
+      count_in_flight(p, 1, r.ns);
       break;
     case record_kind::task_done: end_task(r, "result"); break;
     case record_kind::task_lost: end_task(r, "its worker died"); break;
     case record_kind::task_timed_out:
       end_task(r, "timed out");
-      out_.mark(pool_pid(r.b), r.a, "task " + std::to_string(r.c) + " timed out", r.ns, "");
+      out_.mark(p.group, r.a + 1, "task " + std::to_string(r.c) + " timed out", r.ns, {});
       break;
     default: break;
   }
 }
 
 void trace_builder::end_task(const flight_record& r, const char* how) {
-  int pid = pool_pid(r.b);
-  auto key = std::make_pair(pid, r.a);
+  auto& p = pool(r.b);
+  auto key = std::make_pair(p.group, r.a);
   auto& q = held_[key];
   auto it = std::find_if(q.begin(), q.end(), [&](const sent& s) { return s.task == r.c; });
   if (it == q.end()) return;
+  count_in_flight(p, -1, r.ns);
   // It ends when its end reached the master. It began when it was sent or when the one before
   // it on that worker ended (a worker runs its tasks in the order sent), whichever came later;
   // and, where its worker said how long it ran (a result's), not before its end less that.
   bool said = r.kind == record_kind::task_done;
   auto from = std::max(it->ns, free_since_[key]);
   if (said && r.ns > r.d) from = std::max(from, r.ns - r.d);
-  out_.span(pid, r.a, "task " + std::to_string(r.c), from, std::max(from, r.ns),
-            "\"task\":" + std::to_string(r.c) + ",\"map\":" + std::to_string(it->map) + ",\"items\":" +
-                std::to_string(it->items) + ",\"end\":\"" + how + "\"" +
-                (said ? ",\"ran_us\":" + std::to_string(r.d / 1000) : std::string()));
-  // From the map's submission to the task's span: which map each task served.
-  if (auto m = map_at_.find({pid, it->map}); m != map_at_.end()) out_.flow(++flows_, pid, m->second, r.a, from);
+  // An arrow from its sending, on the track of its map (whose span holds the sending).
+  std::uint64_t flow = 0;
+  if (auto m = p.maps.find(it->map); m != p.maps.end()) {
+    flow = ++flows_;
+    out_.flow_from(p.group, m->second.lane ? extra_lane | m->second.lane : 0, it->ns, flow);
+  }
+  auto task = static_cast<std::int64_t>(r.c), map = static_cast<std::int64_t>(it->map),
+       items = static_cast<std::int64_t>(it->items);
+  if (said)
+    out_.span(p.group, r.a + 1, "task", from, std::max(from, r.ns),
+              {{"task", task}, {"map", map}, {"items", items}, {"end", how}, {"ran_us", static_cast<std::int64_t>(r.d / 1000)}},
+              flow);
+  else
+    out_.span(p.group, r.a + 1, "task", from, std::max(from, r.ns), {{"task", task}, {"map", map}, {"items", items}, {"end", how}},
+              flow);
   free_since_[key] = std::max(from, r.ns);
   q.erase(it);
 }
 
-void trace_builder::name_processes_track(std::uint32_t tid) {
-  if (!processes_named_) out_.meta("process_name", 0, 0, "processes");
-  processes_named_ = true;
-  out_.meta("thread_name", 0, tid, names_[tid]);
+void trace_builder::count_in_flight(pool_state& p, std::int64_t change, std::uint64_t ns) {
+  p.in_flight += change;
+  if (p.in_flight_written && p.in_flight != 0 && ns < p.in_flight_at + in_flight_every_ns) return;
+  out_.counter(p.group, "tasks", "held by workers", ns, static_cast<double>(p.in_flight));
+  p.in_flight_at = ns;
+  p.in_flight_written = true;
+}
+
+std::uint32_t trace_builder::child_track(std::uint32_t child) {
+  if (!program_named_) program_event(flight_record{}, {});
+  if (tracks_named_.insert({program_group, child + 1}).second) {
+    auto pid = pids_.find(child);
+    out_.track(program_group, child + 1, names_[child], pid == pids_.end() ? 0 : pid->second);
+  }
+  return child + 1;
 }
 
 void trace_builder::process_event(const flight_record& r, const std::string& text) {
   switch (r.kind) {
     case record_kind::process_pending:
       // On the process's track, where its span begins once it runs.
-      name_processes_track(r.a);
-      out_.mark(0, r.a, "pending: " + text, r.ns, "\"reason\":" + json_text(text));
+      out_.mark(program_group, child_track(r.a), "pending: " + text, r.ns, {{"reason", std::string_view(text)}});
       break;
-    case record_kind::process_start: process_began_[r.a] = {r.ns, r.c}; break;
+    case record_kind::process_start:
+      process_began_[r.a] = {r.ns, r.c};
+      if (r.c) pids_[r.a] = static_cast<std::int64_t>(r.c);
+      break;
     case record_kind::resources: process_resources_[r.a] = resources_text(r.c, r.d, text); break;
     case record_kind::process_end: {
-      // The master's children, pool workers included, each a track of process 0.
+      // Each of the master's children, pool workers included, a track of the program.
       auto began = process_began_.find(r.a);
       if (began == process_began_.end()) break;
-      name_processes_track(r.a);
       auto how = exit_text(static_cast<std::int64_t>(r.c));
       if (r.d == 2) how = text + " (" + how + ")";  // fiber ended it, and says why
       auto res = process_resources_.find(r.a);
-      out_.span(0, r.a, names_[r.a], began->second.first, std::max(began->second.first, r.ns),
-                "\"pid\":" + std::to_string(began->second.second) + ",\"end\":" + json_text(how) +
-                    (r.d == 1 ? ",\"raised\":" + json_text(text) : std::string()) +
-                    (res != process_resources_.end() ? ",\"resources\":" + json_text(res->second) : std::string()));
+      std::string resources = res != process_resources_.end() ? res->second : std::string();
+      auto track = child_track(r.a);
+      auto pid = static_cast<std::int64_t>(began->second.second);
+      auto from = began->second.first, to = std::max(began->second.first, r.ns);
+      if (r.d == 1)
+        out_.span(program_group, track, names_[r.a], from, to,
+                  {{"pid", pid}, {"end", std::string_view(how)}, {"raised", std::string_view(text)}, {"resources", std::string_view(resources)}});
+      else
+        out_.span(program_group, track, names_[r.a], from, to,
+                  {{"pid", pid}, {"end", std::string_view(how)}, {"resources", std::string_view(resources)}});
       process_began_.erase(began);
       if (res != process_resources_.end()) process_resources_.erase(res);
       break;
@@ -136,34 +219,56 @@ void trace_builder::process_event(const flight_record& r, const std::string& tex
   }
 }
 
-void trace_builder::own_track(int pid, const char* process, std::uint32_t tid) {
-  if (own_named_.insert(pid).second) out_.meta("process_name", pid, 0, process);
-  if (own_tracks_.insert({pid, tid}).second) out_.meta("thread_name", pid, tid, names_[tid]);
+std::uint32_t trace_builder::own_track(int group, const char* group_name, std::uint32_t who, const std::string& suffix) {
+  if (tracks_named_.insert({group, 0}).second) out_.group(group, group_name, 0, group);
+  auto id = who + 1;
+  if (tracks_named_.insert({group, id}).second) out_.track(group, id, names_[who] + suffix, 0);
+  return id;
 }
 
 void trace_builder::track_event(const flight_record& r, const std::string& text) {
   switch (r.kind) {
     case record_kind::collective:
-      // The rings' members, each a track of a `collectives` process, a span per call.
-      own_track(collectives_pid, "collectives", r.a);
-      out_.span(collectives_pid, r.a, text, r.ns, r.ns + r.d, "\"bytes\":" + std::to_string(r.c));
+      // The rings' members, each a track of a `collectives` group, a span per call.
+      out_.span(collectives_group, own_track(collectives_group, "collectives", r.a, ""), text, r.ns, r.ns + r.d,
+                {{"bytes", static_cast<std::int64_t>(r.c)}});
       break;
-    case record_kind::memory: {
-      // Each process's memory, a counter track of a `memory` process (MB).
-      if (own_named_.insert(memory_pid).second) out_.meta("process_name", memory_pid, 0, "memory");
-      char mb[96];
-      std::snprintf(mb, sizeof mb, "\"resident_MB\":%.1f,\"peak_MB\":%.1f", static_cast<double>(r.c) / 1e6,
-                    static_cast<double>(r.d) / 1e6);
-      out_.counter(memory_pid, names_[r.a], r.ns, mb);
+    case record_kind::memory:
+      // Each process's memory, counters of the program (MB).
+      if (!program_named_) program_event(flight_record{}, {});
+      out_.counter(program_group, names_[r.a], "resident MB", r.ns, static_cast<double>(r.c) / 1e6);
+      out_.counter(program_group, names_[r.a], "peak MB", r.ns, static_cast<double>(r.d) / 1e6);
+      break;
+    case record_kind::manager_call: {
+      // Each manager's server a track of a `manager calls` group, a span per recorded call; calls
+      // that overlap go to a track of their own beside it (spans on one track must nest).
+      auto& lanes = call_lanes_[r.a];
+      std::size_t lane = 0;
+      while (lane < lanes.size() && lanes[lane] > r.ns) ++lane;
+      if (lane == lanes.size()) lanes.push_back(0);
+      lanes[lane] = r.ns + r.d;
+      auto track = own_track(managers_group, "manager calls", r.a, "");
+      if (lane > 0) {
+        track = static_cast<std::uint32_t>(lane << 24) | track;
+        if (tracks_named_.insert({managers_group, track}).second)
+          out_.track(managers_group, track, names_[r.a] + ": calls beside another", 0);
+      }
+      out_.span(managers_group, track, text, r.ns, r.ns + r.d,
+                {{"object", static_cast<std::int64_t>(r.c)}, {"calls", static_cast<std::int64_t>(r.b)}});
       break;
     }
-    case record_kind::manager_call:
-      // Each manager's server a track of a `manager calls` process, a span per recorded call.
-      own_track(managers_pid, "manager calls", r.a);
-      out_.span(managers_pid, r.a, text, r.ns, r.ns + r.d,
-                "\"object\":" + std::to_string(r.c) + ",\"calls\":" + std::to_string(r.b));
-      break;
     default: break;
+  }
+}
+
+void trace_builder::finish() {
+  // The run from its start to its last record, on the program's own track: the first thing a
+  // reader sees, and what the program's children fall within.
+  if (program_named_ && began_ns_) out_.span(program_group, 0, "run", *began_ns_, std::max(last_ns_, *began_ns_), {});
+  for (auto& [id, p] : pools_) {
+    std::vector<std::uint64_t> open;
+    for (auto& [map, m] : p.maps) open.push_back(map);
+    for (auto map : open) end_map(p, map, last_ns_);
   }
 }
 

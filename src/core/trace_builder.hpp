@@ -1,50 +1,76 @@
-// A run's recording as trace events (core/trace_writer.hpp), record by record: each pool a
-// process with a track per worker (a span per task, from its sending, or the end of the one
-// before it on that worker, to its end; an arrow from its map), the master's children on the
-// `processes` track, and the tracks of the rings' collectives, each process's memory and the
-// managers' calls. One part per family of records.
+// A run's recording as a trace (core/trace_sink.hpp, in either format), record by record. What a
+// user reads first: the program (its children, each from its start to its end, and the memory of
+// each process), then each pool: its master's track with a span per map (its submission to its
+// last result) and a track per worker with a span per task (from its sending, or the end of the
+// one before it on that worker, to its end) and an arrow from its sending; a counter of the tasks
+// each pool's workers hold. Then the rings' collectives and the managers' calls. One part per
+// family of records; finish() closes what the recording left open (a run cut short).
 #pragma once
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "core/flight_recorder.hpp"
-#include "core/trace_writer.hpp"
+#include "core/trace_sink.hpp"
 
 namespace fiber::detail {
 
 class trace_builder {
  public:
-  explicit trace_builder(trace_writer& out) : out_(out) {}
+  explicit trace_builder(trace_sink& out) : out_(out) {}
   void add(const flight_record& r, const std::string& text);
+  /// Ends the spans still open (maps a killed or cut run never ended) at the last record's time.
+  void finish();
 
  private:
   struct sent {
     std::uint64_t task, ns, items, map;
   };
-  /// The trace's process number of pool `id`, named on first use.
-  int pool_pid(std::uint64_t id);
+  struct open_map {
+    std::uint64_t ns, items;
+    std::uint32_t lane;
+  };
+  struct pool_state {
+    int group = 0;
+    std::vector<bool> lanes_busy;  // the master's tracks for maps, a map on each at a time
+    std::map<std::uint64_t, open_map> maps;
+    std::int64_t in_flight = 0;
+    std::uint64_t in_flight_at = 0;  // when the counter was last written
+    bool in_flight_written = false;
+  };
+  void program_event(const flight_record& r, const std::string& text);
+  pool_state& pool(std::uint64_t id);
   void pool_event(const flight_record& r, const std::string& text);
+  void map_event(const flight_record& r);
+  void end_map(pool_state& p, std::uint64_t map, std::uint64_t ns);
+  void task_event(const flight_record& r);
   void end_task(const flight_record& r, const char* how);
+  void count_in_flight(pool_state& p, std::int64_t change, std::uint64_t ns);
   void process_event(const flight_record& r, const std::string& text);
-  void name_processes_track(std::uint32_t tid);
-  /// A track of one of the runs' own processes (collectives, memory, manager calls), named once.
-  void own_track(int pid, const char* process, std::uint32_t tid);
+  /// The program's track of child `child`, named once.
+  std::uint32_t child_track(std::uint32_t child);
+  /// A track of one of the run's own groups (collectives, manager calls), named once.
+  std::uint32_t own_track(int group, const char* group_name, std::uint32_t who, const std::string& suffix);
   void track_event(const flight_record& r, const std::string& text);
 
-  trace_writer& out_;
+  trace_sink& out_;
+  std::uint64_t last_ns_ = 0;
+  std::optional<std::uint64_t> began_ns_;  // the run's start, when recorded
+  std::int64_t master_pid_ = 0;
+  bool program_named_ = false;
   std::unordered_map<std::uint32_t, std::string> names_;
-  std::map<std::uint64_t, int> pools_;  // pool id -> the trace's process number
-  std::map<std::pair<int, std::uint64_t>, std::uint64_t> map_at_;  // (pool, map) -> when it was submitted
+  std::unordered_map<std::uint32_t, std::int64_t> pids_;  // name -> its process's pid, once known
+  std::map<std::uint64_t, pool_state> pools_;             // pool id -> its state
   std::unordered_map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> process_began_;  // child -> (ns, pid)
   std::unordered_map<std::uint32_t, std::string> process_resources_;  // child -> its resources, in words
-  bool processes_named_ = false;
-  std::set<int> own_named_;                        // own processes named
-  std::set<std::pair<int, std::uint32_t>> own_tracks_;  // their tracks named
+  std::set<std::pair<int, std::uint32_t>> tracks_named_;
+  std::map<std::uint32_t, std::vector<std::uint64_t>> call_lanes_;  // server -> each lane's last end
   std::uint64_t flows_ = 0;
   std::map<std::pair<int, std::uint32_t>, std::deque<sent>> held_;  // per worker, in the order sent
   std::map<std::pair<int, std::uint32_t>, std::uint64_t> free_since_;

@@ -38,6 +38,9 @@ class chunk_feeder {
     delivery_.journal(j);
   }
 
+  /// Told each call's end (item_delivery::on_end).
+  void on_end(std::function<void(const pool_submission&)> f) { delivery_.on_end(std::move(f)); }
+
   /// Appends chunks to `queue` until it holds `window` (or no input is left, or every sink wants
   /// no more for now), each a task numbered from `next_id`.
   void feed(std::deque<pool_task>& queue, std::size_t window, std::size_t max_message_bytes, std::uint64_t& next_id);

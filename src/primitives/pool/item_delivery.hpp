@@ -24,6 +24,8 @@ class item_delivery {
   explicit item_delivery(answered_fn on_answered) : on_answered_(std::move(on_answered)) {}
   /// A durable run's pool journals each result and each call's end there.
   void journal(durable_maps* j) noexcept { journal_ = j; }
+  /// Told each call's end, once its last item was delivered (the flight recorder's map_end).
+  void on_end(std::function<void(const pool_submission&)> f) { on_end_ = std::move(f); }
 
   // Inline: they run once per item, in the queue's loop over a chunk's results.
   void result(pool_submission& sub, std::size_t index, message&& m) {
@@ -53,6 +55,7 @@ class item_delivery {
     if (sub.finished || !sub.input_done || sub.outstanding) return;
     sub.finished = true;
     if (journal_) journal_->end(sub);
+    if (on_end_) on_end_(sub);
     sub.sink->on_finished();
   }
 
@@ -66,6 +69,7 @@ class item_delivery {
  private:
   answered_fn on_answered_;
   durable_maps* journal_ = nullptr;
+  std::function<void(const pool_submission&)> on_end_;
   std::size_t done_ = 0;
 };
 

@@ -135,6 +135,10 @@ void pool_master::start() {
     // No backend to listen for (an engine that does not answer): the workers' start says so.
   }
   tasks_.feeder().shared_limits(rt_->cfg().shared_cache_bytes, courier_.in_host_memory());
+  // A call's end in the recording: its span in a trace, from its submission to its last result.
+  tasks_.feeder().on_end([this](const pool_submission& sub) {
+    rt_->observer().recorder().record(record_kind::map_end, 0, id_, sub.recorded_as);
+  });
   bool resumed = false;
   try {
     // Numbered here, on the loop in the order the program made its pools.
