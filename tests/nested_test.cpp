@@ -571,9 +571,8 @@ TEST(nested, the_runs_recording_holds_the_grandchildren_by_their_names_in_the_tr
   for (auto* t : tasks) {
     auto& worker = threads[{t->at("pid").as_int64(), t->at("tid").as_int64()}];
     EXPECT_TRUE(worker.starts_with(child_name + "/Process-1/PoolWorker-")) << worker;
-    items += t->at("args").at("items").as_int64();
-    // Its worker said how long it ran, through two masters.
-    EXPECT_TRUE(t->at("args").as_object().contains("ran_us")) << worker;
+    auto* n = t->at("args").as_object().if_contains("items");  // said where not 1
+    items += n ? n->as_int64() : 1;
   }
   EXPECT_EQ(items, 3) << text.substr(0, 2000);
   EXPECT_TRUE(std::any_of(pool_names.begin(), pool_names.end(),

@@ -11,6 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <set>
+#include <vector>
 #include <unistd.h>
 
 #include "run_folder.hpp"
@@ -47,6 +50,25 @@ boost::json::array events_of(const std::vector<std::pair<flight_record, std::str
   return boost::json::parse(text).at("traceEvents").as_array();
 }
 
+/// Spans on one track must nest or follow each other (Chrome's format has no other way to draw
+/// them): each pair on a track is disjoint or one holds the other.
+void expect_spans_nest(const boost::json::array& events) {
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::pair<double, double>>> tracks;
+  for (auto& e : events)
+    if (e.at("ph") == "X") {
+      auto from = e.at("ts").to_number<double>();
+      tracks[{e.at("pid").as_int64(), e.at("tid").as_int64()}].emplace_back(from, from + e.at("dur").to_number<double>());
+    }
+  for (auto& [track, spans] : tracks)
+    for (auto& a : spans)
+      for (auto& b : spans) {
+        bool disjoint = a.second <= b.first || b.second <= a.first;
+        bool nested = (a.first <= b.first && b.second <= a.second) || (b.first <= a.first && a.second <= b.second);
+        EXPECT_TRUE(disjoint || nested) << "spans [" << a.first << ", " << a.second << ") and [" << b.first << ", "
+                                        << b.second << ") overlap on track " << track.first << "/" << track.second;
+      }
+}
+
 const boost::json::object* find(const boost::json::array& events, std::string_view ph, std::string_view name) {
   for (auto& e : events)
     if (e.at("ph").as_string() == ph && e.at("name").as_string() == name) return &e.as_object();
@@ -62,16 +84,31 @@ TEST(trace_builder, a_task_is_a_span_on_its_workers_track_with_an_arrow_from_its
       {rec(record_kind::worker_up, 3000, 1, 7, 4242), ""},
       {rec(record_kind::task_sent, 4000, 1, 7, 11, fiber::detail::task_sent_items(10, 1)), ""},
       {rec(record_kind::task_done, 9000, 1, 7, 11, 3000), ""},
+      // Sent later than its worker says it began (the clocks of two hosts): cut at its sending.
+      {rec(record_kind::task_sent, 9500, 1, 7, 12, fiber::detail::task_sent_items(1, 1)), ""},
+      {rec(record_kind::task_done, 10000, 1, 7, 12, 2000), ""},
   });
+  expect_spans_nest(events);
   auto* span = find(events, "X", "task");
   ASSERT_TRUE(span);
   EXPECT_EQ(span->at("args").at("task").as_int64(), 11);
   EXPECT_EQ(span->at("pid").as_int64(), 1) << "the first pool, numbered 1";
   EXPECT_EQ(span->at("tid").as_int64(), 4242) << "its worker's track, numbered by its pid";
   EXPECT_EQ(span->at("args").at("items").as_int64(), 10);
-  EXPECT_EQ(span->at("args").at("ran_us").as_int64(), 3);
-  // It began where its worker said it ran from (its end less 3 µs), after its sending.
+  // It began where its worker said it ran from (its end less 3 µs), after its sending: its length
+  // says what the worker said.
   EXPECT_DOUBLE_EQ(span->at("ts").to_number<double>(), 6.0);
+  EXPECT_DOUBLE_EQ(span->at("dur").to_number<double>(), 3.0);
+  EXPECT_FALSE(span->at("args").as_object().contains("ran_us"));
+  EXPECT_FALSE(span->at("args").as_object().contains("end")) << "a result, as a reader assumes";
+  // The next, cut shorter than its worker said, says it.
+  const boost::json::object* cut = nullptr;
+  for (auto& e : events)
+    if (e.at("ph") == "X" && e.at("args").as_object().contains("task") && e.at("args").at("task") == 12) cut = &e.as_object();
+  ASSERT_TRUE(cut);
+  EXPECT_DOUBLE_EQ(cut->at("ts").to_number<double>(), 9.5);
+  EXPECT_EQ(cut->at("args").at("ran_us").as_int64(), 2);
+  EXPECT_FALSE(cut->at("args").as_object().contains("items")) << "one item, as a reader assumes";
   auto* from = find(events, "s", "task");
   ASSERT_TRUE(from) << "the arrow from its sending";
   EXPECT_DOUBLE_EQ(from->at("ts").to_number<double>(), 4.0);
@@ -98,4 +135,33 @@ TEST(trace_builder, a_child_fiber_ended_says_so_and_its_memory_is_a_counter) {
   ASSERT_TRUE(memory);
   ASSERT_TRUE(memory->at("args").as_object().contains("resident MB"));
   EXPECT_DOUBLE_EQ(memory->at("args").at("resident MB").to_number<double>(), 5.0);
+}
+
+TEST(trace_builder, maps_and_manager_calls_that_overlap_go_to_tracks_beside_so_that_spans_nest) {
+  auto events = events_of({
+      {rec(record_kind::name, 0, 1), "PoolWorker-1-1"},
+      {rec(record_kind::name, 0, 2), "Manager-1"},
+      {rec(record_kind::pool_begin, 1000, 1, 7), ""},
+      {rec(record_kind::map_begin, 2000, 0, 7, 1, 2), ""},
+      {rec(record_kind::map_begin, 3000, 0, 7, 2, 2), ""},  // a map_async beside the first
+      {rec(record_kind::map_end, 5000, 0, 7, 1), ""},
+      {rec(record_kind::map_begin, 6000, 0, 7, 3, 2), ""},  // back on the first's track
+      {rec(record_kind::map_end, 7000, 0, 7, 2), ""},
+      {rec(record_kind::map_end, 8000, 0, 7, 3), ""},
+      // A manager's calls run side by side: the second starts before the first ends.
+      {rec(record_kind::manager_call, 10000, 2, 1, 5, 4000), "tally.add"},
+      {rec(record_kind::manager_call, 11000, 2, 1, 5, 1000), "tally.add"},
+      {rec(record_kind::manager_call, 15000, 2, 1, 5, 1000), "tally.add"},
+  });
+  expect_spans_nest(events);
+  auto* first = find(events, "X", "map 1");
+  auto* second = find(events, "X", "map 2");
+  auto* third = find(events, "X", "map 3");
+  ASSERT_TRUE(first && second && third);
+  EXPECT_NE(first->at("tid"), second->at("tid"));
+  EXPECT_EQ(first->at("tid"), third->at("tid"));
+  std::set<std::int64_t> call_tracks;
+  for (auto& e : events)
+    if (e.at("ph") == "X" && e.at("name") == "tally.add") call_tracks.insert(e.at("tid").as_int64());
+  EXPECT_EQ(call_tracks.size(), 2u);
 }

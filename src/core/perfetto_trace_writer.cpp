@@ -15,7 +15,10 @@ enum : std::uint32_t {
   packet_track_event = 11,
   packet_interned_data = 12,
   packet_sequence_flags = 13,
+  packet_defaults = 59,
   packet_track_descriptor = 60,
+  defaults_track_event = 11,
+  track_event_defaults_track = 11,
   track_uuid_field = 1,
   track_name = 2,
   track_counter = 8,
@@ -25,10 +28,13 @@ enum : std::uint32_t {
   event_debug_annotation = 4,
   event_type = 9,
   event_name_iid = 10,
-  event_track_uuid = 11,
+  event_counter_value = 30,
   event_double_counter_value = 44,
-  event_flow_ids = 47,
-  event_terminating_flow_ids = 48,
+  // The varint forms of flow ids (flow_ids_old, terminating_flow_ids_old): a few bytes where the
+  // fixed64 ones take eight; the trace processor reads both. Ids here are small and unique in
+  // the file, which the fixed64 forms exist to avoid needing.
+  event_flow_ids = 36,
+  event_terminating_flow_ids = 42,
   interned_event_names = 2,
   interned_annotation_names = 3,
   interned_iid = 1,
@@ -39,16 +45,12 @@ enum : std::uint32_t {
   annotation_string = 6,
 };
 enum : int { slice_begin = 1, slice_end = 2, instant = 3, counter_value = 4 };
-enum : std::uint64_t { incremental_state_cleared = 1, needs_incremental_state = 2, explicit_order = 3 };
-// All packets are one sequence: its interned names hold for the whole file.
-constexpr std::uint64_t sequence = 1;
+enum : std::uint64_t { incremental_state_cleared = 1, explicit_order = 3 };
 }  // namespace
 
 perfetto_trace_writer::perfetto_trace_writer(const std::string& path) : out_(path, std::ios::binary) {
   if (!out_) throw error(errc::config_error, "cannot write the trace to " + path);
 }
-
-void perfetto_trace_writer::packet_done(std::size_t) { flush(false); }
 
 void perfetto_trace_writer::flush(bool all) {
   if (!all && buf_.size() < (std::size_t(1) << 20)) return;
@@ -59,7 +61,6 @@ void perfetto_trace_writer::flush(bool all) {
 void perfetto_trace_writer::describe(std::uint64_t uuid, std::uint64_t parent, std::string_view name, bool counter) {
   proto_out p(buf_);
   p.open(trace_packet);
-  p.uint(packet_sequence_id, sequence);
   p.open(packet_track_descriptor);
   p.uint(track_uuid_field, uuid);
   p.text(track_name, name);
@@ -76,7 +77,7 @@ void perfetto_trace_writer::describe(std::uint64_t uuid, std::uint64_t parent, s
   }
   p.close();
   p.close();
-  packet_done(0);
+  flush(false);
 }
 
 std::uint64_t perfetto_trace_writer::group_uuid(int group) {
@@ -120,22 +121,41 @@ perfetto_trace_writer::interned perfetto_trace_writer::intern(std::unordered_map
   return {it->second, added};
 }
 
-void perfetto_trace_writer::event(std::uint64_t ns, int type, std::uint64_t track, std::string_view name,
+perfetto_trace_writer::sequence& perfetto_trace_writer::sequence_of(std::uint64_t uuid) {
+  auto& s = sequences_[uuid];
+  if (s) return *s;
+  s = std::make_unique<sequence>();
+  // Its first packet: a fresh state, and its defaults: this track.
+  proto_out p(buf_);
+  p.open(trace_packet);
+  p.uint(packet_sequence_id, uuid);
+  p.uint(packet_sequence_flags, incremental_state_cleared);
+  p.open(packet_defaults);
+  p.open(defaults_track_event);
+  p.uint(track_event_defaults_track, uuid);
+  p.close();
+  p.close();
+  p.close();
+  return *s;
+}
+
+void perfetto_trace_writer::event(std::uint64_t ns, int type, std::uint64_t uuid, std::string_view name,
                                   trace_args args, std::uint64_t flow_out, std::uint64_t flow_in, const double* value) {
+  auto& s = sequence_of(uuid);
   proto_out p(buf_);
   p.open(trace_packet);
   p.uint(packet_timestamp, ns);
-  p.uint(packet_sequence_id, sequence);
-  // The names this packet is the first to use are sent in it, under their numbers.
+  p.uint(packet_sequence_id, uuid);
+  // The names this packet is the first on its track to use are sent in it, under their numbers.
   interned n{0, false};
-  if (!name.empty()) n = intern(names_, name);
+  if (!name.empty()) n = intern(s.names, name);
   bool any_new = n.is_new;
   std::uint64_t arg_iids[8];
   bool arg_new[8];
   std::size_t k = 0;
   for (auto& a : args) {
     if (k == 8) break;
-    auto i = intern(arg_names_, a.key);
+    auto i = intern(s.arg_names, a.key);
     arg_iids[k] = i.iid;
     arg_new[k++] = i.is_new;
     any_new = any_new || i.is_new;
@@ -161,11 +181,8 @@ void perfetto_trace_writer::event(std::uint64_t ns, int type, std::uint64_t trac
     }
     p.close();
   }
-  p.uint(packet_sequence_flags, first_packet_ ? incremental_state_cleared | needs_incremental_state : needs_incremental_state);
-  first_packet_ = false;
   p.open(packet_track_event);
   p.uint(event_type, static_cast<std::uint64_t>(type));
-  p.uint(event_track_uuid, track);
   if (n.iid) p.uint(event_name_iid, n.iid);
   std::size_t j = 0;
   for (auto& a : args) {
@@ -177,12 +194,16 @@ void perfetto_trace_writer::event(std::uint64_t ns, int type, std::uint64_t trac
     else p.text(annotation_string, std::get<std::string_view>(a.value));
     p.close();
   }
-  if (flow_out) p.fixed64(event_flow_ids, flow_out);
-  if (flow_in) p.fixed64(event_terminating_flow_ids, flow_in);
-  if (value) p.real(event_double_counter_value, *value);
+  if (flow_out) p.uint(event_flow_ids, flow_out);
+  if (flow_in) p.uint(event_terminating_flow_ids, flow_in);
+  // A whole number as a varint (a count: a byte or two), else as a double.
+  if (value && *value == static_cast<double>(static_cast<std::int64_t>(*value)))
+    p.int64(event_counter_value, static_cast<std::int64_t>(*value));
+  else if (value)
+    p.real(event_double_counter_value, *value);
   p.close();
   p.close();
-  packet_done(0);
+  flush(false);
 }
 
 void perfetto_trace_writer::span(int group, std::uint32_t track, std::string_view name, std::uint64_t from_ns,

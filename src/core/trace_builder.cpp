@@ -11,7 +11,7 @@ constexpr int program_group = 0, collectives_group = 1 << 30, managers_group = (
 // A master's tracks beyond its first, for maps that overlap (a map_async beside a map).
 constexpr std::uint32_t extra_lane = 1u << 31;
 // Samples of the counter of tasks held apart at least this (a million tasks are not two million
-// counter events); a pool going idle is always written.
+// counter events); the last value is written at the end.
 constexpr std::uint64_t in_flight_every_ns = 1'000'000;
 }  // namespace
 
@@ -120,10 +120,18 @@ void trace_builder::end_map(pool_state& p, std::uint64_t map, std::uint64_t ns) 
 void trace_builder::task_event(const flight_record& r) {
   auto& p = pool(r.b);
   switch (r.kind) {
-    case record_kind::task_sent:
-      held_[{p.group, r.a}].push_back({r.c, r.ns, items_of_task(r.d), map_of_task(r.d)});
+    case record_kind::task_sent: {
+      // An arrow from its sending, on the track of its map (whose span holds the sending); begun
+      // here, in the order the tasks were sent.
+      std::uint64_t flow = 0;
+      if (auto m = p.maps.find(map_of_task(r.d)); m != p.maps.end()) {
+        flow = ++flows_;
+        out_.flow_from(p.group, m->second.lane ? extra_lane | m->second.lane : 0, r.ns, flow);
+      }
+      held_[{p.group, r.a}].push_back({r.c, r.ns, items_of_task(r.d), map_of_task(r.d), flow});
       count_in_flight(p, 1, r.ns);
       break;
+    }
     case record_kind::task_done: end_task(r, "result"); break;
     case record_kind::task_lost: end_task(r, "its worker died"); break;
     case record_kind::task_timed_out:
@@ -147,31 +155,30 @@ void trace_builder::end_task(const flight_record& r, const char* how) {
   bool said = r.kind == record_kind::task_done;
   auto from = std::max(it->ns, free_since_[key]);
   if (said && r.ns > r.d) from = std::max(from, r.ns - r.d);
-  // An arrow from its sending, on the track of its map (whose span holds the sending).
-  std::uint64_t flow = 0;
-  if (auto m = p.maps.find(it->map); m != p.maps.end()) {
-    flow = ++flows_;
-    out_.flow_from(p.group, m->second.lane ? extra_lane | m->second.lane : 0, it->ns, flow);
-  }
-  auto task = static_cast<std::int64_t>(r.c), map = static_cast<std::int64_t>(it->map),
-       items = static_cast<std::int64_t>(it->items);
-  if (said)
-    out_.span(p.group, r.a + 1, "task", from, std::max(from, r.ns),
-              {{"task", task}, {"map", map}, {"items", items}, {"end", how}, {"ran_us", static_cast<std::int64_t>(r.d / 1000)}},
-              flow);
-  else
-    out_.span(p.group, r.a + 1, "task", from, std::max(from, r.ns), {{"task", task}, {"map", map}, {"items", items}, {"end", how}},
-              flow);
+  // What a reader would not assume is said: items other than one, an end other than a result,
+  // and what the worker said it ran where the span is shorter than that (cut by its sending or
+  // the task before it); a million tasks' trace is mostly these spans, and their map is where
+  // the arrow comes from.
+  trace_arg args[4] = {{"task", static_cast<std::int64_t>(r.c)}};
+  std::size_t n = 1;
+  if (it->items != 1) args[n++] = {"items", static_cast<std::int64_t>(it->items)};
+  if (!said) args[n++] = {"end", how};
+  else if (r.ns < r.d || from != r.ns - r.d) args[n++] = {"ran_us", static_cast<std::int64_t>(r.d / 1000)};
+  out_.span(p.group, r.a + 1, "task", from, std::max(from, r.ns), {args, n}, it->flow);
   free_since_[key] = std::max(from, r.ns);
   q.erase(it);
 }
 
 void trace_builder::count_in_flight(pool_state& p, std::int64_t change, std::uint64_t ns) {
   p.in_flight += change;
-  if (p.in_flight_written && p.in_flight != 0 && ns < p.in_flight_at + in_flight_every_ns) return;
+  if (p.in_flight_written && ns < p.in_flight_at + in_flight_every_ns) {
+    p.in_flight_pending = true;  // written with the next sample, or at the end
+    return;
+  }
   out_.counter(p.group, "tasks", "held by workers", ns, static_cast<double>(p.in_flight));
   p.in_flight_at = ns;
   p.in_flight_written = true;
+  p.in_flight_pending = false;
 }
 
 std::uint32_t trace_builder::child_track(std::uint32_t child) {
@@ -266,9 +273,9 @@ void trace_builder::finish() {
   // reader sees, and what the program's children fall within.
   if (program_named_ && began_ns_) out_.span(program_group, 0, "run", *began_ns_, std::max(last_ns_, *began_ns_), {});
   for (auto& [id, p] : pools_) {
-    std::vector<std::uint64_t> open;
-    for (auto& [map, m] : p.maps) open.push_back(map);
-    for (auto map : open) end_map(p, map, last_ns_);
+    while (!p.maps.empty()) end_map(p, p.maps.begin()->first, last_ns_);
+    if (p.in_flight_pending)
+      out_.counter(p.group, "tasks", "held by workers", std::max(last_ns_, p.in_flight_at), static_cast<double>(p.in_flight));
   }
 }
 

@@ -4,6 +4,7 @@
 // Chrome's JSON (core/chrome_trace_writer.hpp) or Perfetto's protobuf
 // (core/perfetto_trace_writer.hpp).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <string_view>
@@ -16,7 +17,21 @@ struct trace_arg {
   std::string_view key;
   std::variant<std::int64_t, double, std::string_view> value;
 };
-using trace_args = std::initializer_list<trace_arg>;
+/// An event's values, borrowed for the call: a braced list, or an array's first `n`.
+class trace_args {
+ public:
+  trace_args() = default;
+  trace_args(std::initializer_list<trace_arg> list) : list_(list) {}
+  trace_args(const trace_arg* first, std::size_t n) : first_(first), size_(n) {}
+  const trace_arg* begin() const { return first_ ? first_ : list_.begin(); }
+  const trace_arg* end() const { return first_ ? first_ + size_ : list_.end(); }
+  std::size_t size() const { return first_ ? size_ : list_.size(); }
+
+ private:
+  std::initializer_list<trace_arg> list_;
+  const trace_arg* first_ = nullptr;
+  std::size_t size_ = 0;
+};
 
 class trace_sink {
  public:
