@@ -93,9 +93,6 @@ TEST(perfetto_trace, a_runs_native_trace_loads_in_perfettos_ui_named_as_the_run_
   fiber_test::perfetto_trace ui(out);
   expect_the_run(ui, run);
   // The groups at the top, the program first, then the pool, each with its tracks under it.
-  auto shot = fiber_test::artifacts() / "perfetto-trace.png";
-  std::ofstream(shot) << ui.page().screenshot();
-  std::cout << "the UI's first view of the trace: " << shot.string() << "\n";
   // The rows the UI shows at first: the program, then the pool, each by its name.
   EXPECT_EQ(ui.page().eval("JSON.stringify(window.app.trace.workspace.children.map(n => n.name))").as_string(),
             R"(["perfetto_trace_test","pool 1"])");
@@ -108,6 +105,12 @@ TEST(perfetto_trace, a_runs_native_trace_loads_in_perfettos_ui_named_as_the_run_
   EXPECT_GT(ui.number("select count(*) from counter c join counter_track t on c.track_id = t.id where t.name = "
                       "'tasks held by workers'"),
             0);
+  // A picture for the docs: both groups expanded.
+  ui.page().eval("(async () => { window.app.trace.workspace.children.forEach(n => n.expand()); "
+                 "await window.waitForPerfettoIdle(200); return true; })()");
+  auto shot = fiber_test::artifacts() / "perfetto-trace.png";
+  std::ofstream(shot) << ui.page().screenshot();
+  std::cout << "the trace in Perfetto's UI, expanded: " << shot.string() << "\n";
 }
 
 TEST(perfetto_trace, a_recording_cut_short_still_loads_and_says_where_it_was_cut) {

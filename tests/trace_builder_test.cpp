@@ -109,6 +109,14 @@ TEST(trace_builder, a_task_is_a_span_on_its_workers_track_with_an_arrow_from_its
   EXPECT_DOUBLE_EQ(cut->at("ts").to_number<double>(), 9.5);
   EXPECT_EQ(cut->at("args").at("ran_us").as_int64(), 2);
   EXPECT_FALSE(cut->at("args").as_object().contains("items")) << "one item, as a reader assumes";
+  // The tasks the workers held: sampled, and the last change written at its own time.
+  std::vector<std::pair<double, double>> held;
+  for (auto& e : events)
+    if (e.at("ph") == "C" && e.at("name") == "tasks")
+      held.emplace_back(e.at("ts").to_number<double>(), e.at("args").at("held by workers").to_number<double>());
+  ASSERT_FALSE(held.empty());
+  EXPECT_EQ(held.front(), std::make_pair(4.0, 1.0));
+  EXPECT_EQ(held.back(), std::make_pair(10.0, 0.0));
   auto* from = find(events, "s", "task");
   ASSERT_TRUE(from) << "the arrow from its sending";
   EXPECT_DOUBLE_EQ(from->at("ts").to_number<double>(), 4.0);

@@ -51,6 +51,10 @@ enum class trace_format { chrome_json, perfetto };
 /// run matches or the trace cannot be written.
 FIBER_API recorded_run write_trace(const std::string& run, const std::string& out_path, trace_format format,
                                    const config& cfg = config::load());
+/// Writes a recorded run as one self-contained HTML page: its totals, tasks done per second and
+/// workers over time with its failures marked (a worker's death, a task lost or timed out). Opens
+/// from a file in any browser; runs no script. Throws as write_trace does.
+FIBER_API recorded_run write_history_page(const std::string& run, const std::string& out_path, const config& cfg = config::load());
 /// write_trace in Chrome's JSON.
 FIBER_API recorded_run write_trace(const std::string& run, const std::string& out_path, const config& cfg = config::load());
 

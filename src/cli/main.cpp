@@ -72,7 +72,7 @@ struct command_line {
   run_options ro;
   std::string memory;
   logs_options lo;
-  std::string stop_name, trace_run, trace_out, trace_format = "json";
+  std::string stop_name, trace_run, trace_out, trace_format = "json", history_html, history_out;
   dashboard_options dao;
   copy_options co;
   CLI::App *run = nullptr, *ps = nullptr, *logs = nullptr, *stop = nullptr, *history = nullptr, *trace = nullptr,
@@ -127,6 +127,10 @@ void add_other_commands(CLI::App& app, command_line& c) {
   c.stop->add_option("name", c.stop_name, "the run's name")->required();
   app.add_subcommand("gc", "remove ended runs and the workers of masters that are gone");
   c.history = app.add_subcommand("history", "the runs this machine's flight recorder kept (record_dir), newest first");
+  c.history->add_option("--html", c.history_html,
+                        "draw this run (an id, the start of one, \"last\", or a recording's path) as a page: tasks "
+                        "per second and workers over time, failures marked");
+  c.history->add_option("-o,--output", c.history_out, "the page for --html (default: <run>.html here)");
   c.trace = app.add_subcommand("trace", "write a recorded run as a trace for Perfetto (ui.perfetto.dev) or chrome://tracing");
   c.trace->add_option("run", c.trace_run, "its id, the start of it, \"last\", or a recording's path (fiber history lists them)")
       ->required();
@@ -164,11 +168,25 @@ int write_trace_file(const std::string& run, const std::string& given_out, const
   return 0;
 }
 
+/// `fiber history --html`: a recorded run as a page, and a line saying where.
+int write_history_file(const std::string& run, const std::string& given_out) {
+  auto out = given_out.empty() ? (run == "last" || run.find('/') != std::string::npos ? std::string("run") : run) + ".html"
+                               : given_out;
+  auto r = fiber::write_history_page(run, out);
+  std::printf("%s: run %s (%s), %llu tasks, %.2f s; open it in a browser\n", out.c_str(), r.id.c_str(), r.program.c_str(),
+              static_cast<unsigned long long>(r.tasks_done), r.seconds);
+  return 0;
+}
+
 /// Runs the subcommand given, on the backend given.
 int dispatch(command_line& c, const std::string& verb) {
   if (!c.memory.empty()) c.ro.memory_bytes = parse_size(c.memory, "--memory");
   // The recorder's runs are on this machine, whatever the backend.
-  if (*c.history) return print_history();
+  if (*c.history && !c.history_html.empty()) return write_history_file(c.history_html, c.history_out);
+  if (*c.history) {
+    if (!c.history_out.empty()) throw fiber::error(fiber::errc::config_error, "-o names the page of --html RUN: give the run");
+    return print_history();
+  }
   if (*c.trace) return write_trace_file(c.trace_run, c.trace_out, c.trace_format);
   if (*c.run) apply_durable(c.ro, c.backend);
   if (c.backend == "local") {

@@ -17,6 +17,7 @@
 #include "core/flight_recorder.hpp"
 #include "core/trace_builder.hpp"
 #include "core/chrome_trace_writer.hpp"
+#include "core/history_page.hpp"
 #include "core/perfetto_trace_writer.hpp"
 #include "fiber/error.hpp"
 
@@ -124,6 +125,17 @@ recorded_run write_trace(const std::string& run, const std::string& out_path, tr
 
 recorded_run write_trace(const std::string& run, const std::string& out_path, const config& cfg) {
   return write_trace(run, out_path, trace_format::chrome_json, cfg);
+}
+
+recorded_run write_history_page(const std::string& run, const std::string& out_path, const config& cfg) {
+  auto path = find_recording(run, cfg);
+  auto records = detail::read_flight_file(path);
+  auto summary = summarize(path, records);
+  std::ofstream out(out_path);
+  out << detail::history_page(summary, records);
+  out.close();
+  if (!out) throw error(errc::config_error, "cannot write the page to " + out_path);
+  return summary;
 }
 
 }  // namespace fiber

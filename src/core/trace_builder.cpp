@@ -170,15 +170,18 @@ void trace_builder::end_task(const flight_record& r, const char* how) {
 }
 
 void trace_builder::count_in_flight(pool_state& p, std::int64_t change, std::uint64_t ns) {
+  auto before = p.in_flight;
   p.in_flight += change;
   if (p.in_flight_written && ns < p.in_flight_at + in_flight_every_ns) {
-    p.in_flight_pending = true;  // written with the next sample, or at the end
+    p.in_flight_pending = ns;  // written with the next sample, or at the end, at its own time
     return;
   }
+  // What it held since the last change not written, then what it holds now.
+  if (p.in_flight_pending) out_.counter(p.group, "tasks", "held by workers", *p.in_flight_pending, static_cast<double>(before));
   out_.counter(p.group, "tasks", "held by workers", ns, static_cast<double>(p.in_flight));
   p.in_flight_at = ns;
   p.in_flight_written = true;
-  p.in_flight_pending = false;
+  p.in_flight_pending.reset();
 }
 
 std::uint32_t trace_builder::child_track(std::uint32_t child) {
@@ -275,7 +278,7 @@ void trace_builder::finish() {
   for (auto& [id, p] : pools_) {
     while (!p.maps.empty()) end_map(p, p.maps.begin()->first, last_ns_);
     if (p.in_flight_pending)
-      out_.counter(p.group, "tasks", "held by workers", std::max(last_ns_, p.in_flight_at), static_cast<double>(p.in_flight));
+      out_.counter(p.group, "tasks", "held by workers", *p.in_flight_pending, static_cast<double>(p.in_flight));
   }
 }
 

@@ -43,7 +43,7 @@ class trace_builder {
     std::int64_t in_flight = 0;
     std::uint64_t in_flight_at = 0;  // when the counter was last written
     bool in_flight_written = false;
-    bool in_flight_pending = false;  // a change not written yet
+    std::optional<std::uint64_t> in_flight_pending;  // when the last change not written yet was
   };
   void program_event(const flight_record& r, const std::string& text);
   pool_state& pool(std::uint64_t id);
