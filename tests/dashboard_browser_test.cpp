@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "chromium.hpp"
+#include "browser_test.hpp"
 #include "support.hpp"
 
 namespace {
@@ -25,15 +25,6 @@ FIBER_REMOTE(twice);
 
 namespace {
 
-/// Chromium is a test tool, not an engine: scripts/test.sh installs it. Where tests must not skip
-/// (CI), its absence fails the test.
-#define FIBER_TEST_NEEDS_CHROMIUM()                                                                         \
-  do {                                                                                                      \
-    if (::fiber_test::chromium_path().empty()) {                                                            \
-      if (::fiber_test::engines_required()) FAIL() << "no Chromium (/usr/bin/chromium): scripts/test.sh installs Debian's chromium"; \
-      GTEST_SKIP() << "no Chromium here (/usr/bin/chromium); install Debian's chromium to run the page's tests"; \
-    }                                                                                                       \
-  } while (0)
 
 using fiber_test::artifacts;
 

@@ -10,20 +10,12 @@
 #include <fstream>
 #include <sstream>
 
-#include "chromium.hpp"
+#include "browser_test.hpp"
 #include "core/flight_recorder.hpp"
 #include "pool_support.hpp"
 #include "record_folder.hpp"
 
 namespace {
-
-#define FIBER_TEST_NEEDS_CHROMIUM()                                                                         \
-  do {                                                                                                      \
-    if (::fiber_test::chromium_path().empty()) {                                                            \
-      if (::fiber_test::engines_required()) FAIL() << "no Chromium (/usr/bin/chromium): scripts/test.sh installs Debian's chromium"; \
-      GTEST_SKIP() << "no Chromium here (/usr/bin/chromium); install Debian's chromium to run the page's tests"; \
-    }                                                                                                       \
-  } while (0)
 
 std::vector<std::uint64_t> numbers(const std::string& text, char sep) {
   std::vector<std::uint64_t> out;
