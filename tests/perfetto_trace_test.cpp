@@ -102,9 +102,12 @@ TEST(perfetto_trace, a_runs_native_trace_loads_in_perfettos_ui_named_as_the_run_
   EXPECT_EQ(ui.number("select count(*) from track w join track p on w.parent_id = p.id where p.name = 'pool 1' and "
                       "w.name glob 'PoolWorker-1-*'"),
             3);
-  EXPECT_GT(ui.number("select count(*) from counter c join counter_track t on c.track_id = t.id where t.name = "
-                      "'tasks held by workers'"),
-            0);
+  // The pool's queues as counters: the tasks its workers hold, the items waiting to be sent.
+  for (const char* counter : {"tasks held by workers", "items waiting to be sent"})
+    EXPECT_GT(ui.number(std::string("select count(*) from counter c join counter_track t on c.track_id = t.id where "
+                                    "t.name = '") + counter + "'"),
+              0)
+        << counter;
   // A picture for the docs: both groups expanded.
   ui.page().eval("(async () => { window.app.trace.workspace.children.forEach(n => n.expand()); "
                  "await window.waitForPerfettoIdle(200); return true; })()");

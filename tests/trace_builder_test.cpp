@@ -117,6 +117,12 @@ TEST(trace_builder, a_task_is_a_span_on_its_workers_track_with_an_arrow_from_its
   ASSERT_FALSE(held.empty());
   EXPECT_EQ(held.front(), std::make_pair(4.0, 1.0));
   EXPECT_EQ(held.back(), std::make_pair(10.0, 0.0));
+  // The map's items waiting to be sent: its 10 from its submission, none once its task took them.
+  std::vector<std::pair<double, double>> waiting;
+  for (auto& e : events)
+    if (e.at("ph") == "C" && e.at("name") == "items")
+      waiting.emplace_back(e.at("ts").to_number<double>(), e.at("args").at("waiting to be sent").to_number<double>());
+  EXPECT_EQ(waiting, (std::vector<std::pair<double, double>>{{2.0, 10.0}, {4.0, 0.0}}));
   auto* from = find(events, "s", "task");
   ASSERT_TRUE(from) << "the arrow from its sending";
   EXPECT_DOUBLE_EQ(from->at("ts").to_number<double>(), 4.0);

@@ -54,6 +54,8 @@ struct FIBER_API config {
   int terminate_grace_ms = 2000;            ///< SIGTERM, then SIGKILL after this
   std::uint64_t malloc_keep_mb = 256;       ///< freed memory a process keeps for reuse (glibc malloc);
                                             ///< 0: malloc's own defaults
+  int idle_trim_ms = 1000;                  ///< a master gives freed memory back once no pool has had a
+                                            ///< call under way this long; 0: never
   std::string gpus = "auto";                ///< local backend: the devices children get, as slots:
                                             ///< auto (NVML, else nvidia-smi -L), none, or ids "0,1"
   std::string start_method = "forkserver";  ///< local children: forkserver (forked by a clean helper

@@ -118,6 +118,20 @@ key_def kubernetes_namespace_key() {
           [](const config& c) { return c.kubernetes_namespace; }};
 }
 
+/// How much fiber logs: a level by its name.
+key_def log_level_key() {
+  return {"log_level",
+          [](config& c, std::string_view v) {
+            for (int i = 0; i <= static_cast<int>(log_level::off); ++i)
+              if (v == level_text(static_cast<log_level>(i))) {
+                c.log_level = static_cast<log_level>(i);
+                return;
+              }
+            bad_value("log_level", v, "one of trace, debug, info, warn, error, off");
+          },
+          [](const config& c) { return std::string(level_text(c.log_level)); }};
+}
+
 /// A durable run's name: it names the journal's file, so nothing that could leave journal_dir or
 /// hide in a listing. Empty: one is made when the run starts.
 key_def run_id_key() {
@@ -142,16 +156,7 @@ const std::vector<key_def>& key_table() {
       choice_key("backend", &config::backend, {"local", "docker", "kubernetes", "slurm"},
                  "one of local, docker, kubernetes, slurm"),
       string_key("image", &config::image),
-      {"log_level",
-       [](config& c, std::string_view v) {
-         for (int i = 0; i <= static_cast<int>(log_level::off); ++i)
-           if (v == level_text(static_cast<log_level>(i))) {
-             c.log_level = static_cast<log_level>(i);
-             return;
-           }
-         bad_value("log_level", v, "one of trace, debug, info, warn, error, off");
-       },
-       [](const config& c) { return std::string(level_text(c.log_level)); }},
+      log_level_key(),
       string_key("log_file", &config::log_file),
       int_key("cpu_per_job", &config::cpu_per_job, 1, 4096),
       int_key("mem_per_job", &config::mem_per_job, 0, int_max),
@@ -181,6 +186,7 @@ const std::vector<key_def>& key_table() {
       int_key("max_depth", &config::max_depth, 1, 64),
       int_key("terminate_grace_ms", &config::terminate_grace_ms, 0, int_max),
       int_key<std::uint64_t>("malloc_keep_mb", &config::malloc_keep_mb, 0, std::uint64_t{1} << 20),
+      int_key("idle_trim_ms", &config::idle_trim_ms, 0, int_max),
       int_key("wait_spin_us", &config::wait_spin_us, 0, 1000000),
       bool_key("record", &config::record),
       string_key("record_dir", &config::record_dir),

@@ -10,9 +10,6 @@ namespace {
 constexpr int program_group = 0, collectives_group = 1 << 30, managers_group = (1 << 30) + 1;
 // A master's tracks beyond its first, for maps that overlap (a map_async beside a map).
 constexpr std::uint32_t extra_lane = 1u << 31;
-// Samples of the counter of tasks held apart at least this (a million tasks are not two million
-// counter events); the last value is written at the end.
-constexpr std::uint64_t in_flight_every_ns = 1'000'000;
 }  // namespace
 
 void trace_builder::add(const flight_record& r, const std::string& text) {
@@ -104,7 +101,8 @@ void trace_builder::map_event(const flight_record& r) {
     if (lane > 0) out_.track(p.group, extra_lane | lane, "master: maps beside the first", master_pid_);
   }
   p.lanes_busy[lane] = true;
-  p.maps[r.c] = {r.ns, r.d, lane};
+  auto& m = p.maps[r.c] = {r.ns, r.d, lane};
+  p.waiting.change(out_, p.group, m.waiting(), r.ns);
 }
 
 void trace_builder::end_map(pool_state& p, std::uint64_t map, std::uint64_t ns) {
@@ -114,6 +112,7 @@ void trace_builder::end_map(pool_state& p, std::uint64_t map, std::uint64_t ns) 
   out_.span(p.group, lane ? extra_lane | lane : 0, "map " + std::to_string(map), it->second.ns, std::max(ns, it->second.ns),
             {{"submission", static_cast<std::int64_t>(map)}, {"items", static_cast<std::int64_t>(it->second.items)}});
   p.lanes_busy[lane] = false;
+  p.waiting.change(out_, p.group, -it->second.waiting(), ns);  // what it did not send, it never will
   p.maps.erase(it);
 }
 
@@ -128,8 +127,10 @@ void trace_builder::task_event(const flight_record& r) {
         flow = ++flows_;
         out_.flow_from(p.group, m->second.lane ? extra_lane | m->second.lane : 0, r.ns, flow);
       }
-      held_[{p.group, r.a}].push_back({r.c, r.ns, items_of_task(r.d), map_of_task(r.d), flow});
-      count_in_flight(p, 1, r.ns);
+      auto items = items_of_task(r.d);
+      held_[{p.group, r.a}].push_back({r.c, r.ns, items, map_of_task(r.d), flow});
+      p.held.change(out_, p.group, 1, r.ns);
+      on_map(p, map_of_task(r.d), r.ns, [&](open_map& m) { m.held += items; });
       break;
     }
     case record_kind::task_done: end_task(r, "result"); break;
@@ -148,11 +149,16 @@ void trace_builder::end_task(const flight_record& r, const char* how) {
   auto& q = held_[key];
   auto it = std::find_if(q.begin(), q.end(), [&](const sent& s) { return s.task == r.c; });
   if (it == q.end()) return;
-  count_in_flight(p, -1, r.ns);
   // It ends when its end reached the master. It began when it was sent or when the one before
   // it on that worker ended (a worker runs its tasks in the order sent), whichever came later;
   // and, where its worker said how long it ran (a result's), not before its end less that.
   bool said = r.kind == record_kind::task_done;
+  p.held.change(out_, p.group, -1, r.ns);
+  // A result's items are answered; a lost task's wait to be sent again.
+  on_map(p, it->map, r.ns, [&](open_map& m) {
+    m.held -= std::min(m.held, it->items);
+    if (said) m.done += it->items;
+  });
   auto from = std::max(it->ns, free_since_[key]);
   if (said && r.ns > r.d) from = std::max(from, r.ns - r.d);
   // What a reader would not assume is said: items other than one, an end other than a result,
@@ -169,19 +175,13 @@ void trace_builder::end_task(const flight_record& r, const char* how) {
   q.erase(it);
 }
 
-void trace_builder::count_in_flight(pool_state& p, std::int64_t change, std::uint64_t ns) {
-  auto before = p.in_flight;
-  p.in_flight += change;
-  if (p.in_flight_written && ns < p.in_flight_at + in_flight_every_ns) {
-    p.in_flight_pending = ns;  // written with the next sample, or at the end, at its own time
-    return;
-  }
-  // What it held since the last change not written, then what it holds now.
-  if (p.in_flight_pending) out_.counter(p.group, "tasks", "held by workers", *p.in_flight_pending, static_cast<double>(before));
-  out_.counter(p.group, "tasks", "held by workers", ns, static_cast<double>(p.in_flight));
-  p.in_flight_at = ns;
-  p.in_flight_written = true;
-  p.in_flight_pending.reset();
+template <class F>
+void trace_builder::on_map(pool_state& p, std::uint64_t map, std::uint64_t ns, F f) {
+  auto it = p.maps.find(map);
+  if (it == p.maps.end()) return;
+  auto before = it->second.waiting();
+  f(it->second);
+  p.waiting.change(out_, p.group, it->second.waiting() - before, ns);
 }
 
 std::uint32_t trace_builder::child_track(std::uint32_t child) {
@@ -277,8 +277,8 @@ void trace_builder::finish() {
   if (program_named_ && began_ns_) out_.span(program_group, 0, "run", *began_ns_, std::max(last_ns_, *began_ns_), {});
   for (auto& [id, p] : pools_) {
     while (!p.maps.empty()) end_map(p, p.maps.begin()->first, last_ns_);
-    if (p.in_flight_pending)
-      out_.counter(p.group, "tasks", "held by workers", *p.in_flight_pending, static_cast<double>(p.in_flight));
+    p.held.finish(out_, p.group);
+    p.waiting.finish(out_, p.group);
   }
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/flight_recorder.hpp"
+#include "core/sampled_counter.hpp"
 #include "core/trace_sink.hpp"
 
 namespace fiber::detail {
@@ -35,15 +36,18 @@ class trace_builder {
   struct open_map {
     std::uint64_t ns, items;
     std::uint32_t lane;
+    std::uint64_t done = 0, held = 0;  // its items answered, and held by workers now
+    /// Its items not yet sent (or sent again after a loss); 0 for a map of unknown size.
+    std::int64_t waiting() const {
+      return items > done + held ? static_cast<std::int64_t>(items - done - held) : 0;
+    }
   };
   struct pool_state {
     int group = 0;
     std::vector<bool> lanes_busy;  // the master's tracks for maps, a map on each at a time
     std::map<std::uint64_t, open_map> maps;
-    std::int64_t in_flight = 0;
-    std::uint64_t in_flight_at = 0;  // when the counter was last written
-    bool in_flight_written = false;
-    std::optional<std::uint64_t> in_flight_pending;  // when the last change not written yet was
+    sampled_counter held{"tasks", "held by workers"};
+    sampled_counter waiting{"items", "waiting to be sent"};
   };
   void program_event(const flight_record& r, const std::string& text);
   pool_state& pool(std::uint64_t id);
@@ -52,7 +56,9 @@ class trace_builder {
   void end_map(pool_state& p, std::uint64_t map, std::uint64_t ns);
   void task_event(const flight_record& r);
   void end_task(const flight_record& r, const char* how);
-  void count_in_flight(pool_state& p, std::int64_t change, std::uint64_t ns);
+  /// Applies `f` to map `map` of `p` (when open) and moves the waiting items' counter with it.
+  template <class F>
+  void on_map(pool_state& p, std::uint64_t map, std::uint64_t ns, F f);
   void process_event(const flight_record& r, const std::string& text);
   /// The program's track of child `child`, named once.
   std::uint32_t child_track(std::uint32_t child);

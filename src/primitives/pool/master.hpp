@@ -27,6 +27,7 @@
 #include "primitives/pool/shared_courier.hpp"
 #include "primitives/pool/task_queue.hpp"
 #include "primitives/pool/worker_directory.hpp"
+#include "runtime/idle_trim.hpp"
 #include "primitives/pool/worker_set.hpp"
 #include "runtime/services/service_registry.hpp"
 
@@ -88,6 +89,8 @@ class pool_master final : public pool_core, public service, public std::enable_s
   std::size_t workers_lost_ = 0;
   std::size_t memory_exceeded_ = 0;  // workers stopped for going past their memory limit
   std::uint64_t maps_ = 0;  // submissions so far: their number in the flight recorder
+  std::size_t calls_open_ = 0;   // submissions not finished
+  idle_trim::hold busy_;         // held while any is: the process gives freed memory back once idle
   std::size_t total_hint_ = 0;  // items submitted while the progress line is up
   milestones milestones_{
       [this] {  // ready: its workers connected, or they cannot start, or it closed
