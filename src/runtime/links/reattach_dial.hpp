@@ -8,11 +8,13 @@
 #include <cstddef>
 #include <string>
 
+#include "runtime/links/reattach_wire.hpp"
+
 namespace fiber::detail {
 
 class reattach_dial {
  public:
-  /// Dials point `name` and proves `secret`. Throws std::system_error when nothing listens there
+  /// Dials point `name` (an abstract unix socket's name, or "tcp:IPV4:PORT") and proves `secret`. Throws std::system_error when nothing listens there
   /// (the worker is gone) or the worker stops answering within `patience`, and
   /// fiber::error(protocol_error) when the peer is not of this user, does not prove the secret,
   /// or says it holds more than `state_limit` bytes.
@@ -31,8 +33,9 @@ class reattach_dial {
 
  private:
   int fd_ = -1;
-  int peer_pid_ = 0;
+  int peer_pid_ = 0;  // 0 over TCP: the kernel does not say
   std::string state_;
+  reattach_proof key_{};  // what seals this session's messages
 };
 
 }  // namespace fiber::detail

@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,11 +29,19 @@ int open_pidfd(int pid) noexcept {
 constexpr int peer_patience_s = 5;
 }  // namespace
 
-reattach_point::reattach_point(int master_pid, std::chrono::milliseconds grace, handlers h)
-    : name_("fiber-reattach-" + random_token()),
-      secret_(random_token() + random_token()),
-      grace_(grace),
-      handlers_(std::move(h)) {
+reattach_point::reattach_point(int master_pid, std::chrono::milliseconds grace, handlers h, const std::string& tcp_host)
+    : secret_(random_token() + random_token()), grace_(grace), handlers_(std::move(h)), unix_(tcp_host.empty()) {
+  if (unix_) bind_unix();
+  else bind_tcp(tcp_host);
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  pidfd_ = open_pidfd(master_pid);
+  // A master already gone (the pid is no longer there) starts the grace at once.
+  if (master_pid > 0 && pidfd_ < 0) gone_ = true;
+  thread_ = std::thread([this] { run(); });
+}
+
+void reattach_point::bind_unix() {
+  name_ = "fiber-reattach-" + random_token();
   listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener_ < 0) throw std::system_error(errno, std::generic_category(), "a reattach point's socket");
   sockaddr_un addr{};
@@ -43,11 +53,23 @@ reattach_point::reattach_point(int master_pid, std::chrono::milliseconds grace, 
     ::close(listener_);
     throw std::system_error(e, std::generic_category(), "binding a reattach point");
   }
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  pidfd_ = open_pidfd(master_pid);
-  // A master already gone (the pid is no longer there) starts the grace at once.
-  if (master_pid > 0 && pidfd_ < 0) gone_ = true;
-  thread_ = std::thread([this] { run(); });
+}
+
+void reattach_point::bind_tcp(const std::string& host) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1)
+    throw std::system_error(EINVAL, std::generic_category(), "a reattach point's address (an IPv4 address) " + host);
+  listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener_ < 0) throw std::system_error(errno, std::generic_category(), "a reattach point's socket");
+  socklen_t length = sizeof addr;
+  if (::bind(listener_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener_, 16) != 0 ||
+      ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
+    int e = errno;
+    ::close(listener_);
+    throw std::system_error(e, std::generic_category(), "binding a reattach point on " + host);
+  }
+  name_ = "tcp:" + host + ":" + std::to_string(ntohs(addr.sin_port));
 }
 
 reattach_point::~reattach_point() {
@@ -132,7 +154,7 @@ void reattach_point::run() {
 bool reattach_point::serve(int fd) {
   ucred peer{};
   socklen_t size = sizeof peer;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::geteuid()) {
+  if (unix_ && (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::geteuid())) {
     logf(log_level::warn, "refused a dial at this worker's reattach point from user ", peer.uid, " (only ", ::geteuid(),
          ", the run's, may take it up)");
     return false;
@@ -151,16 +173,24 @@ bool reattach_point::serve(int fd) {
     logf(log_level::warn, "refused a dial at this worker's reattach point: the caller does not know its secret");
     return false;
   }
-  auto state = handlers_.state();
+  auto key = reattach_key(secret_, mine, theirs);
+  auto state = reattach_seal(key, reattach_way::to_master, handlers_.state());
   auto answer = reattach_prove(secret_, "worker", theirs, mine);
   auto n = static_cast<std::uint32_t>(state.size());
   std::string reply(reinterpret_cast<const char*>(answer.data()), answer.size());
   reply.append(reinterpret_cast<const char*>(&n), sizeof n);
   reply += state;
   std::uint32_t length = 0;
-  if (!write_all(fd, reply) || !read_all(fd, &length, sizeof length) || length > reattach_record_limit) return false;
-  std::string record(length, '\0');
-  if (!read_all(fd, record.data(), record.size())) return false;
+  if (!write_all(fd, reply) || !read_all(fd, &length, sizeof length) ||
+      length > reattach_record_limit + reattach_seal_bytes)
+    return false;
+  std::string sealed(length, '\0'), record;
+  if (!read_all(fd, sealed.data(), sealed.size())) return false;
+  if (!reattach_unseal(key, reattach_way::to_worker, sealed, record)) {
+    logf(log_level::warn, "refused a record at this worker's reattach point: it was not sealed in this session (changed "
+                          "on its way?)");
+    return false;
+  }
   if (record.empty()) {
     logf(log_level::info, "the master that took the run up told this worker to leave");
     handlers_.expired();

@@ -35,19 +35,25 @@ class reattach_point {
   };
 
   /// Binds a fresh name and starts the thread. `master_pid`: the master's process when it runs on
-  /// this host (watched by a pidfd), else 0. Throws std::system_error when no socket can be bound.
-  reattach_point(int master_pid, std::chrono::milliseconds grace, handlers h);
+  /// this host (watched by a pidfd), else 0. `tcp_host`: empty for an abstract unix socket (a
+  /// master on this host; the kernel says who dials), else the IPv4 address to listen on at a
+  /// port of the kernel's choosing (a master elsewhere; the name is then "tcp:HOST:PORT"). Throws
+  /// std::system_error when no socket can be bound.
+  reattach_point(int master_pid, std::chrono::milliseconds grace, handlers h, const std::string& tcp_host = {});
   ~reattach_point();  // stops the thread; the name is free again
   reattach_point(const reattach_point&) = delete;
   reattach_point& operator=(const reattach_point&) = delete;
 
-  /// The abstract socket's name (without its leading NUL) and the secret a master must prove.
+  /// The point's name (an abstract socket's, without its leading NUL; or "tcp:HOST:PORT") and the
+  /// secret a master must prove.
   const std::string& name() const noexcept { return name_; }
   const std::string& secret() const noexcept { return secret_; }
   /// The worker's link to its master closed: the grace begins (once). From any thread.
   void master_gone() noexcept;
 
  private:
+  void bind_unix();
+  void bind_tcp(const std::string& host);
   void run();
   /// One master dialling in: true when it took the worker up (or told it to leave).
   bool serve(int fd);
@@ -56,6 +62,7 @@ class reattach_point {
   std::string name_, secret_;
   std::chrono::milliseconds grace_;
   handlers handlers_;
+  bool unix_;  // an abstract unix socket (else TCP): the kernel says who dials
   int listener_ = -1, pidfd_ = -1, wake_fd_ = -1;  // wake_fd_: an eventfd, for master_gone and the end
   std::mutex mutex_;
   bool gone_ = false, stopping_ = false;  // under mutex_

@@ -1,12 +1,15 @@
 #include "runtime/links/reattach_wire.hpp"
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <cstring>
 #include <stdexcept>
 
 namespace fiber::detail {
@@ -23,6 +26,55 @@ reattach_proof reattach_prove(std::string_view secret, std::string_view role, co
       length != out.size())
     throw std::runtime_error("HMAC-SHA256 failed");
   return out;
+}
+
+reattach_proof reattach_key(std::string_view secret, const reattach_challenge& workers, const reattach_challenge& masters) {
+  return reattach_prove(secret, "key", workers, masters);
+}
+
+namespace {
+/// GCM's nonce for `way`: unique under a key that seals once each way.
+std::array<unsigned char, 12> nonce_of(reattach_way way) {
+  std::array<unsigned char, 12> n{};
+  n[0] = static_cast<unsigned char>(way);
+  return n;
+}
+struct cipher_context {
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  ~cipher_context() { EVP_CIPHER_CTX_free(ctx); }
+};
+}  // namespace
+
+std::string reattach_seal(const reattach_proof& key, reattach_way way, std::string_view text) {
+  cipher_context c;
+  auto nonce = nonce_of(way);
+  std::string out(text.size() + reattach_seal_bytes, '\0');
+  auto* o = reinterpret_cast<unsigned char*>(out.data());
+  int n = 0, last = 0;
+  if (!c.ctx || EVP_EncryptInit_ex(c.ctx, EVP_aes_256_gcm(), nullptr, key.data(), nonce.data()) != 1 ||
+      EVP_EncryptUpdate(c.ctx, o, &n, reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size())) != 1 ||
+      EVP_EncryptFinal_ex(c.ctx, o + n, &last) != 1 ||
+      EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(reattach_seal_bytes), o + text.size()) != 1)
+    throw std::runtime_error("AES-256-GCM sealing failed");
+  return out;
+}
+
+bool reattach_unseal(const reattach_proof& key, reattach_way way, std::string_view sealed, std::string& text) {
+  if (sealed.size() < reattach_seal_bytes) return false;
+  cipher_context c;
+  auto nonce = nonce_of(way);
+  auto length = sealed.size() - reattach_seal_bytes;
+  text.assign(length, '\0');
+  std::array<unsigned char, reattach_seal_bytes> tag{};
+  std::memcpy(tag.data(), sealed.data() + length, tag.size());
+  int n = 0, last = 0;
+  bool ok = c.ctx && EVP_DecryptInit_ex(c.ctx, EVP_aes_256_gcm(), nullptr, key.data(), nonce.data()) == 1 &&
+            EVP_DecryptUpdate(c.ctx, reinterpret_cast<unsigned char*>(text.data()), &n,
+                              reinterpret_cast<const unsigned char*>(sealed.data()), static_cast<int>(length)) == 1 &&
+            EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_SET_TAG, static_cast<int>(tag.size()), tag.data()) == 1 &&
+            EVP_DecryptFinal_ex(c.ctx, reinterpret_cast<unsigned char*>(text.data()) + n, &last) == 1;
+  if (!ok) text.clear();
+  return ok;
 }
 
 bool reattach_same(const reattach_proof& a, const reattach_proof& b) noexcept {
