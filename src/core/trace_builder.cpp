@@ -58,22 +58,23 @@ void trace_builder::program_event(const flight_record& r, const std::string& tex
   out_.mark(program_group, 0, "recording cut here (record_max_bytes): nothing after this was recorded", r.ns, {});
 }
 
-trace_builder::pool_state& trace_builder::pool(std::uint64_t id) {
+trace_builder::pool_state& trace_builder::pool(std::uint64_t id, const std::string& in) {
   auto [it, added] = pools_.try_emplace(id);
   if (added) {
+    // Named once (Perfetto's format keeps a track's first name): a pool of a child that is a
+    // master of its own says which one, from its first record.
     it->second.group = static_cast<int>(pools_.size());
-    out_.group(it->second.group, "pool " + std::to_string(it->second.group), it->second.group, it->second.group);
+    auto name = "pool " + std::to_string(it->second.group) + (in.empty() ? std::string() : " in " + in);
+    out_.group(it->second.group, name, it->second.group, it->second.group);
     out_.track(it->second.group, 0, "master", master_pid_);
   }
   return it->second;
 }
 
 void trace_builder::pool_event(const flight_record& r, const std::string& text) {
-  auto& p = pool(r.b);
+  auto& p = pool(r.b, r.kind == record_kind::pool_begin ? text : std::string());
   switch (r.kind) {
     case record_kind::pool_begin:
-      // A pool of a child that is a master of its own says which one.
-      if (!text.empty()) out_.group(p.group, "pool " + std::to_string(p.group) + " in " + text, p.group, p.group);
       out_.mark(p.group, 0, "pool of " + std::to_string(r.a) + " workers", r.ns, {{"workers", std::int64_t(r.a)}});
       break;
     case record_kind::pool_end: out_.mark(p.group, 0, "pool ended", r.ns, {}); break;

@@ -50,7 +50,7 @@ class trace_builder {
     sampled_counter waiting{"items", "waiting to be sent"};
   };
   void program_event(const flight_record& r, const std::string& text);
-  pool_state& pool(std::uint64_t id);
+  pool_state& pool(std::uint64_t id, const std::string& in = {});
   void pool_event(const flight_record& r, const std::string& text);
   void map_event(const flight_record& r);
   void end_map(pool_state& p, std::uint64_t map, std::uint64_t ns);
