@@ -4,16 +4,22 @@
 // (scripts/perfetto_ui.sh fetches it, pinned by hash): it opens /localtrace from the server that
 // serves it when /vizviewer_info answers, and exposes `window.app` and `waitForPerfettoIdle`.
 #pragma once
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <boost/json.hpp>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "chromium.hpp"
-#include "static_http_server.hpp"
+#include "transport/http_server.hpp"
 
 namespace fiber_test {
 
@@ -26,16 +32,60 @@ inline std::filesystem::path perfetto_ui_path() {
   return std::filesystem::exists(p / "index.html") ? p : std::filesystem::path();
 }
 
+/// The UI's files and the trace, on 127.0.0.1 at a port of the kernel's choosing: fiber's own
+/// HTTP server (transport/http_server) on an io_context of its own thread.
+class perfetto_ui_server {
+ public:
+  perfetto_ui_server(std::filesystem::path root, std::filesystem::path trace)
+      : root_(std::move(root)),
+        trace_(std::move(trace)),
+        server_(io_, "127.0.0.1", 0, {}, [](const fiber::detail::http_served_request&) { return std::nullopt; },
+                [this](const fiber::detail::http_served_request& r) { return answer(r.path()); }) {
+    server_.start();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~perfetto_ui_server() {
+    asio::post(io_, [this] { server_.close(); });
+    io_.stop();
+    thread_.join();
+  }
+  perfetto_ui_server(const perfetto_ui_server&) = delete;
+  perfetto_ui_server& operator=(const perfetto_ui_server&) = delete;
+  std::string url(const std::string& path = "/") const { return "http://127.0.0.1:" + std::to_string(server_.port()) + path; }
+
+ private:
+  fiber::detail::http_reply answer(const std::string& path) const {
+    // The UI's start asks /vizviewer_info (answered: open /localtrace from here) and /file_info.
+    if (path == "/vizviewer_info" || path == "/file_info") return {200, "{}", "application/json"};
+    if (path == "/localtrace") return file(trace_);
+    if (path.find("..") != std::string::npos) return {404, "no such file"};
+    return file(root_ / (path == "/" ? std::string("index.html") : path.substr(1)));
+  }
+  static fiber::detail::http_reply file(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) return {404, "no such file"};
+    static const std::map<std::string, std::string> types = {
+        {".html", "text/html; charset=utf-8"}, {".js", "text/javascript"}, {".css", "text/css"},
+        {".json", "application/json"},         {".wasm", "application/wasm"}, {".png", "image/png"},
+        {".svg", "image/svg+xml"},             {".woff2", "font/woff2"},     {".ttf", "font/ttf"}};
+    auto type = types.find(p.extension().string());
+    return {200, std::string(std::istreambuf_iterator<char>(in), {}),
+            type == types.end() ? "application/octet-stream" : type->second};
+  }
+
+  std::filesystem::path root_, trace_;
+  asio::io_context io_;
+  fiber::detail::http_server server_;
+  std::thread thread_;
+};
+
 class perfetto_trace {
  public:
   /// Serves the UI and `trace`, opens it in a fresh browser and waits until the UI has loaded
   /// the trace and gone idle (its own detector: no pending query, no redraw). Throws with the
   /// page's words when the UI cannot load it.
   explicit perfetto_trace(const std::filesystem::path& trace, std::chrono::seconds patience = std::chrono::seconds(180))
-      : server_(perfetto_ui_path(), {{"/localtrace", {trace, {}, {}}},
-                                     {"/vizviewer_info", {{}, "{}", "application/json"}},
-                                     {"/file_info", {{}, "{}", "application/json"}}}),
-        page_(patience) {
+      : server_(perfetto_ui_path(), trace), page_(patience) {
     auto began = std::chrono::steady_clock::now();
     page_.go(server_.url("/"));
     page_.eval(R"js((async () => {
@@ -86,7 +136,7 @@ class perfetto_trace {
   chromium& page() { return page_; }
 
  private:
-  static_http_server server_;
+  perfetto_ui_server server_;
   chromium page_;
   double load_seconds_ = 0;
 };
