@@ -184,15 +184,18 @@ class stream_sink final : public pool_sink, public stream_source<R> {
  private:
   using entry = std::variant<std::exception_ptr, message>;
   void arrive(std::size_t index, entry r) {
-    if (!ordered_) {
-      ready_.push_back(std::move(r));
-    } else {
+    if (ordered_ && index != next_) {  // ahead of one still to come: it waits for it
       parked_.emplace(index, std::move(r));
-      for (auto it = parked_.find(next_); it != parked_.end(); it = parked_.find(++next_)) {
+      return;
+    }
+    // The next in order (a chunk's results arrive so, one after another) goes straight on, and
+    // then those parked behind it.
+    ready_.push_back(std::move(r));
+    if (ordered_)
+      for (auto it = parked_.find(++next_); it != parked_.end(); it = parked_.find(++next_)) {
         ready_.push_back(std::move(it->second));
         parked_.erase(it);
       }
-    }
     wake();
   }
   void wake() {
