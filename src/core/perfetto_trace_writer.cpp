@@ -100,10 +100,12 @@ std::uint64_t perfetto_trace_writer::track_uuid(int group, std::uint32_t track) 
   return uuid;
 }
 
+// Each described once: Perfetto keeps a track's first name, so a second description would only
+// add bytes (the builder names each group and track before its first event).
 void perfetto_trace_writer::group(int group, std::string_view name, std::int64_t, int) {
   auto [it, added] = groups_.try_emplace(group, 0);
-  if (added) it->second = next_uuid_++;
-  // A later description of the same uuid renames it.
+  if (!added) return;
+  it->second = next_uuid_++;
   describe(it->second, 0, name, false);
 }
 
@@ -111,7 +113,8 @@ void perfetto_trace_writer::track(int group, std::uint32_t track, std::string_vi
   if (track == 0) return;
   auto parent = group_uuid(group);
   auto [it, added] = tracks_.try_emplace({group, track}, 0);
-  if (added) it->second = next_uuid_++;
+  if (!added) return;
+  it->second = next_uuid_++;
   describe(it->second, parent, name, false);
 }
 
