@@ -213,8 +213,10 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
   if (timeout.count()) late_.use();
   sub->recorded_as = ++maps_;
   // Not on a caller's io_context: a timer of fiber's would hold its run() up (see idle_trim).
-  if (calls_open_++ == 0)
-    busy_ = idle_trim::of(rt_->io(), std::chrono::milliseconds(rt_->loop().owns_loop() ? rt_->cfg().idle_trim_ms : 0)).busy();
+  // Looked up once (Asio's service registry takes a lock): a loop of small maps starts a call
+  // each round.
+  if (!trim_) trim_ = &idle_trim::of(rt_->io(), std::chrono::milliseconds(rt_->loop().owns_loop() ? rt_->cfg().idle_trim_ms : 0));
+  if (calls_open_++ == 0) busy_ = trim_->busy();
   rt_->observer().recorder().record(record_kind::map_begin, 0, id_, sub->recorded_as, hint);
   if (durable_) {
     auto* f = find_function(function_id);
@@ -299,7 +301,7 @@ boost::json::object pool_master::describe() const {
 
 void pool_master::on_shutdown() noexcept {
   workers_.cancel_timers();
-  idle_trim::of(rt_->io(), std::chrono::milliseconds(0)).stop();  // its timer must not hold the loop up
+  if (trim_) trim_->stop();  // its timer must not hold the loop up
   progress_.cancel();
   late_.cancel();
   // The context stops with work in flight (a service stopped mid-request): every caller gets an

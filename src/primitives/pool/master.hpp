@@ -90,6 +90,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   std::size_t memory_exceeded_ = 0;  // workers stopped for going past their memory limit
   std::uint64_t maps_ = 0;  // submissions so far: their number in the flight recorder
   std::size_t calls_open_ = 0;   // submissions not finished
+  idle_trim* trim_ = nullptr;    // the loop's, once a call has asked for it
   idle_trim::hold busy_;         // held while any is: the process gives freed memory back once idle
   std::size_t total_hint_ = 0;  // items submitted while the progress line is up
   milestones milestones_{
