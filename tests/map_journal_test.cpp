@@ -113,6 +113,36 @@ TEST(map_journal, records_of_another_kind_or_shape_are_left_out) {
   EXPECT_TRUE(j.past(0, 0)->chunks.empty());
 }
 
+// A worker is found again by its point and taken up by the engine's name for it: a container's
+// id, a pod's, a Slurm job's. A record from a master that wrote no such name is still read.
+TEST(map_journal, a_pools_workers_come_back_with_their_point_secret_and_engine_name) {
+  auto p = path_of("workers");
+  session(p, [](map_journal& j) {
+    j.worker(1, 4242, "tcp:10.0.0.7:40001", "s3cret", "3f2a9c0d11e4");
+    j.worker(2, 17, "fiber-reattach-x", "other", "17");
+  });
+  {
+    journal_writer out(p, 1 << 20);
+    out.append({map_journal::pool_worker, 1, 0, 99, "fiber-reattach-y\nolder"});  // no handle
+    out.append({map_journal::pool_worker, 1, 0, 98, "no secret"});                  // not a worker record
+    out.sync();
+  }
+  journal_writer out(p, 1 << 20);
+  map_journal j(read_journal(p), out);
+  auto w = j.past_workers(1);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].pid, 4242);
+  EXPECT_EQ(w[0].name, "tcp:10.0.0.7:40001");
+  EXPECT_EQ(w[0].secret, "s3cret");
+  EXPECT_EQ(w[0].handle, "3f2a9c0d11e4");
+  EXPECT_EQ(w[1].name, "fiber-reattach-y");
+  EXPECT_EQ(w[1].secret, "older");
+  EXPECT_EQ(w[1].handle, "");
+  ASSERT_EQ(j.past_workers(2).size(), 1u);
+  EXPECT_EQ(j.past_workers(2)[0].handle, "17");
+  EXPECT_TRUE(j.past_workers(3).empty());
+}
+
 TEST(map_journal, the_chunk_hash_is_xxh3_and_chains_through_its_seed) {
   EXPECT_EQ(chunk_hash(""), 0x2d06800538d394c2ull);  // XXH3-64 of nothing, as xxHash's own tests give it
   EXPECT_NE(chunk_hash("ab"), chunk_hash("ba"));

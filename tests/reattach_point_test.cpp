@@ -263,6 +263,19 @@ TEST(reattach_point, over_tcp_a_master_that_proves_the_secret_takes_the_worker_u
   EXPECT_EQ(record.get(), "link to tcp://10.0.0.2:5555 as 42");
 }
 
+// A worker elsewhere learns of its master's end from its link, heartbeat_timeout_ms later: the
+// master taking the run up is taken at once, and the worker hears its last master is gone first.
+TEST(reattach_point, over_tcp_a_master_that_proves_the_secret_is_taken_before_the_link_says_the_last_is_gone) {
+  heard h;
+  auto record = h.record.get_future();
+  reattach_point point(0, 60s, h.handlers("task 9 running"), "127.0.0.1");
+  reattach_dial dial(point.name(), point.secret(), 5s, 1024);
+  EXPECT_EQ(dial.state(), "task 9 running");
+  EXPECT_EQ(h.gone, 1) << "the worker did not stop taking its last master's tasks before saying what it holds";
+  dial.send("link to tcp://10.0.0.2:5555 as 7");
+  EXPECT_EQ(record.get(), "link to tcp://10.0.0.2:5555 as 7");
+}
+
 TEST(reattach_point, over_tcp_one_on_the_path_sees_neither_what_the_worker_holds_nor_its_record) {
   heard h;
   auto record = h.record.get_future();

@@ -98,6 +98,10 @@ TEST(slurm_cli, names_comments_and_extra_arguments) {
   EXPECT_EQ(slurm::job_name("j1", "Pool Worker/1"), "fiber-j1-Pool_Worker_1");
   EXPECT_EQ(slurm::master_of_comment(slurm::master_comment("host:12")), "host:12");
   EXPECT_EQ(slurm::master_of_comment("someone else's job"), "");
+  EXPECT_EQ(slurm::master_of_comment(slurm::master_comment("host:12", true)), "host:12");
+  EXPECT_TRUE(slurm::durable_comment(slurm::master_comment("host:12", true)));
+  EXPECT_FALSE(slurm::durable_comment(slurm::master_comment("host:12")));
+  EXPECT_FALSE(slurm::durable_comment("my own durable"));
   EXPECT_EQ(slurm::split_args("  --exclusive\t--reservation=r1 "), (std::vector<std::string>{"--exclusive", "--reservation=r1"}));
 }
 

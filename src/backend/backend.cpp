@@ -31,8 +31,8 @@ std::string master_host() {
 
 std::string master_mark() { return master_host() + ":" + std::to_string(::getpid()); }
 
-std::unique_ptr<job> backend::adopt(int pid) {
-  throw error(errc::unsatisfiable, "the " + name() + " backend cannot take up process " + std::to_string(pid) +
+std::unique_ptr<job> backend::adopt(const std::string& handle) {
+  throw error(errc::unsatisfiable, "the " + name() + " backend cannot take up " + handle +
                                        ", a worker of an earlier master of the run");
 }
 

@@ -63,10 +63,11 @@ class backend {
   virtual std::vector<hub_host> hub_hosts() const { return {}; }
   /// Starts a child; throws fiber::error(errc::spawn_failed) with the reason.
   virtual std::unique_ptr<job> spawn(const spawn_spec& spec) = 0;
-  /// Takes up process `pid`, a child an earlier master of the run started (a durable run's worker
-  /// that waited for a master taking the run up), as a job of this master's. Throws
+  /// Takes up the child the engine calls `handle` (job::handle), which an earlier master of the
+  /// run started (a durable run's worker that waited for a master taking the run up), as a job of
+  /// this master's. Throws fiber::error(errc::spawn_failed) when it is gone, and
   /// fiber::error(errc::unsatisfiable) where this backend cannot (the default).
-  virtual std::unique_ptr<job> adopt(int pid);
+  virtual std::unique_ptr<job> adopt(const std::string& handle);
 };
 
 

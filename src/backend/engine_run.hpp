@@ -53,6 +53,8 @@ class engine_run {
   /// The child's own word for its pid; an engine whose pid is another namespace's ignores it.
   virtual void reported_pid(int p) { pid = p; }
   virtual std::string exit_detail() const { return detail_; }
+  /// The engine's name for the run (job::handle): its pid where the engine has no other.
+  virtual std::string handle() const { return std::to_string(pid.load()); }
   /// Why the engine has not started it yet (job::pending_reason); on the engine's loop.
   virtual std::string pending_reason() const { return {}; }
 
@@ -166,6 +168,9 @@ class job final {
   /// Calls `f` on the io_context once the child runs, queue waits over (at once where there is no
   /// queue): its handshake deadline counts from then. Never, for a child that ended unstarted.
   void when_running(unique_function<void()> f) { run_->when_running(std::move(f)); }
+  /// The engine's name for the child (a local process's pid, a container's id, a pod's name, a
+  /// Slurm job's id), by which a master taking a durable run up adopts it (backend::adopt).
+  std::string handle() const { return run_->handle(); }
   /// The pid the child reported itself, for a backend that cannot ask its engine.
   void reported_pid(int p) { run_->reported_pid(p); }
   /// The child said it is done and is about to exit: a backend that polls for the end looks soon.

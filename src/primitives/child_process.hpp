@@ -68,8 +68,9 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   const child_ending& ending() const noexcept { return ending_; }
   /// Its pid on its host; 0 before it is known.
   int pid() const noexcept;
-  /// True while it is stopped (SIGSTOP), where its backend can tell (see job::is_stopped).
-  bool is_stopped() const noexcept { return child_ && state() == phase::running && child_->is_stopped(); }
+  /// The engine's job while it runs (whether it is stopped, the engine's name for it); null
+  /// before it runs and once it ended.
+  const job* running_job() const noexcept { return child_ && state() == phase::running ? child_.get() : nullptr; }
   /// loop: while starting, why its engine has not started it yet (job::pending_reason).
   std::string pending_reason() const { return child_ && state() == phase::starting ? child_->pending_reason() : std::string(); }
   /// loop: where it runs, once its handshake came.

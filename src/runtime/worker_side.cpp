@@ -20,14 +20,14 @@ worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::co
   connect(master_endpoint, token);
 }
 
-void worker_side::master_lost() {
-  if (master_lost_) return master_lost_();
+void worker_side::master_lost(std::uint64_t link) {
+  if (master_lost_) return master_lost_(link);
   exit_worker(exit_master_lost);
 }
 
 void worker_side::relink(job_keys keys, const std::string& master_endpoint, const std::string& token) {
-  ++generation_;  // what the old connection still says is not heard
-  master_watch_.reset();
+  master_watch_.reset();  // its thread ends here, before the generation changes under it
+  ++generation_;         // what the old connection still says is not heard
   pulse_.reset();
   if (link_) link_->close();
   if (upstream_) upstream_->close();
@@ -49,7 +49,7 @@ void worker_side::connect(const std::string& master_endpoint, const std::string&
   const auto& keys = keys_;
   // The pulse that calls it is this side's own, and goes before it.
   auto lost = [this, generation = generation_] {
-    if (generation == generation_) master_lost();
+    if (generation == generation_) master_lost(generation);
   };
   if (const char* hub = std::getenv(env_hub); hub && *hub) {
     try {
@@ -71,7 +71,7 @@ void worker_side::connect(const std::string& master_endpoint, const std::string&
       link_ = connect_direct_link(loop_.io(), master_endpoint, token, keys.password);
     } catch (const std::system_error& e) {
       logf(log_level::error, "cannot reach the master at ", master_endpoint, ": ", e.what());
-      master_lost();
+      master_lost(generation_);
     }
     return;
   }
@@ -82,7 +82,7 @@ void worker_side::connect(const std::string& master_endpoint, const std::string&
                                std::chrono::milliseconds(cfg_.heartbeat_timeout_ms));
     } catch (const std::exception& e) {
       logf(log_level::error, "cannot reach the master at ", master_endpoint, ": ", e.what());
-      master_lost();
+      master_lost(generation_);
     }
     pulse_ = std::make_unique<link_pulse>(link_, std::chrono::milliseconds(cfg_.heartbeat_interval_ms),
                                           std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
@@ -103,12 +103,12 @@ void worker_side::connect(const std::string& master_endpoint, const std::string&
   s.set(zmq::sockopt::linger, 10000);  // what the worker sent reaches the master before it exits
   upstream_ = std::make_shared<zmq_channel>(loop_.io(), std::move(s));
   // A child that cannot see its master's process (no parent pid: a container, a pod, a Slurm
-  // job) exits when the connection stays down. The watch is attached before connecting: a
-  // handshake done before it would never be seen, and the worker would leave a live master.
+  // job) takes the master for gone when the connection stays down (on the watch's thread). The
+  // watch is attached before connecting: a handshake done before it would never be seen, and the
+  // worker would leave a live master.
   if (!std::getenv(env_parent_pid))
     master_watch_ = std::make_unique<master_watch>(zctx_, upstream_->socket(),
-                                                   std::chrono::milliseconds(cfg_.heartbeat_timeout_ms),
-                                                   [] { exit_worker(exit_master_lost); });
+                                                   std::chrono::milliseconds(cfg_.heartbeat_timeout_ms), lost);
   upstream_->socket().connect(master_endpoint);
 }
 
@@ -196,7 +196,7 @@ void worker_side::receive_next() {
           // The master closed its end or died: nobody is left to work for (unless a master
           // taking a durable run up may come for this worker: master_lost says).
           logf(log_level::debug, "the link to the master closed (", ec.message(), ")");
-          self->master_lost();
+          self->master_lost(generation);
         });
     return;
   }

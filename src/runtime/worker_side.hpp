@@ -46,8 +46,11 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   /// A service message that came another way (a manager's direct link); on the loop thread.
   void push_service_message(multipart m);
   /// What to do when the master is gone (its link closed, or it stopped answering): by default the
-  /// worker exits; a durable run's worker waits for a master that takes the run up instead.
-  void on_master_lost(unique_function<void()> f) { master_lost_ = std::move(f); }
+  /// worker exits; a durable run's worker waits for a master that takes the run up instead. `f`
+  /// runs on the loop, or on the thread of the watch of a link over ZeroMQ (where it must be
+  /// safe to: set once, before the master can be lost).
+  /// `link` says which link was lost: 0 the first, N after the Nth relink.
+  void on_master_lost(unique_function<void(std::uint64_t link)> f) { master_lost_ = std::move(f); }
   /// `f` runs on the loop at each message to or from the master: the worker's work (what its
   /// memory sampler wakes for).
   void on_activity(unique_function<void()> f) { activity_ = std::move(f); }
@@ -70,7 +73,7 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
 
  private:
   void connect(const std::string& master_endpoint, const std::string& token);
-  void master_lost();
+  void master_lost(std::uint64_t link);
   void receive_next();
   void handle(multipart&& m);
 
@@ -91,7 +94,7 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   std::deque<multipart> inbox_;
   std::atomic<bool> inbox_filled_{false};
   unique_function<bool(const header&, multipart&)> pass_reply_;
-  unique_function<void()> master_lost_;
+  unique_function<void(std::uint64_t)> master_lost_;
   unique_function<void()> activity_;
   std::uint64_t generation_ = 0;  // relinks so far: callbacks of an older link are not heard
   bool closed_ = false;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "core/log.hpp"
 
@@ -12,8 +13,8 @@ std::atomic<int> next_watch{0};
 }  // namespace
 
 master_watch::master_watch(zmq::context_t& ctx, zmq::socket_t& socket, std::chrono::milliseconds timeout,
-                           void (*on_lost)())
-    : watched_(socket), on_lost_(on_lost), events_(ctx, zmq::socket_type::pair) {
+                           std::function<void()> on_lost)
+    : watched_(socket), on_lost_(std::move(on_lost)), events_(ctx, zmq::socket_type::pair) {
   auto address = "inproc://fiber-master-watch-" + std::to_string(next_watch++);
   if (zmq_socket_monitor(socket.handle(), address.c_str(),
                          ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_MONITOR_STOPPED) != 0)
@@ -40,7 +41,7 @@ void master_watch::run(std::chrono::milliseconds timeout) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(down_since + timeout - clock::now());
       if (left.count() <= 0) {
         logf(log_level::error, "lost the connection to the master for ", timeout.count(),
-             " ms (heartbeat_timeout_ms): the master is gone; exiting");
+             " ms (heartbeat_timeout_ms): the master is gone");
         on_lost_();
         return;
       }

@@ -132,6 +132,17 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
 
   bool never_fits() const noexcept override { return no_gpu_driver; }
   void reported_pid(int) override {}  // the child's pid inside its container, not the host's
+  std::string handle() const override { return id; }
+
+  /// Container `container`, started by an earlier master, taken up as it runs: its end and its
+  /// output from now on are this run's (what it printed before was passed on by that master).
+  void take_up(const std::string& container) {
+    id = container;
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
+    auto frac = std::to_string(ns % 1000000000);
+    watch_running(std::to_string(ns / 1000000000) + "." + std::string(9 - frac.size(), '0') + frac);
+  }
 
   void kill_and_reap() noexcept override {
     if (at == stage::ended) return;
@@ -191,8 +202,14 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
         self->end(not_started, "the Docker engine could not start its container: " + refused);
       });
     }
-    at = stage::running;
     logf(log_level::debug, process_name, ": container ", id.substr(0, 12), " started");
+    watch_running({});
+    if (pending_signal) send(pending_signal);
+  }
+
+  /// It runs: its end, its output (from `since`; empty: from its start) and its pid are watched.
+  void watch_running(const std::string& since) {
+    at = stage::running;
     auto self = shared_from_this();
     engine->containers().wait(id, [self](std::error_code failed, int status, const std::string& reason) {
       self->waited(failed, status, reason);
@@ -202,12 +219,12 @@ struct container_run final : engine_run, std::enable_shared_from_this<container_
         [self](std::error_code, bool, const std::string&) {
           self->logs_done = true;
           if (self->wait_done) self->stopped();
-        });
+        },
+        since);
     engine->containers().pid(id, [self](std::error_code failed, int found, const std::string&) {
       if (!failed) self->pid = found;
       self->mark_identified();
     });
-    if (pending_signal) send(pending_signal);
   }
 
   /// The container's output goes where a local child's would: this process's stdout and stderr.
@@ -355,6 +372,9 @@ class docker_backend final : public tcp_backend {
     c.labels = {{"fiber.job", spec.job_id.empty() ? job_id_ : spec.job_id},
                 {"fiber.master", master_},
                 {"fiber.process", spec.name}};
+    // A durable run's worker outlives its master for reattach_grace_ms: no master's sweep of
+    // orphans removes it while it runs (it ends on its own).
+    if (cfg_.durable) c.labels["fiber.durable"] = "1";
     c.binds = binds_;
     c.network_mode = cfg_.docker_network;
     c.cpus = spec.cpu;
@@ -370,6 +390,19 @@ class docker_backend final : public tcp_backend {
       throw error(errc::spawn_failed, engine_->plain_refusal("the job's credentials for " + spec.name));
     auto run = std::make_shared<container_run>(engine_, blocking_, io_, spec.name);
     run->begin(*creator_, std::move(c), spec.secret);
+    return std::make_unique<job>(std::move(run));
+  }
+
+  std::unique_ptr<job> adopt(const std::string& handle) override {
+    auto state = blocking_->run<std::string>([&](docker_engine& e, auto done) { e.containers().inspect(handle, std::move(done)); });
+    boost::json::error_code ec;
+    auto v = boost::json::parse(state, ec);
+    auto* s = !ec && v.is_object() ? v.as_object().if_contains("State") : nullptr;
+    auto* running = s && s->is_object() ? s->as_object().if_contains("Running") : nullptr;
+    if (!running || !running->is_bool() || !running->as_bool())
+      throw error(errc::spawn_failed, "its container " + handle.substr(0, 12) + " no longer runs");
+    auto run = std::make_shared<container_run>(engine_, blocking_, io_, "container " + handle.substr(0, 12));
+    run->take_up(handle);
     return std::make_unique<job>(std::move(run));
   }
 
@@ -417,6 +450,7 @@ class docker_backend final : public tcp_backend {
     auto prefix = master_host() + ":";
     std::vector<std::string> orphans;
     for (auto& c : labeled) {
+      if (c.labels.contains("fiber.durable") && c.state == "running") continue;  // it waits for its run's next master
       auto& owner = c.labels["fiber.master"];
       if (!owner.starts_with(prefix)) continue;
       int pid = std::atoi(owner.c_str() + prefix.size());

@@ -163,10 +163,11 @@ void docker_containers::list(const std::string& key, const std::string& value, d
 }
 
 void docker_containers::follow_logs(const std::string& id, unique_function<void(int, std::string_view)> on_output,
-                                done<bool> on_done) {
+                                done<bool> on_done, const std::string& since) {
   auto demux = std::make_shared<log_demux>();
   demux->out = std::move(on_output);
-  auto req = engine_.request("GET", std::string(docker_engine::api) + "/containers/" + id + "/logs?follow=1&stdout=1&stderr=1");
+  auto req = engine_.request("GET", std::string(docker_engine::api) + "/containers/" + id + "/logs?follow=1&stdout=1&stderr=1" +
+                                        (since.empty() ? std::string() : "&since=" + since));
   req.timeout = std::chrono::milliseconds(0);  // as long as the container runs
   auto what = req.method + " " + req.url.substr(engine_.base_url_.size());
   engine_.http_.start(

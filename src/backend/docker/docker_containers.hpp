@@ -65,8 +65,10 @@ class docker_containers {
   /// recorded them).
   void logs(const std::string& id, done<std::string> on_done);
   /// Output as the container writes it, until it ends: `on_output(stream, bytes)` with stream 1
-  /// (stdout) or 2 (stderr); `on_done` when the stream closes.
-  void follow_logs(const std::string& id, unique_function<void(int, std::string_view)> on_output, done<bool> on_done);
+  /// (stdout) or 2 (stderr); `on_done` when the stream closes. `since`: from this time on only
+  /// ("seconds.nanoseconds" since the epoch; empty: from the container's start).
+  void follow_logs(const std::string& id, unique_function<void(int, std::string_view)> on_output, done<bool> on_done,
+                   const std::string& since = {});
   /// The container's description (GET /containers/{id}/json), as JSON text.
   void inspect(const std::string& id, done<std::string> on_done);
   /// The host pid of the container's main process (0 when it is not running).

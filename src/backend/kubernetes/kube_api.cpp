@@ -100,7 +100,7 @@ void api::send(std::shared_ptr<pending> p) {
   }
   req.headers.emplace_back("Accept", "application/json");
   if (!p->body.empty()) {
-    req.headers.emplace_back("Content-Type", "application/json");
+    req.headers.emplace_back("Content-Type", p->method == "PATCH" ? "application/merge-patch+json" : "application/json");
     req.body = p->body;
   }
   ++sent_;

@@ -17,6 +17,8 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "core/volume.hpp"
 #include "backend/backend.hpp"
@@ -59,6 +61,7 @@ class kubernetes_backend final : public tcp_backend {
     s.settings.cpu_request = cfg.kubernetes_cpu_request;
     s.settings.volumes = parse_volumes(cfg.volumes);
     s.settings.grace_seconds = (cfg.terminate_grace_ms + 999) / 1000;
+    s.settings.durable = cfg.durable;
     if (!cfg.kubernetes_pod_patch.empty()) {
       boost::system::error_code ec;
       s.settings.patch = boost::json::parse(cfg.kubernetes_pod_patch, ec);
@@ -119,6 +122,11 @@ class kubernetes_backend final : public tcp_backend {
                               delete_body(0), {"deletecollection", "pods"});
     if (r.ec) logf(log_level::warn, "could not delete the pods of job ", job_id_, ": ", r.why);
     secrets_.reset();  // after the pods that mount them
+    for (auto& secret : adopted_secrets_) {  // the credentials of the pods taken up, made by their master
+      auto gone = s.blocking->call("DELETE", "/api/v1/namespaces/" + s.ns + "/secrets/" + secret, delete_body(0),
+                                   {"delete", "secrets"});
+      if (gone.ec && gone.status != 404) logf(log_level::warn, "could not delete Secret ", secret, ": ", gone.why);
+    }
   }
 
   std::string name() const override { return "kubernetes"; }
@@ -148,12 +156,42 @@ class kubernetes_backend final : public tcp_backend {
                  (shared_->settings.cpu_request.empty() ? "" : " (requests " + shared_->settings.cpu_request + ")") +
                  (spec.memory_mb ? ", memory " + std::to_string(spec.memory_mb) + "Mi" : "") +
                  (spec.gpu ? ", " + std::to_string(spec.gpu) + " " + shared_->settings.gpu_resource : "");
-    auto run = start_pod(shared_, spec.name, pod, std::move(asked), std::move(manifest),
+    auto run = start_pod(shared_, spec.name, pod, std::move(asked), manifest,
                          static_cast<std::uint64_t>(std::max(spec.memory_mb, 0)));
     return std::make_unique<job>(std::move(run));
   }
 
+  /// A pod an earlier master of the run made: relabelled as this master's job (its watch follows
+  /// it, its end deletes it, a later master's sweep reads this master's mark on it).
+  std::unique_ptr<job> adopt(const std::string& handle) override {
+    auto& s = *shared_;
+    if (handle.empty() || handle.size() > 253 || handle.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") != std::string::npos)
+      throw error(errc::spawn_failed, "'" + handle + "' is not a pod's name");
+    boost::json::object patch{
+        {"metadata", boost::json::object{{"labels", boost::json::object{{job_label, label_value(job_id_)}}},
+                                         {"annotations", boost::json::object{{master_annotation, s.settings.master_mark}}}}}};
+    auto r = s.blocking->call("PATCH", "/api/v1/namespaces/" + s.ns + "/pods/" + handle, boost::json::serialize(patch),
+                              {"patch", "pods"});
+    if (r.ec) throw error(errc::spawn_failed, "its pod " + handle + " cannot be taken up: " + r.why);
+    auto* status = r.body.is_object() ? object_at(r.body.as_object(), "status") : nullptr;
+    if (string_at(status, "phase") != "Running") throw error(errc::spawn_failed, "its pod " + handle + " no longer runs");
+    for (auto& secret : mounted_secrets(r.body.as_object())) adopted_secrets_.insert(secret);
+    return std::make_unique<job>(adopt_pod(shared_, handle));
+  }
+
  private:
+  /// The fiber Secrets (a job's credentials) pod `item` mounts.
+  static std::vector<std::string> mounted_secrets(const boost::json::object& item) {
+    std::vector<std::string> out;
+    auto* spec = object_at(item, "spec");
+    auto* volumes = spec ? spec->if_contains("volumes") : nullptr;
+    for (auto& v : volumes && volumes->is_array() ? volumes->as_array() : boost::json::array{}) {
+      auto secret = v.is_object() ? string_at(object_at(v.as_object(), "secret"), "secretName") : std::string();
+      if (secret.starts_with("fiber-")) out.push_back(secret);
+    }
+    return out;
+  }
+
   /// Pods of masters on this machine (this pod, when the master runs in one) that are gone (killed
   /// before they could clean up).
   void remove_orphans(blocking_api& b) {
@@ -170,6 +208,10 @@ class kubernetes_backend final : public tcp_backend {
     for (auto& item : items->as_array()) {
       if (!item.is_object()) continue;
       auto* meta = object_at(item.as_object(), "metadata");
+      // A durable run's worker waits for its run's next master, and ends on its own.
+      if (!string_at(meta ? object_at(*meta, "labels") : nullptr, durable_label).empty() &&
+          string_at(object_at(item.as_object(), "status"), "phase") == "Running")
+        continue;
       auto owner = string_at(meta ? object_at(*meta, "annotations") : nullptr, master_annotation);
       if (!owner.starts_with(prefix)) continue;
       int pid = std::atoi(owner.c_str() + prefix.size());
@@ -178,13 +220,9 @@ class kubernetes_backend final : public tcp_backend {
       logf(log_level::info, "deleting pod ", name, ", left by a fiber master that ended without cleanup");
       b.call("DELETE", "/api/v1/namespaces/" + s.ns + "/pods/" + name, delete_body(0), {"delete", "pods"});
       // ... and the Secret with its credentials (several pods name the same: one delete does).
-      auto* spec = object_at(item.as_object(), "spec");
-      auto* volumes = spec ? spec->if_contains("volumes") : nullptr;
-      for (auto& v : volumes && volumes->is_array() ? volumes->as_array() : boost::json::array{}) {
-        auto secret = v.is_object() ? string_at(object_at(v.as_object(), "secret"), "secretName") : std::string();
-        if (secret.starts_with("fiber-") && left_secrets.insert(secret).second)
+      for (auto& secret : mounted_secrets(item.as_object()))
+        if (left_secrets.insert(secret).second)
           b.call("DELETE", "/api/v1/namespaces/" + s.ns + "/secrets/" + secret, delete_body(0), {"delete", "secrets"});
-      }
     }
   }
 
@@ -209,6 +247,7 @@ class kubernetes_backend final : public tcp_backend {
   mutable bool nodes_unknown_logged_ = false;
   std::uint64_t spawned_ = 0;
   std::unique_ptr<keys_secrets> secrets_;
+  std::set<std::string> adopted_secrets_;
 };
 
 }  // namespace

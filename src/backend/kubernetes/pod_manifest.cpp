@@ -74,6 +74,7 @@ boost::json::object pod_manifest(const pod_settings& s, const spawn_spec& spec, 
   boost::json::object labels{{managed_by_label, "fiber"},
                              {job_label, label_value(spec.job_id.empty() ? job_id : spec.job_id)},
                              {process_label, label_value(spec.name)}};
+  if (s.durable) labels[durable_label] = "true";
   auto metadata = job_object_metadata(s, name, std::move(labels));
 
   boost::json::array env;

@@ -29,6 +29,7 @@ struct pod_settings {
   std::optional<owner_pod> owner;
   std::string master_mark;            // annotation fiber.master: host:pid of the master (the pod's host name in a pod)
   int grace_seconds = 2;              // terminationGracePeriodSeconds
+  bool durable = false;               // a durable run's: labelled fiber.durable (no sweep removes it while it runs)
 };
 
 /// Label keys every worker pod carries.
@@ -36,6 +37,8 @@ inline constexpr const char* managed_by_label = "app.kubernetes.io/managed-by";
 inline constexpr const char* job_label = "fiber.job";
 inline constexpr const char* process_label = "fiber.process";
 inline constexpr const char* master_annotation = "fiber.master";
+/// A durable run's worker pod, which outlives its master for reattach_grace_ms.
+inline constexpr const char* durable_label = "fiber.durable";
 /// The container's name in every worker pod.
 inline constexpr const char* container_name = "worker";
 

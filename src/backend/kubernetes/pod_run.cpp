@@ -8,6 +8,7 @@
 #include <atomic>
 #include <boost/json/serialize.hpp>
 #include <csignal>
+#include <ctime>
 #include <optional>
 
 #include "backend/kubernetes/node_taints.hpp"
@@ -50,6 +51,7 @@ struct pod_run final : engine_run, std::enable_shared_from_this<pod_run> {
   int code = 0;
   std::string detail, last_reason, output_tail;
   std::string failing;  // why fail() is deleting the pod
+  std::string logs_since;  // a pod taken up: its output from this time on (RFC 3339)
   std::atomic<bool> unschedulable{false};  // the scheduler refused it and no autoscaler may help
   bool taints_asked = false;               // the nodes' taints are being listed
   std::optional<int> terminated_code;
@@ -68,6 +70,7 @@ struct pod_run final : engine_run, std::enable_shared_from_this<pod_run> {
   std::string path() const { return "/api/v1/namespaces/" + shared->ns + "/pods/" + name; }
 
   bool never_fits() const noexcept override { return unschedulable.load(); }
+  std::string handle() const override { return name; }
   std::string pending_reason() const override {
     if (at == stage::creating) return "its pod " + name + " is being created";
     if (at != stage::pending) return {};
@@ -274,7 +277,9 @@ void pod_run::check_taints(const std::string& message, const boost::json::object
 void pod_run::follow_logs() {
   logs_open = true;
   logs_stream = shared->client->stream(
-      path() + "/log?follow=true&container=" + std::string(container_name), std::chrono::milliseconds(0),
+      path() + "/log?follow=true&container=" + std::string(container_name) +
+          (logs_since.empty() ? std::string() : "&sinceTime=" + logs_since),
+      std::chrono::milliseconds(0),
       {"get", "pods/log"},
       [self = shared_from_this()](std::string_view line) {
         std::string text(line);
@@ -407,6 +412,21 @@ std::shared_ptr<engine_run> start_pod(std::shared_ptr<pods_shared> shared, std::
   run->memory_limit_mb = memory_limit_mb;
   run->submit(manifest);
   asio::post(run->shared->io, [run] { run->follow(); });  // the watch is the loop's
+  return run;
+}
+
+std::shared_ptr<engine_run> adopt_pod(std::shared_ptr<pods_shared> shared, const std::string& pod) {
+  auto run = std::make_shared<pod_run>(std::move(shared), "pod " + pod, pod);
+  run->create_answer->set({});  // it exists
+  run->created = true;
+  run->at = pod_run::stage::pending;  // the watch says it runs
+  char when[32];
+  auto now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  run->logs_since = when;
+  asio::post(run->shared->io, [run] { run->follow(); });
   return run;
 }
 

@@ -83,4 +83,8 @@ std::shared_ptr<engine_run> start_pod(std::shared_ptr<pods_shared> shared, std::
                                       std::string asked, const boost::json::object& manifest,
                                       std::uint64_t memory_limit_mb);
 
+/// Follows pod `pod`, which an earlier master made and runs (relabelled as this master's job), as a
+/// child: its end and its output from now on.
+std::shared_ptr<engine_run> adopt_pod(std::shared_ptr<pods_shared> shared, const std::string& pod);
+
 }  // namespace fiber::detail::kube

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -224,7 +225,13 @@ class local_backend final : public backend {
 
   void check_capacity(const spawn_spec& spec) const override { resources_->check(spec); }
 
-  std::unique_ptr<job> adopt(int pid) override { return adopt_local_process(io_, pid); }
+  std::unique_ptr<job> adopt(const std::string& handle) override {
+    int pid = 0;
+    auto [end, ec] = std::from_chars(handle.data(), handle.data() + handle.size(), pid);
+    if (ec != std::errc() || end != handle.data() + handle.size() || pid <= 0)
+      throw error(errc::spawn_failed, "a local worker to take up is named by its pid, not '" + handle + "'");
+    return adopt_local_process(io_, pid);
+  }
 
   std::unique_ptr<job> spawn(const spawn_spec& spec) override {
     auto run = std::make_shared<local_run>(io_, resources_);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <csignal>
 #include <filesystem>
+#include <string_view>
 
 #include "core/private_files.hpp"
 #include "backend/slurm/batch_watch.hpp"
@@ -47,6 +48,20 @@ std::unique_ptr<job> batch_jobs::submit(const spawn_spec& spec) {
   auto run = std::make_shared<batch_run>(watch_, spec.name);
   run->memory_limit_mb = static_cast<std::uint64_t>(std::max(spec.memory_mb, 0));
   watch_->submit_soon(run, spec);
+  return std::make_unique<job>(std::move(run));
+}
+
+std::unique_ptr<job> batch_jobs::adopt(const std::string& id) {
+  if (watch_->shut_down) throw error(errc::closed, "the Slurm backend has shut down");
+  auto digits = [](std::string_view s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos; };
+  auto bar = id.find('_');
+  if (!digits(std::string_view(id).substr(0, bar)) || (bar != std::string::npos && !digits(std::string_view(id).substr(bar + 1))))
+    throw error(errc::spawn_failed, "'" + id + "' is not a Slurm job's id");
+  auto run = std::make_shared<batch_run>(watch_, "Slurm job " + id);
+  run->id = id;
+  run->at = batch_run::stage::pending;  // the next poll finds it running (or gone)
+  watch_->adopted(id);
+  watch_->watch(id, run);
   return std::make_unique<job>(std::move(run));
 }
 

@@ -19,6 +19,9 @@ class batch_jobs {
   batch_jobs(const batch_jobs&) = delete;
 
   std::unique_ptr<job> submit(const spawn_spec& spec);
+  /// Job `id` ("123", "123_4"), which an earlier master submitted, watched as this master's (its
+  /// output stays where that master had it written).
+  std::unique_ptr<job> adopt(const std::string& id);
 
  private:
   std::shared_ptr<batch_watch> watch_;

@@ -243,7 +243,7 @@ void batch_watch::shutdown() {
   commands.reset();  // the command in flight (a submission, say) ends first
   std::vector<std::string> ids;
   for (auto& row : live_jobs_of_user())
-    if (master_of_comment(row.comment) == master) ids.push_back(row.id);
+    if (master_of_comment(row.comment) == master || adopted_.contains(row.id)) ids.push_back(row.id);
   if (!ids.empty()) logf(log_level::debug, "cancelling ", ids.size(), " Slurm job(s) of this master");
   cancel_now(ids);
   std::error_code ignored;
@@ -256,6 +256,7 @@ void cancel_jobs_of_dead_masters() {
   for (auto& row : live_jobs_of_user()) {
     auto owner = master_of_comment(row.comment);
     if (!owner.starts_with(prefix)) continue;
+    if (durable_comment(row.comment) && row.state == "RUNNING") continue;  // it waits for its run's next master
     int pid = std::atoi(owner.c_str() + prefix.size());
     if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) ids.push_back(row.id);
   }

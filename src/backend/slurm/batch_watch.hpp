@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,6 +90,8 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
     poll_after(first_poll);
   }
   void unwatch(const std::string& id) { watched_.erase(id); }
+  /// Job `id` of an earlier master was taken up: it ends with this master's jobs.
+  void adopted(const std::string& id) { adopted_.insert(id); }
   /// Looks again within `delay` (sooner than planned, never later).
   void poll_after(milliseconds delay);
   void follow(const std::shared_ptr<batch_run>& run) {
@@ -119,6 +122,7 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
   };
   std::vector<waiting_spawn> waiting_;  // spawned in this turn of the loop, not submitted yet
   std::map<std::string, std::weak_ptr<batch_run>> watched_;
+  std::set<std::string> adopted_;
   std::vector<std::weak_ptr<batch_run>> followed_;
   asio::steady_timer poll_timer_, follow_timer_;
   bool poll_armed_ = false, poll_in_flight_ = false, following_ = false;
@@ -136,6 +140,7 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
       : engine_run({.queued = true, .identified_later = false}), watch(std::move(w)), process_name(std::move(process)) {}
 
   void kill_and_reap() noexcept override;  // below, beside cancel_now
+  std::string handle() const override { return id; }
   void expect_exit() override { watch->poll_after(soon_poll); }
   std::string pending_reason() const override {
     if (at == stage::submitting) return "being submitted to Slurm";

@@ -130,6 +130,12 @@ class slurm_backend final : public tcp_backend {
     return steps_ ? steps_jobs_->start(spec) : batch_->submit(spec);
   }
 
+  std::unique_ptr<job> adopt(const std::string& handle) override {
+    // A step ends with its allocation: a master taking the run up has another.
+    if (steps_) return backend::adopt(handle);
+    return batch_->adopt(handle);
+  }
+
  private:
   /// sinfo, one line per node, of the nodes children may run on: the allocation's, else the
   /// partition's, else the cluster's.

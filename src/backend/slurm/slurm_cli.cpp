@@ -171,7 +171,13 @@ std::vector<node_room> parse_sinfo_rooms(std::string_view out) {
   return rooms;
 }
 
-std::string master_comment(const std::string& master) { return "fiber master=" + master; }
+std::string master_comment(const std::string& master, bool durable) {
+  return "fiber master=" + master + (durable ? " durable" : "");
+}
+
+bool durable_comment(std::string_view comment) {
+  return !master_of_comment(comment).empty() && comment.ends_with(" durable");
+}
 
 std::string master_of_comment(std::string_view comment) {
   constexpr std::string_view prefix = "fiber master=";
@@ -212,7 +218,7 @@ std::vector<std::string> sbatch_args(const spawn_spec& spec, const config& cfg, 
                                      const std::string& output_dir, const std::string& working_dir,
                                      const std::string& name, int array_size) {
   auto output = output_dir + "/" + name + (array_size > 0 ? "_%a" : "");
-  std::vector<std::string> a{"sbatch", "--parsable", "--job-name=" + name, "--comment=" + master_comment(master),
+  std::vector<std::string> a{"sbatch", "--parsable", "--job-name=" + name, "--comment=" + master_comment(master, cfg.durable),
                              "--nodes=1", "--ntasks=1",
                              // A worker that ran once must not run again with the same token.
                              "--no-requeue", "--output=" + output + ".out", "--error=" + output + ".err"};

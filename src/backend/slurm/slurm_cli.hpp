@@ -64,10 +64,13 @@ std::vector<std::string> split_args(std::string_view text);
 
 /// The name every Slurm job of a fiber job carries: fiber-<job>-<process>.
 std::string job_name(const std::string& job_id, const std::string& process);
-/// The comment that marks who submitted a job, so a later master can find leftovers of a dead one.
-std::string master_comment(const std::string& master);
+/// The comment that marks who submitted a job, so a later master can find leftovers of a dead one;
+/// a durable run's worker (`durable`) outlives its master for a master taking the run up.
+std::string master_comment(const std::string& master, bool durable = false);
 /// The master named in a comment made by master_comment; empty when it is not fiber's.
 std::string master_of_comment(std::string_view comment);
+/// Whether a comment made by master_comment marks a durable run's worker.
+bool durable_comment(std::string_view comment);
 
 /// Resource and placement options for one child, common to sbatch and srun: -c, --mem, --gres,
 /// partition, account, qos, time limit, constraint.

@@ -55,8 +55,8 @@ bool durable_maps::answered_whole(std::uint32_t call, std::uint64_t first) const
   return true;
 }
 
-void durable_maps::worker(std::int64_t pid, std::string_view name, std::string_view secret) {
-  journal_.worker(pool_, pid, name, secret);
+void durable_maps::worker(std::int64_t pid, std::string_view name, std::string_view secret, std::string_view handle) {
+  journal_.worker(pool_, pid, name, secret, handle);
   appended_();
 }
 

@@ -39,8 +39,9 @@ class durable_maps {
   /// them, from the first, have their result in the journal.
   std::size_t chunk(const pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk,
                     std::uint64_t task = 0);
-  /// The pool's worker `pid` can be found again at reattach point `name` with `secret`.
-  void worker(std::int64_t pid, std::string_view name, std::string_view secret);
+  /// The pool's worker `pid` can be found again at reattach point `name` with `secret`, and taken
+  /// up as the engine's `handle` (job::handle).
+  void worker(std::int64_t pid, std::string_view name, std::string_view secret, std::string_view handle);
   /// The workers the journal holds for this pool, and the chunk (call, first item) a task of the
   /// last master's ran.
   std::vector<map_journal::past_worker> past_workers() const { return journal_.past_workers(pool_); }

@@ -57,10 +57,14 @@ map_journal::map_journal(const journal_contents& past, journal_writer& out) : ou
       }
       case map_end: m.ended = true; break;
       case pool_worker: {
-        // "name\nsecret"; anything else is not a record this part wrote.
+        // "name\nsecret\nhandle" ("name\nsecret" from a master that did not write the handle);
+        // anything else is not a record this part wrote.
         auto nl = r.payload.find('\n');
-        if (nl != std::string::npos)
-          workers_[r.pool].push_back({static_cast<std::int64_t>(r.index), r.payload.substr(0, nl), r.payload.substr(nl + 1)});
+        if (nl == std::string::npos) break;
+        auto rest = r.payload.substr(nl + 1);
+        auto second = rest.find('\n');
+        workers_[r.pool].push_back({static_cast<std::int64_t>(r.index), r.payload.substr(0, nl), rest.substr(0, second),
+                                    second == std::string::npos ? std::string() : rest.substr(second + 1)});
         break;
       }
       default: break;  // another part's record
@@ -84,8 +88,10 @@ std::optional<std::pair<std::uint32_t, std::uint64_t>> map_journal::past_task(st
   return it->second;
 }
 
-void map_journal::worker(std::uint32_t pool, std::int64_t pid, std::string_view name, std::string_view secret) {
-  out_.append({pool_worker, pool, 0, static_cast<std::uint64_t>(pid), std::string(name) + "\n" + std::string(secret)});
+void map_journal::worker(std::uint32_t pool, std::int64_t pid, std::string_view name, std::string_view secret,
+                         std::string_view handle) {
+  out_.append({pool_worker, pool, 0, static_cast<std::uint64_t>(pid),
+               std::string(name) + "\n" + std::string(secret) + "\n" + std::string(handle)});
 }
 
 std::string map_journal::name_of(const key& k) const {

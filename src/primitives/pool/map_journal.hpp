@@ -39,10 +39,11 @@ class map_journal {
   /// What the last master wrote of map `call` of pool `pool`, if anything.
   const past_map* past(std::uint32_t pool, std::uint32_t call) const;
   /// A worker of a durable run's pool, where a master taking the run up may find it again
-  /// (runtime/links/reattach_point): its pid, its point's name and secret.
+  /// (runtime/links/reattach_point): its pid, its point's name and secret, and the engine's name
+  /// for it (job::handle; empty from a master that did not write it).
   struct past_worker {
     std::int64_t pid = 0;
-    std::string name, secret;
+    std::string name, secret, handle;
   };
   /// The workers the last masters wrote for pool `pool`, in the order they came.
   std::vector<past_worker> past_workers(std::uint32_t pool) const;
@@ -57,8 +58,10 @@ class map_journal {
   /// inputs there.
   void chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::uint64_t count, std::uint64_t hash,
              std::uint64_t task = 0);
-  /// A worker of pool `pool` can be found again at reattach point `name` with `secret`.
-  void worker(std::uint32_t pool, std::int64_t pid, std::string_view name, std::string_view secret);
+  /// A worker of pool `pool` can be found again at reattach point `name` with `secret`, and
+  /// taken up as the engine's `handle`.
+  void worker(std::uint32_t pool, std::int64_t pid, std::string_view name, std::string_view secret,
+              std::string_view handle);
   /// The results of items [first, first + n) arrived together: `batch` holds each, in order,
   /// as add_result put it there. One record for them all.
   void results(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::string_view batch) {

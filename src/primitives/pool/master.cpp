@@ -319,8 +319,9 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
   if (!w) return;  // a worker we already gave up on
   if (h.type == pool_kind::reattach_at) {
     // Where a master taking the run up finds this worker (bounded: the journal keeps it).
-    if (durable_ && payload.size() == 2 && payload[0].size() <= 128 && payload[1].size() <= 128)
-      durable_->worker(w->proc->pid(), payload[0].to_string(), payload[1].to_string());
+    if (auto* job = w->proc->running_job(); durable_ && job && payload.size() == 2 && payload[0].size() <= 128 &&
+                                              payload[1].size() <= 128)
+      durable_->worker(w->proc->pid(), payload[0].to_string(), payload[1].to_string(), job->handle());
     return;
   }
   if ((h.type == pool_kind::partial || h.type == pool_kind::result) && reattached_.on_results(*w, h, payload)) {

@@ -45,7 +45,7 @@ void stop_probe::probe() {
     }
     if (by_state) {
       // No heartbeats on this host's unix sockets: the kernel says whether it is stopped.
-      if (!w.proc->is_stopped()) {
+      if (auto* job = w.proc->running_job(); !job || !job->is_stopped()) {
         w.stopped_since.reset();
       } else if (!w.stopped_since) {
         w.stopped_since = now;

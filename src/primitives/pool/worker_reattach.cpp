@@ -9,6 +9,7 @@
 
 #include "core/log.hpp"
 #include "core/worker_env.hpp"
+#include "fiber/error.hpp"
 #include "primitives/child_process.hpp"
 #include "primitives/pool/held_results.hpp"
 #include "primitives/pool/worker_set.hpp"
@@ -23,8 +24,9 @@ constexpr std::chrono::milliseconds patience{2000};
 /// What a worker may say it holds: a few tasks' ids.
 constexpr std::size_t state_limit = std::size_t{64} * 1024;
 
-/// Where and how the process a new child would be is to link: what `spec` would give it.
-std::string record_for(const spawn_spec& spec, std::uint64_t pool_id) {
+/// Where and how the process a new child would be is to link: what `spec` would give it. A
+/// worker on this host (`here`) watches the master's process too.
+std::string record_for(const spawn_spec& spec, std::uint64_t pool_id, bool here) {
   boost::json::object r;
   for (auto& [k, v] : spec.env) {
     if (k == env_endpoint) r["endpoint"] = v;
@@ -33,7 +35,7 @@ std::string record_for(const spawn_spec& spec, std::uint64_t pool_id) {
   }
   r["credentials"] = spec.secret;
   r["pool"] = static_cast<std::int64_t>(pool_id);
-  r["master_pid"] = static_cast<std::int64_t>(::getpid());
+  r["master_pid"] = here ? static_cast<std::int64_t>(::getpid()) : 0;
   return boost::json::serialize(r);
 }
 }  // namespace
@@ -52,16 +54,20 @@ std::size_t take_up_workers(runtime& rt, durable_maps& journal, std::uint64_t po
         continue;
       }
       auto held = read_held_state(dial.state());
+      // On this host the kernel says which process dialled; elsewhere the engine's name for it
+      // is what its last master journaled.
       int pid = dial.peer_pid();
+      auto handle = pid > 0 ? std::to_string(pid) : past.handle;
+      if (handle.empty()) throw error(errc::spawn_failed, "its last master did not write the engine's name for it");
       auto proc = workers.starter().make(workers.needs().now(), [&](const spawn_spec& spec) {
-        auto job = rt.master().the_backend().adopt(pid);
-        dial.send(record_for(spec, pool_id));
+        auto job = rt.master().the_backend().adopt(handle);
+        dial.send(record_for(spec, pool_id, pid > 0));
         return job;
       });
       auto rid = workers.start_worker(proc, false);
       if (rid.empty()) continue;
       ++taken;
-      journal.worker(pid, past.name, past.secret);  // a master taking this one's run up finds it too
+      journal.worker(pid > 0 ? pid : past.pid, past.name, past.secret, handle);  // the next master finds it too
       for (auto& t : held.tasks) {
         auto chunk = journal.past_task(t.id);
         // A task the journal does not place runs again; one whose results it holds all is
@@ -69,10 +75,11 @@ std::size_t take_up_workers(runtime& rt, durable_maps& journal, std::uint64_t po
         if (!chunk || journal.answered_whole(chunk->first, chunk->second)) continue;
         claims.add(rid, t.id, chunk->first, chunk->second, t.skip);
       }
-      logf(log_level::info, "pool ", pool_id, ": took up pid ", pid, " (", proc->name(), "), a worker of the last master, holding ",
+      logf(log_level::info, "pool ", pool_id, ": took up ", handle, " (", proc->name(), "), a worker of the last master, holding ",
            held.tasks.size(), " task(s)");
     } catch (const std::exception& e) {
-      logf(log_level::info, "pool ", pool_id, ": the last master's worker pid ", past.pid, " is not taken up (", e.what(),
+      logf(log_level::info, "pool ", pool_id, ": the last master's worker ", past.handle.empty() ? std::to_string(past.pid) : past.handle,
+           " is not taken up (", e.what(),
            "); a new one takes its place");
     }
   }

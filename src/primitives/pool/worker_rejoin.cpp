@@ -16,6 +16,7 @@
 #include "runtime/runtime.hpp"
 #include "runtime/worker_exit.hpp"
 #include "runtime/worker_hello.hpp"
+#include "transport/reachable_address.hpp"
 
 namespace fiber::detail {
 
@@ -23,11 +24,15 @@ std::unique_ptr<worker_rejoin> worker_rejoin::arm(runtime& rt, std::uint64_t poo
   const auto& cfg = rt.cfg();
   if (!cfg.durable || cfg.reattach_grace_ms <= 0 || rt.depth() != 1) return nullptr;
   // A child of the master on its host (the parent's pid is in its environment): the master's end
-  // is its process's, which a pidfd shows. Workers elsewhere exit with their master as before.
+  // is its process's, which a pidfd shows, and its point an abstract unix socket. A child of an
+  // engine (a container, a pod, a Slurm job) hears of the end from its link, and listens on TCP
+  // at the address its master's network reaches. A host hub's child links through the hub,
+  // whose end is its own: it ends with it as before.
   auto parent = env_or_empty(env_parent_pid);
-  if (parent.empty() || std::to_string(::getppid()) != parent) return nullptr;
+  bool here = !parent.empty();
+  if ((here && std::to_string(::getppid()) != parent) || !env_or_empty(env_hub).empty()) return nullptr;
   try {
-    return std::unique_ptr<worker_rejoin>(new worker_rejoin(rt, pool_id, credit));
+    return std::unique_ptr<worker_rejoin>(new worker_rejoin(rt, pool_id, credit, here ? std::string() : reachable_address()));
   } catch (const std::exception& e) {
     logf(log_level::warn, "this worker cannot wait for a master taking the run up (", e.what(),
          "); it ends with its master");
@@ -35,20 +40,26 @@ std::unique_ptr<worker_rejoin> worker_rejoin::arm(runtime& rt, std::uint64_t poo
   }
 }
 
-worker_rejoin::worker_rejoin(runtime& rt, std::uint64_t pool_id, int credit)
-    : rt_(rt), pool_id_(pool_id), held_(static_cast<std::size_t>(std::max(1, credit))) {
+worker_rejoin::worker_rejoin(runtime& rt, std::uint64_t pool_id, int credit, const std::string& tcp_host)
+    : rt_(rt), pool_id_(pool_id), held_(static_cast<std::size_t>(std::max(1, credit))), here_(tcp_host.empty()) {
   reattach_point::handlers h{
       [this] { return held_.state(pool_id_.load()); },
       [this](const std::string& record) { return relink(record); },
       [] { exit_worker(exit_master_lost); },
       [this] { held_.orphan(); }};
-  point_ = std::make_unique<reattach_point>(static_cast<int>(::getppid()),
-                                            std::chrono::milliseconds(rt_.cfg().reattach_grace_ms), std::move(h));
-  // Its link closing says the master is gone too (the point also watches its process).
-  rt_.worker().on_master_lost([point = point_.get()] { point->master_gone(); });
-  // The point outlives the master: the kernel must not end this process with it.
-  ::prctl(PR_SET_PDEATHSIG, 0);
-  if (std::to_string(::getppid()) != env_or_empty(env_parent_pid)) point_->master_gone();  // it died meanwhile
+  point_ = std::make_unique<reattach_point>(here_ ? static_cast<int>(::getppid()) : 0,
+                                            std::chrono::milliseconds(rt_.cfg().reattach_grace_ms), std::move(h), tcp_host);
+  // Its link closing says the master is gone too (the point also watches its process here); a
+  // link a master taking the run up replaced says nothing (the link after the Nth relink is N).
+  rt_.worker().on_master_lost([this](std::uint64_t link) {
+    std::lock_guard lock(relink_mutex_);
+    if (link >= relinks_) point_->master_gone();
+  });
+  if (here_) {
+    // The point outlives the master: the kernel must not end this process with it.
+    ::prctl(PR_SET_PDEATHSIG, 0);
+    if (std::to_string(::getppid()) != env_or_empty(env_parent_pid)) point_->master_gone();  // it died meanwhile
+  }
   rt_.worker().send_upstream(make_message(pool_kind::reattach_at, {.channel = pool_id}, std::string_view(point_->name()),
                                           std::string_view(point_->secret())));
 }
@@ -64,6 +75,12 @@ int worker_rejoin::relink(const std::string& record) {
   auto master_pid = static_cast<int>(r.at("master_pid").as_int64());
   auto keys = job_keys::from_worker_text(credentials);
   logf(log_level::info, "a master taking the run up (pid ", master_pid, ") links this worker again");
+  if (!here_) master_pid = 0;  // another host's, or another namespace's: its link says when it is gone
+  {
+    // From here the old link's end (its watch may still say it) is not the new master's.
+    std::lock_guard lock(relink_mutex_);
+    ++relinks_;
+  }
   // Posted, never run here: the worker's own thread drives its loop (its link, its sends) once
   // its item is done; this thread only waits at the point.
   asio::post(rt_.io(), [this, alive = std::weak_ptr<bool>(alive_), keys = std::move(keys), endpoint, token, nonce,

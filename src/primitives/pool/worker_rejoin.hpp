@@ -1,7 +1,9 @@
-// A durable run's pool worker on its master's host, ready for its master's end: it keeps the
-// results of its last tasks (held_results), opens a reattach point (runtime/links/reattach_point)
-// whose name and secret its master journals, and lets the kernel's parent-death signal go, so
-// that a killed master does not take the worker and its item with it. When a master that takes
+// A durable run's pool worker, ready for its master's end: it keeps the results of its last tasks
+// (held_results), opens a reattach point (runtime/links/reattach_point) whose name and secret its
+// master journals, and, on the master's host, lets the kernel's parent-death signal go, so that a
+// killed master does not take the worker and its item with it. A worker an engine runs (a
+// container, a pod, a Slurm job) listens on TCP at the address its master's network reaches,
+// and learns of the master's end from its link. When a master that takes
 // the run up dials in and proves the secret, the worker links to it (its hello with the new
 // master's one-time word), and its service loop hears `rejoined`: it says it is ready again and
 // sends the results it holds, which the new master matches to its chunks. With no such master
@@ -10,6 +12,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "primitives/pool/held_results.hpp"
 #include "runtime/protocol.hpp"
@@ -32,13 +36,17 @@ class worker_rejoin {
   std::uint64_t rejoined(const header& h, int credit);
 
  private:
-  worker_rejoin(runtime& rt, std::uint64_t pool_id, int credit);
+  /// `tcp_host`: empty for a worker on its master's host, else the address its point listens on.
+  worker_rejoin(runtime& rt, std::uint64_t pool_id, int credit, const std::string& tcp_host);
   /// The new master's record (JSON): link to it; returns its pid. On the point's thread.
   int relink(const std::string& record);
 
   runtime& rt_;
   std::atomic<std::uint64_t> pool_id_;
   held_results held_;
+  bool here_;  // on its master's host: a unix point, the master's process watched
+  std::mutex relink_mutex_;   // the point's relinks against the old link's end, said from its watch
+  std::uint64_t relinks_ = 0;  // under relink_mutex_
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // what was posted runs only while this lives
   std::unique_ptr<reattach_point> point_;
 };

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <optional>
 #include <system_error>
+#include <utility>
 
 #include "core/log.hpp"
 #include "core/random_token.hpp"
@@ -91,6 +92,10 @@ void reattach_point::master_gone() noexcept {
   wake();
 }
 
+void reattach_point::announce_gone() {
+  if (!std::exchange(announced_, true) && handlers_.gone) handlers_.gone();
+}
+
 void reattach_point::wake() const noexcept {
   std::uint64_t one = 1;
   if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof one);
@@ -107,13 +112,16 @@ void reattach_point::run() {
       gone = gone_;
     }
     if (gone && !deadline) {
-      if (handlers_.gone) handlers_.gone();
+      announce_gone();
       deadline = clock::now() + grace_;
       logf(log_level::info, "the master is gone; this worker waits ", grace_.count(),
            " ms (reattach_grace_ms) for the master that takes the run up");
     }
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {gone ? listener_ : pidfd_, POLLIN, 0}};
-    int count = (gone || pidfd_ >= 0) ? 2 : 1;
+    // A TCP point takes a dial before its link says the master is gone: a master that proves the
+    // secret holds the run's journal, which its last master no longer does.
+    bool listening = gone || !unix_;
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {listening ? listener_ : pidfd_, POLLIN, 0}};
+    int count = (listening || pidfd_ >= 0) ? 2 : 1;
     int timeout = -1;
     if (deadline)
       timeout = static_cast<int>(std::max<long long>(
@@ -130,7 +138,7 @@ void reattach_point::run() {
       (void)!::read(wake_fd_, &n, sizeof n);
     }
     if (count < 2 || !fds[1].revents) continue;
-    if (!gone) {  // the master's process ended
+    if (!listening) {  // the master's process ended
       ::close(std::exchange(pidfd_, -1));
       std::lock_guard lock(mutex_);
       gone_ = true;
@@ -173,6 +181,11 @@ bool reattach_point::serve(int fd) {
     logf(log_level::warn, "refused a dial at this worker's reattach point: the caller does not know its secret");
     return false;
   }
+  {
+    std::lock_guard lock(mutex_);
+    gone_ = true;  // a dial its link had not announced yet
+  }
+  announce_gone();
   auto key = reattach_key(secret_, mine, theirs);
   auto state = reattach_seal(key, reattach_way::to_master, handlers_.state());
   auto answer = reattach_prove(secret_, "worker", theirs, mine);
@@ -197,6 +210,7 @@ bool reattach_point::serve(int fd) {
     return true;
   }
   int next = handlers_.relink(std::move(record));
+  announced_ = false;
   std::lock_guard lock(mutex_);
   pidfd_ = open_pidfd(next);
   gone_ = false;

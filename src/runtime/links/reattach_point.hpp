@@ -5,8 +5,10 @@
 // process as a worker without a master always ends (orphans stay impossible).
 //
 // The master's end is seen by the kernel where the master runs on this host (a pidfd of its
-// process), or told by the worker's link (master_gone()). Until then the thread sleeps in poll and
-// takes no connection: dialling in is for a master that takes the run up. Once a master has proven
+// process), or told by the worker's link (master_gone()). Until then a unix point's thread sleeps
+// in poll and takes no connection: dialling in is for a master that takes the run up. A TCP
+// point (a worker elsewhere, whose link may take heartbeat_timeout_ms to say the master is gone)
+// takes a dial at any time: a master that proves the secret is one that took the run up. Once a master has proven
 // the secret, the point tells it what the worker holds and hands its record (where to link again)
 // to `relink`, on the point's thread; `relink` says which process to watch next. The wire is
 // runtime/links/reattach_wire.hpp.
@@ -58,6 +60,8 @@ class reattach_point {
   /// One master dialling in: true when it took the worker up (or told it to leave).
   bool serve(int fd);
   void wake() const noexcept;
+  /// handlers_.gone, once per master. On the point's thread.
+  void announce_gone();
 
   std::string name_, secret_;
   std::chrono::milliseconds grace_;
@@ -66,6 +70,7 @@ class reattach_point {
   int listener_ = -1, pidfd_ = -1, wake_fd_ = -1;  // wake_fd_: an eventfd, for master_gone and the end
   std::mutex mutex_;
   bool gone_ = false, stopping_ = false;  // under mutex_
+  bool announced_ = false;                // the point's thread's own
   std::thread thread_;                    // last: it starts once everything above exists
 };
 
