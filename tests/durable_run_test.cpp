@@ -170,7 +170,12 @@ TEST(durable_reattach, workers_whose_grace_passed_are_gone_and_the_next_master_s
   EXPECT_EQ(out.status, 0) << out.out;
   EXPECT_EQ(out.said(), uninterrupted);
   expect_taken_up(before, c.executions());
-  EXPECT_EQ(workers_journaled(c.journal("grace")), 4u) << "not the two it could not find, but the two it started";
+  // The two it could not find are not journaled again; those it started are (each that ran: on an
+  // engine the map may end before the second has started).
+  auto journaled = worker_points(c.journal("grace"));
+  ASSERT_GE(journaled.size(), 3u);
+  for (std::size_t i = 0; i < 2; ++i)
+    EXPECT_EQ(std::count(journaled.begin(), journaled.end(), journaled[i]), 1) << "a worker it could not find, journaled again";
 }
 
 TEST(durable_run_command, restarts_without_durable_are_refused_naming_the_flag) {

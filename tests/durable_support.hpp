@@ -224,6 +224,14 @@ inline std::size_t workers_journaled(const fs::path& path) {
   return n;
 }
 
+/// The reattach points of the workers the journal at `path` names, in the order they were written.
+inline std::vector<std::string> worker_points(const fs::path& path) {
+  std::vector<std::string> out;
+  for (auto& r : fiber::detail::read_journal(path).records)
+    if (r.kind == map_journal::pool_worker) out.push_back(r.payload.substr(0, r.payload.find('\n')));
+  return out;
+}
+
 /// Waits until the journal at `path` names `n` workers.
 inline void wait_for_workers_journaled(const fs::path& path, std::size_t n) {
   wait_in(path.parent_path(), [&] { return workers_journaled(path) >= n; });
