@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
+#include "backend/backend.hpp"
 #include "core/volume.hpp"
 #include "docker_support.hpp"
 #include "engine_presence.hpp"
@@ -274,4 +276,35 @@ TEST_F(docker_backend, a_pool_dropped_while_its_containers_are_being_created_lea
     later.ready().get();
   }
   EXPECT_TRUE(fiber_test::my_containers().empty());  // with the context still running
+}
+
+// A durable run's master takes up the containers its journal names; one that is not a durable
+// run's worker (a journal changed by hand, or naming another user's container by its id) is
+// refused, and neither followed nor removed at the master's end.
+TEST_F(docker_backend, a_container_that_is_not_a_durable_worker_is_not_taken_up) {
+  fiber::detail::container_spec plain;
+  plain.image = fiber_test::test_image;
+  plain.cmd = {"/usr/bin/sleep", "600"};
+  plain.binds = {"/usr:/usr:ro"};
+  auto made = run_engine<std::string>(io, [&](auto done) { engine.containers().create(plain, std::move(done)); });
+  ASSERT_FALSE(made.ec) << made.why;
+  struct removed_at_end {
+    std::function<void()> f;
+    ~removed_at_end() { f(); }
+  } gone{[&] { run_engine<bool>(io, [&](auto done) { engine.containers().remove(made.value, true, std::move(done)); }); }};
+  ASSERT_FALSE(run_engine<bool>(io, [&](auto done) { engine.containers().start(made.value, std::move(done)); }).ec);
+  {
+    asio::io_context master_io;
+    auto backend = fiber::detail::make_backend(master_io, config(), "not-mine");
+    try {
+      backend->adopt(made.value);
+      ADD_FAILURE() << "a plain container was taken up";
+    } catch (const fiber::error& e) {
+      EXPECT_EQ(e.code(), fiber::errc::spawn_failed);
+      EXPECT_NE(std::string(e.what()).find("is not a durable run's worker"), std::string::npos) << e.what();
+    }
+  }
+  auto state = run_engine<std::string>(io, [&](auto done) { engine.containers().inspect(made.value, std::move(done)); });
+  ASSERT_FALSE(state.ec) << "the container was removed: " << state.why;
+  EXPECT_TRUE(boost::json::parse(state.value).at("State").at("Running").as_bool());
 }

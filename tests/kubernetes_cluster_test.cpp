@@ -12,9 +12,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <numeric>
 
+#include "backend/backend.hpp"
 #include "kubernetes_support.hpp"
 #include "runtime/links/direct_connect.hpp"
 #include "support.hpp"
@@ -399,4 +401,38 @@ TEST_F(kubernetes_cluster, a_revoked_token_is_read_again_and_a_refused_one_is_a_
   EXPECT_NE(why.find("renew"), std::string::npos) << why;
 }
 
+}  // namespace
+
+namespace {
+// A durable run's master takes up the pods its journal names, by relabelling them as its own job's;
+// a pod that is not a durable run's worker (here one that looks like a fiber worker of a run that
+// is not durable) is refused, and neither relabelled, followed nor deleted at the master's end.
+TEST_F(kubernetes_cluster, a_pod_that_is_not_a_durable_worker_is_not_taken_up) {
+  auto cfg = fiber::config::load();
+  auto name = "fiber-not-durable-" + fiber_test::run_id();
+  boost::json::object pod{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", name}, {"labels", {{"app.kubernetes.io/managed-by", "fiber"}, {"fiber.job", "someone-else"}}}}},
+      {"spec", {{"containers", boost::json::array{{{"name", "worker"}, {"image", fiber_test::kube_test_image()}, {"command", {"/usr/bin/sleep", "600"}}}}}}}};
+  admin("POST", "/api/v1/namespaces/default/pods", boost::json::serialize(pod));
+  struct deleted_at_end {
+    std::function<void()> f;
+    ~deleted_at_end() { f(); }
+  } gone{[&] { fiber_test::kube_call("DELETE", "/api/v1/namespaces/default/pods/" + name, R"({"gracePeriodSeconds":0})", true); }};
+  {
+    asio::io_context io;
+    auto backend = fiber::detail::make_backend(io, cfg, "not-mine");
+    try {
+      backend->adopt(name);
+      ADD_FAILURE() << "a pod that is not a durable worker was taken up";
+    } catch (const fiber::error& e) {
+      EXPECT_EQ(e.code(), fiber::errc::spawn_failed);
+      EXPECT_NE(std::string(e.what()).find("is not a durable run's worker"), std::string::npos) << e.what();
+    }
+  }
+  auto after = admin("GET", "/api/v1/namespaces/default/pods/" + name);
+  ASSERT_TRUE(after.is_object()) << "the pod was deleted";
+  EXPECT_EQ(after.at("metadata").at("labels").at("fiber.job").as_string(), "someone-else");
+}
 }  // namespace

@@ -401,6 +401,12 @@ class docker_backend final : public tcp_backend {
     auto* running = s && s->is_object() ? s->as_object().if_contains("Running") : nullptr;
     if (!running || !running->is_bool() || !running->as_bool())
       throw error(errc::spawn_failed, "its container " + handle.substr(0, 12) + " no longer runs");
+    // Only a durable run's worker: a journal naming another container does not make this master
+    // follow, and at its end remove, something that is not fiber's.
+    auto* config = v.as_object().if_contains("Config");
+    auto* labels = config && config->is_object() ? config->as_object().if_contains("Labels") : nullptr;
+    if (!labels || !labels->is_object() || !labels->as_object().contains("fiber.durable"))
+      throw error(errc::spawn_failed, "container " + handle.substr(0, 12) + " is not a durable run's worker");
     auto run = std::make_shared<container_run>(engine_, blocking_, io_, "container " + handle.substr(0, 12));
     run->take_up(handle);
     return std::make_unique<job>(std::move(run));

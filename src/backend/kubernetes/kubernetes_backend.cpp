@@ -167,6 +167,14 @@ class kubernetes_backend final : public tcp_backend {
     auto& s = *shared_;
     if (handle.empty() || handle.size() > 253 || handle.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") != std::string::npos)
       throw error(errc::spawn_failed, "'" + handle + "' is not a pod's name");
+    // Only a durable run's worker: a journal naming another pod does not make this master follow,
+    // and at its end delete, something that is not fiber's.
+    auto seen = s.blocking->call("GET", "/api/v1/namespaces/" + s.ns + "/pods/" + handle, {}, {"get", "pods"});
+    if (seen.ec) throw error(errc::spawn_failed, "its pod " + handle + " cannot be read: " + seen.why);
+    auto* meta = seen.body.is_object() ? object_at(seen.body.as_object(), "metadata") : nullptr;
+    auto* labels = meta ? object_at(*meta, "labels") : nullptr;
+    if (string_at(labels, managed_by_label) != "fiber" || string_at(labels, durable_label) != "true")
+      throw error(errc::spawn_failed, "pod " + handle + " is not a durable run's worker");
     boost::json::object patch{
         {"metadata", boost::json::object{{"labels", boost::json::object{{job_label, label_value(job_id_)}}},
                                          {"annotations", boost::json::object{{master_annotation, s.settings.master_mark}}}}}};
