@@ -20,6 +20,7 @@
 #include <optional>
 #include <thread>
 #include <string>
+#include <vector>
 
 #include "fiber/error.hpp"
 #include "runtime/links/reattach_dial.hpp"
@@ -274,6 +275,31 @@ TEST(reattach_point, over_tcp_a_master_that_proves_the_secret_is_taken_before_th
   EXPECT_EQ(h.gone, 1) << "the worker did not stop taking its last master's tasks before saying what it holds";
   dial.send("link to tcp://10.0.0.2:5555 as 7");
   EXPECT_EQ(record.get(), "link to tcp://10.0.0.2:5555 as 7");
+}
+
+// Anyone on the network can dial a TCP point: one that connects and says nothing does not keep
+// the master taking the run up out (it proves the secret within its own patience, shorter than
+// the silent caller's).
+TEST(reattach_point, over_tcp_a_silent_caller_does_not_keep_the_master_out) {
+  heard h;
+  auto record = h.record.get_future();
+  reattach_point point(0, 60s, h.handlers("held"), "127.0.0.1");
+  auto port = static_cast<std::uint16_t>(std::stoi(point.name().substr(point.name().rfind(':') + 1)));
+  std::vector<int> silent;
+  for (int i = 0; i < 3; ++i) {
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to), 0);
+    silent.push_back(fd);
+  }
+  reattach_dial dial(point.name(), point.secret(), 2s, 1024);
+  EXPECT_EQ(dial.state(), "held");
+  dial.send("the run's own master");
+  EXPECT_EQ(record.get(), "the run's own master");
+  for (int fd : silent) ::close(fd);
 }
 
 TEST(reattach_point, over_tcp_one_on_the_path_sees_neither_what_the_worker_holds_nor_its_record) {

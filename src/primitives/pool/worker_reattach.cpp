@@ -5,7 +5,10 @@
 #include <boost/json.hpp>
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <memory>
 #include <set>
+#include <vector>
 
 #include "core/log.hpp"
 #include "core/worker_env.hpp"
@@ -23,6 +26,8 @@ namespace {
 constexpr std::chrono::milliseconds patience{2000};
 /// What a worker may say it holds: a few tasks' ids.
 constexpr std::size_t state_limit = std::size_t{64} * 1024;
+/// The workers dialled side by side.
+constexpr std::size_t dial_batch = 16;
 
 /// Where and how the process a new child would be is to link: what `spec` would give it. A
 /// worker on this host (`here`) watches the master's process too.
@@ -40,47 +45,69 @@ std::string record_for(const spawn_spec& spec, std::uint64_t pool_id, bool here)
 }
 }  // namespace
 
+namespace {
+/// Takes up the worker `past` that answered `dial` as one of `workers`; false when it was told to
+/// leave (the pool is full) or not started. Throws what stops it being taken up.
+bool take_up(runtime& rt, durable_maps& journal, std::uint64_t pool_id, worker_set& workers, reattach_claims& claims,
+             const map_journal::past_worker& past, reattach_dial& dial, bool full) {
+  if (full) {  // a smaller pool this time: the others leave rather than wait
+    dial.send({});
+    return false;
+  }
+  auto held = read_held_state(dial.state());
+  // On this host the kernel says which process dialled; elsewhere the engine's name for it is
+  // what its last master journaled.
+  int pid = dial.peer_pid();
+  auto handle = pid > 0 ? std::to_string(pid) : past.handle;
+  if (handle.empty()) throw error(errc::spawn_failed, "its last master did not write the engine's name for it");
+  auto proc = workers.starter().make(workers.needs().now(), [&](const spawn_spec& spec) {
+    auto job = rt.master().the_backend().adopt(handle);
+    dial.send(record_for(spec, pool_id, pid > 0));
+    return job;
+  });
+  auto rid = workers.start_worker(proc, false);
+  if (rid.empty()) return false;
+  journal.worker(pid > 0 ? pid : past.pid, past.name, past.secret, handle);  // the next master finds it too
+  for (auto& t : held.tasks) {
+    auto chunk = journal.past_task(t.id);
+    // A task the journal does not place runs again; one whose results it holds all is answered
+    // from it, and what the worker holds of it is dropped on arrival.
+    if (!chunk || journal.answered_whole(chunk->first, chunk->second)) continue;
+    claims.add(rid, t.id, chunk->first, chunk->second, t.skip);
+  }
+  logf(log_level::info, "pool ", pool_id, ": took up ", handle, " (", proc->name(), "), a worker of the last master, holding ",
+       held.tasks.size(), " task(s)");
+  return true;
+}
+}  // namespace
+
 std::size_t take_up_workers(runtime& rt, durable_maps& journal, std::uint64_t pool_id, worker_set& workers,
                             reattach_claims& claims) {
+  std::vector<map_journal::past_worker> past;
+  std::set<std::string> named;
+  for (auto& w : journal.past_workers())
+    if (named.insert(w.name).second) past.push_back(w);  // journaled by each master it served
   std::size_t taken = 0;
-  std::set<std::string> dialled;
   const auto target = static_cast<std::size_t>(std::max(0, workers.count().target));
-  for (auto& past : journal.past_workers()) {
-    if (!dialled.insert(past.name).second) continue;  // journaled by each master it served
-    try {
-      reattach_dial dial(past.name, past.secret, patience, state_limit);
-      if (taken >= target) {  // a smaller pool this time: the others leave rather than wait
-        dial.send({});
-        continue;
+  // Dialled a batch at a time, side by side: a worker that is gone with its host or pod costs
+  // the patience once per batch, not once each; each batch is taken up before its points' own
+  // patience for the record runs out.
+  for (std::size_t at = 0; at < past.size(); at += dial_batch) {
+    auto batch = std::min(dial_batch, past.size() - at);
+    std::vector<std::future<std::unique_ptr<reattach_dial>>> dials;
+    for (std::size_t i = 0; i < batch; ++i)
+      dials.push_back(std::async(std::launch::async, [&w = past[at + i]] {
+        return std::make_unique<reattach_dial>(w.name, w.secret, patience, state_limit);
+      }));
+    for (std::size_t i = 0; i < batch; ++i) {
+      auto& w = past[at + i];
+      try {
+        auto dial = dials[i].get();
+        taken += take_up(rt, journal, pool_id, workers, claims, w, *dial, taken >= target) ? 1 : 0;
+      } catch (const std::exception& e) {
+        logf(log_level::info, "pool ", pool_id, ": the last master's worker ", w.handle.empty() ? std::to_string(w.pid) : w.handle,
+             " is not taken up (", e.what(), "); a new one takes its place");
       }
-      auto held = read_held_state(dial.state());
-      // On this host the kernel says which process dialled; elsewhere the engine's name for it
-      // is what its last master journaled.
-      int pid = dial.peer_pid();
-      auto handle = pid > 0 ? std::to_string(pid) : past.handle;
-      if (handle.empty()) throw error(errc::spawn_failed, "its last master did not write the engine's name for it");
-      auto proc = workers.starter().make(workers.needs().now(), [&](const spawn_spec& spec) {
-        auto job = rt.master().the_backend().adopt(handle);
-        dial.send(record_for(spec, pool_id, pid > 0));
-        return job;
-      });
-      auto rid = workers.start_worker(proc, false);
-      if (rid.empty()) continue;
-      ++taken;
-      journal.worker(pid > 0 ? pid : past.pid, past.name, past.secret, handle);  // the next master finds it too
-      for (auto& t : held.tasks) {
-        auto chunk = journal.past_task(t.id);
-        // A task the journal does not place runs again; one whose results it holds all is
-        // answered from it, and what the worker holds of it is dropped on arrival.
-        if (!chunk || journal.answered_whole(chunk->first, chunk->second)) continue;
-        claims.add(rid, t.id, chunk->first, chunk->second, t.skip);
-      }
-      logf(log_level::info, "pool ", pool_id, ": took up ", handle, " (", proc->name(), "), a worker of the last master, holding ",
-           held.tasks.size(), " task(s)");
-    } catch (const std::exception& e) {
-      logf(log_level::info, "pool ", pool_id, ": the last master's worker ", past.handle.empty() ? std::to_string(past.pid) : past.handle,
-           " is not taken up (", e.what(),
-           "); a new one takes its place");
     }
   }
   return taken;

@@ -1,5 +1,6 @@
 #include "runtime/links/reattach_point.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "core/log.hpp"
 #include "core/random_token.hpp"
@@ -26,12 +28,19 @@ int open_pidfd(int pid) noexcept {
   return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
 }
 
-/// A dialling master that stops answering holds the point's thread no longer than this.
+/// A dialling master that stops answering holds the point's thread no longer than this, and one
+/// that has not proven the secret by then is dropped.
 constexpr int peer_patience_s = 5;
+/// The callers not yet proven held at once (the oldest goes for a new one).
+constexpr std::size_t max_callers = 16;
 }  // namespace
 
 reattach_point::reattach_point(int master_pid, std::chrono::milliseconds grace, handlers h, const std::string& tcp_host)
-    : secret_(random_token() + random_token()), grace_(grace), handlers_(std::move(h)), unix_(tcp_host.empty()) {
+    : secret_(random_token() + random_token()),
+      grace_(grace),
+      handlers_(std::move(h)),
+      unix_(tcp_host.empty()),
+      callers_(secret_, max_callers, std::chrono::seconds(peer_patience_s)) {
   if (unix_) bind_unix();
   else bind_tcp(tcp_host);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -120,67 +129,81 @@ void reattach_point::run() {
     // A TCP point takes a dial before its link says the master is gone: a master that proves the
     // secret holds the run's journal, which its last master no longer does.
     bool listening = gone || !unix_;
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {listening ? listener_ : pidfd_, POLLIN, 0}};
-    int count = (listening || pidfd_ >= 0) ? 2 : 1;
+    std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
+    if (listening || pidfd_ >= 0) fds.push_back({listening ? listener_ : pidfd_, POLLIN, 0});
+    auto listened = fds.size();
+    callers_.watch(fds);
+    auto until = deadline;
+    if (auto next = callers_.next_deadline(); next && (!until || *next < *until)) until = next;
     int timeout = -1;
-    if (deadline)
+    if (until)
       timeout = static_cast<int>(std::max<long long>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - clock::now()).count()));
-    int ready = ::poll(fds, static_cast<nfds_t>(count), timeout);
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(*until - clock::now()).count()));
+    int ready = ::poll(fds.data(), static_cast<nfds_t>(fds.size()), timeout);
     if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
+    callers_.expire(clock::now());
+    if (deadline && clock::now() >= *deadline) {
       logf(log_level::error, "no master took this worker up within reattach_grace_ms (", grace_.count(), " ms); exiting");
       handlers_.expired();
       return;
     }
+    if (ready <= 0) continue;
     if (fds[0].revents) {
       std::uint64_t n;
       (void)!::read(wake_fd_, &n, sizeof n);
     }
-    if (count < 2 || !fds[1].revents) continue;
-    if (!listening) {  // the master's process ended
-      ::close(std::exchange(pidfd_, -1));
-      std::lock_guard lock(mutex_);
-      gone_ = true;
-      continue;
+    if (listened == 2 && fds[1].revents) {
+      if (!listening) {  // the master's process ended
+        ::close(std::exchange(pidfd_, -1));
+        std::lock_guard lock(mutex_);
+        gone_ = true;
+        continue;
+      }
+      admit();
     }
-    int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    bool taken = false;
-    try {
-      taken = serve(fd);
-    } catch (const std::exception& e) {
-      // What the worker holds could not be said, or the master's record could not be taken: the
-      // worker goes on waiting for the grace, for that master to dial again or another.
-      logf(log_level::warn, "a master taking the run up dialled this worker, and its record was not taken: ", e.what());
+    for (auto i = listened; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      auto proven = callers_.readable(fds[i].fd);
+      if (!proven) continue;
+      if (serve(*proven)) deadline.reset();  // serve() watches the new master
+      break;  // the callers changed: polled again
     }
-    ::close(fd);
-    if (taken) deadline.reset();  // serve() watches the new master
   }
 }
 
-bool reattach_point::serve(int fd) {
+void reattach_point::admit() {
+  int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0) return;
   ucred peer{};
   socklen_t size = sizeof peer;
   if (unix_ && (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::geteuid())) {
     logf(log_level::warn, "refused a dial at this worker's reattach point from user ", peer.uid, " (only ", ::geteuid(),
          ", the run's, may take it up)");
-    return false;
+    ::close(fd);
+    return;
   }
+  callers_.add(fd, std::chrono::steady_clock::now());
+}
+
+bool reattach_point::serve(const reattach_callers::proven& caller) {
+  bool taken = false;
+  try {
+    taken = take(caller.fd, caller.mine, caller.theirs);
+  } catch (const std::exception& e) {
+    // What the worker holds could not be said, or the master's record could not be taken: the
+    // worker goes on waiting for the grace, for that master to dial again or another.
+    logf(log_level::warn, "a master taking the run up dialled this worker, and its record was not taken: ", e.what());
+  }
+  ::close(caller.fd);
+  return taken;
+}
+
+bool reattach_point::take(int fd, const reattach_challenge& mine, const reattach_challenge& theirs) {
+  // The caller proved the secret: what follows is read in turn, each step given the patience.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   timeval patience{peer_patience_s, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &patience, sizeof patience);
-  auto mine = reattach_random();
-  std::string hello(reattach_greeting);
-  hello.append(reinterpret_cast<const char*>(mine.data()), mine.size());
-  reattach_challenge theirs{};
-  reattach_proof proof{};
-  if (!write_all(fd, hello) || !read_all(fd, theirs.data(), theirs.size()) || !read_all(fd, proof.data(), proof.size()))
-    return false;
-  if (!reattach_same(proof, reattach_prove(secret_, "master", mine, theirs))) {
-    logf(log_level::warn, "refused a dial at this worker's reattach point: the caller does not know its secret");
-    return false;
-  }
   {
     std::lock_guard lock(mutex_);
     gone_ = true;  // a dial its link had not announced yet

@@ -19,6 +19,8 @@
 #include <string>
 #include <thread>
 
+#include "runtime/links/reattach_callers.hpp"
+
 namespace fiber::detail {
 
 class reattach_point {
@@ -57,8 +59,11 @@ class reattach_point {
   void bind_unix();
   void bind_tcp(const std::string& host);
   void run();
-  /// One master dialling in: true when it took the worker up (or told it to leave).
-  bool serve(int fd);
+  /// Accepts a dial and greets it (a unix point: only the worker's own user's).
+  void admit();
+  /// A caller that proved the secret: true when it took the worker up (or told it to leave).
+  bool serve(const reattach_callers::proven& caller);
+  bool take(int fd, const reattach_challenge& mine, const reattach_challenge& theirs);
   void wake() const noexcept;
   /// handlers_.gone, once per master. On the point's thread.
   void announce_gone();
@@ -71,6 +76,7 @@ class reattach_point {
   std::mutex mutex_;
   bool gone_ = false, stopping_ = false;  // under mutex_
   bool announced_ = false;                // the point's thread's own
+  reattach_callers callers_;              // the point's thread's own
   std::thread thread_;                    // last: it starts once everything above exists
 };
 
