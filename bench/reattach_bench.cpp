@@ -21,6 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "core/run_journal.hpp"
+#include "primitives/pool/map_journal.hpp"
+
 namespace fs = std::filesystem;
 extern char** environ;
 
@@ -96,11 +99,8 @@ pid_t start_master(const char* self, const fs::path& folder, int workers, const 
 }
 
 std::size_t journaled_workers(const fs::path& journal) {
-  // Each worker's reattach record names its point: "fiber-reattach-" once per record.
-  std::ifstream in(journal, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::size_t n = 0;
-  for (auto at = bytes.find("fiber-reattach-"); at != std::string::npos; at = bytes.find("fiber-reattach-", at + 1)) ++n;
+  for (auto& r : fiber::detail::read_journal(journal).records) n += r.kind == fiber::detail::map_journal::pool_worker;
   return n;
 }
 

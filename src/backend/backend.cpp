@@ -31,6 +31,8 @@ std::string master_host() {
 
 std::string master_mark() { return master_host() + ":" + std::to_string(::getpid()); }
 
+bool workers_wait_for_next_master(const fiber::config& cfg) { return cfg.durable && cfg.reattach_grace_ms > 0; }
+
 std::unique_ptr<job> backend::adopt(const std::string& handle) {
   throw error(errc::unsatisfiable, "the " + name() + " backend cannot take up " + handle +
                                        ", a worker of an earlier master of the run");

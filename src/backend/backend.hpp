@@ -71,6 +71,11 @@ class backend {
 };
 
 
+/// Whether a run's workers outlive their master, waiting reattach_grace_ms for one that takes the
+/// run up (a durable run with a grace): the engines mark them, and their sweeps of a dead master's
+/// leftovers spare them while they run.
+bool workers_wait_for_next_master(const fiber::config& cfg);
+
 /// A backend whose children dial the master over TCP: it binds `bind_host_` and children dial
 /// `advertise_host_` (the same, or an address that reaches a wider bind, e.g. master_address
 /// with 0.0.0.0).

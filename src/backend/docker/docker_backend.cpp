@@ -374,7 +374,7 @@ class docker_backend final : public tcp_backend {
                 {"fiber.process", spec.name}};
     // A durable run's worker outlives its master for reattach_grace_ms: no master's sweep of
     // orphans removes it while it runs (it ends on its own).
-    if (cfg_.durable) c.labels["fiber.durable"] = "1";
+    if (workers_wait_for_next_master(cfg_)) c.labels["fiber.durable"] = "1";
     c.binds = binds_;
     c.network_mode = cfg_.docker_network;
     c.cpus = spec.cpu;

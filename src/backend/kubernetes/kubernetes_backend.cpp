@@ -61,7 +61,7 @@ class kubernetes_backend final : public tcp_backend {
     s.settings.cpu_request = cfg.kubernetes_cpu_request;
     s.settings.volumes = parse_volumes(cfg.volumes);
     s.settings.grace_seconds = (cfg.terminate_grace_ms + 999) / 1000;
-    s.settings.durable = cfg.durable;
+    s.settings.durable = workers_wait_for_next_master(cfg);
     if (!cfg.kubernetes_pod_patch.empty()) {
       boost::system::error_code ec;
       s.settings.patch = boost::json::parse(cfg.kubernetes_pod_patch, ec);

@@ -218,7 +218,7 @@ std::vector<std::string> sbatch_args(const spawn_spec& spec, const config& cfg, 
                                      const std::string& output_dir, const std::string& working_dir,
                                      const std::string& name, int array_size) {
   auto output = output_dir + "/" + name + (array_size > 0 ? "_%a" : "");
-  std::vector<std::string> a{"sbatch", "--parsable", "--job-name=" + name, "--comment=" + master_comment(master, cfg.durable),
+  std::vector<std::string> a{"sbatch", "--parsable", "--job-name=" + name, "--comment=" + master_comment(master, workers_wait_for_next_master(cfg)),
                              "--nodes=1", "--ntasks=1",
                              // A worker that ran once must not run again with the same token.
                              "--no-requeue", "--output=" + output + ".out", "--error=" + output + ".err"};

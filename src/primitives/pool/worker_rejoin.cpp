@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/backend.hpp"
 #include "core/log.hpp"
 #include "core/worker_env.hpp"
 #include "primitives/pool/wire.hpp"
@@ -22,7 +23,7 @@ namespace fiber::detail {
 
 std::unique_ptr<worker_rejoin> worker_rejoin::arm(runtime& rt, std::uint64_t pool_id, int credit) {
   const auto& cfg = rt.cfg();
-  if (!cfg.durable || cfg.reattach_grace_ms <= 0 || rt.depth() != 1) return nullptr;
+  if (!workers_wait_for_next_master(cfg) || rt.depth() != 1) return nullptr;
   // A child of the master on its host (the parent's pid is in its environment): the master's end
   // is its process's, which a pidfd shows, and its point an abstract unix socket. A child of an
   // engine (a container, a pod, a Slurm job) hears of the end from its link, and listens on TCP
