@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/run_journal.hpp"
+#include "folder_wait.hpp"
 #include "primitives/pool/map_journal.hpp"
 #include "run_folder.hpp"
 
@@ -40,17 +41,6 @@ struct program_outcome {
     return nl == std::string::npos ? out : out.substr(nl + 1);
   }
 };
-
-/// Waits until `done()` holds, checked at each change in `folder` (inotify), never on a timer.
-template <class Pred>
-inline void wait_in(const fs::path& folder, Pred done) {
-  fs::create_directories(folder);
-  int fd = ::inotify_init1(IN_CLOEXEC);
-  ::inotify_add_watch(fd, folder.c_str(), IN_MODIFY | IN_CREATE | IN_CLOSE_WRITE);
-  char events[4096];
-  while (!done()) (void)!::read(fd, events, sizeof events);
-  ::close(fd);
-}
 
 /// A run of durable_program in `folder` (its journal, executions and gate there) as run `run_id`.
 class durable_case {

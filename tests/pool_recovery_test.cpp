@@ -121,6 +121,59 @@ TEST(pool, a_chunk_whose_worker_dies_three_times_still_completes_with_default_ch
   for (int k : kills) std::filesystem::remove(prefix + std::to_string(k));
 }
 
+namespace {
+/// How many times item 0 of noted_then_gated began in `dir`, and the pid of its `n`th beginning
+/// (0 before).
+std::pair<int, int> beginnings_of_item_0(const std::string& dir, int n) {
+  std::ifstream in(dir + "/started");
+  int seen = 0, pid = 0;
+  for (int x, p; in >> x >> p;)
+    if (x == 0 && ++seen == n) pid = p;
+  return {seen, pid};
+}
+/// Waits for item 0's `n`th beginning in `dir` and SIGKILLs the worker that runs it.
+void kill_its_nth_worker(const std::string& dir, int n) {
+  fiber_test::wait_in(dir, [&] { return beginnings_of_item_0(dir, n).second > 0; });
+  ASSERT_EQ(::kill(beginnings_of_item_0(dir, n).second, SIGKILL), 0);
+}
+}  // namespace
+
+// An administrator's kill, an engine reclaiming its node: a worker ended from outside (SIGKILL,
+// no memory limit, not the pool) says nothing of the item it ran, which runs again uncharged,
+// however often: here its worker is killed more often than max_attempts, and the map completes.
+TEST(pool, an_item_whose_worker_is_killed_from_outside_more_often_than_max_attempts_is_not_charged) {
+  FIBER_TEST_LOCAL_ONLY("kills the workers by the pids they write, this host's");
+  auto dir = marker_path("outside");
+  std::filesystem::create_directories(dir);
+  fiber::pool p(fiber::pool_options{.processes = 2, .max_attempts = 2});
+  std::vector<std::tuple<int, std::string>> args;
+  for (int i = 0; i < 8; ++i) args.emplace_back(i, dir);
+  auto squares = p.starmap_async(&noted_then_gated, args, 1);
+  for (int n = 1; n <= 3; ++n) kill_its_nth_worker(dir, n);
+  std::ofstream(dir + "/gate") << "open";
+  EXPECT_EQ(std::move(squares).get(), (std::vector<int>{0, 1, 4, 9, 16, 25, 36, 49}));
+  EXPECT_EQ(p.stats().workers_lost, 3u);
+  EXPECT_EQ(beginnings_of_item_0(dir, 0).first, 4);
+  std::filesystem::remove_all(dir);
+}
+
+// Uncharged deaths are bounded: workers killed from outside one after another, no item finishing
+// between (something kills them as they start, or an item brings the kernel's OOM killer down
+// on its worker), fail the pool's work with an error that says so, rather than for ever.
+TEST(pool, workers_killed_from_outside_in_a_row_fail_the_work_naming_what_happened) {
+  FIBER_TEST_LOCAL_ONLY("kills the workers by the pids they write, this host's");
+  auto dir = marker_path("outside-in-a-row");
+  std::filesystem::create_directories(dir);
+  fiber::pool p(fiber::pool_options{.processes = 1});
+  auto held = p.starmap_async(&noted_then_gated, std::vector<std::tuple<int, std::string>>{{0, dir}}, 1);
+  for (int n = 1; n <= 16; ++n) kill_its_nth_worker(dir, n);  // the budget: max(16, 2 x processes)
+  fiber_test::expect_error([&] { (void)std::move(held).get(); }, fiber::errc::worker_lost,
+                           "16 of this pool's workers in a row were ended from outside");
+  std::ofstream(dir + "/gate") << "open";
+  EXPECT_EQ(p.map(&square, std::vector<int>{3}).get(), std::vector<int>{9}) << "the pool goes on with new work";
+  std::filesystem::remove_all(dir);
+}
+
 // A task running past its limit fails with timed_out, naming the item and the limit; its worker is
 // killed and replaced (not counted lost), and the other items and the pool go on. The limits in
 // these tests are ten times what the instant items take on a loaded machine, so that only the

@@ -20,6 +20,7 @@
 #include <optional>
 #include <thread>
 
+#include "folder_wait.hpp"
 #include "support.hpp"
 
 namespace {
@@ -64,8 +65,10 @@ double sum_or_die_once(const std::vector<double>& theta, std::uint64_t seed, std
   if (seed == die_at) (void)die_once(0, marker, SIGKILL);
   return std::accumulate(theta.begin(), theta.end(), 0.0) + static_cast<double>(seed);
 }
+// Crashes its worker each time (a crash is the item's doing: charged an attempt, where a SIGKILL
+// from outside is not).
 int always_die(int) {
-  ::raise(SIGKILL);
+  ::raise(SIGSEGV);
   return 0;
 }
 // Logs each run of item `x` as a line of `log`. The first time item `stop_at` runs, it says so on
@@ -91,9 +94,9 @@ std::map<int, int> runs_in(const std::string& log) {
   for (int x; in >> x;) ++runs[x];
   return runs;
 }
-// Dies every time it runs item 17.
+// Crashes every time it runs item 17.
 int die_at_17(int x) {
-  if (x == 17) ::raise(SIGKILL);
+  if (x == 17) ::raise(SIGSEGV);
   return x;
 }
 // Dies the first time it runs each item of `kills` (a marker per item under `prefix`).
@@ -103,6 +106,16 @@ int die_once_at(int x, std::string prefix, std::vector<int> kills) {
     if (fd >= 0) ::raise(SIGKILL);
   }
   return x;
+}
+// Notes "x pid" in `dir`/started as it begins; item 0 then waits until `dir`/gate exists (each
+// change of `dir` looked at, never on a timer). Returns x * x.
+int noted_then_gated(int x, std::string dir) {
+  auto line = std::to_string(x) + " " + std::to_string(::getpid()) + "\n";
+  int fd = ::open((dir + "/started").c_str(), O_CREAT | O_APPEND | O_WRONLY, 0600);
+  if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) std::abort();
+  ::close(fd);
+  if (x == 0) fiber_test::wait_in(dir, [&] { return std::filesystem::exists(dir + "/gate"); });
+  return x * x;
 }
 // Never returns on its own: a task only its timeout ends.
 int hang(int x) {
@@ -190,6 +203,7 @@ FIBER_REMOTE(sum_or_die_once);
 FIBER_REMOTE(run_logged);
 FIBER_REMOTE(die_at_17);
 FIBER_REMOTE(die_once_at);
+FIBER_REMOTE(noted_then_gated);
 FIBER_REMOTE(hang);
 FIBER_REMOTE(hang_or_square);
 FIBER_REMOTE(arrive_and_hang);

@@ -59,6 +59,33 @@ TEST_F(pool_task_losses, the_running_tasks_first_item_runs_alone_and_the_rest_in
   EXPECT_TRUE(sink->errors.empty());
 }
 
+// A worker killed from outside: nothing its item did, so the running task goes back as it was,
+// uncharged, even at its last attempt; without retries its items fail as for any death.
+TEST_F(pool_task_losses, a_death_from_outside_charges_nothing_and_the_running_task_goes_back_whole) {
+  auto sub = submission_of(sink, 8);
+  std::vector<pool_task> held{task(sub, 1, 0, 8), task(sub, 2, 8, 8)};
+  held[0].begin = 3;
+  held[0].attempts = 2;
+  worker_end end{"PoolWorker-2", "signal 9"};
+  end.outside = true;
+  auto out = losses.after_death(std::move(held), end, true, 3);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].id, 1u);
+  EXPECT_EQ(out[0].position(), 3u);
+  EXPECT_EQ(out[0].count(), 5u);
+  EXPECT_EQ(out[0].attempts, 2) << "charged for a death from outside";
+  EXPECT_FALSE(out[0].alone);
+  EXPECT_EQ(out[1].id, 2u);
+  EXPECT_EQ(next_id, 100u);
+  EXPECT_EQ(losses.retried(), 13u);
+  EXPECT_TRUE(sink->errors.empty());
+
+  auto once = submission_of(sink, 4, /*retry=*/false);
+  std::vector<pool_task> unretried{task(once, 3, 0, 4)};
+  (void)losses.after_death(std::move(unretried), end, true, 3);
+  EXPECT_EQ(sink->errors.size(), 4u) << "without retries, a death from outside fails what may have run";
+}
+
 TEST_F(pool_task_losses, out_of_attempts_the_charged_item_fails_naming_the_worker_and_the_rest_runs_carefully) {
   auto sub = submission_of(sink, 4);
   std::vector<pool_task> held{task(sub, 1, 0, 4)};

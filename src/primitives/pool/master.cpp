@@ -103,6 +103,7 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
                  });
                }),
       late_(*rt_, id_, options_, tasks_, workers_, view_, [this] { dispatch(); }),
+      outside_(std::max<std::size_t>(16, 2 * static_cast<std::size_t>(std::max(1, options_.processes.value_or(8))))),
       progress_(options_.progress, [this] { return progress_frame(); }),
       upstream_(rt_->io(), std::chrono::milliseconds(std::max(10, rt_->cfg().dashboard_interval_ms)),
                 [rt = rt_.get(), id = id_](std::string_view state, bool ended) {
@@ -341,6 +342,7 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     workers_.load().reported(*w, h.aux, late_.now());  // items reported one by one (a chunk resent after a death)
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload), false, h.aux);
     late_.started(*w);
+    outside_.on_progress();
   } else if (h.type == pool_kind::hosted) {
     if ((payload.size() == 1 || payload.size() == 2) && payload[0].size() == sizeof(hosted_at)) {
       hosted_at at;
@@ -361,6 +363,7 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     workers_.finished(*w, h.request, t ? t->count() : 0, credit_of_result(h.aux), late_.now());
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload));
     late_.started(*w);
+    outside_.on_progress();
   }
   dispatch();
 }
@@ -433,8 +436,13 @@ void pool_master::on_worker_ended(const pool_worker& w) {
     rec.record(record_kind::worker_down, name, id_, static_cast<std::uint64_t>(w.proc->ending().exit_code().value_or(0)),
                (lost ? 1 : 0) | (w.proc->ending().memory_stopped() ? 2 : 0), how_it_ended(w));
   }
-  tasks_.on_worker_lost(w.tasks, {w.proc->name(), how_it_ended(w), w.proc->ending().memory_stopped()}, options_.retry,
-                        options_.max_attempts, rt_->cfg().retry_memory_exceeded);
+  worker_end end{w.proc->name(), how_it_ended(w), w.proc->ending().memory_stopped(),
+                 ended_from_outside(w.proc->ending().exit_code(), w.proc->ending().memory_stopped().has_value(),
+                                    !w.why_ended.empty() || !w.proc->ending().ended_by().empty())};
+  bool held = !w.tasks.empty();
+  tasks_.on_worker_lost(w.tasks, end, options_.retry, options_.max_attempts, rt_->cfg().retry_memory_exceeded);
+  if (lost && held && end.outside && outside_.on_death())
+    fail_all(outside_.error_after(end.worker, end.how));
   // Closed with work still to do (what the lost worker held, or queued behind it): its
   // replacement finishes it; terminate() failed all work first, so it starts none.
   workers_.top_up(!terminating_ && !tasks_.drained());

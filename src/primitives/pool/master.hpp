@@ -20,6 +20,7 @@
 #include "primitives/pool/durable_maps.hpp"
 #include "primitives/pool/late_items.hpp"
 #include "primitives/pool/milestones.hpp"
+#include "primitives/pool/outside_deaths.hpp"
 #include "primitives/pool/pool_upstream.hpp"
 #include "primitives/pool/pool_view.hpp"
 #include "primitives/pool/progress_line.hpp"
@@ -85,6 +86,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   shared_courier courier_;
   pool_view view_;  // what the run's dashboard shows of it
   late_items late_;
+  outside_deaths outside_;  // deaths from outside in a row: bounded
   progress_line progress_;
   std::size_t workers_lost_ = 0;
   std::size_t memory_exceeded_ = 0;  // workers stopped for going past their memory limit

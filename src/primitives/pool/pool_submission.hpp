@@ -61,6 +61,7 @@ struct worker_end {
   std::string worker;  // its name
   std::string how;
   std::optional<memory_stop> memory{};  // it was stopped for going past its memory limit
+  bool outside = false;                 // ended from outside (pool/outside_deaths): its item is not charged
 };
 
 }  // namespace fiber::detail

@@ -59,6 +59,11 @@ std::vector<pool_task> task_losses::after_death(std::vector<pool_task> tasks, co
     }
     bool retries = pool_retry && t.sub->retry;
     if (end.memory && !retry_memory && failed_for_memory(t, end, retries)) continue;
+    if (end.outside && retries) {  // nothing its items did: they run again as they were, uncharged
+      retried_ += t.count();
+      requeued.push_back(std::move(t));
+      continue;
+    }
     ++t.attempts;
     auto where = " was running on " + end.worker + " when it ended (" + end.how + ")";
     if (!retries) {

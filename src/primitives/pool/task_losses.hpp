@@ -1,6 +1,7 @@
 // What becomes of the tasks a worker held when it died or ran past an item's deadline. The oldest
-// is the one it was running: of its items, the first not yet reported is charged an attempt and
-// runs again alone (a task of its own, on a worker given nothing else, so that the next death is
+// is the one it was running: ended from outside (pool/outside_deaths), it runs again as it was,
+// uncharged; otherwise, of its items, the first not yet reported is charged an attempt and runs
+// again alone (a task of its own, on a worker given nothing else, so that the next death is
 // surely its), and the rest of its chunk runs again uncharged, in pieces that report item by item
 // at first; out of attempts, or without retries, items fail with a reason that names the worker
 // and how it ended. The tasks waiting behind it (prefetch) go back as they were. On fiber's loop
