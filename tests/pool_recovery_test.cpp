@@ -164,9 +164,11 @@ TEST(pool, workers_killed_from_outside_in_a_row_fail_the_work_naming_what_happen
   FIBER_TEST_LOCAL_ONLY("kills the workers by the pids they write, this host's");
   auto dir = marker_path("outside-in-a-row");
   std::filesystem::create_directories(dir);
-  fiber::pool p(fiber::pool_options{.processes = 1});
+  // No time given to the row (outside_deaths_ms=0): the count alone decides, max(16, 2 x processes).
+  fiber::context ctx(fiber::config::load({{"outside_deaths_ms", "0"}}));
+  fiber::pool p(ctx, fiber::pool_options{.processes = 1});
   auto held = p.starmap_async(&noted_then_gated, std::vector<std::tuple<int, std::string>>{{0, dir}}, 1);
-  for (int n = 1; n <= 16; ++n) kill_its_nth_worker(dir, n);  // the budget: max(16, 2 x processes)
+  for (int n = 1; n <= 16; ++n) kill_its_nth_worker(dir, n);
   fiber_test::expect_error([&] { (void)std::move(held).get(); }, fiber::errc::worker_lost,
                            "16 of this pool's workers in a row were ended from outside");
   std::ofstream(dir + "/gate") << "open";

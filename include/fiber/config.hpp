@@ -34,6 +34,10 @@ struct FIBER_API config {
   bool retry_memory_exceeded = false;       ///< an item whose worker went past its memory limit runs
                                             ///< again (as after any death); false: it fails with
                                             ///< memory_exceeded at once
+  int outside_deaths_ms = 60000;            ///< pool workers killed from outside (SIGKILL, SIGTERM) in
+                                            ///< a row, at least 16, with no item finished for this
+                                            ///< long, fail the pool's work (their items run again
+                                            ///< uncharged until then)
   std::uint64_t memory_budget_mb = 0;       ///< what a pool's workers' memory limits may add up to;
                                             ///< 0: the local backend's is this host's available
                                             ///< memory less a reserve, other backends' unbounded

@@ -146,6 +146,56 @@ key_def run_id_key() {
           [](const config& c) { return c.run_id; }};
 }
 
+key_def volumes_key() {
+  return {"volumes",
+          [](config& c, std::string_view v) {
+            detail::parse_volumes(v);  // validates
+            c.volumes = std::string(v);
+          },
+          [](const config& c) { return c.volumes; }};
+}
+
+key_def docker_network_key() {
+  return {"docker_network",
+          [](config& c, std::string_view v) {
+            if (v.empty()) bad_value("docker_network", v, "host, bridge or the name of a Docker network");
+            c.docker_network = std::string(v);
+          },
+          [](const config& c) { return c.docker_network; }};
+}
+
+key_def dashboard_address_key() {
+  return {"dashboard_address",
+          [](config& c, std::string_view v) {
+            std::error_code ec;
+            (void)asio::ip::make_address(std::string(v), ec);
+            if (ec) bad_value("dashboard_address", v, "an IP address of this host, such as 127.0.0.1 (this host only) or 0.0.0.0 (every address)");
+            c.dashboard_address = std::string(v);
+          },
+          [](const config& c) { return c.dashboard_address; }};
+}
+
+key_def gpus_key() {
+  return {"gpus",
+          [](config& c, std::string_view v) {
+            if (v.empty() || v.find_first_of(" \t") != std::string_view::npos || v.front() == ',' || v.back() == ',' ||
+                v.find(",,") != std::string_view::npos)
+              bad_value("gpus", v, "auto, none, or a comma-separated list of device ids such as 0,1");
+            c.gpus = std::string(v);
+          },
+          [](const config& c) { return c.gpus; }};
+}
+
+key_def slurm_time_limit_key() {
+  return {"slurm_time_limit",
+          [](config& c, std::string_view v) {
+            if (!std::all_of(v.begin(), v.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) || ch == ':' || ch == '-'; }))
+              bad_value("slurm_time_limit", v, "a Slurm time: minutes, MM:SS, HH:MM:SS, D-HH or D-HH:MM:SS");
+            c.slurm_time_limit = std::string(v);
+          },
+          [](const config& c) { return c.slurm_time_limit; }};
+}
+
 }  // namespace
 
 namespace {
@@ -163,19 +213,10 @@ const std::vector<key_def>& key_table() {
       choice_key("local_memory_limit", &config::local_memory_limit, {"auto", "watch"}, "auto or watch"),
       int_key("memory_poll_ms", &config::memory_poll_ms, 1, 3600000),
       bool_key("retry_memory_exceeded", &config::retry_memory_exceeded),
+      int_key("outside_deaths_ms", &config::outside_deaths_ms, 0, int_max),
       int_key<std::uint64_t>("memory_budget_mb", &config::memory_budget_mb, 0, std::uint64_t{1} << 40),
-      {"volumes",
-       [](config& c, std::string_view v) {
-         detail::parse_volumes(v);  // validates
-         c.volumes = std::string(v);
-       },
-       [](const config& c) { return c.volumes; }},
-      {"docker_network",
-       [](config& c, std::string_view v) {
-         if (v.empty()) bad_value("docker_network", v, "host, bridge or the name of a Docker network");
-         c.docker_network = std::string(v);
-       },
-       [](const config& c) { return c.docker_network; }},
+      volumes_key(),
+      docker_network_key(),
       string_key("master_address", &config::master_address),
       int_key("heartbeat_interval_ms", &config::heartbeat_interval_ms, 1, int_max),
       int_key("heartbeat_timeout_ms", &config::heartbeat_timeout_ms, 1, int_max),
@@ -201,24 +242,10 @@ const std::vector<key_def>& key_table() {
       int_key<std::uint64_t>("journal_max_bytes", &config::journal_max_bytes, 4096, std::numeric_limits<std::uint64_t>::max()),
       int_key("reattach_grace_ms", &config::reattach_grace_ms, 0, int_max),
       bool_key("dashboard", &config::dashboard),
-      {"dashboard_address",
-       [](config& c, std::string_view v) {
-         std::error_code ec;
-         (void)asio::ip::make_address(std::string(v), ec);
-         if (ec) bad_value("dashboard_address", v, "an IP address of this host, such as 127.0.0.1 (this host only) or 0.0.0.0 (every address)");
-         c.dashboard_address = std::string(v);
-       },
-       [](const config& c) { return c.dashboard_address; }},
+      dashboard_address_key(),
       int_key("dashboard_port", &config::dashboard_port, 0, 65535),
       int_key("dashboard_interval_ms", &config::dashboard_interval_ms, 50, 3600000),
-      {"gpus",
-       [](config& c, std::string_view v) {
-         if (v.empty() || v.find_first_of(" \t") != std::string_view::npos || v.front() == ',' || v.back() == ',' ||
-             v.find(",,") != std::string_view::npos)
-           bad_value("gpus", v, "auto, none, or a comma-separated list of device ids such as 0,1");
-         c.gpus = std::string(v);
-       },
-       [](const config& c) { return c.gpus; }},
+      gpus_key(),
       choice_key("start_method", &config::start_method, {"forkserver", "spawn"}, "forkserver or spawn"),
       choice_key("encryption", &config::encryption, {"auto", "always"}, "auto or always"),
       choice_key("local_transport", &config::local_transport, {"direct", "zeromq"}, "direct or zeromq"),
@@ -239,13 +266,7 @@ const std::vector<key_def>& key_table() {
       slurm_word_key("slurm_partition", &config::slurm_partition),
       slurm_word_key("slurm_account", &config::slurm_account),
       slurm_word_key("slurm_qos", &config::slurm_qos),
-      {"slurm_time_limit",
-       [](config& c, std::string_view v) {
-         if (!std::all_of(v.begin(), v.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) || ch == ':' || ch == '-'; }))
-           bad_value("slurm_time_limit", v, "a Slurm time: minutes, MM:SS, HH:MM:SS, D-HH or D-HH:MM:SS");
-         c.slurm_time_limit = std::string(v);
-       },
-       [](const config& c) { return c.slurm_time_limit; }},
+      slurm_time_limit_key(),
       slurm_word_key("slurm_constraint", &config::slurm_constraint),
       string_key("slurm_sbatch_args", &config::slurm_sbatch_args),
       string_key("slurm_srun_args", &config::slurm_srun_args),

@@ -103,7 +103,8 @@ pool_master::pool_master(std::shared_ptr<runtime> rt, pool_options options)
                  });
                }),
       late_(*rt_, id_, options_, tasks_, workers_, view_, [this] { dispatch(); }),
-      outside_(std::max<std::size_t>(16, 2 * static_cast<std::size_t>(std::max(1, options_.processes.value_or(8))))),
+      outside_(std::max<std::size_t>(16, 2 * static_cast<std::size_t>(std::max(1, options_.processes.value_or(8)))),
+               std::chrono::milliseconds(rt_->cfg().outside_deaths_ms)),
       progress_(options_.progress, [this] { return progress_frame(); }),
       upstream_(rt_->io(), std::chrono::milliseconds(std::max(10, rt_->cfg().dashboard_interval_ms)),
                 [rt = rt_.get(), id = id_](std::string_view state, bool ended) {
@@ -441,7 +442,7 @@ void pool_master::on_worker_ended(const pool_worker& w) {
                                     !w.why_ended.empty() || !w.proc->ending().ended_by().empty())};
   bool held = !w.tasks.empty();
   tasks_.on_worker_lost(w.tasks, end, options_.retry, options_.max_attempts, rt_->cfg().retry_memory_exceeded);
-  if (lost && held && end.outside && outside_.on_death())
+  if (lost && held && end.outside && outside_.on_death(std::chrono::steady_clock::now()))
     fail_all(outside_.error_after(end.worker, end.how));
   // Closed with work still to do (what the lost worker held, or queued behind it): its
   // replacement finishes it; terminate() failed all work first, so it starts none.

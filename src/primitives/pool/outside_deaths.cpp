@@ -15,7 +15,9 @@ std::exception_ptr outside_deaths::error_after(const std::string& worker, const 
   return std::make_exception_ptr(error(
       errc::worker_lost,
       std::to_string(in_row_) + " of this pool's workers in a row were ended from outside while holding items, with no " +
-          "item finished between (the last, " + worker + ", " + how + "): something ends them as they start (an administrator, the engine reclaiming its nodes, the kernel's OOM "
+          "item finished for at least " + std::to_string(window_.count()) + " ms (outside_deaths_ms; the last, " + worker +
+          ", " + how +
+          "): something ends them as they start (an administrator, the engine reclaiming its nodes, the kernel's OOM "
           "killer on an item that uses the host's memory up); the pool stops running its items again rather than "
           "for ever. Find what kills them, or give the items a memory limit (memory_mb) so that one that uses too "
           "much fails alone"));
