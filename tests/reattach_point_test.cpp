@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <future>
@@ -62,7 +63,7 @@ void take_up(const reattach_point& point, const std::string& record) {
 struct heard {
   std::promise<std::string> record;
   std::promise<void> expired;
-  int relinked = 0, gone = 0;
+  std::atomic<int> relinked{0}, gone{0};  // written on the point's thread
   reattach_point::handlers handlers(std::string state = "two results held") {
     return {[state] { return state; },
             [this](std::string r) {
@@ -82,7 +83,7 @@ TEST(reattach_point, the_grace_starts_when_the_masters_process_ends_and_ends_the
   reattach_point point(master.pid(), 50ms, h.handlers());
   master.end();
   ended.wait();  // the pidfd told the point; the grace passed with nobody dialling in
-  EXPECT_EQ(h.relinked, 0);
+  EXPECT_EQ(h.relinked.load(), 0);
 }
 
 TEST(reattach_point, a_master_that_proves_the_secret_reads_what_the_worker_holds_and_hands_it_its_record) {
@@ -91,7 +92,7 @@ TEST(reattach_point, a_master_that_proves_the_secret_reads_what_the_worker_holds
   reattach_point point(0, 60s, h.handlers("task 7: 3 results"));
   point.master_gone();
   reattach_dial dial(point.name(), point.secret(), 5s, 1024);
-  EXPECT_EQ(h.gone, 1) << "the worker heard its master was gone before a dial was taken";
+  EXPECT_EQ(h.gone.load(), 1) << "the worker heard its master was gone before a dial was taken";
   EXPECT_EQ(dial.state(), "task 7: 3 results");
   dial.send("link to unix:@new-master as 42");
   EXPECT_EQ(record.get(), "link to unix:@new-master as 42");
@@ -105,7 +106,7 @@ TEST(reattach_point, a_caller_without_the_secret_gets_nothing_and_the_right_mast
   std::string wrong = point.secret();
   wrong[0] = wrong[0] == 'a' ? 'b' : 'a';
   EXPECT_THROW(reattach_dial(point.name(), wrong, 5s, 1024), std::system_error);  // the point hung up on it
-  EXPECT_EQ(h.relinked, 0);
+  EXPECT_EQ(h.relinked.load(), 0);
   take_up(point, "here");
   EXPECT_EQ(record.get(), "here");
 }
@@ -150,7 +151,7 @@ TEST(reattach_point, an_empty_record_tells_the_worker_to_leave) {
   point.master_gone();
   take_up(point, "");
   ended.wait();
-  EXPECT_EQ(h.relinked, 0);
+  EXPECT_EQ(h.relinked.load(), 0);
 }
 
 TEST(reattach_point, a_process_of_another_user_is_refused_before_it_reads_a_byte) {
@@ -174,7 +175,7 @@ TEST(reattach_point, a_process_of_another_user_is_refused_before_it_reads_a_byte
   ::waitpid(other, &status, 0);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 1) << "another user's process took the worker up";
-  EXPECT_EQ(h.relinked, 0);
+  EXPECT_EQ(h.relinked.load(), 0);
   take_up(point, "the run's own master");
   EXPECT_EQ(record.get(), "the run's own master");
 }
@@ -272,7 +273,7 @@ TEST(reattach_point, over_tcp_a_master_that_proves_the_secret_is_taken_before_th
   reattach_point point(0, 60s, h.handlers("task 9 running"), "127.0.0.1");
   reattach_dial dial(point.name(), point.secret(), 5s, 1024);
   EXPECT_EQ(dial.state(), "task 9 running");
-  EXPECT_EQ(h.gone, 1) << "the worker did not stop taking its last master's tasks before saying what it holds";
+  EXPECT_EQ(h.gone.load(), 1) << "the worker did not stop taking its last master's tasks before saying what it holds";
   dial.send("link to tcp://10.0.0.2:5555 as 7");
   EXPECT_EQ(record.get(), "link to tcp://10.0.0.2:5555 as 7");
 }
@@ -333,7 +334,7 @@ TEST(reattach_point, over_tcp_a_record_changed_on_the_path_is_refused_and_the_wo
     reattach_dial dial(relay.name(), point.secret(), 5s, 1024);
     dial.send("link to the attacker");
   }
-  EXPECT_EQ(h.relinked, 0) << "a changed record was taken";
+  EXPECT_EQ(h.relinked.load(), 0) << "a changed record was taken";
   take_up(point, "the run's own master");
   EXPECT_EQ(record.get(), "the run's own master");
 }
@@ -345,7 +346,7 @@ TEST(reattach_point, over_tcp_a_caller_without_the_secret_gets_nothing) {
   std::string wrong = point.secret();
   wrong[0] = wrong[0] == 'a' ? 'b' : 'a';
   EXPECT_THROW(reattach_dial(point.name(), wrong, 5s, 1024), std::system_error);
-  EXPECT_EQ(h.relinked, 0);
+  EXPECT_EQ(h.relinked.load(), 0);
 }
 
 }  // namespace
