@@ -26,7 +26,10 @@
 #include <set>
 #include <thread>
 
+#include <asio/io_context.hpp>
+
 #include "backend/backend.hpp"
+#include "backend/command.hpp"
 #include "slurm_support.hpp"
 #include "support.hpp"
 
@@ -342,6 +345,29 @@ TEST_F(slurm_backend, a_workers_job_cancelled_mid_map_has_its_tasks_run_again) {
   EXPECT_EQ(s.workers_lost, 1u);
   EXPECT_GE(s.retried, 1u);
   std::filesystem::remove(marker);
+}
+
+// A durable run's master takes up the Slurm jobs its journal names; one that is not a durable
+// run's worker (a journal naming another of the user's jobs) is refused, and neither watched nor
+// cancelled at the master's end.
+TEST_F(slurm_backend, a_job_that_is_not_a_durable_worker_is_not_taken_up) {
+  auto submitted = fiber::detail::run_command({"sbatch", "--parsable", "--begin=now+1hour", "--wrap", "sleep 600"});
+  ASSERT_TRUE(submitted.ok()) << submitted.problem();
+  auto id = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
+  {
+    asio::io_context io;
+    auto backend = fiber::detail::make_backend(io, fiber::config::load(), "not-mine");
+    try {
+      backend->adopt(id);
+      ADD_FAILURE() << "a job that is not a durable worker was taken up";
+    } catch (const fiber::error& e) {
+      EXPECT_EQ(e.code(), fiber::errc::spawn_failed);
+      EXPECT_NE(std::string(e.what()).find("is not a durable run's worker"), std::string::npos) << e.what();
+    }
+  }
+  auto listed = fiber::detail::run_command({"squeue", "-h", "-j", id, "-o", "%i"});
+  EXPECT_NE(listed.out.find(id), std::string::npos) << "the job was cancelled";
+  (void)fiber::detail::run_command({"scancel", id});
 }
 
 // Requests no node has fail at start, before anything is submitted, naming what the nodes have

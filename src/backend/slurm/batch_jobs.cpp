@@ -2,10 +2,12 @@
 #include "backend/slurm/batch_jobs.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <string_view>
 
+#include "backend/command.hpp"
 #include "core/private_files.hpp"
 #include "backend/slurm/batch_watch.hpp"
 #include "fiber/error.hpp"
@@ -57,6 +59,14 @@ std::unique_ptr<job> batch_jobs::adopt(const std::string& id) {
   auto bar = id.find('_');
   if (!digits(std::string_view(id).substr(0, bar)) || (bar != std::string::npos && !digits(std::string_view(id).substr(bar + 1))))
     throw error(errc::spawn_failed, "'" + id + "' is not a Slurm job's id");
+  // Only a durable run's worker that runs: a journal naming another job does not make this master
+  // watch, and at its end cancel, something that is not fiber's.
+  auto r = run_command({"squeue", "-h", "-j", id, "-O", squeue_fields()}, {}, std::chrono::seconds(30));
+  if (!r.ok()) throw error(errc::spawn_failed, "squeue cannot say whether Slurm job " + id + " runs: " + r.problem());
+  auto rows = parse_squeue(r.out);
+  if (rows.empty()) throw error(errc::spawn_failed, "its Slurm job " + id + " is gone");
+  if (!durable_comment(rows.front().comment)) throw error(errc::spawn_failed, "Slurm job " + id + " is not a durable run's worker");
+  if (rows.front().state != "RUNNING") throw error(errc::spawn_failed, "its Slurm job " + id + " no longer runs");
   auto run = std::make_shared<batch_run>(watch_, "Slurm job " + id);
   run->id = id;
   run->at = batch_run::stage::pending;  // the next poll finds it running (or gone)
