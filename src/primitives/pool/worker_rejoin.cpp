@@ -52,9 +52,16 @@ worker_rejoin::worker_rejoin(runtime& rt, std::uint64_t pool_id, int credit, con
                                             std::chrono::milliseconds(rt_.cfg().reattach_grace_ms), std::move(h), tcp_host);
   // Its link closing says the master is gone too (the point also watches its process here); a
   // link a master taking the run up replaced says nothing (the link after the Nth relink is N).
-  rt_.worker().on_master_lost([this](std::uint64_t link) {
-    std::lock_guard lock(relink_mutex_);
-    if (link >= relinks_) point_->master_gone();
+  loss_->point = point_.get();
+  rt_.worker().on_master_lost([loss = loss_](std::uint64_t link) {
+    {
+      std::lock_guard lock(loss->mutex);
+      if (loss->point) {
+        if (link >= loss->relinks) loss->point->master_gone();
+        return;
+      }
+    }
+    exit_worker(exit_master_lost);  // this part is gone: as a worker without one
   });
   if (here_) {
     // The point outlives the master: the kernel must not end this process with it.
@@ -65,7 +72,10 @@ worker_rejoin::worker_rejoin(runtime& rt, std::uint64_t pool_id, int credit, con
                                           std::string_view(point_->secret())));
 }
 
-worker_rejoin::~worker_rejoin() = default;
+worker_rejoin::~worker_rejoin() {
+  std::lock_guard lock(loss_->mutex);
+  loss_->point = nullptr;  // the point goes with this part; the handler stays with the link
+}
 
 int worker_rejoin::relink(const std::string& record) {
   // The record comes from a master that proved the secret: it is read, and still checked.
@@ -79,8 +89,8 @@ int worker_rejoin::relink(const std::string& record) {
   if (!here_) master_pid = 0;  // another host's, or another namespace's: its link says when it is gone
   {
     // From here the old link's end (its watch may still say it) is not the new master's.
-    std::lock_guard lock(relink_mutex_);
-    ++relinks_;
+    std::lock_guard lock(loss_->mutex);
+    ++loss_->relinks;
   }
   // Posted, never run here: the worker's own thread drives its loop (its link, its sends) once
   // its item is done; this thread only waits at the point.

@@ -45,8 +45,15 @@ class worker_rejoin {
   std::atomic<std::uint64_t> pool_id_;
   held_results held_;
   bool here_;  // on its master's host: a unix point, the master's process watched
-  std::mutex relink_mutex_;   // the point's relinks against the old link's end, said from its watch
-  std::uint64_t relinks_ = 0;  // under relink_mutex_
+  /// What the link's loss handler reads, from the link's watch thread too: shared with the
+  /// handler, which the worker's link keeps after this part is gone (it then ends the worker as
+  /// without one).
+  struct loss_state {
+    std::mutex mutex;            // the point's relinks against the old link's end
+    std::uint64_t relinks = 0;   // under mutex
+    reattach_point* point = nullptr;  // under mutex; null once this part is gone
+  };
+  std::shared_ptr<loss_state> loss_ = std::make_shared<loss_state>();
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // what was posted runs only while this lives
   std::unique_ptr<reattach_point> point_;
 };
