@@ -118,6 +118,17 @@ TEST(slurm_cli, a_childs_needs_and_the_config_become_sbatch_options) {
     EXPECT_TRUE(has(a, x)) << x;
 }
 
+// Slurm tells each job (the batch shell, which is the worker: the script execs it) of its time
+// limit drain_notice_ms ahead, with SIGURG (a child that does not listen ignores it); each step too.
+TEST(slurm_cli, jobs_and_steps_ask_for_the_notice_of_their_time_limit) {
+  auto cfg = fiber::config::load({{"drain_notice_ms", "45500"}});
+  EXPECT_TRUE(has(slurm::sbatch_args(a_spec(), cfg, "host:9", "/out", "", "n"), "--signal=B:23@46"));
+  EXPECT_TRUE(has(slurm::srun_args(a_spec(), cfg, "n2"), "--signal=23@46"));
+  EXPECT_TRUE(has(slurm::sbatch_args(a_spec(), fiber::config::load({{"drain_notice_ms", "0"}}), "host:9", "/out", "", "n"),
+                  "--signal=B:23@1"))
+      << "Slurm's notice is at least a second";
+}
+
 TEST(slurm_cli, children_asking_the_same_make_one_array_with_an_output_file_each) {
   auto cfg = fiber::config::load({});
   auto a = a_spec(), b = a_spec(), c = a_spec();

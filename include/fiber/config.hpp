@@ -38,6 +38,9 @@ struct FIBER_API config {
                                             ///< a row, at least 16, with no item finished for this
                                             ///< long, fail the pool's work (their items run again
                                             ///< uncharged until then)
+  int drain_notice_ms = 30000;               ///< how long before a worker's planned end it is told
+                                            ///< (Slurm --signal, a pod's and a container's stop
+                                            ///< grace); a pool worker told so hands its work back
   std::uint64_t memory_budget_mb = 0;       ///< what a pool's workers' memory limits may add up to;
                                             ///< 0: the local backend's is this host's available
                                             ///< memory less a reserve, other backends' unbounded

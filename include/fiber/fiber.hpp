@@ -12,6 +12,7 @@
 #include "fiber/meta.hpp"
 #include "fiber/op.hpp"
 #include "fiber/pipe.hpp"
+#include "fiber/planned_end.hpp"
 #include "fiber/pool.hpp"
 #include "fiber/process.hpp"
 #include "fiber/registry.hpp"

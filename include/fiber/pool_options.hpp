@@ -49,6 +49,11 @@ struct pool_options {
   /// once. 0: no limit. With a limit, workers report each item as it ends (a message per item).
   std::chrono::milliseconds task_timeout{0};
   bool retry_timed_out = false;  ///< true: a timed-out item runs again, up to max_attempts in all
+  /// How long one item takes, for a worker told of its planned end (drain_notice_ms): it finishes
+  /// the item it runs if this fits in what is left of the notice, else hands it back at once.
+  /// 0: learned from the items this worker ran (an item with none to learn from runs until the
+  /// notice is nearly out, then is handed back).
+  std::chrono::milliseconds task_estimate{0};
 };
 
 /// Per-call choices, for the calls made through pool::with(...).
@@ -56,6 +61,7 @@ struct call_options {
   bool retry = true;  ///< false: the items a dead worker had not reported fail with worker_lost (none runs twice)
   std::optional<std::chrono::milliseconds> task_timeout;  ///< unset: the pool's; 0: no limit
   std::optional<bool> retry_timed_out;                    ///< unset: the pool's
+  std::optional<std::chrono::milliseconds> task_estimate;  ///< unset: the pool's
 };
 
 /// Counted in items (one call of the function); a chunk is the batch of items a worker is sent.
@@ -65,6 +71,9 @@ struct pool_stats {
   std::size_t done = 0;             ///< items finished, with a result or an error
   std::size_t retried = 0;          ///< items sent again after their worker died
   std::size_t workers_lost = 0;     ///< workers that died or stopped answering
+  /// Workers that ended on a notice of their planned end (a Slurm job's time limit, a pod's
+  /// eviction, docker stop, SIGTERM): what they held ran elsewhere, no item charged an attempt.
+  std::size_t drained = 0;
   std::size_t memory_exceeded = 0;  ///< workers stopped for going past their memory limit
   std::size_t workers = 0;          ///< workers now
   std::size_t workers_started = 0;  ///< workers started since the pool was made, replacements included

@@ -214,6 +214,7 @@ const std::vector<key_def>& key_table() {
       int_key("memory_poll_ms", &config::memory_poll_ms, 1, 3600000),
       bool_key("retry_memory_exceeded", &config::retry_memory_exceeded),
       int_key("outside_deaths_ms", &config::outside_deaths_ms, 0, int_max),
+      int_key("drain_notice_ms", &config::drain_notice_ms, 0, 24 * 3600 * 1000),
       int_key<std::uint64_t>("memory_budget_mb", &config::memory_budget_mb, 0, std::uint64_t{1} << 40),
       volumes_key(),
       docker_network_key(),

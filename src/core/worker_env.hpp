@@ -40,6 +40,9 @@ inline constexpr const char* hub_flag = "--fiber-hub";
 inline constexpr int exit_refused = 3;
 /// Exit code of a worker that lost its master (as one whose parent died before it started).
 inline constexpr int exit_master_lost = 70;
+/// Exit code of a pool worker that had notice of its planned end and handed back the item it was
+/// running (it would not have finished in time): nothing it held is its items' doing.
+inline constexpr int exit_drained = 71;
 
 /// Variable `name` of this process's environment; empty when it is not set.
 inline std::string env_or_empty(const char* name) {

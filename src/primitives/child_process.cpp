@@ -224,7 +224,8 @@ void child_process::on_exit(int code) {
     finish();
     return;
   }
-  bool normal_exit = code == 0 || code == 1;
+  // exit_drained: a pool worker that handed its work back; what it sent before may still come.
+  bool normal_exit = code == 0 || code == 1 || code == exit_drained;
   if (ending_.done_heard() || !normal_exit || state() != phase::running) {
     finish();
     return;

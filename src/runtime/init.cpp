@@ -116,7 +116,7 @@ int report_end(std::shared_ptr<runtime> rt, const std::optional<remote_failure>&
   worker_runtime().reset();
   rt->stop();
   rt.reset();  // closing the ZeroMQ context waits (linger) until what we sent is delivered
-  return failure ? 1 : 0;
+  return failure ? 1 : clean_exit_code();
 }
 }  // namespace
 

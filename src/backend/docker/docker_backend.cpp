@@ -381,6 +381,9 @@ class docker_backend final : public tcp_backend {
     c.memory_bytes = std::int64_t{spec.memory_mb} * 1024 * 1024;
     c.gpus = spec.gpu;
     c.name = container_name(job_id_, spec.name);
+    // A `docker stop` of anyone's but fiber's (which names its own time) leaves a pool worker the
+    // notice it hands its work back in.
+    c.stop_seconds = (cfg_.drain_notice_ms + 999) / 1000;
     c.init = true;  // a real init as pid 1, so the program's own signals behave as in a local child
     c.user = std::to_string(::getuid()) + ":" + std::to_string(::getgid());
     std::error_code ec;

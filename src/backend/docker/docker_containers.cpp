@@ -32,6 +32,7 @@ std::string container_create_body(const container_spec& spec) {
   }
   if (spec.init) host["Init"] = true;
   if (spec.restarts > 0) host["RestartPolicy"] = boost::json::object{{"Name", "on-failure"}, {"MaximumRetryCount", spec.restarts}};
+  if (spec.stop_seconds >= 0) body["StopTimeout"] = spec.stop_seconds;
   if (!spec.user.empty()) body["User"] = spec.user;
   if (!spec.working_dir.empty()) body["WorkingDir"] = spec.working_dir;
   body["HostConfig"] = std::move(host);

@@ -25,6 +25,8 @@ struct container_spec {
   int gpus = 0;                                  // DeviceRequests for nvidia GPUs
   std::string name;                              // empty: the engine picks one
   bool init = false;                             // the engine's init (tini) as pid 1
+  int stop_seconds = -1;                         // `docker stop` without -t: SIGKILL this long after
+                                                 // SIGTERM (StopTimeout); -1: the engine's (10 s)
   int restarts = 0;                              // > 0: the engine starts it again after a non-zero
                                                  // exit, this many times at most (on-failure)
   std::string user;                              // "uid:gid"; empty: the image's

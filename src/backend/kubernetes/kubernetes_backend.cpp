@@ -60,7 +60,9 @@ class kubernetes_backend final : public tcp_backend {
     s.settings.service_account = cfg.kubernetes_service_account;
     s.settings.cpu_request = cfg.kubernetes_cpu_request;
     s.settings.volumes = parse_volumes(cfg.volumes);
-    s.settings.grace_seconds = (cfg.terminate_grace_ms + 999) / 1000;
+    // An eviction, a drain or a deletion by anyone but fiber (which names its own grace) gives a
+    // pod this long after its SIGTERM: the notice a pool worker hands its work back in.
+    s.settings.grace_seconds = (std::max(cfg.terminate_grace_ms, cfg.drain_notice_ms) + 999) / 1000;
     s.settings.durable = workers_wait_for_next_master(cfg);
     if (!cfg.kubernetes_pod_patch.empty()) {
       boost::system::error_code ec;

@@ -132,7 +132,11 @@ class slurm_backend final : public tcp_backend {
 
   std::unique_ptr<job> adopt(const std::string& handle) override {
     // A step ends with its allocation: a master taking the run up has another.
-    if (steps_) return backend::adopt(handle);
+    if (steps_)
+      throw error(errc::unsatisfiable, "the slurm backend cannot take up " + handle +
+                                           ", a worker of an earlier master of the run: in an allocation workers are its job "
+                                           "steps and end with it; run a durable master outside an allocation, where its "
+                                           "workers are batch jobs that wait for the next master");
     return batch_->adopt(handle);
   }
 

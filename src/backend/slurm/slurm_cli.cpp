@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <csignal>
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -200,6 +201,13 @@ std::vector<std::string> resource_args(const spawn_spec& spec, const config& cfg
   return a;
 }
 
+std::string notice_signal(const config& cfg) {
+  // SIGURG, whose default is to be ignored: a child that does not listen for the notice (a
+  // process's target, a host hub) goes on until the time limit's own SIGTERM, where SIGUSR1's
+  // default would end it early. Slurm may send it up to a minute before the time asked.
+  return std::to_string(SIGURG) + "@" + std::to_string(std::max(1, (cfg.drain_notice_ms + 999) / 1000));
+}
+
 std::string array_job_name(const std::string& job_id, const std::string& first_process, std::size_t n) {
   return job_name(job_id, first_process) + "-x" + std::to_string(n);
 }
@@ -225,6 +233,8 @@ std::vector<std::string> sbatch_args(const spawn_spec& spec, const config& cfg, 
   if (array_size > 0) a.push_back("--array=0-" + std::to_string(array_size - 1));
   if (!spec.host.empty()) a.push_back("--nodelist=" + spec.host);
   if (spec.whole_host) a.emplace_back("--exclusive");
+  // Notice of the time limit (the script execs the worker: B reaches it, and only it).
+  a.push_back("--signal=B:" + notice_signal(cfg));
   if (!working_dir.empty()) a.push_back("--chdir=" + working_dir);
   for (auto& r : resource_args(spec, cfg)) a.push_back(std::move(r));
   for (auto& x : split_args(cfg.slurm_sbatch_args)) {
@@ -277,6 +287,7 @@ std::vector<std::string> srun_args(const spawn_spec& spec, const config& cfg, co
       continue;
     a.push_back(std::move(r));
   }
+  a.push_back("--signal=" + notice_signal(cfg));  // ahead of the allocation's time limit
   for (auto& x : split_args(cfg.slurm_srun_args)) a.push_back(std::move(x));
   a.push_back(spec.executable);
   for (auto& x : spec.args) a.push_back(x);

@@ -78,6 +78,9 @@ std::vector<std::string> resource_args(const spawn_spec& spec, const config& cfg
 
 /// The name of a job array of `n` children, the first named `first_process`.
 std::string array_job_name(const std::string& job_id, const std::string& first_process, std::size_t n);
+/// The signal Slurm sends a child ahead of its time limit, with how long ahead (--signal's
+/// argument, "23@30"): drain_notice_ms, SIGURG.
+std::string notice_signal(const config& cfg);
 /// Children whose keys are equal ask sbatch for the same and run the same program: they can be
 /// one job array.
 std::string submission_key(const spawn_spec& spec, const config& cfg);

@@ -12,6 +12,7 @@
 
 #include "core/flight_recorder.hpp"
 #include "core/log.hpp"
+#include "core/worker_env.hpp"
 #include "fiber/error.hpp"
 #include "fiber/registry.hpp"
 #include "primitives/child_process.hpp"
@@ -34,16 +35,10 @@ std::string what_of(const std::exception_ptr& e) {
   }
 }
 
-std::string how_it_ended(const pool_worker& w) {
-  if (auto memory = w.proc->ending().memory_stopped()) return memory_stop_text(*memory);
-  auto code = w.proc->ending().exit_code();
-  std::string status = code ? exit_text(*code) : "";
-  if (w.why_ended.empty()) return status.empty() ? "its end was reported without a status" : status;
-  // The pool ended it with SIGKILL (or SIGTERM first); another status means it had ended by itself first (a
-  // container's dropped connection is often seen before its own end is reported).
-  if (code && *code != -SIGKILL && *code != -SIGTERM) return status;
-  return w.why_ended + (status.empty() ? "" : " (" + status + ")");
+std::uint16_t estimate_seconds(std::chrono::milliseconds estimate) {
+  return static_cast<std::uint16_t>(std::min<std::int64_t>((estimate.count() + 999) / 1000, 65535));
 }
+
 }  // namespace
 
 std::shared_ptr<pool_core> pool_core::make(const std::shared_ptr<runtime>& rt, pool_options options) {
@@ -64,6 +59,9 @@ pool_options checked(pool_options options) {
   if (options.maxtasksperchild < 0) throw error(errc::config_error, "pool: maxtasksperchild must be 0 or more");
   if (options.report_interval.count() < 0)
     throw error(errc::config_error, "pool: report_interval must be 0 (after every item) or more");
+  if (options.task_estimate.count() < 0)
+    throw error(errc::config_error, "pool: task_estimate must be 0 (learned) or more, got " +
+                                        std::to_string(options.task_estimate.count()) + " ms");
   if (options.task_timeout.count() < 0)
     throw error(errc::config_error, "pool: task_timeout must be 0 (no limit) or more, got " +
                                         std::to_string(options.task_timeout.count()) + " ms");
@@ -191,6 +189,10 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
   if (timeout.count() < 0)
     throw error(errc::config_error, "pool.with: task_timeout must be 0 (no limit) or more, got " +
                                         std::to_string(timeout.count()) + " ms");
+  auto estimate = call.task_estimate.value_or(options_.task_estimate);
+  if (estimate.count() < 0)
+    throw error(errc::config_error, "pool.with: task_estimate must be 0 (learned) or more, got " +
+                                        std::to_string(estimate.count()) + " ms");
   auto needs = find_meta(function_id);
   if (!workers_.needs().covers(needs)) workers_.check_capacity(needs);
   // The workers could not start for the work before: they try again for this one.
@@ -212,6 +214,7 @@ void pool_master::submit(std::uint64_t function_id, std::size_t chunksize, std::
   sub->grow_to = grow_to;
   sub->timeout = timeout;
   sub->retry_timed_out = call.retry_timed_out.value_or(options_.retry_timed_out);
+  sub->estimate = estimate;
   if (timeout.count()) late_.use();
   sub->recorded_as = ++maps_;
   // Not on a caller's io_context: a timer of fiber's would hold its run() up (see idle_trim).
@@ -286,8 +289,9 @@ pool_stats pool_master::stats() const {
   s.running = tasks_.running_items();
   s.done = tasks_.done();
   s.retried = tasks_.losses().retried();
-  s.workers_lost = workers_lost_;
-  s.memory_exceeded = memory_exceeded_;
+  s.workers_lost = ends_.lost();
+  s.drained = ends_.drained();
+  s.memory_exceeded = ends_.memory_exceeded();
   s.workers = workers_.count().live;
   s.workers_started = workers_.count().started;
   s.shared_objects_sent = courier_.objects_sent();
@@ -329,6 +333,10 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
   if ((h.type == pool_kind::partial || h.type == pool_kind::result) && reattached_.on_results(*w, h, payload)) {
     dispatch();
     return;
+  }
+  if (h.type == pool_kind::draining) {
+    workers_.retire(*w, /*drained=*/true);
+    return dispatch();
   }
   if (h.type == pool_kind::ready) {
     reattached_.ready(*w);
@@ -386,6 +394,7 @@ void pool_master::dispatch() {
     head.report_each = t.sub->timeout.count() ? 1 : 0;
     head.careful = t.careful ? 1 : 0;
     head.shares_objects = t.shares_objects ? 1 : 0;
+    head.estimate_s = estimate_seconds(t.sub->estimate);
     auto objects = courier_.attach(worker_directory::describe(*w), *t.args);
     head.objects = static_cast<std::uint16_t>(objects.count);
     // The frames reference the task's arguments: kept for a resend, never copied.
@@ -419,30 +428,10 @@ void pool_master::dispatch() {
 void pool_master::on_worker_ended(const pool_worker& w) {
   reattached_.forget(w);
   courier_.on_worker_ended(worker_directory::describe(w));
-  bool lost = !w.leaving && !terminating_ && !rt_->is_shut_down();
-  if (lost || (!w.tasks.empty() && !rt_->is_shut_down())) {
-    auto code = w.proc->ending().exit_code().value_or(0);
-    // In items, as stats().retried counts them: a task is a chunk of items.
-    logf(log_level::warn, w.proc->name(), " (pid ", w.proc->pid(), ") ended with code ", code, " holding ",
-         tasks_.items_in(w.tasks), " item(s) in ", w.tasks.size(), " chunk(s)");
-    if (lost && w.connected) ++workers_lost_;
-    if (w.proc->ending().memory_stopped()) ++memory_exceeded_;
-    view_.note_failure(w.proc->name() + " ended (" + how_it_ended(w) + ") holding " + std::to_string(tasks_.items_in(w.tasks)) +
-                 " item(s)");
-  }
-  if (rt_->observer().recorder().on()) {
-    auto& rec = rt_->observer().recorder();
-    auto name = w.recorded_as ? w.recorded_as : rec.name(w.proc->name());  // it never connected
-    for (auto task : w.tasks) rec.record(record_kind::task_lost, name, id_, task);
-    rec.record(record_kind::worker_down, name, id_, static_cast<std::uint64_t>(w.proc->ending().exit_code().value_or(0)),
-               (lost ? 1 : 0) | (w.proc->ending().memory_stopped() ? 2 : 0), how_it_ended(w));
-  }
-  worker_end end{w.proc->name(), how_it_ended(w), w.proc->ending().memory_stopped(),
-                 ended_from_outside(w.proc->ending().exit_code(), w.proc->ending().memory_stopped().has_value(),
-                                    !w.why_ended.empty() || !w.proc->ending().ended_by().empty())};
+  auto [end, bounded] = ends_.ended(w, terminating_ || rt_->is_shut_down());
   bool held = !w.tasks.empty();
   tasks_.on_worker_lost(w.tasks, end, options_.retry, options_.max_attempts, rt_->cfg().retry_memory_exceeded);
-  if (lost && held && end.outside && outside_.on_death(std::chrono::steady_clock::now()))
+  if (held && bounded && outside_.on_death(std::chrono::steady_clock::now()))
     fail_all(outside_.error_after(end.worker, end.how));
   // Closed with work still to do (what the lost worker held, or queued behind it): its
   // replacement finishes it; terminate() failed all work first, so it starts none.

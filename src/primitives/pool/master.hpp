@@ -28,6 +28,7 @@
 #include "primitives/pool/shared_courier.hpp"
 #include "primitives/pool/task_queue.hpp"
 #include "primitives/pool/worker_directory.hpp"
+#include "primitives/pool/worker_ends.hpp"
 #include "runtime/idle_trim.hpp"
 #include "primitives/pool/worker_set.hpp"
 #include "runtime/services/service_registry.hpp"
@@ -88,8 +89,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   late_items late_;
   outside_deaths outside_;  // deaths from outside in a row: bounded
   progress_line progress_;
-  std::size_t workers_lost_ = 0;
-  std::size_t memory_exceeded_ = 0;  // workers stopped for going past their memory limit
+  worker_ends ends_{*rt_, id_, view_, tasks_};  // how each worker ended, and the counts of it
   std::uint64_t maps_ = 0;  // submissions so far: their number in the flight recorder
   std::size_t calls_open_ = 0;   // submissions not finished
   idle_trim* trim_ = nullptr;    // the loop's, once a call has asked for it

@@ -26,6 +26,7 @@ struct pool_submission {
   std::size_t grow_to = 0;  // chunks double after each, up to this (an input of unknown size)
   std::chrono::milliseconds timeout{0};  // an item running longer fails (0: no limit)
   bool retry_timed_out = false;          // ... or runs again, as if its worker had died
+  std::chrono::milliseconds estimate{0};  // what an item takes (task_estimate; 0: its worker learns)
   std::size_t next_index = 0;
   std::size_t outstanding = 0;  // items produced and not yet delivered
   bool input_done = false;
@@ -62,6 +63,7 @@ struct worker_end {
   std::string how;
   std::optional<memory_stop> memory{};  // it was stopped for going past its memory limit
   bool outside = false;                 // ended from outside (pool/outside_deaths): its item is not charged
+  bool drained = false;                 // it had notice of its end and handed its work back: nothing is charged
 };
 
 }  // namespace fiber::detail

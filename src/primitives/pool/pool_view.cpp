@@ -24,12 +24,13 @@ boost::json::object pool_view::describe(std::uint64_t id, std::string_view state
   boost::json::object out{{"id", id}, {"state", state}, {"target", workers.count().target}};
   out["stats"] = {{"queued", s.queued},   {"running", s.running},           {"done", s.done},
                   {"retried", s.retried}, {"workers_lost", s.workers_lost}, {"workers", s.workers},
-                  {"workers_started", s.workers_started}};
+                  {"workers_started", s.workers_started}, {"drained", s.drained}};
   boost::json::array listed;
   std::size_t total = 0;
   workers.for_each([&](const pool_worker& w) {
     if (++total > workers_listed) return;
     std::string_view what = !w.connected       ? "starting"
+                            : w.draining       ? "draining"
                             : w.leaving        ? "leaving"
                             : w.stopped_since  ? "stopped"
                             : !w.tasks.empty() ? "busy"

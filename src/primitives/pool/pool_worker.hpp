@@ -19,7 +19,8 @@ struct pool_worker {
   std::string rid;  // its routing id: the peer its messages come from
   meta needs;       // what it was started with, filled in (worker_needs::full)
   bool connected = false;
-  bool leaving = false;  // told to stop (close, resize), or retiring (maxtasksperchild)
+  bool leaving = false;  // told to stop (close, resize), or retiring (maxtasksperchild), or draining
+  bool draining = false;  // it had notice of its planned end and hands back what it holds
   int credit = 0;        // chunks it can take now
   int completed = 0;            // chunks, counted with maxtasksperchild only
   std::uint64_t items_done = 0;  // the dashboard's count of the items it finished

@@ -39,7 +39,7 @@ void stop_probe::probe() {
   auto now = std::chrono::steady_clock::now();
   auto patience = std::chrono::milliseconds(rt_.cfg().heartbeat_timeout_ms);
   for (auto& [rid, w] : workers_) {
-    if (!w.connected || w.tasks.empty()) {
+    if (!w.connected || w.tasks.empty() || w.draining) {  // a draining worker's end is expected
       w.stopped_since.reset();
       continue;
     }

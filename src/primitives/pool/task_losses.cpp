@@ -59,7 +59,9 @@ std::vector<pool_task> task_losses::after_death(std::vector<pool_task> tasks, co
     }
     bool retries = pool_retry && t.sub->retry;
     if (end.memory && !retry_memory && failed_for_memory(t, end, retries)) continue;
-    if (end.outside && retries) {  // nothing its items did: they run again as they were, uncharged
+    // Nothing its items did: they run again as they were, uncharged. A worker's planned end hands
+    // its work back whether or not lost work may run twice: none of it ran to its end.
+    if ((end.outside && retries) || end.drained) {
       retried_ += t.count();
       requeued.push_back(std::move(t));
       continue;

@@ -59,6 +59,9 @@ inline constexpr kind hosted = service_kind<service_block::pool, 6>();
 inline constexpr kind need = service_kind<service_block::pool, 7>();
 inline constexpr kind reattach_at = service_kind<service_block::pool_more, 0>();
 inline constexpr kind rejoined = service_kind<service_block::pool_more, 1>();
+/// Worker to master: it has notice of its planned end and hands back what it holds (it sends
+/// nothing more and exits). In the worker, also what wakes its loop at the notice.
+inline constexpr kind draining = service_kind<service_block::pool_more, 2>();
 }  // namespace pool_kind
 
 /// A result's aux: the credit the worker gives back (0 or 1: the low bit) and how long the task
@@ -88,7 +91,9 @@ struct task_head {
   /// batches again (a message per item for a whole 62,500-item remainder cost 2.3x).
   std::uint8_t careful = 0;
   std::uint16_t objects = 0;  // shared objects attached before the items
-  std::uint8_t reserved[2] = {};
+  /// How long an item takes, in seconds rounded up (at most 65535); 0: the worker learns it
+  /// (task_estimate: whether the item running at a notice of the worker's end fits in it).
+  std::uint16_t estimate_s = 0;
 };
 static_assert(sizeof(task_head) == 24);
 

@@ -1,6 +1,8 @@
 // The worker's side of a pool: runs the initializer, asks for work, runs chunks, sends results.
 #include <unistd.h>
 
+#include <asio/post.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -8,13 +10,16 @@
 
 #include "core/frames_reader.hpp"
 #include "core/log.hpp"
+#include "core/worker_env.hpp"
 #include "core/message_limit.hpp"
 #include "core/remote_failure.hpp"
 #include "fiber/context.hpp"
 #include "fiber/registry.hpp"
+#include "primitives/pool/drain_notice.hpp"
 #include "primitives/pool/wire.hpp"
 #include "primitives/pool/worker_rejoin.hpp"
 #include "runtime/runtime.hpp"
+#include "runtime/worker_exit.hpp"
 #include "transport/shared_frames.hpp"
 #include "transport/shared_server.hpp"
 
@@ -70,6 +75,7 @@ class chunk_run {
   }
 
   void send_partial() { send(pool_kind::partial, static_cast<std::uint32_t>(items_)); }
+  bool has_results() const noexcept { return items_ != 0; }
   /// With how long the task ran here, for the run's recording (result_aux).
   void send_final(int credit) {
     auto ran = std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - started_);
@@ -238,6 +244,65 @@ void run_initializer(std::uint64_t init_id, const std::vector<std::string>& init
   entry->invoke(args.get(), ignored);
 }
 
+/// Runs the task's items into `run`: false when the notice came before its last (the results so
+/// far are sent; the rest is handed back).
+bool run_items(const task_head& head, std::vector<packed_item>& items, chunk_run& run, drain_notice& notice) {
+  auto* entry = find_function(head.function_id);
+  shared_objects chunk_objects;  // the master wrote the chunk's items with one writer
+  if (entry && head.shares_objects) {
+    // Items reported before a death are not run again, but later items may refer to the
+    // objects they carried.
+    for (std::size_t i = 0; i < head.skip; ++i) {
+      reader args(items[i].head, items[i].blobs);
+      args.share_objects(chunk_objects);
+      try {
+        entry->read_args(args);
+      } catch (const std::exception&) {
+        // Its result was reported: a failure here was reported with it.
+      }
+    }
+  }
+  for (std::size_t i = head.skip, last = head.skip + head.run - 1; i <= last; ++i) {
+    run.add([&](writer& out) {
+      if (!entry)
+        throw error(errc::not_registered, "function id " + std::to_string(head.function_id) + " is not registered in this worker");
+      reader args(items[i].head, items[i].blobs);
+      args.share_objects(chunk_objects);
+      entry->invoke(args, out);
+    });
+    notice.item_done();
+    if (i == last) break;
+    if (notice.given()) {
+      if (run.has_results()) run.send_partial();
+      return false;
+    }
+    if (run.due()) run.send_partial();
+  }
+  return true;
+}
+
+/// The notice of this worker's planned end, armed: at the notice, a message on its loop wakes it
+/// if it waits for work.
+drain_notice& arm_drain_notice(const std::shared_ptr<runtime>& rt) {
+  auto parent = env_or_empty(env_parent_pid);
+  std::weak_ptr<runtime> weak = rt;
+  return drain_notice::arm(std::chrono::milliseconds(rt->cfg().drain_notice_ms),
+                           parent.empty() ? 0 : static_cast<pid_t>(std::stol(parent)), [weak] {
+                             if (auto r = weak.lock())
+                               asio::post(r->loop().executor(), [weak] {
+                                 if (auto live = weak.lock())
+                                   live->worker().push_service_message(make_message(pool_kind::draining, {}));
+                               });
+                           });
+}
+
+/// Tells the master that this worker had its notice: it starts a replacement, and what the
+/// worker held (what it has not reported) runs again elsewhere, uncharged, once it has left.
+void hand_back(runtime& rt, std::uint64_t pool_id) {
+  rt.worker().send_upstream(make_message(pool_kind::draining, {.channel = pool_id}));
+  set_clean_exit_code(exit_drained);
+}
+
 }  // namespace
 
 void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int64_t report_ms, std::uint64_t init_id,
@@ -251,20 +316,25 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
   auto rejoin = worker_rejoin::arm(*rt, pool_id, first_credit);
   rt->worker().send_upstream(make_message(pool_kind::ready, {.channel = pool_id, .aux = static_cast<std::uint32_t>(granted)}));
   int done = 0;
-  // A task's last results, with the credit back unless this worker is about to retire; true when
-  // it retires now (maxtasksperchild: the master starts a replacement).
+  auto& notice = arm_drain_notice(rt);
+  // A task's last results, with the credit back unless this worker is about to retire (or
+  // leave: its notice came); true when it retires now (maxtasksperchild: the master starts a
+  // replacement).
   auto finish = [&](chunk_run& run) {
     ++done;
-    int give_back = (!maxtasks || granted < maxtasks) ? 1 : 0;
+    int give_back = (!maxtasks || granted < maxtasks) && !notice.given() ? 1 : 0;
     granted += give_back;
     run.send_final(give_back);
     return maxtasks && done >= maxtasks;
   };
   shared_intake objects(*rt, pool_id);
   for (;;) {
+    if (notice.given()) return hand_back(*rt, pool_id);
     auto m = objects.next();
     auto h = header_of(m, "the pool's master");
     if (h.type == pool_kind::stop) return;
+    if (notice.given()) return hand_back(*rt, pool_id);  // what it took is the master's again
+    if (h.type == pool_kind::draining) continue;  // a wake-up, from before the notice was handled
     if (objects.aside(h, m)) continue;
     if (h.type == pool_kind::rejoined && rejoin) {  // a master taking the run up linked it again
       pool_id = rejoin->rejoined(h, first_credit);
@@ -291,31 +361,10 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
     auto items = unpack(m, at, static_cast<std::size_t>(h.aux), false);
     if (head.run == 0 || std::size_t(head.skip) + head.run > items.size())
       throw error(errc::malformed_message, "malformed pool task: its range is outside its items");
-    auto* entry = find_function(head.function_id);
-    shared_objects chunk_objects;  // the master wrote the chunk's items with one writer
-    if (entry && head.shares_objects) {
-      // Items reported before a death are not run again, but later items may refer to the
-      // objects they carried.
-      for (std::size_t i = 0; i < head.skip; ++i) {
-        reader args(items[i].head, items[i].blobs);
-        args.share_objects(chunk_objects);
-        try {
-          entry->read_args(args);
-        } catch (const std::exception&) {
-          // Its result was reported: a failure here was reported with it.
-        }
-      }
-    }
-    for (std::size_t i = head.skip, last = head.skip + head.run - 1; i <= last; ++i) {
-      run.add([&](writer& out) {
-        if (!entry)
-          throw error(errc::not_registered, "function id " + std::to_string(head.function_id) + " is not registered in this worker");
-        reader args(items[i].head, items[i].blobs);
-        args.share_objects(chunk_objects);
-        entry->invoke(args, out);
-      });
-      if (i != last && run.due()) run.send_partial();
-    }
+    notice.task_begins(std::chrono::seconds(head.estimate_s));
+    bool whole = run_items(head, items, run, notice);
+    notice.task_ends();
+    if (!whole) return hand_back(*rt, pool_id);
     if (finish(run)) return;
   }
 }

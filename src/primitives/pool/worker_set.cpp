@@ -248,9 +248,16 @@ void worker_set::on_ended(const std::string& rid) {
   on_.ended(w);
 }
 
-void worker_set::retire(pool_worker& w) {
+void worker_set::retire(const pool_worker& worker, bool drained) {
+  auto& w = own(worker);
   w.leaving = true;
-  if (w.connected) send_stop(rt_, pool_id_, w);  // else when it connects (on_ready)
+  if (!drained) {
+    if (w.connected) send_stop(rt_, pool_id_, w);  // else when it connects (on_ready)
+    return;
+  }
+  w.draining = true;
+  load_.no_credit(w);
+  top_up();
 }
 
 

@@ -100,6 +100,10 @@ class worker_set {
   /// `w` finished task `task` (`items` of them), and has `credit` more: it may take more, and
   /// with maxtasksperchild it retires by itself after so many.
   void finished(const pool_worker& w, std::uint64_t task, std::uint64_t items, int credit, worker_load::maybe_now now);
+  /// `w` leaves: told to stop (it finishes what it holds, its replacement starts at its end),
+  /// or, `drained`, it had notice of its planned end and hands back what it holds by itself: it
+  /// takes nothing more, and its replacement starts now.
+  void retire(const pool_worker& w, bool drained = false);
   /// A task could not be sent to `w`: unreachable (its connection dropped) unless it is leaving.
   void unreachable(const pool_worker& w, std::error_code ec);
   void retire_all();
@@ -118,7 +122,6 @@ class worker_set {
   void on_start_failed(const meta& started_with, std::error_code ec, const std::string& what,
                        std::optional<int> exit_code = std::nullopt);
   void on_ended(const std::string& rid);
-  void retire(pool_worker& w);
 
   runtime& rt_;
   std::uint64_t pool_id_;
