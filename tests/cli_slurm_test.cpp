@@ -2,6 +2,8 @@
 // a batch job running the program from the shared file system, attach's exit code, ps/logs/stop,
 // gc after a killed master, a dry run, and bad input by its message. Label slurm.
 #include <gtest/gtest.h>
+
+#include <functional>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -43,6 +45,10 @@ class fiber_command_on_slurm : public ::testing::Test {
       if (!fiber::detail::slurm::ended_state(j.state)) return false;
     return true;
   }
+  /// A durable run whose master's job `requeue` sends back to Slurm's queue mid-map: the job runs
+  /// again and takes its run up, nothing run twice.
+  static void requeued_mid_map_takes_its_run_up(const std::string& name,
+                                                const std::function<void(const std::string&)>& requeue);
   std::vector<std::string> started_;
 };
 
@@ -113,9 +119,8 @@ TEST_F(fiber_command_on_slurm, gc_cancels_the_workers_a_killed_master_left) {
   started_.clear();
 }
 
-TEST_F(fiber_command_on_slurm, a_durable_masters_job_requeued_mid_map_runs_again_and_takes_its_run_up) {
-  auto name = unique("durable");
-  started_.push_back(name);
+void fiber_command_on_slurm::requeued_mid_map_takes_its_run_up(const std::string& name,
+                                                               const std::function<void(const std::string&)>& requeue) {
   fiber_test::durable_case c(name);
   ASSERT_EQ(fiber_cmd("run --backend slurm --durable --name " + name + " --env FIBER_JOURNAL_DIR=" + c.journals().string() +
                       " -- " FIBER_TEST_DURABLE_PROGRAM " " + c.executions_file().string() + " " + c.gate().string())
@@ -127,8 +132,7 @@ TEST_F(fiber_command_on_slurm, a_durable_masters_job_requeued_mid_map_runs_again
   auto before = c.executions();
   auto master = jobs_with("fiber run=" + name + " ");
   ASSERT_EQ(master.size(), 1u);
-  auto requeued = fiber::detail::run_command({"scontrol", "requeue", master[0].id});
-  ASSERT_TRUE(requeued.ok()) << requeued.problem();
+  requeue(master[0].id);
   fiber_test::durable_case::wait_for_end(old);  // the master and its workers
   auto ps = fiber_cmd("--backend slurm ps").out;
   auto row = fiber_test::ps_row(ps, name);
@@ -144,6 +148,30 @@ TEST_F(fiber_command_on_slurm, a_durable_masters_job_requeued_mid_map_runs_again
   EXPECT_EQ(last, fiber_test::uninterrupted) << out;
   EXPECT_NE(out.find("taken up again from its journal"), std::string::npos) << out;
   fiber_test::expect_taken_up(before, c.executions());
+}
+
+TEST_F(fiber_command_on_slurm, a_durable_masters_job_requeued_mid_map_runs_again_and_takes_its_run_up) {
+  auto name = unique("durable");
+  started_.push_back(name);
+  requeued_mid_map_takes_its_run_up(name, [](const std::string& job) {
+    auto requeued = fiber::detail::run_command({"scontrol", "requeue", job});
+    ASSERT_TRUE(requeued.ok()) << requeued.problem();
+  });
+  started_.clear();
+}
+
+// Slurm's notice of the master's time limit (the signal fiber run --durable asks for, sent here
+// ahead of time): the master has Slurm requeue its job, which a time limit never does by itself.
+TEST_F(fiber_command_on_slurm, a_durable_masters_notice_of_its_time_limit_has_its_job_requeued_and_the_run_goes_on) {
+  auto name = unique("notice");
+  auto plan = fiber_cmd("run --backend slurm --durable --dry-run --name " + name + " -- " FIBER_TEST_EXIT_WITH " 0");
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find("--signal=B:23@30"), std::string::npos) << "the master's job does not ask for the notice: " << plan.out;
+  started_.push_back(name);
+  requeued_mid_map_takes_its_run_up(name, [](const std::string& job) {
+    auto told = fiber::detail::run_command({"scancel", "--batch", "--signal=URG", job});
+    ASSERT_TRUE(told.ok()) << told.problem();
+  });
   started_.clear();
 }
 

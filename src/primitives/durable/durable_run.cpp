@@ -73,6 +73,7 @@ durable_run::durable_run(runtime& rt)
       lock.lock();
     }
   });
+  notice_ = std::make_unique<master_notice>(rt.io(), [this] { sync(); }, run_id_);
 }
 
 durable_run::~durable_run() {
@@ -116,6 +117,7 @@ void durable_run::sync() noexcept {
 }
 
 void durable_run::on_shutdown() noexcept {
+  notice_.reset();  // the program's signals are its own again
   timer_.cancel();
   armed_ = false;
   stop_syncer();

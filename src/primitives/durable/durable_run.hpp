@@ -20,6 +20,7 @@
 #include <string>
 
 #include "core/run_journal.hpp"
+#include "primitives/durable/master_notice.hpp"
 #include "primitives/pool/map_journal.hpp"
 #include "runtime/services/service_registry.hpp"
 
@@ -85,6 +86,7 @@ class durable_run final : public service {
   std::condition_variable wake_;
   bool wanted_ = false, stopping_ = false;
   std::thread syncer_;
+  std::unique_ptr<master_notice> notice_;  // the master's own notice of its end: the journal synced first
 };
 
 }  // namespace fiber::detail
