@@ -56,7 +56,7 @@ TEST(drain_notice, a_notice_wakes_an_idle_worker_and_says_which_signal_gave_it) 
   for (int sig : {SIGTERM, SIGURG}) {
     int status = in_child([sig] {
       std::promise<void> woken;
-      auto& notice = drain_notice::arm(std::chrono::milliseconds(30000), 0, [&woken] { woken.set_value(); });
+      auto& notice = drain_notice::arm(std::chrono::milliseconds(30000), 0, true, [&woken] { woken.set_value(); });
       if (notice.given() || fiber::planned_end_notified()) std::_Exit(10);
       ::raise(sig);
       woken.get_future().wait();
@@ -69,7 +69,7 @@ TEST(drain_notice, a_notice_wakes_an_idle_worker_and_says_which_signal_gave_it) 
 
 TEST(drain_notice, an_item_that_will_not_fit_is_handed_back_with_exit_drained) {
   int status = in_child([] {
-    auto& notice = drain_notice::arm(std::chrono::milliseconds(30000), 0, [] {});
+    auto& notice = drain_notice::arm(std::chrono::milliseconds(30000), 0, true, [] {});
     notice.task_begins(std::chrono::hours(1));
     ::raise(SIGTERM);
     for (;;) ::pause();  // the item: only the watch ends it
@@ -81,7 +81,7 @@ TEST(drain_notice, an_item_that_will_not_fit_is_handed_back_with_exit_drained) {
 TEST(drain_notice, an_item_that_fits_finishes_and_the_worker_leaves_by_itself) {
   int status = in_child([] {
     std::promise<void> woken;
-    auto& notice = drain_notice::arm(std::chrono::milliseconds(60000), 0, [&woken] { woken.set_value(); });
+    auto& notice = drain_notice::arm(std::chrono::milliseconds(60000), 0, true, [&woken] { woken.set_value(); });
     notice.task_begins(std::chrono::seconds(1));
     ::raise(SIGTERM);
     woken.get_future().wait();  // the watch has the notice, and leaves the item be
@@ -99,7 +99,7 @@ TEST(drain_notice, a_sigterm_from_the_parent_is_the_pools_stop_and_ends_the_work
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(ready[0]);
-    drain_notice::arm(std::chrono::milliseconds(30000), ::getppid(), [] { std::_Exit(13); });
+    drain_notice::arm(std::chrono::milliseconds(30000), ::getppid(), true, [] { std::_Exit(13); });
     char byte = 1;
     if (::write(ready[1], &byte, 1) != 1) std::_Exit(14);
     for (;;) ::pause();
@@ -115,9 +115,19 @@ TEST(drain_notice, a_sigterm_from_the_parent_is_the_pools_stop_and_ends_the_work
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
 }
 
+TEST(drain_notice, in_a_slurm_job_a_sigterm_is_a_cancellation_and_only_its_notice_drains) {
+  int status = in_child([] {
+    drain_notice::arm(std::chrono::milliseconds(30000), 0, /*term_is_notice=*/false, [] { std::_Exit(17); });
+    ::raise(SIGTERM);
+    std::_Exit(18);
+  });
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+}
+
 TEST(drain_notice, the_estimate_is_learned_from_the_items_that_finished) {
   int status = in_child([] {
-    auto& notice = drain_notice::arm(std::chrono::milliseconds(30000), 0, [] {});
+    auto& notice = drain_notice::arm(std::chrono::milliseconds(30000), 0, true, [] {});
     if (notice.learned() != drain_notice::clock::duration::zero()) std::_Exit(15);
     notice.task_begins(std::chrono::milliseconds(0));
     notice.item_done();

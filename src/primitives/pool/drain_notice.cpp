@@ -19,6 +19,7 @@ namespace fiber::detail {
 namespace {
 std::atomic<drain_notice*> armed{nullptr};
 std::atomic<pid_t> parent_pid{0};
+std::atomic<bool> term_notice{true};
 
 std::int64_t monotonic_ns() noexcept {
   timespec ts{};
@@ -44,7 +45,8 @@ drain_notice::verdict drain_notice::decide(clock::duration notice, clock::durati
   return {.hand_back_now = false, .wait_until_ago = usable};
 }
 
-drain_notice& drain_notice::arm(std::chrono::milliseconds notice, pid_t parent, unique_function<void()> wake) {
+drain_notice& drain_notice::arm(std::chrono::milliseconds notice, pid_t parent, bool term_is_notice,
+                                unique_function<void()> wake) {
   if (auto* d = armed.load()) return *d;
   auto* d = new drain_notice();  // the process's for its life: its handler and its thread use it
   d->notice_ = notice;
@@ -56,6 +58,7 @@ drain_notice& drain_notice::arm(std::chrono::milliseconds notice, pid_t parent, 
   }
   ::fcntl(d->pipe_[0], F_SETFL, 0);  // the watch blocks on its end
   parent_pid = parent;
+  term_notice = term_is_notice;
   armed = d;
   std::thread([d] { d->watch(); }).detach();
   struct sigaction sa {};
@@ -69,8 +72,10 @@ drain_notice& drain_notice::arm(std::chrono::milliseconds notice, pid_t parent, 
 void drain_notice::on_signal(int sig, siginfo_t* info, void*) noexcept {
   int saved = errno;
   auto* d = armed.load();
-  if (sig == SIGTERM && info && info->si_code == SI_USER && parent_pid.load() != 0 && info->si_pid == parent_pid.load()) {
-    // The pool stopping its worker: as without a handler (it is blocked until this returns).
+  bool from_parent = info && info->si_code == SI_USER && parent_pid.load() != 0 && info->si_pid == parent_pid.load();
+  if (sig == SIGTERM && (!term_notice.load() || from_parent)) {
+    // The pool stopping its worker, or a cancellation: as without a handler (it is blocked until
+    // this returns).
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);

@@ -10,7 +10,8 @@
 // items' doing, before the engine's kill could make it look like a crash.
 //
 // A SIGTERM from the worker's parent (the master, or the host hub that forked it) is its pool
-// stopping it: it takes its default action, as before.
+// stopping it, and in a Slurm job a SIGTERM is a cancellation (the pool's own, scancel, a
+// preemption): it takes its default action, as before.
 #pragma once
 #include <signal.h>
 #include <sys/types.h>
@@ -40,9 +41,12 @@ class drain_notice {
 
   /// Arms the notice for this process, once (later calls return the first). `notice`: how long
   /// the engine leaves between its signal and its kill; `parent`: the pid whose SIGTERM is the
-  /// pool's own stop (0: none); `wake` runs on the watch's thread at the notice (a post to the
-  /// worker's loop, so that an idle worker sees it).
-  static drain_notice& arm(std::chrono::milliseconds notice, pid_t parent, unique_function<void()> wake);
+  /// pool's own stop (0: none); `term_is_notice`: false where SIGTERM is never a notice (in a
+  /// Slurm job, whose notice is SIGURG and whose SIGTERM is a cancellation, the pool's own
+  /// included); `wake` runs on the watch's thread at the notice (a post to the worker's loop, so
+  /// that an idle worker sees it).
+  static drain_notice& arm(std::chrono::milliseconds notice, pid_t parent, bool term_is_notice,
+                           unique_function<void()> wake);
 
   /// The notice came (relaxed: read between items).
   bool given() const noexcept { return given_.load(std::memory_order_relaxed); }

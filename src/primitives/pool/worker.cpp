@@ -287,7 +287,8 @@ drain_notice& arm_drain_notice(const std::shared_ptr<runtime>& rt) {
   auto parent = env_or_empty(env_parent_pid);
   std::weak_ptr<runtime> weak = rt;
   return drain_notice::arm(std::chrono::milliseconds(rt->cfg().drain_notice_ms),
-                           parent.empty() ? 0 : static_cast<pid_t>(std::stol(parent)), [weak] {
+                           parent.empty() ? 0 : static_cast<pid_t>(std::stol(parent)),
+                           env_or_empty("SLURM_JOB_ID").empty(), [weak] {
                              if (auto r = weak.lock())
                                asio::post(r->loop().executor(), [weak] {
                                  if (auto live = weak.lock())
