@@ -128,6 +128,7 @@ void fiber_command_on_slurm::requeued_mid_map_takes_its_run_up(const std::string
             0);
   fiber_test::wait_for_results(c.journals(), 2, 4);
   c.wait_for_both_at_the_gate();
+  fiber_test::wait_for_workers_journaled(fiber_test::only_journal(c.journals()), 2);  // the next master finds them
   auto old = c.workers();
   auto before = c.executions();
   auto master = jobs_with("fiber run=" + name + " ");

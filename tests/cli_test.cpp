@@ -192,6 +192,9 @@ TEST_F(fiber_command, a_durable_master_killed_mid_map_is_started_again_by_the_en
   ASSERT_EQ(r.code, 0) << r.out;
   fiber_test::wait_for_results(c.journals(), 2, 4);
   c.wait_for_both_at_the_gate();
+  // The journal names the workers (synced within journal_sync_ms): the master the engine starts
+  // again can take them up.
+  fiber_test::wait_for_workers_journaled(fiber_test::only_journal(c.journals()), 2);
   auto old = c.workers();
   // SIGKILL to the container's first process from this host, as the kernel's OOM killer would
   // (`docker kill` would count as stopping it by hand, which the engine does not restart).
