@@ -2,8 +2,6 @@
 // a batch job running the program from the shared file system, attach's exit code, ps/logs/stop,
 // gc after a killed master, a dry run, and bad input by its message. Label slurm.
 #include <gtest/gtest.h>
-
-#include <functional>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -45,10 +43,9 @@ class fiber_command_on_slurm : public ::testing::Test {
       if (!fiber::detail::slurm::ended_state(j.state)) return false;
     return true;
   }
-  /// A durable run whose master's job `requeue` sends back to Slurm's queue mid-map: the job runs
-  /// again and takes its run up, nothing run twice.
-  static void requeued_mid_map_takes_its_run_up(const std::string& name,
-                                                const std::function<void(const std::string&)>& requeue);
+  /// A durable run whose master's job `requeue` (a command, given the job's id last) sends back to
+  /// Slurm's queue mid-map: the job runs again and takes its run up, nothing run twice.
+  static void requeued_mid_map_takes_its_run_up(const std::string& name, std::vector<std::string> requeue);
   std::vector<std::string> started_;
 };
 
@@ -119,8 +116,7 @@ TEST_F(fiber_command_on_slurm, gc_cancels_the_workers_a_killed_master_left) {
   started_.clear();
 }
 
-void fiber_command_on_slurm::requeued_mid_map_takes_its_run_up(const std::string& name,
-                                                               const std::function<void(const std::string&)>& requeue) {
+void fiber_command_on_slurm::requeued_mid_map_takes_its_run_up(const std::string& name, std::vector<std::string> requeue) {
   fiber_test::durable_case c(name);
   ASSERT_EQ(fiber_cmd("run --backend slurm --durable --name " + name + " --env FIBER_JOURNAL_DIR=" + c.journals().string() +
                       " -- " FIBER_TEST_DURABLE_PROGRAM " " + c.executions_file().string() + " " + c.gate().string())
@@ -133,7 +129,9 @@ void fiber_command_on_slurm::requeued_mid_map_takes_its_run_up(const std::string
   auto before = c.executions();
   auto master = jobs_with("fiber run=" + name + " ");
   ASSERT_EQ(master.size(), 1u);
-  requeue(master[0].id);
+  requeue.push_back(master[0].id);
+  auto requeued = fiber::detail::run_command(requeue);
+  ASSERT_TRUE(requeued.ok()) << requeued.problem();
   fiber_test::durable_case::wait_for_end(old);  // the master and its workers
   auto ps = fiber_cmd("--backend slurm ps").out;
   auto row = fiber_test::ps_row(ps, name);
@@ -154,10 +152,7 @@ void fiber_command_on_slurm::requeued_mid_map_takes_its_run_up(const std::string
 TEST_F(fiber_command_on_slurm, a_durable_masters_job_requeued_mid_map_runs_again_and_takes_its_run_up) {
   auto name = unique("durable");
   started_.push_back(name);
-  requeued_mid_map_takes_its_run_up(name, [](const std::string& job) {
-    auto requeued = fiber::detail::run_command({"scontrol", "requeue", job});
-    ASSERT_TRUE(requeued.ok()) << requeued.problem();
-  });
+  requeued_mid_map_takes_its_run_up(name, {"scontrol", "requeue"});
   started_.clear();
 }
 
@@ -169,10 +164,7 @@ TEST_F(fiber_command_on_slurm, a_durable_masters_notice_of_its_time_limit_has_it
   ASSERT_EQ(plan.code, 0) << plan.out;
   EXPECT_NE(plan.out.find("--signal=B:23@30"), std::string::npos) << "the master's job does not ask for the notice: " << plan.out;
   started_.push_back(name);
-  requeued_mid_map_takes_its_run_up(name, [](const std::string& job) {
-    auto told = fiber::detail::run_command({"scancel", "--batch", "--signal=URG", job});
-    ASSERT_TRUE(told.ok()) << told.problem();
-  });
+  requeued_mid_map_takes_its_run_up(name, {"scancel", "--batch", "--signal=URG"});
   started_.clear();
 }
 

@@ -130,6 +130,10 @@ TEST(drain_notice, the_estimate_is_learned_from_the_items_that_finished) {
     auto& notice = drain_notice::arm(std::chrono::milliseconds(30000), 0, true, [] {});
     if (notice.learned() != drain_notice::clock::duration::zero()) std::_Exit(15);
     notice.task_begins(std::chrono::milliseconds(0));
+    // Two items that take at least a microsecond between them: the clock has moved on.
+    auto began = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - began < std::chrono::microseconds(1)) {
+    }
     notice.item_done();
     notice.item_done();
     notice.task_ends();

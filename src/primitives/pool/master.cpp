@@ -12,7 +12,6 @@
 
 #include "core/flight_recorder.hpp"
 #include "core/log.hpp"
-#include "core/worker_env.hpp"
 #include "fiber/error.hpp"
 #include "fiber/registry.hpp"
 #include "primitives/child_process.hpp"
