@@ -1,9 +1,10 @@
 // A map on Slurm workers whose jobs reach their time limit during it, beside the same map on
-// workers with no limit, in one run: what planned endings cost when workers hand their work back
-// at Slurm's notice (drained) and are replaced at once.
+// workers with no limit, and on workers with the limit and no notice (drain_notice_ms = 0: each
+// limit kills its worker, as before workers drained), in one run: what planned endings cost when
+// workers hand their work back at Slurm's notice (drained) and are replaced at once.
 //   drain_bench [ITEMS=10000] [ITEM_MS=50] [WORKERS=4] [LIMIT_MINUTES=1] [ROUNDS=1]
-// Run with FIBER_BACKEND=slurm on a cluster (the test cluster: scripts/engines.sh start). Rounds
-// alternate which map goes first.
+// Run with FIBER_BACKEND=slurm on a cluster (the test cluster: scripts/engines.sh start). Each
+// round starts with another of the three maps.
 #include <fiber/fiber.hpp>
 
 #include <chrono>
@@ -29,8 +30,8 @@ struct outcome {
   std::string failed;
 };
 
-outcome timed_map(const std::string& time_limit, int workers, const std::vector<std::tuple<int, int>>& args) {
-  fiber::context ctx(fiber::config::load({{"slurm_time_limit", time_limit}}));
+outcome timed_map(const std::string& time_limit, bool notice, int workers, const std::vector<std::tuple<int, int>>& args) {
+  fiber::context ctx(fiber::config::load({{"slurm_time_limit", time_limit}, {"drain_notice_ms", notice ? "30000" : "0"}}));
   fiber::pool p(ctx, fiber::pool_options{.processes = workers});
   p.ready().get();
   outcome o;
@@ -65,17 +66,16 @@ int main(int argc, char** argv) {
   for (int i = 0; i < items; ++i) args.emplace_back(i, ms);
   std::printf("%d items of %d ms on %d workers; time limit %s minute(s) against none\n", items, ms, workers, limit.c_str());
   for (int r = 0; r < rounds; ++r) {
-    outcome none, limited;
-    if (r % 2 == 0) {
-      none = timed_map("", workers, args);
-      limited = timed_map(limit, workers, args);
-    } else {
-      limited = timed_map(limit, workers, args);
-      none = timed_map("", workers, args);
+    outcome maps[3];  // no limit; the limit with its notice; the limit with none
+    for (int k = 0; k < 3; ++k) {
+      int which = (r + k) % 3;
+      maps[which] = timed_map(which == 0 ? "" : limit, which != 2, workers, args);
     }
-    show("no time limit:", none);
-    show("time limit reached:", limited);
-    std::printf("ratio: %.3fx\n", limited.seconds / none.seconds);
+    show("no time limit:", maps[0]);
+    show("limit, drained:", maps[1]);
+    show("limit, no notice:", maps[2]);
+    std::printf("ratio drained / no limit: %.3fx; drained / no notice: %.3fx\n", maps[1].seconds / maps[0].seconds,
+                maps[1].seconds / maps[2].seconds);
   }
   return 0;
 }

@@ -125,6 +125,17 @@ TEST(drain_notice, in_a_slurm_job_a_sigterm_is_a_cancellation_and_only_its_notic
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
 }
 
+// drain_notice_ms = 0 asks for no notice: a SIGTERM ends the worker as a kill, and nothing wakes.
+TEST(drain_notice, with_no_notice_asked_for_a_sigterm_ends_the_worker) {
+  int status = in_child([] {
+    auto& notice = drain_notice::arm(std::chrono::milliseconds(0), 0, true, [] { std::_Exit(17); });
+    ::raise(SIGTERM);
+    std::_Exit(notice.given() ? 19 : 18);
+  });
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+}
+
 TEST(drain_notice, the_estimate_is_learned_from_the_items_that_finished) {
   int status = in_child([] {
     auto& notice = drain_notice::arm(std::chrono::milliseconds(30000), 0, true, [] {});

@@ -53,6 +53,33 @@ TEST(slurm_cli, squeue_rows_are_read_field_by_field) {
   EXPECT_EQ(slurm::exit_code_of(rows[1].wait_status), 3);
   EXPECT_EQ(rows[1].comment, "");
   EXPECT_TRUE(slurm::hopeless_reason(rows[2].reason));
+  EXPECT_FALSE(rows[0].time_left);  // rows without the time fields: none said
+}
+
+TEST(slurm_cli, squeue_says_how_long_a_job_has_before_its_time_limit) {
+  EXPECT_NE(slurm::squeue_fields().find("TimeLeft"), std::string::npos);
+  auto rows = slurm::parse_squeue(
+      "5_1|1|RUNNING|None|0|n1|x|0|c|0:42|1:00|\n"
+      "6|N/A|RUNNING|None|0|n1|x|0|c|UNLIMITED|UNLIMITED|\n"
+      "7|N/A|PENDING|Priority|0||x|0|c|1-02:03:04|1-02:03:04|\n");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].time_left, std::chrono::seconds(42));
+  EXPECT_EQ(rows[0].time_limit, std::chrono::seconds(60));
+  EXPECT_FALSE(rows[1].time_left);  // no limit
+  EXPECT_FALSE(rows[1].time_limit);
+  EXPECT_EQ(rows[2].time_left, std::chrono::seconds(86400 + 2 * 3600 + 3 * 60 + 4));
+}
+
+TEST(slurm_cli, slurm_times_are_read_in_each_of_slurms_forms) {
+  using s = std::chrono::seconds;
+  EXPECT_EQ(slurm::parse_slurm_time("5"), s(300));  // minutes
+  EXPECT_EQ(slurm::parse_slurm_time("5:07"), s(307));
+  EXPECT_EQ(slurm::parse_slurm_time("2:05:07"), s(7507));
+  EXPECT_EQ(slurm::parse_slurm_time("1-2"), s(86400 + 7200));  // days-hours
+  EXPECT_EQ(slurm::parse_slurm_time("1-2:03"), s(86400 + 7200 + 180));
+  EXPECT_EQ(slurm::parse_slurm_time("1-02:03:04"), s(93784));
+  for (auto bad : {"", "UNLIMITED", "NOT_SET", "INVALID", "1:2:3:4", "-5", "5:", "1-", "a-1", "5x"})
+    EXPECT_FALSE(slurm::parse_slurm_time(bad)) << bad;
 }
 
 TEST(slurm_cli, only_final_states_end_a_job) {
@@ -124,9 +151,13 @@ TEST(slurm_cli, jobs_and_steps_ask_for_the_notice_of_their_time_limit) {
   auto cfg = fiber::config::load({{"drain_notice_ms", "45500"}});
   EXPECT_TRUE(has(slurm::sbatch_args(a_spec(), cfg, "host:9", "/out", "", "n"), "--signal=B:23@46"));
   EXPECT_TRUE(has(slurm::srun_args(a_spec(), cfg, "n2"), "--signal=23@46"));
-  EXPECT_TRUE(has(slurm::sbatch_args(a_spec(), fiber::config::load({{"drain_notice_ms", "0"}}), "host:9", "/out", "", "n"),
+  EXPECT_TRUE(has(slurm::sbatch_args(a_spec(), fiber::config::load({{"drain_notice_ms", "1"}}), "host:9", "/out", "", "n"),
                   "--signal=B:23@1"))
       << "Slurm's notice is at least a second";
+  // drain_notice_ms = 0: no notice asked for; the time limit ends the worker as a kill would.
+  auto none = fiber::config::load({{"drain_notice_ms", "0"}});
+  for (auto& x : slurm::sbatch_args(a_spec(), none, "host:9", "/out", "", "n")) EXPECT_EQ(x.find("--signal"), std::string::npos) << x;
+  for (auto& x : slurm::srun_args(a_spec(), none, "n2")) EXPECT_EQ(x.find("--signal"), std::string::npos) << x;
 }
 
 TEST(slurm_cli, children_asking_the_same_make_one_array_with_an_output_file_each) {

@@ -52,7 +52,10 @@ struct pool_options {
   /// How long one item takes, for a worker told of its planned end (drain_notice_ms): it finishes
   /// the item it runs if this fits in what is left of the notice, else hands it back at once.
   /// 0: learned from the items this worker ran (an item with none to learn from runs until the
-  /// notice is nearly out, then is handed back).
+  /// notice is nearly out, then is handed back). Said (not learned), it is also a time request:
+  /// the items go only to workers their engine will not end sooner (a Slurm job's time limit),
+  /// one with less time left is replaced, and a call whose items take longer than a new worker
+  /// gets fails with errc::unsatisfiable.
   std::chrono::milliseconds task_estimate{0};
 };
 

@@ -6,6 +6,7 @@
 // a nested master's children started by the top (relayed_run), a host hub's forks.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -29,6 +30,12 @@ inline std::string memory_stop_text(const memory_stop& s) {
   return "stopped for going past its memory limit (" + std::to_string(s.limit_mb) + " MiB" +
          (s.peak_mb ? "; peak " + std::to_string(s.peak_mb) + " MiB" : std::string()) + ")";
 }
+
+/// When the engine will end a child that runs (a Slurm job's time limit), as last heard from it.
+struct planned_end {
+  std::chrono::steady_clock::time_point at;  // on this host's clock; never later than the engine's
+  std::chrono::seconds limit{0};             // the whole time the engine gives it
+};
 
 class engine_run {
  public:
@@ -57,6 +64,8 @@ class engine_run {
   virtual std::string handle() const { return std::to_string(pid.load()); }
   /// Why the engine has not started it yet (job::pending_reason); on the engine's loop.
   virtual std::string pending_reason() const { return {}; }
+  /// When the engine will end it (job::planned_end); on the engine's loop.
+  virtual std::optional<struct planned_end> planned_end() const { return std::nullopt; }
 
   std::atomic<int> pid{0};
 
@@ -179,6 +188,9 @@ class job final {
   /// reason, a pod's scheduling message or container's waiting reason). Empty when it is not
   /// waiting or the engine says nothing. On the io_context's thread.
   std::string pending_reason() const { return run_->pending_reason(); }
+  /// When its engine will end it while it runs, where the engine sets an end (a Slurm job's time
+  /// limit; none elsewhere, or before the engine said). On the io_context's thread.
+  std::optional<struct planned_end> planned_end() const { return run_->planned_end(); }
   /// Calls `f(reason)` on the io_context each time that reason changes (nothing where the engine
   /// never holds a child back).
   void on_pending(unique_function<void(const std::string&)> f) { run_->on_pending(std::move(f)); }

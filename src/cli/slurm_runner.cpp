@@ -260,7 +260,7 @@ std::unique_ptr<launch> slurm_runner::plan_run(const run_options& o) {
                                 "--chdir=" + fs::current_path().string()};
   // The notice of its time limit: a durable master has Slurm requeue it then (a time limit never
   // requeues a job by itself), and the run goes on (the script execs the program: B reaches it).
-  if (o.durable) args.push_back("--signal=B:" + detail::slurm::notice_signal(cfg));
+  if (auto notice = detail::slurm::notice_signal(cfg); o.durable && !notice.empty()) args.push_back("--signal=B:" + notice);
   for (auto& r : detail::slurm::resource_args(spec, cfg)) args.push_back(r);
   auto script = run_script(env, command);
   return std::make_unique<slurm_launch>(std::move(name), std::move(args), std::move(script));

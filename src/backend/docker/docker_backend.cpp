@@ -383,7 +383,7 @@ class docker_backend final : public tcp_backend {
     c.name = container_name(job_id_, spec.name);
     // A `docker stop` of anyone's but fiber's (which names its own time) leaves a pool worker the
     // notice it hands its work back in.
-    c.stop_seconds = (cfg_.drain_notice_ms + 999) / 1000;
+    c.stop_seconds = cfg_.drain_notice_ms ? (cfg_.drain_notice_ms + 999) / 1000 : -1;
     c.init = true;  // a real init as pid 1, so the program's own signals behave as in a local child
     c.user = std::to_string(::getuid()) + ":" + std::to_string(::getgid());
     std::error_code ec;

@@ -173,12 +173,12 @@ void batch_watch::poll_now() {
   }
   poll_in_flight_ = true;
   commands->run({"squeue", "-h", "-r", "-t", "all", "-j", ids, "-O", squeue_fields()}, {},
-                [w = weak_from_this(), asked = std::move(asked)](const command_result& r) {
-                  if (auto self = w.lock()) self->polled(asked, r);
+                [w = weak_from_this(), asked = std::move(asked), asked_at = clock::now()](const command_result& r) {
+                  if (auto self = w.lock()) self->polled(asked, asked_at, r);
                 });
 }
 
-void batch_watch::polled(const std::vector<std::string>& asked, const command_result& r) {
+void batch_watch::polled(const std::vector<std::string>& asked, clock::time_point asked_at, const command_result& r) {
   poll_in_flight_ = false;
   if (shut_down) return;
   // squeue fails when none of the ids is known any more; that is an answer too.
@@ -208,7 +208,7 @@ void batch_watch::polled(const std::vector<std::string>& asked, const command_re
     auto found = by_id.find(id);
     const job_row* row = found == by_id.end() ? nullptr : found->second;
     auto before = run->at;
-    run->update(row);
+    run->update(row, asked_at);
     changed |= run->at != before;
   }
   backoff_ = changed ? first_poll : std::min(backoff_ * 2, longest_poll);

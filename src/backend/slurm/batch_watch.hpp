@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -109,7 +110,8 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
 
  private:
   void poll_now();
-  void polled(const std::vector<std::string>& asked, const command_result& r);
+  /// squeue's answer for `asked`, run at `asked_at`.
+  void polled(const std::vector<std::string>& asked, clock::time_point asked_at, const command_result& r);
   void arm_follow();
   struct submission;
   void flush();
@@ -148,6 +150,7 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
     // "None": Slurm has not looked at it yet.
     return "Slurm job " + id + " pends" + (last_reason.empty() || last_reason == "None" ? "" : ": " + last_reason);
   }
+  std::optional<struct planned_end> planned_end() const override { return at == stage::ended ? std::nullopt : end_plan; }
 
   /// Which submission carries this run: `index` is its element in a job array, -1 when it is a
   /// job of its own; `output` the path of its output files without .out/.err.
@@ -170,6 +173,7 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
   std::atomic<bool> reaped{false};  // kill_and_reap cancelled it already (it waited for scancel)
   std::string detail, stderr_tail, last_reason, node;
   clock::time_point pending_since = clock::now();
+  std::optional<struct planned_end> end_plan;  // its time limit's end, as the last squeue said
   followed_file out, err;
 
   /// This run's Slurm id, given the id sbatch answered.
@@ -187,12 +191,16 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
     if (pending_signal) signal(pending_signal);
   }
 
-  /// What the latest squeue said of this job; null when it no longer lists it.
-  void update(const job_row* row) {
+  /// What the latest squeue, run at `asked_at`, said of this job; null when it no longer lists it.
+  void update(const job_row* row, clock::time_point asked_at) {
     if (at == stage::ended || at == stage::submitting) return;
     if (!row)
       return end(not_started, "Slurm no longer lists its job " + id + " and its end was not seen");
     if (ended_state(row->state)) return ended(*row);
+    // squeue counted the time left after it was asked: the end it gives is never too late. A
+    // pending job's is its whole limit, from then: its worker may connect before the next poll
+    // says it runs, and it cannot have started before this one.
+    if (row->time_left && row->time_limit) end_plan = {asked_at + *row->time_left, *row->time_limit};
     if (row->state == "PENDING") return pending(*row);
     if (at == stage::pending) {
       at = stage::running;

@@ -18,7 +18,38 @@ namespace fiber::detail::slurm {
 
 // JobArrayID and ArrayTaskID rather than JobID, which is a number of its own for each element.
 std::string squeue_fields() {
-  return "JobArrayID:|,ArrayTaskID:|,State:|,Reason:|,exit_code:|,NodeList:|,Name:|,RestartCnt:|,Comment:|";
+  return "JobArrayID:|,ArrayTaskID:|,State:|,Reason:|,exit_code:|,NodeList:|,Name:|,RestartCnt:|,Comment:|,"
+         "TimeLeft:|,TimeLimit:|";
+}
+
+std::optional<std::chrono::seconds> parse_slurm_time(std::string_view text) {
+  long days = 0;
+  bool with_days = false;
+  if (auto dash = text.find('-'); dash != std::string_view::npos) {
+    auto [end, ec] = std::from_chars(text.data(), text.data() + dash, days);
+    if (ec != std::errc() || end != text.data() + dash || dash == 0) return std::nullopt;
+    with_days = true;
+    text.remove_prefix(dash + 1);
+  }
+  std::array<long, 3> part{};
+  std::size_t n = 0;
+  for (;;) {
+    if (n == part.size() || text.empty()) return std::nullopt;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), part[n]);
+    if (ec != std::errc() || part[n] < 0) return std::nullopt;
+    ++n;
+    text.remove_prefix(static_cast<std::size_t>(end - text.data()));
+    if (text.empty()) break;
+    if (text.front() != ':') return std::nullopt;
+    text.remove_prefix(1);
+  }
+  // After days: hours[:minutes[:seconds]]. Without: minutes, minutes:seconds or h:m:s.
+  static constexpr std::array<std::array<long, 3>, 3> after_days{{{3600}, {3600, 60}, {3600, 60, 1}}};
+  static constexpr std::array<std::array<long, 3>, 3> alone{{{60}, {60, 1}, {3600, 60, 1}}};
+  auto& unit = (with_days ? after_days : alone)[n - 1];
+  long seconds = days * 86400;
+  for (std::size_t i = 0; i < n; ++i) seconds += part[i] * unit[i];
+  return std::chrono::seconds(seconds);
 }
 
 namespace {
@@ -56,7 +87,11 @@ std::vector<job_row> parse_squeue(std::string_view out) {
     // Slurm 22.05 prints an element's JobArrayID as base_task already; the manual says base.
     auto id = trim(f[0]);
     if (element && id.find('_') == std::string::npos) id += "_" + task;
-    job_row r{id, trim(f[2]), trim(f[3]), 0, trim(f[5]), trim(f[6]), 0, trim(f[8])};
+    job_row r{id, trim(f[2]), trim(f[3]), 0, trim(f[5]), trim(f[6]), 0, trim(f[8]), std::nullopt, std::nullopt};
+    if (f.size() >= 11) {
+      r.time_left = parse_slurm_time(trim(f[9]));
+      r.time_limit = parse_slurm_time(trim(f[10]));
+    }
     auto code = trim(f[4]);
     std::from_chars(code.data(), code.data() + code.size(), r.wait_status);
     auto restarts = trim(f[7]);
@@ -205,6 +240,7 @@ std::string notice_signal(const config& cfg) {
   // SIGURG, whose default is to be ignored: a child that does not listen for the notice (a
   // process's target, a host hub) goes on until the time limit's own SIGTERM, where SIGUSR1's
   // default would end it early. Slurm may send it up to a minute before the time asked.
+  if (cfg.drain_notice_ms == 0) return {};
   return std::to_string(SIGURG) + "@" + std::to_string(std::max(1, (cfg.drain_notice_ms + 999) / 1000));
 }
 
@@ -234,7 +270,7 @@ std::vector<std::string> sbatch_args(const spawn_spec& spec, const config& cfg, 
   if (!spec.host.empty()) a.push_back("--nodelist=" + spec.host);
   if (spec.whole_host) a.emplace_back("--exclusive");
   // Notice of the time limit (the script execs the worker: B reaches it, and only it).
-  a.push_back("--signal=B:" + notice_signal(cfg));
+  if (auto notice = notice_signal(cfg); !notice.empty()) a.push_back("--signal=B:" + notice);
   if (!working_dir.empty()) a.push_back("--chdir=" + working_dir);
   for (auto& r : resource_args(spec, cfg)) a.push_back(std::move(r));
   for (auto& x : split_args(cfg.slurm_sbatch_args)) {
@@ -287,7 +323,7 @@ std::vector<std::string> srun_args(const spawn_spec& spec, const config& cfg, co
       continue;
     a.push_back(std::move(r));
   }
-  a.push_back("--signal=" + notice_signal(cfg));  // ahead of the allocation's time limit
+  if (auto notice = notice_signal(cfg); !notice.empty()) a.push_back("--signal=" + notice);  // ahead of the allocation's limit
   for (auto& x : split_args(cfg.slurm_srun_args)) a.push_back(std::move(x));
   a.push_back(spec.executable);
   for (auto& x : spec.args) a.push_back(x);

@@ -1,6 +1,7 @@
 // What the Slurm backend says to Slurm's command-line tools and how it reads their answers: pure
 // functions, tested without a cluster (tests/slurm_cli_test.cpp).
 #pragma once
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,11 +33,18 @@ struct job_row {
   std::string name;
   int restarts = 0;    // how often Slurm requeued it (scontrol requeue, a failed node)
   std::string comment;
+  /// Before its time limit ends it, as squeue computed it (a pending job: its whole limit), and
+  /// that limit; none where it has none (UNLIMITED) or Slurm has not set one yet.
+  std::optional<std::chrono::seconds> time_left, time_limit;
 };
 
 /// The `-O` argument that makes squeue print job_rows, '|' after each field (with -r, one row per
 /// element of an array).
 std::string squeue_fields();
+/// A duration in Slurm's time format ("minutes", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM",
+/// "D-HH:MM:SS"), as squeue prints TimeLeft and TimeLimit; none for anything else (UNLIMITED,
+/// NOT_SET, INVALID).
+std::optional<std::chrono::seconds> parse_slurm_time(std::string_view text);
 /// Parses squeue's output; lines it cannot read are skipped.
 std::vector<job_row> parse_squeue(std::string_view out);
 
@@ -79,7 +87,7 @@ std::vector<std::string> resource_args(const spawn_spec& spec, const config& cfg
 /// The name of a job array of `n` children, the first named `first_process`.
 std::string array_job_name(const std::string& job_id, const std::string& first_process, std::size_t n);
 /// The signal Slurm sends a child ahead of its time limit, with how long ahead (--signal's
-/// argument, "23@30"): drain_notice_ms, SIGURG.
+/// argument, "23@30"): drain_notice_ms, SIGURG. Empty with drain_notice_ms = 0: no notice.
 std::string notice_signal(const config& cfg);
 /// Children whose keys are equal ask sbatch for the same and run the same program: they can be
 /// one job array.

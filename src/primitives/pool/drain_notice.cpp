@@ -51,6 +51,10 @@ drain_notice& drain_notice::arm(std::chrono::milliseconds notice, pid_t parent, 
   auto* d = new drain_notice();  // the process's for its life: its handler and its thread use it
   d->notice_ = notice;
   d->wake_ = std::move(wake);
+  if (notice.count() <= 0) {  // none asked for: an engine's end kills the worker, from outside
+    armed = d;
+    return *d;
+  }
   if (::pipe2(d->pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
     logf(log_level::warn, "no notice of this worker's planned end (pipe: ", std::strerror(errno), "): it ends as killed");
     armed = d;

@@ -382,8 +382,11 @@ void pool_master::dispatch() {
   tasks_.feed(window, rt_->cfg().max_message_bytes);
   while (auto* next = tasks_.next()) {
     if (reattached_.claim_front()) continue;  // a chunk a worker taken up runs already
-    auto* w = workers_.load().least_loaded(workers_.needs().full(next->sub->needs), next->alone);
-    if (!w) break;
+    auto* w = workers_.load().least_loaded(workers_.needs().full(next->sub->needs), next->alone, next->sub->estimate);
+    if (!w) {
+      if (time_.short_of_time(*next->sub, std::chrono::steady_clock::now())) continue;  // the call failed
+      break;
+    }
     auto t = tasks_.take_next();
     task_head head;
     head.function_id = t.sub->function_id;

@@ -3,7 +3,7 @@
 // the worker set (pool/worker_set.hpp), the shared-object courier (pool/shared_courier.hpp), the
 // items under a deadline (pool/late_items.hpp), the dashboard's view (pool/pool_view.hpp, sent up
 // by pool/pool_upstream.hpp from a nested master), the progress line and the waits for ready and
-// joined (pool/milestones.hpp). Workers pull chunks of tasks with a small credit each. The wire
+// joined (pool/milestones.hpp), a call's time request (pool/time_request.hpp). Workers pull chunks of tasks with a small credit each. The wire
 // is pool/wire.hpp.
 #pragma once
 #include <atomic>
@@ -27,6 +27,7 @@
 #include "primitives/pool/reattached_work.hpp"
 #include "primitives/pool/shared_courier.hpp"
 #include "primitives/pool/task_queue.hpp"
+#include "primitives/pool/time_request.hpp"
 #include "primitives/pool/worker_directory.hpp"
 #include "primitives/pool/worker_ends.hpp"
 #include "runtime/idle_trim.hpp"
@@ -90,6 +91,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   outside_deaths outside_;  // deaths from outside in a row: bounded
   progress_line progress_;
   worker_ends ends_{*rt_, id_, view_, tasks_};  // how each worker ended, and the counts of it
+  time_request time_{id_, workers_, tasks_};     // items go to workers with the time they take
   std::uint64_t maps_ = 0;  // submissions so far: their number in the flight recorder
   std::size_t calls_open_ = 0;   // submissions not finished
   idle_trim* trim_ = nullptr;    // the loop's, once a call has asked for it

@@ -31,6 +31,10 @@ struct pool_worker {
   std::string why_ended;  // when the pool ended it: why (else its exit says)
   std::uint32_t recorded_as = 0;  // its name's number in the flight recorder, once it connected
   std::optional<std::chrono::steady_clock::time_point> stopped_since;  // local: seen stopped (SIGSTOP)
+  bool taken_up = false;  // it ran already: a durable run's worker a master taking the run up adopted
+  /// At its handshake, how long until its engine ends it (a Slurm job's time limit): what a new
+  /// worker gets. None where no end is planned, and for a worker taken up.
+  std::optional<std::chrono::steady_clock::duration> lifetime;
 };
 
 }  // namespace fiber::detail

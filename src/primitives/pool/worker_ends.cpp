@@ -16,19 +16,21 @@ namespace fiber::detail {
 // It said so, or it left with exit_drained, which only it gives itself (the pool's own stops end
 // a worker by signal). The pool may have taken its end for a lost connection first: a task sent
 // to it as it left.
-bool handed_back(const pool_worker& w) { return w.draining || w.proc->ending().exit_code() == exit_drained; }
+bool handed_back(bool draining, const child_ending& ending) { return draining || ending.exit_code() == exit_drained; }
+bool handed_back(const pool_worker& w) { return handed_back(w.draining, w.proc->ending()); }
 
-std::string how_it_ended(const pool_worker& w) {
-  if (handed_back(w)) return "drained: it had notice of its planned end and handed its work back";
-  if (auto memory = w.proc->ending().memory_stopped()) return memory_stop_text(*memory);
-  auto code = w.proc->ending().exit_code();
+std::string how_it_ended(bool draining, const child_ending& ending, const std::string& why_ended) {
+  if (handed_back(draining, ending)) return "drained: it had notice of its planned end and handed its work back";
+  if (auto memory = ending.memory_stopped()) return memory_stop_text(*memory);
+  auto code = ending.exit_code();
   std::string status = code ? exit_text(*code) : "";
-  if (w.why_ended.empty()) return status.empty() ? "its end was reported without a status" : status;
+  if (why_ended.empty()) return status.empty() ? "its end was reported without a status" : status;
   // The pool ended it with SIGKILL (or SIGTERM first); another status means it had ended by itself first (a
   // container's dropped connection is often seen before its own end is reported).
   if (code && *code != -SIGKILL && *code != -SIGTERM) return status;
-  return w.why_ended + (status.empty() ? "" : " (" + status + ")");
+  return why_ended + (status.empty() ? "" : " (" + status + ")");
 }
+std::string how_it_ended(const pool_worker& w) { return how_it_ended(w.draining, w.proc->ending(), w.why_ended); }
 
 worker_ends::verdict worker_ends::ended(const pool_worker& w, bool pool_ending) {
   bool drained = handed_back(w);

@@ -46,9 +46,15 @@ class worker_ends {
   std::size_t memory_exceeded_ = 0;  // workers stopped for going past their memory limit
 };
 
-/// Whether `w` ended on a notice of its planned end, having handed its work back.
+class child_ending;
+
+/// Whether a worker ended on a notice of its planned end, having handed its work back: it said so
+/// (`draining`), or its exit (`ending`) says so.
+bool handed_back(bool draining, const child_ending& ending);
 bool handed_back(const pool_worker& w);
-/// How `w` ended, in words ("signal 9", "drained: ...", "it stopped answering (signal 15)").
+/// How a worker ended, in words ("signal 9", "drained: ...", "it stopped answering (signal 15)"):
+/// `why_ended`, when the pool ended it, why.
+std::string how_it_ended(bool draining, const child_ending& ending, const std::string& why_ended);
 std::string how_it_ended(const pool_worker& w);
 
 }  // namespace fiber::detail

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "primitives/pool/time_request.hpp"
+
 namespace fiber::detail {
 
 namespace {
@@ -11,7 +13,7 @@ namespace {
 pool_worker& own(const pool_worker& w) { return const_cast<pool_worker&>(w); }
 }  // namespace
 
-const pool_worker* worker_load::least_loaded(const meta& needs, bool alone) {
+const pool_worker* worker_load::least_loaded(const meta& needs, bool alone, std::chrono::milliseconds estimate) {
   // Only the workers offered since they last ran out of credit: a scan of every worker for every
   // task was half the master's time at 1,024 workers (envelope_bench).
   pool_worker* best = nullptr;
@@ -24,7 +26,8 @@ const pool_worker* worker_load::least_loaded(const meta& needs, bool alone) {
       continue;
     }
     if (!w.holds_alone && (!alone || w.tasks.empty()) && w.needs.covers(needs) &&
-        (!best || w.tasks.size() < best->tasks.size())) {
+        (!best || w.tasks.size() < best->tasks.size()) &&
+        (estimate.count() == 0 || time_request::has_time(w, estimate, std::chrono::steady_clock::now()))) {
       best = &w;
       if (w.tasks.empty()) break;  // none holds less
     }

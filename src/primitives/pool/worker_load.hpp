@@ -23,9 +23,11 @@ class worker_load {
   using maybe_now = std::optional<std::chrono::steady_clock::time_point>;
 
   /// The connected worker with credit that covers `needs` (filled in) and holds the fewest tasks:
-  /// chunks spread over the pool. `alone`: only a worker that holds nothing. Null when none can
-  /// take one now.
-  const pool_worker* least_loaded(const meta& needs, bool alone = false);
+  /// chunks spread over the pool. `alone`: only a worker that holds nothing; `estimate` (what
+  /// each item takes; 0: not said): only a worker that its engine does not end sooner
+  /// (time_request). Null when none can take one now.
+  const pool_worker* least_loaded(const meta& needs, bool alone = false,
+                                  std::chrono::milliseconds estimate = std::chrono::milliseconds(0));
   /// `w` was sent task `task` (`alone`: one that must run by itself); true when it is the only
   /// one it holds, whose item starts now.
   bool took(const pool_worker& w, std::uint64_t task, bool alone, maybe_now now);

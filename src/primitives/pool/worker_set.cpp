@@ -106,6 +106,8 @@ bool worker_set::on_ready(const pool_worker& worker, int credit, std::uint32_t r
   auto& w = own(worker);
   w.connected = true;
   w.recorded_as = recorded_as;
+  if (auto* job = w.proc->running_job(); job && !w.taken_up)
+    if (auto end = job->planned_end()) w.lifetime = end->at - std::chrono::steady_clock::now();
   starter_.start_over();
   if (superseded_ && !w.leaving && needs_.met_by(w.needs)) retire_superseded();  // the raised needs can be met
   if (w.leaving) {  // told to leave before it could be reached
@@ -187,7 +189,7 @@ void worker_set::retire_superseded() {
 }
 
 
-std::string worker_set::start_worker(std::shared_ptr<child_process> proc, bool counted) {
+std::string worker_set::start_worker(const std::shared_ptr<child_process>& proc, bool counted) {
   unique_function<void(std::error_code, std::string)> done = [owner = owner_, this, proc, needs = needs_.now(),
                                                                 counted](std::error_code ec, const std::string& what) {
     auto alive = owner.lock();
@@ -207,6 +209,7 @@ std::string worker_set::start_worker(std::shared_ptr<child_process> proc, bool c
   w.proc = proc;
   w.rid = rid;
   w.needs = needs_.full_now();
+  w.taken_up = !counted;
   workers_.emplace(rid, std::move(w));
   proc->when_ended([owner = owner_, this, rid] {
     if (auto alive = owner.lock()) on_ended(rid);

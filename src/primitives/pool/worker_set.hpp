@@ -53,7 +53,7 @@ class worker_set {
   /// the set's workers: its routing id, or empty when it could not start. `counted`: a failure
   /// counts towards giving up on starts (a process taken up that is gone says nothing of the
   /// next start). After start().
-  std::string start_worker(std::shared_ptr<child_process> proc, bool counted);
+  std::string start_worker(const std::shared_ptr<child_process>& proc, bool counted);
   /// No more starts (the pool closed).
   void close() { closed_ = true; }
   /// No more starts, no probe; every worker is killed (each end is reported through `ended`).
