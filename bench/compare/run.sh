@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs fiber's benchmarks beside the anchors (Python multiprocessing, raw ZeroMQ, plain sockets,
 # the Docker engine's own floor) in one go, and prints each figure with its ratio to the anchor.
-# Usage: bench/compare/run.sh [build-dir] [channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|envelope|all]   (default: build, all)
+# Usage: bench/compare/run.sh [build-dir] [channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|cluster|envelope|all]   (default: build, all)
+# cluster (not part of all either: its peers install once, into ~/.cache/fiber/cluster) measures
+# fiber beside dask-jobqueue and submitit on the Slurm test cluster's two nodes
+# (bench/compare/cluster/run_cluster.sh).
 # peers (not part of all: it installs the peers once, into ~/.cache/fiber/peers) measures the seed
 # (uber/fiber 0.2.1), multiprocessing, Ray, Dask and loky on ten workloads beside fiber,
 # alternating the order, and prints the lead table of docs/performance.md.
@@ -13,7 +16,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd) || { echo "no build folder ${1:-$root/build}: run scripts/build.sh first" >&2; exit 2; }
 what=${2:-all}
-case "$what" in channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|envelope|all) ;; *) echo "unknown part '$what' (channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|envelope|all)" >&2; exit 2 ;; esac
+case "$what" in channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|cluster|envelope|all) ;; *) echo "unknown part '$what' (channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|cluster|envelope|all)" >&2; exit 2 ;; esac
 anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
 tmp=$(mktemp -d)
 # The start-up benchmarks of backend_bench (pool_idle runs only in the kubernetes part).
@@ -532,6 +535,8 @@ part_peers() {
   python3 "$root/bench/compare/peers/table.py" "$build/peers-last"
 }
 
+part_cluster() { "$root/bench/compare/cluster/run_cluster.sh" "$build"; }
+
 # Runs part $1 in a subshell that stops at its first failing command, and remembers the parts
 # that could not run.
 failed=()
@@ -550,6 +555,7 @@ for p in pool imap data managers ring ring_slurm docker kubernetes slurm envelop
   if [ "$what" = all ] || [ "$what" = "$p" ]; then run_part "$p"; fi
 done
 [ "$what" = peers ] && run_part peers
+[ "$what" = cluster ] && run_part cluster
 # Only stop an engine this run started (its pid file did not exist before).
 if $started_kubernetes && [ -f "$root/build/engines/k8s/ready" ]; then "$root/scripts/engines.sh" stop kubernetes; fi
 if $started_docker && [ -f "$root/build/engines/docker.pid" ]; then "$root/scripts/engines.sh" stop docker; fi

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The cluster comparison: fiber and its peers (cluster_peers.py) on the Slurm test cluster's two
+# nodes, row by row in one run, fiber first in round 1 and last in round 2; then the table of
+# fiber ÷ peer (table.py). The peers live in a virtual environment of their own, outside the
+# clone, installed once from pinned wheels (requirements.txt). Whatever Slurm jobs a run leaves
+# behind are cancelled after it (the ids squeue shows that it did not show before).
+#   bench/compare/cluster/run_cluster.sh BUILD_DIR      (bench/compare/run.sh cluster calls it)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+env=${FIBER_CLUSTER_ENV:-$HOME/.cache/fiber/cluster/venv}
+if ! cmp -s "$here/requirements.txt" "$env/installed.txt" 2>/dev/null; then
+  echo "== cluster: installing $(grep -v '^#' "$here/requirements.txt" | tr '\n' ' ') into $env"
+  python3 -m venv "$env"
+  "$env/bin/pip" install -q --only-binary :all: -r "$here/requirements.txt"
+  cp "$here/requirements.txt" "$env/installed.txt"
+fi
+"$root/scripts/engines.sh" start slurm
+export SLURM_CONF="$root/build/engines/slurm/slurm.conf"
+sinfo -h -o %T | grep -qE 'idle|mix' || { echo "the test Slurm cluster does not answer" >&2; exit 1; }
+out="$build/cluster-last"
+rm -rf "$out" && mkdir -p "$out"
+export CLUSTER_TMP="$out"  # the peers' job files: on the file system the nodes share
+peers=(dask submitit)
+rows=("ready 4" "overhead 4 0 2000" "overhead 4 1 2000" "throughput 4 100000")
+jobs_now() { squeue -h -o %i | sort; }
+# One row of one system: its line (or the error it gave) into rows.txt, and its jobs gone after.
+run_one() {
+  local system=$1 round=$2 row=$3 before line
+  read -r -a words <<<"$row"
+  [ "${words[0]}" = ready ] && words+=("$(date +%s%N)")
+  before=$(jobs_now)
+  if [ "$system" = fiber ]; then
+    line=$(FIBER_BACKEND=slurm FIBER_CPU_PER_JOB=2 timeout 900 "$build/bench/cluster_bench" "${words[@]}" 2>"$out/err" | grep '^row=' || true)
+  else
+    line=$(timeout 900 "$env/bin/python" "$here/cluster_peers.py" "$system" "${words[@]}" 2>"$out/err" | grep '^row=' || true)
+  fi
+  [ -n "$line" ] || line="row=${words[0]} error=$(grep -v '^\s*$' "$out/err" | tail -1 | tr ' ' '_')"
+  echo "system=$system round=$round spec=${row// /_} $line" | tee -a "$out/rows.txt"
+  local left
+  left=$(comm -13 <(echo "$before") <(jobs_now) | tr '\n' ' ')
+  [ -z "${left// /}" ] || scancel $left
+}
+for round in 1 2; do
+  echo "== cluster, round $round"
+  order=(fiber "${peers[@]}")
+  [ $round = 2 ] && order=("${peers[@]}" fiber)
+  for row in "${rows[@]}"; do
+    for system in "${order[@]}"; do run_one "$system" "$round" "$row"; done
+  done
+done
+python3 "$here/table.py" "$out/rows.txt"

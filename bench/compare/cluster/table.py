@@ -1,0 +1,60 @@
+"""The cluster comparison's table (bench/compare/cluster/run_cluster.sh): for each row, fiber's
+figure and each peer's, round by round, as fiber ÷ peer of the time it takes (a ready time, an
+overhead per task, the time per task of a throughput run: below 1, fiber is ahead). A peer that
+could not do a row shows the error it gave.
+
+    table.py ROWS_TXT
+"""
+import collections
+import sys
+
+TITLES = {
+    "ready_4": "4 workers ready on the two nodes (s, from the program's start)",
+    "overhead_4_0_2000": "overhead per task, 0 ms tasks, chunksize 1 (µs)",
+    "overhead_4_1_2000": "overhead per task, 1 ms tasks, chunksize 1 (µs)",
+    "throughput_4_100000": "100,000 trivial tasks (tasks/s)",
+}
+
+
+def cost(fields):
+    """What the row costs, lower is better: seconds, µs, or seconds per task."""
+    if "tasks_per_s" in fields:
+        return 1.0 / float(fields["tasks_per_s"])
+    if "overhead_us" in fields:
+        return float(fields["overhead_us"])
+    return float(fields["seconds"])
+
+
+def shown(fields):
+    value = fields.get("tasks_per_s") or fields.get("overhead_us") or fields.get("seconds")
+    return value + (f" ({fields['capped']} tasks)" if "capped" in fields else "")
+
+
+def main(path):
+    runs = collections.defaultdict(dict)  # (spec, round) -> system -> fields
+    systems = []
+    for line in open(path):
+        fields = dict(w.split("=", 1) for w in line.split() if "=" in w)
+        runs[(fields["spec"], fields["round"])][fields["system"]] = fields
+        if fields["system"] not in systems:
+            systems.append(fields["system"])
+    peers = [s for s in systems if s != "fiber"]
+    print("| row | round | fiber | " + " | ".join(f"{p} | fiber ÷ {p}" for p in peers) + " |")
+    print("|---|---|---|" + "---|---|" * len(peers))
+    for (spec, rnd), by in sorted(runs.items(), key=lambda kv: (list(TITLES).index(kv[0][0]) if kv[0][0] in TITLES else 99, kv[0][1])):
+        fib = by.get("fiber", {})
+        cells = [TITLES.get(spec, spec), rnd, shown(fib) if "error" not in fib else "error: " + fib["error"]]
+        for p in peers:
+            f = by.get(p, {})
+            if not f:
+                cells += ["—", "—"]
+            elif "error" in f:
+                cells += ["error: " + f["error"].replace("_", " ")[:120], "—"]
+            else:
+                ratio = f"{cost(fib) / cost(f):.3f}x" if fib and "error" not in fib else "—"
+                cells += [shown(f), ratio]
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
