@@ -6,11 +6,14 @@ prints for fiber, so that run.sh sets them side by side.
     cluster_peers.py PEER overhead N MS TASKS  TASKS tasks of MS ms, one at a time: µs of overhead each
     cluster_peers.py PEER throughput N TASKS   TASKS trivial tasks: tasks per second
 
-PEER: dask (dask-jobqueue's SLURMCluster), submitit. Each worker is a Slurm job of CPUS_PER_WORKER
-CPUs (2: four workers spread over the test cluster's two 4-CPU nodes, as fiber's are). A peer
-whose tasks are Slurm jobs (submitit) runs at most CAP tasks of a row and says so (`capped=`).
-Everything a run submits is cancelled at its end.
+PEER: dask (dask-jobqueue's SLURMCluster), submitit, hyperqueue (its server here, each worker
+`hq worker start` in a Slurm job; CLUSTER_HQ names the `hq` command). Each worker is a Slurm job
+of CPUS_PER_WORKER CPUs (2: four workers spread over the test cluster's two 4-CPU nodes, as
+fiber's are) and runs one task at a time. A peer whose tasks cost a Slurm job (submitit) or a
+Python interpreter (hyperqueue's function tasks) each runs at most its cap of a row's tasks and
+says so (`capped=`). Everything a run starts is stopped at its end.
 """
+import json
 import os
 import socket
 import subprocess
@@ -21,6 +24,7 @@ import time
 CPUS_PER_WORKER = int(os.environ.get("CLUSTER_CPUS_PER_WORKER", "2"))
 MEMORY_MB = 900
 SUBMITIT_CAP = int(os.environ.get("CLUSTER_SUBMITIT_CAP", "64"))
+HQ_CAP = int(os.environ.get("CLUSTER_HQ_CAP", "400"))
 
 
 def sleep_ms(ms):
@@ -93,7 +97,68 @@ class submitit_peer:
                 j.cancel(check=False)
 
 
-PEERS = {"dask": dask_peer, "submitit": submitit_peer}
+# ---- HyperQueue: its server here, each worker `hq worker start` in a Slurm job
+class hyperqueue_peer:
+    cap = HQ_CAP
+
+    def __init__(self, n, tmp):
+        from hyperqueue import Client
+        from hyperqueue.task.function import PythonEnv
+
+        self.hq = os.environ["CLUSTER_HQ"]
+        self.dir = os.path.join(tmp, "hq")
+        self.workers = []
+        self.server = subprocess.Popen([self.hq, "server", "start", "--server-dir", self.dir, "--host", address_toward_nodes()],
+                                       stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "hq-server.err"), "w"))
+        try:
+            self.start(n)
+            self.client = Client(self.dir, python_env=PythonEnv(python_bin=sys.executable))
+        except BaseException:
+            self.close()  # its server and the workers' jobs: nothing left running
+            raise
+
+    def start(self, n):
+        while subprocess.run(self.command("server", "info"), capture_output=True).returncode != 0:
+            if self.server.poll() is not None:
+                raise RuntimeError("hq server exited with " + str(self.server.returncode))
+            time.sleep(0.05)
+        for _ in range(n):
+            out = subprocess.run(["sbatch", "--parsable", f"--cpus-per-task={CPUS_PER_WORKER}", f"--mem={MEMORY_MB}M",
+                                  "--job-name=hq-peer-worker", "--output=/dev/null",
+                                  f"--wrap=exec {self.hq} worker start --server-dir {self.dir} --cpus 1"],
+                                 capture_output=True, text=True, check=True).stdout
+            self.workers.append(out.strip().split(";")[0])
+        while self.connected() < n:
+            time.sleep(0.05)
+
+    def command(self, *words):
+        return [self.hq, *words, "--server-dir", self.dir]
+
+    def connected(self):
+        out = subprocess.run(self.command("worker", "list", "--output-mode", "json"), capture_output=True, text=True)
+        return len(json.loads(out.stdout)) if out.returncode == 0 and out.stdout.strip() else 0
+
+    def map(self, fn, args):
+        from hyperqueue import Job
+
+        job = Job()
+        for a in args:
+            job.function(fn, args=(a,), stdout=None, stderr=None)
+        self.client.wait_for_jobs([self.client.submit(job)])
+        return args  # a function task's value stays in its worker: HyperQueue returns none
+
+    def close(self):
+        if self.workers:
+            subprocess.run(["scancel", *self.workers])
+        subprocess.run(self.command("server", "stop"), capture_output=True)
+        try:
+            self.server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.server.kill()
+            self.server.wait()
+
+
+PEERS = {"dask": dask_peer, "submitit": submitit_peer, "hyperqueue": hyperqueue_peer}
 
 
 def main(argv):

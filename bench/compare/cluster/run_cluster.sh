@@ -16,19 +16,45 @@ if ! cmp -s "$here/requirements.txt" "$env/installed.txt" 2>/dev/null; then
   "$env/bin/pip" install -q --only-binary :all: -r "$here/requirements.txt"
   cp "$here/requirements.txt" "$env/installed.txt"
 fi
+# HyperQueue's `hq` (its server and worker): PyPI's wheel carries only its Python API (and a
+# server with workers in one local process), so `hq` is built once from its source at the tag of
+# the wheel's version (FIBER_HQ_SOURCE: a checkout of it already here, else cargo fetches it).
+hq_version=0.26.2 hq_commit=dd15afd317f3f57cb70f16b51eba14013c63972b
+hq_root="$(dirname "$env")/hq-$hq_version"
+if [ ! -x "$hq_root/bin/hq" ]; then
+  echo "== cluster: building HyperQueue's hq $hq_version from its source (once)"
+  # The version a release build names itself by, which the Python API checks against its own.
+  export HQ_BUILD_VERSION="v$hq_version"
+  if [ -n "${FIBER_HQ_SOURCE:-}" ]; then
+    cargo install -q --locked --root "$hq_root" --path "$FIBER_HQ_SOURCE/crates/hyperqueue"
+  else
+    cargo install -q --locked --root "$hq_root" --git https://github.com/It4innovations/hyperqueue --rev "$hq_commit" hyperqueue
+  fi
+fi
+export CLUSTER_HQ="$hq_root/bin/hq"
 "$root/scripts/engines.sh" start slurm
 export SLURM_CONF="$root/build/engines/slurm/slurm.conf"
 sinfo -h -o %T | grep -qE 'idle|mix' || { echo "the test Slurm cluster does not answer" >&2; exit 1; }
 out="$build/cluster-last"
 rm -rf "$out" && mkdir -p "$out"
 export CLUSTER_TMP="$out"  # the peers' job files: on the file system the nodes share
-peers=(dask submitit)
+peers=(dask submitit hyperqueue)
 rows=("ready 4" "overhead 4 0 2000" "overhead 4 1 2000" "throughput 4 100000")
 jobs_now() { squeue -h -o %i | sort; }
+# Every run starts on an idle cluster: the last one's jobs gone, completing ones too (Slurm frees
+# a node's CPUs only once a job's cleanup ends, which would bill the next system's start).
+settle() {
+  local tries=0
+  until [ -z "$(squeue -h -o %i)" ] && [ -z "$(sinfo -h -N -o %T | grep -v '^idle$')" ]; do
+    ((++tries <= 600)) || { echo "!! the cluster did not go idle in 60 s" >&2; return 1; }
+    sleep 0.1
+  done
+}
 # One row of one system: its line (or the error it gave) into rows.txt, and its jobs gone after.
 run_one() {
   local system=$1 round=$2 row=$3 before line
   read -r -a words <<<"$row"
+  settle
   [ "${words[0]}" = ready ] && words+=("$(date +%s%N)")
   before=$(jobs_now)
   if [ "$system" = fiber ]; then

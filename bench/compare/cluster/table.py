@@ -25,6 +25,11 @@ def cost(fields):
     return float(fields["seconds"])
 
 
+def as_ratio(r):
+    """0.123x, or 1/2,345 where three decimals would read 0.000x."""
+    return f"{r:.3f}x" if r >= 0.01 else f"1/{1 / r:,.0f}"
+
+
 def shown(fields):
     value = fields.get("tasks_per_s") or fields.get("overhead_us") or fields.get("seconds")
     return value + (f" ({fields['capped']} tasks)" if "capped" in fields else "")
@@ -51,7 +56,7 @@ def main(path):
             elif "error" in f:
                 cells += ["error: " + f["error"].replace("_", " ")[:120], "—"]
             else:
-                ratio = f"{cost(fib) / cost(f):.3f}x" if fib and "error" not in fib else "—"
+                ratio = as_ratio(cost(fib) / cost(f)) if fib and "error" not in fib else "—"
                 cells += [shown(f), ratio]
         print("| " + " | ".join(cells) + " |")
 
