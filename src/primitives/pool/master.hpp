@@ -3,8 +3,8 @@
 // the worker set (pool/worker_set.hpp), the shared-object courier (pool/shared_courier.hpp), the
 // items under a deadline (pool/late_items.hpp), the dashboard's view (pool/pool_view.hpp, sent up
 // by pool/pool_upstream.hpp from a nested master), the progress line and the waits for ready and
-// joined (pool/milestones.hpp), a call's time request (pool/time_request.hpp). Workers pull chunks of tasks with a small credit each. The wire
-// is pool/wire.hpp.
+// joined (pool/milestones.hpp), a call's time request (pool/time_request.hpp). Workers pull
+// chunks of tasks with a small credit each. The wire is pool/wire.hpp.
 #pragma once
 #include <atomic>
 #include <boost/json/object.hpp>

@@ -17,6 +17,8 @@ const pool_worker* worker_load::least_loaded(const meta& needs, bool alone, std:
   // Only the workers offered since they last ran out of credit: a scan of every worker for every
   // task was half the master's time at 1,024 workers (envelope_bench).
   pool_worker* best = nullptr;
+  // The clock only for a call that asks for time (time_request).
+  auto now = estimate.count() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (std::size_t i = 0; i < offered_.size();) {
     auto& w = *offered_[i];
     if (w.leaving || w.credit <= 0) {  // offered again when its credit comes back
@@ -27,7 +29,7 @@ const pool_worker* worker_load::least_loaded(const meta& needs, bool alone, std:
     }
     if (!w.holds_alone && (!alone || w.tasks.empty()) && w.needs.covers(needs) &&
         (!best || w.tasks.size() < best->tasks.size()) &&
-        (estimate.count() == 0 || time_request::has_time(w, estimate, std::chrono::steady_clock::now()))) {
+        time_request::has_time(w, estimate, now)) {
       best = &w;
       if (w.tasks.empty()) break;  // none holds less
     }
