@@ -1,11 +1,13 @@
 """The cluster comparison's table (bench/compare/cluster/run_cluster.sh): for each row, fiber's
 figure and each peer's, round by round, as fiber ÷ peer of the time it takes (a ready time, an
-overhead per task, the time per task of a throughput run: below 1, fiber is ahead). A peer that
-could not do a row shows the error it gave.
+overhead per task, the time per task of a throughput run: below 1, fiber is ahead). A row run
+several times in a round shows the median of its runs (and how many). A peer that could not do a
+row shows the error it gave.
 
     table.py ROWS_TXT
 """
 import collections
+import statistics
 import sys
 
 TITLES = {
@@ -25,6 +27,19 @@ def cost(fields):
     return float(fields["seconds"])
 
 
+def median_run(runs):
+    """The run of median cost among `runs` (an error if every run failed), with how many ran."""
+    good = [r for r in runs if "error" not in r]
+    if not good:
+        return runs[-1]
+    middle = dict(sorted(good, key=cost)[(len(good) - 1) // 2])
+    if len(runs) > 1:
+        middle["runs"] = str(len(runs))
+    if len(good) > 1 and "seconds" in middle and "overhead_us" not in middle and "tasks_per_s" not in middle:
+        middle["seconds"] = f"{statistics.median(float(r['seconds']) for r in good):.3f}"
+    return middle
+
+
 def as_ratio(r):
     """0.123x, or 1/2,345 where three decimals would read 0.000x."""
     return f"{r:.3f}x" if r >= 0.01 else f"1/{1 / r:,.0f}"
@@ -32,17 +47,19 @@ def as_ratio(r):
 
 def shown(fields):
     value = fields.get("tasks_per_s") or fields.get("overhead_us") or fields.get("seconds")
-    return value + (f" ({fields['capped']} tasks)" if "capped" in fields else "")
+    value += f" ({fields['capped']} tasks)" if "capped" in fields else ""
+    return value + (f" (median of {fields['runs']})" if "runs" in fields else "")
 
 
 def main(path):
-    runs = collections.defaultdict(dict)  # (spec, round) -> system -> fields
+    every = collections.defaultdict(lambda: collections.defaultdict(list))  # (spec, round) -> system -> [fields]
     systems = []
     for line in open(path):
         fields = dict(w.split("=", 1) for w in line.split() if "=" in w)
-        runs[(fields["spec"], fields["round"])][fields["system"]] = fields
+        every[(fields["spec"], fields["round"])][fields["system"]].append(fields)
         if fields["system"] not in systems:
             systems.append(fields["system"])
+    runs = {key: {s: median_run(v) for s, v in by.items()} for key, by in every.items()}
     peers = [s for s in systems if s != "fiber"]
     print("| row | round | fiber | " + " | ".join(f"{p} | fiber ÷ {p}" for p in peers) + " |")
     print("|---|---|---|" + "---|---|" * len(peers))
