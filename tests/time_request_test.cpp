@@ -26,7 +26,7 @@ TEST(time_request, one_without_the_time_finishes_what_it_holds_or_leaves_for_a_r
 TEST(time_request, a_worker_that_lacked_the_time_at_its_start_says_no_new_one_would_have_it) {
   EXPECT_EQ(time_request::judge(50s, 58s, false, 100s), fit::never);
   EXPECT_EQ(time_request::judge(50s, 58s, true, 100s), fit::never);
-  auto why = time_request::too_long("PoolWorker-1-3", 58s, 100s);
+  auto why = time_request::too_long("PoolWorker-1-3", 58s + 900ms, 99500ms);
   for (auto words : {"100 s", "task_estimate", "PoolWorker-1-3", "58 s", "slurm_time_limit"})
     EXPECT_NE(why.find(words), std::string::npos) << words << " in: " << why;
 }

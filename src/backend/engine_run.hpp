@@ -188,8 +188,10 @@ class job final {
   /// reason, a pod's scheduling message or container's waiting reason). Empty when it is not
   /// waiting or the engine says nothing. On the io_context's thread.
   std::string pending_reason() const { return run_->pending_reason(); }
-  /// When its engine will end it while it runs, where the engine sets an end (a Slurm job's time
-  /// limit; none elsewhere, or before the engine said). On the io_context's thread.
+  /// When its engine will end it, where the engine sets an end (a Slurm job's time limit; none
+  /// elsewhere, or before the engine said). For a child still queued, the earliest end it could
+  /// have (its whole limit from the engine's last word), as it may run before the engine says so.
+  /// On the io_context's thread.
   std::optional<struct planned_end> planned_end() const { return run_->planned_end(); }
   /// Calls `f(reason)` on the io_context each time that reason changes (nothing where the engine
   /// never holds a child back).

@@ -12,8 +12,13 @@
 namespace fiber::detail {
 
 namespace {
+/// Whole seconds: a worker's time rounded down, an item's estimate up, so that the two never read
+/// as equal when one is short of the other.
 std::string in_seconds(std::chrono::steady_clock::duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
+  return std::to_string(std::chrono::floor<std::chrono::seconds>(d).count()) + " s";
+}
+std::string in_seconds_up(std::chrono::milliseconds d) {
+  return std::to_string(std::chrono::ceil<std::chrono::seconds>(d).count()) + " s";
 }
 }  // namespace
 
@@ -33,7 +38,7 @@ std::optional<time_request::clock::duration> time_request::time_left(const pool_
 }
 
 std::string time_request::too_long(const std::string& worker, clock::duration lifetime, std::chrono::milliseconds estimate) {
-  return "an item of this call takes " + in_seconds(estimate) + " (task_estimate), longer than a new worker has before " +
+  return "an item of this call takes " + in_seconds_up(estimate) + " (task_estimate), longer than a new worker has before " +
          "its engine ends it: " + worker + " had " + in_seconds(lifetime) +
          " at its start (its time limit, less the time it took to start). None could finish an item; raise the workers' time limit " +
          "(on Slurm, config key slurm_time_limit) or lower task_estimate";
@@ -60,7 +65,7 @@ bool time_request::short_of_time(const pool_submission& sub, clock::time_point n
   }
   for (auto* w : retiring) {
     logf(log_level::info, w->proc->name(), " has ", in_seconds(*time_left(*w, now)),
-         " left before its engine ends it, less than an item takes (task_estimate ", in_seconds(sub.estimate),
+         " left before its engine ends it, less than an item takes (task_estimate ", in_seconds_up(sub.estimate),
          "): it leaves, and its replacement starts now");
     workers_.retire(*w);
   }

@@ -39,9 +39,7 @@ class time_request {
   static std::optional<clock::duration> time_left(const pool_worker& w, clock::time_point now);
   /// Whether `w` may be sent items that each take `estimate` (0: no estimate, always).
   static bool has_time(const pool_worker& w, std::chrono::milliseconds estimate, clock::time_point now) {
-    if (estimate.count() <= 0) return true;
-    auto left = time_left(w, now);
-    return !left || *left >= estimate;
+    return estimate.count() <= 0 || judge(time_left(w, now), std::nullopt, true, estimate) == fit::fits;
   }
   /// Why a call whose items take `estimate` fails: `worker` had `lifetime` at its start.
   static std::string too_long(const std::string& worker, clock::duration lifetime, std::chrono::milliseconds estimate);
