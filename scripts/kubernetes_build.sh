@@ -72,17 +72,18 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ld="$ld -X $p.gitVersion=v$kube_version -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   ld="$ld -X $p.buildDate=1970-01-01T00:00:00Z"
 done
-for c in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl; do
-  [ -x "$bin/$c" ] && continue
-  say "building $c (cold: many minutes on 2 cores)"
-  # As upstream builds them: static, without cgo.
-  CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$bin/$c.partial" "k8s.io/kubernetes/cmd/$c" >&2
-  mv "$bin/$c.partial" "$bin/$c"
+# All six in one go build: their packages compile once and their links run side by side. Static
+# and without cgo, the kubelet too (as k0s ships it): one build configuration for all six, where a
+# cgo kubelet compiled every package a second time.
+k8s_cmds=()
+for c in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl kubelet; do
+  [ -x "$bin/$c" ] || k8s_cmds+=("k8s.io/kubernetes/cmd/$c")
 done
-if [ ! -x "$bin/kubelet" ]; then
-  say "building kubelet"
-  go build -trimpath -ldflags "$ld" -o "$bin/kubelet.partial" k8s.io/kubernetes/cmd/kubelet >&2
-  mv "$bin/kubelet.partial" "$bin/kubelet"
+if [ "${#k8s_cmds[@]}" -gt 0 ]; then
+  say "building ${k8s_cmds[*]##*/} (cold: many minutes on 2 cores)"
+  rm -rf "$bin/partial" && mkdir -p "$bin/partial"
+  CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$bin/partial/" "${k8s_cmds[@]}" >&2
+  mv "$bin/partial/"* "$bin/" && rmdir "$bin/partial"
 fi
 
 # etcd: its server module replaces its sibling modules with folders too; a main module of ours
@@ -104,10 +105,9 @@ fi
 if [ ! -x "$bin/containerd" ] || [ ! -x "$bin/containerd-shim-runc-v2" ] || [ ! -x "$bin/ctr" ]; then
   say "building containerd v$containerd_version"
   cd "$dest/src"
-  for c in containerd containerd-shim-runc-v2 ctr; do
-    GOBIN=$bin CGO_ENABLED=0 go install -trimpath -tags no_btrfs,urfave_cli_no_docs -ldflags "-s -w" \
-      "github.com/containerd/containerd/v2/cmd/$c@v$containerd_version" >&2
-  done
+  pkgs=()
+  for c in containerd containerd-shim-runc-v2 ctr; do pkgs+=("github.com/containerd/containerd/v2/cmd/$c@v$containerd_version"); done
+  GOBIN=$bin CGO_ENABLED=0 go install -trimpath -tags no_btrfs,urfave_cli_no_docs -ldflags "-s -w" "${pkgs[@]}" >&2
 fi
 
 complete || { say "some binaries are missing from $bin"; exit 1; }

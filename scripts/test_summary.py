@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Closing summary of a ctest run, and the checks that keep a green run honest.
 
-    test_summary.py JUNIT [TESTS_JSON RESULTS_DIR]
+    test_summary.py JUNIT[,JUNIT...] [TESTS_JSON RESULTS_DIR]
 
-JUNIT: ctest's --output-junit file. TESTS_JSON: `ctest --show-only=json-v1` of the same tree (each
-entry's command and environment). RESULTS_DIR: FIBERTEST_RESULTS_DIR of the run, where every gtest
+JUNIT: ctest's --output-junit file, or the files of several ctest runs over parts of one tree, by
+commas. TESTS_JSON: `ctest --show-only=json-v1` of the same tree (each entry's command and
+environment; an entry that no JUnit file holds did not run, and fails). RESULTS_DIR: FIBERTEST_RESULTS_DIR of the run, where every gtest
 binary keeps its XML report (tests/test_main.cpp) and the whole-binary runners keep theirs
 (tests/gtest_verdict.py), named <binary>--<backend or runner>--<pid>-<time>.xml (pids come round again within a suite).
 
@@ -57,6 +58,11 @@ def read_ctest(path):
     return out
 
 
+def entry_names(path):
+    """Every ctest entry of the tree, by name."""
+    return [test["name"] for test in json.load(open(path)).get("tests", [])]
+
+
 def read_entries(path):
     """{ctest name: (binary basename, backend or runner, gtest filter or None)} for the entries that
     run a gtest binary: those gtest_discover_tests made (one test each) and the runners'."""
@@ -106,8 +112,11 @@ def read_reports(directory):
 def summarize(junit, tests_json=None, results_dir=None, strict=None):
     """(exit code, lines to print)."""
     strict = required() if strict is None else strict
-    cases = read_ctest(junit)
-    entries = read_entries(tests_json) if tests_json and os.path.exists(tests_json) else {}
+    cases = [case for path in junit.split(",") for case in read_ctest(path)]
+    listed = tests_json and os.path.exists(tests_json)
+    entries = read_entries(tests_json) if listed else {}
+    ran_names = {name for name, _, _ in cases}
+    never_ran = [name for name in entry_names(tests_json) if name not in ran_names] if listed else []
     tests, runs = read_reports(results_dir)
     checked = bool(entries) and bool(results_dir) and os.path.isdir(results_dir)
     passed, failed, skipped, empty, inner, entries_skipped = [], [], [], [], 0, 0
@@ -150,6 +159,9 @@ def summarize(junit, tests_json=None, results_dir=None, strict=None):
     if empty:
         lines.append(f"Passed without running a test ({len(empty)}): no gtest report holds their test as run and passed")
         lines.extend(f"  {n}" for n in empty)
+    if never_ran:
+        lines.append(f"Never ran ({len(never_ran)}): entries of the tree that no ctest run reported")
+        lines.extend(f"  {n}" for n in never_ran)
     if failed:
         lines.append(f"Failed tests ({len(failed)}):")
         lines.extend(f"  {n}" for n in failed)
@@ -158,8 +170,8 @@ def summarize(junit, tests_json=None, results_dir=None, strict=None):
     elif inner:
         lines.append(f"({inner} tests ran inside the whole-binary runs of {', '.join(RUNNERS)}; "
                      f"{len(skipped) - entries_skipped} of them skipped, listed above)")
-    lines.append(f"{len(passed)} passed, {len(failed)} failed, {entries_skipped} skipped")
-    return (1 if failed or empty or disallowed else 0), lines
+    lines.append(f"{len(passed)} passed, {len(failed) + len(never_ran)} failed, {entries_skipped} skipped")
+    return (1 if failed or empty or disallowed or never_ran else 0), lines
 
 
 def main(argv):

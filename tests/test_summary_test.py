@@ -141,6 +141,21 @@ class summary(unittest.TestCase):
         self.assertIn(f"slurm-steps:process / {SKIPS}", text)
         self.assertIn("2 tests ran inside the whole-binary runs", text)
 
+    def test_runs_over_parts_of_the_tree_are_read_together_and_an_entry_none_reported_fails(self):
+        run_binary(PASSES, None, self.results)
+        local, docker = self.entry(PASSES, PASSES), self.entry("docker:" + PASSES, PASSES, "docker")
+        self.write([(PASSES, "run", "")], [local, docker])
+        code, lines = test_summary.summarize(self.junit, self.tests, self.results, strict=False)
+        self.assertEqual(code, 1, lines)
+        self.assertIn(f"Never ran (1): entries of the tree that no ctest run reported\n  docker:{PASSES}", "\n".join(lines))
+        self.assertEqual(lines[-1], "1 passed, 1 failed, 0 skipped")
+        # The second run's file, beside the first: both entries reported.
+        second = os.path.join(self.dir.name, "junit-docker.xml")
+        open(second, "w").write(junit([("docker:" + PASSES, "skipped", "x.cpp:1: Skipped\nbackend-gated: not here")]))
+        code, lines = test_summary.summarize(f"{self.junit},{second}", self.tests, self.results, strict=False)
+        self.assertEqual(code, 0, lines)
+        self.assertEqual(lines[-1], "1 passed, 0 failed, 1 skipped")
+
     def test_a_runner_whose_report_holds_no_passed_test_fails_the_check(self):
         self.write([("kubernetes-pod:process", "run", "")],
                    [("kubernetes-pod:process", ["/usr/bin/python3", "in_pod.py", "s", "b", BINARY], [])])
