@@ -8,7 +8,7 @@
 #                  would need a GoogleTest built against libc++, which Debian does not package),
 #                  at -O0: this tree checks that they compile, warning-free, and run (the pi
 #                  example), and -O0 halves its compile.
-# Extra arguments go to both configure steps (the test command gives the linker).
+# Extra arguments go to both configure steps (the test command gives the linker and the unity build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=build-clang scripts/build.sh -DCMAKE_CXX_COMPILER=clang++-16 -DBUILD_SHARED_LIBS=ON -DFIBER_BUILD_TESTS=ON \

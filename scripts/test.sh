@@ -36,9 +36,10 @@ scripts/perfetto_ui.sh >/dev/null
 # wheels cached outside the clone (scripts/cuda_toolkit.sh says which).
 cuda_args=$(scripts/cuda_toolkit.sh)
 read -r -a cuda <<<"$cuda_args"
-# mold links the trees' two hundred programs each in a fifth of ld's time (setup.sh installs it).
-linker=()
-command -v mold >/dev/null && linker=(-DFIBER_LINKER=mold)
+# For all three trees: the library compiled in batches (a third of the time cold), and mold, which
+# links the trees' two hundred programs each in a fifth of ld's time (setup.sh installs it).
+common=(-DFIBER_UNITY_BUILD=ON)
+command -v mold >/dev/null && common+=(-DFIBER_LINKER=mold)
 phase "GCC's tree"
 # Every option the suite relies on, given explicitly: build/ may hold a cache configured
 # otherwise (README command 1 turns the tests off).
@@ -46,14 +47,14 @@ phase "GCC's tree"
 # tests' own sources at -O1: three quarters of -O2's compile (a test's compile is mostly optimizing
 # the templates it instantiates), against the library at -O2 as users build it.
 scripts/build.sh -DFIBER_BUILD_TESTS=ON -DFIBER_BUILD_EXAMPLES=ON -DFIBER_BUILD_BENCH=ON -DBUILD_TESTING=ON -DFIBER_WERROR=ON \
-  -DFIBER_DEBUG_INFO=lines -DFIBER_TEST_CXX_FLAGS=-O1 "${linker[@]}" "${cuda[@]}"
+  -DFIBER_DEBUG_INFO=lines -DFIBER_TEST_CXX_FLAGS=-O1 "${common[@]}" "${cuda[@]}"
 if [ -n "${CI:-}" ] && [ "${FIBER_WITH_CUDA:-AUTO}" != OFF ] && [ ! -x build/examples/gpu_matmul ]; then
   echo "test: CI builds the GPU examples in every run, and build/examples/gpu_matmul is missing"
   exit 1
 fi
 # The second and third configurations (Clang on libstdc++ with the shared library and its unit and
 # local tests; Clang on libc++) build while the engines' tests run.
-in_background 19 build/clang-build.log scripts/build_clang.sh "${linker[@]}"
+in_background 19 build/clang-build.log scripts/build_clang.sh "${common[@]}"
 clang_build=$!
 trap 'scripts/engines.sh stop; stop_background' EXIT
 phase "engines"

@@ -37,4 +37,8 @@ struct pool_worker {
   std::optional<std::chrono::steady_clock::duration> lifetime;
 };
 
+/// Every worker is its set's own, and the set's parts (worker_set, worker_load) may write it: the
+/// const their callers see is what keeps those from writing.
+inline pool_worker& own(const pool_worker& w) { return const_cast<pool_worker&>(w); }
+
 }  // namespace fiber::detail

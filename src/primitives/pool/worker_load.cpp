@@ -7,12 +7,6 @@
 
 namespace fiber::detail {
 
-namespace {
-/// Every worker is its set's own, and this is a part of the set: the const its callers see is
-/// what keeps them from writing.
-pool_worker& own(const pool_worker& w) { return const_cast<pool_worker&>(w); }
-}  // namespace
-
 const pool_worker* worker_load::least_loaded(const meta& needs, bool alone, std::chrono::milliseconds estimate) {
   // Only the workers offered since they last ran out of credit: a scan of every worker for every
   // task was half the master's time at 1,024 workers (envelope_bench).

@@ -14,8 +14,6 @@
 namespace fiber::detail {
 
 namespace {
-/// Every worker is its set's own: the const its callers see is what keeps them from writing.
-pool_worker& own(const pool_worker& w) { return const_cast<pool_worker&>(w); }
 /// Tells `w` to finish what it holds and exit.
 void send_stop(runtime& rt, std::uint64_t pool_id, const pool_worker& w) {
   rt.master().send_to_child(w.rid, make_message(pool_kind::stop, {.channel = pool_id}));
