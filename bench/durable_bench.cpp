@@ -5,11 +5,17 @@
 //                       task's overhead); C = 0, 100,000 items in the pool's own chunks (its
 //                       throughput). With J = 1, journal_bytes_per_item is what the journal grew by
 //                       for each item (a 16-byte result: two longs).
+//   journal_ratio/C     the same maps on two pools side by side in one process, one in a durable
+//                       context and one not, taken in turns: on_over_off is the median of each
+//                       pair's ratio (the machine's speed moves between runs, much less between
+//                       two maps in a row).
 #include <benchmark/benchmark.h>
 #include <fiber/fiber.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <numeric>
 #include <utility>
@@ -66,3 +72,54 @@ BENCHMARK(journaled_map)
     ->UseRealTime()
     ->Iterations(5)
     ->Repetitions(6);
+
+static void journal_ratio(benchmark::State& state) {
+  static std::atomic<int> runs{0};
+  bool chunked = state.range(0) == 0;
+  auto run_id = "bench-ratio-" + std::to_string(::getpid()) + "-" + std::to_string(++runs);
+  std::vector<long> xs(chunked ? 100000 : 20000);
+  std::iota(xs.begin(), xs.end(), 0L);
+  std::size_t chunksize = chunked ? 0 : 1;
+  auto options = [&](bool journal) {
+    return fiber::config::load({{"record", "false"},
+                                {"durable", journal ? "true" : "false"},
+                                {"run_id", run_id},
+                                {"journal_dir", scratch_folder().string()}});
+  };
+  std::vector<double> ratios;
+  {
+    fiber::context on(options(true)), off(options(false));
+    fiber::pool p_on(on, 4), p_off(off, 4);
+    p_on.ready().get();
+    p_off.ready().get();
+    auto timed = [&](fiber::pool& p) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto r = p.map(&sixteen_bytes, xs, chunksize).get();
+      if (r.back().a != static_cast<long>(xs.size()) - 1) state.SkipWithError("wrong result");
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    (void)timed(p_on);
+    (void)timed(p_off);
+    bool on_first = true;
+    for (auto _ : state) {
+      double t_on, t_off;
+      if (on_first) {
+        t_on = timed(p_on);
+        t_off = timed(p_off);
+      } else {
+        t_off = timed(p_off);
+        t_on = timed(p_on);
+      }
+      on_first = !on_first;
+      ratios.push_back(t_on / t_off);
+    }
+    p_on.terminate().get();
+    p_off.terminate().get();
+  }
+  std::sort(ratios.begin(), ratios.end());
+  state.counters["on_over_off"] = ratios.empty() ? 0.0 : ratios[ratios.size() / 2];
+  std::error_code ec;
+  std::filesystem::remove(scratch_folder() / (run_id + ".journal"), ec);
+}
+BENCHMARK(journal_ratio)->Arg(0)->Arg(1)->ArgNames({"C"})->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(40);
+

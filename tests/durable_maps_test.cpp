@@ -1,8 +1,9 @@
 // A durable run's pool, without a process, on real journal files: a result journaled comes back
-// as the message it arrived in (its large frames too), consecutive results in one record; a chunk taken up again is answered from
-// its first item on up to the first without a result; another input is the named error; a
-// fiber::shared object counts by its content, not its id (ids are random in each run); a result
-// past journal_max_bytes is an error for its item, not a silent gap.
+// as the message it arrived in (its large frames too), a worker's message of results one record;
+// a chunk taken up again is answered from its first item on up to the first without a result;
+// another input is the named error; a fiber::shared object counts by its content, not its id (ids
+// are random in each run); results past journal_max_bytes are an error for their items, not a
+// silent gap.
 #include "primitives/pool/durable_maps.hpp"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include "fiber/codec.hpp"
 #include "fiber/error.hpp"
 #include "fiber/shared.hpp"
+#include "primitives/pool/wire.hpp"
 #include "run_folder.hpp"
 #include "transport/message_frames.hpp"
 
@@ -36,12 +38,29 @@ fiber::writer chunk_of(int from, int n) {
   return w;
 }
 
-/// A result as a pool's worker sends it: its head, and a large frame when `big`.
-message result_of(int v, bool big = false) {
-  fiber::writer w;
+/// A result's value, and a large frame when `big`.
+void encode_result(fiber::writer& w, int v, bool big) {
   w.value(v);
   if (big) w.value(std::vector<std::uint8_t>(64 * 1024, static_cast<std::uint8_t>(v)));
+}
+
+/// A result as the pool's master hands it on: its head, and a large frame when `big`.
+message result_of(int v, bool big = false) {
+  fiber::writer w;
+  encode_result(w, v, big);
   return message(message::frames::whole(to_frames(w)));
+}
+
+/// A worker's message of results: an item each of `values`, the one equal to `big` with a large
+/// frame, one whose value is negative raised in the task.
+std::shared_ptr<multipart> message_of(const std::vector<int>& values, int big = -1) {
+  fiber::writer w;
+  for (int v : values)
+    append_result(w, [&](fiber::writer& x) {
+      if (v < 0) throw std::runtime_error("negative");
+      encode_result(x, v, v == big);
+    });
+  return std::make_shared<multipart>(to_frames(w));
 }
 
 int value_of(const message& m) {
@@ -65,16 +84,18 @@ TEST(durable_maps, a_chunk_taken_up_again_is_answered_from_the_journal_up_to_its
     journal_on j(p);
     j.pool.begin(sub, "square");
     EXPECT_EQ(j.pool.chunk(sub, 0, 4, chunk_of(0, 4)), 0u);  // a new run has nothing to give
-    EXPECT_FALSE(j.pool.result(sub, 0, result_of(100)));
-    EXPECT_FALSE(j.pool.result(sub, 1, result_of(101, true)));
-    EXPECT_FALSE(j.pool.result(sub, 3, result_of(103)));  // after a gap: run again
-    j.pool.flush();
+    EXPECT_FALSE(j.pool.results(sub, 0, 0, 2, message_of({100, 101}, 101)));
+    EXPECT_FALSE(j.pool.results(sub, 3, 0, 1, message_of({103})));  // after a gap: run again
     EXPECT_GT(j.appended, 0);
     j.out.sync();
   }
-  std::size_t result_records = 0;
-  for (auto& r : read_journal(p).records) result_records += r.kind == map_journal::map_result;
-  EXPECT_EQ(result_records, 2u) << "items 0 and 1 arrived one after the other: one record; item 3 another";
+  std::size_t result_records = 0, results = 0;
+  for (auto& r : read_journal(p).records) {
+    result_records += r.kind == map_journal::map_results;
+    results += map_journal::results_in(r);
+  }
+  EXPECT_EQ(result_records, 2u) << "a record for each message";
+  EXPECT_EQ(results, 3u);
   journal_on j(p);
   j.pool.begin(sub, "square");
   ASSERT_EQ(j.pool.chunk(sub, 0, 4, chunk_of(0, 4)), 2u);
@@ -96,10 +117,8 @@ TEST(durable_maps, a_chunk_is_answered_whole_only_when_the_journal_holds_each_of
     j.pool.begin(sub, "square");
     j.pool.chunk(sub, 0, 2, chunk_of(0, 2));
     j.pool.chunk(sub, 2, 2, chunk_of(2, 2));
-    EXPECT_FALSE(j.pool.result(sub, 0, result_of(100)));
-    EXPECT_FALSE(j.pool.result(sub, 1, result_of(101)));
-    EXPECT_FALSE(j.pool.result(sub, 2, result_of(102)));
-    j.pool.flush();
+    EXPECT_FALSE(j.pool.results(sub, 0, 0, 2, message_of({100, 101})));
+    EXPECT_FALSE(j.pool.results(sub, 2, 0, 1, message_of({102})));
     j.out.sync();
   }
   journal_on j(p);
@@ -146,13 +165,49 @@ TEST(durable_maps, a_shared_object_counts_by_its_content_and_not_its_id) {
   EXPECT_NE(j.pool.identity(ca), j.pool.identity(cother));
 }
 
-TEST(durable_maps, a_result_past_journal_max_bytes_is_an_error_for_its_item) {
+TEST(durable_maps, the_entries_a_message_skips_and_the_items_that_raised_are_no_results) {
+  auto p = path_of("skips");
+  auto sub = call(1);
+  {
+    journal_on j(p);
+    j.pool.begin(sub, "square");
+    j.pool.chunk(sub, 0, 4, chunk_of(0, 4));
+    // Entries 0 and 1 are the chunk's items the journal answered; item 2 raised.
+    EXPECT_FALSE(j.pool.results(sub, 2, 2, 2, message_of({7, 7, -1, 103})));
+    j.out.sync();
+  }
+  journal_on j(p);
+  auto* past = j.maps.past(1, 1);
+  ASSERT_NE(past, nullptr);
+  ASSERT_EQ(past->results.size(), 1u);
+  EXPECT_EQ(value_of(j.pool.past_result(sub, 3)), 103);
+}
+
+TEST(durable_maps, a_message_of_results_the_journal_cannot_read_gives_none_and_its_items_run_again) {
+  auto p = path_of("unreadable");
+  auto sub = call(1);
+  {
+    journal_on j(p);
+    j.pool.begin(sub, "square");
+    j.pool.chunk(sub, 0, 2, chunk_of(0, 2));
+    // Whole records (their checks hold) whose payloads are not messages this part wrote.
+    for (std::string bad : {std::string("short"), std::string(12, '\xff'), std::string(40, '\0')})
+      j.out.append(map_journal::map_results, 1, 1, 0, {std::string_view(bad)});
+    j.out.sync();
+  }
+  for (auto& r : read_journal(p).records) EXPECT_EQ(map_journal::results_in(r), 0u);
+  journal_on j(p);
+  j.pool.begin(sub, "square");
+  EXPECT_EQ(j.pool.chunk(sub, 0, 2, chunk_of(0, 2)), 0u);
+}
+
+TEST(durable_maps, results_past_journal_max_bytes_are_an_error_for_their_items) {
   auto p = path_of("full");
   auto sub = call(1);
   journal_on j(p, 4096);
   j.pool.begin(sub, "square");
   j.pool.chunk(sub, 0, 1, chunk_of(0, 1));
-  auto e = j.pool.result(sub, 0, result_of(1, true));
+  auto e = j.pool.results(sub, 0, 0, 1, message_of({1}, 1));
   ASSERT_TRUE(e);
   try {
     std::rethrow_exception(e);

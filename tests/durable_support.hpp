@@ -230,7 +230,8 @@ inline void wait_for_workers_journaled(const fs::path& path, std::size_t n) {
 /// The results the journal at `path` holds for map `call` of the first pool.
 inline std::size_t results_of(const fs::path& path, std::uint32_t call) {
   std::size_t n = 0;
-  for (auto& r : fiber::detail::read_journal(path).records) n += r.kind == map_journal::map_result && r.pool == 1 && r.call == call;
+  for (auto& r : fiber::detail::read_journal(path).records)
+    if (r.pool == 1 && r.call == call) n += map_journal::results_in(r);
   return n;
 }
 

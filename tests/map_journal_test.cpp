@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fiber/detail/pool_items.hpp"
 #include "fiber/error.hpp"
 #include "run_folder.hpp"
 
@@ -24,6 +25,26 @@ void session(const std::filesystem::path& p, F f) {
   out.sync();
 }
 
+/// A worker's message of one result whose head is `text`'s bytes, as map_journal reads frames.
+struct one_result {
+  explicit one_result(std::string_view text) {
+    fiber::writer w;
+    w.head().push_back(item_value);
+    item_writer(w).add([&](fiber::writer& x) { x.head().append(text); });
+    frame = w.head();
+  }
+  void journal(map_journal& j, std::uint32_t pool, std::uint32_t call, std::uint64_t item) const {
+    std::string_view f(frame);
+    j.results(pool, call, item, 0, 1, std::span<const std::string_view>(&f, 1));
+  }
+  std::string frame;
+};
+
+/// What past_map::results holds for a result whose head is `text`'s bytes.
+std::string held(std::string_view text) {
+  return map_journal::packed_result(std::as_bytes(std::span(text.data(), text.size())), {});
+}
+
 std::string config_error_of(const std::function<void()>& f) {
   try {
     f();
@@ -40,8 +61,8 @@ TEST(map_journal, a_map_taken_up_again_has_its_results_and_writes_nothing_twice)
   session(p, [](map_journal& j) {
     j.begin(1, 2, "square");
     j.chunk(1, 2, 0, 3, chunk_hash("abc"));
-    j.result(1, 2, 0, "r0");
-    j.result(1, 2, 2, "r2");
+    one_result("r0").journal(j, 1, 2, 0);
+    one_result("r2").journal(j, 1, 2, 2);
   });
   auto records = read_journal(p).records.size();
   session(p, [](map_journal& j) {
@@ -49,7 +70,7 @@ TEST(map_journal, a_map_taken_up_again_has_its_results_and_writes_nothing_twice)
     ASSERT_NE(past, nullptr);
     EXPECT_EQ(past->function, "square");
     EXPECT_EQ(past->results.size(), 2u);
-    EXPECT_EQ(past->results.at(2), "r2");
+    EXPECT_EQ(past->results.at(2), held("r2"));
     EXPECT_FALSE(past->ended);
     EXPECT_EQ(j.past(1, 3), nullptr);
     j.begin(1, 2, "square");                 // the same map: nothing new
@@ -57,7 +78,7 @@ TEST(map_journal, a_map_taken_up_again_has_its_results_and_writes_nothing_twice)
   });
   EXPECT_EQ(read_journal(p).records.size(), records);
   session(p, [](map_journal& j) {
-    j.result(1, 2, 1, "r1");
+    one_result("r1").journal(j, 1, 2, 1);
     j.end(1, 2);
   });
   journal_writer out(p, 1 << 20);

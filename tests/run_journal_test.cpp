@@ -8,7 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <fstream>
+#include <future>
+#include <memory>
+#include <sys/resource.h>
 
 #include "fiber/error.hpp"
 #include "run_folder.hpp"
@@ -155,6 +159,84 @@ TEST(run_journal, a_second_writer_while_the_first_holds_the_journal_is_refused_a
   auto j = read_journal(p);
   ASSERT_EQ(j.records.size(), 2u);
   EXPECT_EQ(j.records[1].payload, "after");
+}
+
+TEST(run_journal, a_large_record_is_written_from_the_callers_bytes_by_the_writers_thread_and_said_durable) {
+  auto p = journal_path("referenced");
+  journal_writer w(p, 4 << 20);
+  w.append(rec(1, 0, "small"));
+  // The caller's bytes, which the writer keeps alive until written: no copy of them here.
+  auto big = std::make_shared<std::string>(std::size_t{200} << 10, 'r');
+  (*big)[17] = 'x';
+  std::string_view parts[] = {std::string_view(*big).substr(0, 1000), std::string_view(*big).substr(1000)};
+  w.append(3, 2, 5, 9, parts, big);
+  std::weak_ptr<std::string> kept = big;
+  big.reset();  // the writer's now, until written
+  auto expected = w.bytes();
+  std::promise<std::pair<std::uint64_t, std::exception_ptr>> told;
+  w.sync_soon([&](std::uint64_t upto, std::exception_ptr failed) { told.set_value({upto, failed}); });
+  auto [upto, failed] = told.get_future().get();
+  EXPECT_FALSE(failed);
+  EXPECT_EQ(upto, expected);
+  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_TRUE(kept.expired()) << "the writer still holds bytes it wrote";
+  auto j = read_journal(p);
+  ASSERT_EQ(j.records.size(), 2u);
+  EXPECT_EQ(j.whole_bytes, expected);
+  EXPECT_EQ(j.records[1].kind, 3);
+  EXPECT_EQ(j.records[1].index, 9u);
+  ASSERT_EQ(j.records[1].payload.size(), std::size_t{200} << 10);
+  EXPECT_EQ(j.records[1].payload[17], 'x');
+}
+
+TEST(run_journal, a_write_the_disk_refuses_keeps_the_records_for_the_next_sync_and_the_file_whole) {
+  auto p = journal_path("refused");
+  journal_writer w(p, 4 << 20);
+  w.append(rec(1, 0, "first"));
+  w.sync();
+  auto whole = read_journal(p).whole_bytes;
+  // The kernel refuses writes past RLIMIT_FSIZE (EFBIG once SIGXFSZ is ignored): a full disk as
+  // far as the writer can tell.
+  struct sigaction ignore{}, before{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &before), 0);
+  rlimit limit{}, old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  limit = old;
+  limit.rlim_cur = whole + 100;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  w.append(rec(1, 1, std::string(300, 'a')));
+  auto big = std::make_shared<std::string>(std::size_t{100} << 10, 'b');
+  std::string_view part(*big);
+  w.append(1, 2, 5, 2, std::span<const std::string_view>(&part, 1), big);
+  std::string why;
+  try {
+    w.sync();
+  } catch (const fiber::error& e) {
+    why = e.code() == fiber::errc::journal_failed ? e.what() : "another error";
+  }
+  // The writer's thread, woken by the large record, may still be trying: its round told, it
+  // has none left (a failing writer wakes only when asked).
+  std::promise<std::exception_ptr> told;
+  w.sync_soon([&](std::uint64_t, std::exception_ptr failed) { told.set_value(failed); });
+  bool thread_failed = told.get_future().get() != nullptr;
+  auto pending = w.pending();
+  auto cut = read_journal(p);
+  // What the test says goes to a file that limit would refuse too: said once it is lifted.
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+  ASSERT_EQ(::sigaction(SIGXFSZ, &before, nullptr), 0);
+  EXPECT_NE(why.find(p.string()), std::string::npos) << "sync: " << (why.empty() ? "no error" : why);
+  EXPECT_TRUE(thread_failed) << "the thread's sync took a refused write as written";
+  EXPECT_GT(pending, 0u);
+  EXPECT_FALSE(cut.torn) << "the file holds part of a record";
+  EXPECT_EQ(cut.records.size(), 1u);
+  w.append(rec(1, 3, "after"));
+  w.sync();
+  auto j = read_journal(p);
+  ASSERT_EQ(j.records.size(), 4u);
+  EXPECT_FALSE(j.torn);
+  for (std::uint64_t i = 0; i < 4; ++i) EXPECT_EQ(j.records[i].index, i) << "in the order appended";
+  EXPECT_EQ(j.records[2].payload.size(), std::size_t{100} << 10);
 }
 
 TEST(run_journal, a_journal_that_does_not_exist_reads_as_empty) {

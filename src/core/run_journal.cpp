@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -19,6 +21,7 @@ namespace fiber::detail {
 namespace {
 constexpr std::size_t frame_bytes = 2 * sizeof(std::uint32_t);
 constexpr std::size_t fixed_body = 1 + 2 * sizeof(std::uint32_t) + sizeof(std::uint64_t);
+static_assert(frame_bytes + fixed_body == 25, "journal_writer::unwritten::head holds a record's head");
 /// A record's body may not claim more than this: a size field read from a torn or foreign file
 /// is not trusted with an allocation of up to 4 GiB.
 constexpr std::uint32_t max_body = 256u << 20;
@@ -29,10 +32,6 @@ std::uint32_t check_of(std::string_view body) {
   return static_cast<std::uint32_t>(XXH3_64bits(body.data(), body.size()));
 }
 
-template <class T>
-void put(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
 template <class T>
 T get(const char* at) {
   T v;
@@ -73,6 +72,8 @@ journal_contents read_journal(const std::filesystem::path& path) {
 
 journal_writer::journal_writer(const std::filesystem::path& path, std::uint64_t max_bytes)
     : path_(path), max_bytes_(max_bytes) {
+  hashing_ = std::unique_ptr<XXH3_state_s, void (*)(XXH3_state_s*)>(XXH3_createState(), [](XXH3_state_s* s) { XXH3_freeState(s); });
+  if (!hashing_) throw error(errc::config_error, "no memory for the run's journal's hashing");
   std::error_code ec;
   if (path.has_parent_path()) make_private_folder(path.parent_path(), ec);
   if (ec) throw error(errc::config_error, "cannot make the folder of the run's journal " + path.string() + ": " + ec.message());
@@ -102,16 +103,18 @@ journal_writer::journal_writer(const std::filesystem::path& path, std::uint64_t 
     ::close(fd_);
     throw error(errc::config_error, "cannot cut the torn tail of the run's journal " + path.string() + ": " + errno_text(e));
   }
-  written_ = existing.whole_bytes;
-  if (::lseek(fd_, static_cast<off_t>(written_), SEEK_SET) < 0) {
-    int e = errno;
-    ::close(fd_);
-    throw error(errc::config_error, "cannot append to the run's journal " + path.string() + ": " + errno_text(e));
-  }
+  written_ = appended_ = existing.whole_bytes;
+  thread_ = std::thread([this] { run(); });
 }
 
 journal_writer::~journal_writer() {
   if (fd_ < 0) return;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
   try {
     sync();
   } catch (...) {
@@ -121,74 +124,161 @@ journal_writer::~journal_writer() {
 }
 
 void journal_writer::append(std::uint8_t kind, std::uint32_t pool, std::uint32_t call, std::uint64_t index,
-                            std::span<const std::string_view> parts) {
+                            std::span<const std::string_view> parts, std::shared_ptr<const void> keep) {
   std::size_t body = fixed_body;
   for (auto& p : parts) body += p.size();
-  std::lock_guard lock(mutex_);
-  if (body > max_body || written_ + taken_ + buffer_.size() + frame_bytes + body > max_bytes_)
+  if (body > max_body || appended_ + frame_bytes + body > max_bytes_)
     throw error(errc::journal_failed, "the run's journal " + path_.string() + " would grow past journal_max_bytes (" +
                                         std::to_string(max_bytes_) + " bytes): raise it (config key journal_max_bytes, "
                                         "FIBER_JOURNAL_MAX_BYTES) or make the results smaller");
-  auto at = buffer_.size();
-  put(buffer_, static_cast<std::uint32_t>(body));
-  put(buffer_, std::uint32_t{0});  // the check, once the body is in
-  put(buffer_, kind);
-  put(buffer_, pool);
-  put(buffer_, call);
-  put(buffer_, index);
-  for (auto& p : parts) buffer_.append(p);
-  auto check = check_of(std::string_view(buffer_).substr(at + frame_bytes, body));
-  std::memcpy(buffer_.data() + at + sizeof(std::uint32_t), &check, sizeof check);
+  // [u32 body size][u32 check][u8 kind][u32 pool][u32 call][u64 index]
+  std::array<char, frame_bytes + fixed_body> head{};
+  auto size = static_cast<std::uint32_t>(body);
+  std::memcpy(head.data(), &size, sizeof size);
+  head[frame_bytes] = static_cast<char>(kind);
+  std::memcpy(head.data() + frame_bytes + 1, &pool, sizeof pool);
+  std::memcpy(head.data() + frame_bytes + 5, &call, sizeof call);
+  std::memcpy(head.data() + frame_bytes + 9, &index, sizeof index);
+  bool referenced = keep && body >= direct_bytes;
+  bool wake;
+  {
+    std::lock_guard lock(mutex_);
+    if (referenced) {
+      auto& r = pending_.emplace_back();
+      r.head = head;
+      r.parts.assign(parts.begin(), parts.end());
+      r.keep = std::move(keep);
+    } else {
+      if (pending_.empty() || pending_.back().keep || pending_.back().copied.size() >= direct_bytes)
+        pending_.emplace_back();
+      auto& out = pending_.back().copied;
+      auto at = out.size();
+      out.append(head.data(), head.size());
+      for (auto& p : parts) out.append(p);
+      auto check = check_of(std::string_view(out).substr(at + frame_bytes, body));
+      std::memcpy(out.data() + at + sizeof size, &check, sizeof check);
+    }
+    pending_bytes_ += frame_bytes + body;
+    unwoken_bytes_ += frame_bytes + body;
+    wake = unwoken_bytes_ >= direct_bytes && !failing_;
+    if (wake) {
+      unwoken_bytes_ = 0;
+      write_wanted_ = true;
+    }
+  }
+  appended_ += frame_bytes + body;
+  if (wake) wake_.notify_one();
 }
 
-bool journal_writer::fits(std::size_t payload) const {
-  std::lock_guard lock(mutex_);
-  return fixed_body + payload <= max_body && written_ + taken_ + buffer_.size() + frame_bytes + fixed_body + payload <= max_bytes_;
+void journal_writer::sync_soon(synced_fn done) {
+  {
+    std::lock_guard lock(mutex_);
+    waiting_.push_back(std::move(done));
+  }
+  wake_.notify_one();
+}
+
+void journal_writer::sync() {
+  std::lock_guard file(file_);
+  write_pending();
+  (void)make_durable();
 }
 
 std::size_t journal_writer::pending() const {
   std::lock_guard lock(mutex_);
-  return buffer_.size();
+  return pending_bytes_;
 }
 
-std::uint64_t journal_writer::bytes() const {
-  std::lock_guard lock(mutex_);
-  return written_ + taken_ + buffer_.size();
+void journal_writer::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stopping_ || !waiting_.empty() || write_wanted_; });
+    if (stopping_) return;  // the destructor syncs what is left
+    auto told = std::move(waiting_);
+    waiting_.clear();
+    write_wanted_ = false;
+    lock.unlock();
+    std::uint64_t upto = 0;
+    std::exception_ptr failed;
+    try {
+      std::lock_guard file(file_);
+      write_pending();
+      if (!told.empty()) upto = make_durable();
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    for (auto& f : told) f(upto, failed);
+    lock.lock();
+  }
 }
 
-void journal_writer::sync() {
-  std::lock_guard one(syncing_);
-  std::uint64_t from;
+void journal_writer::write_pending() {
+  std::vector<unwritten> taken;
   {
     std::lock_guard lock(mutex_);
-    writing_.swap(buffer_);
-    buffer_.clear();
-    from = written_;
-    taken_ = writing_.size();
+    taken.swap(pending_);
+    pending_bytes_ = 0;
   }
-  std::size_t done = 0;
-  auto failed = [&](const std::string& what, int e) {
-    // Back to the last whole record, what was taken put back before what came since: a later
-    // sync may succeed, and the file never holds part of a record before others.
-    if (::ftruncate(fd_, static_cast<off_t>(from)) == 0) (void)::lseek(fd_, static_cast<off_t>(from), SEEK_SET);
-    std::lock_guard lock(mutex_);
-    writing_.append(buffer_);
-    buffer_.swap(writing_);
-    writing_.clear();
-    taken_ = 0;
-    throw error(errc::journal_failed, what + " the run's journal " + path_.string() + " failed: " + errno_text(e));
+  if (taken.empty()) return;
+  std::vector<iovec> iov;
+  std::size_t total = 0;
+  auto add = [&](std::string_view b) {
+    iov.push_back({const_cast<char*>(b.data()), b.size()});
+    total += b.size();
   };
-  while (done < writing_.size()) {
-    auto n = ::write(fd_, writing_.data() + done, writing_.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) failed("writing", errno);
-    done += static_cast<std::size_t>(n);
+  for (auto& r : taken) {
+    if (!r.keep) {
+      add(r.copied);
+      continue;
+    }
+    auto* state = hashing_.get();
+    XXH3_64bits_reset(state);
+    XXH3_64bits_update(state, r.head.data() + frame_bytes, fixed_body);
+    for (auto& p : r.parts) XXH3_64bits_update(state, p.data(), p.size());
+    auto check = static_cast<std::uint32_t>(XXH3_64bits_digest(state));
+    std::memcpy(r.head.data() + sizeof(std::uint32_t), &check, sizeof check);
+    add(std::string_view(r.head.data(), r.head.size()));
+    for (auto& p : r.parts) add(p);
   }
-  if (done && ::fdatasync(fd_) != 0) failed("making durable", errno);
-  std::lock_guard lock(mutex_);
+  auto from = written_;
+  std::size_t done = 0, first = 0;
+  constexpr std::size_t most = 1024;  // IOV_MAX on Linux
+  while (done < total) {
+    auto n = ::pwritev(fd_, iov.data() + first, static_cast<int>(std::min(most, iov.size() - first)),
+                       static_cast<off_t>(from + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = n < 0 ? errno : EIO;
+      // Back to the last whole record, what was taken put back before what came since: a later
+      // sync may succeed, and the file never holds part of a record before others.
+      (void)::ftruncate(fd_, static_cast<off_t>(from));
+      {
+        std::lock_guard lock(mutex_);
+        for (auto& r : pending_) taken.push_back(std::move(r));
+        pending_ = std::move(taken);
+        pending_bytes_ += total;
+        failing_ = true;
+      }
+      throw error(errc::journal_failed, "writing the run's journal " + path_.string() + " failed: " + errno_text(e));
+    }
+    done += static_cast<std::size_t>(n);
+    for (auto left = static_cast<std::size_t>(n); left;) {  // past what was written
+      auto take = std::min(left, iov[first].iov_len);
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + take;
+      iov[first].iov_len -= take;
+      left -= take;
+      if (!iov[first].iov_len) ++first;
+    }
+  }
   written_ = from + done;
-  taken_ = 0;
-  writing_.clear();
+  std::lock_guard lock(mutex_);
+  failing_ = false;
+}
+
+std::uint64_t journal_writer::make_durable() {
+  if (::fdatasync(fd_) != 0)
+    throw error(errc::journal_failed, "making the run's journal " + path_.string() + " durable failed: " + errno_text(errno));
+  return written_;
 }
 
 }  // namespace fiber::detail

@@ -5,6 +5,8 @@
 #include <ctime>
 #include <random>
 
+#include <asio/post.hpp>
+
 #include "core/flight_recorder.hpp"
 #include "core/log.hpp"
 #include "core/private_files.hpp"
@@ -50,7 +52,8 @@ durable_run::durable_run(runtime& rt)
       maps_(past_, writer_),
       resumed_(!past_.records.empty()),
       timer_(rt.io()),
-      every_(rt.cfg().journal_sync_ms) {
+      every_(rt.cfg().journal_sync_ms),
+      rt_(rt) {
   if (past_.torn)
     logf(log_level::warn, "the journal ", path_.string(), " ended in a torn record (its master died writing it): ",
          "taken up to its last whole record");
@@ -62,33 +65,12 @@ durable_run::durable_run(runtime& rt)
                  "to take up where it stopped\n",
                  run_id_.c_str(), path_.c_str(), run_id_.c_str());
   past_ = {};  // what the maps need of it is in maps_
-  syncer_ = std::thread([this] {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      wake_.wait(lock, [this] { return wanted_ || stopping_; });
-      if (!wanted_) return;
-      wanted_ = false;
-      lock.unlock();
-      sync();
-      lock.lock();
-    }
-  });
   notice_ = std::make_unique<master_notice>(rt.io(), [this] { sync(); }, run_id_);
 }
 
 durable_run::~durable_run() {
-  stop_syncer();
+  alive_.reset();  // what the writer's thread posted does nothing now
   sync();
-}
-
-void durable_run::stop_syncer() noexcept {
-  if (!syncer_.joinable()) return;
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_one();
-  syncer_.join();
 }
 
 void durable_run::appended() {
@@ -98,13 +80,35 @@ void durable_run::appended() {
   timer_.async_wait([this](const std::error_code& ec) {
     if (ec) return;
     armed_ = false;
-    {
-      std::lock_guard lock(mutex_);
-      wanted_ = true;
-    }
-    wake_.notify_one();
+    writer_.sync_soon([this, alive = std::weak_ptr<bool>(alive_)](std::uint64_t upto, std::exception_ptr failed) {
+      if (alive.expired()) return;
+      asio::post(rt_.io(), [this, alive, upto, failed] {
+        if (alive.lock()) synced(upto, failed);
+      });
+    });
   });
 }
+
+void durable_run::synced(std::uint64_t upto, const std::exception_ptr& failed) {
+  if (failed) {
+    try {
+      std::rethrow_exception(failed);
+    } catch (const std::exception& e) {
+      if (!failing_) logf(log_level::error, "durable run ", run_id_, ": ", e.what(), " (tried again as results come)");
+    }
+    failing_ = true;
+    return;
+  }
+  failing_ = false;
+  for (auto& [id, f] : std::map(watchers_)) f(upto);  // a watcher may unwatch
+}
+
+std::uint64_t durable_run::watch(std::function<void(std::uint64_t)> f) {
+  watchers_.emplace(++next_watch_, std::move(f));
+  return next_watch_;
+}
+
+void durable_run::unwatch(std::uint64_t id) noexcept { watchers_.erase(id); }
 
 void durable_run::sync() noexcept {
   try {
@@ -120,7 +124,6 @@ void durable_run::on_shutdown() noexcept {
   notice_.reset();  // the program's signals are its own again
   timer_.cancel();
   armed_ = false;
-  stop_syncer();
   sync();
 }
 

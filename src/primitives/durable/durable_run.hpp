@@ -1,9 +1,10 @@
 // A durable run's journal in its top master: where it lies (journal_dir/RUN_ID.journal), the run's
 // id (made and printed when config run_id is unset), what the master before this one wrote there
 // (read once, when the first pool asks), and the timer that makes appends durable at most every
-// journal_sync_ms, so that a result costs a buffered append and not a disk write: the timer is
-// the loop's, the write and its fdatasync a thread's of its own, so the disk's wait never holds
-// the loop. Pools take
+// journal_sync_ms, so that a result costs an append and not a disk wait: the timer is the loop's,
+// the writes and their fdatasync the journal writer's thread's, so the disk never holds the loop.
+// Who watches is told, on the loop, how far the journal is durable after each sync (a pool's
+// workers then let go of what they held for it). Pools take
 // their numbers here in the order the program makes them: the same program run again numbers
 // them the same. A run that is not durable, and every process below the top master, has none.
 //
@@ -11,11 +12,11 @@
 // shutdown, when what is buffered is made durable); no peer talks to it.
 #pragma once
 #include <asio/steady_timer.hpp>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -60,6 +61,10 @@ class durable_run final : public service {
   map_journal& maps() noexcept { return maps_; }
   /// Something was appended: it is made durable within journal_sync_ms.
   void appended();
+  /// `f` is told, on the loop, the offset up to which the journal is durable after each sync
+  /// the timer asks for; unwatch(returned id) before `f` goes.
+  std::uint64_t watch(std::function<void(std::uint64_t)> f);
+  void unwatch(std::uint64_t id) noexcept;
   /// Makes what is buffered durable now, on this thread (a failure is logged, and tried again at
   /// the next).
   void sync() noexcept;
@@ -80,12 +85,12 @@ class durable_run final : public service {
   std::chrono::milliseconds every_;
   bool armed_ = false;
   bool failing_ = false;  // the last sync failed (said once until one succeeds)
-  // The thread that syncs when the timer asks.
-  void stop_syncer() noexcept;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool wanted_ = false, stopping_ = false;
-  std::thread syncer_;
+  /// The timer's sync: how far the journal is durable now, or why it is not.
+  void synced(std::uint64_t upto, const std::exception_ptr& failed);
+  std::map<std::uint64_t, std::function<void(std::uint64_t)>> watchers_;  // on the loop
+  std::uint64_t next_watch_ = 0;
+  runtime& rt_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // what the writer's thread posts runs only while this lives
   std::unique_ptr<master_notice> notice_;  // the master's own notice of its end: the journal synced first
 };
 

@@ -66,7 +66,7 @@ std::size_t chunk_feeder::replay(pool_submission& sub, std::size_t first, std::s
   try {
     held = journal_->chunk(sub, first, count, chunk, task);
     for (; delivered < held; ++delivered)
-      delivery_.replayed(sub, first + delivered, journal_->past_result(sub, first + delivered));
+      delivery_.result(sub, first + delivered, journal_->past_result(sub, first + delivered));
   } catch (const std::exception&) {
     auto why = std::current_exception();
     for (auto i = delivered; i < count; ++i) delivery_.error(sub, first + i, why);

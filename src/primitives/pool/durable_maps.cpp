@@ -14,11 +14,6 @@ namespace fiber::detail {
 namespace {
 std::uint32_t call_of(const pool_submission& sub) { return static_cast<std::uint32_t>(sub.recorded_as); }
 
-template <class T>
-void put(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-
 std::uint64_t hash_bytes(std::span<const std::byte> b, std::uint64_t h) {
   return chunk_hash(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()), h);
 }
@@ -65,60 +60,22 @@ message durable_maps::past_result(const pool_submission& sub, std::size_t index)
   return unpack_result(past->results.at(index));
 }
 
-std::exception_ptr durable_maps::result(const pool_submission& sub, std::size_t index, const message& m) noexcept {
+std::exception_ptr durable_maps::results(const pool_submission& sub, std::size_t first, std::size_t skip,
+                                         std::size_t count, const std::shared_ptr<multipart>& payload) noexcept {
+  if (!count) return nullptr;
   try {
-    // The results a chunk's message brings come one after another: one record for them all.
-    if (!batch_.empty() && (batch_call_ != &sub || index != batch_first_ + batch_count_)) flush();
-    // pack_result's layout, in pieces: copied once, into the batch.
-    auto head = m.head();
-    auto blobs = m.blobs();
-    sizes_.clear();
-    put(sizes_, static_cast<std::uint32_t>(blobs.size()));
-    put(sizes_, static_cast<std::uint64_t>(head.size()));
-    for (auto& b : blobs) put(sizes_, static_cast<std::uint64_t>(b.size()));
-    auto bytes = [](std::span<const std::byte> b) { return std::string_view(reinterpret_cast<const char*>(b.data()), b.size()); };
-    parts_.clear();
-    parts_.push_back(std::string_view(sizes_).substr(0, sizeof(std::uint32_t) + sizeof(std::uint64_t)));
-    parts_.push_back(bytes(head));
-    std::size_t at = sizeof(std::uint32_t) + sizeof(std::uint64_t), size = sizes_.size() + head.size();
-    for (auto& b : blobs) {
-      parts_.push_back(std::string_view(sizes_).substr(at, sizeof(std::uint64_t)));
-      parts_.push_back(bytes(b));
-      at += sizeof(std::uint64_t);
-      size += b.size();
-    }
-    if (!journal_.fits(batch_.size() + map_journal::result_bytes(size))) {
-      flush();
-      // Alone, it fits or it does not: the writer's error names journal_max_bytes.
-      if (!journal_.fits(map_journal::result_bytes(size))) journal_.result(pool_, call_of(sub), index, pack_result(m));
-    }
-    if (batch_.empty()) {
-      batch_call_ = &sub;
-      batch_first_ = index;
-      batch_count_ = 0;
-    }
-    map_journal::add_result(batch_, parts_);
-    ++batch_count_;
+    frames_.clear();
+    for (auto& f : *payload) frames_.emplace_back(static_cast<const char*>(f.data()), f.size());
+    journal_.results(pool_, call_of(sub), first, static_cast<std::uint32_t>(skip), static_cast<std::uint32_t>(count), frames_,
+                     payload);
+    appended_();
     return nullptr;
   } catch (...) {
     return std::current_exception();
   }
 }
 
-void durable_maps::flush() noexcept {
-  if (batch_.empty()) return;
-  try {
-    journal_.results(pool_, call_of(*batch_call_), batch_first_, batch_);
-    appended_();
-  } catch (const std::exception& e) {
-    // result() kept the batch within the bound; the writer has no other refusal.
-    logf(log_level::error, "a durable run's results were not journaled: ", e.what(), " (their items run again if the run is taken up)");
-  }
-  batch_.clear();
-}
-
 void durable_maps::end(const pool_submission& sub) noexcept {
-  flush();
   try {
     journal_.end(pool_, call_of(sub));
     appended_();
@@ -128,22 +85,8 @@ void durable_maps::end(const pool_submission& sub) noexcept {
   }
 }
 
-// [u32 frames][u64 head size][head] then [u64 size][bytes] for each large frame.
 std::string durable_maps::pack_result(const message& m) {
-  auto head = m.head();
-  auto blobs = m.blobs();
-  std::string out;
-  std::size_t total = sizeof(std::uint32_t) + sizeof(std::uint64_t) + head.size();
-  for (auto& b : blobs) total += sizeof(std::uint64_t) + b.size();
-  out.reserve(total);
-  put(out, static_cast<std::uint32_t>(blobs.size()));
-  put(out, static_cast<std::uint64_t>(head.size()));
-  out.append(reinterpret_cast<const char*>(head.data()), head.size());
-  for (auto& b : blobs) {
-    put(out, static_cast<std::uint64_t>(b.size()));
-    out.append(reinterpret_cast<const char*>(b.data()), b.size());
-  }
-  return out;
+  return map_journal::packed_result(m.head(), m.blobs());
 }
 
 message durable_maps::unpack_result(std::string_view bytes) {

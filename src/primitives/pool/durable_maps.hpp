@@ -19,6 +19,7 @@
 #include "fiber/detail/message.hpp"
 #include "primitives/pool/map_journal.hpp"
 #include "primitives/pool/pool_submission.hpp"
+#include "transport/zmq_channel.hpp"
 
 namespace fiber {
 class writer;
@@ -53,12 +54,12 @@ class durable_maps {
   bool answered_whole(std::uint32_t call, std::uint64_t first) const;
   /// Item `index`'s journaled result, as the message it arrived in.
   message past_result(const pool_submission& sub, std::size_t index) const;
-  /// Item `index`'s result arrived: kept for the journal, where flush() writes the results kept
-  /// in one record. An error (the journal at journal_max_bytes) when it cannot be, for the item to
-  /// fail with.
-  std::exception_ptr result(const pool_submission& sub, std::size_t index, const message& m) noexcept;
-  /// The results kept go to the journal (after each message of results, and before a call's end).
-  void flush() noexcept;
+  /// A worker's message of results arrived (`payload`: its packed items and their large frames),
+  /// its entries [skip, skip + count) being items [first, first + count) of `sub`: journaled as
+  /// it came, one record. An error (the journal at journal_max_bytes) when it cannot be, for its
+  /// items to fail with.
+  std::exception_ptr results(const pool_submission& sub, std::size_t first, std::size_t skip, std::size_t count,
+                             const std::shared_ptr<multipart>& payload) noexcept;
   /// Every item of `sub` was delivered.
   void end(const pool_submission& sub) noexcept;
 
@@ -75,11 +76,7 @@ class durable_maps {
   std::uint32_t pool_;
   std::function<void()> appended_;
   std::unordered_map<std::uint64_t, std::uint64_t> object_hashes_;  // a shared object's id -> its content's hash
-  std::string batch_;                    // results kept for one record: consecutive items of one call
-  const pool_submission* batch_call_ = nullptr;
-  std::size_t batch_first_ = 0, batch_count_ = 0;
-  std::string sizes_;                   // a result's sizes, as journaled (reused)
-  std::vector<std::string_view> parts_;  // ... and its pieces (reused)
+  std::vector<std::string_view> frames_;  // a message's frames, as journaled (reused)
 };
 
 }  // namespace fiber::detail

@@ -27,18 +27,15 @@ class item_delivery {
   /// Told each call's end, once its last item was delivered (the flight recorder's map_end).
   void on_end(std::function<void(const pool_submission&)> f) { on_end_ = std::move(f); }
 
+  /// A worker's message of results arrived, its entries [skip, skip + count) being items [first,
+  /// first + count) of `sub`: a durable pool journals it whole before its items are delivered.
+  /// The error its results fail with when it cannot be; null when it was (or needs not be).
+  std::exception_ptr journal(const pool_submission& sub, std::size_t first, std::size_t skip, std::size_t count,
+                             const std::shared_ptr<multipart>& payload) noexcept {
+    return journal_ ? journal_->results(sub, first, skip, count, payload) : nullptr;
+  }
   // Inline: they run once per item, in the queue's loop over a chunk's results.
   void result(pool_submission& sub, std::size_t index, message&& m) {
-    if (journal_) [[unlikely]]
-      if (auto e = journal_->result(sub, index, m)) return error(sub, index, std::move(e));
-    replayed(sub, index, std::move(m));
-  }
-  /// The results of one message were delivered: a durable pool's journal takes them in one record.
-  void batch_end() noexcept {
-    if (journal_) journal_->flush();
-  }
-  /// A result the journal held: delivered as one that arrived, and not journaled again.
-  void replayed(pool_submission& sub, std::size_t index, message&& m) {
     ++done_;
     --sub.outstanding;
     if (!sub.finished) sub.sink->on_result(index, std::move(m));

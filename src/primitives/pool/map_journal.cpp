@@ -4,11 +4,61 @@
 #include <iterator>
 #include <xxhash.h>
 
+#include "fiber/detail/pool_items.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::detail {
 
 namespace {
+template <class T>
+void append_raw(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+/// A frame of a journaled message, as unpack reads frames.
+struct frame_view {
+  const void* bytes;
+  std::size_t n;
+  const void* data() const { return bytes; }
+  std::size_t size() const { return n; }
+};
+
+/// The results of a map_results record's payload: f(item, head, large frames) for each value,
+/// in order. False when the payload is not one map_journal wrote (nothing is given then).
+template <class F>
+bool each_result(std::string_view payload, std::uint64_t first, F f) {
+  std::uint32_t skip, count, frames;
+  constexpr std::size_t fixed = 3 * sizeof(std::uint32_t);
+  if (payload.size() < fixed) return false;
+  std::memcpy(&skip, payload.data(), sizeof skip);
+  std::memcpy(&count, payload.data() + 4, sizeof count);
+  std::memcpy(&frames, payload.data() + 8, sizeof frames);
+  payload.remove_prefix(fixed);
+  // Each frame takes at least its size's bytes: a count past that is refused before anything grows.
+  if (frames == 0 || frames > payload.size() / sizeof(std::uint64_t)) return false;
+  std::vector<frame_view> views;
+  views.reserve(frames);
+  for (std::uint32_t i = 0; i < frames; ++i) {
+    std::uint64_t n;
+    if (payload.size() < sizeof n) return false;
+    std::memcpy(&n, payload.data(), sizeof n);
+    payload.remove_prefix(sizeof n);
+    if (n > payload.size()) return false;
+    views.push_back({payload.data(), static_cast<std::size_t>(n)});
+    payload.remove_prefix(static_cast<std::size_t>(n));
+  }
+  if (!payload.empty()) return false;
+  std::vector<packed_item> items;
+  try {
+    items = unpack(views, 0, std::size_t{skip} + count, true);
+  } catch (const error&) {
+    return false;
+  }
+  for (std::uint32_t i = 0; i < count; ++i)
+    if (auto& item = items[skip + i]; item.status == item_value) f(first + i, item.head, item.blobs);
+  return true;
+}
+
 std::string u64s(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
   std::string out(3 * sizeof a, '\0');
   std::memcpy(out.data(), &a, sizeof a);
@@ -41,20 +91,12 @@ map_journal::map_journal(const journal_contents& past, journal_writer& out) : ou
           if (task) tasks_[{r.pool, task}] = {r.call, r.index};
         }
         break;
-      case map_result: {
-        // [u32 size][bytes] per item, from item `index` on; a size past the record's end is not
-        // one this part wrote: the items from there run again.
-        std::string_view rest(r.payload);
-        for (auto i = r.index; rest.size() >= sizeof(std::uint32_t); ++i) {
-          std::uint32_t n;
-          std::memcpy(&n, rest.data(), sizeof n);
-          rest.remove_prefix(sizeof n);
-          if (n > rest.size()) break;
-          m.results[i] = std::string(rest.substr(0, n));
-          rest.remove_prefix(n);
-        }
+      case map_results:
+        // A message this part did not write gives nothing: its items run again.
+        each_result(r.payload, r.index, [&](std::uint64_t item, auto head, const auto& blobs) {
+          m.results[item] = packed_result(head, blobs);
+        });
         break;
-      }
       case map_end: m.ended = true; break;
       case pool_worker: {
         // "name\nsecret\nhandle" ("name\nsecret" from a master that did not write the handle);
@@ -138,17 +180,58 @@ void map_journal::chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t fi
   out_.append({map_chunk, pool, call, first, u64s(count, hash, task)});
 }
 
-void map_journal::add_result(std::string& batch, std::span<const std::string_view> parts) {
-  std::uint32_t n = 0;
-  for (auto& p : parts) n += static_cast<std::uint32_t>(p.size());
-  batch.append(reinterpret_cast<const char*>(&n), sizeof n);
-  for (auto& p : parts) batch.append(p);
+void map_journal::results(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::uint32_t skip,
+                          std::uint32_t count, std::span<const std::string_view> frames, std::shared_ptr<const void> keep) {
+  // [u32 skip][u32 count][u32 frames], then [u64 size][bytes] for each frame.
+  sizes_.clear();
+  append_raw(sizes_, skip);
+  append_raw(sizes_, count);
+  append_raw(sizes_, static_cast<std::uint32_t>(frames.size()));
+  for (auto& f : frames) append_raw(sizes_, static_cast<std::uint64_t>(f.size()));
+  constexpr std::size_t fixed = 3 * sizeof(std::uint32_t);
+  parts_.clear();
+  parts_.push_back(std::string_view(sizes_).substr(0, fixed));
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    parts_.push_back(std::string_view(sizes_).substr(fixed + i * sizeof(std::uint64_t), sizeof(std::uint64_t)));
+    parts_.push_back(frames[i]);
+  }
+  std::size_t bytes = 0;
+  for (auto& p : parts_) bytes += p.size();
+  if (keep && bytes >= journal_writer::direct_bytes) {
+    // The record's head stays with the frames it views until the writer's thread wrote it.
+    auto head = std::make_shared<std::pair<std::string, std::shared_ptr<const void>>>(sizes_, std::move(keep));
+    for (std::size_t i = 0, at = 0; i < parts_.size(); ++i)
+      if (i == 0 || i % 2 == 1) {
+        auto n = parts_[i].size();
+        parts_[i] = std::string_view(head->first).substr(at, n);
+        at += n;
+      }
+    out_.append(map_results, pool, call, first, parts_, std::move(head));
+    return;
+  }
+  out_.append(map_results, pool, call, first, parts_);
 }
 
-void map_journal::result(std::uint32_t pool, std::uint32_t call, std::uint64_t index, std::string_view bytes) {
-  std::string batch;
-  add_result(batch, std::span<const std::string_view>(&bytes, 1));
-  results(pool, call, index, batch);
+std::size_t map_journal::results_in(const journal_record& r) {
+  if (r.kind != map_results) return 0;
+  std::size_t n = 0;
+  each_result(r.payload, r.index, [&](std::uint64_t, auto, const auto&) { ++n; });
+  return n;
+}
+
+std::string map_journal::packed_result(std::span<const std::byte> head, std::span<const std::span<const std::byte>> blobs) {
+  std::string out;
+  std::size_t total = sizeof(std::uint32_t) + sizeof(std::uint64_t) + head.size();
+  for (auto& b : blobs) total += sizeof(std::uint64_t) + b.size();
+  out.reserve(total);
+  append_raw(out, static_cast<std::uint32_t>(blobs.size()));
+  append_raw(out, static_cast<std::uint64_t>(head.size()));
+  out.append(reinterpret_cast<const char*>(head.data()), head.size());
+  for (auto& b : blobs) {
+    append_raw(out, static_cast<std::uint64_t>(b.size()));
+    out.append(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  return out;
 }
 
 void map_journal::end(std::uint32_t pool, std::uint32_t call) { out_.append({map_end, pool, call, 0, {}}); }

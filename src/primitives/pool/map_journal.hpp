@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -21,7 +22,9 @@ namespace fiber::detail {
 
 class map_journal {
  public:
-  enum kind : std::uint8_t { map_begin = 1, map_chunk = 2, map_result = 3, map_end = 4, pool_worker = 5 };
+  // 3 was a record of results item by item, no longer written: a master reading one runs its items
+  // again.
+  enum kind : std::uint8_t { map_begin = 1, map_chunk = 2, map_end = 4, pool_worker = 5, map_results = 6 };
 
   /// What the last master wrote of one map.
   struct past_map {
@@ -62,19 +65,19 @@ class map_journal {
   /// taken up as the engine's `handle`.
   void worker(std::uint32_t pool, std::int64_t pid, std::string_view name, std::string_view secret,
               std::string_view handle);
-  /// The results of items [first, first + n) arrived together: `batch` holds each, in order,
-  /// as add_result put it there. One record for them all.
-  void results(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::string_view batch) {
-    out_.append(map_result, pool, call, first, {batch});
-  }
-  /// Appends one item's result (the concatenation of `parts`) to a batch: [u32 size][bytes].
-  static void add_result(std::string& batch, std::span<const std::string_view> parts);
-  /// The bytes add_result adds for a result of `size` bytes.
-  static constexpr std::size_t result_bytes(std::size_t size) { return sizeof(std::uint32_t) + size; }
-  /// Item `index`'s result alone (a batch of one).
-  void result(std::uint32_t pool, std::uint32_t call, std::uint64_t index, std::string_view bytes);
-  /// Whether a record of `payload` bytes fits under journal_max_bytes.
-  bool fits(std::size_t payload) const { return out_.fits(payload); }
+  /// A worker's message of results arrived: `frames` as the worker sent them (its packed items,
+  /// then their large frames: fiber/detail/pool_items.hpp), the chunk's items [skip, skip + count)
+  /// being the map's items [first, first + count). One record, written from the frames (`keep`
+  /// holds them) or copied once when small: the master reads no item to journal it, and the
+  /// reader unpacks them as the master does. Throws fiber::error(journal_failed) naming
+  /// journal_max_bytes when it would not fit.
+  void results(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::uint32_t skip, std::uint32_t count,
+               std::span<const std::string_view> frames, std::shared_ptr<const void> keep = {});
+  /// How many results a record holds (0 for a record of another kind, or one it cannot read).
+  static std::size_t results_in(const journal_record& r);
+  /// One result as past_map::results holds it: [u32 large frames][u64 head size][head], then
+  /// [u64 size][bytes] for each large frame.
+  static std::string packed_result(std::span<const std::byte> head, std::span<const std::span<const std::byte>> blobs);
   /// Every item of the map was delivered.
   void end(std::uint32_t pool, std::uint32_t call);
 
@@ -86,6 +89,8 @@ class map_journal {
   std::map<std::uint32_t, std::vector<past_worker>> workers_;
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::pair<std::uint32_t, std::uint64_t>> tasks_;  // (pool, task) -> (call, first)
   journal_writer& out_;
+  std::string sizes_;                   // a message's record head and frame sizes (reused)
+  std::vector<std::string_view> parts_;  // ... and its pieces (reused)
 };
 
 /// A hash of a chunk's packed bytes, chained through `seed` (XXH3-64: stable across runs, builds

@@ -34,10 +34,6 @@ void task_queue::on_results(std::uint64_t task_id, const std::string& worker, co
   auto it = inflight_.find(task_id);
   if (it == inflight_.end() || it->second.worker != worker) return;
   auto& t = it->second;
-  struct at_end {
-    item_delivery& d;
-    ~at_end() { d.batch_end(); }
-  } journal_them{delivery_};
   std::size_t count = final ? t.count() : items;
   try {
     if (payload.empty()) throw error(errc::malformed_message, "malformed pool result: no frames");
@@ -46,6 +42,8 @@ void task_queue::on_results(std::uint64_t task_id, const std::string& worker, co
     auto shared = std::make_shared<multipart>(std::move(payload));
     auto unpacked = unpack(*shared, 0, skip + count, true);
     auto at = t.position();
+    // A durable run's journal takes the message as it came; results it could not take fail.
+    auto unjournaled = delivery_.journal(*t.sub, at, skip, count, shared);
     t.begin += count;
     if (count) t.attempts = 0;  // the item charged has its result: it was not what killed a worker
     // The task leaves the flight before its items reach the sinks: a sink may submit more.
@@ -58,7 +56,9 @@ void task_queue::on_results(std::uint64_t task_id, const std::string& worker, co
     if (count) (*block)[0].parts = shared;
     for (std::size_t i = 0; i < count; ++i) {
       auto& item = unpacked[skip + i];
-      if (item.status == item_value) {
+      if (item.status == item_value && unjournaled) {
+        delivery_.error(*sub, at + i, unjournaled);
+      } else if (item.status == item_value) {
         auto& f = (*block)[i];
         f.head = item.head;
         f.blob_spans = std::move(item.blobs);
