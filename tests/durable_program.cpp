@@ -6,6 +6,9 @@
 // 0; its first line is its pid ("master 123"); a fiber::error is printed ("error: ...") and ends it with 3.
 //   durable_program EXECUTIONS GATE [SHIFT [PROCESSES]]   (SHIFT: added to the first map's inputs;
 //   PROCESSES: the pool's, 2 by default)
+// With FIBERTEST_LARGE_FIRST=1 in its environment, the first map's results are 100 kB each (the
+// journal writes each at once), it prints the same squares when they came back whole, and it
+// waits for GATE.between to exist before the second map.
 #include <fcntl.h>
 #include <fiber/fiber.hpp>
 #include <sys/file.h>
@@ -13,6 +16,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -71,7 +75,12 @@ long second(long x, std::string executions, std::string gate) {
   }
   return 10 * x + 1;
 }
+std::string first_large(long x, std::string executions) {
+  note(executions, "first " + std::to_string(x));
+  return std::string(100000, static_cast<char>('a' + x % 26));
+}
 FIBER_REMOTE(first);
+FIBER_REMOTE(first_large);
 FIBER_REMOTE(second);
 
 int main(int argc, char** argv) {
@@ -90,7 +99,17 @@ int main(int argc, char** argv) {
     fiber::pool pool(fiber::pool_options{.processes = processes});
     std::vector<std::tuple<long, std::string>> inputs;
     for (long x = 0; x < 8; ++x) inputs.emplace_back(x + shift, executions);
-    auto squares = pool.starmap(&first, inputs, 1).get();
+    std::vector<long> squares;
+    if (const char* large = std::getenv("FIBERTEST_LARGE_FIRST"); large && std::string(large) == "1") {
+      auto large_results = pool.starmap(&first_large, inputs, 1).get();
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        long x = std::get<0>(inputs[i]);
+        squares.push_back(large_results[i] == std::string(100000, static_cast<char>('a' + x % 26)) ? x * x : -1);
+      }
+      wait_for(gate + ".between");
+    } else {
+      squares = pool.starmap(&first, inputs, 1).get();
+    }
     std::vector<std::tuple<long, std::string, std::string>> items;
     for (long x = 0; x < 8; ++x) items.emplace_back(x, executions, gate);
     auto tens = pool.starmap(&second, items, 1).get();

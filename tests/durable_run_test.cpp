@@ -141,6 +141,40 @@ TEST(durable_reattach, results_made_while_no_master_ran_are_taken_by_the_next_ma
   c.wait_for_end(old);
 }
 
+// Results that reached the master but not its journal's file (appended in its last
+// journal_sync_ms, with the records of their chunks) are taken from the workers that made them:
+// a worker holds its results until its master says the journal on disk has them, and says which
+// chunk each was.
+TEST(durable_reattach, results_the_journal_never_wrote_are_taken_from_the_workers_that_hold_them) {
+  durable_case c("unwritten");
+  c.journal_sync_ms("3600000");  // no sync while the test runs: only records over 64 kB reach the file
+  c.large_first(true);           // the first map's are, and the workers' records before them
+  auto pid = c.start("unwritten");
+  ASSERT_GT(pid, 0);
+  auto journal = c.journal("unwritten");
+  wait_for_results(journal, 1, 8);
+  // The journal's file holds the first map's last result: its writer wrote what it had, and is
+  // not woken again before the master dies. Only then does the second map begin.
+  std::ofstream(c.gate().string() + ".between") << "open";
+  c.wait_for_both_at_the_gate();  // the second map's items 0 to 3 answered, to the master alone
+  wait_for_workers_journaled(journal, 2);
+  EXPECT_EQ(results_of(journal, 2), 0u) << "the second map's results reached the journal's file";
+  auto old = c.workers();
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(c.reap(pid), -SIGKILL);
+  c.wait_for_end(durable_case::masters(old));
+
+  c.journal_sync_ms("");
+  auto again = c.start("unwritten");
+  wait_for_workers_journaled(journal, 4);  // both taken up, their items still at the gate
+  c.open_gate();
+  auto out = c.finish(again);
+  EXPECT_EQ(out.status, 0) << out.out;
+  EXPECT_EQ(out.said(), uninterrupted);
+  expect_nothing_twice(c.executions());
+  c.wait_for_end(old);
+}
+
 TEST(durable_reattach, a_smaller_pool_takes_up_as_many_workers_as_it_has_and_the_others_leave_at_once) {
   durable_case c("smaller");
   auto old = c.kill_at_the_gate("smaller");

@@ -57,6 +57,12 @@ class durable_case {
   void reattach_grace_ms(const std::string& ms) { grace_ms_ = ms; }
   /// The pool's processes in the programs start() starts from now on (2 when not set).
   void processes(const std::string& n) { processes_ = n; }
+  /// How often the masters start() starts from now on make their journal durable (config
+  /// journal_sync_ms; its default when empty).
+  void journal_sync_ms(const std::string& ms) { sync_ms_ = ms; }
+  /// Whether the first map's results of the programs start() starts from now on are large
+  /// (durable_program.cpp).
+  void large_first(bool on) { large_first_ = on; }
   void open_gate() const { std::ofstream(gate()) << "open"; }
 
   /// Starts the program as run `run_id`; its stdout is read by line() and finish(). With
@@ -69,11 +75,14 @@ class durable_case {
     for (char** e = environ; *e; ++e) {
       std::string_view kv(*e);
       bool mine = false;
-      for (auto key : {"FIBER_DURABLE=", "FIBER_RUN_ID=", "FIBER_JOURNAL_DIR=", "FIBER_RECORD_DIR=", "FIBER_REATTACH_GRACE_MS="})
+      for (auto key : {"FIBER_DURABLE=", "FIBER_RUN_ID=", "FIBER_JOURNAL_DIR=", "FIBER_RECORD_DIR=", "FIBER_REATTACH_GRACE_MS=",
+                       "FIBER_JOURNAL_SYNC_MS=", "FIBERTEST_LARGE_FIRST="})
         mine |= kv.starts_with(key);
       if (!mine) env.emplace_back(kv);
     }
     if (!grace_ms_.empty()) env.push_back("FIBER_REATTACH_GRACE_MS=" + grace_ms_);
+    if (!sync_ms_.empty()) env.push_back("FIBER_JOURNAL_SYNC_MS=" + sync_ms_);
+    if (large_first_) env.push_back("FIBERTEST_LARGE_FIRST=1");
     if (through.empty()) env.push_back("FIBER_DURABLE=1");
     if (!run_id.empty()) env.push_back("FIBER_RUN_ID=" + run_id);
     env.push_back("FIBER_JOURNAL_DIR=" + journals().string());
@@ -201,7 +210,8 @@ class durable_case {
 
  private:
   fs::path folder_;
-  std::string grace_ms_, processes_;
+  std::string grace_ms_, processes_, sync_ms_;
+  bool large_first_ = false;
   int out_ = -1;
   std::string seen_;  // read by line() and not yet taken
 };

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fiber/error.hpp"
 #include "primitives/pool/held_results.hpp"
@@ -74,40 +76,117 @@ TEST(reattach_claims, an_unknown_task_a_ready_and_an_end_are_told_apart) {
   EXPECT_EQ(c.read("w1", 8, false, 1, std::nullopt).what, reading::unknown);
   c.ready("w1");
   EXPECT_FALSE(c.speaks_of_old_tasks("w1"));
+  EXPECT_TRUE(c.holds("w1")) << "its claim is not read yet";
+  EXPECT_FALSE(c.holds("w0"));
+  EXPECT_FALSE(c.holds("w2"));
   c.forget("w1");
+  EXPECT_FALSE(c.holds("w1"));
   EXPECT_FALSE(c.claim(2, 40, 101).has_value()) << "its claims went with it";
 }
 
-TEST(held_results, a_worker_says_which_tasks_it_ran_last_and_hands_back_their_messages_in_order) {
-  held_results held(2);
-  auto message = [](const char* text) {
-    multipart m;
-    m.emplace_back(text, std::char_traits<char>::length(text));
-    return m;
-  };
+TEST(reattach_claims, a_worker_taken_up_with_no_claim_speaks_of_old_tasks_until_its_ready) {
+  reattach_claims c;
+  c.taken_up("w1");
+  EXPECT_TRUE(c.speaks_of_old_tasks("w1")) << "its old tasks' messages would be read as this master's tasks";
+  EXPECT_EQ(c.read("w1", 3, true, 0, std::nullopt).what, reading::unknown);
+  c.ready("w1");
+  EXPECT_FALSE(c.speaks_of_old_tasks("w1"));
+}
+
+TEST(reattach_claims, a_claim_on_a_chunk_made_with_another_identity_goes) {
+  reattach_claims c;
+  c.add("w1", 7, 2, 40, 0, 1234);
+  EXPECT_FALSE(c.claim(2, 40, 101, 999).has_value()) << "the chunk at its place holds other inputs";
+  EXPECT_FALSE(c.holds("w1"));
+  c.add("w1", 8, 2, 50, 0, 1234);
+  EXPECT_EQ(c.claim(2, 50, 102, 1234), std::optional<std::string>("w1"));
+}
+
+TEST(reattach_claims, a_claim_read_to_its_end_is_no_longer_held) {
+  reattach_claims c;
+  c.add("w1", 7, 2, 40, 0);
+  (void)c.claim(2, 40, 101);
+  EXPECT_TRUE(c.holds("w1"));
+  EXPECT_EQ(c.read("w1", 7, true, 2, std::make_pair(std::size_t{0}, std::size_t{2})).what, reading::deliver);
+  EXPECT_FALSE(c.holds("w1"));
+}
+
+multipart message(const char* text) {
+  multipart m;
+  m.emplace_back(text, std::char_traits<char>::length(text));
+  return m;
+}
+
+std::vector<std::uint64_t> task_ids(const held_results& held) {
+  std::vector<std::uint64_t> out;
+  for (auto& t : fiber::detail::read_held_state(held.state(1)).tasks) out.push_back(t.id);
+  return out;
+}
+
+TEST(held_results, a_worker_says_which_tasks_it_ran_and_hands_back_their_messages_in_order) {
+  held_results held;
   held.begin(1, 0);
   held.keep(message("one"), true);
   held.begin(2, 3);
   held.keep(message("two a"), false);
   held.keep(message("two b"), true);
-  held.begin(3, 0);  // the oldest goes: two are kept
+  held.begin(3, 0);
   held.keep(message("three"), false);
   auto s = fiber::detail::read_held_state(held.state(42));
   EXPECT_EQ(s.pool_id, 42u);
-  ASSERT_EQ(s.tasks.size(), 2u);
-  EXPECT_EQ(s.tasks[0].id, 2u);
-  EXPECT_EQ(s.tasks[0].skip, 3u);
-  EXPECT_FALSE(s.tasks[0].running);
-  EXPECT_EQ(s.tasks[1].id, 3u);
-  EXPECT_TRUE(s.tasks[1].running);
+  ASSERT_EQ(s.tasks.size(), 3u) << "nothing its master's journal holds on disk yet: all kept";
+  EXPECT_EQ(s.tasks[1].id, 2u);
+  EXPECT_EQ(s.tasks[1].skip, 3u);
+  EXPECT_FALSE(s.tasks[1].running);
+  EXPECT_EQ(s.tasks[2].id, 3u);
+  EXPECT_TRUE(s.tasks[2].running);
   auto copies = held.copies();
-  ASSERT_EQ(copies.size(), 3u);
-  EXPECT_EQ(copies[0][0].to_string(), "two a");
-  EXPECT_EQ(copies[2][0].to_string(), "three");
+  ASSERT_EQ(copies.size(), 4u);
+  EXPECT_EQ(copies[1][0].to_string(), "two a");
+  EXPECT_EQ(copies[3][0].to_string(), "three");
+}
+
+TEST(held_results, what_the_masters_journal_holds_on_disk_goes_and_the_rest_stays) {
+  held_results held;
+  held.begin(1, 0);
+  held.keep(message("one"), true);
+  held.begin(2, 0);
+  held.keep(message("two"), true);
+  held.begin(3, 0);
+  held.keep(message("three, running"), false);
+  held.journaled(1, false);
+  EXPECT_EQ(task_ids(held), (std::vector<std::uint64_t>{2, 3}));
+  held.journaled(5, false);
+  EXPECT_EQ(task_ids(held), (std::vector<std::uint64_t>{3})) << "the running task is never let go";
+  // Taken up by the next master, whose tasks are numbered anew: what it held of the last master's
+  // goes only once the new master says those are on disk too.
+  held.keep(message("three, last"), true);
+  held.orphan();
+  held.adopted();
+  held.begin(1, 0);
+  held.keep(message("new one"), true);
+  held.journaled(1, false);
+  EXPECT_EQ(task_ids(held), (std::vector<std::uint64_t>{3})) << "the last master's task 3 went unsaid";
+  held.begin(2, 0);
+  held.keep(message("new two"), true);
+  held.journaled(1, true);
+  EXPECT_EQ(task_ids(held), (std::vector<std::uint64_t>{2}));
+}
+
+TEST(held_results, a_master_that_never_says_its_journal_is_on_disk_leaves_the_worker_holding_its_bound) {
+  held_results held(10);
+  held.begin(1, 0);
+  held.keep(message("123456"), true);
+  held.begin(2, 0);
+  held.keep(message("123456"), true);  // 12 bytes held: the oldest goes
+  EXPECT_EQ(task_ids(held), (std::vector<std::uint64_t>{2}));
+  held.begin(3, 0);
+  held.keep(message("a running task's twenty"), false);
+  EXPECT_EQ(task_ids(held), (std::vector<std::uint64_t>{3})) << "the running task stays whatever its size";
 }
 
 TEST(held_results, a_task_of_a_master_that_is_gone_does_not_begin_until_another_takes_the_worker_up) {
-  held_results held(2);
+  held_results held;
   EXPECT_TRUE(held.begin(1, 0));
   held.orphan();
   EXPECT_FALSE(held.begin(2, 0)) << "a task that waited behind the last began with no master to take it";
@@ -119,7 +198,7 @@ TEST(held_results, a_task_of_a_master_that_is_gone_does_not_begin_until_another_
 }
 
 TEST(held_results, a_word_cut_short_or_claiming_more_tasks_than_it_carries_is_refused) {
-  held_results held(1);
+  held_results held;
   held.begin(1, 0);
   auto whole = held.state(9);
   EXPECT_THROW((void)fiber::detail::read_held_state(whole.substr(0, whole.size() - 1)), fiber::error);

@@ -100,15 +100,14 @@ void durable_run::synced(std::uint64_t upto, const std::exception_ptr& failed) {
     return;
   }
   failing_ = false;
-  for (auto& [id, f] : std::map(watchers_)) f(upto);  // a watcher may unwatch
+  std::erase_if(watchers_, [](const auto& w) { return w.second.expired(); });
+  for (auto& [f, alive] : decltype(watchers_)(watchers_))
+    if (!alive.expired()) f(upto);
 }
 
-std::uint64_t durable_run::watch(std::function<void(std::uint64_t)> f) {
-  watchers_.emplace(++next_watch_, std::move(f));
-  return next_watch_;
+void durable_run::watch(std::function<void(std::uint64_t)> f, std::weak_ptr<const void> alive) {
+  watchers_.emplace_back(std::move(f), std::move(alive));
 }
-
-void durable_run::unwatch(std::uint64_t id) noexcept { watchers_.erase(id); }
 
 void durable_run::sync() noexcept {
   try {

@@ -16,7 +16,8 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
-#include <map>
+#include <utility>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -62,9 +63,8 @@ class durable_run final : public service {
   /// Something was appended: it is made durable within journal_sync_ms.
   void appended();
   /// `f` is told, on the loop, the offset up to which the journal is durable after each sync
-  /// the timer asks for; unwatch(returned id) before `f` goes.
-  std::uint64_t watch(std::function<void(std::uint64_t)> f);
-  void unwatch(std::uint64_t id) noexcept;
+  /// the timer asks for, as long as `alive` is.
+  void watch(std::function<void(std::uint64_t)> f, std::weak_ptr<const void> alive);
   /// Makes what is buffered durable now, on this thread (a failure is logged, and tried again at
   /// the next).
   void sync() noexcept;
@@ -87,8 +87,7 @@ class durable_run final : public service {
   bool failing_ = false;  // the last sync failed (said once until one succeeds)
   /// The timer's sync: how far the journal is durable now, or why it is not.
   void synced(std::uint64_t upto, const std::exception_ptr& failed);
-  std::map<std::uint64_t, std::function<void(std::uint64_t)>> watchers_;  // on the loop
-  std::uint64_t next_watch_ = 0;
+  std::vector<std::pair<std::function<void(std::uint64_t)>, std::weak_ptr<const void>>> watchers_;  // on the loop
   runtime& rt_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // what the writer's thread posts runs only while this lives
   std::unique_ptr<master_notice> notice_;  // the master's own notice of its end: the journal synced first

@@ -42,7 +42,8 @@ void chunk_feeder::feed(std::deque<pool_task>& queue, std::size_t window, std::s
       it = reading_.begin();
       continue;
     }
-    std::size_t answered = journal_ ? replay(*sub, first, count, chunk, next_id) : 0;
+    std::uint64_t identity = 0;
+    std::size_t answered = journal_ ? replay(*sub, first, count, chunk, next_id, identity) : 0;
     if (answered == count) {  // the sink may have changed this list (see above)
       it = reading_.begin();
       continue;
@@ -54,6 +55,7 @@ void chunk_feeder::feed(std::deque<pool_task>& queue, std::size_t window, std::s
     t.packed = t.end = count;
     t.begin = answered;
     t.shares_objects = chunk.shares_objects();
+    t.identity = identity;
     t.args = std::make_shared<writer>(std::move(chunk));
     queue.push_back(std::move(t));
   }
@@ -61,10 +63,11 @@ void chunk_feeder::feed(std::deque<pool_task>& queue, std::size_t window, std::s
 }
 
 std::size_t chunk_feeder::replay(pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk,
-                                 std::uint64_t task) {
+                                 std::uint64_t task, std::uint64_t& identity) {
   std::size_t held = 0, delivered = 0;
   try {
-    held = journal_->chunk(sub, first, count, chunk, task);
+    identity = journal_->identity(chunk);
+    held = journal_->chunk(sub, first, count, identity, task);
     for (; delivered < held; ++delivered)
       delivery_.result(sub, first + delivered, journal_->past_result(sub, first + delivered));
   } catch (const std::exception&) {

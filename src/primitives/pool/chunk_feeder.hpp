@@ -61,7 +61,9 @@ class chunk_feeder {
 
   /// How many of the chunk's first items the journal answered (`count`: the chunk is done);
   /// fails them all when the journal has other inputs for them.
-  std::size_t replay(pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk, std::uint64_t task);
+  /// `identity`: the chunk's, as the journal knows it.
+  std::size_t replay(pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk, std::uint64_t task,
+                     std::uint64_t& identity);
 
   item_delivery& delivery_;
   durable_maps* journal_ = nullptr;

@@ -27,9 +27,9 @@ void durable_maps::begin(const pool_submission& sub, std::string_view function) 
   appended_();
 }
 
-std::size_t durable_maps::chunk(const pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk,
+std::size_t durable_maps::chunk(const pool_submission& sub, std::size_t first, std::size_t count, std::uint64_t identity,
                                std::uint64_t task) {
-  journal_.chunk(pool_, call_of(sub), first, count, identity(chunk), task);
+  journal_.chunk(pool_, call_of(sub), first, count, identity, task);
   appended_();
   auto* past = journal_.past(pool_, call_of(sub));
   std::size_t held = 0;

@@ -39,6 +39,11 @@ class durable_maps {
   /// (fiber::error(config_error) naming the items when they differ) and noted. Returns how many of
   /// them, from the first, have their result in the journal.
   std::size_t chunk(const pool_submission& sub, std::size_t first, std::size_t count, const writer& chunk,
+                    std::uint64_t task = 0) {
+    return this->chunk(sub, first, count, identity(chunk), task);
+  }
+  /// The same, for a chunk whose identity() is `identity`.
+  std::size_t chunk(const pool_submission& sub, std::size_t first, std::size_t count, std::uint64_t identity,
                     std::uint64_t task = 0);
   /// The pool's worker `pid` can be found again at reattach point `name` with `secret`, and taken
   /// up as the engine's `handle` (job::handle).
@@ -62,6 +67,8 @@ class durable_maps {
                              const std::shared_ptr<multipart>& payload) noexcept;
   /// Every item of `sub` was delivered.
   void end(const pool_submission& sub) noexcept;
+  /// The journal's size now, what was appended included (durable_run says how far it is durable).
+  std::uint64_t journal_end() const noexcept { return journal_.bytes(); }
 
   /// The bytes a result is journaled as (its head and its large frames), and back.
   static std::string pack_result(const message& m);

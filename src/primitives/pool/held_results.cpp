@@ -27,13 +27,30 @@ T take(std::string_view& in) {
 }
 }  // namespace
 
-bool held_results::begin(std::uint64_t id, std::uint32_t skip) {
+bool held_results::begin(std::uint64_t id, std::uint32_t skip, std::uint32_t call, std::uint64_t first,
+                         std::uint64_t identity) {
   std::lock_guard lock(mutex_);
   if (orphaned_) return false;
   if (!tasks_.empty()) tasks_.back().task.running = false;
-  tasks_.push_back({{id, skip, true}, {}});
-  while (tasks_.size() > kept_) tasks_.pop_front();
+  tasks_.push_back({{id, skip, true, call, first, identity}, master_, {}, 0});
+  trim();
   return true;
+}
+
+void held_results::trim() {
+  while ((bytes_ > bound_ || tasks_.size() > most_tasks) && tasks_.size() > 1 && !tasks_.front().task.running) {
+    bytes_ -= tasks_.front().bytes;
+    tasks_.pop_front();
+  }
+}
+
+void held_results::journaled(std::uint64_t task, bool old) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(tasks_, [&](const task_messages& t) {
+    bool gone = !t.task.running && (t.master < master_ ? old : t.task.id <= task);
+    if (gone) bytes_ -= t.bytes;
+    return gone;
+  });
 }
 
 void held_results::orphan() {
@@ -44,13 +61,20 @@ void held_results::orphan() {
 void held_results::adopted() {
   std::lock_guard lock(mutex_);
   orphaned_ = false;
+  ++master_;
 }
 
 void held_results::keep(const multipart& m, bool last) {
   std::lock_guard lock(mutex_);
   if (tasks_.empty()) return;
-  tasks_.back().messages.push_back(copy_of(m));
-  if (last) tasks_.back().task.running = false;
+  auto& t = tasks_.back();
+  t.messages.push_back(copy_of(m));
+  std::size_t n = 0;
+  for (auto& frame : m) n += frame.size();
+  t.bytes += n;
+  bytes_ += n;
+  if (last) t.task.running = false;
+  trim();
 }
 
 std::string held_results::state(std::uint64_t pool_id) const {
@@ -62,6 +86,9 @@ std::string held_results::state(std::uint64_t pool_id) const {
     put(out, t.task.id);
     put(out, t.task.skip);
     put(out, static_cast<std::uint8_t>(t.task.running));
+    put(out, t.task.call);
+    put(out, t.task.first);
+    put(out, t.task.identity);
   }
   return out;
 }
@@ -78,13 +105,16 @@ held_state read_held_state(std::string_view in) {
   held_state s;
   s.pool_id = take<std::uint64_t>(in);
   auto n = take<std::uint32_t>(in);
-  // Each task takes 13 bytes: a count past what the bytes hold is refused before anything grows.
-  if (n > in.size() / 13) throw error(errc::protocol_error, "a worker says it holds more tasks than its word carries");
+  // Each task takes 33 bytes: a count past what the bytes hold is refused before anything grows.
+  if (n > in.size() / 33) throw error(errc::protocol_error, "a worker says it holds more tasks than its word carries");
   for (std::uint32_t i = 0; i < n; ++i) {
     held_state::task t;
     t.id = take<std::uint64_t>(in);
     t.skip = take<std::uint32_t>(in);
     t.running = take<std::uint8_t>(in) != 0;
+    t.call = take<std::uint32_t>(in);
+    t.first = take<std::uint64_t>(in);
+    t.identity = take<std::uint64_t>(in);
     s.tasks.push_back(t);
   }
   return s;

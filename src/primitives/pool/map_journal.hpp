@@ -80,6 +80,8 @@ class map_journal {
   static std::string packed_result(std::span<const std::byte> head, std::span<const std::span<const std::byte>> blobs);
   /// Every item of the map was delivered.
   void end(std::uint32_t pool, std::uint32_t call);
+  /// The journal's size, what was appended included.
+  std::uint64_t bytes() const noexcept { return out_.bytes(); }
 
  private:
   using key = std::pair<std::uint32_t, std::uint32_t>;

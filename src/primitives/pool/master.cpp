@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backend/backend.hpp"
 #include "core/flight_recorder.hpp"
 #include "core/log.hpp"
 #include "fiber/error.hpp"
@@ -146,6 +147,14 @@ void pool_master::start() {
       durable_ = std::make_unique<durable_maps>(run->maps(), run->next_pool(), [run] { run->appended(); });
       tasks_.feeder().journal(durable_.get());
       resumed = run->resumed();
+      if (workers_wait_for_next_master(rt_->cfg())) {
+        // Workers hold their results until the journal on disk does.
+        acks_ = std::make_shared<journal_acks>([this](const std::string& rid, std::uint64_t task, bool old) {
+          (void)rt_->master().try_send_to_child(
+              rid, make_message(pool_kind::journaled, {.channel = id_, .request = task, .aux = old ? 1u : 0u}));
+        });
+        run->watch([acks = acks_.get()](std::uint64_t upto) { acks->durable(upto); }, acks_);
+      }
     }
   } catch (const std::exception&) {
     durable_failed_ = std::current_exception();
@@ -370,6 +379,7 @@ void pool_master::on_message(const std::string& peer, const header& h, multipart
     auto* t = tasks_.in_flight(h.request);
     workers_.finished(*w, h.request, t ? t->count() : 0, credit_of_result(h.aux), late_.now());
     tasks_.on_results(h.request, w->rid, w->proc->name(), std::move(payload));
+    if (acks_) acks_->journaled(w->rid, h.request, durable_->journal_end(), !reattached_.claims().holds(w->rid));
     late_.started(*w);
     outside_.on_progress();
   }
@@ -397,6 +407,9 @@ void pool_master::dispatch() {
     head.careful = t.careful ? 1 : 0;
     head.shares_objects = t.shares_objects ? 1 : 0;
     head.estimate_s = estimate_seconds(t.sub->estimate);
+    head.call = static_cast<std::uint32_t>(t.sub->recorded_as);
+    head.chunk_first = t.first;
+    head.identity = t.identity;
     auto objects = courier_.attach(worker_directory::describe(*w), *t.args);
     head.objects = static_cast<std::uint16_t>(objects.count);
     // The frames reference the task's arguments: kept for a resend, never copied.
@@ -429,6 +442,7 @@ void pool_master::dispatch() {
 
 void pool_master::on_worker_ended(const pool_worker& w) {
   reattached_.forget(w);
+  if (acks_) acks_->forget(w.rid);
   courier_.on_worker_ended(worker_directory::describe(w));
   auto [end, bounded] = ends_.ended(w, terminating_ || rt_->is_shut_down());
   bool held = !w.tasks.empty();

@@ -18,6 +18,7 @@
 
 #include "fiber/detail/pool_core.hpp"
 #include "primitives/pool/durable_maps.hpp"
+#include "primitives/pool/journal_acks.hpp"
 #include "primitives/pool/late_items.hpp"
 #include "primitives/pool/milestones.hpp"
 #include "primitives/pool/outside_deaths.hpp"
@@ -106,6 +107,7 @@ class pool_master final : public pool_core, public service, public std::enable_s
   pool_upstream upstream_;  // a nested master's pool, on the page of the master above
   std::unique_ptr<durable_maps> durable_;  // a durable run's: its calls' journal
   std::exception_ptr durable_failed_;      // ... which could not be opened: each call fails with it
+  std::shared_ptr<journal_acks> acks_;     // ... and what it tells its workers of what is on disk
 };
 
 }  // namespace fiber::detail

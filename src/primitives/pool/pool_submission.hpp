@@ -49,6 +49,7 @@ struct pool_task {
   int attempts = 0;              // workers lost while `begin` was the item running
   bool careful = false;          // after a death: reported item by item at first (see wire.hpp)
   bool alone = false;            // a charged item, run on a worker that holds nothing else
+  std::uint64_t identity = 0;    // a durable run's: its chunk's (durable_maps::identity)
   std::string worker;            // while in flight
 
   std::size_t count() const { return end - begin; }

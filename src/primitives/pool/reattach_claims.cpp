@@ -3,19 +3,24 @@
 namespace fiber::detail {
 
 void reattach_claims::add(const std::string& worker, std::uint64_t old_task, std::uint32_t call, std::uint64_t first,
-                          std::uint64_t skip) {
+                          std::uint64_t skip, std::uint64_t identity) {
   speaking_.insert(worker);
-  claims_[{worker, old_task}] = {call, first, skip, 0, {}};
+  claims_[{worker, old_task}] = {call, first, skip, 0, identity, {}};
   by_chunk_[{call, first}] = {worker, old_task};
 }
 
-std::optional<std::string> reattach_claims::claim(std::uint32_t call, std::uint64_t first, std::uint64_t task) {
+std::optional<std::string> reattach_claims::claim(std::uint32_t call, std::uint64_t first, std::uint64_t task,
+                                                  std::uint64_t identity) {
   auto it = by_chunk_.find({call, first});
   if (it == by_chunk_.end()) return std::nullopt;
   auto k = it->second;
   by_chunk_.erase(it);
   auto c = claims_.find(k);
   if (c == claims_.end()) return std::nullopt;
+  if (c->second.identity && identity && c->second.identity != identity) {
+    claims_.erase(c);  // its messages are read as of no claim: the chunk runs again
+    return std::nullopt;
+  }
   c->second.new_task = task;
   return k.first;
 }

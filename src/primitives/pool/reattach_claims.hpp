@@ -24,18 +24,29 @@ namespace fiber::detail {
 class reattach_claims {
  public:
   /// Worker `worker` ran the last master's task `old_task`, chunk (call, first), from the chunk's
-  /// item `skip` on.
-  void add(const std::string& worker, std::uint64_t old_task, std::uint32_t call, std::uint64_t first, std::uint64_t skip);
+  /// item `skip` on; `identity`, when not 0, is the chunk's as the worker was told it: a chunk
+  /// made with another is not the one it ran.
+  void add(const std::string& worker, std::uint64_t old_task, std::uint32_t call, std::uint64_t first, std::uint64_t skip,
+           std::uint64_t identity = 0);
+  /// `worker` was linked again: until its ready, what it sends is of the last master's tasks,
+  /// whether or not it claims any (one of no claim is read as of no task of this master's).
+  void taken_up(const std::string& worker) { speaking_.insert(worker); }
   /// Whether `worker`'s messages of results are still of the last master's tasks (it has not said
   /// ready since it was linked again).
   bool speaks_of_old_tasks(const std::string& worker) const { return speaking_.contains(worker); }
   /// `worker` said ready: what it sends from now on is of this master's tasks.
   void ready(const std::string& worker) { speaking_.erase(worker); }
   bool empty() const noexcept { return claims_.empty(); }
+  /// Whether `worker` has claims this master has not read yet.
+  bool holds(const std::string& worker) const {
+    auto it = claims_.lower_bound({worker, 0});
+    return it != claims_.end() && it->first.first == worker;
+  }
 
-  /// The pool made task `task` for chunk (call, first): the worker that claims it (the task is
-  /// that worker's, not the queue's), or nothing.
-  std::optional<std::string> claim(std::uint32_t call, std::uint64_t first, std::uint64_t task);
+  /// The pool made task `task` for chunk (call, first) whose identity is `identity`: the worker
+  /// that claims it (the task is that worker's, not the queue's), or nothing (a claim on a chunk
+  /// of that place with another identity goes: its results are of other inputs).
+  std::optional<std::string> claim(std::uint32_t call, std::uint64_t first, std::uint64_t task, std::uint64_t identity = 0);
 
   /// What to do with a message of `items` results (`final`: of the rest of its chunk) that
   /// `worker` sent of old task `old_task`.
@@ -65,6 +76,7 @@ class reattach_claims {
     std::uint64_t first = 0;
     std::uint64_t next = 0;      // the chunk's item its next message begins with
     std::uint64_t new_task = 0;  // once made
+    std::uint64_t identity = 0;  // the chunk's, as its worker said it (0: not said)
     std::vector<multipart> kept;
   };
   using key = std::pair<std::string, std::uint64_t>;  // (worker, old task)

@@ -10,7 +10,7 @@ bool reattached_work::claim_front() {
   if (claims_.empty()) return false;
   auto* next = tasks_.next();
   if (!next) return false;
-  auto rid = claims_.claim(static_cast<std::uint32_t>(next->sub->recorded_as), next->first, next->id);
+  auto rid = claims_.claim(static_cast<std::uint32_t>(next->sub->recorded_as), next->first, next->id, next->identity);
   if (!rid) return false;
   auto* w = workers_.find(*rid);
   if (!w) return false;  // it ended: the chunk goes to the queue's workers

@@ -62,6 +62,10 @@ inline constexpr kind rejoined = service_kind<service_block::pool_more, 1>();
 /// Worker to master: it has notice of its planned end and hands back what it holds (it sends
 /// nothing more and exits). In the worker, also what wakes its loop at the notice.
 inline constexpr kind draining = service_kind<service_block::pool_more, 2>();
+/// Master to worker, in a durable run: its journal on disk holds the results of the worker's
+/// tasks up to `request` (0: none) and, with `aux` 1, those of the last masters' tasks it held
+/// when taken up; what the worker held of them for a master taking the run up can go.
+inline constexpr kind journaled = service_kind<service_block::pool_more, 3>();
 }  // namespace pool_kind
 
 /// A result's aux: the credit the worker gives back (0 or 1: the low bit) and how long the task
@@ -94,8 +98,15 @@ struct task_head {
   /// How long an item takes, in seconds rounded up (at most 65535); 0: the worker learns it
   /// (task_estimate: whether the item running at a notice of the worker's end fits in it).
   std::uint16_t estimate_s = 0;
+  /// Which chunk this is, in a durable run: the call's number, its first item, and its identity
+  /// (durable_maps::identity; 0 outside a durable run). A worker holding the task's results for
+  /// a master taking the run up says them back, so that its results are taken even when the
+  /// journal lost the chunk with its master, and only for the same chunk.
+  std::uint32_t call = 0;
+  std::uint64_t chunk_first = 0;
+  std::uint64_t identity = 0;
 };
-static_assert(sizeof(task_head) == 24);
+static_assert(sizeof(task_head) == 48);
 
 /// Where a worker put its host's copy of a shared object (pool_kind::hosted).
 struct hosted_at {

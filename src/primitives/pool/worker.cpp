@@ -314,7 +314,7 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
   // With maxtasksperchild, never ask for more chunks than this worker will run.
   int granted = maxtasks ? std::min(credit, maxtasks) : credit;
   const int first_credit = granted;
-  auto rejoin = worker_rejoin::arm(*rt, pool_id, first_credit);
+  auto rejoin = worker_rejoin::arm(*rt, pool_id);
   rt->worker().send_upstream(make_message(pool_kind::ready, {.channel = pool_id, .aux = static_cast<std::uint32_t>(granted)}));
   int done = 0;
   auto& notice = arm_drain_notice(rt);
@@ -337,6 +337,10 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
     if (notice.given()) return hand_back(*rt, pool_id);  // what it took is the master's again
     if (h.type == pool_kind::draining) continue;  // a wake-up, from before the notice was handled
     if (objects.aside(h, m)) continue;
+    if (h.type == pool_kind::journaled) {  // what it held of those tasks can go
+      if (rejoin) rejoin->held().journaled(h.request, h.aux != 0);
+      continue;
+    }
     if (h.type == pool_kind::rejoined && rejoin) {  // a master taking the run up linked it again
       pool_id = rejoin->rejoined(h, first_credit);
       objects.renumber(pool_id);
@@ -345,7 +349,8 @@ void pool_worker_main(std::uint64_t pool_id, int credit, int maxtasks, std::int6
     if (m.size() < 3 || m[1].size() != sizeof(task_head)) throw error(errc::malformed_message, "malformed pool task");
     task_head head;
     std::memcpy(&head, m[1].data(), sizeof head);
-    if (rejoin && !rejoin->held().begin(h.request, head.skip)) continue;  // its master is gone
+    if (rejoin && !rejoin->held().begin(h.request, head.skip, head.call, head.chunk_first, head.identity))
+      continue;  // its master is gone
     chunk_run run(*rt, pool_id, h.request, report_interval, head.report_each != 0, head.careful != 0,
                   rejoin ? &rejoin->held() : nullptr);
     // The shared objects this worker lacks come first: the items refer to them by id. When

@@ -24,8 +24,8 @@ namespace {
 /// A worker's point answers from a thread of its own at once; one that does not within this is
 /// taken for gone.
 constexpr std::chrono::milliseconds patience{2000};
-/// What a worker may say it holds: a few tasks' ids.
-constexpr std::size_t state_limit = std::size_t{64} * 1024;
+/// What a worker may say it holds (read once it proved the secret): held_results' tasks at most.
+constexpr std::size_t state_limit = std::size_t{32} << 20;
 /// The workers dialled side by side.
 constexpr std::size_t dial_batch = 16;
 
@@ -67,13 +67,20 @@ bool take_up(runtime& rt, durable_maps& journal, std::uint64_t pool_id, worker_s
   });
   auto rid = workers.start_worker(proc, false);
   if (rid.empty()) return false;
+  claims.taken_up(rid);
   journal.worker(pid > 0 ? pid : past.pid, past.name, past.secret, handle);  // the next master finds it too
   for (auto& t : held.tasks) {
-    auto chunk = journal.past_task(t.id);
-    // A task the journal does not place runs again; one whose results it holds all is answered
-    // from it, and what the worker holds of it is dropped on arrival.
+    // The worker says which chunk it ran, as its master told it: the journal may have lost that
+    // master's record of it (its last journal_sync_ms), and may hold another master's task of
+    // the same id. The claim holds only for a chunk made with the same identity. From a worker
+    // not told (identity 0), the journal places it.
+    std::optional<std::pair<std::uint32_t, std::uint64_t>> chunk;
+    if (t.identity) chunk = std::pair{t.call, t.first};
+    else chunk = journal.past_task(t.id);
+    // A task nobody places runs again; one whose results the journal holds all is answered from
+    // it, and what the worker holds of it is dropped on arrival.
     if (!chunk || journal.answered_whole(chunk->first, chunk->second)) continue;
-    claims.add(rid, t.id, chunk->first, chunk->second, t.skip);
+    claims.add(rid, t.id, chunk->first, chunk->second, t.skip, t.identity);
   }
   logf(log_level::info, "pool ", pool_id, ": took up ", handle, " (", proc->name(), "), a worker of the last master, holding ",
        held.tasks.size(), " task(s)");

@@ -21,7 +21,7 @@
 
 namespace fiber::detail {
 
-std::unique_ptr<worker_rejoin> worker_rejoin::arm(runtime& rt, std::uint64_t pool_id, int credit) {
+std::unique_ptr<worker_rejoin> worker_rejoin::arm(runtime& rt, std::uint64_t pool_id) {
   const auto& cfg = rt.cfg();
   if (!workers_wait_for_next_master(cfg) || rt.depth() != 1) return nullptr;
   // A child of the master on its host (the parent's pid is in its environment): the master's end
@@ -33,7 +33,7 @@ std::unique_ptr<worker_rejoin> worker_rejoin::arm(runtime& rt, std::uint64_t poo
   bool here = !parent.empty();
   if ((here && std::to_string(::getppid()) != parent) || !env_or_empty(env_hub).empty()) return nullptr;
   try {
-    return std::unique_ptr<worker_rejoin>(new worker_rejoin(rt, pool_id, credit, here ? std::string() : reachable_address()));
+    return std::unique_ptr<worker_rejoin>(new worker_rejoin(rt, pool_id, here ? std::string() : reachable_address()));
   } catch (const std::exception& e) {
     logf(log_level::warn, "this worker cannot wait for a master taking the run up (", e.what(),
          "); it ends with its master");
@@ -41,8 +41,8 @@ std::unique_ptr<worker_rejoin> worker_rejoin::arm(runtime& rt, std::uint64_t poo
   }
 }
 
-worker_rejoin::worker_rejoin(runtime& rt, std::uint64_t pool_id, int credit, const std::string& tcp_host)
-    : rt_(rt), pool_id_(pool_id), held_(static_cast<std::size_t>(std::max(1, credit))), here_(tcp_host.empty()) {
+worker_rejoin::worker_rejoin(runtime& rt, std::uint64_t pool_id, const std::string& tcp_host)
+    : rt_(rt), pool_id_(pool_id), here_(tcp_host.empty()) {
   reattach_point::handlers h{
       [this] { return held_.state(pool_id_.load()); },
       [this](const std::string& record) { return relink(record); },

@@ -1,5 +1,5 @@
-// A durable run's pool worker, ready for its master's end: it keeps the results of its last tasks
-// (held_results), opens a reattach point (runtime/links/reattach_point) whose name and secret its
+// A durable run's pool worker, ready for its master's end: it keeps the results of its tasks until
+// its master's journal holds them on disk (held_results), opens a reattach point (runtime/links/reattach_point) whose name and secret its
 // master journals, and, on the master's host, lets the kernel's parent-death signal go, so that a
 // killed master does not take the worker and its item with it. A worker an engine runs (a
 // container, a pod, a Slurm job) listens on TCP at the address its master's network reaches,
@@ -25,9 +25,8 @@ class reattach_point;
 class worker_rejoin {
  public:
   /// Null unless the run is durable, the worker is a child of the top master on its host, and
-  /// reattach_grace_ms is above 0: then armed, and the master told where to find it. `credit`:
-  /// the chunks the worker takes at once (it keeps that many tasks' results).
-  static std::unique_ptr<worker_rejoin> arm(runtime& rt, std::uint64_t pool_id, int credit);
+  /// reattach_grace_ms is above 0: then armed, and the master told where to find it.
+  static std::unique_ptr<worker_rejoin> arm(runtime& rt, std::uint64_t pool_id);
   ~worker_rejoin();
 
   held_results& held() noexcept { return held_; }
@@ -37,7 +36,7 @@ class worker_rejoin {
 
  private:
   /// `tcp_host`: empty for a worker on its master's host, else the address its point listens on.
-  worker_rejoin(runtime& rt, std::uint64_t pool_id, int credit, const std::string& tcp_host);
+  worker_rejoin(runtime& rt, std::uint64_t pool_id, const std::string& tcp_host);
   /// The new master's record (JSON): link to it; returns its pid. On the point's thread.
   int relink(const std::string& record);
 
