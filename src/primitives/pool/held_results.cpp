@@ -1,5 +1,6 @@
 #include "primitives/pool/held_results.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "fiber/error.hpp"
@@ -32,9 +33,23 @@ bool held_results::begin(std::uint64_t id, std::uint32_t skip, std::uint32_t cal
   std::lock_guard lock(mutex_);
   if (orphaned_) return false;
   if (!tasks_.empty()) tasks_.back().task.running = false;
+  // A few of those the master's journal holds go at each task, not thousands at its word: what
+  // they free is what the next tasks take (the allocator's cache stays warm, its heap whole).
+  prune(8);
   tasks_.push_back({{id, skip, true, call, first, identity}, master_, {}, 0});
   trim();
   return true;
+}
+
+bool held_results::journaled_already(const task_messages& t) const {
+  return !t.task.running && (t.master < master_ ? old_journaled_ : t.task.id <= journaled_);
+}
+
+void held_results::prune(std::size_t most) {
+  for (; most && !tasks_.empty() && journaled_already(tasks_.front()); --most) {
+    bytes_ -= tasks_.front().bytes;
+    tasks_.pop_front();
+  }
 }
 
 void held_results::trim() {
@@ -46,11 +61,8 @@ void held_results::trim() {
 
 void held_results::journaled(std::uint64_t task, bool old) {
   std::lock_guard lock(mutex_);
-  std::erase_if(tasks_, [&](const task_messages& t) {
-    bool gone = !t.task.running && (t.master < master_ ? old : t.task.id <= task);
-    if (gone) bytes_ -= t.bytes;
-    return gone;
-  });
+  journaled_ = std::max(journaled_, task);
+  old_journaled_ = old_journaled_ || old;
 }
 
 void held_results::orphan() {
@@ -61,7 +73,10 @@ void held_results::orphan() {
 void held_results::adopted() {
   std::lock_guard lock(mutex_);
   orphaned_ = false;
+  prune(tasks_.size());  // what the last master had on disk goes before its numbers do
   ++master_;
+  journaled_ = 0;  // the new master's tasks are numbered anew
+  old_journaled_ = false;
 }
 
 void held_results::keep(const multipart& m, bool last) {
@@ -81,8 +96,10 @@ std::string held_results::state(std::uint64_t pool_id) const {
   std::lock_guard lock(mutex_);
   std::string out;
   put(out, pool_id);
-  put(out, static_cast<std::uint32_t>(tasks_.size()));
+  auto held = std::count_if(tasks_.begin(), tasks_.end(), [&](auto& t) { return !journaled_already(t); });
+  put(out, static_cast<std::uint32_t>(held));
   for (auto& t : tasks_) {
+    if (journaled_already(t)) continue;
     put(out, t.task.id);
     put(out, t.task.skip);
     put(out, static_cast<std::uint8_t>(t.task.running));
@@ -97,7 +114,8 @@ std::vector<multipart> held_results::copies() const {
   std::lock_guard lock(mutex_);
   std::vector<multipart> out;
   for (auto& t : tasks_)
-    for (auto& m : t.messages) out.push_back(copy_of(m));
+    if (!journaled_already(t))
+      for (auto& m : t.messages) out.push_back(copy_of(m));
   return out;
 }
 

@@ -70,11 +70,16 @@ class held_results {
   };
   /// The oldest finished tasks go while more than bound_ is held.
   void trim();
+  /// Up to `most` tasks from the oldest on go while the master's journal holds them.
+  void prune(std::size_t most);
+  bool journaled_already(const task_messages& t) const;
   std::size_t bound_;
   mutable std::mutex mutex_;
   std::deque<task_messages> tasks_;
   std::size_t bytes_ = 0;
   std::uint64_t master_ = 0;  // adoptions so far
+  std::uint64_t journaled_ = 0;  // this master's tasks up to this one are in its journal on disk
+  bool old_journaled_ = false;   // ... and the last masters' that it held
   bool orphaned_ = false;
 };
 

@@ -415,13 +415,17 @@ void pool_master::dispatch() {
     // The frames reference the task's arguments: kept for a resend, never copied.
     auto m = make_message(pool_kind::task, {.channel = id_, .request = t.id, .aux = static_cast<std::uint32_t>(t.packed)},
                           as_pod(head), std::move(objects.frames), to_shared_frames(t.args));
+    // Timed before it leaves: the worker may begin, and its clock run, before this thread goes on.
+    auto& recorder = rt_->observer().recorder();
+    auto sent_at = recorder.on() ? recorder.now_ns() : 0;
     if (auto ec = rt_->master().try_send_to_child(w->rid, std::move(m))) {
       courier_.undelivered(worker_directory::describe(*w), objects);  // it never got them
       tasks_.put_back(std::move(t));
       workers_.unreachable(*w, ec);
       continue;
     }
-    rt_->observer().recorder().record(record_kind::task_sent, w->recorded_as, id_, t.id, task_sent_items(t.count(), t.sub->recorded_as));
+    if (recorder.on())
+      recorder.record_at(sent_at, record_kind::task_sent, w->recorded_as, id_, t.id, task_sent_items(t.count(), t.sub->recorded_as), {});
     courier_.delivered(objects);
     bool first = workers_.load().took(*w, t.id, t.alone, late_.now());
     tasks_.sent(std::move(t), w->rid);
