@@ -7,11 +7,6 @@
 
 namespace fiber::detail {
 namespace {
-multipart copy_of(const multipart& m) {
-  multipart out(m.size());
-  for (std::size_t i = 0; i < m.size(); ++i) out[i].copy(const_cast<zmq::message_t&>(m[i]));
-  return out;
-}
 
 template <class T>
 void put(std::string& out, T v) {
@@ -36,7 +31,7 @@ bool held_results::begin(std::uint64_t id, std::uint32_t skip, std::uint32_t cal
   // A few of those the master's journal holds go at each task, not thousands at its word: what
   // they free is what the next tasks take (the allocator's cache stays warm, its heap whole).
   prune(8);
-  tasks_.push_back({{id, skip, true, call, first, identity}, master_, {}, 0});
+  tasks_.push_back({{id, skip, true, call, first, identity}, master_, log_.end(), log_.end(), 0});
   trim();
   return true;
 }
@@ -46,17 +41,18 @@ bool held_results::journaled_already(const task_messages& t) const {
 }
 
 void held_results::prune(std::size_t most) {
-  for (; most && !tasks_.empty() && journaled_already(tasks_.front()); --most) {
-    bytes_ -= tasks_.front().bytes;
-    tasks_.pop_front();
-  }
+  for (; most && !tasks_.empty() && journaled_already(tasks_.front()); --most) pop_oldest();
+}
+
+void held_results::pop_oldest() {
+  bytes_ -= tasks_.front().bytes;
+  tasks_.pop_front();
+  log_.drop_before(tasks_.empty() ? log_.end() : tasks_.front().from);
 }
 
 void held_results::trim() {
-  while ((bytes_ > bound_ || tasks_.size() > most_tasks) && tasks_.size() > 1 && !tasks_.front().task.running) {
-    bytes_ -= tasks_.front().bytes;
-    tasks_.pop_front();
-  }
+  while ((bytes_ > bound_ || tasks_.size() > most_tasks) && tasks_.size() > 1 && !tasks_.front().task.running)
+    pop_oldest();
 }
 
 void held_results::journaled(std::uint64_t task, bool old) {
@@ -83,7 +79,8 @@ void held_results::keep(const multipart& m, bool last) {
   std::lock_guard lock(mutex_);
   if (tasks_.empty()) return;
   auto& t = tasks_.back();
-  t.messages.push_back(copy_of(m));
+  log_.append(m);
+  t.to = log_.end();
   std::size_t n = 0;
   for (auto& frame : m) n += frame.size();
   t.bytes += n;
@@ -115,7 +112,7 @@ std::vector<multipart> held_results::copies() const {
   std::vector<multipart> out;
   for (auto& t : tasks_)
     if (!journaled_already(t))
-      for (auto& m : t.messages) out.push_back(copy_of(m));
+      for (auto& m : log_.copies(t.from, t.to)) out.push_back(std::move(m));
   return out;
 }
 

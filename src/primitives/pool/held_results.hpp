@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "primitives/pool/message_log.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {
@@ -65,9 +66,12 @@ class held_results {
   struct task_messages {
     held_state::task task;
     std::uint64_t master = 0;  // which master it was for: the adoptions before it
-    std::vector<multipart> messages;
+    std::uint64_t from = 0;    // its messages in log_: [from, to)
+    std::uint64_t to = 0;
     std::size_t bytes = 0;
   };
+  /// The oldest task goes, and its messages.
+  void pop_oldest();
   /// The oldest finished tasks go while more than bound_ is held.
   void trim();
   /// Up to `most` tasks from the oldest on go while the master's journal holds them.
@@ -76,6 +80,7 @@ class held_results {
   std::size_t bound_;
   mutable std::mutex mutex_;
   std::deque<task_messages> tasks_;
+  message_log log_;
   std::size_t bytes_ = 0;
   std::uint64_t master_ = 0;  // adoptions so far
   std::uint64_t journaled_ = 0;  // this master's tasks up to this one are in its journal on disk
