@@ -7,8 +7,8 @@
 //   durable_program EXECUTIONS GATE [SHIFT [PROCESSES]]   (SHIFT: added to the first map's inputs;
 //   PROCESSES: the pool's, 2 by default)
 // With FIBERTEST_LARGE_FIRST=1 in its environment, the first map's results are 100 kB each (the
-// journal writes each at once), it prints the same squares when they came back whole, and it
-// waits for GATE.between to exist before the second map.
+// journal writes each at once), made once GATE.first exists; it prints the same squares when they
+// came back whole, and waits for GATE.between to exist before the second map.
 #include <fcntl.h>
 #include <fiber/fiber.hpp>
 #include <sys/file.h>
@@ -75,8 +75,9 @@ long second(long x, std::string executions, std::string gate) {
   }
   return 10 * x + 1;
 }
-std::string first_large(long x, std::string executions) {
+std::string first_large(long x, std::string executions, std::string gate) {
   note(executions, "first " + std::to_string(x));
+  wait_for(gate + ".first");  // the test opens it once both workers run one of these
   return std::string(100000, static_cast<char>('a' + x % 26));
 }
 FIBER_REMOTE(first);
@@ -101,7 +102,9 @@ int main(int argc, char** argv) {
     for (long x = 0; x < 8; ++x) inputs.emplace_back(x + shift, executions);
     std::vector<long> squares;
     if (const char* large = std::getenv("FIBERTEST_LARGE_FIRST"); large && std::string(large) == "1") {
-      auto large_results = pool.starmap(&first_large, inputs, 1).get();
+      std::vector<std::tuple<long, std::string, std::string>> large_inputs;
+      for (auto& [x, e] : inputs) large_inputs.emplace_back(x, e, gate);
+      auto large_results = pool.starmap(&first_large, large_inputs, 1).get();
       for (std::size_t i = 0; i < inputs.size(); ++i) {
         long x = std::get<0>(inputs[i]);
         squares.push_back(large_results[i] == std::string(100000, static_cast<char>('a' + x % 26)) ? x * x : -1);

@@ -152,6 +152,13 @@ TEST(durable_reattach, results_the_journal_never_wrote_are_taken_from_the_worker
   auto pid = c.start("unwritten");
   ASSERT_GT(pid, 0);
   auto journal = c.journal("unwritten");
+  // Each worker makes a large result, so that the record of where to find it, which it sent
+  // before, reaches the file too: the first map's items wait until both run one.
+  wait_in(c.executions_file().parent_path() / "alive", [&] {
+    auto alive = c.workers();
+    return alive.size() - durable_case::masters(alive).size() >= 2;
+  });
+  std::ofstream(c.gate().string() + ".first") << "open";
   wait_for_results(journal, 1, 8);
   // The journal's file holds the first map's last result: its writer wrote what it had, and is
   // not woken again before the master dies. Only then does the second map begin.

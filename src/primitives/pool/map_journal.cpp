@@ -59,13 +59,17 @@ bool each_result(std::string_view payload, std::uint64_t first, F f) {
   return true;
 }
 
-std::string u64s(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
-  std::string out(3 * sizeof a, '\0');
-  std::memcpy(out.data(), &a, sizeof a);
-  std::memcpy(out.data() + sizeof a, &b, sizeof b);
-  std::memcpy(out.data() + 2 * sizeof a, &c, sizeof c);
-  return out;
-}
+/// A chunk record's payload, (count, hash, task), framed in place (no allocation: a chunk at
+/// chunksize 1 is a task).
+struct chunk_payload {
+  chunk_payload(std::uint64_t count, std::uint64_t hash, std::uint64_t task) {
+    std::memcpy(bytes, &count, sizeof count);
+    std::memcpy(bytes + 8, &hash, sizeof hash);
+    std::memcpy(bytes + 16, &task, sizeof task);
+  }
+  std::string_view view() const { return {bytes, sizeof bytes}; }
+  char bytes[3 * sizeof(std::uint64_t)];
+};
 }  // namespace
 
 std::uint64_t chunk_hash(std::string_view bytes, std::uint64_t seed) {
@@ -164,7 +168,7 @@ void map_journal::chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t fi
                                             "run (another run_id) or give it the same input");
       // Written already, but by another task: the next master finds this master's task too.
       if (auto t = p->chunk_tasks.find(first); task && (t == p->chunk_tasks.end() || t->second != task))
-        out_.append({map_chunk, pool, call, first, u64s(count, hash, task)});
+        out_.append(map_chunk, pool, call, first, {chunk_payload(count, hash, task).view()});
       return;
     }
     // A chunk cut otherwise than the journal's (another pool size or chunksize) cannot be compared
@@ -177,7 +181,7 @@ void map_journal::chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t fi
                                           "pool's processes or the map's chunksize changed): run it as that run did, "
                                           "or start a new run (another run_id)");
   }
-  out_.append({map_chunk, pool, call, first, u64s(count, hash, task)});
+  out_.append(map_chunk, pool, call, first, {chunk_payload(count, hash, task).view()});
 }
 
 void map_journal::results(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::uint32_t skip,
