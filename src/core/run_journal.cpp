@@ -151,12 +151,10 @@ void journal_writer::append(std::uint8_t kind, std::uint32_t pool, std::uint32_t
     } else {
       if (pending_.empty() || pending_.back().keep || pending_.back().copied.size() >= direct_bytes)
         pending_.emplace_back();
+      // Its check is the writer's thread's to make, with the rest of its hashing.
       auto& out = pending_.back().copied;
-      auto at = out.size();
       out.append(head.data(), head.size());
       for (auto& p : parts) out.append(p);
-      auto check = check_of(std::string_view(out).substr(at + frame_bytes, body));
-      std::memcpy(out.data() + at + sizeof size, &check, sizeof check);
     }
     pending_bytes_ += frame_bytes + body;
     unwoken_bytes_ += frame_bytes + body;
@@ -228,6 +226,13 @@ void journal_writer::write_pending() {
   };
   for (auto& r : taken) {
     if (!r.keep) {
+      for (std::size_t at = 0; at < r.copied.size();) {  // each record's check
+        std::uint32_t body;
+        std::memcpy(&body, r.copied.data() + at, sizeof body);
+        auto check = check_of(std::string_view(r.copied).substr(at + frame_bytes, body));
+        std::memcpy(r.copied.data() + at + sizeof body, &check, sizeof check);
+        at += frame_bytes + body;
+      }
       add(r.copied);
       continue;
     }

@@ -95,8 +95,9 @@ class journal_writer {
   std::uint64_t bytes() const noexcept { return appended_; }
 
  private:
-  /// Records appended and not written: small ones copied together, headed and checked; a large
-  /// one as its head and the caller's bytes (its check made when it is written).
+  /// Records appended and not written: small ones copied together, headed; a large one as its
+  /// head and the caller's bytes. Their checks are made when they are written, on the writer's
+  /// thread (a third of a microsecond a small record on the loop, in perf).
   struct unwritten {
     std::string copied;
     std::array<char, 25> head{};  // [u32 size][u32 check][u8 kind][u32 pool][u32 call][u64 index]
