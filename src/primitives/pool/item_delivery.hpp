@@ -30,7 +30,7 @@ class item_delivery {
   /// A worker's message of results arrived, its entries [skip, skip + count) being items [first,
   /// first + count) of `sub`: a durable pool journals it whole before its items are delivered.
   /// The error its results fail with when it cannot be; null when it was (or needs not be).
-  std::exception_ptr journal(const pool_submission& sub, std::size_t first, std::size_t skip, std::size_t count,
+  std::exception_ptr journal_message(const pool_submission& sub, std::size_t first, std::size_t skip, std::size_t count,
                              const std::shared_ptr<multipart>& payload) noexcept {
     return journal_ ? journal_->results(sub, first, skip, count, payload) : nullptr;
   }

@@ -187,33 +187,27 @@ void map_journal::chunk(std::uint32_t pool, std::uint32_t call, std::uint64_t fi
 void map_journal::results(std::uint32_t pool, std::uint32_t call, std::uint64_t first, std::uint32_t skip,
                           std::uint32_t count, std::span<const std::string_view> frames, std::shared_ptr<const void> keep) {
   // [u32 skip][u32 count][u32 frames], then [u64 size][bytes] for each frame.
-  sizes_.clear();
-  append_raw(sizes_, skip);
-  append_raw(sizes_, count);
-  append_raw(sizes_, static_cast<std::uint32_t>(frames.size()));
-  for (auto& f : frames) append_raw(sizes_, static_cast<std::uint64_t>(f.size()));
+  std::size_t bytes = 0;
+  for (auto& f : frames) bytes += sizeof(std::uint64_t) + f.size();
+  // A large record is written from the frames (`keep` holds them) by the writer's thread: its
+  // sizes stay with them until then. A small one is copied at once, from sizes_.
+  using kept_sizes = std::pair<std::string, std::shared_ptr<const void>>;
+  std::shared_ptr<kept_sizes> held;
+  if (keep && bytes >= journal_writer::direct_bytes) held = std::make_shared<kept_sizes>(std::string(), std::move(keep));
+  auto& sizes = held ? held->first : sizes_;
+  sizes.clear();
+  append_raw(sizes, skip);
+  append_raw(sizes, count);
+  append_raw(sizes, static_cast<std::uint32_t>(frames.size()));
+  for (auto& f : frames) append_raw(sizes, static_cast<std::uint64_t>(f.size()));
   constexpr std::size_t fixed = 3 * sizeof(std::uint32_t);
   parts_.clear();
-  parts_.push_back(std::string_view(sizes_).substr(0, fixed));
+  parts_.push_back(std::string_view(sizes).substr(0, fixed));
   for (std::size_t i = 0; i < frames.size(); ++i) {
-    parts_.push_back(std::string_view(sizes_).substr(fixed + i * sizeof(std::uint64_t), sizeof(std::uint64_t)));
+    parts_.push_back(std::string_view(sizes).substr(fixed + i * sizeof(std::uint64_t), sizeof(std::uint64_t)));
     parts_.push_back(frames[i]);
   }
-  std::size_t bytes = 0;
-  for (auto& p : parts_) bytes += p.size();
-  if (keep && bytes >= journal_writer::direct_bytes) {
-    // The record's head stays with the frames it views until the writer's thread wrote it.
-    auto head = std::make_shared<std::pair<std::string, std::shared_ptr<const void>>>(sizes_, std::move(keep));
-    for (std::size_t i = 0, at = 0; i < parts_.size(); ++i)
-      if (i == 0 || i % 2 == 1) {
-        auto n = parts_[i].size();
-        parts_[i] = std::string_view(head->first).substr(at, n);
-        at += n;
-      }
-    out_.append(map_results, pool, call, first, parts_, std::move(head));
-    return;
-  }
-  out_.append(map_results, pool, call, first, parts_);
+  out_.append(map_results, pool, call, first, parts_, std::move(held));
 }
 
 std::size_t map_journal::results_in(const journal_record& r) {

@@ -43,7 +43,7 @@ void task_queue::on_results(std::uint64_t task_id, const std::string& worker, co
     auto unpacked = unpack(*shared, 0, skip + count, true);
     auto at = t.position();
     // A durable run's journal takes the message as it came; results it could not take fail.
-    auto unjournaled = delivery_.journal(*t.sub, at, skip, count, shared);
+    auto unjournaled = delivery_.journal_message(*t.sub, at, skip, count, shared);
     t.begin += count;
     if (count) t.attempts = 0;  // the item charged has its result: it was not what killed a worker
     // The task leaves the flight before its items reach the sinks: a sink may submit more.
