@@ -7,9 +7,12 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
+#include "backend/command.hpp"
 #include "fiber/fiber.hpp"
 #include "support.hpp"
 
@@ -49,6 +52,37 @@ TEST(pool_time_request, a_call_whose_items_outlast_a_new_worker_fails_saying_so)
                            fiber::errc::unsatisfiable, {"task_estimate", "slurm_time_limit"});
   // The pool goes on: a call without the estimate runs.
   EXPECT_EQ(p.map(&who_after, std::vector<int>{0}).get().size(), 1u);
+}
+
+// A busy controller may answer squeue only after a worker has connected: the call still fails at
+// once, for the job's end is known from the limit it was submitted with. A squeue on PATH that
+// fails until the test lets it through plays that controller.
+TEST(pool_time_request, a_call_whose_items_outlast_a_new_worker_fails_before_squeue_has_answered) {
+  SLURM_ONLY();
+  auto dir = fiber_test::run_folder() / ("fiber-squeue-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto real = fiber::detail::run_command({"sh", "-c", "command -v squeue"}).out;
+  while (!real.empty() && real.back() == '\n') real.pop_back();
+  ASSERT_FALSE(real.empty());
+  {
+    std::ofstream w(dir / "squeue");
+    w << "#!/bin/sh\n"
+      << "[ -e " << (dir / "answer").string() << " ] && exec " << real << " \"$@\"\n"
+      << "echo 'squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation' >&2\n"
+      << "exit 1\n";
+  }
+  std::filesystem::permissions(dir / "squeue", std::filesystem::perms::owner_all);
+  std::string path = std::getenv("PATH");
+  ::setenv("PATH", (dir.string() + ":" + path).c_str(), 1);
+  {
+    fiber::context ctx(fiber::config::load({{"slurm_time_limit", "1"}}));
+    fiber::pool p(ctx, fiber::pool_options{.processes = 1});
+    fiber_test::expect_error([&] { p.with({.task_estimate = 2min}).map(&who_after, std::vector<int>{0}).get(); },
+                             fiber::errc::unsatisfiable, {"task_estimate", "slurm_time_limit"});
+    std::ofstream(dir / "answer").put('\n');  // the controller answers again: the pool ends as usual
+  }
+  ::setenv("PATH", path.c_str(), 1);
+  std::filesystem::remove_all(dir);
 }
 
 // A worker of a 2-minute Slurm job that ran a 25-second item has under 95 s left: a call whose

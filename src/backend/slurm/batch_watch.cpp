@@ -79,6 +79,11 @@ void batch_watch::flush() {
   }
   std::error_code ec;
   auto cwd = std::filesystem::current_path(ec).string();
+  // A job asked for now with a time limit ends no sooner than the limit from now: its worker may
+  // connect before any squeue lists the job (a busy controller answers late), and a time request
+  // must be judged then (the next squeue gives its end exactly).
+  auto limit = cfg.slurm_time_limit.empty() ? std::nullopt : parse_slurm_time(cfg.slurm_time_limit);
+  auto asked_at = clock::now();
   for (auto& key : order) {
     auto& group = groups[key];
     for (std::size_t at = 0; at < group.size(); at += max_array_size) {
@@ -93,9 +98,11 @@ void batch_watch::flush() {
       sub->name = array ? array_job_name(first.job_id, first.name, specs.size()) : job_name(first.job_id, first.name);
       sub->args = sbatch_args(first, cfg, master, dir, cwd, sub->name, array ? static_cast<int>(specs.size()) : 0);
       sub->script = batch_script(specs);
-      for (std::size_t i = 0; i < sub->runs.size(); ++i)
+      for (std::size_t i = 0; i < sub->runs.size(); ++i) {
         sub->runs[i]->bind(sub->answer, array ? static_cast<int>(i) : -1,
                            dir + "/" + sub->name + (array ? "_" + std::to_string(i) : std::string()));
+        if (limit) sub->runs[i]->end_plan = planned_end{asked_at + *limit, *limit};
+      }
       submit(sub, 1);
     }
   }

@@ -173,7 +173,7 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
   std::atomic<bool> reaped{false};  // kill_and_reap cancelled it already (it waited for scancel)
   std::string detail, stderr_tail, last_reason, node;
   clock::time_point pending_since = clock::now();
-  std::optional<struct planned_end> end_plan;  // its time limit's end, as the last squeue said
+  std::optional<struct planned_end> end_plan;  // its time limit's end: from its submission, then as squeue says
   followed_file out, err;
 
   /// This run's Slurm id, given the id sbatch answered.
