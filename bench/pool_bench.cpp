@@ -7,9 +7,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <numeric>
+#include <stdexcept>
 #include <set>
 #include <thread>
 
@@ -129,13 +131,53 @@ void pool_imap_rate(benchmark::State& state) {
 BENCHMARK(pool_imap_rate)
     ->Args({0, -1})
     ->Args({1, -1})
+    ->Args({0, 1})
     ->Args({1, 1})
+    ->Args({0, 1000})
     ->Args({1, 1000})
     ->ArgNames({"imap", "chunksize"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(1)
     ->Repetitions(3);
+
+// imap beside map on one pool, taken in turns (which goes first alternates): imap_over_map is the
+// median of each pair's time ratio, as the machine's speed moves between runs far more than
+// between two calls in a row. `chunksize` 0 is each call's default.
+void pool_imap_ratio(benchmark::State& state) {
+  const auto chunksize = static_cast<std::size_t>(state.range(0));
+  fiber::pool p(2);
+  p.ready().get();
+  std::vector<int> xs(200000);
+  std::iota(xs.begin(), xs.end(), 0);
+  auto timed = [&](bool stream) {
+    auto start = std::chrono::steady_clock::now();
+    long long sum = 0;
+    if (stream)
+      for (int y : p.imap(&identity, xs, chunksize)) sum += y;
+    else
+      for (int y : p.map(&identity, xs, chunksize).get()) sum += y;
+    if (sum != 199999LL * 200000 / 2) throw std::runtime_error("wrong result");
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  (void)timed(false), (void)timed(true);  // warm-up
+  std::vector<double> ratios;
+  for (auto _ : state)
+    for (int pair = 0; pair < 20; ++pair) {
+      double imap = 0, map = 0;
+      if (pair % 2) {
+        imap = timed(true), map = timed(false);
+      } else {
+        map = timed(false), imap = timed(true);
+      }
+      ratios.push_back(imap / map);
+    }
+  std::sort(ratios.begin(), ratios.end());
+  state.counters["imap_over_map"] = ratios[ratios.size() / 2];
+  state.counters["q1"] = ratios[ratios.size() / 4];
+  state.counters["q3"] = ratios[ratios.size() * 3 / 4];
+}
+BENCHMARK(pool_imap_ratio)->Arg(0)->Arg(1000)->ArgName("chunksize")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 // One task's round trip on a warm pool: apply, wait for the result (the peers' harness measures
 // the same, bench/compare/peers/peers.py).

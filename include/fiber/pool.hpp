@@ -161,6 +161,8 @@ class result_stream {
     std::vector<R> batch;
     std::exception_ptr error;
     bool ended = false;
+    // What is ready in one pass; then one at a time, for an error or the end.
+    if (!source->held()) source->take_ready(batch, max);
     while (batch.size() < max) {
       std::optional<R> value;
       std::exception_ptr e;

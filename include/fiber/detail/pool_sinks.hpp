@@ -6,7 +6,6 @@
 #include <deque>
 #include <exception>
 #include <iterator>
-#include <map>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -126,6 +125,9 @@ class stream_source {
   /// True with a result (or error) in `out`/`error`, or with neither at the end; false: nothing yet.
   virtual bool try_next(std::optional<R>& out, std::exception_ptr& error) = 0;
   virtual void set_waiter(unique_function<void()> w) = 0;
+  /// Moves the results ready now onto `out`, up to `max` of it, stopping before an error: what
+  /// try_next gives one at a time, in one pass.
+  virtual void take_ready(std::vector<R>& out, std::size_t max) = 0;
 
   /// As try_next, an error held back by a batch first.
   bool take(std::optional<R>& out, std::exception_ptr& error) {
@@ -137,6 +139,7 @@ class stream_source {
   }
   /// A batch ended at an error: the error is the next call's answer, after the results before it.
   void hold(std::exception_ptr error) { held_ = std::move(error); }
+  bool held() const { return held_ != nullptr; }
 
  private:
   std::exception_ptr held_;
@@ -154,8 +157,17 @@ class stream_sink final : public pool_sink, public stream_source<R> {
     for (; k < n && it_ != last_; ++k, ++it_) chunk.add([&](writer& w) { encode_(w, *it_); });
     return k;
   }
-  bool wants_more() const override { return ready_.size() + parked_.size() < bound_; }
-  void on_result(std::size_t index, message m) override { arrive(index, entry{std::in_place_index<1>, std::move(m)}); }
+  bool wants_more() const override { return ready_.size() + parked_ < bound_; }
+  void on_result(std::size_t index, message m) override {
+    // Decoded as it arrives, as map's are: a result waits as its value, not as a reference to
+    // the frames it came in (an atomic count per item, and frames kept for as long as any of
+    // their items waits).
+    try {
+      arrive(index, entry{std::in_place_index<1>, decode_message<R>(m)});
+    } catch (...) {
+      arrive(index, entry{std::in_place_index<0>, std::current_exception()});
+    }
+  }
   void on_error(std::size_t index, std::exception_ptr e) override { arrive(index, entry{std::in_place_index<0>, e}); }
   void on_finished() override {
     finished_ = true;
@@ -164,38 +176,59 @@ class stream_sink final : public pool_sink, public stream_source<R> {
   void on_input_failed(std::size_t, std::exception_ptr e) override { rest_failed_ = e; }
   bool try_next(std::optional<R>& out, std::exception_ptr& error) override {
     if (ready_.empty()) {
-      if (rest_failed_ && parked_.empty() && it_ != last_) {  // an item the pool never ran
+      if (rest_failed_ && parked_ == 0 && it_ != last_) {  // an item the pool never ran
         ++it_;
         error = rest_failed_;
         return true;
       }
-      return finished_ && parked_.empty();
+      return finished_ && parked_ == 0;
     }
-    auto r = std::move(ready_.front());
-    ready_.pop_front();
+    auto& r = ready_.front();
     if (r.index() == 0)
       error = std::get<0>(r);
     else
-      out.emplace(decode_message<R>(std::get<1>(r)));
+      out.emplace(std::move(std::get<1>(r)));
+    ready_.pop_front();
     return true;
   }
   void set_waiter(unique_function<void()> w) override { waiter_ = std::move(w); }
+  void take_ready(std::vector<R>& out, std::size_t max) override {
+    while (out.size() < max && !ready_.empty() && ready_.front().index() == 1) {
+      out.push_back(std::move(std::get<1>(ready_.front())));
+      ready_.pop_front();
+    }
+  }
 
  private:
-  using entry = std::variant<std::exception_ptr, message>;
+  using entry = std::variant<std::exception_ptr, R>;
   void arrive(std::size_t index, entry r) {
-    if (ordered_ && index != next_) {  // ahead of one still to come: it waits for it
-      parked_.emplace(index, std::move(r));
+    if (!ordered_) {
+      ready_.push_back(std::move(r));
+      return wake();
+    }
+    // Ahead of one still to come, it waits in its place in the window after the next in order:
+    // a whole chunk of another worker's may wait so, and a slot each is no allocation each.
+    if (index < next_) return;  // delivered already: the pool gives each index one outcome
+    if (index != next_) {
+      auto at = index - next_;
+      if (window_.size() <= at) window_.resize(at + 1);
+      window_[at].emplace(std::move(r));
+      ++parked_;
       return;
     }
     // The next in order (a chunk's results arrive so, one after another) goes straight on, and
-    // then those parked behind it.
+    // then those waiting behind it.
     ready_.push_back(std::move(r));
-    if (ordered_)
-      for (auto it = parked_.find(++next_); it != parked_.end(); it = parked_.find(++next_)) {
-        ready_.push_back(std::move(it->second));
-        parked_.erase(it);
+    ++next_;
+    if (!window_.empty()) {
+      window_.pop_front();  // its own slot, empty
+      while (!window_.empty() && window_.front()) {
+        ready_.push_back(std::move(*window_.front()));
+        window_.pop_front();
+        --parked_;
+        ++next_;
       }
+    }
     wake();
   }
   void wake() {
@@ -211,7 +244,8 @@ class stream_sink final : public pool_sink, public stream_source<R> {
   std::size_t chunk_limit_;
   std::size_t next_ = 0;
   std::deque<entry> ready_;
-  std::map<std::size_t, entry> parked_;
+  std::deque<std::optional<entry>> window_;  // from next_ on: those that came before their turn
+  std::size_t parked_ = 0;                   // how many of window_'s slots hold one
   bool finished_ = false;
   std::exception_ptr rest_failed_;  // the input after what was produced, failed as a whole
   unique_function<void()> waiter_;
