@@ -272,10 +272,14 @@ void idle_pool(benchmark::State& state) {
     auto before = cpu();
     auto c0 = cpu();
     auto reading = c0 - before;
+    auto own0 = own_cpu_seconds();
     auto t0 = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(std::chrono::seconds(5));  // the measurement window, not a wait for an event
     auto wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto own1 = own_cpu_seconds();
     state.counters["cpu_s_per_s"] = std::max(0.0, cpu() - c0 - reading) / wall;
+    // The master's share (its own reading, taken before the stat files are read).
+    state.counters["master_cpu_s_per_s"] = (own1 - own0) / wall;
     state.counters["workers"] = static_cast<double>(pids.size() - hubs.size());
     state.counters["hubs"] = static_cast<double>(hubs.size());
     state.SetIterationTime(wall);

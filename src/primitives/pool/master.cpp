@@ -300,8 +300,9 @@ pool_stats pool_master::stats() const {
   s.workers_lost = ends_.lost();
   s.drained = ends_.drained();
   s.memory_exceeded = ends_.memory_exceeded();
-  s.workers = workers_.count().live;
-  s.workers_started = workers_.count().started;
+  auto census = workers_.count();  // a walk of every worker: once
+  s.workers = census.live;
+  s.workers_started = census.started;
   s.shared_objects_sent = courier_.objects_sent();
   s.shared_bytes_sent = courier_.bytes_sent();
   s.shared_bytes_host = courier_.bytes_in_host_memory();

@@ -111,11 +111,14 @@ boost::json::array process_rows(const Processes& processes, std::size_t listed_a
   std::vector<std::pair<const std::string*, const entry*>> listed;
   listed.reserve(processes.size());
   for (auto& [n, p] : processes) listed.emplace_back(&n, &p);
-  std::sort(listed.begin(), listed.end(), [](auto& a, auto& b) {
+  // Only the first `listed_at_most` in order are shown: a thousand workers' list is not sorted
+  // whole at every sample.
+  auto shown = std::min(listed.size(), listed_at_most);
+  std::partial_sort(listed.begin(), listed.begin() + static_cast<std::ptrdiff_t>(shown), listed.end(), [](auto& a, auto& b) {
     if (a.second->running != b.second->running) return a.second->running;
     return a.second->running ? a.second->order < b.second->order : a.second->order > b.second->order;
   });
-  if (listed.size() > listed_at_most) listed.resize(listed_at_most);
+  listed.resize(shown);
   boost::json::array rows;
   for (auto [n, p] : listed) {
     boost::json::object o{{"name", *n}, {"pid", p->pid}, {"state", p->running ? "running" : exit_text(p->code)}};
