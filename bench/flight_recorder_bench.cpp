@@ -92,13 +92,15 @@ static void dashboard_map(benchmark::State& state) {
 }
 BENCHMARK(dashboard_map)->Arg(0)->Arg(1)->Arg(2)->ArgName("D")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5)->Repetitions(6);
 
-static void dashboard_sample(benchmark::State& state) {
-  auto workers = static_cast<std::size_t>(state.range(0));
-  fiber::detail::dashboard_view view("bench", "flight_recorder_bench", "local");
-  view.add_pool(1, [workers]() -> std::optional<boost::json::object> {
+// A view of one pool of `workers` and as many processes, its pool described as the pool's master
+// describes itself.
+static void fill_view(fiber::detail::dashboard_view& view, std::size_t workers) {
+  view.add_pool(1, [workers](bool with_rows) -> std::optional<boost::json::object> {
     boost::json::object out{{"id", 1}, {"state", "open"}, {"target", workers}};
     out["stats"] = {{"queued", 100}, {"running", workers}, {"done", 123456}, {"retried", 0},
                     {"workers_lost", 0}, {"workers", workers}, {"workers_started", workers}};
+    out["failures"] = boost::json::array{};
+    if (!with_rows) return out;
     boost::json::array rows;
     for (std::size_t w = 0; w < std::min<std::size_t>(workers, 256); ++w)
       rows.push_back(boost::json::object{{"name", "PoolWorker-1-" + std::to_string(w + 1)},
@@ -106,16 +108,29 @@ static void dashboard_sample(benchmark::State& state) {
     out["workers"] = std::move(rows);
     out["workers_total"] = workers;
     out["workers_shown"] = std::min<std::size_t>(workers, 256);
-    out["failures"] = boost::json::array{};
     return out;
   });
   for (std::size_t w = 0; w < workers; ++w)
     view.on_process(fiber::detail::record_kind::process_start, "PoolWorker-1-" + std::to_string(w + 1), 1000 + w, 0, {});
+}
+
+// What a page that reads the run costs at each tick: the whole state, as JSON.
+static void dashboard_sample(benchmark::State& state) {
+  fiber::detail::dashboard_view view("bench", "flight_recorder_bench", "local");
+  fill_view(view, static_cast<std::size_t>(state.range(0)));
   std::size_t bytes = 0;
   for (auto _ : state) bytes = boost::json::serialize(view.sample()).size();
   state.counters["bytes"] = static_cast<double>(bytes);
 }
 BENCHMARK(dashboard_sample)->Arg(4)->Arg(1024)->ArgName("W")->Unit(benchmark::kMicrosecond);
+
+// What a tick costs when no page reads: the pools' numbers and a point of the plot.
+static void dashboard_tick(benchmark::State& state) {
+  fiber::detail::dashboard_view view("bench", "flight_recorder_bench", "local");
+  fill_view(view, static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) view.tick();
+}
+BENCHMARK(dashboard_tick)->Arg(4)->Arg(1024)->ArgName("W")->Unit(benchmark::kMicrosecond);
 
 // A run of 1,000,000 tasks on 64 workers (recorded here directly: sent, then done, round robin,
 // one map), then its trace: the recording's and the trace's bytes, and the trace's writing time.

@@ -161,8 +161,8 @@ void pool_master::start() {
   }
   rt_->observer().recorder().record(record_kind::pool_begin, static_cast<std::uint32_t>(workers_.count().target), id_);
   if (auto* board = rt_->observer().run_dashboard()) {
-    board->view().add_pool(id_, [weak = weak_from_this()]() -> std::optional<boost::json::object> {
-      if (auto self = weak.lock()) return self->describe();
+    board->view().add_pool(id_, [weak = weak_from_this()](bool rows) -> std::optional<boost::json::object> {
+      if (auto self = weak.lock()) return self->describe(rows);
       return std::nullopt;
     });
   } else if (rt_->observer().shows_pools_upstream()) {
@@ -309,9 +309,9 @@ pool_stats pool_master::stats() const {
   return s;
 }
 
-boost::json::object pool_master::describe() const {
+boost::json::object pool_master::describe(bool rows) const {
   return view_.describe(id_, terminating_ ? "terminating" : closed_ ? "closed" : "open", stats(),
-                        const_cast<worker_set&>(workers_), tasks_);
+                        const_cast<worker_set&>(workers_), tasks_, rows);
 }
 
 void pool_master::on_shutdown() noexcept {

@@ -61,8 +61,9 @@ class pool_master final : public pool_core, public service, public std::enable_s
   void when_joined(unique_function<void()> done) override;
   void when_ready(unique_function<void()> done) override;
   pool_stats stats() const override;
-  /// What the run's dashboard shows of this pool: its stats, each worker's state, its failures.
-  boost::json::object describe() const;
+  /// What the run's dashboard shows of this pool: its stats, each worker's state (with `rows`),
+  /// its failures.
+  boost::json::object describe(bool rows = true) const;
   void on_message(const std::string& peer, const header& h, multipart&& payload) override;
   void on_shutdown() noexcept override;
 

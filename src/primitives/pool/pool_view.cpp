@@ -20,11 +20,13 @@ boost::json::array pool_view::failures() const {
 }
 
 boost::json::object pool_view::describe(std::uint64_t id, std::string_view state, const pool_stats& s,
-                                        worker_set& workers, const task_queue& tasks) const {
-  boost::json::object out{{"id", id}, {"state", state}, {"target", workers.count().target}};
+                                        worker_set& workers, const task_queue& tasks, bool rows) const {
+  boost::json::object out{{"id", id}, {"state", state}, {"target", workers.target()}};
   out["stats"] = {{"queued", s.queued},   {"running", s.running},           {"done", s.done},
                   {"retried", s.retried}, {"workers_lost", s.workers_lost}, {"workers", s.workers},
                   {"workers_started", s.workers_started}, {"drained", s.drained}};
+  out["failures"] = failures();
+  if (!rows) return out;
   boost::json::array listed;
   std::size_t total = 0;
   workers.for_each([&](const pool_worker& w) {
@@ -47,7 +49,6 @@ boost::json::object pool_view::describe(std::uint64_t id, std::string_view state
   out["workers"] = std::move(listed);
   out["workers_total"] = total;
   out["workers_shown"] = std::min(total, workers_listed);
-  out["failures"] = failures();
   return out;
 }
 

@@ -30,8 +30,10 @@ class pool_view {
   void note_failure(std::string what);
   /// The failures kept, oldest first, as the page reads them ({at_s, what}).
   boost::json::array failures() const;
+  /// The pool as the page shows it; without `rows`, its numbers and failures but no worker's row
+  /// (what a tick that no page reads needs).
   boost::json::object describe(std::uint64_t id, std::string_view state, const pool_stats& s, worker_set& workers,
-                               const task_queue& tasks) const;
+                               const task_queue& tasks, bool rows = true) const;
 
  private:
   std::chrono::steady_clock::time_point began_ = std::chrono::steady_clock::now();

@@ -27,15 +27,15 @@ struct dashboard::state {
   asio::steady_timer ticker;
   // Used as an event: streams wait on it, and each sample cancels their waits.
   asio::steady_timer updated;
-  boost::json::object last;      // the last sample
-  std::uint64_t generation = 0;  // samples taken
-  // The last sample as JSON, made when a page's stream first wants it: with no page open the
-  // master samples (the plot's history needs every tick) but serializes nothing.
+  std::uint64_t generation = 0;  // ticks taken
+  // The page's state as JSON, taken when a page's stream first wants it after a tick and shared
+  // by every stream: with no page open the master ticks (the plot's history needs every tick)
+  // but describes no worker and serializes nothing.
   std::string latest;
   std::uint64_t latest_generation = 0;
   const std::string& latest_text() {
     if (latest_generation != generation) {
-      latest = boost::json::serialize(last);
+      latest = boost::json::serialize(view.sample());
       latest_generation = generation;
     }
     return latest;
@@ -121,7 +121,7 @@ void dashboard::close() {
 void dashboard::tick() {
   auto& s = *state_;
   if (s.closed) return;
-  s.last = s.view.sample();
+  s.view.tick();
   ++s.generation;
   s.updated.cancel();
   s.ticker.expires_after(s.interval);
@@ -147,7 +147,7 @@ http_reply dashboard::answer(const std::shared_ptr<state>& st_ptr, const http_se
   } else if (path == "/state") {
     // Taken now: a script that just changed the run sees it (the events carry the samples).
     reply.content_type = "application/json";
-    reply.body = boost::json::serialize(st.view.sample(/*tick=*/false));
+    reply.body = boost::json::serialize(st.view.sample());
   } else if (path == "/events") {
     reply.content_type = "text/event-stream";
     reply.body = "retry: 2000\n\n";

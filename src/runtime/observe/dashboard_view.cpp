@@ -131,15 +131,16 @@ boost::json::array process_rows(const Processes& processes, std::size_t listed_a
 }
 }  // namespace
 
-boost::json::object dashboard_view::sample(bool tick) {
-  using namespace std::chrono;
-  double now = duration<double>(steady_clock::now() - began_).count();
+dashboard_view::totals dashboard_view::refresh(bool rows) {
   totals sum = dropped_;
-  boost::json::array pools;
   for (auto& [id, p] : pools_) {
     if (!p.ended && p.describe) {  // a nested master's pool says its state itself (show_pool)
-      if (auto state = p.describe()) {
-        p.last = std::move(*state);
+      if (auto state = p.describe(rows)) {
+        if (rows) {
+          p.last = std::move(*state);
+        } else {  // its rows stay as last taken, for the page to see once it asks
+          for (auto& [key, value] : *state) p.last[key] = std::move(value);
+        }
       } else {
         p.ended = true;
         p.describe = nullptr;
@@ -166,21 +167,32 @@ boost::json::object dashboard_view::sample(bool tick) {
     }
     ++it;
   }
-  for (auto& [id, p] : pools_) pools.push_back(p.last);
+  return sum;
+}
 
+void dashboard_view::tick() {
+  using namespace std::chrono;
+  double now = duration<double>(steady_clock::now() - began_).count();
+  auto sum = refresh(false);
+  double done_rate = 0, retried_rate = 0;
+  if (last_ && now > last_->first) {
+    double dt = now - last_->first;
+    done_rate = static_cast<double>(sum.done - std::min(sum.done, last_->second.done)) / dt;
+    retried_rate = static_cast<double>(sum.retried - std::min(sum.retried, last_->second.retried)) / dt;
+  }
+  last_ = {now, sum};
+  history_.push_back({now, done_rate, retried_rate, sum.running, sum.queued});
+  if (history_.size() > history_points) history_.pop_front();
+}
+
+boost::json::object dashboard_view::sample() {
+  using namespace std::chrono;
+  double now = duration<double>(steady_clock::now() - began_).count();
+  auto sum = refresh(true);
+  boost::json::array pools;
+  for (auto& [id, p] : pools_) pools.push_back(p.last);
   double done_rate = history_.empty() ? 0 : history_.back().done_per_s;
   double retried_rate = history_.empty() ? 0 : history_.back().retried_per_s;
-  if (tick) {
-    done_rate = retried_rate = 0;
-    if (last_ && now > last_->first) {
-      double dt = now - last_->first;
-      done_rate = static_cast<double>(sum.done - std::min(sum.done, last_->second.done)) / dt;
-      retried_rate = static_cast<double>(sum.retried - std::min(sum.retried, last_->second.retried)) / dt;
-    }
-    last_ = {now, sum};
-    history_.push_back({now, done_rate, retried_rate, sum.running, sum.queued});
-    if (history_.size() > history_points) history_.pop_front();
-  }
 
   boost::json::object out;
   out["run"] = run_;

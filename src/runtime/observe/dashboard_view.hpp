@@ -18,8 +18,10 @@ namespace fiber::detail {
 
 class dashboard_view {
  public:
-  /// A part's state now, or nothing once the part is gone (its last state stays, as ended).
-  using describe_fn = std::function<std::optional<boost::json::object>()>;
+  /// A part's state now, or nothing once the part is gone (its last state stays, as ended); with
+  /// `rows` false only what is cheap to say (its numbers, not a row per worker): what a tick
+  /// that no page reads needs.
+  using describe_fn = std::function<std::optional<boost::json::object>(bool rows)>;
 
   /// `run`, `program`, `backend`: the page's title.
   dashboard_view(std::string run, std::string program, std::string backend);
@@ -37,9 +39,11 @@ class dashboard_view {
   /// its limit.
   void on_memory(std::string_view name, std::uint64_t resident);
 
-  /// Takes the parts' states now, and with `tick` adds a point to the plot (the rates are those of
-  /// the last point); what the page shows, as JSON.
-  boost::json::object sample(bool tick = true);
+  /// Takes the parts' numbers now and adds a point to the plot. No row is built: with no page
+  /// open a thousand idle workers cost a tick nothing per worker but a count.
+  void tick();
+  /// What the page shows, as JSON, taken now (the rates are those of the last point).
+  boost::json::object sample();
 
   static constexpr std::size_t history_points = 240;   // the plot's points, one per sample
   static constexpr std::size_t ended_pools_kept = 8;   // the newest; older ones add to the totals only
@@ -65,6 +69,9 @@ class dashboard_view {
     std::uint64_t queued = 0, running = 0, done = 0, retried = 0, workers = 0, workers_lost = 0, workers_started = 0;
   };
   void add_stats(totals& t, const boost::json::object& stats) const;
+  /// Asks the live pools for their state (`rows`: whole, else their numbers over what they said
+  /// last), drops the oldest ended ones, and sums the numbers.
+  totals refresh(bool rows);
 
   std::string run_, program_, backend_;
   std::chrono::steady_clock::time_point began_ = std::chrono::steady_clock::now();
