@@ -21,7 +21,7 @@ boost::json::array pool_view::failures() const {
 
 boost::json::object pool_view::describe(std::uint64_t id, std::string_view state, const pool_stats& s,
                                         worker_set& workers, const task_queue& tasks, bool rows) const {
-  boost::json::object out{{"id", id}, {"state", state}, {"target", workers.target()}};
+  boost::json::object out{{"id", id}, {"state", state}, {"target", workers.count().target}};
   out["stats"] = {{"queued", s.queued},   {"running", s.running},           {"done", s.done},
                   {"retried", s.retried}, {"workers_lost", s.workers_lost}, {"workers", s.workers},
                   {"workers_started", s.workers_started}, {"drained", s.drained}};

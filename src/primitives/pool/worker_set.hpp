@@ -65,8 +65,6 @@ class worker_set {
   void top_up(bool work_left = false);
   /// The target changes; workers beyond it are retired.
   void resize(int target);
-  /// How many workers there are to be (count() has it too, after a walk of every worker).
-  int target() const noexcept { return target_; }
 
   /// How many workers there are to be, and are, as the stats and the view count them.
   struct census {
