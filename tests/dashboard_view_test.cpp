@@ -72,4 +72,21 @@ TEST(dashboard_view, an_ended_pool_keeps_its_last_rows_and_the_numbers_it_last_s
   EXPECT_EQ(s.at("totals").at("done").to_number<std::uint64_t>(), 7u);
 }
 
+TEST(dashboard_view, a_pool_that_ended_before_any_page_asked_is_shown_with_an_empty_list_of_workers) {
+  dashboard_view view("run", "program", "local");
+  counted_pool pool;
+  view.add_pool(1, pool.fn());
+  pool.done = 3;
+  view.tick();
+  pool.alive = false;
+  view.tick();
+  auto s = view.sample();
+  auto& shown = s.at("pools").as_array()[0].as_object();
+  EXPECT_EQ(shown.at("state").as_string(), "ended");
+  EXPECT_EQ(done_of(shown), 3u);
+  ASSERT_TRUE(shown.contains("workers")) << "the page reads every pool's list of workers";
+  EXPECT_TRUE(shown.at("workers").as_array().empty());
+  EXPECT_EQ(pool.asked_rows, 0);
+}
+
 }  // namespace

@@ -145,6 +145,12 @@ dashboard_view::totals dashboard_view::refresh(bool rows) {
         p.ended = true;
         p.describe = nullptr;
         p.last["state"] = "ended";
+        // Gone before any page asked for its rows: the page reads an empty list, not a missing one.
+        if (!p.last.contains("workers")) {
+          p.last["workers"] = boost::json::array{};
+          p.last["workers_shown"] = 0;
+          p.last["workers_total"] = 0;
+        }
       }
     }
     if (auto* stats = p.last.if_contains("stats"); stats && stats->is_object()) {
