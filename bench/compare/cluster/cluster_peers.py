@@ -5,9 +5,16 @@ prints for fiber, so that run.sh sets them side by side.
     cluster_peers.py PEER ready N T0_NS        N workers ready; seconds since T0_NS (CLOCK_REALTIME)
     cluster_peers.py PEER overhead N MS TASKS  TASKS tasks of MS ms, one at a time: µs of overhead each
     cluster_peers.py PEER throughput N TASKS   TASKS trivial tasks: tasks per second
+    cluster_peers.py PEER broadcast N MB       one MB-megabyte array read by a task on each worker: seconds
+    cluster_peers.py PEER args N COUNT MB      COUNT distinct MB-megabyte arrays, one task each: seconds
+    cluster_peers.py PEER framework N ROUNDS MS  ROUNDS rounds of N tasks of MS ms: µs of overhead a round
+    cluster_peers.py PEER kill N TASKS MS DIR  TASKS tasks of MS ms; once a quarter have run, one running
+                                               worker's Slurm job is cancelled: does the map complete,
+                                               how many tasks ran again (DIR/runs), time beyond ideal
 
 PEER: dask (dask-jobqueue's SLURMCluster), submitit, hyperqueue (its server here, each worker
-`hq worker start` in a Slurm job; CLUSTER_HQ names the `hq` command). Each worker is a Slurm job
+`hq worker start` in a Slurm job; CLUSTER_HQ names the `hq` command), ray (its head here, each
+worker `ray start --num-cpus=1` in a Slurm job, as Ray's Slurm guide starts its nodes). Each worker is a Slurm job
 of CPUS_PER_WORKER CPUs (2: four workers spread over the test cluster's two 4-CPU nodes, as
 fiber's are) and runs one task at a time. A peer whose tasks cost a Slurm job (submitit) or a
 Python interpreter (hyperqueue's function tasks) each runs at most its cap of a row's tasks and
@@ -19,12 +26,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 CPUS_PER_WORKER = int(os.environ.get("CLUSTER_CPUS_PER_WORKER", "2"))
 MEMORY_MB = 900
 SUBMITIT_CAP = int(os.environ.get("CLUSTER_SUBMITIT_CAP", "64"))
 HQ_CAP = int(os.environ.get("CLUSTER_HQ_CAP", "400"))
+# Rounds of the framework row for a peer whose every task is a Slurm job or an interpreter.
+SUBMITIT_ROUNDS = 3
+HQ_ROUNDS = 10
+# How long the kill row waits for a map that lost a worker, at least.
+KILL_BOUND_S = 120
 
 
 def sleep_ms(ms):
@@ -35,6 +48,36 @@ def sleep_ms(ms):
 
 def square(x):
     return x * x
+
+
+def read_blob(blob, i):
+    return float(blob[i % len(blob)]) + len(blob)
+
+
+def arg_size(v):
+    return float(v[0]) + len(v)
+
+
+def logged_task(item, ms, path):
+    """A task of the kill row: one line in `path` per run (reruns too); the Slurm job that ran it."""
+    with open(path, "a") as f:
+        f.write(f"{item} {os.getpid()}\n")
+    sleep_ms(ms)
+    return int(os.environ.get("SLURM_JOB_ID", "0"))
+
+
+def doubles(mb):
+    import numpy
+
+    return numpy.ones(int(float(mb) * 1e6 / 8))
+
+
+def lines(path):
+    try:
+        with open(path) as f:
+            return sum(1 for _ in f)
+    except FileNotFoundError:
+        return 0
 
 
 def address_toward_nodes():
@@ -66,8 +109,18 @@ class dask_peer:
         self.client = Client(self.cluster)
         self.client.wait_for_workers(n)
 
-    def map(self, fn, args):
-        return self.client.gather(self.client.map(fn, args, pure=False))
+    def map(self, fn, args, *more):
+        return self.client.gather(self.client.map(fn, args, *more, pure=False))
+
+    def broadcast(self, fn, blob, n):
+        held = self.client.scatter(blob, broadcast=True)
+        return self.client.gather(self.client.map(fn, [held] * n, list(range(n)), pure=False))
+
+    def many(self, fn, payloads):
+        return self.client.gather(self.client.map(fn, self.client.scatter(payloads), pure=False))
+
+    def round(self, fn, arg, n):
+        return self.client.gather([self.client.submit(fn, arg, pure=False) for _ in range(n)])
 
     def close(self):
         self.client.close()
@@ -86,10 +139,21 @@ class submitit_peer:
                                   slurm_array_parallelism=n)
         self.jobs = []
 
-    def map(self, fn, args):
-        jobs = self.ex.map_array(fn, args)
+    rounds = SUBMITIT_ROUNDS
+
+    def map(self, fn, args, *more):
+        jobs = self.ex.map_array(fn, args, *more)
         self.jobs += jobs
         return [j.result() for j in jobs]
+
+    def broadcast(self, fn, blob, n):
+        return self.map(fn, [blob] * n, list(range(n)))
+
+    def many(self, fn, payloads):
+        return self.map(fn, payloads)
+
+    def round(self, fn, arg, n):
+        return self.map(fn, [arg] * n)
 
     def close(self):
         for j in self.jobs:
@@ -138,14 +202,26 @@ class hyperqueue_peer:
         out = subprocess.run(self.command("worker", "list", "--output-mode", "json"), capture_output=True, text=True)
         return len(json.loads(out.stdout)) if out.returncode == 0 and out.stdout.strip() else 0
 
-    def map(self, fn, args):
+    rounds = HQ_ROUNDS
+
+    def map(self, fn, args, *more):
         from hyperqueue import Job
 
         job = Job()
-        for a in args:
-            job.function(fn, args=(a,), stdout=None, stderr=None)
-        self.client.wait_for_jobs([self.client.submit(job)])
-        return args  # a function task's value stays in its worker: HyperQueue returns none
+        for a in zip(args, *more):
+            job.function(fn, args=a, stdout=None, stderr=None)
+        if not self.client.wait_for_jobs([self.client.submit(job)], raise_on_error=False):
+            raise RuntimeError("a HyperQueue task failed")
+        return list(args)  # a function task's value stays in its worker: HyperQueue returns none
+
+    def broadcast(self, fn, blob, n):
+        return self.map(fn, [blob] * n, list(range(n)))
+
+    def many(self, fn, payloads):
+        return self.map(fn, payloads)
+
+    def round(self, fn, arg, n):
+        return self.map(fn, [arg] * n)
 
     def close(self):
         if self.workers:
@@ -158,7 +234,112 @@ class hyperqueue_peer:
             self.server.wait()
 
 
-PEERS = {"dask": dask_peer, "submitit": submitit_peer, "hyperqueue": hyperqueue_peer}
+# ---- Ray: its head here (no CPUs: it schedules, as dask's scheduler does), each worker a Ray node
+# of one CPU started by `ray start --block` in a Slurm job
+class ray_peer:
+    def __init__(self, n, tmp):
+        import ray
+
+        self.rayapi = ray
+        self.bin = os.path.join(os.path.dirname(sys.executable), "ray")
+        host = address_toward_nodes()
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        # Ray's sockets live under its temp dir, whose path must stay short (108 bytes a socket path).
+        self.dir = tempfile.mkdtemp(prefix="rayp", dir="/tmp")
+        self.address = f"{host}:{port}"
+        self.workers = []
+        self.head = subprocess.Popen(
+            [self.bin, "start", "--head", "--block", f"--node-ip-address={host}", f"--port={port}", "--num-cpus=0",
+             "--include-dashboard=false", f"--temp-dir={self.dir}/head", "--object-store-memory=1000000000",
+             "--disable-usage-stats"],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "ray-head.err"), "w"), start_new_session=True)
+        try:
+            self.start(n, host, port, tmp)
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self, n, host, port, tmp):
+        while True:  # the head's GCS port answers once it is up
+            if self.head.poll() is not None:
+                raise RuntimeError("ray start --head exited with " + str(self.head.returncode))
+            try:
+                socket.create_connection((host, port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        # Each node's own address (the route back to the head) and temp dir: the nodes share one file system.
+        script = os.path.join(tmp, "ray-worker.sh")
+        with open(script, "w") as f:
+            f.write(f"""#!/bin/bash
+ip=$({sys.executable} -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(("{host}", 9)); print(s.getsockname()[0])')
+exec {self.bin} start --address={self.address} --node-ip-address=$ip --temp-dir={self.dir}/w$SLURM_JOB_ID --num-cpus=1 --block --object-store-memory=300000000 --disable-usage-stats
+""")
+        for _ in range(n):
+            out = subprocess.run(["sbatch", "--parsable", f"--cpus-per-task={CPUS_PER_WORKER}", f"--mem={MEMORY_MB}M",
+                                  "--job-name=ray-peer-worker", f"--output={tmp}/ray-worker-%j.out", script],
+                                 capture_output=True, text=True, check=True).stdout
+            self.workers.append(out.strip().split(";")[0])
+        self.rayapi.init(address=self.address, logging_level="ERROR", log_to_driver=False)
+        while self.rayapi.cluster_resources().get("CPU", 0) < n:
+            time.sleep(0.05)
+
+    def remote(self, fn):
+        return self.rayapi.remote(num_cpus=1)(fn)
+
+    def map(self, fn, args, *more):
+        f = self.remote(fn)
+        return self.rayapi.get([f.remote(*a) for a in zip(args, *more)])
+
+    def broadcast(self, fn, blob, n):
+        held = self.rayapi.put(blob)
+        f = self.remote(fn)
+        return self.rayapi.get([f.remote(held, i) for i in range(n)])
+
+    def many(self, fn, payloads):
+        return self.map(fn, payloads)
+
+    def round(self, fn, arg, n):
+        f = self.remote(fn)
+        return self.rayapi.get([f.remote(arg) for _ in range(n)])
+
+    def close(self):
+        try:
+            self.rayapi.shutdown()
+        except Exception:
+            pass
+        if self.workers:
+            subprocess.run(["scancel", *self.workers])
+        # The head and what it started (GCS, raylet, agents) are its process group.
+        try:
+            os.killpg(self.head.pid, 15)
+            self.head.wait(timeout=5)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(self.head.pid, 9)
+        except ProcessLookupError:
+            pass
+        self.head.wait()
+        subprocess.run(["rm", "-rf", self.dir])
+
+
+PEERS = {"dask": dask_peer, "submitit": submitit_peer, "hyperqueue": hyperqueue_peer, "ray": ray_peer}
+
+
+def cancel_one_worker_when(path, count, done):
+    """Once `path` has `count` lines, cancels the first running Slurm job (a worker's: on the idle
+    test cluster every running job is this run's); the job's id, or None if the map ended first."""
+    while not done.is_set():
+        if lines(path) >= count:
+            out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], capture_output=True, text=True).stdout.split()
+            if out:
+                subprocess.run(["scancel", sorted(out)[0]])
+                return sorted(out)[0]
+        time.sleep(0.01)
+    return None
 
 
 def main(argv):
@@ -192,6 +373,72 @@ def main(argv):
                 emit("overhead", workers=n, task_ms=ms, tasks=capped, seconds=f"{s:.3f}",
                      overhead_us=f"{(s * n / capped - ms / 1000.0) * 1e6:.1f}", **extra)
                 return 0 if len(out) == capped else 1
+            if row == "broadcast":
+                blob = doubles(argv[3])
+                p.map(square, [1] * n)
+                t = time.perf_counter()
+                out = p.broadcast(read_blob, blob, n)
+                emit("broadcast", workers=n, mb=argv[3], seconds=f"{time.perf_counter() - t:.3f}")
+                return 0 if len(out) == n else 1
+            if row == "args":
+                count = int(argv[3])
+                capped = min(count, cap) if cap else count
+                payloads = [doubles(argv[4]) for _ in range(capped)]
+                p.map(square, [1] * n)
+                t = time.perf_counter()
+                out = p.many(arg_size, payloads)
+                extra = {"capped": capped} if capped != count else {}
+                emit("args", workers=n, count=capped, mb=argv[4], seconds=f"{time.perf_counter() - t:.3f}", **extra)
+                return 0 if len(out) == capped else 1
+            if row == "framework":
+                rounds, ms = int(argv[3]), int(argv[4])
+                capped = min(rounds, getattr(p, "rounds", rounds))
+                p.map(sleep_ms, [0] * n)
+                t = time.perf_counter()
+                for _ in range(capped):
+                    p.round(sleep_ms, ms, n)
+                s = time.perf_counter() - t
+                extra = {"capped": capped} if capped != rounds else {}
+                emit("framework", workers=n, rounds=capped, task_ms=ms, seconds=f"{s:.3f}",
+                     overhead_us=f"{(s / capped - ms / 1000.0) * 1e6:.1f}", **extra)
+                return 0
+            if row == "kill":
+                tasks, ms, runs = int(argv[3]), int(argv[4]), os.path.join(argv[5], "runs")
+                capped = min(tasks, cap) if cap else tasks
+                p.map(sleep_ms, [0] * n)
+                done, killed = threading.Event(), []
+                watch = threading.Thread(target=lambda: killed.append(cancel_one_worker_when(runs, capped // 4, done)))
+                watch.start()
+                t = time.perf_counter()
+                # A peer that never learns its job ended waits for ever: the map gets a bound.
+                bound = max(KILL_BOUND_S, 20 * capped * ms / 1000.0 / n)
+                result = {}
+
+                def run_map():
+                    try:
+                        result["out"] = p.map(logged_task, list(range(capped)), [ms] * capped, [runs] * capped)
+                    except Exception as e:  # the map did not complete: what it said
+                        result["error"] = (type(e).__name__ + ":" + str(e)).replace(" ", "_")[:200]
+
+                mapper = threading.Thread(target=run_map, daemon=True)
+                mapper.start()
+                mapper.join(bound)
+                s = time.perf_counter() - t
+                if "out" not in result:
+                    done.set()
+                    watch.join()
+                    error = result.get("error", f"no_result_{bound:.0f}_s_after_the_job_was_cancelled")
+                    emit("kill", workers=n, tasks=capped, task_ms=ms, completed="no", error=error, job=killed[0] if killed else "none")
+                    p.close()
+                    os._exit(0)  # the map's thread may still wait
+                out = result["out"]
+                done.set()
+                watch.join()
+                extra = {"capped": capped} if capped != tasks else {}
+                emit("kill", workers=n, tasks=capped, task_ms=ms, completed="yes" if len(out) == capped else "no",
+                     reruns=lines(runs) - capped, seconds=f"{s:.3f}", extra_s=f"{s - capped * ms / 1000.0 / n:.3f}",
+                     job=killed[0] if killed else "none", **extra)
+                return 0
             if row == "throughput":
                 tasks = int(argv[3])
                 capped = min(tasks, cap) if cap else tasks

@@ -38,12 +38,14 @@ sinfo -h -o %T | grep -qE 'idle|mix' || { echo "the test Slurm cluster does not 
 out="$build/cluster-last"
 rm -rf "$out" && mkdir -p "$out"
 export CLUSTER_TMP="$out"  # the peers' job files: on the file system the nodes share
-peers=(dask submitit hyperqueue)
-# CLUSTER_ROWS picks some (by their first word: ready, overhead, throughput). A start waits for
+# CLUSTER_PEERS picks some peers, CLUSTER_ROWS some rows (by their first word: ready, overhead,
+# throughput, broadcast, args, framework, kill). A start waits for
 # Slurm's scheduling loop (up to 2 s, whoever submits), so the ready row runs CLUSTER_READY_RUNS
 # times per system and round, and the table shows their median.
-rows=("ready 4" "overhead 4 0 2000" "overhead 4 1 2000" "throughput 4 100000")
-only=${CLUSTER_ROWS:-ready overhead throughput}
+read -r -a peers <<<"${CLUSTER_PEERS:-dask submitit hyperqueue ray}"
+rows=("ready 4" "overhead 4 0 2000" "overhead 4 1 2000" "throughput 4 100000" "broadcast 4 64" "args 4 64 8"
+      "framework 4 200 1" "kill 4 200 50")
+only=${CLUSTER_ROWS:-ready overhead throughput broadcast args framework kill}
 ready_runs=${CLUSTER_READY_RUNS:-5}
 jobs_now() { squeue -h -o %i | sort; }
 # Every run starts on an idle cluster: the last one's jobs gone, completing ones too (Slurm frees
@@ -61,6 +63,9 @@ run_one() {
   read -r -a words <<<"$row"
   settle
   [ "${words[0]}" = ready ] && words+=("$(date +%s%N)")
+  if [ "${words[0]}" = kill ]; then  # where each run of a task leaves a line: the nodes share it
+    words+=("$(mktemp -d "$out/kill-$system-XXXX")")
+  fi
   before=$(jobs_now)
   if [ "$system" = fiber ]; then
     line=$(FIBER_BACKEND=slurm FIBER_CPU_PER_JOB=2 timeout 900 "$build/bench/cluster_bench" "${words[@]}" 2>"$out/err" | grep '^row=' || true)

@@ -15,11 +15,17 @@ TITLES = {
     "overhead_4_0_2000": "overhead per task, 0 ms tasks, chunksize 1 (µs)",
     "overhead_4_1_2000": "overhead per task, 1 ms tasks, chunksize 1 (µs)",
     "throughput_4_100000": "100,000 trivial tasks (tasks/s)",
+    "broadcast_4_64": "a 64 MB argument to each of the 4 workers (s)",
+    "args_4_64_8": "64 distinct 8 MB arguments on 4 workers (s)",
+    "framework_4_200_1": "framework test: rounds of 4 × 1 ms tasks, overhead per round (µs)",
+    "kill_4_200_50": "one worker's job cancelled mid-map, 200 × 50 ms: completed, reruns, time beyond ideal (s)",
 }
 
 
 def cost(fields):
     """What the row costs, lower is better: seconds, µs, or seconds per task."""
+    if "extra_s" in fields:
+        return max(float(fields["extra_s"]), 0.001)
     if "tasks_per_s" in fields:
         return 1.0 / float(fields["tasks_per_s"])
     if "overhead_us" in fields:
@@ -46,7 +52,12 @@ def as_ratio(r):
 
 
 def shown(fields):
-    value = fields.get("tasks_per_s") or fields.get("overhead_us") or fields.get("seconds")
+    if fields.get("completed") == "no":
+        return "did not complete: " + fields.get("error", "").replace("_", " ")[:120]
+    if "extra_s" in fields:
+        value = f"yes, {fields['reruns']} rerun(s), +{fields['extra_s']}"
+    else:
+        value = fields.get("tasks_per_s") or fields.get("overhead_us") or fields.get("seconds")
     value += f" ({fields['capped']} tasks)" if "capped" in fields else ""
     return value + (f" (median of {fields['runs']})" if "runs" in fields else "")
 
@@ -65,13 +76,16 @@ def main(path):
     print("|---|---|---|" + "---|---|" * len(peers))
     for (spec, rnd), by in sorted(runs.items(), key=lambda kv: (list(TITLES).index(kv[0][0]) if kv[0][0] in TITLES else 99, kv[0][1])):
         fib = by.get("fiber", {})
-        cells = [TITLES.get(spec, spec), rnd, shown(fib) if "error" not in fib else "error: " + fib["error"]]
+        fib_failed = "error" in fib and "completed" not in fib
+        cells = [TITLES.get(spec, spec), rnd, shown(fib) if not fib_failed else "error: " + fib["error"]]
         for p in peers:
             f = by.get(p, {})
             if not f:
                 cells += ["—", "—"]
-            elif "error" in f:
+            elif "error" in f and "completed" not in f:
                 cells += ["error: " + f["error"].replace("_", " ")[:120], "—"]
+            elif f.get("completed") == "no" or fib.get("completed") == "no":
+                cells += [shown(f), "—"]
             else:
                 ratio = as_ratio(cost(fib) / cost(f)) if fib and "error" not in fib else "—"
                 cells += [shown(f), ratio]
