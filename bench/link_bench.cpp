@@ -2,6 +2,7 @@
 // (children on this host), TCP without encryption, and TCP with TLS 1.3 (remote_transport=direct,
 // children on other hosts). A second thread echoes on a loop of its own; both threads' CPU per
 // round trip is `cpu_us_per_round_trip`. The difference between the last two is TLS's share.
+// The _8MB variants send a task's 8 MB argument each way instead (MB/s counts both ways).
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
@@ -25,10 +26,12 @@ double process_cpu_seconds() {
   return s(u.ru_utime) + s(u.ru_stime);
 }
 
+std::size_t message_bytes = 40;  // a small task's arguments; 8 MB in the _8MB variants
+
 multipart small_message() {
   multipart m;
   m.emplace_back(std::string(24, 'h'));  // a header's size
-  m.emplace_back(std::string(40, 'p'));  // a small task's arguments
+  m.emplace_back(std::string(message_bytes, 'p'));
   return m;
 }
 
@@ -47,6 +50,7 @@ void round_trips(benchmark::State& state, asio::io_context& io, stream_link& a, 
     while (got < n) io.run_one();
   }
   state.counters["cpu_us_per_round_trip"] = (process_cpu_seconds() - cpu0) * 1e6 / double(n);
+  state.SetBytesProcessed(static_cast<std::int64_t>(2 * n * message_bytes));
   guard.reset();
   a.close();
   echo_io.stop();
@@ -62,8 +66,8 @@ void unix_socket(benchmark::State& state) {
   asio::io_context io, echo_io;
   asio::local::stream_protocol::socket sa(io), sb(echo_io);
   asio::local::connect_pair(sa, sb);
-  auto a = std::make_shared<stream_link>(std::move(sa), 1 << 20);
-  auto b = std::make_shared<stream_link>(std::move(sb), 1 << 20);
+  auto a = std::make_shared<stream_link>(std::move(sa), 1 << 24);
+  auto b = std::make_shared<stream_link>(std::move(sb), 1 << 24);
   echo_on(b);
   round_trips(state, io, *a, echo_io);
 }
@@ -85,8 +89,8 @@ std::pair<stream_link::socket_type, stream_link::socket_type> tcp_pair(asio::io_
 void tcp_plain(benchmark::State& state) {
   asio::io_context io, echo_io;
   auto [sa, sb] = tcp_pair(io, echo_io);
-  auto a = std::make_shared<stream_link>(std::move(sa), 1 << 20);
-  auto b = std::make_shared<stream_link>(std::move(sb), 1 << 20);
+  auto a = std::make_shared<stream_link>(std::move(sa), 1 << 24);
+  auto b = std::make_shared<stream_link>(std::move(sb), 1 << 24);
   echo_on(b);
   round_trips(state, io, *a, echo_io);
 }
@@ -96,7 +100,7 @@ void tcp_tls(benchmark::State& state) {
   auto key = tls_session::key_for("bench");
   std::shared_ptr<direct_listener> listener;
   listener = std::make_shared<direct_listener>(
-      echo_io, "", 1 << 20, std::chrono::seconds(10), [](const std::string&) { return true; },
+      echo_io, "", 1 << 24, std::chrono::seconds(10), [](const std::string&) { return true; },
       [&](const std::string& id, multipart&& m) { (void)listener->send(id, std::move(m)); });
   auto bound = listener->listen_tcp("127.0.0.1", key, std::chrono::seconds(1), std::chrono::seconds(60));
   auto child = std::async(std::launch::async, [&] {
@@ -107,8 +111,21 @@ void tcp_tls(benchmark::State& state) {
   round_trips(state, io, *a, echo_io);  // the master's side echoes, on its listener's loop
   listener->close();
 }
+
+void tcp_plain_8MB(benchmark::State& state) {
+  message_bytes = 8'000'000;
+  tcp_plain(state);
+  message_bytes = 40;
+}
+void tcp_tls_8MB(benchmark::State& state) {
+  message_bytes = 8'000'000;
+  tcp_tls(state);
+  message_bytes = 40;
+}
 }  // namespace
 
 BENCHMARK(unix_socket)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(tcp_plain)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(tcp_tls)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(tcp_plain_8MB)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(tcp_tls_8MB)->UseRealTime()->Unit(benchmark::kMillisecond);

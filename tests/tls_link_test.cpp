@@ -91,6 +91,30 @@ TEST(tls_session, the_same_key_makes_a_session_and_the_bytes_go_both_ways) {
   EXPECT_EQ(server.open(out, sizeof out), 0) << "nothing more came";
 }
 
+TEST(tls_session, a_message_of_many_records_arrives_whole_after_what_was_already_taken) {
+  tls_session client(tls_session::role::client, job_key), server(tls_session::role::server, job_key);
+  ASSERT_TRUE(handshake_pair(client, server));
+  std::string first = "a header", large(3 * 16384 + 5, '\0');
+  for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>(i * 7 + i / 251);
+  std::string wire = "kept";  // what the caller already held stays in front
+  client.seal(first.data(), first.size());
+  client.take_output(wire);
+  EXPECT_FALSE(client.has_output());
+  client.reserve_output(large.size() + 1024);
+  client.seal(large.data(), large.size());
+  EXPECT_TRUE(client.has_output());
+  client.take_output(wire);
+  EXPECT_FALSE(client.has_output()) << "taken output is not sent twice";
+  ASSERT_EQ(wire.substr(0, 4), "kept");
+  EXPECT_GT(wire.size(), 4 + first.size() + large.size()) << "records carry a header and a tag each";
+  server.feed(wire.data() + 4, wire.size() - 4);
+  std::string got(first.size() + large.size() + 16, '\0');
+  std::size_t at = 0;
+  for (long n; (n = server.open(got.data() + at, got.size() - at)) > 0;) at += static_cast<std::size_t>(n);
+  got.resize(at);
+  EXPECT_EQ(got, first + large);
+}
+
 TEST(tls_session, another_key_makes_no_session) {
   tls_session client(tls_session::role::client, other_key), server(tls_session::role::server, job_key);
   EXPECT_FALSE(handshake_pair(client, server));

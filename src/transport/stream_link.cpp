@@ -84,6 +84,7 @@ void stream_link::start(on_message_fn on_message, on_closed_fn on_closed) {
 
 std::string stream_link::sealed(const std::string& head, const multipart& parts) {
   auto total = message_bytes(head, parts);
+  tls_->reserve_output(total + total / 512 + 64);  // a record's header and tag: 22 bytes in 16 KiB
   if (total <= std::size_t{16} * 1024) {  // one record: small messages cost one encryption
     thread_local std::string plain;
     plain.clear();
@@ -95,7 +96,6 @@ std::string stream_link::sealed(const std::string& head, const multipart& parts)
     for (auto& p : parts) tls_->seal(p.data(), p.size());
   }
   std::string out;
-  out.reserve(total + 64 + total / 1024);
   tls_->take_output(out);
   return out;
 }
@@ -135,8 +135,8 @@ std::error_code stream_link::flush_batch() {
   if (batch_.empty() || broken_) return broken_;
   std::string head;
   if (tls_) {
+    tls_->reserve_output(batch_.size() + batch_.size() / 512 + 64);
     tls_->seal(batch_.data(), batch_.size());  // records of up to 16 KiB
-    head.reserve(batch_.size() + batch_.size() / 512 + 64);
     tls_->take_output(head);
     batch_.clear();
   } else {

@@ -72,7 +72,8 @@ SSL_SESSION* psk_session(SSL* ssl, const tls_session::key& psk) {
 struct tls_session::state {
   SSL* ssl = nullptr;
   BIO* in = nullptr;   // what the peer sent, for OpenSSL to read
-  BIO* out = nullptr;  // what OpenSSL wrote, for the caller to send
+  BIO* out = nullptr;  // appends what OpenSSL writes to `sent`
+  std::string sent;    // what the caller is to send, records whole
   key psk{};
   ~state() {
     if (ssl) SSL_free(ssl);  // frees both buffers too
@@ -80,6 +81,33 @@ struct tls_session::state {
 };
 
 namespace {
+/// The output side: each record OpenSSL writes is appended to the session's own string, which the
+/// caller takes whole (swapped, not copied, when it has nothing yet). OpenSSL's memory buffer would
+/// cost a message three more passes over its bytes: zeroing as it grows, the copy in, and
+/// the copy out (with its zeroing) into the string the caller sends.
+int sink_write(BIO* b, const char* data, std::size_t n, std::size_t* written) {
+  static_cast<std::string*>(BIO_get_data(b))->append(data, n);
+  *written = n;
+  return 1;
+}
+long sink_ctrl(BIO*, int cmd, long, void*) {
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;  // nothing is held back: a flush is done at once
+}
+int sink_create(BIO* b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+const BIO_METHOD* sink_method() {
+  static BIO_METHOD* m = [] {
+    BIO_METHOD* made = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "fiber tls output");
+    if (!made || !BIO_meth_set_write_ex(made, sink_write) || !BIO_meth_set_ctrl(made, sink_ctrl) ||
+        !BIO_meth_set_create(made, sink_create))
+      throw error(errc::protocol_error, openssl_error("cannot make the TLS output's BIO method"));
+    return made;
+  }();
+  return m;
+}
+
 int app_index() {
   static int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
   return index;
@@ -127,9 +155,11 @@ tls_session::tls_session(role r, const key& psk) : s_(std::make_unique<state>())
   s_->psk = psk;
   s_->ssl = SSL_new(shared_context());
   s_->in = BIO_new(BIO_s_mem());
-  s_->out = BIO_new(BIO_s_mem());
+  s_->out = BIO_new(sink_method());
+  if (s_->out) BIO_set_data(s_->out, &s_->sent);
   if (!s_->ssl || !s_->in || !s_->out) {
-    if (!s_->ssl) BIO_free(s_->in), BIO_free(s_->out);
+    BIO_free(s_->in);  // not the session's yet (SSL_set_bio hands them over)
+    BIO_free(s_->out);
     throw error(errc::protocol_error, openssl_error("cannot make a TLS session"));
   }
   BIO_set_mem_eof_return(s_->in, -1);  // empty means "more to come", not the end
@@ -156,14 +186,16 @@ void tls_session::feed(const char* data, std::size_t n) {
   }
 }
 
-bool tls_session::has_output() const noexcept { return BIO_ctrl_pending(s_->out) > 0; }
+bool tls_session::has_output() const noexcept { return !s_->sent.empty(); }
+
+void tls_session::reserve_output(std::size_t n) { s_->sent.reserve(s_->sent.size() + n); }
 
 void tls_session::take_output(std::string& out) {
-  auto n = BIO_ctrl_pending(s_->out);
-  if (n == 0) return;
-  auto at = out.size();
-  out.resize(at + n);
-  BIO_read(s_->out, out.data() + at, static_cast<int>(n));
+  if (out.empty())
+    out.swap(s_->sent);
+  else
+    out.append(s_->sent);
+  s_->sent.clear();
 }
 
 tls_session::step tls_session::handshake() {

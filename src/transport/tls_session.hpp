@@ -1,6 +1,7 @@
-// TLS 1.3 over a stream fiber reads and writes itself: OpenSSL with memory buffers on both sides,
-// so the bytes still go through stream_link's own system calls (one sendmsg, reads of 64 KiB)
-// and no thread sits between the socket and the caller. The peers prove the job's secret with a
+// TLS 1.3 over a stream fiber reads and writes itself: OpenSSL reads from a memory buffer and
+// writes its records into a string the caller takes whole, so the bytes still go through
+// stream_link's own system calls (one sendmsg, reads of 64 KiB) and no thread sits between the
+// socket and the caller. The peers prove the job's secret with a
 // pre-shared key (TLS 1.3 external PSK, with an ephemeral X25519 exchange for forward secrecy):
 // no certificates, nothing on disk. Used by the direct links that cross a network
 // (docs/design.md, "Direct links across hosts").
@@ -31,6 +32,9 @@ class tls_session {
   void feed(const char* data, std::size_t n);
   /// Appends to `out` the bytes to send the peer, and empties what was waiting.
   void take_output(std::string& out);
+  /// Room for `n` more bytes of output, asked before sealing a large message: its records then
+  /// go into one buffer without moving.
+  void reserve_output(std::size_t n);
   bool has_output() const noexcept;
 
   enum class step { more, done, failed };
