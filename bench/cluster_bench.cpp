@@ -13,6 +13,9 @@
 //                                         worker's Slurm job is cancelled (scancel): whether the map
 //                                         completes, how many tasks ran again, and its time beyond
 //                                         the ideal. Each run of a task appends a line to DIR/runs.
+//   cluster_bench load N SECONDS          a map of 100 ms tasks that lasts SECONDS on N workers; its
+//                                         start and end (CLOCK_REALTIME ns), between which run.sh
+//                                         counts the Slurm commands called (the controller's load)
 // Each run starts its own pool and ends it; the time to start it is the ready row's, not the others'.
 #include <fiber/fiber.hpp>
 
@@ -65,6 +68,12 @@ FIBER_REMOTE(arg_size);
 FIBER_REMOTE(logged_task);
 
 namespace {
+long long realtime_ns() {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec;
+}
+
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -72,7 +81,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 int usage() {
   std::fprintf(stderr,
                "usage: cluster_bench ready N T0_NS | overhead N MS TASKS | throughput N TASKS | broadcast N MB |\n"
-               "                     args N COUNT MB | framework N ROUNDS MS | kill N TASKS MS DIR\n");
+               "                     args N COUNT MB | framework N ROUNDS MS | kill N TASKS MS DIR | load N SECONDS\n");
   return 2;
 }
 }  // namespace
@@ -86,10 +95,7 @@ int main(int argc, char** argv) {
   if (row == "ready") {
     fiber::pool p(fiber::pool_options{.processes = n});
     p.ready().get();
-    timespec now{};
-    ::clock_gettime(CLOCK_REALTIME, &now);
-    auto t0 = std::strtoll(argv[3], nullptr, 10);
-    auto ns = static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec - t0;
+    auto ns = realtime_ns() - std::strtoll(argv[3], nullptr, 10);
     std::printf("row=ready workers=%d seconds=%.3f\n", n, static_cast<double>(ns) / 1e9);
     return 0;
   }
@@ -154,6 +160,16 @@ int main(int argc, char** argv) {
     std::printf("row=framework workers=%d rounds=%d task_ms=%d seconds=%.3f overhead_us=%.1f\n", n, rounds, ms, s,
                 (s / rounds - ms / 1000.0) * 1e6);
     return 0;
+  }
+  if (row == "load") {
+    int seconds = std::atoi(argv[3]);
+    std::vector<int> args(static_cast<std::size_t>(n) * static_cast<std::size_t>(seconds) * 10, 100);
+    auto from = realtime_ns();
+    auto out = p.map(&sleep_ms, args, 1).get();
+    auto to = realtime_ns();
+    std::printf("row=load workers=%d tasks=%zu seconds=%.3f map_from=%lld map_to=%lld\n", n, args.size(),
+                static_cast<double>(to - from) / 1e9, from, to);
+    return out.size() == args.size() ? 0 : 1;
   }
   if (row == "kill" && argc >= 6) {
     int tasks = std::atoi(argv[3]), ms = std::atoi(argv[4]);

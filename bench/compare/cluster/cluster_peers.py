@@ -11,6 +11,8 @@ prints for fiber, so that run.sh sets them side by side.
     cluster_peers.py PEER kill N TASKS MS DIR  TASKS tasks of MS ms; once a quarter have run, one running
                                                worker's Slurm job is cancelled: does the map complete,
                                                how many tasks ran again (DIR/runs), time beyond ideal
+    cluster_peers.py PEER load N SECONDS       a map of 100 ms tasks lasting SECONDS: its start and end
+                                               (run.sh counts the Slurm commands called in between)
 
 PEER: dask (dask-jobqueue's SLURMCluster), submitit, hyperqueue (its server here, each worker
 `hq worker start` in a Slurm job; CLUSTER_HQ names the `hq` command), ray (its head here, each
@@ -255,6 +257,10 @@ class ray_peer:
              "--include-dashboard=false", f"--temp-dir={self.dir}/head", "--object-store-memory=1000000000",
              "--disable-usage-stats"],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "ray-head.err"), "w"), start_new_session=True)
+        # Its own process group, which outlives this one if this is killed: run.sh ends it then.
+        self.group_file = os.path.join(os.environ.get("CLUSTER_TMP", tmp), f"ray-head-{self.head.pid}.pgid")
+        with open(self.group_file, "w") as f:
+            f.write(str(self.head.pid))
         try:
             self.start(n, host, port, tmp)
         except BaseException:
@@ -323,6 +329,7 @@ exec {self.bin} start --address={self.address} --node-ip-address=$ip --temp-dir=
         except ProcessLookupError:
             pass
         self.head.wait()
+        os.unlink(self.group_file)
         subprocess.run(["rm", "-rf", self.dir])
 
 
@@ -402,6 +409,16 @@ def main(argv):
                 emit("framework", workers=n, rounds=capped, task_ms=ms, seconds=f"{s:.3f}",
                      overhead_us=f"{(s / capped - ms / 1000.0) * 1e6:.1f}", **extra)
                 return 0
+            if row == "load":
+                tasks = n * int(argv[3]) * 10
+                capped = min(tasks, cap) if cap else tasks
+                t, start = time.perf_counter(), time.time_ns()
+                out = p.map(sleep_ms, [100] * capped)
+                end = time.time_ns()
+                extra = {"capped": capped} if capped != tasks else {}
+                emit("load", workers=n, tasks=capped, seconds=f"{time.perf_counter() - t:.3f}", map_from=start, map_to=end,
+                     **extra)
+                return 0 if len(out) == capped else 1
             if row == "kill":
                 tasks, ms, runs = int(argv[3]), int(argv[4]), os.path.join(argv[5], "runs")
                 capped = min(tasks, cap) if cap else tasks

@@ -38,16 +38,47 @@ sinfo -h -o %T | grep -qE 'idle|mix' || { echo "the test Slurm cluster does not 
 out="$build/cluster-last"
 rm -rf "$out" && mkdir -p "$out"
 export CLUSTER_TMP="$out"  # the peers' job files: on the file system the nodes share
+# A peer's process group that would outlive its script if the run is stopped (Ray's head): each
+# leaves its id in a .pgid file while it lives, and whatever is left is ended on the way out.
+end_left_groups() {
+  local f
+  for f in "$out"/*.pgid; do
+    [ -e "$f" ] || continue
+    kill -KILL -- "-$(cat "$f")" 2>/dev/null
+    rm -f "$f"
+  done
+}
+trap end_left_groups EXIT
 # CLUSTER_PEERS picks some peers, CLUSTER_ROWS some rows (by their first word: ready, overhead,
-# throughput, broadcast, args, framework, kill). A start waits for
+# throughput, broadcast, args, framework, kill, load). A start waits for
 # Slurm's scheduling loop (up to 2 s, whoever submits), so the ready row runs CLUSTER_READY_RUNS
 # times per system and round, and the table shows their median.
-read -r -a peers <<<"${CLUSTER_PEERS:-dask submitit hyperqueue ray}"
+read -r -a peers <<<"${CLUSTER_PEERS-dask submitit hyperqueue ray}"
 rows=("ready 4" "overhead 4 0 2000" "overhead 4 1 2000" "throughput 4 100000" "broadcast 4 64" "args 4 64 8"
-      "framework 4 200 1" "kill 4 200 50")
-only=${CLUSTER_ROWS:-ready overhead throughput broadcast args framework kill}
+      "framework 4 200 1" "kill 4 200 50" "load 4 ${CLUSTER_LOAD_SECONDS:-600}")
+only=${CLUSTER_ROWS:-ready overhead throughput broadcast args framework kill load}
 ready_runs=${CLUSTER_READY_RUNS:-5}
 jobs_now() { squeue -h -o %i | sort; }
+# The controller's load: each system's Slurm commands go through these, which log the time and the
+# command's name (on the shared file system: calls made on the nodes count too) and run the real one.
+wrappers="$out/slurm-wrappers" calls="$out/slurm-calls.log"
+mkdir -p "$wrappers"
+for c in sbatch squeue sacct scontrol scancel srun sinfo sstat; do
+  real=$(command -v "$c") || continue
+  printf '#!/bin/sh\necho "$(date +%%s%%N) %s" >>"%s"\nexec "%s" "$@"\n' "$c" "$calls" "$real" >"$wrappers/$c"
+  chmod +x "$wrappers/$c"
+done
+# The Slurm commands a system called during its map, per minute, as words for its row's line.
+load_words() {
+  python3 - "$calls" "$1" <<'PY'
+import collections, re, sys
+line = sys.argv[2]
+t0, t1 = (int(re.search(k + r"=(\d+)", line).group(1)) for k in ("map_from", "map_to"))
+minutes = (t1 - t0) / 60e9
+by = collections.Counter(c for t, c in (l.split() for l in open(sys.argv[1])) if t0 <= int(t) <= t1)
+print(" ".join(f"{c}_per_min={by[c] / minutes:.1f}" for c in sorted(by)), f"calls_per_min={sum(by.values()) / minutes:.1f}")
+PY
+}
 # Every run starts on an idle cluster: the last one's jobs gone, completing ones too (Slurm frees
 # a node's CPUs only once a job's cleanup ends, which would bill the next system's start).
 settle() {
@@ -67,11 +98,15 @@ run_one() {
     words+=("$(mktemp -d "$out/kill-$system-XXXX")")
   fi
   before=$(jobs_now)
+  : >"$calls"
+  local path=$PATH
+  [ "${words[0]}" = load ] && path="$wrappers:$PATH"
   if [ "$system" = fiber ]; then
-    line=$(FIBER_BACKEND=slurm FIBER_CPU_PER_JOB=2 timeout 900 "$build/bench/cluster_bench" "${words[@]}" 2>"$out/err" | grep '^row=' || true)
+    line=$(PATH=$path FIBER_BACKEND=slurm FIBER_CPU_PER_JOB=2 timeout 1800 "$build/bench/cluster_bench" "${words[@]}" 2>"$out/err" | grep '^row=' || true)
   else
-    line=$(timeout 900 "$env/bin/python" "$here/cluster_peers.py" "$system" "${words[@]}" 2>"$out/err" | grep '^row=' || true)
+    line=$(PATH=$path timeout 1800 "$env/bin/python" "$here/cluster_peers.py" "$system" "${words[@]}" 2>"$out/err" | grep '^row=' || true)
   fi
+  [[ "$line" == *map_from=* ]] && line="$line $(load_words "$line")"
   [ -n "$line" ] || line="row=${words[0]} error=$(grep -v '^\s*$' "$out/err" | tail -1 | tr ' ' '_')"
   echo "system=$system round=$round spec=${row// /_} $line" | tee -a "$out/rows.txt"
   local left

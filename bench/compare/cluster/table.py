@@ -20,10 +20,13 @@ TITLES = {
     "framework_4_200_1": "framework test: rounds of 4 × 1 ms tasks, overhead per round (µs)",
     "kill_4_200_50": "one worker's job cancelled mid-map, 200 × 50 ms: completed, reruns, time beyond ideal (s)",
 }
+LOAD = "the controller's load: Slurm commands per minute during a {} s map of 100 ms tasks"
 
 
 def cost(fields):
-    """What the row costs, lower is better: seconds, µs, or seconds per task."""
+    """What the row costs, lower is better: seconds, µs, seconds per task, or calls per minute."""
+    if "calls_per_min" in fields:
+        return max(float(fields["calls_per_min"]), 0.1)
     if "extra_s" in fields:
         return max(float(fields["extra_s"]), 0.001)
     if "tasks_per_s" in fields:
@@ -56,6 +59,9 @@ def shown(fields):
         return "did not complete: " + fields.get("error", "").replace("_", " ")[:120]
     if "extra_s" in fields:
         value = f"yes, {fields['reruns']} rerun(s), +{fields['extra_s']}"
+    elif "calls_per_min" in fields:
+        each = ", ".join(f"{k[:-8]} {v}" for k, v in fields.items() if k.endswith("_per_min") and k != "calls_per_min")
+        value = fields["calls_per_min"] + (f" ({each})" if each else "")
     else:
         value = fields.get("tasks_per_s") or fields.get("overhead_us") or fields.get("seconds")
     value += f" ({fields['capped']} tasks)" if "capped" in fields else ""
@@ -77,7 +83,8 @@ def main(path):
     for (spec, rnd), by in sorted(runs.items(), key=lambda kv: (list(TITLES).index(kv[0][0]) if kv[0][0] in TITLES else 99, kv[0][1])):
         fib = by.get("fiber", {})
         fib_failed = "error" in fib and "completed" not in fib
-        cells = [TITLES.get(spec, spec), rnd, shown(fib) if not fib_failed else "error: " + fib["error"]]
+        title = LOAD.format(spec.split("_")[-1]) if spec.startswith("load_") else TITLES.get(spec, spec)
+        cells = [title, rnd, shown(fib) if not fib_failed else "error: " + fib["error"]]
         for p in peers:
             f = by.get(p, {})
             if not f:
@@ -86,6 +93,8 @@ def main(path):
                 cells += ["error: " + f["error"].replace("_", " ")[:120], "—"]
             elif f.get("completed") == "no" or fib.get("completed") == "no":
                 cells += [shown(f), "—"]
+            elif f.get("calls_per_min") == "0.0":  # no ratio to nothing: say who calls
+                cells += [shown(f), "peer calls none" if fib.get("calls_per_min") != "0.0" else "both none"]
             else:
                 ratio = as_ratio(cost(fib) / cost(f)) if fib and "error" not in fib else "—"
                 cells += [shown(f), ratio]

@@ -218,7 +218,12 @@ void batch_watch::polled(const std::vector<std::string>& asked, clock::time_poin
     run->update(row, asked_at);
     changed |= run->at != before;
   }
-  backoff_ = changed ? first_poll : std::min(backoff_ * 2, longest_poll);
+  // Every job watched, those submitted since this squeue was asked too.
+  bool quiet = std::all_of(watched_.begin(), watched_.end(), [](auto& entry) {
+    auto run = entry.second.lock();
+    return !run || run->quiet();
+  });
+  backoff_ = next_poll(backoff_, changed, quiet);
   if (!watched_.empty()) poll_after(backoff_);
 }
 
