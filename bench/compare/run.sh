@@ -3,8 +3,8 @@
 # the Docker engine's own floor) in one go, and prints each figure with its ratio to the anchor.
 # Usage: bench/compare/run.sh [build-dir] [channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|cluster|envelope|all]   (default: build, all)
 # cluster (not part of all either: its peers install once, into ~/.cache/fiber/cluster) measures
-# fiber beside dask-jobqueue and submitit on the Slurm test cluster's two nodes
-# (bench/compare/cluster/run_cluster.sh).
+# fiber beside dask-jobqueue, submitit, HyperQueue, Ray and DragonHPC on the Slurm test cluster's
+# two nodes (bench/compare/cluster/run_cluster.sh; CLUSTER_PEERS and CLUSTER_ROWS pick some).
 # peers (not part of all: it installs the peers once, into ~/.cache/fiber/peers) measures the seed
 # (uber/fiber 0.2.1), multiprocessing, Ray, Dask and loky on ten workloads beside fiber,
 # alternating the order, and prints the lead table of docs/performance.md.

@@ -333,7 +333,38 @@ exec {self.bin} start --address={self.address} --node-ip-address=$ip --temp-dir=
         subprocess.run(["rm", "-rf", self.dir])
 
 
-PEERS = {"dask": dask_peer, "submitit": submitit_peer, "hyperqueue": hyperqueue_peer, "ray": ray_peer}
+# ---- DragonHPC: multiprocessing's Pool on Dragon's runtime, which its own launcher starts over the
+# Slurm allocation it runs in (run.sh: `salloc -N 2 ... dragon cluster_peers.py dragon ...`)
+class dragon_peer:
+    def __init__(self, n, tmp):
+        import dragon  # noqa: F401 (registers the "dragon" start method)
+        import multiprocessing
+
+        multiprocessing.set_start_method("dragon", force=True)
+        self.pool = multiprocessing.Pool(n)
+        self.pool.map(sleep_ms, [0] * n, chunksize=1)  # its workers have started
+
+    def map(self, fn, args, *more):
+        if more:
+            return self.pool.starmap(fn, list(zip(args, *more)), chunksize=1)
+        return self.pool.map(fn, args, chunksize=1)
+
+    def broadcast(self, fn, blob, n):
+        return self.map(fn, [blob] * n, list(range(n)))
+
+    def many(self, fn, payloads):
+        return self.map(fn, payloads)
+
+    def round(self, fn, arg, n):
+        return self.map(fn, [arg] * n)
+
+    def close(self):
+        self.pool.close()
+        self.pool.join()
+
+
+PEERS = {"dask": dask_peer, "submitit": submitit_peer, "hyperqueue": hyperqueue_peer, "ray": ray_peer,
+         "dragon": dragon_peer}
 
 
 def cancel_one_worker_when(path, count, done):

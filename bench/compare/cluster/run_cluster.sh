@@ -103,6 +103,12 @@ run_one() {
   [ "${words[0]}" = load ] && path="$wrappers:$PATH"
   if [ "$system" = fiber ]; then
     line=$(PATH=$path FIBER_BACKEND=slurm FIBER_CPU_PER_JOB=2 timeout 1800 "$build/bench/cluster_bench" "${words[@]}" 2>"$out/err" | grep '^row=' || true)
+  elif [ "$system" = dragon ] && [ "${words[0]}" = kill ]; then
+    line="row=kill error=Dragon's_workers_share_one_allocation:_no_worker_has_a_job_of_its_own_to_cancel,_and_cancelling_the_allocation_ends_the_run"
+  elif [ "$system" = dragon ]; then
+    # Dragon's launcher starts its runtime on each node of the allocation it runs in (by srun).
+    line=$(PATH="$env/bin:$path" timeout 1800 salloc -N 2 --ntasks-per-node=1 --cpus-per-task=4 --mem=1800M -J dragon-peer \
+      "$env/bin/dragon" "$here/cluster_peers.py" dragon "${words[@]}" 2>"$out/err" | grep '^row=' || true)
   else
     line=$(PATH=$path timeout 1800 "$env/bin/python" "$here/cluster_peers.py" "$system" "${words[@]}" 2>"$out/err" | grep '^row=' || true)
   fi
