@@ -64,7 +64,8 @@ def shown(fields):
         value = fields["calls_per_min"] + (f" ({each})" if each else "")
     else:
         value = fields.get("tasks_per_s") or fields.get("overhead_us") or fields.get("seconds")
-    value += f" ({fields['capped']} tasks)" if "capped" in fields else ""
+    if "capped" in fields:
+        value += f" ({fields['capped']} {'rounds' if 'rounds' in fields else 'tasks'})"
     return value + (f" (median of {fields['runs']})" if "runs" in fields else "")
 
 
