@@ -129,8 +129,22 @@ class dask_peer:
         self.cluster.close()
 
 
+class by_map:
+    """A peer whose one way to run work is its map: the broadcast, the arguments and the
+    framework test's rounds are maps too (the argument pickled into each task)."""
+
+    def broadcast(self, fn, blob, n):
+        return self.map(fn, [blob] * n, list(range(n)))
+
+    def many(self, fn, payloads):
+        return self.map(fn, payloads)
+
+    def round(self, fn, arg, n):
+        return self.map(fn, [arg] * n)
+
+
 # ---- submitit: each task a Slurm job (an array for a map)
-class submitit_peer:
+class submitit_peer(by_map):
     cap = SUBMITIT_CAP
 
     def __init__(self, n, tmp):
@@ -148,15 +162,6 @@ class submitit_peer:
         self.jobs += jobs
         return [j.result() for j in jobs]
 
-    def broadcast(self, fn, blob, n):
-        return self.map(fn, [blob] * n, list(range(n)))
-
-    def many(self, fn, payloads):
-        return self.map(fn, payloads)
-
-    def round(self, fn, arg, n):
-        return self.map(fn, [arg] * n)
-
     def close(self):
         for j in self.jobs:
             if j.state not in ("COMPLETED", "FAILED", "CANCELLED"):
@@ -164,7 +169,7 @@ class submitit_peer:
 
 
 # ---- HyperQueue: its server here, each worker `hq worker start` in a Slurm job
-class hyperqueue_peer:
+class hyperqueue_peer(by_map):
     cap = HQ_CAP
 
     def __init__(self, n, tmp):
@@ -215,15 +220,6 @@ class hyperqueue_peer:
         if not self.client.wait_for_jobs([self.client.submit(job)], raise_on_error=False):
             raise RuntimeError("a HyperQueue task failed")
         return list(args)  # a function task's value stays in its worker: HyperQueue returns none
-
-    def broadcast(self, fn, blob, n):
-        return self.map(fn, [blob] * n, list(range(n)))
-
-    def many(self, fn, payloads):
-        return self.map(fn, payloads)
-
-    def round(self, fn, arg, n):
-        return self.map(fn, [arg] * n)
 
     def close(self):
         if self.workers:
@@ -335,7 +331,7 @@ exec {self.bin} start --address={self.address} --node-ip-address=$ip --temp-dir=
 
 # ---- DragonHPC: multiprocessing's Pool on Dragon's runtime, which its own launcher starts over the
 # Slurm allocation it runs in (run.sh: `salloc -N 2 ... dragon cluster_peers.py dragon ...`)
-class dragon_peer:
+class dragon_peer(by_map):
     def __init__(self, n, tmp):
         import dragon  # noqa: F401 (registers the "dragon" start method)
         import multiprocessing
@@ -348,15 +344,6 @@ class dragon_peer:
         if more:
             return self.pool.starmap(fn, list(zip(args, *more)), chunksize=1)
         return self.pool.map(fn, args, chunksize=1)
-
-    def broadcast(self, fn, blob, n):
-        return self.map(fn, [blob] * n, list(range(n)))
-
-    def many(self, fn, payloads):
-        return self.map(fn, payloads)
-
-    def round(self, fn, arg, n):
-        return self.map(fn, [arg] * n)
 
     def close(self):
         self.pool.close()
