@@ -7,6 +7,7 @@
 
 #include <climits>
 #include <cstring>
+#include <new>
 
 #include "fiber/error.hpp"
 
@@ -86,7 +87,11 @@ namespace {
 /// cost a message three more passes over its bytes: zeroing as it grows, the copy in, and
 /// the copy out (with its zeroing) into the string the caller sends.
 int sink_write(BIO* b, const char* data, std::size_t n, std::size_t* written) {
-  static_cast<std::string*>(BIO_get_data(b))->append(data, n);
+  try {
+    static_cast<std::string*>(BIO_get_data(b))->append(data, n);
+  } catch (const std::bad_alloc&) {
+    return 0;  // not through OpenSSL's frames: its write fails, and seal() says so
+  }
   *written = n;
   return 1;
 }
