@@ -11,13 +11,14 @@
 #include <vector>
 
 namespace fiber_test {
-/// True for fiber's fork server (by its process name), which belongs to a context and ends with
-/// it. The children it forks are named otherwise, so they still count as children.
+/// True for fiber's fork server and the spare it keeps forked for the next child (by their
+/// process names), which belong to a context and end with it. The children it hands out are
+/// named otherwise, so they still count as children.
 inline bool is_fork_server(int pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
   std::string comm;
   std::getline(in, comm);
-  return comm == "fiber-forksrv";
+  return comm == "fiber-forksrv" || comm == "fiber-spare";
 }
 
 /// True for a Slurm client command the Slurm backend of a context that lives on runs now and

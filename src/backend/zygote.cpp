@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <netdb.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -12,10 +14,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/log.hpp"
+#include "backend/warm_spare.hpp"
 #include "core/worker_env.hpp"
 
 extern char** environ;
@@ -23,8 +27,6 @@ extern char** environ;
 namespace fiber::detail {
 
 namespace {
-constexpr std::size_t max_request = std::size_t{64} * 1024;
-
 bool single_threaded() {
   DIR* d = opendir("/proc/self/task");
   if (!d) return false;
@@ -82,60 +84,146 @@ std::unique_ptr<zygote> zygote::start(const std::string& executable) {
   return std::unique_ptr<zygote>(new zygote(sv[0], pid));
 }
 
+namespace {
+// The helper's answers: the child asked for, or the spare forked after it.
+enum class answer_kind : std::int32_t { child = 1, spare = 2 };
+struct answer {
+  answer_kind kind;
+  std::int32_t value;  // a pid, or -errno
+};
+}  // namespace
+
 zygote::~zygote() {
-  close(fd_);  // the helper sees end-of-file and leaves
+  // End-of-file tells the helper to leave; first it finishes and announces a spare it was forking,
+  // so that every spare is known here and reaped. A helper that does not leave (stopped) is killed.
+  ::shutdown(fd_, SHUT_WR);
+  for (pid_t ignored; read_answer(ignored, 5000);) {
+  }
+  close(fd_);
   kill(pid_, SIGKILL);
   while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
   }
+  reap_spare();  // it read end-of-file when the helper ended, and leaves by itself; kill it anyway
 }
 
-pid_t zygote::fork_worker(const std::vector<std::string>& env) const {
+bool zygote::read_answer(pid_t& child, int timeout_ms) {
+  pollfd p{fd_, POLLIN, 0};
+  int ready;
+  while ((ready = ::poll(&p, 1, timeout_ms)) < 0 && errno == EINTR) {
+  }
+  if (ready <= 0) return false;
+  answer a{};
+  ssize_t n;
+  while ((n = recv(fd_, &a, sizeof a, 0)) < 0 && errno == EINTR) {
+  }
+  if (n != sizeof a) return false;
+  if (a.kind == answer_kind::spare) {
+    reap_spare();  // a spare not used before a new one was forked had died
+    spare_ = a.value > 0 ? a.value : 0;
+    ++spares_announced_;
+    return true;
+  }
+  if (a.value == spare_) spare_ = 0;  // it is the child now, watched as every child
+  child = a.value;
+  return true;
+}
+
+void zygote::reap_spare() noexcept {
+  if (spare_ <= 0) return;
+  kill(spare_, SIGKILL);
+  while (waitpid(spare_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  spare_ = 0;
+}
+
+pid_t zygote::fork_worker(const std::vector<std::string>& env) {
   std::string request;
   for (auto& kv : env) {
     request += kv;
     request.push_back('\0');
   }
-  if (request.size() > max_request) return -E2BIG;
+  if (request.size() > max_environment) return -E2BIG;
   if (send(fd_, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) return -errno;
-  std::int32_t reply = 0;
-  ssize_t n;
-  while ((n = recv(fd_, &reply, sizeof reply, 0)) < 0 && errno == EINTR) {
+  // The spare announced after the last child may come first.
+  for (int spares = 0; spares < 2; ++spares) {
+    pid_t child = 0;
+    if (!read_answer(child, -1)) return -EPIPE;  // the helper died
+    if (child != 0) return child;
   }
-  if (n != sizeof reply) return -EPIPE;  // the helper died
-  return reply;
+  return -EPROTO;
 }
+
+pid_t zygote::await_spare() {
+  for (int seen = spares_announced_; spares_announced_ == seen;) {
+    pid_t child = 0;
+    if (!read_answer(child, -1)) return 0;
+  }
+  return spare_;
+}
+
+namespace {
+// The child's environment is the one the master asked for, as with exec.
+void (*child_main)() = nullptr;
+[[noreturn]] void become_worker(char* env, std::size_t size) {
+  ::prctl(PR_SET_NAME, "fiber-worker");
+  clearenv();
+  for (char* p = env; p < env + size; p += std::strlen(p) + 1) putenv(strdup(p));
+  child_main();
+  std::_Exit(70);
+}
+
+bool send_answer(int fd, answer_kind kind, std::int32_t value) {
+  answer a{kind, value};
+  ssize_t n;
+  while ((n = send(fd, &a, sizeof a, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  return n == sizeof a;
+}
+
+// A child forked now, for the request in `env`: its pid, or -errno.
+std::int32_t fork_now(int fd, char* env, std::size_t size) {
+  // A fork whose parent is the master (CLONE_PARENT): safe here, with one thread and no ZeroMQ
+  // context or event loop in this process.
+  long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  if (pid == 0) {
+    close(fd);
+    become_worker(env, size);
+  }
+  return pid < 0 ? -errno : static_cast<std::int32_t>(pid);
+}
+}  // namespace
 
 void run_zygote(int fd, void (*run_child)()) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::prctl(PR_SET_NAME, fork_server_name);  // how ps and tests tell it from its children
   const char* parent = std::getenv(env_parent_pid);
-  if (!parent || std::to_string(getppid()) != parent) std::_Exit(70);
+  const pid_t master = getppid();
+  if (!parent || std::to_string(master) != parent) std::_Exit(70);
   unsetenv(env_zygote_fd);
-  std::vector<char> buf(max_request);
+  // Every child makes a ZeroMQ context, whose start (OpenPGM's) looks a protocol up by name. A
+  // process's first lookup reads nsswitch.conf and searches the library path for its modules:
+  // about a hundred failed opens, 0.3 ms of each child's start. Done here once, the children
+  // inherit what it loaded.
+  (void)getprotobyname("pgm");
+  child_main = run_child;
+  std::vector<char> buf(max_environment);
+  warm_spare spare;
   for (;;) {
     ssize_t n = recv(fd, buf.data(), buf.size(), 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) std::_Exit(0);  // the master has gone or closed us
-    std::int32_t reply;
+    if (n <= 0) std::_Exit(0);  // the master has gone or closed us; a spare reads end-of-file too
+    const auto size = static_cast<std::size_t>(n);
+    std::int32_t child;
     if (!single_threaded()) {
-      reply = -EDEADLK;  // forking a threaded process is unsafe: the master falls back to exec
+      child = -EDEADLK;  // forking a threaded process is unsafe: the master falls back to exec
     } else {
-      // A fork whose parent is the master (CLONE_PARENT): safe here, with one thread and no
-      // ZeroMQ context or event loop in this process.
-      long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
-      if (pid == 0) {
-        close(fd);
-        ::prctl(PR_SET_NAME, "fiber-worker");
-        // The child's environment is the one the master asked for, as with exec.
-        clearenv();
-        for (char* p = buf.data(); p < buf.data() + n; p += std::strlen(p) + 1) putenv(strdup(p));
-        run_child();
-        std::_Exit(70);
-      }
-      reply = pid < 0 ? -errno : static_cast<std::int32_t>(pid);
+      child = spare.ready() ? spare.hand_over(buf.data(), size) : 0;
+      if (child == 0) child = fork_now(fd, buf.data(), size);
     }
-    while (send(fd, &reply, sizeof reply, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-    }
+    if (!send_answer(fd, answer_kind::child, child)) std::_Exit(0);
+    // The next child's fork, after the answer: off the path of the one just asked for.
+    if (child > 0 && spare.fork(fd, master, &become_worker))
+      if (!send_answer(fd, answer_kind::spare, spare.pid())) std::_Exit(0);
   }
 }
 
