@@ -155,8 +155,8 @@ void batch_watch::find_then_resubmit(const std::shared_ptr<submission>& sub, int
 }
 
 void batch_watch::poll_after(milliseconds delay) {
-  backoff_ = std::min(backoff_, delay);
-  if (poll_in_flight_) return;  // polled() plans the next one with the shorter backoff
+  cadence_.ask(delay, poll_in_flight_);
+  if (poll_in_flight_) return;  // polled() plans the next one within `delay`
   auto due = clock::now() + delay;
   if (poll_armed_ && poll_due_ <= due) return;
   poll_armed_ = true;
@@ -195,8 +195,7 @@ void batch_watch::polled(const std::vector<std::string>& asked, clock::time_poin
       last_failure_log_ = clock::now();
       logf(log_level::warn, "squeue failed (", r.problem(), "); trying again");
     }
-    backoff_ = std::min(backoff_ * 2, longest_poll);
-    return poll_after(backoff_);
+    return poll_after(cadence_.failed());
   }
   auto rows = parse_squeue(r.out);
   // By id: a pool of 10,000 workers is 10,000 rows, and a scan of them per job was 10^8 compares.
@@ -223,8 +222,8 @@ void batch_watch::polled(const std::vector<std::string>& asked, clock::time_poin
     auto run = entry.second.lock();
     return !run || run->quiet();
   });
-  backoff_ = next_poll(backoff_, changed, quiet);
-  if (!watched_.empty()) poll_after(backoff_);
+  auto next = cadence_.answered(changed, quiet);
+  if (!watched_.empty()) poll_after(next);
 }
 
 void batch_watch::arm_follow() {

@@ -25,6 +25,7 @@
 #include "backend/command.hpp"
 #include "backend/engine_run.hpp"
 #include "backend/side_thread.hpp"
+#include "backend/slurm/poll_cadence.hpp"
 #include "backend/slurm/slurm_cli.hpp"
 #include "core/log.hpp"
 #include "fiber/config.hpp"
@@ -35,22 +36,7 @@ namespace fiber::detail::slurm {
 using std::chrono::milliseconds;
 using clock = std::chrono::steady_clock;
 
-inline constexpr milliseconds first_poll{100}, soon_poll{50}, longest_poll{5000}, follow_period{250};
-/// The longest wait between two squeue calls once every job runs with its worker linked.
-inline constexpr milliseconds quiet_poll{60000};
-
-/// The wait before the next squeue, after one that found a job `changed` or not: short after a
-/// change, doubling while nothing changes. Up to longest_poll while some job waits to run or its
-/// worker has not linked yet (that it starts, or fails first, is news to find out soon). Up to
-/// quiet_poll once all are `quiet` (running, their workers linked): a job's end then reaches the
-/// master through its worker's link first, which asks squeue at once (expect_exit, or the lost
-/// worker's kill); what is left for squeue to tell is a time limit an admin changed. A cluster's
-/// controller serves every user: a master that asked every 5 s for the whole of a long map was
-/// the most frequent caller of all the systems measured beside it.
-inline milliseconds next_poll(milliseconds last, bool changed, bool quiet) {
-  if (changed) return first_poll;
-  return std::min(last * 2, quiet ? quiet_poll : longest_poll);
-}
+inline constexpr milliseconds follow_period{250};
 /// Exit code of a child Slurm refused or never ran.
 inline constexpr int not_started = 255;
 inline constexpr int submit_attempts = 3;
@@ -145,7 +131,7 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
   asio::steady_timer poll_timer_, follow_timer_;
   bool poll_armed_ = false, poll_in_flight_ = false, following_ = false;
   clock::time_point poll_due_{};
-  milliseconds backoff_ = first_poll;
+  poll_cadence cadence_;
   clock::time_point last_failure_log_{};
 };
 
@@ -160,7 +146,7 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
   void kill_and_reap() noexcept override;  // below, beside cancel_now
   std::string handle() const override { return id; }
   void expect_exit() override { watch->poll_after(soon_poll); }
-  /// The worker's hello: from now on its link tells of its end (see next_poll).
+  /// The worker's hello: from now on its link tells of its end (see poll_cadence).
   void reported_pid(int p) override {
     pid = p;
     linked = true;

@@ -1,0 +1,62 @@
+// How often a master's batch jobs are asked about (backend/slurm/poll_cadence): soon after a
+// change, backing off while a job waits or its worker has not linked, once a minute as soon as
+// every job runs with its worker linked (the link tells of an end first), and never later than a
+// look asked for, even one asked while a squeue was in flight.
+#include "backend/slurm/poll_cadence.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+using namespace fiber::detail::slurm;
+using namespace std::chrono_literals;
+
+TEST(poll_cadence, a_change_asks_again_soon) {
+  poll_cadence c;
+  EXPECT_EQ(c.answered(true, false), first_poll);
+  (void)c.answered(false, true);
+  EXPECT_EQ(c.answered(true, true), first_poll);
+}
+
+TEST(poll_cadence, while_a_job_waits_or_its_worker_has_not_linked_the_wait_doubles_up_to_five_seconds) {
+  poll_cadence c;
+  std::vector<std::chrono::milliseconds> waits;
+  for (int i = 0; i < 10; ++i) waits.push_back(c.answered(false, false));
+  EXPECT_EQ(waits.front(), 2 * first_poll);
+  EXPECT_EQ(waits.back(), longest_poll);
+  EXPECT_EQ(longest_poll, 5s);
+}
+
+TEST(poll_cadence, once_every_job_runs_linked_the_next_look_is_a_minute_away_at_once) {
+  poll_cadence c;
+  EXPECT_EQ(c.answered(false, true), quiet_poll);
+  EXPECT_EQ(quiet_poll, 60s);
+  EXPECT_EQ(c.answered(false, false), longest_poll) << "a job that is not quiet any more brings back the back-off";
+}
+
+// A worker's link drops while a squeue is in flight: its answer, asked before the job ended, still
+// shows every job running and linked. The look the drop asked for must still come soon, not a
+// minute later.
+TEST(poll_cadence, a_look_asked_for_while_a_squeue_is_in_flight_is_not_put_off_by_its_answer) {
+  poll_cadence c;
+  (void)c.answered(false, true);
+  c.ask(soon_poll, true);
+  EXPECT_EQ(c.answered(false, true), soon_poll);
+  EXPECT_EQ(c.answered(false, true), quiet_poll) << "the ask holds for one answer only";
+}
+
+TEST(poll_cadence, a_look_asked_for_between_squeues_shortens_the_back_off) {
+  poll_cadence c;
+  (void)c.answered(false, true);
+  c.ask(first_poll, false);  // a job submitted: the timer is armed at first_poll, and the wait starts over
+  EXPECT_EQ(c.wait(), first_poll);
+  EXPECT_EQ(c.answered(false, false), 2 * first_poll);
+}
+
+TEST(poll_cadence, a_failed_squeue_is_tried_again_backing_off_up_to_five_seconds) {
+  poll_cadence c;
+  (void)c.answered(false, true);
+  EXPECT_EQ(c.failed(), longest_poll);
+  c.ask(first_poll, true);
+  EXPECT_EQ(c.failed(), first_poll) << "a look asked for during the failed squeue still comes soon";
+}
