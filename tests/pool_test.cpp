@@ -32,6 +32,20 @@ TEST(pool, large_arguments_and_results_mixed_with_small_ones_and_errors) {
   EXPECT_EQ(stream.next().get(), std::nullopt);
 }
 
+// Given by std::move, the items are the pool's: the caller's vector is empty at once, and the
+// large data of each item goes to the workers from the pool's copy (chunks fed one item at a time,
+// long after the call returned), not from storage the caller still owns.
+TEST(pool, a_map_given_its_items_by_move_keeps_them_until_every_chunk_is_done) {
+  fiber::pool p(2);
+  std::vector<std::vector<double>> xs;
+  for (int i = 0; i < 12; ++i) xs.push_back(std::vector<double>(40000, static_cast<double>(i)));
+  auto call = p.map(&scale_big, std::move(xs), 1);
+  EXPECT_TRUE(xs.empty());  // NOLINT(bugprone-use-after-move): what the move left is the point
+  auto ys = std::move(call).get();
+  ASSERT_EQ(ys.size(), 12u);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(ys[i], std::vector<double>(40000, 2.0 * i)) << "item " << i;
+}
+
 TEST(pool, apply_with_arguments) {
   fiber::pool p(2);
   EXPECT_EQ(p.apply(&add, 40, 2).get(), 42);

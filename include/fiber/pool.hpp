@@ -234,6 +234,24 @@ class FIBER_API pool {
     return starter().template run_map<detail::result_t<R>>(f, std::begin(xs), std::end(xs), detail::size_hint(xs),
                                                            chunksize, detail::encode_one<A>());
   }
+  /// As map, taking the items: `pool.map(&f, std::move(xs))`. The pool keeps the vector until
+  /// every chunk that holds an item is done with it, so an item of f's parameter type has its
+  /// large data (a vector's or a string's elements) sent from where it is, not copied into the
+  /// chunk first: for large arguments, one pass over the memory less on the master.
+  template <class R, class A, class T>
+  op<std::vector<detail::result_t<R>>> map(R (*f)(A), std::vector<T>&& xs, std::size_t chunksize = 0) {
+    auto owned = std::make_shared<const std::vector<T>>(std::move(xs));
+    return starter().template run_map<detail::result_t<R>>(
+        f, owned->begin(), owned->end(), owned->size(), chunksize,
+        [owned, encode = detail::encode_one<A>()](writer& w, const T& x) {
+          // An item converted to f's parameter type is a temporary: only one written as it is
+          // may be referred to.
+          if constexpr (std::is_same_v<std::decay_t<A>, T>)
+            w.with_owner(owned, [&] { encode(w, x); });
+          else
+            encode(w, x);
+        });
+  }
   /// f(args...) for every tuple of arguments in `tuples`.
   template <class R, class... P, class Range>
   op<std::vector<detail::result_t<R>>> starmap(R (*f)(P...), const Range& tuples, std::size_t chunksize = 0) {
