@@ -111,6 +111,9 @@ def rows(fiber, peers, floor):
     per_map = lambda mb_per_s: 64 * 8 / mb_per_s if mb_per_s else None  # s per map of 64 × 8 MB
     out.append(("64 × 8 MB arguments, 4 workers", "s", per_map(mbps / 1e6 if mbps else None),
                 {n: per_map(p(n, "payload", "MB_per_s")) for n, _ in PEERS}, None, "payload"))
+    given = f("payload_8MB_given/", "bytes_per_second")
+    out.append(("the same, fiber's items given to the map (std::move)", "s", per_map(given / 1e6 if given else None),
+                {n: per_map(p(n, "payload", "MB_per_s")) for n, _ in PEERS}, None, "payload"))
     ready = {n: p(n, "ready", "s") for n, _ in PEERS}
     out.append(("256 workers ready: each has run a task (median of 3 pools)", "s",
                 (f("pool_ready_ran_a_task/W:256/") or 0) / 1e3 or None,
