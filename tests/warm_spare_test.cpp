@@ -10,7 +10,9 @@
 
 #include <cerrno>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -50,14 +52,22 @@ void reap(pid_t pid) {
 // The children here get an environment without a worker's token: they are forked, find no
 // master to serve, and end. What the test looks at is who forked them and when.
 const std::vector<std::string> no_job{"FIBER_WARM_SPARE_TEST=1"};
+
+// A fork server that has forked one child, and the spare it forked after it (0s where it could not).
+struct served {
+  std::unique_ptr<zygote> server;
+  pid_t first = 0, spare = 0;
+};
+served start_with_a_spare() {
+  served s{zygote::start(fiber::detail::executable_path())};
+  if (s.server && (s.first = s.server->fork_worker(no_job)) > 0) s.spare = s.server->await_spare();
+  return s;
+}
 }  // namespace
 
 TEST(warm_spare, the_next_child_is_the_spare_forked_after_the_last_and_the_last_spare_ends_with_the_fork_server) {
-  auto z = zygote::start(fiber::detail::executable_path());
-  ASSERT_TRUE(z);
-  pid_t first = z->fork_worker(no_job);
+  auto [z, first, spare] = start_with_a_spare();
   ASSERT_GT(first, 0);
-  pid_t spare = z->await_spare();
   ASSERT_GT(spare, 0);
   EXPECT_NE(spare, first);
   EXPECT_EQ(parent_of(spare), ::getpid());  // the master's child, as every child it asks for
@@ -78,11 +88,8 @@ TEST(warm_spare, the_next_child_is_the_spare_forked_after_the_last_and_the_last_
 }
 
 TEST(warm_spare, a_spare_killed_from_outside_is_reaped_and_the_next_child_is_forked_when_asked) {
-  auto z = zygote::start(fiber::detail::executable_path());
-  ASSERT_TRUE(z);
-  pid_t first = z->fork_worker(no_job);
+  auto [z, first, spare] = start_with_a_spare();
   ASSERT_GT(first, 0);
-  pid_t spare = z->await_spare();
   ASSERT_GT(spare, 0);
   ASSERT_EQ(::kill(spare, SIGKILL), 0);
   siginfo_t info{};
@@ -106,10 +113,8 @@ TEST(warm_spare, a_spare_ends_with_its_master) {
   ASSERT_GE(master, 0);
   if (master == 0) {
     ::close(report[0]);
-    auto z = zygote::start(fiber::detail::executable_path());
-    pid_t spare = 0;
-    if (z && z->fork_worker(no_job) > 0) spare = z->await_spare();
-    (void)!::write(report[1], &spare, sizeof spare);
+    auto started = start_with_a_spare();
+    (void)!::write(report[1], &started.spare, sizeof started.spare);
     for (;;) ::pause();
   }
   ::close(report[1]);
