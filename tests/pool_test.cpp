@@ -44,6 +44,14 @@ TEST(pool, a_map_given_its_items_by_move_keeps_them_until_every_chunk_is_done) {
   auto ys = std::move(call).get();
   ASSERT_EQ(ys.size(), 12u);
   for (int i = 0; i < 12; ++i) EXPECT_EQ(ys[i], std::vector<double>(40000, 2.0 * i)) << "item " << i;
+
+  // map_async too: submitted at once, its items the pool's from the call on.
+  for (int i = 0; i < 6; ++i) xs.push_back(std::vector<double>(40000, static_cast<double>(i)));
+  auto later = p.map_async(&scale_big, std::move(xs), 1);
+  EXPECT_TRUE(xs.empty());  // NOLINT(bugprone-use-after-move)
+  auto zs = std::move(later).get();
+  ASSERT_EQ(zs.size(), 6u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(zs[i], std::vector<double>(40000, 2.0 * i)) << "item " << i;
 }
 
 TEST(pool, apply_with_arguments) {

@@ -241,16 +241,8 @@ class FIBER_API pool {
   template <class R, class A, class T>
   op<std::vector<detail::result_t<R>>> map(R (*f)(A), std::vector<T>&& xs, std::size_t chunksize = 0) {
     auto owned = std::make_shared<const std::vector<T>>(std::move(xs));
-    return starter().template run_map<detail::result_t<R>>(
-        f, owned->begin(), owned->end(), owned->size(), chunksize,
-        [owned, encode = detail::encode_one<A>()](writer& w, const T& x) {
-          // An item converted to f's parameter type is a temporary: only one written as it is
-          // may be referred to.
-          if constexpr (std::is_same_v<std::decay_t<A>, T>)
-            w.with_owner(owned, [&] { encode(w, x); });
-          else
-            encode(w, x);
-        });
+    return starter().template run_map<detail::result_t<R>>(f, owned->begin(), owned->end(), owned->size(), chunksize,
+                                                           detail::encode_owned<A>(owned));
   }
   /// f(args...) for every tuple of arguments in `tuples`.
   template <class R, class... P, class Range>
@@ -273,6 +265,15 @@ class FIBER_API pool {
     auto c = starter().template submit_map<detail::result_t<R>>(
         f, copy->begin(), copy->end(), copy->size(), chunksize,
         [copy, encode = detail::encode_one<A>()](writer& w, const auto& x) { encode(w, x); });
+    return detail::completion_op(rt_, c);
+  }
+  /// As map_async, taking the items (`std::move(xs)`): nothing is copied, and their large data
+  /// travels from where it is (see map).
+  template <class R, class A, class T>
+  op<std::vector<detail::result_t<R>>> map_async(R (*f)(A), std::vector<T>&& xs, std::size_t chunksize = 0) {
+    auto owned = std::make_shared<const std::vector<T>>(std::move(xs));
+    auto c = starter().template submit_map<detail::result_t<R>>(f, owned->begin(), owned->end(), owned->size(), chunksize,
+                                                                detail::encode_owned<A>(owned));
     return detail::completion_op(rt_, c);
   }
   /// As starmap, but already submitted; `tuples` is copied.

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "fiber/codec.hpp"
 #include "fiber/detail/completion.hpp"
@@ -49,6 +50,19 @@ void encode_as(writer& w, const U& u) {
 template <class A>
 auto encode_one() {
   return [](writer& w, const auto& x) { encode_as<std::decay_t<A>>(w, x); };
+}
+
+/// Encodes one item of `owned`, a call's own vector of items (given to it by std::move), as
+/// encode_one does; an item of the parameter's type is written with `owned` as its owner, so its
+/// large ranges travel from where they are. A converted item is a temporary: it is copied.
+template <class A, class T>
+auto encode_owned(std::shared_ptr<const std::vector<T>> owned) {
+  return [owned = std::move(owned), encode = encode_one<A>()](writer& w, const T& x) {
+    if constexpr (std::is_same_v<std::decay_t<A>, T>)
+      w.with_owner(owned, [&] { encode(w, x); });
+    else
+      encode(w, x);
+  };
 }
 
 /// One element of a starmap item: one held by reference (a tuple<const std::vector<double>&, int>)
