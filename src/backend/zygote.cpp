@@ -2,8 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <netdb.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -18,8 +18,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/log.hpp"
 #include "backend/warm_spare.hpp"
+#include "core/log.hpp"
 #include "core/worker_env.hpp"
 
 extern char** environ;
