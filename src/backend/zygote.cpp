@@ -225,9 +225,12 @@ void run_zygote(int fd, void (*run_child)()) {
       if (child == 0) child = fork_now(fd, buf.data(), size);
     }
     if (!send_answer(fd, answer_kind::child, child)) std::_Exit(0);
-    // The next child's fork, after the answer: off the path of the one just asked for.
-    if (child > 0 && spare.fork(fd, master, &become_worker))
-      if (!send_answer(fd, answer_kind::spare, spare.pid())) std::_Exit(0);
+    // The next child's fork, after the answer: off the path of the one just asked for. Announced
+    // either way (0: none), so that a master waiting for it (await_spare) is never left waiting.
+    if (child > 0) {
+      bool forked = spare.fork(fd, master, &become_worker);
+      if (!send_answer(fd, answer_kind::spare, forked ? spare.pid() : 0)) std::_Exit(0);
+    }
   }
 }
 
