@@ -151,8 +151,10 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
     pid = p;
     linked = true;
   }
-  /// Runs with its worker linked.
-  bool quiet() const noexcept { return at == stage::running && linked; }
+  /// Runs with its worker linked, and was sent no signal: a job told to end (or to do anything
+  /// else) may end any moment, in a state only squeue tells (a worker that ignores SIGTERM and is
+  /// cancelled after its grace keeps its link until Slurm has ended it).
+  bool quiet() const noexcept { return at == stage::running && linked && last_signal == 0; }
   std::string pending_reason() const override {
     if (at == stage::submitting) return "being submitted to Slurm";
     if (at != stage::pending) return {};

@@ -1,6 +1,6 @@
 // How often a master asks squeue about its batch jobs. A cluster's controller serves every user:
 // a master that asked every few seconds for the whole of a long map was the most frequent caller
-// of all the systems measured beside it (performance.md, "The cluster path").
+// of all the systems measured beside it (docs/performance.md, "The cluster path").
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -10,13 +10,16 @@ namespace fiber::detail::slurm {
 using std::chrono::milliseconds;
 
 inline constexpr milliseconds first_poll{100}, soon_poll{50}, longest_poll{5000};
-/// The wait between two squeue calls once every job runs with its worker linked.
-inline constexpr milliseconds quiet_poll{60000};
+/// The wait between two squeue calls once every job runs with its worker linked: all squeue has
+/// left to tell then is a time limit an admin changed, and a shortened one is announced to the
+/// workers by their own notice signal anyway.
+inline constexpr milliseconds quiet_poll{600000};
 
 /// The wait before each squeue. Short after a change; doubling up to longest_poll while some job
 /// waits to run or its worker has not linked yet (that it starts, or fails first, is news to find
-/// out soon); quiet_poll at once when every job is quiet (running, its worker linked): a job's end
-/// then reaches the master through its worker's link first, which asks for a look soon (`ask`).
+/// out soon); quiet_poll at once when every job is quiet (running, its worker linked, sent no
+/// signal): a job's end then reaches the master through its worker's link first, which asks for
+/// a look soon (`ask`).
 /// What is left for squeue to tell a quiet master is a time limit an admin changed.
 class poll_cadence {
  public:
