@@ -1,4 +1,4 @@
-// The data path (issue 16): the workloads the anchors in bench/compare/data_path.py run with
+// The data path: the workloads the anchors in bench/compare/data_path.py run with
 // multiprocessing, computed the same way.
 //   es_round: an evolution-strategies generation, pool(4).map of 256 tasks, each the
 //             generation's 10,000-double parameter vector and a seed, each returning a double;

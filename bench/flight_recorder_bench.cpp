@@ -1,4 +1,4 @@
-// The flight recorder's cost (issue 37's budget: 2 % at 100,000 tasks a second).
+// The flight recorder's cost (its budget: 2 % of a core at 100,000 tasks a second).
 //   record_event          one event appended (what a task costs twice: sent, done)
 //   recorded_map/R        a map of 20,000 trivial tasks at chunksize 1 on pool(4), in a context
 //                         that records (R = 1) or not (R = 0); run with

@@ -1,5 +1,6 @@
-// Pool overhead, throughput and start, computed the way the multiprocessing anchors that
-// bench/compare/run.sh runs beside it (pool_overhead.py, pool_throughput.py) compute them:
+// Pool overhead, throughput and start, computed the way multiprocessing's side that
+// bench/compare/run.sh runs beside it (bench/compare/mp/pool_overhead.py, pool_throughput.py)
+// computes them:
 // overhead per task = (wall time - tasks x duration / workers) / tasks, calibrated by the sleep's
 // own overshoot.
 #include <benchmark/benchmark.h>
@@ -201,7 +202,7 @@ void pool_start(benchmark::State& state) {
   }
 }
 BENCHMARK(pool_start)->Arg(2)->Arg(4)->ArgName("W")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20)->Repetitions(3);
-// 256 workers ready (issue 32's workload 9, beside the peers' pools of as many), and 32 (beside
+// 256 workers ready (beside the peers' pools of as many), and 32 (beside
 // Ray's and Dask's, which cannot start 256 here).
 BENCHMARK(pool_start)->Arg(32)->Arg(256)->ArgName("W")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1)->Repetitions(3);
 
@@ -281,7 +282,7 @@ void pool_overhead_with_kills(benchmark::State& state) {
 }
 BENCHMARK(pool_overhead_with_kills)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(1);
 
-// Issue 34's chaos: 1,000,000 items of 5 µs on pool(4), default chunks (62,500 items, about 0.3 s
+// Chaos: 1,000,000 items of 5 µs on pool(4), default chunks (62,500 items, about 0.3 s
 // each), with a worker SIGKILLed every kill_ms (0: none). The map must complete with every
 // result; its time divided by the run without kills is the price of the deaths.
 void pool_map_under_kills(benchmark::State& state) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs fiber's benchmarks beside the anchors (Python multiprocessing, raw ZeroMQ, plain sockets,
+# Runs fiber's benchmarks beside what they are compared with (Python multiprocessing, raw ZeroMQ, sockets,
 # the Docker engine's own floor) in one go, and prints each figure with its ratio to the anchor.
 # Usage: bench/compare/run.sh [build-dir] [channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|cluster|envelope|all]   (default: build, all)
 # cluster (not part of all either: its peers install once, into ~/.cache/fiber/cluster) measures
@@ -17,7 +17,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd) || { echo "no build folder ${1:-$root/build}: run scripts/build.sh first" >&2; exit 2; }
 what=${2:-all}
 case "$what" in channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|cluster|envelope|all) ;; *) echo "unknown part '$what' (channels|pool|imap|data|managers|ring|ring_slurm|docker|slurm|kubernetes|peers|cluster|envelope|all)" >&2; exit 2 ;; esac
-anchors=${FIBER_ANCHORS:-$root/../shared/anchors}
+mp=$root/bench/compare/mp  # multiprocessing's side of each figure
 tmp=$(mktemp -d)
 # The start-up benchmarks of backend_bench (pool_idle runs only in the kubernetes part).
 startup='--benchmark_filter=^(child_start_join|pool4_ready)'
@@ -68,8 +68,8 @@ PY2
 }
 
 part_pool() {
-  echo "== pool: anchors"
-  (cd "$anchors" && python3 pool_overhead.py --repeat 3 && python3 pool_throughput.py --repeat 3) | tee "$tmp/pypool.txt"
+  echo "== pool: multiprocessing"
+  (cd "$mp" && python3 pool_overhead.py --repeat 3 && python3 pool_throughput.py --repeat 3) | tee "$tmp/pypool.txt"
   echo "== pool: fiber"
   "$build/bench/pool_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/pool.json" 2>/dev/null
   # The framework test's floor on this machine, right after fiber's (timer wake-ups move with the VM).
@@ -116,7 +116,7 @@ for b in fib("pool_overhead_with_kills"):
 PY2
 }
 
-# The data path (issue 16): the evolution-strategies round and 8 MB payloads, beside
+# The data path: the evolution-strategies round and 8 MB payloads, beside
 # multiprocessing running the same workloads (bench/compare/data_path.py), alternating.
 part_data() {
   for round in 1 2; do
@@ -151,7 +151,7 @@ for rnd in (1, 2):
 PYD
 }
 
-# The envelope of one master (issue 35): what one worker costs it, on direct links and through
+# The envelope of one master: what one worker costs it, on direct links and through
 # ZeroMQ with CURVE at up to 1,024 local workers, and over TCP to the Slurm cluster's nodes (ZeroMQ,
 # TLS direct links, host hubs, host hubs that fork their node's workers); then
 # the model at 10,000 workers on 100 hosts (bench/compare/envelope.py).
@@ -190,8 +190,8 @@ part_envelope() {
 }
 
 part_managers() {
-  echo "== managers: anchors"
-  (cd "$anchors" && python3 managers.py --libs mp --repeat 3) | tee "$tmp/pymgr.txt"
+  echo "== managers: multiprocessing"
+  (cd "$mp" && python3 managers.py --repeat 3) | tee "$tmp/pymgr.txt"
   "$build/bench/raw_zmq_rtt" | tee "$tmp/rawmgr.txt"
   echo "== managers: fiber"
   "$build/bench/manager_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/mgr.json" 2>/dev/null
@@ -221,7 +221,7 @@ part_docker() {
   curl -s --max-time 2 --unix-socket /var/run/docker.sock http://localhost/_ping | grep -q OK ||
     { echo "no Docker engine answers on /var/run/docker.sock (see build/engines/dockerd.log)"; return 1; }
   "$root/scripts/docker_test_image.sh"
-  (cd "$anchors" && python3 process_start.py) | tee "$tmp/pystart.txt"
+  (cd "$mp" && python3 process_start.py) | tee "$tmp/pystart.txt"
   # The engine's own floor: create, start, wait and remove a container running /bin/true straight
   # over the API (what `docker run --rm` costs here).
   python3 "$root/bench/compare/docker_floor.py" | tee "$tmp/floor.txt"
@@ -354,15 +354,10 @@ PY3
 }
 
 part_channels() {
-g++ -O2 -std=c++20 "$anchors/zmq_limits.cpp" -lzmq -o "$tmp/zmq_limits"
-g++ -O2 -std=c++20 "$anchors/socket_limits.cpp" -o "$tmp/socket_limits"
-
 echo "== anchors"
-"$tmp/zmq_limits" | tee "$tmp/zmq.txt"
-"$tmp/socket_limits"
 "$build/bench/raw_zmq_rtt" | tee "$tmp/raw.txt"
 "$build/bench/wakeup_floor" | tee "$tmp/wakeup.txt"
-(cd "$anchors" && python3 process_start.py && python3 queue_pingpong.py) | tee "$tmp/py.txt"
+(cd "$mp" && python3 process_start.py && python3 queue_pingpong.py) | tee "$tmp/py.txt"
 
 echo "== fiber"
 "$build/bench/process_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/process.json" 2>/dev/null
@@ -379,12 +374,10 @@ def medians(path):
     return out
 fib = {**medians(f"{tmp}/process.json"), **medians(f"{tmp}/queue.json")}
 raw = open(f"{tmp}/raw.txt").read()
-zmq = open(f"{tmp}/zmq.txt").read()
 py = open(f"{tmp}/py.txt").read()
 num = lambda pat, text: float(re.search(pat, text).group(1))
 raw_curve = num(r"rtt curve ([\d.]+)", raw)
 raw_plain = num(r"rtt plain ([\d.]+)", raw)
-zmq_pair = num(r"rtt ipc 16B\s+([\d.]+)", zmq)
 mp_spawn = num(r"mp\(spawn\).*?median=([\d.]+)ms", py)
 mp_fork = num(r"mp\(fork\)\s+n=.*?median=([\d.]+)ms", py)
 mp_q = num(r"channel=SimpleQueue rtt=([\d.]+)us", py)
@@ -397,7 +390,7 @@ start = ms(fib["process_start_join"])
 print(f"process start+join median  {start:7.2f} ms   vs mp spawn {mp_spawn} ms: {start/mp_spawn:.2f}x   vs mp fork {mp_fork} ms: {start/mp_fork:.2f}x")
 for name, mp in (("simple_queue_rtt_16B", mp_q), ("pipe_rtt_16B", mp_p)):
     t = us(fib[name])
-    print(f"{name:26s} {t:7.1f} us   vs raw zmq curve {raw_curve}: {t/raw_curve:.2f}x   plain {raw_plain}: {t/raw_plain:.2f}x   PAIR {zmq_pair}: {t/zmq_pair:.2f}x   mp {mp}: {t/mp:.2f}x")
+    print(f"{name:26s} {t:7.1f} us   vs raw zmq curve {raw_curve}: {t/raw_curve:.2f}x   plain {raw_plain}: {t/raw_plain:.2f}x   mp {mp}: {t/mp:.2f}x")
 wake = open(f"{tmp}/wakeup.txt").read()
 sock_sleep = num(r"socketpair sleeping rtt ([\d.]+)", wake)
 sock_spin = num(r"socketpair spin 50us rtt ([\d.]+)", wake)
@@ -431,7 +424,7 @@ for rnd in (1, 2):
 PYR
 }
 
-# Ring collectives (issue 17): 4 members on this host, fiber's ring beside Open MPI's
+# Ring collectives: 4 members on this host, fiber's ring beside Open MPI's
 # (Debian's openmpi-bin, libopenmpi-dev; shared memory between the ranks), alternating twice.
 part_ring() {
   command -v mpicc >/dev/null || { echo "!! ring: no mpicc: apt-get install openmpi-bin libopenmpi-dev" >&2; return 1; }

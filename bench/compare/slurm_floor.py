@@ -6,7 +6,7 @@
                                and four at once; with a program, also srun of that program (the
                                same binary fiber starts, doing nothing: its loading counts too)
   slurm_floor.py batch [reps]  outside one: `sbatch --wait --wrap true`, one, and four at once
-                               (the issue's floor; sbatch --wait checks every 2 s or so), and the
+                               (the engine's floor; sbatch --wait checks every 2 s or so), and the
                                same job submitted with `sbatch --parsable` and watched with squeue
                                every 20 ms until it has ended (how fast it can be seen to end)
 

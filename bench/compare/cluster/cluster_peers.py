@@ -240,6 +240,10 @@ class ray_peer:
 
         self.rayapi = ray
         self.bin = os.path.join(os.path.dirname(sys.executable), "ray")
+        # Ray's default, said outright for the head, its workers (sbatch passes the environment on)
+        # and this driver: a token file another Ray program left in ~/.ray made the head demand a
+        # token that the driver did not send ("InvalidAuthToken"), and every row failed.
+        os.environ["RAY_AUTH_MODE"] = "disabled"
         host = address_toward_nodes()
         with socket.socket() as s:
             s.bind((host, 0))

@@ -509,16 +509,10 @@ def w_rtt(name, args):
             lib = multiprocessing.get_context()
         else:
             import fiber as lib
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mp"))
+        from queue_pingpong import start_child
         for channel in ("SimpleQueue", "Pipe"):
-            if channel == "SimpleQueue":
-                q_to, q_from = lib.SimpleQueue(), lib.SimpleQueue()
-                c = lib.Process(target=echo_queues, args=(q_to, q_from))
-                put, get = q_to.put, q_from.get
-            else:
-                here, there = lib.Pipe()
-                c = lib.Process(target=echo_pipe, args=(there,))
-                put, get = here.send, here.recv
-            c.start()
+            c, put, get = start_child(lib, channel, echo_queues, echo_pipe)
             for _ in range(200):
                 put(SMALL)
                 assert get() == SMALL
