@@ -333,7 +333,7 @@ TEST_F(fiber_command, cp_round_trips_a_folder_through_a_claim_and_leaves_no_help
 }
 
 // A master that is not a `fiber run` (a program started here) killed with SIGKILL leaves its
-// worker's container; `fiber gc` removes it (issue 15, finding 7), as the next master here would.
+// worker's container; `fiber gc` removes it, as the next master here would.
 TEST_F(fiber_command, gc_removes_the_containers_of_a_master_killed_on_this_host) {
   asio::io_context io;
   fiber::detail::docker_engine engine(io);

@@ -50,26 +50,27 @@ struct cartpole_step { std::array<double, 4> state; double reward; bool done; };
 """
 CONTEXT = {
     "docs/getting_started.md#1": {},
-    "docs/getting_started.md#2": {
+    "docs/getting_started.md#2": {},
+    "docs/getting_started.md#3": {
         "global": "void work(int, std::string); FIBER_REMOTE(work);",
         "body": "int arg1 = 1; std::string arg2;",
     },
-    "docs/getting_started.md#3": {
+    "docs/getting_started.md#4": {
         "body": "auto& xs = any<std::vector<int>>(); auto& pairs = any<std::vector<std::tuple<int, int>>>();"
                 "auto& huge_range = any<std::vector<int>>();",
     },
-    "docs/getting_started.md#4": {
+    "docs/getting_started.md#5": {
         "global": CARTPOLE + "struct cartpole; void worker(fiber::managed_list<double>);",
         "body": "auto& envs = any<std::vector<fiber::proxy<cartpole>>>();",
     },
-    "docs/getting_started.md#5": {},
-    "docs/getting_started.md#6": {
+    "docs/getting_started.md#6": {},
+    "docs/getting_started.md#7": {
         "global": "std::vector<double> local_gradient();",
         "body": "auto& me = any<fiber::ring_member>(); auto& weights = any<std::vector<double>>();"
                 "auto& mine = any<std::vector<int>>(); auto& all = any<std::vector<int>>();",
     },
-    "docs/getting_started.md#7": {"global": "asio::awaitable<void> my_coroutine(fiber::context&);"},
-    "docs/getting_started.md#8": {"body": "auto& xs = any<std::vector<int>>();"},
+    "docs/getting_started.md#8": {"global": "asio::awaitable<void> my_coroutine(fiber::context&);"},
+    "docs/getting_started.md#9": {"body": "auto& xs = any<std::vector<int>>();"},
     "docs/api.md#1": {
         "global": "struct state { double x; }; struct step_result { state s; double reward; };",
         "body": "auto& env1 = any<fiber::proxy<cartpole>>(); auto& env2 = any<fiber::proxy<cartpole>>();",

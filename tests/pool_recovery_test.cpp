@@ -519,8 +519,8 @@ TEST(pool, workers_that_cannot_start_fail_each_item_and_new_work_tries_again) {
                            {"pool workers cannot start", "/nonexistent/worker"});
 }
 
-// A big pool ends without leaving a child, destroyed at once or closed and joined (issue 16 saw
-// one child left after a pool of 1,024 shut down; not reproduced at 1,024 here: 2 rounds).
+// A big pool ends without leaving a child, destroyed at once or closed and joined (one child
+// was once seen left after a pool of 1,024 shut down; not reproduced at 1,024 here: 2 rounds).
 TEST(pool, a_big_pool_leaves_no_child_after_either_shutdown) {
   FIBER_TEST_LOCAL_ONLY("counts this process's children");
   auto before = fiber_test::child_pids();

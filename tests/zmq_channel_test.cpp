@@ -304,7 +304,7 @@ TEST(zmq_channel, a_small_message_of_several_parts_travels_as_one_frame_and_arri
 // A send that ZeroMQ refuses (router_mandatory: the peer is gone) reads the socket's commands as
 // one it takes does, and with them the edge of a message that has arrived: the parked receive
 // must still complete. (A nested master that told a dead child's news stopped hearing its own
-// children: docs/design.md, "Nested processes on every backend".)
+// children: docs/design.md, "Nested processes".)
 TEST(zmq_channel, a_refused_send_does_not_lose_the_wakeup_of_an_arrived_message) {
   asio::io_context io;
   zmq::context_t zctx;

@@ -82,7 +82,7 @@ bool event_loop::run_one_logged(bool block) noexcept {
 
 // Polls before sleeping: on a machine whose idle cores sleep (a VM's vCPUs above all), waking a
 // process costs more than the round trip it waits for, so an answer that comes within the spin
-// is taken without either side sleeping (docs/design.md, "Spinning before sleeping"). Each
+// is taken without either side sleeping (docs/design.md, "Who runs the event loop"). Each
 // empty poll yields the core, so a process that shares it runs meanwhile.
 //
 // Spinning pays only when the answer comes within it. When it keeps not coming (a worker of a

@@ -1,7 +1,7 @@
 // A direct link between two local processes: a unix stream socket carrying multipart messages,
 // read on the io_context and written without ZeroMQ's I/O thread in between. One wake-up per
-// direction instead of three (see docs/performance.md); on the local backend every message
-// between a master and its children travels on one (docs/design.md, "Direct links"). The
+// direction instead of three (see docs/performance-log.md); on the local backend every message
+// between a master and its children travels on one (docs/design.md, "Direct links on this host"). The
 // socket's peer is authenticated by the caller (a secret sent first), so every length read from
 // the peer is bounded before anything is kept: a link accepts messages of at most
 // `max_message_bytes` (small until the caller raises it once the peer is proven) and closes,
@@ -13,7 +13,7 @@
 //
 // Across a network the same link runs on TCP with TLS 1.3 (transport/tls_session): frames are
 // encrypted as they are queued and decrypted as they are read, on the caller's thread, still
-// without an I/O thread between (docs/design.md, "Direct links across hosts").
+// without an I/O thread between (docs/design.md, "Across hosts: TLS 1.3 on the same links").
 #pragma once
 #include <asio/generic/stream_protocol.hpp>
 #include <asio/io_context.hpp>

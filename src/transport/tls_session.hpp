@@ -4,7 +4,7 @@
 // socket and the caller. The peers prove the job's secret with a
 // pre-shared key (TLS 1.3 external PSK, with an ephemeral X25519 exchange for forward secrecy):
 // no certificates, nothing on disk. Used by the direct links that cross a network
-// (docs/design.md, "Direct links across hosts").
+// (docs/design.md, "Across hosts: TLS 1.3 on the same links").
 #pragma once
 #include <array>
 #include <cstddef>

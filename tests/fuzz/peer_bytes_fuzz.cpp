@@ -1,5 +1,5 @@
 // libFuzzer target for the parsers of a peer's frames (build with FIBER_FUZZ=ON and clang; see
-// docs/design.md, "Fuzzing"). An exception other than malformed_message, a crash or a sanitizer
+// docs/testing.md, "Fuzzing"). An exception other than malformed_message, a crash or a sanitizer
 // report is a finding.
 #include "peer_bytes_target.hpp"
 

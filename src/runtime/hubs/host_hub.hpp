@@ -3,7 +3,7 @@
 // (runtime/hubs/hub_wire; docs/design.md, "Host hubs"). The master then keeps one TCP stream per host,
 // not one per child, and what one turn of a loop sends for a host costs one write and one
 // encryption: at 1,024 children on two hosts the master's CPU per task falls from a TCP send and
-// receive per task to a share of one (docs/performance.md).
+// receive per task to a share of one (docs/performance-log.md).
 //
 // The hub proves nothing for a child: it checks the job's password as a master does, and asks
 // the master whether it expects that child (joined); the master refuses the ones it does not. A

@@ -1,6 +1,6 @@
-// The master's side of hub_workers=fork (docs/design.md, "Host hubs that fork their host's
-// children"): a backend whose children are forked by the host hubs (runtime/hubs/hub_spawner), the way
-// MPI's per-node daemons start their node's ranks. Each hub's own job holds its host whole; this
+// The master's side of hub_workers=fork (docs/design.md, "Host hubs"): a backend whose children
+// are forked by the host hubs (runtime/hubs/hub_spawner), the way MPI's per-node daemons start
+// their node's ranks. Each hub's own job holds its host whole; this
 // places a child on the host whose linked hub has the most CPUs free (a host's CPUs but one, kept
 // for its hub), sends the hub the start, and hears from it what becomes of the child. A child no
 // host has room for waits, first come first placed, until a child ends; one asked to end while it

@@ -1,6 +1,7 @@
 // The master's side of direct links (the child's: runtime/links/direct_connect; what both agree
 // on: runtime/links/direct_wire). Direct links between a master and its children on this host
-// (docs/design.md, "Direct links"): one unix stream socket per child (transport/stream_link) instead of ZeroMQ, so a
+// (docs/design.md, "Direct links on this host"): one unix stream socket per child
+// (transport/stream_link) instead of ZeroMQ, so a
 // message costs one write and one wake-up each way and no I/O thread runs on either side. The
 // master listens on an abstract socket; a child connects and proves itself first with its
 // routing id and the job's password, and until then may send only that (a few hundred bytes).

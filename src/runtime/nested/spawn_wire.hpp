@@ -1,7 +1,7 @@
 // The wire of the tree's spawn service (nested processes on a cluster backend): a child that
 // starts children of its own asks the top master, through each master above it, to start them
 // with the top master's backend, and hears back when each is identified, runs and ends
-// (docs/design.md, "Nested processes on every backend").
+// (docs/design.md, "Nested processes").
 #pragma once
 #include <cstdint>
 #include <optional>
