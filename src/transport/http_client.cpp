@@ -4,18 +4,16 @@
 // exception crosses a C callback, and a socket descriptor is released, never closed, by Asio.
 #include "transport/http_client.hpp"
 
-#include <curl/curl.h>
-
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/steady_timer.hpp>
 #include <boost/json.hpp>
 #include <cctype>
 #include <map>
-#include <mutex>
 #include <unordered_map>
 
 #include "fiber/error.hpp"
 #include "core/log.hpp"
+#include "transport/curl_library.hpp"
 
 namespace fiber::detail {
 
@@ -23,13 +21,8 @@ namespace {
 class curl_error_category final : public std::error_category {
  public:
   const char* name() const noexcept override { return "curl"; }
-  std::string message(int code) const override { return curl_easy_strerror(static_cast<CURLcode>(code)); }
+  std::string message(int code) const override { return curl().easy_strerror(static_cast<CURLcode>(code)); }
 };
-
-void global_init_once() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -102,19 +95,18 @@ struct http_client::impl {
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
 
   explicit impl(asio::io_context& io_) : io(io_), timer(io_) {
-    global_init_once();
-    multi = curl_multi_init();
-    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &on_socket);
-    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
-    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &on_timer);
-    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, this);
+    multi = curl().multi_init();
+    curl().multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &on_socket);
+    curl().multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
+    curl().multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &on_timer);
+    curl().multi_setopt(multi, CURLMOPT_TIMERDATA, this);
   }
 
   ~impl();
 
   static void cleanup(request_state& r) {
-    if (r.easy) curl_easy_cleanup(r.easy);
-    if (r.headers) curl_slist_free_all(r.headers);
+    if (r.easy) curl().easy_cleanup(r.easy);
+    if (r.headers) curl().slist_free_all(r.headers);
     r.easy = nullptr;
     r.headers = nullptr;
   }
@@ -139,7 +131,7 @@ struct http_client::impl {
     if (it != sockets.end()) (direction == CURL_CSELECT_IN ? it->second.reading : it->second.writing) = false;
     if (ec == asio::error::operation_aborted) return;
     int running = 0;
-    curl_multi_socket_action(multi, fd, ec ? CURL_CSELECT_ERR : direction, &running);
+    curl().multi_socket_action(multi, fd, ec ? CURL_CSELECT_ERR : direction, &running);
     if (!finish_done()) return;
     watch(fd);  // still wanted: wait again (curl may have removed or changed it meanwhile)
   }
@@ -150,11 +142,11 @@ struct http_client::impl {
   bool finish_done() {
     auto still_here = alive;
     int left = 0;
-    while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+    while (CURLMsg* msg = curl().multi_info_read(multi, &left)) {
       if (msg->msg != CURLMSG_DONE) continue;
       std::uint64_t id = 0;
       char* priv = nullptr;
-      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+      curl().easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
       id = reinterpret_cast<std::uintptr_t>(priv);
       complete(id, msg->data.result);
       if (!*still_here) return false;
@@ -172,7 +164,7 @@ struct http_client::impl {
     if (it == requests.end()) return;
     auto r = std::move(it->second);
     requests.erase(it);
-    curl_multi_remove_handle(multi, r->easy);
+    curl().multi_remove_handle(multi, r->easy);
     cleanup(*r);
     if (ec) r->response.body = std::move(why);
     auto done = std::move(r->done);
@@ -184,14 +176,14 @@ http_client::impl::~impl() {
   *alive = false;
   timer.cancel();
   for (auto& [id, r] : requests) {
-    curl_multi_remove_handle(multi, r->easy);
+    curl().multi_remove_handle(multi, r->easy);
     cleanup(*r);
   }
   for (auto& [fd, s] : sockets) {
     s.descriptor->cancel();
     s.descriptor->release();  // curl's descriptor: curl closes it
   }
-  curl_multi_cleanup(multi);
+  curl().multi_cleanup(multi);
 }
 
 int http_client::impl::on_socket(CURL*, curl_socket_t fd, int what, void* userp, void*) noexcept {
@@ -228,7 +220,7 @@ int http_client::impl::on_timer(CURLM*, long timeout_ms, void* userp) noexcept {
   self->timer.async_wait([self, alive = self->alive](std::error_code ec) {
     if (ec || !*alive) return;
     int running = 0;
-    curl_multi_socket_action(self->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    curl().multi_socket_action(self->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     self->finish_done();
   });
   return 0;
@@ -290,7 +282,7 @@ void http_client::impl::complete(std::uint64_t id, CURLcode result) {
   if (it == requests.end()) return;
   auto& r = *it->second;
   if (result == CURLE_OK) {
-    curl_easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &r.response.status);
+    curl().easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &r.response.status);
     return finish(id, {}, {});
   }
   auto ec = result == CURLE_OPERATION_TIMEDOUT ? make_error_code(errc::timeout)
@@ -298,7 +290,7 @@ void http_client::impl::complete(std::uint64_t id, CURLcode result) {
   // What went wrong, for the caller's message.
   std::string why = r.callback_failed ? "the body handler failed"
                     : r.error_text[0] ? r.error_text
-                                      : curl_easy_strerror(result);
+                                      : curl().easy_strerror(result);
   finish(id, ec, std::move(why));
 }
 
@@ -309,56 +301,56 @@ std::uint64_t http_client::impl::start(http_request req, done_fn done, chunk_fn 
   r->on_chunk = std::move(on_chunk);
   r->response.what = req.method + " " + req.url;
   r->body = std::move(req.body);
-  CURL* e = r->easy = curl_easy_init();
-  curl_easy_setopt(e, CURLOPT_URL, req.url.c_str());
+  CURL* e = r->easy = curl().easy_init();
+  curl().easy_setopt(e, CURLOPT_URL, req.url.c_str());
   // The path goes as built: curl would otherwise fold "/../" away, so a path that ends in a part
   // taken from elsewhere could climb to another path of the same server (with its credentials).
-  curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->error_text);
+  curl().easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
+  curl().easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl().easy_setopt(e, CURLOPT_ERRORBUFFER, r->error_text);
   // libcurl keeps a pointer per handle; the request's number travels in it (never dereferenced).
-  curl_easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<char*>(static_cast<std::uintptr_t>(r->id)));  // NOLINT(performance-no-int-to-ptr)
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, r.get());
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
-  curl_easy_setopt(e, CURLOPT_HEADERDATA, r.get());
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout.count()));
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.connect_timeout.count()));
-  if (!req.unix_socket.empty()) curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
+  curl().easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<char*>(static_cast<std::uintptr_t>(r->id)));  // NOLINT(performance-no-int-to-ptr)
+  curl().easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
+  curl().easy_setopt(e, CURLOPT_WRITEDATA, r.get());
+  curl().easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
+  curl().easy_setopt(e, CURLOPT_HEADERDATA, r.get());
+  curl().easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout.count()));
+  curl().easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.connect_timeout.count()));
+  if (!req.unix_socket.empty()) curl().easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
   if (req.method == "GET") {
-    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    curl().easy_setopt(e, CURLOPT_HTTPGET, 1L);
   } else if (req.method == "HEAD") {
-    curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    curl().easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else {
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    curl().easy_setopt(e, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   }
   if (!r->body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body.data());
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r->body.size()));
+    curl().easy_setopt(e, CURLOPT_POSTFIELDS, r->body.data());
+    curl().easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r->body.size()));
   }
   bool has_type = false;
   for (auto& [k, v] : req.headers) {
     if (lower(k) == "content-type") has_type = true;
-    r->headers = curl_slist_append(r->headers, (k + ": " + v).c_str());
+    r->headers = curl().slist_append(r->headers, (k + ": " + v).c_str());
   }
-  if (!r->body.empty() && !has_type) r->headers = curl_slist_append(r->headers, "Content-Type: application/json");
-  r->headers = curl_slist_append(r->headers, "Expect:");  // no 100-continue round trip
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
-  if (!req.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, req.ca_file.c_str());
-  if (!req.cert_file.empty()) curl_easy_setopt(e, CURLOPT_SSLCERT, req.cert_file.c_str());
-  if (!req.key_file.empty()) curl_easy_setopt(e, CURLOPT_SSLKEY, req.key_file.c_str());
+  if (!r->body.empty() && !has_type) r->headers = curl().slist_append(r->headers, "Content-Type: application/json");
+  r->headers = curl().slist_append(r->headers, "Expect:");  // no 100-continue round trip
+  curl().easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+  if (!req.ca_file.empty()) curl().easy_setopt(e, CURLOPT_CAINFO, req.ca_file.c_str());
+  if (!req.cert_file.empty()) curl().easy_setopt(e, CURLOPT_SSLCERT, req.cert_file.c_str());
+  if (!req.key_file.empty()) curl().easy_setopt(e, CURLOPT_SSLKEY, req.key_file.c_str());
   // Blobs are copied by libcurl (CURL_BLOB_COPY): the request need not outlive this call.
   auto blob = [e](CURLoption option, std::string& pem) {
     if (pem.empty()) return;
     curl_blob b{pem.data(), pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(e, option, &b);
+    curl().easy_setopt(e, option, &b);
   };
   blob(CURLOPT_CAINFO_BLOB, req.ca_pem);
   blob(CURLOPT_SSLCERT_BLOB, req.cert_pem);
   blob(CURLOPT_SSLKEY_BLOB, req.key_pem);
   if (!req.verify_tls) {
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    curl().easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl().easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
   }
   auto id = r->id;
   requests.emplace(id, std::move(r));
@@ -367,8 +359,8 @@ std::uint64_t http_client::impl::start(http_request req, done_fn done, chunk_fn 
   // transfer (CURLM_RECURSIVE_API_CALL). And never complete inside start().
   asio::post(io, [this, id, e, alive = alive] {
     if (!*alive || !requests.contains(id)) return;  // cancelled before it went out
-    if (auto rc = curl_multi_add_handle(multi, e); rc != CURLM_OK)
-      finish(id, std::error_code(static_cast<int>(CURLE_FAILED_INIT), curl_category()), curl_multi_strerror(rc));
+    if (auto rc = curl().multi_add_handle(multi, e); rc != CURLM_OK)
+      finish(id, std::error_code(static_cast<int>(CURLE_FAILED_INIT), curl_category()), curl().multi_strerror(rc));
   });
   return id;
 }
