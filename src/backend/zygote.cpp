@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -13,10 +12,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <zmq.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "backend/warm_spare.hpp"
 #include "core/log.hpp"
@@ -166,10 +169,39 @@ pid_t zygote::await_spare() {
 }
 
 namespace {
+// This process's open descriptors but the one that lists them.
+std::vector<int> open_descriptors() {
+  std::vector<int> fds;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (auto* e = readdir(d))
+      if (e->d_name[0] != '.' && std::atoi(e->d_name) != dirfd(d)) fds.push_back(std::atoi(e->d_name));
+    closedir(d);
+  }
+  return fds;
+}
+
+// What the fork server's own ZeroMQ context opened (its mailbox): a child closes it first.
+std::vector<int> context_descriptors;
+
+// Every child makes a ZeroMQ context, and the first context in a process starts OpenPGM (a
+// protocol looked up by name: nsswitch.conf read, the library path searched for its modules) and
+// libsodium (its random source, the CPU's features): 0.15 ms of each child's start. Both count
+// their users, so with a context made here and kept, a child's own context finds them started.
+// A context starts no thread until a socket is made, and none is: this process stays
+// single-threaded, and no child touches this context.
+void start_zeromq_once() {
+  auto before = open_descriptors();
+  static void* kept = zmq_ctx_new();
+  if (!kept) return;  // each child then starts them itself, as without this
+  for (int fd : open_descriptors())
+    if (std::find(before.begin(), before.end(), fd) == before.end()) context_descriptors.push_back(fd);
+}
+
 // The child's environment is the one the master asked for, as with exec.
 void (*child_main)() = nullptr;
 [[noreturn]] void become_worker(char* env, std::size_t size) {
   ::prctl(PR_SET_NAME, "fiber-worker");
+  for (int fd : context_descriptors) ::close(fd);
   clearenv();
   for (char* p = env; p < env + size; p += std::strlen(p) + 1) putenv(strdup(p));
   child_main();
@@ -186,8 +218,8 @@ bool send_answer(int fd, answer_kind kind, std::int32_t value) {
 
 // A child forked now, for the request in `env`: its pid, or -errno.
 std::int32_t fork_now(int fd, char* env, std::size_t size) {
-  // A fork whose parent is the master (CLONE_PARENT): safe here, with one thread and no ZeroMQ
-  // context or event loop in this process.
+  // A fork whose parent is the master (CLONE_PARENT): safe here, with one thread, no event loop,
+  // and a ZeroMQ context that has no socket (and so no thread) and that no child uses.
   long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
   if (pid == 0) {
     close(fd);
@@ -204,11 +236,7 @@ void run_zygote(int fd, void (*run_child)()) {
   const pid_t master = getppid();
   if (!parent || std::to_string(master) != parent) std::_Exit(70);
   unsetenv(env_zygote_fd);
-  // Every child makes a ZeroMQ context, whose start (OpenPGM's) looks a protocol up by name. A
-  // process's first lookup reads nsswitch.conf and searches the library path for its modules:
-  // about a hundred failed opens, 0.3 ms of each child's start. Done here once, the children
-  // inherit what it loaded.
-  (void)getprotobyname("pgm");
+  start_zeromq_once();
   child_main = run_child;
   std::vector<char> buf(max_environment);
   warm_spare spare;
