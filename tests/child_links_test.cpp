@@ -1,6 +1,7 @@
 // How a master's children reach it, on this host's real sockets: the transport the config picks,
 // a child that proves itself heard under its routing id, a child the master does not expect kept
-// out, a message to a child that has no link an error, and nothing heard after close().
+// out, a child's link closing told of, a message to a child that has no link an error, and nothing
+// heard after close().
 #include "runtime/links/child_links.hpp"
 
 #include <gtest/gtest.h>
@@ -63,6 +64,24 @@ TEST_F(links_fixture, on_this_host_children_link_directly_and_are_heard_under_th
   EXPECT_EQ(heard[0].second.type, kind::hello);
   EXPECT_FALSE(links->send("7", make_message(kind::welcome, {})));
   EXPECT_TRUE(links->send("8", make_message(kind::welcome, {}))) << "no link, and the error says so";
+}
+
+// A child that ends without a word (killed, crashed) closes its link: the master hears of it,
+// and a backend that polls for ends (Slurm) looks soon instead of at its quiet pace.
+TEST_F(links_fixture, a_childs_link_closing_is_told_of_under_its_routing_id) {
+  make();
+  std::vector<std::string> left;
+  links->on_child_left([&](const std::string& peer) { left.push_back(peer); });
+  links->listen(*engine);
+  asio::io_context child_io;
+  auto child = connect(child_io, "7");
+  child->send(make_message(kind::hello, {}, "{}"));
+  ASSERT_TRUE(run_until([&] { return !heard.empty(); }));
+  EXPECT_TRUE(left.empty());
+  child->close();
+  child_io.poll();  // what the close cancelled completes
+  ASSERT_TRUE(run_until([&] { return !left.empty(); }));
+  EXPECT_EQ(left, std::vector<std::string>{"7"});
 }
 
 TEST_F(links_fixture, a_child_the_master_does_not_expect_is_not_heard) {

@@ -4,6 +4,7 @@
 // look asked for, even one asked while a squeue was in flight; and what counts as quiet.
 #include "backend/slurm/poll_cadence.hpp"
 
+#include <asio/io_context.hpp>
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -76,5 +77,18 @@ TEST(poll_cadence, a_running_linked_job_is_quiet_until_it_is_sent_a_signal) {
   run->reported_pid(4242);
   EXPECT_TRUE(run->quiet());
   run->signal(SIGTERM);
+  EXPECT_FALSE(run->quiet());
+}
+
+// A job whose worker said it ends (or whose link dropped) may show running in squeue a while yet:
+// were it quiet, the look after that answer would come ten minutes later, and so would its end.
+TEST(poll_cadence, a_job_whose_worker_said_it_ends_is_not_quiet) {
+  asio::io_context io;
+  auto watch = std::make_shared<batch_watch>(io, fiber::config{}, "master", "");
+  auto run = std::make_shared<batch_run>(watch, "Process-1");
+  run->at = batch_run::stage::running;
+  run->reported_pid(4242);
+  ASSERT_TRUE(run->quiet());
+  run->expect_exit();
   EXPECT_FALSE(run->quiet());
 }

@@ -56,6 +56,7 @@ class engine_run {
   /// Whether the child is stopped (SIGSTOP, traced), where the engine can tell (job::is_stopped).
   virtual bool is_stopped() const noexcept { return false; }
   virtual bool never_fits() const noexcept { return false; }
+  /// The child said it ends, or its link closed: an engine that polls for ends looks soon.
   virtual void expect_exit() {}
   /// The child's own word for its pid; an engine whose pid is another namespace's ignores it.
   virtual void reported_pid(int p) { pid = p; }

@@ -197,6 +197,12 @@ void child_process::on_hello(const std::string& text) {
   });
 }
 
+// A child that ended without saying so (killed, crashed) is told of by its backend alone: one that
+// polls (Slurm's squeue) looks soon rather than at its quiet pace.
+void child_process::on_link_closed() {
+  if (!ending_.exit_code().has_value() && child_) child_->expect_exit();
+}
+
 void child_process::on_done(bool threw, const std::string& detail) {
   bool exited = ending_.exit_code().has_value();
   if (!exited && child_) child_->expect_exit();

@@ -19,7 +19,12 @@ master_side::master_side(asio::io_context& io, zmq::context_t& zctx, const fiber
       links_(std::make_shared<child_links>(
           io, zctx, cfg, job_id, keys,
           [this](const std::string& peer, multipart&& m, std::size_t first) { handle(peer, std::move(m), first); },
-          [this](const std::string& id) { return children_.contains(id); })) {}
+          [this](const std::string& id) { return children_.contains(id); })) {
+  links_->on_child_left([this](const std::string& peer) {
+    auto it = children_.find(peer);
+    if (auto child = it == children_.end() ? nullptr : it->second.lock()) child->on_link_closed();
+  });
+}
 
 master_side::~master_side() { links_->close(); }
 

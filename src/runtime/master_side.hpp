@@ -30,6 +30,8 @@ class child_endpoint {
   virtual ~child_endpoint() = default;
   virtual void on_hello(const std::string& hello_json) = 0;
   virtual void on_done(bool raised, const std::string& detail) = 0;
+  /// Its link closed (it ended, or is ending): its backend's word on how is due soon.
+  virtual void on_link_closed() {}
   /// The master is shutting down: kill, reap, and complete whoever waits.
   virtual void on_master_shutdown() noexcept = 0;
 };

@@ -16,22 +16,6 @@ if ! cmp -s "$here/requirements.txt" "$env/installed.txt" 2>/dev/null; then
   "$env/bin/pip" install -q --only-binary :all: -r "$here/requirements.txt"
   cp "$here/requirements.txt" "$env/installed.txt"
 fi
-# HyperQueue's `hq` (its server and worker): PyPI's wheel carries only its Python API (and a
-# server with workers in one local process), so `hq` is built once from its source at the tag of
-# the wheel's version (FIBER_HQ_SOURCE: a checkout of it already here, else cargo fetches it).
-hq_version=0.26.2 hq_commit=dd15afd317f3f57cb70f16b51eba14013c63972b
-hq_root="$(dirname "$env")/hq-$hq_version"
-if [ ! -x "$hq_root/bin/hq" ]; then
-  echo "== cluster: building HyperQueue's hq $hq_version from its source (once)"
-  # The version a release build names itself by, which the Python API checks against its own.
-  export HQ_BUILD_VERSION="v$hq_version"
-  if [ -n "${FIBER_HQ_SOURCE:-}" ]; then
-    cargo install -q --locked --root "$hq_root" --path "$FIBER_HQ_SOURCE/crates/hyperqueue"
-  else
-    cargo install -q --locked --root "$hq_root" --git https://github.com/It4innovations/hyperqueue --rev "$hq_commit" hyperqueue
-  fi
-fi
-export CLUSTER_HQ="$hq_root/bin/hq"
 "$root/scripts/engines.sh" start slurm
 export SLURM_CONF="$root/build/engines/slurm/slurm.conf"
 sinfo -h -o %T | grep -qE 'idle|mix' || { echo "the test Slurm cluster does not answer" >&2; exit 1; }
@@ -54,7 +38,28 @@ trap end_left_groups EXIT
 # Slurm's scheduling loop (up to 2 s, whoever submits), so the ready row runs CLUSTER_READY_RUNS
 # times per system and round, and the table shows their median.
 read -r -a peers <<<"${CLUSTER_PEERS-dask submitit hyperqueue ray}"
-rows=("ready 4" "overhead 4 0 2000" "overhead 4 1 2000" "throughput 4 100000" "broadcast 4 64" "args 4 64 8"
+# HyperQueue's `hq` (its server and worker): PyPI's wheel carries only its Python API (and a
+# server with workers in one local process), so `hq` is built once from its source at the tag of
+# the wheel's version (FIBER_HQ_SOURCE: a checkout of it already here, else cargo fetches it).
+hq_version=0.26.2 hq_commit=dd15afd317f3f57cb70f16b51eba14013c63972b
+hq_root="$(dirname "$env")/hq-$hq_version"
+if [[ " ${peers[*]} " == *" hyperqueue "* ]] && [ ! -x "$hq_root/bin/hq" ]; then
+  echo "== cluster: building HyperQueue's hq $hq_version from its source (once)"
+  # The version a release build names itself by, which the Python API checks against its own.
+  export HQ_BUILD_VERSION="v$hq_version"
+  if [ -n "${FIBER_HQ_SOURCE:-}" ]; then
+    cargo install -q --locked --root "$hq_root" --path "$FIBER_HQ_SOURCE/crates/hyperqueue"
+  else
+    cargo install -q --locked --root "$hq_root" --git https://github.com/It4innovations/hyperqueue --rev "$hq_commit" hyperqueue
+  fi
+fi
+export CLUSTER_HQ="$hq_root/bin/hq"
+# Workers ready at 32 and 128 need more CPUs than the test cluster's 4 a node: a row that does not
+# fit says so, with the setting that makes it fit (the cluster started with more slots a node).
+cpus_per_worker=${CLUSTER_CPUS_PER_WORKER:-2}
+export CLUSTER_CPUS_PER_WORKER=$cpus_per_worker
+slots=$(sinfo -h -o %C | cut -d/ -f4)
+rows=("ready 4" "ready 32" "ready 128" "overhead 4 0 2000" "overhead 4 1 2000" "throughput 4 100000" "broadcast 4 64" "args 4 64 8"
       "framework 4 200 1" "kill 4 200 50" "load 4 ${CLUSTER_LOAD_SECONDS:-600}")
 only=${CLUSTER_ROWS:-ready overhead throughput broadcast args framework kill load}
 ready_runs=${CLUSTER_READY_RUNS:-5}
@@ -92,6 +97,10 @@ settle() {
 run_one() {
   local system=$1 round=$2 row=$3 before line
   read -r -a words <<<"$row"
+  if [ "${words[0]}" = ready ] && ((words[1] * cpus_per_worker > slots)); then
+    echo "system=$system round=$round spec=${row// /_} row=ready error=${words[1]}_workers_of_${cpus_per_worker}_CPUs_do_not_fit_the_cluster's_${slots}:_start_it_with_FIBER_SLURM_NODE_CPUS=$((words[1] * cpus_per_worker / 2))_(scripts/engines.sh_stop_slurm_first)" | tee -a "$out/rows.txt"
+    return
+  fi
   settle
   [ "${words[0]}" = ready ] && words+=("$(date +%s%N)")
   if [ "${words[0]}" = kill ]; then  # where each run of a task leaves a line: the nodes share it
@@ -102,7 +111,7 @@ run_one() {
   local path=$PATH
   [ "${words[0]}" = load ] && path="$wrappers:$PATH"
   if [ "$system" = fiber ]; then
-    line=$(PATH=$path FIBER_BACKEND=slurm FIBER_CPU_PER_JOB=2 timeout 1800 "$build/bench/cluster_bench" "${words[@]}" 2>"$out/err" | grep '^row=' || true)
+    line=$(PATH=$path FIBER_BACKEND=slurm FIBER_CPU_PER_JOB=$cpus_per_worker timeout 1800 "$build/bench/cluster_bench" "${words[@]}" 2>"$out/err" | grep '^row=' || true)
   elif [ "$system" = dragon ] && [ "${words[0]}" = kill ]; then
     line="row=kill error=Dragon's_workers_share_one_allocation:_no_worker_has_a_job_of_its_own_to_cancel,_and_cancelling_the_allocation_ends_the_run"
   elif [ "$system" = dragon ]; then

@@ -12,6 +12,8 @@ import sys
 
 TITLES = {
     "ready_4": "4 workers ready on the two nodes (s, from the program's start)",
+    "ready_32": "32 workers ready on the two nodes (s, from the program's start)",
+    "ready_128": "128 workers ready on the two nodes (s, from the program's start)",
     "overhead_4_0_2000": "overhead per task, 0 ms tasks, chunksize 1 (µs)",
     "overhead_4_1_2000": "overhead per task, 1 ms tasks, chunksize 1 (µs)",
     "throughput_4_100000": "100,000 trivial tasks (tasks/s)",

@@ -145,7 +145,12 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
 
   void kill_and_reap() noexcept override;  // below, beside cancel_now
   std::string handle() const override { return id; }
-  void expect_exit() override { watch->poll_after(soon_poll); }
+  /// Its worker said it ends, or its link dropped: squeue may show the job running a while yet,
+  /// and the looks until it shows the end must come soon, not a quiet job's ten minutes apart.
+  void expect_exit() override {
+    exit_expected = true;
+    watch->poll_after(soon_poll);
+  }
   /// The worker's hello: from now on its link tells of its end (see poll_cadence).
   void reported_pid(int p) override {
     pid = p;
@@ -154,7 +159,7 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
   /// Runs with its worker linked, and was sent no signal: a job told to end (or to do anything
   /// else) may end any moment, in a state only squeue tells (a worker that ignores SIGTERM and is
   /// cancelled after its grace keeps its link until Slurm has ended it).
-  bool quiet() const noexcept { return at == stage::running && linked && last_signal == 0; }
+  bool quiet() const noexcept { return at == stage::running && linked && !exit_expected && last_signal == 0; }
   std::string pending_reason() const override {
     if (at == stage::submitting) return "being submitted to Slurm";
     if (at != stage::pending) return {};
@@ -182,6 +187,7 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
   std::uint64_t memory_limit_mb = 0;  // its --mem; 0: none
   bool giving_up = false;  // cancelled because it cannot run; ends once the cancel is done
   std::atomic<bool> linked{false};  // its worker said hello (reported_pid)
+  bool exit_expected = false;        // its worker said it ends, or its link dropped (expect_exit)
   std::atomic<bool> reaped{false};  // kill_and_reap cancelled it already (it waited for scancel)
   std::string detail, stderr_tail, last_reason, node;
   clock::time_point pending_since = clock::now();

@@ -18,8 +18,8 @@ inline constexpr milliseconds quiet_poll{600000};
 /// The wait before each squeue. Short after a change; doubling up to longest_poll while some job
 /// waits to run or its worker has not linked yet (that it starts, or fails first, is news to find
 /// out soon); quiet_poll at once when every job is quiet (running, its worker linked, sent no
-/// signal): a job's end then reaches the master through its worker's link first, which asks for
-/// a look soon (`ask`).
+/// signal, its end not announced): a job's end then reaches the master through its worker's link
+/// first, which asks for a look soon (`ask`) and makes the job not quiet until squeue shows it.
 /// What is left for squeue to tell a quiet master is a time limit an admin changed.
 class poll_cadence {
  public:

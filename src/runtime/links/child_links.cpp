@@ -79,6 +79,10 @@ void child_links::make_listener() {
         auto self = weak.lock();
         if (self && !self->closed_) self->on_message_(peer, std::move(m), 0);
       });
+  direct_->watch_children({}, [weak = weak_from_this()](const std::string& peer) {
+    auto self = weak.lock();
+    if (self && !self->closed_ && self->on_left_) self->on_left_(peer);
+  });
 }
 
 void child_links::listen_direct() {

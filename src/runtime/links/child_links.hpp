@@ -56,6 +56,10 @@ class child_links : public std::enable_shared_from_this<child_links> {
   /// hub_workers=fork: the backend whose children the hubs fork (null otherwise).
   backend* forks() const noexcept;
 
+  /// `left(peer)` when child `peer`'s link closes (direct links and hubs; a ZeroMQ router tells
+  /// nothing of it). Before listen().
+  void on_child_left(unique_function<void(const std::string& peer)> left) { on_left_ = std::move(left); }
+
   /// Sends to child `peer`; an error means its connection is gone, and `parts` is left as it was.
   std::error_code send(const std::string& peer, multipart&& parts);
   /// Ends the hubs (and the children they forked), then the listener: no message comes after.
@@ -76,6 +80,7 @@ class child_links : public std::enable_shared_from_this<child_links> {
   const std::string& job_id_;
   const job_keys& keys_;
   message_fn on_message_;
+  unique_function<void(const std::string&)> on_left_;
   std::function<bool(const std::string&)> expected_;
   backend* engine_ = nullptr;
   std::shared_ptr<zmq_channel> router_;

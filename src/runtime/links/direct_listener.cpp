@@ -285,7 +285,9 @@ void direct_listener::on_hub_message(const std::string& hub, const std::shared_p
       routes_.emplace(id, link);
       return;
     case hub_wire::op::left:
-      if (routed_here) routes_.erase(route);
+      if (!routed_here) return;
+      routes_.erase(route);
+      if (left_) left_(id);
       return;
     case hub_wire::op::message:
       if (!routed_here) return;  // refused, or left: what it still sent is not its master's

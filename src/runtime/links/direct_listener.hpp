@@ -63,8 +63,8 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
     unique_function<void(const std::string& hub, const std::string& start, multipart&&)> news;
   };
   void watch_hubs(hub_watch w) { hub_watch_ = std::move(w); }
-  /// `joined(id)` once child `id` has proven itself, `left(id)` when its link closes (a hub's
-  /// listener, to tell its master).
+  /// `joined(id)` once child `id` has proven itself, `left(id)` when its link closes, or its hub
+  /// says it left (a hub's listener, to tell its master; a master's, to look for the child's end).
   void watch_children(unique_function<void(const std::string&)> joined, unique_function<void(const std::string&)> left) {
     joined_ = std::move(joined);
     left_ = std::move(left);
