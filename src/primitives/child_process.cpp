@@ -59,6 +59,7 @@ void child_process::start(started_handler& done) {
   }
   start_.open(std::move(done));
   rt_->master().track_job(child_);
+  ends_with_link = child_;
   pid_ = child_->pid();
   rt_->observer().record_child_event(record_kind::process_start, tree_name_, static_cast<std::uint64_t>(pid_.load()));
   child_->on_exit([weak = weak_from_this()](int code) {
@@ -195,12 +196,6 @@ void child_process::on_hello(const std::string& text) {
                      child->start_.complete({}, {});
                    });
   });
-}
-
-// A child that ended without saying so (killed, crashed) is told of by its backend alone: one that
-// polls (Slurm's squeue) looks soon rather than at its quiet pace.
-void child_process::on_link_closed() {
-  if (!ending_.exit_code().has_value() && child_) child_->expect_exit();
 }
 
 void child_process::on_done(bool threw, const std::string& detail) {

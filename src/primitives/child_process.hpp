@@ -98,7 +98,6 @@ class child_process final : public child_endpoint, public std::enable_shared_fro
   // child_endpoint: what the master's socket hears from the child
   void on_hello(const std::string& text) override;
   void on_done(bool threw, const std::string& detail) override;
-  void on_link_closed() override;
   void on_master_shutdown() noexcept override;
 
   void spawn();

@@ -22,7 +22,8 @@ master_side::master_side(asio::io_context& io, zmq::context_t& zctx, const fiber
           [this](const std::string& id) { return children_.contains(id); })) {
   links_->on_child_left([this](const std::string& peer) {
     auto it = children_.find(peer);
-    if (auto child = it == children_.end() ? nullptr : it->second.lock()) child->on_link_closed();
+    auto child = it == children_.end() ? nullptr : it->second.lock();
+    if (auto j = child ? child->ends_with_link.lock() : nullptr) j->expect_exit();
   });
 }
 
