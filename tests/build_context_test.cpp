@@ -107,6 +107,14 @@ TEST(build_context, a_program_gets_an_image_of_itself_its_libraries_and_the_load
     loader = loader || n.find("/ld-linux") != std::string::npos;
   }
   EXPECT_TRUE(libc && loader);
+  // libcurl is loaded by a master when it first calls an engine's API, not linked: the image holds
+  // it and its libraries all the same.
+  bool curl = false, curls_own = false;
+  for (auto& n : names) {
+    curl = curl || n.find("/libcurl.so") != std::string::npos;
+    curls_own = curls_own || n.find("/libnghttp2.so") != std::string::npos;  // Debian's libcurl links it
+  }
+  EXPECT_TRUE(curl && curls_own);
   EXPECT_TRUE(names.count("rootfs/tmp/") || names.count("rootfs/tmp")) << "a /tmp for the program";
 }
 

@@ -71,12 +71,27 @@ TEST(poll_cadence, a_failed_squeue_is_tried_again_backing_off_up_to_five_seconds
 // and is cancelled after its grace keeps its link until Slurm has ended it), so it must keep the
 // short back-off, not wait ten minutes.
 TEST(poll_cadence, a_running_linked_job_is_quiet_until_it_is_sent_a_signal) {
-  auto run = std::make_shared<batch_run>(nullptr, "Process-1");  // no id: signal() sends no scancel
+  asio::io_context io;
+  auto watch = std::make_shared<batch_watch>(io, fiber::config{}, "master", "");
+  auto run = std::make_shared<batch_run>(watch, "Process-1");  // no id: signal() sends no scancel
   run->at = batch_run::stage::running;
   EXPECT_FALSE(run->quiet()) << "its worker has not linked";
   run->reported_pid(4242);
   EXPECT_TRUE(run->quiet());
   run->signal(SIGTERM);
+  EXPECT_FALSE(run->quiet());
+}
+
+// A ZeroMQ router tells nothing of a link's end: a worker killed without a word is found by
+// squeue alone, which must keep its short back-off.
+TEST(poll_cadence, over_zeromq_links_no_job_is_quiet) {
+  asio::io_context io;
+  fiber::config cfg;
+  cfg.remote_transport = "zeromq";
+  auto watch = std::make_shared<batch_watch>(io, cfg, "master", "");
+  auto run = std::make_shared<batch_run>(watch, "Process-1");
+  run->at = batch_run::stage::running;
+  run->reported_pid(4242);
   EXPECT_FALSE(run->quiet());
 }
 

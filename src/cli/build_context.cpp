@@ -14,6 +14,7 @@
 
 #include "cli/tar_archive.hpp"
 #include "fiber/error.hpp"
+#include "transport/curl_library.hpp"
 
 namespace fiber::cli {
 namespace fs = std::filesystem;
@@ -174,6 +175,12 @@ build_context context_of_program(const fs::path& program) {
   tar.directory("rootfs/tmp", 01777);
   std::vector<std::pair<std::string, fs::path>> files{{exe.string(), exe}};
   for (auto& lib : shared_libraries(exe)) files.emplace_back(lib, fs::path(lib));
+  // fiber loads libcurl when a master first calls an engine's API (transport/curl_library), and
+  // the master of a run in a container starts its workers through Docker's or Kubernetes' API:
+  // the image holds libcurl and what it links, which the program's own list does not name.
+  auto curl = fiber::detail::curl_file();
+  files.emplace_back(curl, fs::path(curl));
+  for (auto& lib : shared_libraries(curl)) files.emplace_back(lib, fs::path(lib));
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
   for (auto& [at, from] : files) {

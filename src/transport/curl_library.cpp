@@ -1,6 +1,7 @@
 #include "transport/curl_library.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <mutex>
 #include <string>
@@ -29,13 +30,14 @@ void resolve(void* handle, F& slot, const char* name) {
   slot = reinterpret_cast<F>(f);  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast): dlsym's contract
 }
 
-curl_library load() {
+curl_library load(void*& kept) {
   // RTLD_LOCAL: its symbols serve only these pointers, never a program's own libcurl calls.
   void* handle = ::dlopen(FIBER_CURL_SONAME, RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = ::dlerror();
     cannot_load(why ? why : "dlopen failed");
   }
+  kept = handle;
   curl_library lib{};
   resolve(handle, lib.global_init, "curl_global_init");
   resolve(handle, lib.easy_init, "curl_easy_init");
@@ -61,6 +63,7 @@ curl_library load() {
 struct loaded {
   std::once_flag once;
   curl_library lib{};
+  void* handle = nullptr;
 };
 loaded& state() {
   static loaded s;
@@ -71,8 +74,16 @@ loaded& state() {
 const curl_library& curl() {
   auto& s = state();
   // A failed load throws out of call_once, which leaves it to be tried again on the next call.
-  std::call_once(s.once, [&] { s.lib = load(); });
+  std::call_once(s.once, [&] { s.lib = load(s.handle); });
   return s.lib;
+}
+
+std::string curl_file() {
+  (void)curl();
+  link_map* map = nullptr;
+  if (::dlinfo(state().handle, RTLD_DI_LINKMAP, &map) != 0 || !map || !map->l_name || !*map->l_name)
+    cannot_load("the loader does not say where it found it");
+  return map->l_name;
 }
 
 }  // namespace fiber::detail

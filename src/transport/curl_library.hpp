@@ -7,6 +7,8 @@
 #pragma once
 #include <curl/curl.h>
 
+#include <string>
+
 namespace fiber::detail {
 
 /// The libcurl functions fiber calls, resolved from the loaded library.
@@ -33,5 +35,9 @@ struct curl_library {
 /// never unloaded. fiber::error(backend_unavailable) naming the library and how to install it
 /// when it cannot be loaded or lacks a function.
 const curl_library& curl();
+
+/// The file the loaded libcurl was loaded from (loading it as curl() does): a program's image must
+/// hold it and what it links, which the program's own list of libraries does not name.
+std::string curl_file();
 
 }  // namespace fiber::detail

@@ -95,6 +95,9 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
   void unwatch(const std::string& id) { watched_.erase(id); }
   /// Job `id` of an earlier master was taken up: it ends with this master's jobs.
   void adopted(const std::string& id) { adopted_.insert(id); }
+  /// Whether a child's link tells this master of its end (direct links and hubs do; a ZeroMQ
+  /// router does not, and squeue alone then tells of a worker killed without a word).
+  bool links_tell_of_ends() const noexcept { return cfg.remote_transport != "zeromq"; }
   /// Looks again within `delay` (sooner than planned, never later).
   void poll_after(milliseconds delay);
   void follow(const std::shared_ptr<batch_run>& run) {
@@ -156,10 +159,13 @@ class batch_run final : public engine_run, public std::enable_shared_from_this<b
     pid = p;
     linked = true;
   }
-  /// Runs with its worker linked, and was sent no signal: a job told to end (or to do anything
-  /// else) may end any moment, in a state only squeue tells (a worker that ignores SIGTERM and is
-  /// cancelled after its grace keeps its link until Slurm has ended it).
-  bool quiet() const noexcept { return at == stage::running && linked && !exit_expected && last_signal == 0; }
+  /// Runs with its worker linked by a link that tells of its end, and was sent no signal: a job
+  /// told to end (or to do anything else) may end any moment, in a state only squeue tells (a
+  /// worker that ignores SIGTERM and is cancelled after its grace keeps its link until Slurm has
+  /// ended it).
+  bool quiet() const noexcept {
+    return at == stage::running && linked && !exit_expected && last_signal == 0 && watch->links_tell_of_ends();
+  }
   std::string pending_reason() const override {
     if (at == stage::submitting) return "being submitted to Slurm";
     if (at != stage::pending) return {};
