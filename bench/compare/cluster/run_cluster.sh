@@ -34,7 +34,7 @@ end_left_groups() {
 }
 trap end_left_groups EXIT
 # CLUSTER_PEERS picks some peers, CLUSTER_ROWS some rows (by their first word: ready, overhead,
-# throughput, broadcast, args, framework, kill, load). A start waits for
+# throughput, broadcast, args, framework, kill, load; or one row's words joined by _: ready_32). A start waits for
 # Slurm's scheduling loop (up to 2 s, whoever submits), so the ready row runs CLUSTER_READY_RUNS
 # times per system and round, and the table shows their median.
 read -r -a peers <<<"${CLUSTER_PEERS-dask submitit hyperqueue ray}"
@@ -133,7 +133,7 @@ for round in 1 2; do
   order=(fiber "${peers[@]}")
   [ $round = 2 ] && order=("${peers[@]}" fiber)
   for row in "${rows[@]}"; do
-    [[ " $only " == *" ${row%% *} "* ]] || continue
+    [[ " $only " == *" ${row%% *} "* || " $only " == *" ${row// /_} "* ]] || continue
     runs=1
     [ "${row%% *}" = ready ] && runs=$ready_runs
     for ((k = 0; k < runs; ++k)); do
