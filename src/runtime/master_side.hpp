@@ -30,12 +30,13 @@ class child_endpoint {
   virtual ~child_endpoint() = default;
   virtual void on_hello(const std::string& hello_json) = 0;
   virtual void on_done(bool raised, const std::string& detail) = 0;
+  /// The master is shutting down: kill, reap, and complete whoever waits.
+  virtual void on_master_shutdown() noexcept = 0;
+
   /// The child's job while it runs. A child that ends without a word (killed, crashed) closes its
   /// link, and only its engine tells how it ended: one that polls for ends (Slurm's squeue) is
   /// told to look soon (job::expect_exit), not at its quiet pace.
   std::weak_ptr<job> ends_with_link;
-  /// The master is shutting down: kill, reap, and complete whoever waits.
-  virtual void on_master_shutdown() noexcept = 0;
 };
 
 class master_side final : public std::enable_shared_from_this<master_side> {

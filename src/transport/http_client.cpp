@@ -87,6 +87,7 @@ struct http_client::impl {
   };
 
   asio::io_context& io;
+  const curl_library& api = curl();  // loaded here: a client that cannot have it fails to be made
   CURLM* multi = nullptr;
   asio::steady_timer timer;
   std::unordered_map<std::uint64_t, std::unique_ptr<request_state>> requests;
@@ -95,18 +96,18 @@ struct http_client::impl {
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
 
   explicit impl(asio::io_context& io_) : io(io_), timer(io_) {
-    multi = curl().multi_init();
-    curl().multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &on_socket);
-    curl().multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
-    curl().multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &on_timer);
-    curl().multi_setopt(multi, CURLMOPT_TIMERDATA, this);
+    multi = api.multi_init();
+    api.multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &on_socket);
+    api.multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
+    api.multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &on_timer);
+    api.multi_setopt(multi, CURLMOPT_TIMERDATA, this);
   }
 
   ~impl();
 
-  static void cleanup(request_state& r) {
-    if (r.easy) curl().easy_cleanup(r.easy);
-    if (r.headers) curl().slist_free_all(r.headers);
+  void cleanup(request_state& r) {
+    if (r.easy) api.easy_cleanup(r.easy);
+    if (r.headers) api.slist_free_all(r.headers);
     r.easy = nullptr;
     r.headers = nullptr;
   }
@@ -131,7 +132,7 @@ struct http_client::impl {
     if (it != sockets.end()) (direction == CURL_CSELECT_IN ? it->second.reading : it->second.writing) = false;
     if (ec == asio::error::operation_aborted) return;
     int running = 0;
-    curl().multi_socket_action(multi, fd, ec ? CURL_CSELECT_ERR : direction, &running);
+    api.multi_socket_action(multi, fd, ec ? CURL_CSELECT_ERR : direction, &running);
     if (!finish_done()) return;
     watch(fd);  // still wanted: wait again (curl may have removed or changed it meanwhile)
   }
@@ -142,11 +143,11 @@ struct http_client::impl {
   bool finish_done() {
     auto still_here = alive;
     int left = 0;
-    while (CURLMsg* msg = curl().multi_info_read(multi, &left)) {
+    while (CURLMsg* msg = api.multi_info_read(multi, &left)) {
       if (msg->msg != CURLMSG_DONE) continue;
       std::uint64_t id = 0;
       char* priv = nullptr;
-      curl().easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+      api.easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
       id = reinterpret_cast<std::uintptr_t>(priv);
       complete(id, msg->data.result);
       if (!*still_here) return false;
@@ -164,7 +165,7 @@ struct http_client::impl {
     if (it == requests.end()) return;
     auto r = std::move(it->second);
     requests.erase(it);
-    curl().multi_remove_handle(multi, r->easy);
+    api.multi_remove_handle(multi, r->easy);
     cleanup(*r);
     if (ec) r->response.body = std::move(why);
     auto done = std::move(r->done);
@@ -176,14 +177,14 @@ http_client::impl::~impl() {
   *alive = false;
   timer.cancel();
   for (auto& [id, r] : requests) {
-    curl().multi_remove_handle(multi, r->easy);
+    api.multi_remove_handle(multi, r->easy);
     cleanup(*r);
   }
   for (auto& [fd, s] : sockets) {
     s.descriptor->cancel();
     s.descriptor->release();  // curl's descriptor: curl closes it
   }
-  curl().multi_cleanup(multi);
+  api.multi_cleanup(multi);
 }
 
 int http_client::impl::on_socket(CURL*, curl_socket_t fd, int what, void* userp, void*) noexcept {
@@ -220,7 +221,7 @@ int http_client::impl::on_timer(CURLM*, long timeout_ms, void* userp) noexcept {
   self->timer.async_wait([self, alive = self->alive](std::error_code ec) {
     if (ec || !*alive) return;
     int running = 0;
-    curl().multi_socket_action(self->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    self->api.multi_socket_action(self->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     self->finish_done();
   });
   return 0;
@@ -282,7 +283,7 @@ void http_client::impl::complete(std::uint64_t id, CURLcode result) {
   if (it == requests.end()) return;
   auto& r = *it->second;
   if (result == CURLE_OK) {
-    curl().easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &r.response.status);
+    api.easy_getinfo(r.easy, CURLINFO_RESPONSE_CODE, &r.response.status);
     return finish(id, {}, {});
   }
   auto ec = result == CURLE_OPERATION_TIMEDOUT ? make_error_code(errc::timeout)
@@ -290,7 +291,7 @@ void http_client::impl::complete(std::uint64_t id, CURLcode result) {
   // What went wrong, for the caller's message.
   std::string why = r.callback_failed ? "the body handler failed"
                     : r.error_text[0] ? r.error_text
-                                      : curl().easy_strerror(result);
+                                      : api.easy_strerror(result);
   finish(id, ec, std::move(why));
 }
 
@@ -301,56 +302,56 @@ std::uint64_t http_client::impl::start(http_request req, done_fn done, chunk_fn 
   r->on_chunk = std::move(on_chunk);
   r->response.what = req.method + " " + req.url;
   r->body = std::move(req.body);
-  CURL* e = r->easy = curl().easy_init();
-  curl().easy_setopt(e, CURLOPT_URL, req.url.c_str());
+  CURL* e = r->easy = api.easy_init();
+  api.easy_setopt(e, CURLOPT_URL, req.url.c_str());
   // The path goes as built: curl would otherwise fold "/../" away, so a path that ends in a part
   // taken from elsewhere could climb to another path of the same server (with its credentials).
-  curl().easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
-  curl().easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl().easy_setopt(e, CURLOPT_ERRORBUFFER, r->error_text);
+  api.easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
+  api.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  api.easy_setopt(e, CURLOPT_ERRORBUFFER, r->error_text);
   // libcurl keeps a pointer per handle; the request's number travels in it (never dereferenced).
-  curl().easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<char*>(static_cast<std::uintptr_t>(r->id)));  // NOLINT(performance-no-int-to-ptr)
-  curl().easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
-  curl().easy_setopt(e, CURLOPT_WRITEDATA, r.get());
-  curl().easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
-  curl().easy_setopt(e, CURLOPT_HEADERDATA, r.get());
-  curl().easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout.count()));
-  curl().easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.connect_timeout.count()));
-  if (!req.unix_socket.empty()) curl().easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
+  api.easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<char*>(static_cast<std::uintptr_t>(r->id)));  // NOLINT(performance-no-int-to-ptr)
+  api.easy_setopt(e, CURLOPT_WRITEFUNCTION, &on_body);
+  api.easy_setopt(e, CURLOPT_WRITEDATA, r.get());
+  api.easy_setopt(e, CURLOPT_HEADERFUNCTION, &on_header);
+  api.easy_setopt(e, CURLOPT_HEADERDATA, r.get());
+  api.easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout.count()));
+  api.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.connect_timeout.count()));
+  if (!req.unix_socket.empty()) api.easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, req.unix_socket.c_str());
   if (req.method == "GET") {
-    curl().easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    api.easy_setopt(e, CURLOPT_HTTPGET, 1L);
   } else if (req.method == "HEAD") {
-    curl().easy_setopt(e, CURLOPT_NOBODY, 1L);
+    api.easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else {
-    curl().easy_setopt(e, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    api.easy_setopt(e, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   }
   if (!r->body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
-    curl().easy_setopt(e, CURLOPT_POSTFIELDS, r->body.data());
-    curl().easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r->body.size()));
+    api.easy_setopt(e, CURLOPT_POSTFIELDS, r->body.data());
+    api.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r->body.size()));
   }
   bool has_type = false;
   for (auto& [k, v] : req.headers) {
     if (lower(k) == "content-type") has_type = true;
-    r->headers = curl().slist_append(r->headers, (k + ": " + v).c_str());
+    r->headers = api.slist_append(r->headers, (k + ": " + v).c_str());
   }
-  if (!r->body.empty() && !has_type) r->headers = curl().slist_append(r->headers, "Content-Type: application/json");
-  r->headers = curl().slist_append(r->headers, "Expect:");  // no 100-continue round trip
-  curl().easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
-  if (!req.ca_file.empty()) curl().easy_setopt(e, CURLOPT_CAINFO, req.ca_file.c_str());
-  if (!req.cert_file.empty()) curl().easy_setopt(e, CURLOPT_SSLCERT, req.cert_file.c_str());
-  if (!req.key_file.empty()) curl().easy_setopt(e, CURLOPT_SSLKEY, req.key_file.c_str());
+  if (!r->body.empty() && !has_type) r->headers = api.slist_append(r->headers, "Content-Type: application/json");
+  r->headers = api.slist_append(r->headers, "Expect:");  // no 100-continue round trip
+  api.easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+  if (!req.ca_file.empty()) api.easy_setopt(e, CURLOPT_CAINFO, req.ca_file.c_str());
+  if (!req.cert_file.empty()) api.easy_setopt(e, CURLOPT_SSLCERT, req.cert_file.c_str());
+  if (!req.key_file.empty()) api.easy_setopt(e, CURLOPT_SSLKEY, req.key_file.c_str());
   // Blobs are copied by libcurl (CURL_BLOB_COPY): the request need not outlive this call.
-  auto blob = [e](CURLoption option, std::string& pem) {
+  auto blob = [this, e](CURLoption option, std::string& pem) {
     if (pem.empty()) return;
     curl_blob b{pem.data(), pem.size(), CURL_BLOB_COPY};
-    curl().easy_setopt(e, option, &b);
+    api.easy_setopt(e, option, &b);
   };
   blob(CURLOPT_CAINFO_BLOB, req.ca_pem);
   blob(CURLOPT_SSLCERT_BLOB, req.cert_pem);
   blob(CURLOPT_SSLKEY_BLOB, req.key_pem);
   if (!req.verify_tls) {
-    curl().easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl().easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    api.easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+    api.easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
   }
   auto id = r->id;
   requests.emplace(id, std::move(r));
@@ -359,8 +360,8 @@ std::uint64_t http_client::impl::start(http_request req, done_fn done, chunk_fn 
   // transfer (CURLM_RECURSIVE_API_CALL). And never complete inside start().
   asio::post(io, [this, id, e, alive = alive] {
     if (!*alive || !requests.contains(id)) return;  // cancelled before it went out
-    if (auto rc = curl().multi_add_handle(multi, e); rc != CURLM_OK)
-      finish(id, std::error_code(static_cast<int>(CURLE_FAILED_INIT), curl_category()), curl().multi_strerror(rc));
+    if (auto rc = api.multi_add_handle(multi, e); rc != CURLM_OK)
+      finish(id, std::error_code(static_cast<int>(CURLE_FAILED_INIT), curl_category()), api.multi_strerror(rc));
   });
   return id;
 }
