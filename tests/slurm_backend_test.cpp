@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <future>
 #include <numeric>
 #include <set>
@@ -108,6 +109,7 @@ std::string parent_and_node(int) {
 
 int needs_many_cpus() { return 0; }
 int runs_anywhere() { return 0; }
+int doubled(int x) { return 2 * x; }
 int needs_a_gpu() { return 0; }
 
 }  // namespace
@@ -190,6 +192,7 @@ FIBER_REMOTE(parent_and_node);
 FIBER_REMOTE(needs_many_cpus);
 FIBER_META(needs_many_cpus, .cpu = 64);
 FIBER_REMOTE(runs_anywhere);
+FIBER_REMOTE(doubled);
 FIBER_REMOTE(needs_a_gpu);
 FIBER_META(needs_a_gpu, .gpu = 1);
 
@@ -218,6 +221,24 @@ TEST_F(slurm_backend, a_pool_of_two_runs_its_tasks_on_both_nodes) {
   auto r = std::move(all).get();
   std::sort(r.begin(), r.end());
   EXPECT_EQ(r, (std::vector<int>{0, 1}));
+}
+
+// A pass of Slurm's scheduler reaches a few jobs (default_queue_depth; here set as two on fiber's
+// side): a pool of five is submitted as arrays of two, two and one, each after a pass has looked at
+// the one before, and all five workers start.
+TEST_F(slurm_backend, a_pool_larger_than_a_scheduling_pass_is_submitted_as_arrays_one_pass_each) {
+  if (in_allocation()) FIBER_TEST_BACKEND_GATED("steps are no batch jobs: no scheduling pass starts them");
+  fiber::context ctx(fiber::config::load({{"slurm_jobs_per_pass", "2"}}));
+  fiber::pool p(ctx, 5);
+  p.ready().get();
+  std::map<long, int> workers_of;  // the workers of each submission, by its job id
+  for (auto& j : fiber_test::live_slurm_jobs_of(fiber::detail::master_mark()))
+    workers_of[std::stol(j.id.substr(0, j.id.find('_')))]++;
+  std::vector<int> sizes;
+  for (auto& [id, n] : workers_of) sizes.push_back(n);
+  EXPECT_EQ(sizes, (std::vector<int>{2, 2, 1})) << "in the order submitted";
+  auto r = p.map(&doubled, std::vector<int>{1, 2, 3, 4, 5}, 1).get();
+  EXPECT_EQ(r, (std::vector<int>{2, 4, 6, 8, 10}));
 }
 
 // Anyone on the network path between the nodes sees a ring's bytes: they are TLS records, never

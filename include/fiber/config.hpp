@@ -136,6 +136,8 @@ struct FIBER_API config {
   std::string slurm_sbatch_args;            ///< more sbatch arguments, space-separated
   std::string slurm_srun_args;              ///< more srun arguments, space-separated
   int slurm_pending_timeout_ms = 0;         ///< a batch job pending longer fails its start; 0: no limit
+  int slurm_jobs_per_pass = 0;              ///< batch jobs submitted to share one scheduling pass; more
+                                            ///< go as later arrays; 0: the controller's default_queue_depth
   std::string slurm_dir;                    ///< where batch jobs write their output (a file system the
                                             ///< nodes share); empty: $HOME/.fiber/slurm
 

@@ -272,6 +272,7 @@ const std::vector<key_def>& key_table() {
       string_key("slurm_sbatch_args", &config::slurm_sbatch_args),
       string_key("slurm_srun_args", &config::slurm_srun_args),
       int_key("slurm_pending_timeout_ms", &config::slurm_pending_timeout_ms, 0, int_max),
+      int_key("slurm_jobs_per_pass", &config::slurm_jobs_per_pass, 0, int_max),
       string_key("slurm_dir", &config::slurm_dir),
   };
   return table;

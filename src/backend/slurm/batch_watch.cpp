@@ -47,6 +47,8 @@ struct batch_watch::submission {
   std::vector<std::string> args;
   std::shared_ptr<pending_submit> answer = std::make_shared<pending_submit>();
 
+  std::size_t size() const noexcept { return runs.size(); }
+
   bool all_ended() const {
     return std::all_of(runs.begin(), runs.end(), [](auto& r) { return r->at == batch_run::stage::ended; });
   }
@@ -65,10 +67,17 @@ void batch_watch::submit_soon(std::shared_ptr<batch_run> run, const spawn_spec& 
 }
 
 void batch_watch::flush() {
+  if (shut_down) return waiting_.clear();
+  std::erase_if(waiting_, [](auto& w) { return w.run->at == batch_run::stage::ended; });  // killed already
+  if (waiting_.empty()) return;
+  if (pass_depth_ == 0) {
+    // How a group splits depends on how many jobs a scheduling pass reaches: asked once, and
+    // every spawn until the answer waits for it (submit_soon posts no flush meanwhile).
+    if (!asking_depth_) ask_pass_depth();
+    return;
+  }
   auto waiting = std::move(waiting_);
   waiting_.clear();
-  if (shut_down) return;
-  std::erase_if(waiting, [](auto& w) { return w.run->at == batch_run::stage::ended; });  // killed already
   // The same request for the same program makes one array (a Pool's workers, say).
   std::map<std::string, std::vector<waiting_spawn*>> groups;
   std::vector<std::string> order;
@@ -84,12 +93,13 @@ void batch_watch::flush() {
   // must be judged then (the next squeue gives its end exactly).
   auto limit = cfg.slurm_time_limit.empty() ? std::nullopt : parse_slurm_time(cfg.slurm_time_limit);
   auto asked_at = clock::now();
+  auto per_array = std::min(max_array_size, pass_depth_);
   for (auto& key : order) {
     auto& group = groups[key];
-    for (std::size_t at = 0; at < group.size(); at += max_array_size) {
+    for (std::size_t at = 0; at < group.size(); at += per_array) {
       std::vector<const spawn_spec*> specs;
       auto sub = std::make_shared<submission>();
-      for (std::size_t i = at; i < std::min(group.size(), at + max_array_size); ++i) {
+      for (std::size_t i = at; i < std::min(group.size(), at + per_array); ++i) {
         specs.push_back(&group[i]->spec);
         sub->runs.push_back(group[i]->run);
       }
@@ -98,14 +108,46 @@ void batch_watch::flush() {
       sub->name = array ? array_job_name(first.job_id, first.name, specs.size()) : job_name(first.job_id, first.name);
       sub->args = sbatch_args(first, cfg, master, dir, cwd, sub->name, array ? static_cast<int>(specs.size()) : 0);
       sub->script = batch_script(specs);
-      for (std::size_t i = 0; i < sub->runs.size(); ++i) {
-        sub->runs[i]->bind(sub->answer, array ? static_cast<int>(i) : -1,
-                           dir + "/" + sub->name + (array ? "_" + std::to_string(i) : std::string()));
-        if (limit) sub->runs[i]->end_plan = planned_end{asked_at + *limit, *limit};
-      }
-      submit(sub, 1);
+      if (limit)
+        for (auto& run : sub->runs) run->end_plan = planned_end{asked_at + *limit, *limit};
+      for (auto& go : pacing_.offer(sub, unseen_jobs, clock::now())) send(go);
     }
   }
+  if (pacing_.holding()) poll_after(hold_poll);
+}
+
+void batch_watch::release_held() {
+  for (auto& go : pacing_.release(unseen_jobs, clock::now())) send(go);
+  if (pacing_.holding()) poll_after(hold_poll);
+}
+
+void batch_watch::ask_pass_depth() {
+  asking_depth_ = true;
+  commands->run({"scontrol", "show", "config"}, {}, [w = weak_from_this()](const command_result& r) {
+    auto self = w.lock();
+    if (!self || self->shut_down) return;
+    if (!r.ok()) logf(log_level::debug, "scontrol show config: ", r.problem(), "; taking Slurm's default queue depth");
+    self->pass_depth_ = r.ok() ? pass_depth_in(r.out) : default_pass_depth;
+    self->pacing_ = submit_pacing<submission>(self->pass_depth_);
+    self->flush();
+  });
+}
+
+std::size_t batch_watch::unseen_jobs(const submission& sub) {
+  return static_cast<std::size_t>(std::count_if(sub.runs.begin(), sub.runs.end(), [](auto& run) {
+    // "None": pending, and no pass has looked at it yet.
+    return run->at == batch_run::stage::submitting ||
+           (run->at == batch_run::stage::pending && (run->last_reason.empty() || run->last_reason == "None"));
+  }));
+}
+
+void batch_watch::send(const std::shared_ptr<submission>& sub) {
+  if (sub->all_ended() || shut_down) return;  // killed while held
+  bool array = sub->runs.size() > 1;
+  for (std::size_t i = 0; i < sub->runs.size(); ++i)
+    sub->runs[i]->bind(sub->answer, array ? static_cast<int>(i) : -1,
+                       dir + "/" + sub->name + (array ? "_" + std::to_string(i) : std::string()));
+  submit(sub, 1);
 }
 
 void batch_watch::submit(const std::shared_ptr<submission>& sub, int attempt) {
@@ -125,12 +167,15 @@ void batch_watch::submit(const std::shared_ptr<submission>& sub, int attempt) {
             for (auto& run : sub->runs) run->accepted(*job);
             return;
           }
-          return sub->refused("sbatch answered without a job id: " + r.out);
+          sub->refused("sbatch answered without a job id: " + r.out);
+          return self->release_held();  // a refused submission holds nothing back
         }
-        if (sub->all_ended()) return;  // killed meanwhile: nothing to report
+        if (sub->all_ended()) return self->release_held();  // killed meanwhile: nothing to report
         auto problem = r.problem();
-        if (!transient_error(problem) || attempt >= submit_attempts)
-          return sub->refused("Slurm refused its job: " + problem);
+        if (!transient_error(problem) || attempt >= submit_attempts) {
+          sub->refused("Slurm refused its job: " + problem);
+          return self->release_held();
+        }
         // The controller may have taken the job without answering: look it up by its name
         // before submitting again.
         logf(log_level::warn, sub->name, ": sbatch failed (", problem, "); looking the job up, then trying again");
@@ -224,6 +269,7 @@ void batch_watch::polled(const std::vector<std::string>& asked, clock::time_poin
   });
   auto next = cadence_.answered(changed, quiet);
   if (!watched_.empty()) poll_after(next);
+  release_held();
 }
 
 void batch_watch::arm_follow() {

@@ -27,6 +27,7 @@
 #include "backend/side_thread.hpp"
 #include "backend/slurm/poll_cadence.hpp"
 #include "backend/slurm/slurm_cli.hpp"
+#include "backend/slurm/submit_pacing.hpp"
 #include "core/log.hpp"
 #include "fiber/config.hpp"
 
@@ -42,6 +43,9 @@ inline constexpr int not_started = 255;
 inline constexpr int submit_attempts = 3;
 /// Slurm's default MaxArraySize is 1001 (indexes 0-1000).
 inline constexpr std::size_t max_array_size = 1000;
+/// The squeue cadence while a submission is held until a pass has looked at those before it (a
+/// pass comes within a second or so of a submission).
+inline constexpr milliseconds hold_poll{200};
 
 /// A submission's answer (the job id, empty when refused), readable from a thread that blocks the
 /// loop (kill_and_reap).
@@ -80,7 +84,8 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
  public:
   batch_watch(asio::io_context& context, const fiber::config& settings, std::string master_mark, std::string output_dir)
       : io(context), cfg(settings), master(std::move(master_mark)), dir(std::move(output_dir)), poll_timer_(context),
-        follow_timer_(context) {}
+        follow_timer_(context), pass_depth_(static_cast<std::size_t>(settings.slurm_jobs_per_pass)),
+        pacing_(pass_depth_) {}
 
   asio::io_context& io;
   fiber::config cfg;
@@ -120,6 +125,14 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
   void arm_follow();
   struct submission;
   void flush();
+  /// Learns how many jobs a scheduling pass reaches (submit_pacing), then flushes.
+  void ask_pass_depth();
+  /// The jobs of `sub` that no scheduling pass has looked at yet.
+  static std::size_t unseen_jobs(const submission& sub);
+  /// Sends the held submissions whose turn has come.
+  void release_held();
+  /// Hands `sub`'s runs their answer and output files, then submits it.
+  void send(const std::shared_ptr<submission>& sub);
   void submit(const std::shared_ptr<submission>& sub, int attempt);
   void find_then_resubmit(const std::shared_ptr<submission>& sub, int attempt);
 
@@ -136,6 +149,9 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
   clock::time_point poll_due_{};
   poll_cadence cadence_;
   clock::time_point last_failure_log_{};
+  std::size_t pass_depth_;  // 0 until known (slurm_jobs_per_pass, or the controller's answer)
+  bool asking_depth_ = false;
+  submit_pacing<submission> pacing_;
 };
 
 class batch_run final : public engine_run, public std::enable_shared_from_this<batch_run> {
