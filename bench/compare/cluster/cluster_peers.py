@@ -14,7 +14,7 @@ prints for fiber, so that run.sh sets them side by side.
     cluster_peers.py PEER load N SECONDS       a map of 100 ms tasks lasting SECONDS: its start and end
                                                (run.sh counts the Slurm commands called in between)
 
-PEER: dask (dask-jobqueue's SLURMCluster), submitit, hyperqueue (its server here, each worker
+PEER: dask (dask-jobqueue's SLURMCluster), dask-tls (the same over TLS), submitit, hyperqueue (its server here, each worker
 `hq worker start` in a Slurm job; CLUSTER_HQ names the `hq` command), ray (its head here, each
 worker `ray start --num-cpus=1` in a Slurm job, as Ray's Slurm guide starts its nodes). Each worker is a Slurm job
 of CPUS_PER_WORKER CPUs (2: four workers spread over the test cluster's two 4-CPU nodes, as
@@ -106,7 +106,7 @@ class dask_peer:
         self.cluster = SLURMCluster(
             cores=1, processes=1, job_cpu=CPUS_PER_WORKER, memory=f"{MEMORY_MB}MB", walltime="01:00:00",
             python=sys.executable, scheduler_options={"host": address_toward_nodes()},
-            local_directory=tmp, log_directory=tmp, job_name="dask-peer")
+            local_directory=tmp, log_directory=tmp, job_name="dask-peer", **self.tls_options(tmp))
         self.cluster.scale(jobs=n)
         self.client = Client(self.cluster)
         self.client.wait_for_workers(n)
@@ -127,6 +127,20 @@ class dask_peer:
     def close(self):
         self.client.close()
         self.cluster.close()
+
+    def tls_options(self, tmp):
+        return {}
+
+
+# ---- the same with TLS between all of Dask's processes, as fiber's links across hosts are: a
+# certificate made for the run (Security.temporary), which dask-jobqueue hands its workers as
+# files in the shared folder.
+class dask_tls_peer(dask_peer):
+    def tls_options(self, tmp):
+        # Over TLS a worker does not take its address from its route to the scheduler, and fell
+        # back to 127.0.0.1: it is told the node's interface.
+        return {"protocol": "tls://", "security": True, "shared_temp_directory": tmp,
+                "worker_extra_args": ["--interface", "eth0"]}
 
 
 class by_map:
@@ -234,6 +248,16 @@ class hyperqueue_peer(by_map):
 
 # ---- Ray: its head here (no CPUs: it schedules, as dask's scheduler does), each worker a Ray node
 # of one CPU started by `ray start --block` in a Slurm job
+def ray_start_failure(path):
+    """The exception a worker's `ray start` ended with, from its job's output; None while none."""
+    try:
+        with open(path) as f:
+            lines = [line.strip() for line in f if line.startswith("Exception:")]
+    except OSError:
+        return None
+    return lines[-1] if lines else None
+
+
 class ray_peer:
     def __init__(self, n, tmp):
         import ray
@@ -290,6 +314,12 @@ exec {self.bin} start --address={self.address} --node-ip-address=$ip --temp-dir=
             self.workers.append(out.strip().split(";")[0])
         self.rayapi.init(address=self.address, logging_level="ERROR", log_to_driver=False)
         while self.rayapi.cluster_resources().get("CPU", 0) < n:
+            # A Ray node that gave up starting (`ray start` waits 30 s for its raylet to register)
+            # ends its job: the row fails with its words instead of waiting for a node that is gone.
+            for job in self.workers:
+                failed = ray_start_failure(os.path.join(tmp, f"ray-worker-{job}.out"))
+                if failed:
+                    raise RuntimeError(f"a Ray node (Slurm job {job}) did not start: {failed}")
             time.sleep(0.05)
 
     def remote(self, fn):
@@ -354,7 +384,7 @@ class dragon_peer(by_map):
         self.pool.join()
 
 
-PEERS = {"dask": dask_peer, "submitit": submitit_peer, "hyperqueue": hyperqueue_peer, "ray": ray_peer,
+PEERS = {"dask": dask_peer, "dask-tls": dask_tls_peer, "submitit": submitit_peer, "hyperqueue": hyperqueue_peer, "ray": ray_peer,
          "dragon": dragon_peer}
 
 

@@ -35,7 +35,7 @@ end_left_groups() {
 trap end_left_groups EXIT
 # CLUSTER_PEERS picks some peers, CLUSTER_ROWS some rows (by their first word: ready, overhead,
 # throughput, broadcast, args, framework, kill, load; or one row's words joined by _: ready_32). A start waits for
-# Slurm's scheduling loop (up to 2 s, whoever submits), so the ready row runs CLUSTER_READY_RUNS
+# Slurm's scheduling loop (batch jobs wait up to batch_sched_delay, 3 s, whoever submits), so the ready row runs CLUSTER_READY_RUNS
 # times per system and round, and the table shows their median.
 read -r -a peers <<<"${CLUSTER_PEERS-dask submitit hyperqueue ray}"
 # HyperQueue's `hq` (its server and worker): PyPI's wheel carries only its Python API (and a
