@@ -72,13 +72,18 @@ fi
 slurm_dir=$PWD/$state/slurm
 slurm_conf=$slurm_dir/slurm.conf
 slurm_up() { [ -f "$slurm_conf" ] && [ "$(SLURM_CONF=$slurm_conf sinfo -h -N -o %T 2>/dev/null | grep -c idle)" = 2 ]; }
+# Once dockerd has run, FORWARD drops what crosses a bridge of ours: node to node.
+allow_bridge_forwarding() {
+  iptables -C FORWARD -i fiberbr0 -o fiberbr0 -j ACCEPT 2>/dev/null || iptables -I FORWARD -i fiberbr0 -o fiberbr0 -j ACCEPT 2>/dev/null
+}
 start_slurm() {
   if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     echo "engines: installing slurm-wlm munge"
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq slurm-wlm munge >"$state/apt-slurm.log" 2>&1 ||
       { unavailable slurm "slurm-wlm could not be installed (see $state/apt-slurm.log)"; return; }
   fi
-  if slurm_up; then echo "engines: the test Slurm cluster already answers"; return; fi
+  # A cluster started before dockerd lost its FORWARD rule when dockerd set its own up.
+  if slurm_up; then allow_bridge_forwarding; echo "engines: the test Slurm cluster already answers"; return; fi
   rm -rf "$slurm_dir/state" "$slurm_dir/spool"  # a fresh cluster: no jobs of an earlier run
   mkdir -p "$slurm_dir/state" "$slurm_dir/spool"
   cat >"$slurm_conf" <<CONF
@@ -121,8 +126,7 @@ CONF
     ip -n "fibern$n" link set eth0 up
     ip -n "fibern$n" link set lo up
   done
-  # Once dockerd has run, FORWARD drops what crosses a bridge of ours.
-  iptables -C FORWARD -i fiberbr0 -o fiberbr0 -j ACCEPT 2>/dev/null || iptables -I FORWARD -i fiberbr0 -o fiberbr0 -j ACCEPT 2>/dev/null
+  allow_bridge_forwarding
   if ! pgrep -x munged >/dev/null; then
     # Debian's package makes the key on install; a machine that lost it gets a new one.
     [ -f /etc/munge/munge.key ] || runuser -u munge -- mungekey -c
