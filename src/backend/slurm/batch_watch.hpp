@@ -44,7 +44,7 @@ inline constexpr int submit_attempts = 3;
 /// Slurm's default MaxArraySize is 1001 (indexes 0-1000).
 inline constexpr std::size_t max_array_size = 1000;
 /// The squeue cadence while a submission is held until a pass has looked at those before it (a
-/// pass comes within a second or so of a submission).
+/// pass comes within batch_sched_delay, 3 s, of a submission).
 inline constexpr milliseconds hold_poll{200};
 
 /// A submission's answer (the job id, empty when refused), readable from a thread that blocks the
