@@ -70,7 +70,7 @@ void batch_watch::flush() {
   if (shut_down) return waiting_.clear();
   std::erase_if(waiting_, [](auto& w) { return w.run->at == batch_run::stage::ended; });  // killed already
   if (waiting_.empty()) return;
-  if (pass_depth_ == 0) {
+  if (!pacing_) {
     // How a group splits depends on how many jobs a scheduling pass reaches: asked once, and
     // every spawn until the answer waits for it (submit_soon posts no flush meanwhile).
     if (!asking_depth_) ask_pass_depth();
@@ -93,7 +93,7 @@ void batch_watch::flush() {
   // must be judged then (the next squeue gives its end exactly).
   auto limit = cfg.slurm_time_limit.empty() ? std::nullopt : parse_slurm_time(cfg.slurm_time_limit);
   auto asked_at = clock::now();
-  auto per_array = std::min(max_array_size, pass_depth_);
+  auto per_array = std::min(max_array_size, pacing_->depth());
   for (auto& key : order) {
     auto& group = groups[key];
     for (std::size_t at = 0; at < group.size(); at += per_array) {
@@ -110,15 +110,16 @@ void batch_watch::flush() {
       sub->script = batch_script(specs);
       if (limit)
         for (auto& run : sub->runs) run->end_plan = planned_end{asked_at + *limit, *limit};
-      for (auto& go : pacing_.offer(sub, unseen_jobs, clock::now())) send(go);
+      for (auto& go : pacing_->offer(sub, unseen_jobs, clock::now())) send(go);
     }
   }
-  if (pacing_.holding()) poll_after(hold_poll);
+  if (pacing_->holding()) poll_after(hold_poll);
 }
 
 void batch_watch::release_held() {
-  for (auto& go : pacing_.release(unseen_jobs, clock::now())) send(go);
-  if (pacing_.holding()) poll_after(hold_poll);
+  if (!pacing_) return;
+  for (auto& go : pacing_->release(unseen_jobs, clock::now())) send(go);
+  if (pacing_->holding()) poll_after(hold_poll);
 }
 
 void batch_watch::ask_pass_depth() {
@@ -127,8 +128,7 @@ void batch_watch::ask_pass_depth() {
     auto self = w.lock();
     if (!self || self->shut_down) return;
     if (!r.ok()) logf(log_level::debug, "scontrol show config: ", r.problem(), "; taking Slurm's default queue depth");
-    self->pass_depth_ = r.ok() ? pass_depth_in(r.out) : default_pass_depth;
-    self->pacing_ = submit_pacing<submission>(self->pass_depth_);
+    self->pacing_.emplace(r.ok() ? pass_depth_in(r.out) : default_pass_depth);
     self->flush();
   });
 }

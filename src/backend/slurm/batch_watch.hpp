@@ -84,8 +84,9 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
  public:
   batch_watch(asio::io_context& context, const fiber::config& settings, std::string master_mark, std::string output_dir)
       : io(context), cfg(settings), master(std::move(master_mark)), dir(std::move(output_dir)), poll_timer_(context),
-        follow_timer_(context), pass_depth_(static_cast<std::size_t>(settings.slurm_jobs_per_pass)),
-        pacing_(pass_depth_) {}
+        follow_timer_(context) {
+    if (settings.slurm_jobs_per_pass > 0) pacing_.emplace(static_cast<std::size_t>(settings.slurm_jobs_per_pass));
+  }
 
   asio::io_context& io;
   fiber::config cfg;
@@ -149,9 +150,9 @@ class batch_watch : public std::enable_shared_from_this<batch_watch> {
   clock::time_point poll_due_{};
   poll_cadence cadence_;
   clock::time_point last_failure_log_{};
-  std::size_t pass_depth_;  // 0 until known (slurm_jobs_per_pass, or the controller's answer)
+  // Made once a pass's depth is known (slurm_jobs_per_pass, or the controller's answer).
+  std::optional<submit_pacing<submission>> pacing_;
   bool asking_depth_ = false;
-  submit_pacing<submission> pacing_;
 };
 
 class batch_run final : public engine_run, public std::enable_shared_from_this<batch_run> {
