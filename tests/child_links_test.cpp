@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 namespace {
 struct links_fixture : ::testing::Test {
   asio::io_context io;
-  zmq::context_t zctx;
+  zmq_context zctx;
   fiber::config cfg;
   std::string job_id = "linkstest";
   job_keys keys = job_keys::generate();

@@ -10,7 +10,7 @@ struct memory_use {
   std::uint64_t peak = 0;      // the most it held at once (VmHWM)
 };
 
-/// Read from /proc/self/status; zeros where the kernel does not say.
+/// Read from /proc/self/statm and getrusage; zeros where the kernel does not say.
 memory_use this_process_memory();
 /// The same for process `pid` of this host's process namespace (a local child, read by its
 /// master before it ends it); zeros where it cannot be read.

@@ -24,7 +24,7 @@ constexpr std::size_t fixed_body = 1 + 2 * sizeof(std::uint32_t) + sizeof(std::u
 static_assert(frame_bytes + fixed_body == 25, "journal_writer::unwritten::head holds a record's head");
 /// A record's body may not claim more than this: a size field read from a torn or foreign file
 /// is not trusted with an allocation of up to 4 GiB.
-constexpr std::uint32_t max_body = 256u << 20;
+constexpr std::uint32_t max_entry_body = 256u << 20;
 
 std::uint32_t check_of(std::string_view body) {
   // XXH3-64's low half: a torn or flipped record fails it as a CRC would, at a tenth of the cost
@@ -53,7 +53,7 @@ journal_contents read_journal(const std::filesystem::path& path) {
   while (bytes.size() - at >= frame_bytes) {
     auto size = get<std::uint32_t>(bytes.data() + at);
     auto check = get<std::uint32_t>(bytes.data() + at + sizeof size);
-    if (size < fixed_body || size > max_body || bytes.size() - at - frame_bytes < size) break;
+    if (size < fixed_body || size > max_entry_body || bytes.size() - at - frame_bytes < size) break;
     std::string_view body(bytes.data() + at + frame_bytes, size);
     if (check_of(body) != check) break;
     journal_record r;
@@ -127,7 +127,7 @@ void journal_writer::append(std::uint8_t kind, std::uint32_t pool, std::uint32_t
                             std::span<const std::string_view> parts, std::shared_ptr<const void> keep) {
   std::size_t body = fixed_body;
   for (auto& p : parts) body += p.size();
-  if (body > max_body || appended_ + frame_bytes + body > max_bytes_)
+  if (body > max_entry_body || appended_ + frame_bytes + body > max_bytes_)
     throw error(errc::journal_failed, "the run's journal " + path_.string() + " would grow past journal_max_bytes (" +
                                         std::to_string(max_bytes_) + " bytes): raise it (config key journal_max_bytes, "
                                         "FIBER_JOURNAL_MAX_BYTES) or make the results smaller");

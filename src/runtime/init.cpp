@@ -177,6 +177,7 @@ void init(int argc, char** argv, config_overrides overrides) {
         std::fprintf(stderr, "fiber: %s is for fiber's own use\n", detail::zygote_flag);
         std::_Exit(2);
       }
+      detail::prepare_hello_and_welcome();
       detail::run_zygote(std::atoi(fd), [] {
         detail::name_this_worker();
         detail::exit_worker(detail::run_worker());

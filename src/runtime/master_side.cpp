@@ -7,7 +7,7 @@
 
 namespace fiber::detail {
 
-master_side::master_side(asio::io_context& io, zmq::context_t& zctx, const fiber::config& cfg,
+master_side::master_side(asio::io_context& io, zmq_context& zctx, const fiber::config& cfg,
                          const std::string& job_id, const job_keys& keys, pending_gets& gets,
                          service_registry& services)
     : io_(io),

@@ -19,6 +19,7 @@
 #include "runtime/observe/tree_reports.hpp"
 #include "runtime/services/service_registry.hpp"
 #include "runtime/trust/job_security.hpp"
+#include "transport/zmq_context.hpp"
 
 namespace fiber::detail {
 class upward_relay;
@@ -42,7 +43,7 @@ class child_endpoint {
 class master_side final : public std::enable_shared_from_this<master_side> {
  public:
   /// Everything referred to outlives this (the runtime owns them all).
-  master_side(asio::io_context& io, zmq::context_t& zctx, const fiber::config& cfg, const std::string& job_id,
+  master_side(asio::io_context& io, zmq_context& zctx, const fiber::config& cfg, const std::string& job_id,
               const job_keys& keys, pending_gets& gets, service_registry& services);
   ~master_side();
 

@@ -26,6 +26,7 @@
 #include "runtime/master_side.hpp"
 #include "runtime/channels/pending_gets.hpp"
 #include "runtime/protocol.hpp"
+#include "transport/zmq_context.hpp"
 #include "runtime/services/service_registry.hpp"
 #include "runtime/worker_side.hpp"
 #include "transport/message_frames.hpp"
@@ -60,7 +61,6 @@ class runtime : public std::enable_shared_from_this<runtime> {
   /// A worker's credentials with its master (which a master taking a durable run up replaces:
   /// the worker side keeps them); a master's own.
   const job_keys& keys() const noexcept;
-  zmq::context_t& zmq() noexcept { return zctx_; }
 
   /// The top of the job's tree: no master above it.
   bool is_master() const noexcept { return worker_ == nullptr; }
@@ -98,7 +98,7 @@ class runtime : public std::enable_shared_from_this<runtime> {
   job_keys subtree_keys_;  // nested: the credentials of this process's own children
   int depth_ = 0;
   event_loop loop_;
-  zmq::context_t zctx_;
+  zmq_context zctx_;  // made when a ZeroMQ socket is first opened
   pending_gets gets_;
   service_registry services_;
   run_observer observer_{loop_, cfg_};  // after the loop: the dashboard's sockets are the loop's

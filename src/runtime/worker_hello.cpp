@@ -11,9 +11,14 @@
 
 namespace fiber::detail {
 namespace {
-std::string this_host_name() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
+// What every worker of one fork server would find the same (its host, its process namespace):
+// found once, in the fork server (prepare_hello_and_welcome), and inherited by each child it forks.
+const std::string& this_host_name() {
+  static const std::string name = [] {
+    char buf[256] = {};
+    ::gethostname(buf, sizeof buf - 1);
+    return std::string(buf);
+  }();
   return name;
 }
 
@@ -21,12 +26,22 @@ std::string this_host_name() {
 // host and process namespace. The host name alone does not say it (containers on the host's
 // network share its name), nor the namespace alone (every machine's first one has the same
 // number).
-std::string memory_domain() {
-  std::error_code ec;
-  auto ns = std::filesystem::read_symlink("/proc/self/ns/pid", ec);
-  return this_host_name() + "/" + (ec ? std::string("?") : ns.string());
+const std::string& memory_domain() {
+  static const std::string domain = [] {
+    std::error_code ec;
+    auto ns = std::filesystem::read_symlink("/proc/self/ns/pid", ec);
+    return this_host_name() + "/" + (ec ? std::string("?") : ns.string());
+  }();
+  return domain;
 }
 }  // namespace
+
+void prepare_hello_and_welcome() {
+  (void)build_id();
+  (void)executable_path();
+  (void)memory_domain();
+  (void)fiber::config::keys();  // the table of keys a welcome's config is read with
+}
 
 void send_hello(runtime& rt, const std::string& nonce) {
   boost::json::object hello{{"protocol", protocol_version},

@@ -13,7 +13,7 @@
 
 namespace fiber::detail {
 
-worker_side::worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::config& cfg, const job_keys& keys,
+worker_side::worker_side(event_loop& loop, zmq_context& zctx, const fiber::config& cfg, const job_keys& keys,
                          const std::string& master_endpoint, const std::string& token, pending_gets& gets,
                          service_registry& services)
     : loop_(loop), zctx_(zctx), keys_(keys), cfg_(cfg), gets_(gets), services_(services) {
@@ -89,7 +89,7 @@ void worker_side::connect(const std::string& master_endpoint, const std::string&
                                           lost);
     return;
   }
-  zmq::socket_t s(zctx_, zmq::socket_type::dealer);
+  zmq::socket_t s(zctx_.get(), zmq::socket_type::dealer);
   // A child on the master's host reaches it over a unix socket and dies with it (the
   // parent-death signal): its own heartbeats would only wake both sides every interval. The
   // master's heartbeats still tell it when this child stops answering (it answers them).
@@ -107,7 +107,7 @@ void worker_side::connect(const std::string& master_endpoint, const std::string&
   // watch is attached before connecting: a handshake done before it would never be seen, and the
   // worker would leave a live master.
   if (!std::getenv(env_parent_pid))
-    master_watch_ = std::make_unique<master_watch>(zctx_, upstream_->socket(),
+    master_watch_ = std::make_unique<master_watch>(zctx_.get(), upstream_->socket(),
                                                    std::chrono::milliseconds(cfg_.heartbeat_timeout_ms), lost);
   upstream_->socket().connect(master_endpoint);
 }

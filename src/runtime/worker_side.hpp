@@ -20,6 +20,7 @@
 #include "runtime/services/service_registry.hpp"
 #include "transport/stream_link.hpp"
 #include "transport/zmq_channel.hpp"
+#include "transport/zmq_context.hpp"
 
 namespace fiber::detail {
 class master_watch;
@@ -30,7 +31,7 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   /// Connects to `master_endpoint` as `token` (its routing id). Everything referred to outlives
   /// this (the runtime owns them all). A worker that is not a local child (no parent pid in its
   /// environment, e.g. in a container) exits when its ZeroMQ connection to the master stays down.
-  worker_side(event_loop& loop, zmq::context_t& zctx, const fiber::config& cfg, const job_keys& keys,
+  worker_side(event_loop& loop, zmq_context& zctx, const fiber::config& cfg, const job_keys& keys,
               const std::string& master_endpoint, const std::string& token, pending_gets& gets,
               service_registry& services);
   ~worker_side() override;
@@ -78,7 +79,7 @@ class worker_side final : public channel_route, public std::enable_shared_from_t
   void handle(multipart&& m);
 
   event_loop& loop_;
-  zmq::context_t& zctx_;
+  zmq_context& zctx_;
   job_keys keys_;
   const fiber::config& cfg_;
   pending_gets& gets_;

@@ -11,7 +11,7 @@
 
 namespace fiber::detail {
 
-child_links::child_links(asio::io_context& io, zmq::context_t& zctx, const fiber::config& cfg, const std::string& job_id,
+child_links::child_links(asio::io_context& io, zmq_context& zctx, const fiber::config& cfg, const std::string& job_id,
                          const job_keys& keys, message_fn on_message, std::function<bool(const std::string&)> expected)
     : io_(io),
       zctx_(zctx),
@@ -45,14 +45,14 @@ const std::string& child_links::listen(backend& engine) {
 }
 
 void child_links::listen_zeromq(const std::string& endpoint) {
-  zmq::socket_t s(zctx_, zmq::socket_type::router);
+  zmq::socket_t s(zctx_.get(), zmq::socket_type::router);
   // Children on this host (a unix socket) are watched through their pidfd, and a stopped one by
   // the state the kernel reports (the pool's probe): heartbeats would only wake every child
   // every interval. Across a network they are how a silent peer is found out.
   configure_socket(s, cfg_, /*heartbeats=*/!endpoint.starts_with("ipc://"));
   s.set(zmq::sockopt::router_mandatory, 1);
   plain_auth_ = endpoint.starts_with("ipc://") && cfg_.encryption == "auto";
-  zap_ = std::make_shared<zap_handler>(io_, zctx_, keys_, plain_auth_);
+  zap_ = std::make_shared<zap_handler>(io_, zctx_.get(), keys_, plain_auth_);
   zap_->start();
   secure_as_server(s, keys_, plain_auth_);
   // A peer that has not finished ZeroMQ's handshake (CURVE or PLAIN, then ZAP) in 10 s is dropped,

@@ -17,6 +17,7 @@
 #include "fiber/config.hpp"
 #include "fiber/detail/unique_function.hpp"
 #include "runtime/trust/job_security.hpp"
+#include "transport/zmq_context.hpp"
 #include "transport/zmq_channel.hpp"
 
 namespace fiber::detail {
@@ -30,7 +31,7 @@ class child_links : public std::enable_shared_from_this<child_links> {
   /// whether a child with routing id `id` may link now (one this master started and has not let go).
   using message_fn = unique_function<void(const std::string& peer, multipart&& m, std::size_t first)>;
   /// Everything referred to outlives this.
-  child_links(asio::io_context& io, zmq::context_t& zctx, const fiber::config& cfg, const std::string& job_id,
+  child_links(asio::io_context& io, zmq_context& zctx, const fiber::config& cfg, const std::string& job_id,
               const job_keys& keys, message_fn on_message, std::function<bool(const std::string&)> expected);
   ~child_links();
   child_links(const child_links&) = delete;
@@ -75,7 +76,7 @@ class child_links : public std::enable_shared_from_this<child_links> {
   void receive_next();
 
   asio::io_context& io_;
-  zmq::context_t& zctx_;
+  zmq_context& zctx_;
   const fiber::config& cfg_;
   const std::string& job_id_;
   const job_keys& keys_;
