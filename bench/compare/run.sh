@@ -362,6 +362,7 @@ echo "== anchors"
 echo "== fiber"
 "$build/bench/process_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/process.json" 2>/dev/null
 "$build/bench/queue_bench" --benchmark_report_aggregates_only=true --benchmark_format=json >"$tmp/queue.json" 2>/dev/null
+"$build/bench/op_bench" --benchmark_format=json >"$tmp/op.json" 2>/dev/null
 
 python3 - "$tmp" <<'PY'
 import json, re, sys
@@ -397,6 +398,8 @@ sock_spin = num(r"socketpair spin 50us rtt ([\d.]+)", wake)
 t = us(fib["simple_queue_rtt_16B"])
 print(f"{'':26s} machine's floor over a socketpair, no library: {sock_spin} us polling first ({t/sock_spin:.2f}x),"
       f" {sock_sleep} us sleeping at once ({t/sock_sleep:.2f}x)")
+for b in json.load(open(f"{tmp}/op.json"))["benchmarks"]:  # the ops alone: fiber's code in a round trip
+    print(f"{b['name']:26s} {us(b):7.2f} us a pair of ops, no I/O")
 for name, mp in (("simple_queue_bulk_1MB", mp_qb), ("pipe_bulk_1MB", mp_pb)):
     gbs = fib[name]["bytes_per_second"] / 1e9
     print(f"{name:26s} {gbs:7.2f} GB/s  vs mp {mp/1e3:.2f} GB/s: {gbs*1e3/mp:.2f}x")
