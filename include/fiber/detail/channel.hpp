@@ -38,18 +38,19 @@ std::shared_ptr<writer> encode_owned(T&& value) {
 /// put/get of values of type T over a channel: what simple_queue and pipe ends share.
 template <class T>
 struct channel_ops {
+  // The starts hold a plain pointer: deferred_op keeps the runtime for as long as they can run.
   static op<void> put(const std::shared_ptr<runtime>& rt, std::uint64_t channel, T value) {
-    return deferred_op<void>(rt, [rt, channel, w = encode_owned(std::move(value))] { return channel_put(*rt, channel, *w); });
+    return deferred_op<void>(rt, [r = rt.get(), channel, w = encode_owned(std::move(value))] { return channel_put(*r, channel, *w); });
   }
   static op<T> get(const std::shared_ptr<runtime>& rt, std::uint64_t channel) {
     return deferred_op<T>(
-        rt, [rt, channel] { return channel_get(*rt, channel, std::nullopt); },
+        rt, [r = rt.get(), channel] { return channel_get(*r, channel, std::nullopt); },
         [](std::optional<message>&& m) { return decode_message<T>(*m); });
   }
   static op<std::optional<T>> get(const std::shared_ptr<runtime>& rt, std::uint64_t channel,
                                   std::chrono::milliseconds timeout) {
     return deferred_op<std::optional<T>>(
-        rt, [rt, channel, timeout] { return channel_get(*rt, channel, timeout); },
+        rt, [r = rt.get(), channel, timeout] { return channel_get(*r, channel, timeout); },
         [](std::optional<message>&& m) -> std::optional<T> {
           if (!m) return std::nullopt;
           return decode_message<T>(*m);
