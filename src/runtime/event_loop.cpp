@@ -122,14 +122,18 @@ bool event_loop::run_until(Done is_done) {
 
 void event_loop::standby_loop() {
   std::unique_lock lock(wait_mutex_);
+  // A caller let go of the loop since the standby last looked: it leaves the loop alone for a
+  // linger more. Counting releases rather than timing them keeps the clock off every caller's
+  // path (a clock read was a twentieth of a blocking operation).
+  std::uint64_t seen = releases_;
   while (!stopping_) {
     if (driving_ || want_to_drive_ > 0) {
       standby_cv_.wait_for(lock, standby_recheck);
       continue;
     }
-    auto idle = std::chrono::steady_clock::now() - last_release_;
-    if (idle < standby_linger) {
-      standby_cv_.wait_for(lock, standby_linger - idle);
+    if (releases_ != seen) {
+      seen = releases_;
+      standby_cv_.wait_for(lock, standby_linger);
       continue;
     }
     driving_ = standby_driving_ = true;
@@ -159,11 +163,11 @@ void event_loop::drive(unique_function<void()> start, const std::atomic<bool>& d
     return;
   }
   std::unique_lock lock(wait_mutex_);
-  // Set when `start` was handed to the caller that drives and threw there.
-  auto handed = std::make_shared<std::exception_ptr>();
+  // Set when `start` was handed to the caller that drives and threw there (made only then).
+  std::shared_ptr<std::exception_ptr> handed;
   ++want_to_drive_;
   for (;;) {
-    if (*handed) {
+    if (handed && *handed) {
       --want_to_drive_;
       std::rethrow_exception(*handed);
     }
@@ -171,6 +175,7 @@ void event_loop::drive(unique_function<void()> start, const std::atomic<bool>& d
     if (driving_ && !standby_driving_ && start) {
       // Another caller holds the loop until its own operation is done, which may wait for ours
       // (a get for what this put sends): the loop runs our start, we wait for our end.
+      handed = std::make_shared<std::exception_ptr>();
       asio::post(*io_, [this, f = std::move(start), handed]() mutable {
         try {
           f();
@@ -205,7 +210,7 @@ void event_loop::drive(unique_function<void()> start, const std::atomic<bool>& d
       lock.lock();
       driver_.store(std::thread::id{}, std::memory_order_relaxed);
       driving_ = false;
-      last_release_ = std::chrono::steady_clock::now();
+      ++releases_;
       if (want_to_drive_ > 0) wait_cv_.notify_all();  // another caller takes the loop
       if (failure) std::rethrow_exception(failure);
       if (is_done()) return;

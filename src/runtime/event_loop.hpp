@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -97,7 +98,7 @@ class event_loop {
   bool kicked_ = false;        // a wake-up is on its way to the standby's run_one
   bool stopping_ = false;
   int want_to_drive_ = 0;      // callers waiting for the baton
-  std::chrono::steady_clock::time_point last_release_{};
+  std::uint64_t releases_ = 0;  // callers that let go of the loop so far (the standby's linger)
   std::chrono::microseconds spin_;
   // Adaptive spinning (run_until), touched only by the thread that drives the loop.
   int spin_misses_ = 0;

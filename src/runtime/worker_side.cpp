@@ -186,9 +186,11 @@ void worker_side::receive_next() {
     if (link_started_) return;  // it reads until it closes
     link_started_ = true;
     link_->start(
-        [weak = weak_from_this()](multipart m) {
+        // A read of the old link that completed before a relink may still be delivered after
+        // it (its handler was queued): what the old master sent is not heard, as its close.
+        [weak = weak_from_this(), generation = generation_](multipart m) {
           auto self = weak.lock();
-          if (self && !self->closed_) self->handle(std::move(m));
+          if (self && !self->closed_ && generation == self->generation_) self->handle(std::move(m));
         },
         [weak = weak_from_this(), generation = generation_](std::error_code ec) {
           auto self = weak.lock();

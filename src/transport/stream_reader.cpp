@@ -1,5 +1,6 @@
 #include "transport/stream_reader.hpp"
 
+#include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <sys/socket.h>
 
@@ -58,12 +59,18 @@ void stream_reader::make_room() noexcept {
 void stream_reader::read_some() {
   make_room();
   if (tls_) return read_tls();
-  socket_.async_read_some(asio::buffer(in_.get() + in_end_, buffer_bytes - in_end_),
-                          [this, keep = keep()](std::error_code ec, std::size_t n) {
+  auto room = buffer_bytes - in_end_;
+  socket_.async_read_some(asio::buffer(in_.get() + in_end_, room),
+                          [this, room, keep = keep()](std::error_code ec, std::size_t n) mutable {
                             if (ec) return closed(ec);
                             in_end_ += n;
                             if (heard_tracked_) last_heard_ = clock::now();
-                            if (parse() == parsed::need_more) read_some();
+                            if (parse() != parsed::need_more) return;
+                            if (n == room) return read_some();
+                            asio::post(socket_.get_executor(), [this, keep = std::move(keep)] {
+                              if (socket_.is_open()) read_some();
+                              else closed(asio::error::operation_aborted);
+                            });
                           });
 }
 
