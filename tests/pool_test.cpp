@@ -350,7 +350,10 @@ FIBER_CO_TEST(pool, awaitable_on_the_callers_io_context) {
   std::vector<int> xs{1, 2, 3};
   auto out = co_await p.map(&square, xs);
   out.push_back(co_await p.apply(&add, 1, 1));
-  EXPECT_EQ(out, (std::vector<int>{1, 4, 9, 2}));
+  // Submitted from a handler of the loop itself: at once, without waiting for the loop.
+  auto submitted = p.apply_async(&add, 2, 2);
+  out.push_back(co_await std::move(submitted));
+  EXPECT_EQ(out, (std::vector<int>{1, 4, 9, 2, 4}));
   co_await p.terminate();
 }
 

@@ -15,6 +15,7 @@
 /// hold and are replaced by workers started with the joined needs, and that function's tasks only
 /// ever run on workers that cover its needs.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <iterator>
@@ -292,7 +293,17 @@ class FIBER_API pool {
   op<detail::result_t<R>> apply_async(R (*f)(P...), A&&... args) {
     auto start = starter().template apply<R, P...>(f, std::forward<A>(args)...);
     std::shared_ptr<detail::completion<detail::result_t<R>>> c;
-    core_->on_loop([&](detail::pool_core&) { c = start(); });
+    if (detail::in_loop_thread(*rt_)) {
+      c = start();
+    } else {
+      // Submitted as an op starts: this thread takes the loop and submits (no post to the loop
+      // and no poll of the sockets before it), as map's start does.
+      std::atomic<bool> submitted{false};
+      detail::wait_until_started(*rt_, [&] {
+        c = start();
+        detail::notify_done(*rt_, submitted);
+      }, submitted);
+    }
     return detail::completion_op(rt_, c);
   }
 
