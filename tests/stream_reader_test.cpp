@@ -37,11 +37,13 @@ struct raw_peer {
   std::error_code closed;
   bool ended = false;
 
-  explicit raw_peer(std::size_t limit) {
+  /// `defer`: the reader posts its next read after one that emptied the socket.
+  explicit raw_peer(std::size_t limit, bool defer = false) {
     asio::local::stream_protocol::socket mine(io);
     asio::local::connect_pair(writer, mine);
     socket = stream_reader::socket_type(io, asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), mine.release());
     reader = std::make_shared<stream_reader>(socket, nullptr, mutex, limit, [this] { socket.close(); });
+    if (defer) reader->defer_after_drain();
     reader->start(reader, [this](multipart m) { received.push_back(std::move(m)); },
                   [this](std::error_code ec) {
                     closed = ec;
@@ -107,4 +109,32 @@ TEST(stream_reader, a_head_with_too_many_parts_is_malformed) {
   p.run_until(1);
   EXPECT_TRUE(p.ended);
   EXPECT_EQ(p.closed, fiber::errc::malformed_message);
+}
+
+std::string small_message(const std::string& body) { return head_of(1, {body.size()}) + body; }
+
+TEST(stream_reader, a_reader_that_posts_its_next_read_gets_every_message_in_order) {
+  raw_peer p(1024, /*defer=*/true);
+  p.write(small_message("one"));
+  p.run_until(1);
+  p.write(small_message("two"));
+  p.write(small_message("three"));
+  p.run_until(3);
+  ASSERT_EQ(p.received.size(), 3u);
+  EXPECT_EQ(p.received[0][0].to_string(), "one");
+  EXPECT_EQ(p.received[1][0].to_string(), "two");
+  EXPECT_EQ(p.received[2][0].to_string(), "three");
+  EXPECT_FALSE(p.ended);
+}
+
+TEST(stream_reader, a_link_closed_while_its_posted_read_waits_ends_as_one_whose_read_was_cancelled) {
+  raw_peer p(1024, /*defer=*/true);
+  p.write(small_message("one"));
+  p.run_until(1);  // the handler that delivered it posted the next read, which has not run
+  ASSERT_EQ(p.received.size(), 1u);
+  p.socket.close();
+  while (!p.ended && p.io.run_one()) {
+  }
+  EXPECT_TRUE(p.ended);
+  EXPECT_EQ(p.closed, asio::error::operation_aborted);  // as a read under way when it closed
 }

@@ -185,6 +185,8 @@ void worker_side::receive_next() {
   if (link_) {
     if (link_started_) return;  // it reads until it closes
     link_started_ = true;
+    // The master speaks again only once this worker answered: no read at once after a message.
+    link_->reader().defer_after_drain();
     link_->start(
         // A read of the old link that completed before a relink may still be delivered after
         // it (its handler was queued): what the old master sent is not heard, as its close.

@@ -66,7 +66,7 @@ void stream_reader::read_some() {
                             in_end_ += n;
                             if (heard_tracked_) last_heard_ = clock::now();
                             if (parse() != parsed::need_more) return;
-                            if (n == room) return read_some();
+                            if (n == room || !defer_drained_) return read_some();
                             asio::post(socket_.get_executor(), [this, keep = std::move(keep)] {
                               if (socket_.is_open()) read_some();
                               else closed(asio::error::operation_aborted);

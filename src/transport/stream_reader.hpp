@@ -50,6 +50,13 @@ class stream_reader {
   /// Keeps last_heard() on an unencrypted link too (a link whose silence is watched: a host hub's
   /// children's); an encrypted link always keeps it. Before start().
   void track_heard() noexcept { heard_tracked_ = true; }
+  /// After a read that emptied the socket, posts the next one behind the handlers queued rather
+  /// than reading again at once. For a link whose peer speaks only after this side answers (a
+  /// worker's to its master): the read at once would find nothing, on the path between the
+  /// message and the answer. A master's link from a child keeps reading at once: a child's
+  /// answer is often followed by a second message (its next get) that the read finds. Before
+  /// start().
+  void defer_after_drain() noexcept { defer_drained_ = true; }
   /// When bytes were last read (a large message's body aside).
   clock::time_point last_heard() const noexcept { return last_heard_; }
 
@@ -89,6 +96,7 @@ class stream_reader {
   std::vector<asio::mutable_buffer> rest_;  // encrypted: what a large message still needs
   clock::time_point last_heard_ = clock::now();
   bool heard_tracked_ = false;
+  bool defer_drained_ = false;
 };
 
 }  // namespace fiber::detail
