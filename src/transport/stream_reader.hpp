@@ -54,8 +54,8 @@ class stream_reader {
   /// than reading again at once. For a link whose peer speaks only after this side answers (a
   /// worker's to its master): the read at once would find nothing, on the path between the
   /// message and the answer. A master's link from a child keeps reading at once: a child's
-  /// answer is often followed by a second message (its next get) that the read finds. Before
-  /// start().
+  /// answer is often followed by a second message (its next get) that the read finds. A plain
+  /// link's reads only (an encrypted one drains the session as before). Before start().
   void defer_after_drain() noexcept { defer_drained_ = true; }
   /// When bytes were last read (a large message's body aside).
   clock::time_point last_heard() const noexcept { return last_heard_; }
