@@ -2,7 +2,9 @@
 // the other end as a hostile local process would write them: frames split anywhere arrive whole,
 // several in one read and a large one straight into its parts; a head that declares too many
 // parts, more bytes than the limit, or sizes whose sum wraps closes the link before anything is
-// allocated for them or read past the data.
+// allocated for them or read past the data. A reader that posts its next read after one that
+// emptied the socket (a worker's) still gets every message in order, and ends as a cancelled read
+// when its link closes before that read runs.
 #include "transport/stream_reader.hpp"
 
 #include <gtest/gtest.h>
@@ -25,6 +27,9 @@ std::string head_of(std::uint32_t parts, std::initializer_list<std::uint64_t> si
   for (auto s : sizes) h.append(reinterpret_cast<const char*>(&s), sizeof s);
   return h;
 }
+
+/// One part, `body`, framed.
+std::string small_message(const std::string& body) { return head_of(1, {body.size()}) + body; }
 
 /// A reader on one end of a socket pair; the test writes raw bytes on the other.
 struct raw_peer {
@@ -110,8 +115,6 @@ TEST(stream_reader, a_head_with_too_many_parts_is_malformed) {
   EXPECT_TRUE(p.ended);
   EXPECT_EQ(p.closed, fiber::errc::malformed_message);
 }
-
-std::string small_message(const std::string& body) { return head_of(1, {body.size()}) + body; }
 
 TEST(stream_reader, a_reader_that_posts_its_next_read_gets_every_message_in_order) {
   raw_peer p(1024, /*defer=*/true);

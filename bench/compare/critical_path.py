@@ -24,10 +24,10 @@ import tempfile
 LINE = re.compile(r"\s*(\S+)\s+(\d+)/(\d+)\s+([\d.]+):\s+syscalls:(\w+):\s*(.*)")
 
 
-def trace(command, events):
+def trace(command, tracepoints):
     with tempfile.NamedTemporaryFile(suffix=".data") as data:
         record = ["perf", "record", "-q", "-o", data.name]
-        for e in events:
+        for e in tracepoints:
             record += ["-e", "syscalls:" + e]
         subprocess.run(record + ["--"] + command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out = subprocess.run(["perf", "script", "-i", data.name, "-F", "comm,pid,tid,time,event,trace"],
