@@ -8,6 +8,9 @@
 //                         (S = 0: none; 8: the default; 1: every one), interleaved like the maps
 //   dashboard_map/D       the same map with the run's dashboard off (D = 0), on at its default
 //                         interval of 500 ms (D = 1), and sampling every 50 ms (D = 2)
+//   bound_a_full_folder/P what every run's start does to its recording folder (keep each program's
+//                         newest record_keep), in a folder of 50 recordings of each of P programs
+//                         (40: what the test suite leaves)
 //   dashboard_sample/W    one sample of the page's state, serialized as it is sent, for a pool
 //                         of W workers (its description made here as the pool makes its own)
 #include <benchmark/benchmark.h>
@@ -15,11 +18,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include <boost/json/serialize.hpp>
 
 #include "core/flight_recorder.hpp"
+#include "core/recording_folder.hpp"
 #include "runtime/observe/dashboard_view.hpp"
 
 namespace {
@@ -91,6 +96,20 @@ static void dashboard_map(benchmark::State& state) {
                                             {"dashboard_interval_ms", d == 2 ? "50" : "500"}}));
 }
 BENCHMARK(dashboard_map)->Arg(0)->Arg(1)->Arg(2)->ArgName("D")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5)->Repetitions(6);
+
+static void bound_a_full_folder(benchmark::State& state) {
+  auto folder = scratch_folder();
+  std::filesystem::create_directories(folder);
+  for (int program = 0; program < state.range(0); ++program)
+    for (int run = 0; run < 50; ++run) {
+      auto name = fiber::detail::recording_file_name("20260101T0000" + std::to_string(10 + run) + "Z", "r" + std::to_string(run),
+                                                     "program" + std::to_string(program));
+      std::ofstream(folder + "/" + name) << std::string(4096, 'x');
+    }
+  for (auto _ : state) fiber::detail::keep_newest(folder, 50);
+  std::filesystem::remove_all(folder);
+}
+BENCHMARK(bound_a_full_folder)->Arg(1)->Arg(40)->ArgName("programs")->Unit(benchmark::kMicrosecond);
 
 // A view of one pool of `workers` and as many processes, its pool described as the pool's master
 // describes itself.

@@ -50,7 +50,7 @@ TEST(flight_recorder, records_read_back_in_order_with_their_texts_and_a_cut_file
   }
   auto files = dir.files();
   ASSERT_EQ(files.size(), 1u);
-  EXPECT_TRUE(files[0].filename().string().ends_with("-run1.fiberrec")) << files[0];
+  EXPECT_TRUE(files[0].filename().string().ends_with("-run1@" + fiber::detail::program_name() + ".fiberrec")) << files[0];
   auto records = read_flight_file(files[0].string());
   std::vector<record_kind> kinds;
   for (auto& r : records) kinds.push_back(r.r.kind);

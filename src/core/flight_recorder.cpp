@@ -12,12 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <map>
 #include <string_view>
 #include <system_error>
 
 #include "core/log.hpp"
 #include "core/private_files.hpp"
+#include "core/recording_folder.hpp"
 #include "fiber/error.hpp"
 
 namespace fiber::detail {
@@ -49,38 +49,6 @@ std::string program_name() {
 }
 
 namespace {
-/// The oldest recordings go first (their names begin with the UTC time they began).
-// The program a recorded run belongs to: its first record's (run_begin) text up to the tab, as
-// open() writes it at once. "" when the file has no such header (one just being made).
-std::string program_of_run(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  char head[sizeof flight_magic + sizeof(flight_record) + 256] = {};
-  in.read(head, sizeof head);
-  auto got = static_cast<std::size_t>(in.gcount());
-  if (got < sizeof flight_magic + sizeof(flight_record) || std::memcmp(head, flight_magic, sizeof flight_magic) != 0)
-    return {};
-  flight_record r;
-  std::memcpy(&r, head + sizeof flight_magic, sizeof r);
-  if (r.kind != record_kind::run_begin) return {};
-  std::string_view text(head + sizeof flight_magic + sizeof r,
-                        std::min<std::size_t>(r.text_size, got - sizeof flight_magic - sizeof r));
-  return std::string(text.substr(0, text.find('\t')));
-}
-
-// The newest `keep` runs of each program stay: the runs of other programs (a test suite, a
-// sweep of short jobs) never push out a user's, however many they make.
-void keep_newest(const fs::path& folder, int keep) {
-  std::error_code ec;
-  std::map<std::string, std::vector<fs::path>> runs;
-  for (auto it = fs::directory_iterator(folder, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-    if (it->path().filename().string().ends_with(flight_suffix)) runs[program_of_run(it->path())].push_back(it->path());
-  for (auto& [program, paths] : runs) {
-    if (paths.size() <= static_cast<std::size_t>(keep)) continue;
-    std::sort(paths.begin(), paths.end());  // by the time they began
-    for (std::size_t i = 0; i + keep < paths.size(); ++i) fs::remove(paths[i], ec);  // another run may have taken it
-  }
-}
-
 std::string utc_stamp(std::chrono::system_clock::time_point t) {
   auto secs = std::chrono::system_clock::to_time_t(t);
   std::tm tm{};
@@ -111,7 +79,8 @@ void flight_recorder::open(const fiber::config& cfg, const std::string& run_id) 
   }
   std::error_code ec;
   make_private_folder(folder, ec);
-  path_ = (folder / (utc_stamp(now) + "-" + run_id + std::string(flight_suffix))).string();
+  auto program = program_name();
+  path_ = (folder / recording_file_name(utc_stamp(now), run_id, program)).string();
   fd_ = open_private_file(path_, false);
   if (fd_ < 0) {
     logf(log_level::warn, "cannot record this run in ", path_, ": ", std::strerror(errno),
@@ -125,8 +94,8 @@ void flight_recorder::open(const fiber::config& cfg, const std::string& run_id) 
   buffer_.insert(buffer_.end(), std::begin(flight_magic), std::end(flight_magic));
   auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   record(record_kind::run_begin, static_cast<std::uint32_t>(::getpid()), static_cast<std::uint64_t>(wall), 0, 0,
-         program_name() + "\t" + cfg.backend);
-  // After this run's first record is in its file: the run counts among its program's.
+         program + "\t" + cfg.backend);
+  // This run's file, named, counts among its program's.
   keep_newest(folder, std::max(1, cfg.record_keep));
 }
 

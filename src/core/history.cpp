@@ -18,6 +18,7 @@
 #include "core/trace_builder.hpp"
 #include "core/chrome_trace_writer.hpp"
 #include "core/history_page.hpp"
+#include "core/recording_folder.hpp"
 #include "core/perfetto_trace_writer.hpp"
 #include "fiber/error.hpp"
 
@@ -31,11 +32,7 @@ namespace {
 recorded_run summarize(const std::string& path, const std::vector<detail::read_record>& records) {
   recorded_run run;
   run.path = path;
-  // <UTC start>-<id>.fiberrec
-  auto stem = fs::path(path).filename().string();
-  stem.resize(stem.size() - std::min(stem.size(), detail::flight_suffix.size()));
-  auto dash = stem.find('-');
-  run.id = dash == std::string::npos ? stem : stem.substr(dash + 1);
+  if (auto name = detail::parse_recording_name(fs::path(path).filename().string())) run.id = name->id;
   for (auto& [r, text] : records) {
     switch (r.kind) {
       case record_kind::run_begin: {
@@ -83,9 +80,8 @@ std::string find_recording(const std::string& run, const config& cfg) {
   if (run == "last" && !files.empty()) return files.front();
   std::vector<std::string> matches;
   for (auto& f : files) {
-    auto name = fs::path(f).filename().string();
-    auto dash = name.find('-');
-    if (dash != std::string::npos && name.compare(dash + 1, run.size(), run) == 0) matches.push_back(f);
+    auto name = detail::parse_recording_name(fs::path(f).filename().string());
+    if (name && name->id.starts_with(run)) matches.push_back(f);
   }
   if (matches.size() == 1) return matches.front();
   if (matches.empty())
