@@ -74,6 +74,30 @@ TEST(local_resources, gpus_are_handed_out_once_and_come_back) {
   EXPECT_EQ(c->gpus, a->gpus);
 }
 
+// Looking for GPUs loads the driver (NVML's init, or `nvidia-smi`): a program whose children ask
+// for none never does, and one that asks looks once.
+TEST(local_resources, the_gpus_are_looked_for_once_and_only_when_a_child_asks_for_one) {
+  int looked = 0;
+  local_resources r(
+      [&] {
+        ++looked;
+        return gpu_inventory{{"0"}, "test"};
+      },
+      {0, 1});
+  r.check(asking(0, 2, true));
+  auto cpu_only = r.try_take(asking(0, 1, true));
+  ASSERT_TRUE(cpu_only);
+  r.give_back(*cpu_only);
+  EXPECT_EQ(looked, 0);
+  r.check(asking(1));
+  auto a = r.try_take(asking(1));
+  EXPECT_FALSE(r.try_take(asking(1)));
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->gpus, std::vector<std::string>{"0"});
+  EXPECT_EQ(r.gpus().ids.size(), 1u);
+  EXPECT_EQ(looked, 1);
+}
+
 TEST(local_resources, a_request_larger_than_the_host_fails_at_once_naming_both) {
   local_resources r(gpu_inventory{{"0", "1"}, "config gpus=0,1"}, {0, 1});
   fiber_test::expect_error([&] { r.check(asking(3)); }, fiber::errc::unsatisfiable, "asks for 3 GPUs and this host has 2");

@@ -211,7 +211,7 @@ class local_backend final : public backend {
   local_backend(asio::io_context& io, const fiber::config& cfg)
       : io_(io),
         forkserver_(cfg.start_method == "forkserver"),
-        resources_(std::make_shared<local_resources>(gpus_to_hand_out(cfg.gpus), allowed_cpus())),
+        resources_(std::make_shared<local_resources>([gpus = cfg.gpus] { return gpus_to_hand_out(gpus); }, allowed_cpus())),
         memory_(std::make_shared<memory_watch>(io, std::chrono::milliseconds(cfg.memory_poll_ms))),
         cgroups_allowed_(cfg.local_memory_limit == "auto"),
         secrets_(secret_store::in_memory()) {}

@@ -92,14 +92,23 @@ gpu_inventory gpus_to_hand_out(const std::string& config_value) {
   return inv;
 }
 
+local_resources::local_resources(find_gpus_fn find_gpus, std::vector<int> cpus)
+    : find_gpus_(std::move(find_gpus)), cpus_(std::move(cpus)), cpu_users_(cpus_.size(), 0) {}
+
 local_resources::local_resources(gpu_inventory gpus, std::vector<int> cpus)
-    : inventory_(std::move(gpus)),
-      gpu_taken_(inventory_.ids.size(), false),
-      cpus_(std::move(cpus)),
-      cpu_users_(cpus_.size(), 0) {}
+    : local_resources([gpus = std::move(gpus)] { return gpus; }, std::move(cpus)) {}
+
+const gpu_inventory& local_resources::gpus() const {
+  std::call_once(found_, [this] {
+    inventory_ = find_gpus_();
+    find_gpus_ = nullptr;
+    gpu_taken_.assign(inventory_.ids.size(), false);
+  });
+  return inventory_;
+}
 
 void local_resources::check(const spawn_spec& spec) const {
-  auto have = inventory_.ids.size();
+  auto have = spec.gpu > 0 ? gpus().ids.size() : 0;
   if (spec.gpu > 0 && static_cast<std::size_t>(spec.gpu) > have)
     throw error(errc::unsatisfiable,
                 spec.name + " asks for " + std::to_string(spec.gpu) + " GPU" + (spec.gpu == 1 ? "" : "s") +
@@ -113,6 +122,7 @@ void local_resources::check(const spawn_spec& spec) const {
 std::optional<local_grant> local_resources::try_take(const spawn_spec& spec) {
   local_grant g;
   if (spec.gpu > 0) {
+    gpus();
     for (std::size_t i = 0; i < gpu_taken_.size() && g.gpus.size() < static_cast<std::size_t>(spec.gpu); ++i)
       if (!gpu_taken_[i]) g.gpus.push_back(inventory_.ids[i]);
     if (g.gpus.size() < static_cast<std::size_t>(spec.gpu)) return std::nullopt;

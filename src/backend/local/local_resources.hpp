@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,11 @@ struct local_grant {
 
 class local_resources {
  public:
+  using find_gpus_fn = std::function<gpu_inventory()>;
+  /// `find_gpus` runs once, when a child first asks for a GPU (or gpus() is read): a program
+  /// whose children ask for none never loads the driver, whose start (NVML's init, or running
+  /// `nvidia-smi`) would otherwise be every run's.
+  local_resources(find_gpus_fn find_gpus, std::vector<int> cpus);
   local_resources(gpu_inventory gpus, std::vector<int> cpus);
 
   /// Throws fiber::error(unsatisfiable) when this host can never give what `spec` asks for.
@@ -51,11 +57,13 @@ class local_resources {
   void start_waiting();
   void clear_waiting() { waiting_.clear(); }
 
-  const gpu_inventory& gpus() const noexcept { return inventory_; }
+  const gpu_inventory& gpus() const;
 
  private:
-  gpu_inventory inventory_;
-  std::vector<bool> gpu_taken_;
+  mutable std::once_flag found_;
+  mutable find_gpus_fn find_gpus_;
+  mutable gpu_inventory inventory_;
+  mutable std::vector<bool> gpu_taken_;
   std::vector<int> cpus_;          // the CPUs this process may run on
   std::vector<int> cpu_users_;     // children pinned to each of them
   std::deque<std::pair<std::uint64_t, std::function<bool()>>> waiting_;
