@@ -35,8 +35,10 @@ std::string openssl_error(std::string_view what) {
 /// too, often before a master listens); a master's links, held by the default context, are freed
 /// after that handler ran, in the destructors of statics made before it: a freed session there
 /// crashed a master at exit now and then (exit code 139). Asked before main() runs, OpenSSL
-/// registers no exit handler, and its globals last as long as the process.
-[[maybe_unused]] const bool openssl_without_exit_handler = OPENSSL_init_ssl(OPENSSL_INIT_NO_ATEXIT, nullptr) == 1;
+/// registers no exit handler, and its globals last as long as the process. Only the crypto
+/// library's base is set up here (the first call decides the handler for both libraries): the
+/// TLS library's tables, 1 ms of every process image's start, wait for a process that uses them.
+[[maybe_unused]] const bool openssl_without_exit_handler = OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) == 1;
 
 /// One context for every session of the process: TLS 1.3 only, one suite, no tickets (a link is
 /// never resumed), no certificates (the PSK proves both ends).
