@@ -9,30 +9,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <string>
 
 #include "transport/tls_session.hpp"
+#include "tls_handshake.hpp"
 
 using fiber::detail::tls_session;
 
 namespace {
 void exit_as_openssl_is() { std::_Exit(OPENSSL_init_crypto(0, nullptr) == 1 ? 0 : 3); }
-
-/// Runs a client's and a server's handshake against each other, in memory.
-bool handshake(tls_session& client, tls_session& server) {
-  for (int round = 0; round < 10; ++round) {
-    auto c = client.handshake();
-    std::string bytes;
-    client.take_output(bytes);
-    server.feed(bytes.data(), bytes.size());
-    auto s = server.handshake();
-    bytes.clear();
-    server.take_output(bytes);
-    client.feed(bytes.data(), bytes.size());
-    if (c == tls_session::step::done && s == tls_session::step::done) return true;
-  }
-  return false;
-}
 }  // namespace
 
 TEST(openssl_exit, a_process_that_used_tls_ends_with_openssl_still_up_for_its_statics) {
@@ -42,7 +26,7 @@ TEST(openssl_exit, a_process_that_used_tls_ends_with_openssl_still_up_for_its_st
     std::atexit(exit_as_openssl_is);  // first registered, last run
     auto key = tls_session::key_for("the job's secret");
     tls_session client(tls_session::role::client, key), server(tls_session::role::server, key);
-    std::exit(handshake(client, server) ? 0 : 4);
+    std::exit(handshake_pair(client, server) ? 0 : 4);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);

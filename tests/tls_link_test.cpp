@@ -14,6 +14,7 @@
 #include "runtime/links/link_pulse.hpp"
 #include "runtime/protocol.hpp"
 #include "transport/tls_session.hpp"
+#include "tls_handshake.hpp"
 
 using namespace fiber::detail;
 using namespace std::chrono_literals;
@@ -26,23 +27,6 @@ multipart message_of(std::initializer_list<std::string> parts) {
   multipart m;
   for (auto& p : parts) m.emplace_back(p.data(), p.size());
   return m;
-}
-
-/// Runs two sessions' handshake against each other, in memory; whether both ended it.
-bool handshake_pair(tls_session& client, tls_session& server) {
-  for (int round = 0; round < 10; ++round) {
-    auto c = client.handshake();
-    std::string bytes;
-    client.take_output(bytes);
-    server.feed(bytes.data(), bytes.size());
-    auto s = server.handshake();
-    bytes.clear();
-    server.take_output(bytes);
-    client.feed(bytes.data(), bytes.size());
-    if (c == tls_session::step::failed || s == tls_session::step::failed) return false;
-    if (c == tls_session::step::done && s == tls_session::step::done) return true;
-  }
-  return false;
 }
 
 /// A master's listener on 127.0.0.1 that expects children "7" and "8".
