@@ -32,7 +32,7 @@ struct links_fixture : ::testing::Test {
     links = std::make_shared<child_links>(
         io, zctx, cfg, job_id, keys,
         [this](const std::string& peer, multipart&& m, std::size_t first) { heard.emplace_back(peer, *parse_header(m.at(first))); },
-        [](const std::string& id) { return id == "7"; });
+        [](const std::string& id) { return id == "7" || id == "6" || id == "5"; });
   }
   /// Runs the loop until `done`, at most a minute (against a hang, not as a measurement).
   template <class F>
@@ -43,7 +43,7 @@ struct links_fixture : ::testing::Test {
   }
   /// A child's link, connected on a thread of its own while this loop runs.
   std::shared_ptr<stream_link> connect(asio::io_context& child_io, const std::string& id) {
-    auto f = std::async(std::launch::async, [&] { return connect_direct_link(child_io, links->endpoint(), id, keys.password); });
+    auto f = std::async(std::launch::async, [&] { return connect_direct_link(child_io, links->endpoint(), id, keys.password, std::chrono::seconds(30)); });
     run_until([&] { return f.wait_for(0s) == std::future_status::ready; });
     return f.get();
   }
@@ -99,6 +99,53 @@ TEST_F(links_fixture, a_child_the_master_does_not_expect_is_not_heard) {
   ASSERT_TRUE(run_until([&] { return !heard.empty(); }));
   ASSERT_EQ(heard.size(), 1u);
   EXPECT_EQ(heard[0].first, "7");
+}
+
+TEST_F(links_fixture, children_on_this_host_link_through_shared_memory_while_the_master_has_lanes_to_give) {
+  cfg.shared_links = 1;
+  make();
+  links->listen(*engine);
+  asio::io_context first_io, second_io, third_io;
+  auto first = connect(first_io, "7");
+  auto second = connect(second_io, "6");
+  EXPECT_TRUE(first->shared());
+  EXPECT_FALSE(second->shared()) << "past shared_links: its unix socket";
+  std::vector<kind> to_first;
+  first->start([&](multipart m) { to_first.push_back(parse_header(m.at(0))->type); }, [](std::error_code) {});
+  first->send(make_message(kind::hello, {}, "{}"));
+  second->send(make_message(kind::hello, {}, "{}"));
+  ASSERT_TRUE(run_until([&] { return heard.size() == 2; }));
+  EXPECT_FALSE(links->send("7", make_message(kind::welcome, {})));
+  auto end = std::chrono::steady_clock::now() + 60s;  // against a hang
+  while (to_first.empty() && std::chrono::steady_clock::now() < end) first_io.run_one_for(100ms);
+  ASSERT_EQ(to_first.size(), 1u);
+  EXPECT_EQ(to_first[0], kind::welcome);
+  // The lane comes back when its child's link closes, for the next child.
+  std::vector<std::string> left;
+  links->on_child_left([&](const std::string& peer) { left.push_back(peer); });
+  first->close();
+  first_io.poll();
+  ASSERT_TRUE(run_until([&] { return !left.empty(); }));
+  auto third = connect(third_io, "5");
+  EXPECT_TRUE(third->shared());
+}
+
+TEST_F(links_fixture, shared_memory_is_never_passed_to_a_process_that_does_not_know_the_password) {
+  cfg.shared_links = 4;
+  make();
+  links->listen(*engine);
+  asio::io_context child_io;
+  auto f = std::async(std::launch::async, [&] {
+    return connect_direct_link(child_io, links->endpoint(), "7", "not the job's password", std::chrono::seconds(30));
+  });
+  ASSERT_TRUE(run_until([&] { return f.wait_for(0s) == std::future_status::ready; }));
+  try {
+    f.get();
+    FAIL() << "linked without the password";
+  } catch (const fiber::error& e) {
+    // Closed after the greeting, before any answer: no descriptor came with it.
+    EXPECT_EQ(e.code(), std::make_error_code(std::errc::connection_reset)) << e.what();
+  }
 }
 
 TEST_F(links_fixture, zeromq_on_this_host_is_an_ipc_router_without_heartbeats) {

@@ -12,7 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include "fiber/error.hpp"
+#include "transport/shared_lane.hpp"
 
 namespace {
 using fiber::detail::event_loop;
@@ -218,4 +222,46 @@ TEST(event_loop, stop_runs_the_last_step_on_the_loop_once_and_ends_the_standby) 
   EXPECT_TRUE(on_loop);
 }
 
+}  // namespace
+
+namespace {
+TEST(event_loop, a_spinning_caller_polls_its_shared_memory_links_so_their_peers_need_not_ring) {
+  using fiber::detail::shared_channel;
+  using fiber::detail::shared_lane;
+  event_loop loop(nullptr, /*standby=*/false, std::chrono::seconds(600));  // spins until answered
+  asio::io_context writer_io;
+  auto made = shared_channel::make(shared_channel::min_capacity, false);
+  ASSERT_NE(made, nullptr);
+  auto joined = shared_channel::join(::dup(made->segment_fd()), ::dup(made->dialer_bell()), ::dup(made->acceptor_bell()), false);
+  auto writer = shared_lane::open(writer_io, std::move(made));
+  auto reader = shared_lane::open(loop.io(), std::move(joined));
+  char got = 0;
+  // The reader's callback takes a byte and ends the wait; the peer writes `byte` once the reader
+  // says it sleeps (`sleeps`) or not (at most a minute, against a hang).
+  auto exchange = [&](char byte, bool sleeps) {
+    std::atomic<bool> done{false};
+    reader->when_readable([&] {
+      (void)reader->read(&got, 1);
+      loop.notify_done(done);
+    });
+    std::thread peer([&] {
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+      while (writer->channel().peer_sleeps_for_read() != sleeps && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::yield();
+      iovec iov{&byte, 1};
+      EXPECT_EQ(writer->write(&iov, 1), 1u);
+    });
+    loop.wait_until(done);
+    peer.join();
+  };
+  exchange('x', /*sleeps=*/false);  // written once the spin told the writer not to ring
+  EXPECT_EQ(got, 'x');
+  EXPECT_EQ(writer->channel().rings(), 0u) << "the spinning reader found the byte itself";
+  loop.set_spin(std::chrono::microseconds(0));
+  exchange('y', /*sleeps=*/true);  // before the loop blocks again, the reader asks to be rung
+  EXPECT_EQ(got, 'y');
+  EXPECT_EQ(writer->channel().rings(), 1u);
+  writer->close();
+  reader->close();
+}
 }  // namespace

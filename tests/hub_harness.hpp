@@ -91,7 +91,7 @@ struct child {
   bool closed = false;
 
   child(const hub& h, const std::string& id) {
-    link = connect_direct_link(io, h.relay->endpoint(), id, password);
+    link = connect_direct_link(io, h.relay->endpoint(), id, password, std::chrono::seconds(30));
     link->start([this](multipart m) { received.push_back(std::move(m)); }, [this](std::error_code) { closed = true; });
   }
 };

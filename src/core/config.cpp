@@ -230,6 +230,7 @@ const std::vector<key_def>& key_table() {
       int_key<std::uint64_t>("malloc_keep_mb", &config::malloc_keep_mb, 0, std::uint64_t{1} << 20),
       int_key("idle_trim_ms", &config::idle_trim_ms, 0, int_max),
       int_key("wait_spin_us", &config::wait_spin_us, 0, 1000000),
+      int_key("shared_links", &config::shared_links, 0, 1000000),
       bool_key("record", &config::record),
       string_key("record_dir", &config::record_dir),
       int_key<std::uint64_t>("record_max_bytes", &config::record_max_bytes, 4096, std::numeric_limits<std::uint64_t>::max()),

@@ -6,6 +6,7 @@
 
 #include "core/log.hpp"
 #include "fiber/error.hpp"
+#include "transport/spin_pollers.hpp"
 
 namespace fiber::detail {
 
@@ -69,6 +70,8 @@ static constexpr auto standby_recheck = std::chrono::milliseconds(2);
 
 bool event_loop::run_one_logged(bool block) noexcept {
   try {
+    // Links polled in a spin must have their doorbells rung again before this thread sleeps.
+    if (block && pollers_ && pollers_->awake()) pollers_->sleep();
     return (block ? io_->run_one() : io_->poll_one()) != 0;
   } catch (const std::exception& e) {
     // A handler let an exception escape (a detached coroutine that threw). It is nobody's
@@ -91,23 +94,46 @@ bool event_loop::run_one_logged(bool block) noexcept {
 // workers, 40 µs a task without spinning, 58 with). So after `spin_misses_allowed` spins in a
 // row that ended empty-handed the loop sleeps at once, and spins again once in
 // `spin_probe_every` waits to find out whether answers have become quick again.
+namespace {
+// What run_one_logged does for a handler, for the work a poller runs (a message's handlers).
+bool poll_logged(spin_pollers& pollers) noexcept {
+  try {
+    return pollers.poll();
+  } catch (const std::exception& e) {
+    logf(log_level::error, "exception escaped a handler on fiber's event loop: ", e.what());
+  } catch (...) {
+    logf(log_level::error, "exception escaped a handler on fiber's event loop");
+  }
+  return true;
+}
+}  // namespace
+
 template <class Done>
 bool event_loop::run_until(Done is_done) {
   bool spin = spin_.count() > 0 && !is_done() &&
               (spin_misses_ < spin_misses_allowed || ++waits_without_spin_ % spin_probe_every == 0);
   if (spin) {
+    // Links through shared memory are polled beside the io_context, their peers told not to ring
+    // this side meanwhile (transport/spin_pollers); told again before anything blocks on it.
+    if (!pollers_ && asio::has_service<spin_pollers>(*io_)) pollers_ = &asio::use_service<spin_pollers>(*io_);
+    spin_pollers* pollers = pollers_ && pollers_->begin() ? pollers_ : nullptr;
     auto until = std::chrono::steady_clock::now() + spin_;
-    bool hit = false;
+    bool hit = false, stopped = false;
     for (;;) {
       if (is_done()) {
         hit = true;
         break;
       }
-      if (io_->stopped()) return false;
+      if (io_->stopped()) {
+        stopped = true;
+        break;
+      }
       if (run_one_logged(/*block=*/false)) continue;
+      if (pollers && poll_logged(*pollers)) continue;
       if (std::chrono::steady_clock::now() >= until) break;
       sched_yield();
     }
+    if (stopped) return false;
     if (hit) {
       spin_misses_ = 0;
       waits_without_spin_ = 0;

@@ -18,6 +18,7 @@
 #include "fiber/detail/unique_function.hpp"
 
 namespace fiber::detail {
+class spin_pollers;
 
 class event_loop {
  public:
@@ -101,6 +102,7 @@ class event_loop {
   std::uint64_t releases_ = 0;  // callers that let go of the loop so far (the standby's linger)
   std::chrono::microseconds spin_;
   // Adaptive spinning (run_until), touched only by the thread that drives the loop.
+  spin_pollers* pollers_ = nullptr;  // the io_context's, once a link through shared memory made it
   int spin_misses_ = 0;
   unsigned waits_without_spin_ = 0;
 };

@@ -7,6 +7,7 @@
 #include "core/worker_env.hpp"
 #include "fiber/error.hpp"
 #include "runtime/links/direct_connect.hpp"
+#include "runtime/links/direct_listener.hpp"
 #include "runtime/worker_exit.hpp"
 #include "runtime/links/link_pulse.hpp"
 #include "transport/master_watch.hpp"
@@ -68,7 +69,10 @@ void worker_side::connect(const std::string& master_endpoint, const std::string&
   }
   if (master_endpoint.starts_with(direct_scheme)) {
     try {
-      link_ = connect_direct_link(loop_.io(), master_endpoint, token, keys.password);
+      // The master answers a greeting as soon as its loop reads it, or closes an unproven link
+      // after start_timeout_ms (at most twice direct_listener's proof limit).
+      link_ = connect_direct_link(loop_.io(), master_endpoint, token, keys.password,
+                                  std::chrono::milliseconds(cfg_.start_timeout_ms) + 2 * direct_listener::proof_limit);
     } catch (const std::system_error& e) {
       logf(log_level::error, "cannot reach the master at ", master_endpoint, ": ", e.what());
       master_lost(generation_);

@@ -152,8 +152,7 @@ std::error_code stream_link::write_or_queue(std::string&& head, multipart& parts
     std::vector<iovec> iov;
     iov.reserve(parts.size() + 1);
     add_message(iov, head, parts, 0);
-    auto n = write_vector(socket_.native_handle(), iov.data(), iov.size());
-    writes_.fetch_add(1, std::memory_order_relaxed);
+    auto n = put_bytes(iov.data(), iov.size());
     if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK) return broken_ = std::error_code(static_cast<int>(-n), std::system_category());
     written = n > 0 ? static_cast<std::size_t>(n) : 0;
     if (written == message_bytes(head, parts)) return {};
@@ -188,8 +187,7 @@ std::error_code stream_link::write_queued() {
       skip = 0;
       if (iov.size() >= IOV_MAX) break;
     }
-    auto n = write_vector(socket_.native_handle(), iov.data(), iov.size());
-    writes_.fetch_add(1, std::memory_order_relaxed);
+    auto n = put_bytes(iov.data(), iov.size());
     if (n == -EAGAIN || n == -EWOULDBLOCK) return {};
     if (n < 0) {
       broken_ = std::error_code(static_cast<int>(-n), std::system_category());
@@ -201,8 +199,38 @@ std::error_code stream_link::write_queued() {
   return {};
 }
 
+ssize_t stream_link::put_bytes(iovec* iov, std::size_t count) {
+  writes_.fetch_add(1, std::memory_order_relaxed);
+  if (!lane_) return write_vector(socket_.native_handle(), iov, count);
+  // A socket refuses bytes for a peer that ended; a ring would take them, and they would be lost
+  // unseen (a queue's item, which the master gives the next reader when the send fails). One
+  // poll of the socket keeps that: far cheaper than the send it replaces, and no wake-up.
+  pollfd p{socket_.native_handle(), POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0) return -EPIPE;
+  auto n = lane_->write(iov, count);
+  return n > 0 ? static_cast<ssize_t>(n) : -EAGAIN;
+}
+
+bool stream_link::use_lane(std::shared_ptr<shared_lane> lane) {
+  std::lock_guard lock(write_mutex_);
+  if (!out_.empty() || !batch_.empty() || tls_ || !lane) return false;
+  lane_ = lane;
+  reader_.use_lane(std::move(lane));
+  return true;
+}
+
 void stream_link::wait_writable() {
   write_waiting_ = true;
+  if (lane_) {
+    lane_->when_writable([self = shared_from_this()] {
+      std::lock_guard lock(self->write_mutex_);
+      self->write_waiting_ = false;
+      if (self->broken_) return;
+      self->write_queued();
+      if (!self->out_.empty() && !self->broken_) self->wait_writable();
+    });
+    return;
+  }
   socket_.async_wait(asio::socket_base::wait_write, [self = shared_from_this()](std::error_code ec) {
     std::lock_guard lock(self->write_mutex_);
     self->write_waiting_ = false;
@@ -221,6 +249,10 @@ bool stream_link::flush(std::chrono::milliseconds limit) {
     if (out_.empty()) break;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
+    if (lane_) {
+      lane_->wait_writable(deadline);
+      continue;
+    }
     pollfd p{socket_.native_handle(), POLLOUT, 0};
     ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), INT_MAX)));
   }
@@ -251,7 +283,11 @@ std::error_code stream_link::write_all(const multipart& parts, std::optional<clo
   std::size_t first = 0;
   int fd = socket_.native_handle();
   while (first < iov.size()) {
-    auto n = write_vector(fd, iov.data() + first, iov.size() - first);
+    auto n = put_bytes(iov.data() + first, iov.size() - first);
+    if ((n == -EAGAIN || n == -EWOULDBLOCK) && lane_) {
+      if (!lane_->wait_writable(deadline)) return broken_ = make_error_code(std::errc::timed_out);
+      continue;
+    }
     if (n == -EAGAIN || n == -EWOULDBLOCK) {
       int wait = -1;
       if (deadline) {
@@ -276,6 +312,7 @@ std::error_code stream_link::write_all(const multipart& parts, std::optional<clo
 
 bool stream_link::bytes_waiting() noexcept {
   int n = 0;
+  if (lane_ && socket_.is_open() && lane_->can_read()) return true;
   return socket_.is_open() && ::ioctl(socket_.native_handle(), FIONREAD, &n) == 0 && n > 0;
 }
 
@@ -283,6 +320,7 @@ void stream_link::close() {
   std::lock_guard lock(write_mutex_);  // not while a pulse writes on another thread
   std::error_code ignored;
   socket_.close(ignored);
+  if (lane_) lane_->close();
 }
 
 }  // namespace fiber::detail

@@ -11,6 +11,10 @@
 // link's buffer, several per system call; a large one straight into its parts' own memory.
 // Sends write at once as far as the socket takes them and queue only the rest.
 //
+// Between a master and its child on one host, the link's bytes may move to shared memory once both
+// agree (use_lane; runtime/links/lane_handshake): the same frames, written into and read from a
+// shared_lane's rings, with the socket kept to hear the peer's end.
+//
 // Across a network the same link runs on TCP with TLS 1.3 (transport/tls_session): frames are
 // encrypted as they are queued and decrypted as they are read, on the caller's thread, still
 // without an I/O thread between (docs/design.md, "Across hosts: TLS 1.3 on the same links").
@@ -28,7 +32,10 @@
 #include <system_error>
 #include <vector>
 
+#include <sys/uio.h>
+
 #include "fiber/detail/unique_function.hpp"
+#include "transport/shared_lane.hpp"
 #include "transport/stream_reader.hpp"
 #include "transport/tls_session.hpp"
 #include "transport/zmq_channel.hpp"
@@ -83,8 +90,14 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   /// When this side last wrote a message.
   clock::time_point last_sent() const noexcept { return clock::time_point(clock::duration(last_sent_.load())); }
   bool encrypted() const noexcept { return tls_ != nullptr; }
-  /// Whether the peer's bytes wait in the socket, not read yet.
+  /// Whether the peer's bytes wait in the socket (or the lane), not read yet.
   bool bytes_waiting() noexcept;
+  /// From now on this side's bytes go through `lane`, and the peer's come through it (the reader
+  /// switches once what it holds is parsed). On the io_context's thread, before start() or from a
+  /// message's handler, with nothing queued for the socket: false (and no switch) otherwise.
+  bool use_lane(std::shared_ptr<shared_lane> lane);
+  /// Whether the bytes go through shared memory.
+  bool shared() const noexcept { return lane_ != nullptr; }
 
   socket_type& socket() noexcept { return socket_; }
 
@@ -106,11 +119,15 @@ class stream_link : public std::enable_shared_from_this<stream_link> {
   /// Writes queued messages until the socket is full; 0 bytes is not an error.
   std::error_code write_queued();
   void wait_writable();
+  /// Writes what `iov` holds as far as the socket (or the lane) takes it: bytes, or -errno
+  /// (-EAGAIN when full).
+  ssize_t put_bytes(iovec* iov, std::size_t count);
   void consume_written(std::size_t n);
   void note_sent() noexcept { last_sent_.store(clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
 
   socket_type socket_;
   std::unique_ptr<tls_session> tls_;
+  std::shared_ptr<shared_lane> lane_;
   std::atomic<clock::rep> last_sent_{clock::now().time_since_epoch().count()};
   // Writes may come from a second thread (send_pulse); everything that writes holds this, and on
   // an encrypted link everything that uses the session.

@@ -32,6 +32,7 @@ void stream_reader::start(std::weak_ptr<void> owner, on_message_fn on_message, o
 }
 
 void stream_reader::closed(std::error_code ec) {
+  if (lane_) lane_->close();  // nothing more comes through it: its doorbell is no longer watched
   if (auto f = std::move(on_closed_)) {
     on_closed_ = nullptr;
     f(ec);
@@ -58,6 +59,7 @@ void stream_reader::make_room() noexcept {
 
 void stream_reader::read_some() {
   make_room();
+  if (lane_) return read_lane();
   if (tls_) return read_tls();
   auto room = buffer_bytes - in_end_;
   socket_.async_read_some(asio::buffer(in_.get() + in_end_, room),
@@ -137,9 +139,12 @@ stream_reader::parsed stream_reader::read_body(const std::uint64_t* sizes, std::
     if (!deliver(std::move(body_))) return stop(asio::error::operation_aborted);
     return parsed::need_more;
   }
-  if (tls_) {
+  if (tls_ || lane_) {
     rest_ = std::move(rest);
-    read_body_tls();
+    if (lane_)
+      read_body_lane();
+    else
+      read_body_tls();
     return parsed::reading_body;
   }
   asio::async_read(socket_, rest, [this, keep = keep()](std::error_code ec, std::size_t) {
@@ -228,6 +233,70 @@ void stream_reader::read_body_tls() {
   }
   if (!deliver(std::move(body_))) return void(stop(asio::error::operation_aborted));
   if (parse() == parsed::need_more) read_some();
+}
+
+// ---- reading through a shared-memory lane: the ring's bytes are copied into the read buffer (or
+// a large message's parts) and parsed there, as a socket's; the socket only says when the peer
+// ended, and what its ring still held is read first.
+
+void stream_reader::read_lane() {
+  if (!watching_socket_) watch_socket();
+  for (;;) {
+    make_room();
+    auto n = lane_->read(in_.get() + in_end_, buffer_bytes - in_end_);
+    if (n == 0) break;
+    in_end_ += n;
+    if (heard_tracked_) last_heard_ = clock::now();
+    if (parse() != parsed::need_more) return;  // stopped, or reading a large message
+  }
+  if (ended_) return closed(*ended_);
+  lane_->when_readable([this, keep = keep()] { read_lane(); });
+}
+
+void stream_reader::read_body_lane() {
+  reading_body_ = true;
+  while (!rest_.empty()) {
+    auto& b = rest_.front();
+    auto n = lane_->read(static_cast<char*>(b.data()), b.size());
+    if (n == 0) {
+      if (ended_) {
+        reading_body_ = false;
+        return closed(*ended_);  // the peer ended in the middle of a message
+      }
+      lane_->when_readable([this, keep = keep()] { read_body_lane(); });
+      return;
+    }
+    b += n;
+    if (b.size() == 0) rest_.erase(rest_.begin());
+  }
+  reading_body_ = false;
+  if (!deliver(std::move(body_))) return void(stop(asio::error::operation_aborted));
+  if (parse() == parsed::need_more) read_some();
+}
+
+void stream_reader::watch_socket() {
+  watching_socket_ = true;
+  socket_.async_wait(asio::socket_base::wait_read, [this, keep = keep()](std::error_code ec) {
+    if (ec == asio::error::operation_aborted || !socket_.is_open()) return closed(asio::error::operation_aborted);
+    if (ec) return lane_ended(ec);
+    char byte;
+    auto n = ::recv(socket_.native_handle(), &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (n > 0) {
+      logf(log_level::warn, "a link's peer wrote to its socket after their bytes moved to shared memory; link closed");
+      return void(stop(make_error_code(errc::protocol_error)));
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return watch_socket();
+    lane_ended(n == 0 ? std::error_code(asio::error::eof) : std::error_code(errno, std::system_category()));
+  });
+}
+
+void stream_reader::lane_ended(std::error_code why) {
+  ended_ = why;
+  lane_->forget_readable();  // read now instead
+  if (reading_body_)
+    read_body_lane();
+  else
+    read_lane();
 }
 
 }  // namespace fiber::detail

@@ -5,7 +5,8 @@
 // message_too_large. Small messages are read through the buffer, several per system call; a large
 // one straight into its parts' own memory. On an encrypted link the socket's bytes go into the TLS
 // session and what it decrypts into the buffer (or a large message's parts), on the caller's
-// thread. On the io_context's thread.
+// thread. Through a shared-memory lane (shared_lane) the bytes come from the ring, copied into the
+// buffer before they are parsed. On the io_context's thread.
 #pragma once
 #include <asio/buffer.hpp>
 #include <asio/generic/stream_protocol.hpp>
@@ -14,10 +15,12 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <vector>
 
 #include "fiber/detail/unique_function.hpp"
+#include "transport/shared_lane.hpp"
 #include "transport/tls_session.hpp"
 #include "transport/zmq_channel.hpp"
 
@@ -57,6 +60,10 @@ class stream_reader {
   /// answer is often followed by a second message (its next get) that the read finds. A plain
   /// link's reads only (an encrypted one drains the session as before). Before start().
   void defer_after_drain() noexcept { defer_drained_ = true; }
+  /// From the next read on, the peer's bytes come through `lane` (what the buffer holds is parsed
+  /// first); the socket is watched only for its end, and bytes on it then close the link. On the
+  /// io_context's thread: before start(), or from a message's handler.
+  void use_lane(std::shared_ptr<shared_lane> lane) noexcept { lane_ = std::move(lane); }
   /// When bytes were last read (a large message's body aside).
   clock::time_point last_heard() const noexcept { return last_heard_; }
 
@@ -80,6 +87,14 @@ class stream_reader {
   long open_tls(void* dst, std::size_t capacity);
   void tls_failed();
   std::shared_ptr<void> keep() const { return owner_.lock(); }
+  /// Through a lane: what the ring holds into the buffer, parsed, then waits for more.
+  void read_lane();
+  /// Through a lane: fills a large message's parts (rest_), then delivers it.
+  void read_body_lane();
+  /// Through a lane: waits for the socket's end (or bytes that should not be there).
+  void watch_socket();
+  /// The peer ended: what its ring still holds is read, then the link reports `why`.
+  void lane_ended(std::error_code why);
 
   socket_type& socket_;
   tls_session* tls_;
@@ -97,6 +112,10 @@ class stream_reader {
   clock::time_point last_heard_ = clock::now();
   bool heard_tracked_ = false;
   bool defer_drained_ = false;
+  std::shared_ptr<shared_lane> lane_;
+  bool watching_socket_ = false;
+  bool reading_body_ = false;          // through a lane: rest_ is being filled
+  std::optional<std::error_code> ended_;  // through a lane: the socket ended; the ring is drained, then closed
 };
 
 }  // namespace fiber::detail

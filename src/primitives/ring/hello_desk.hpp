@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "primitives/ring/shared_channel.hpp"
+#include "transport/shared_channel.hpp"
 #include "primitives/ring/sealed_link.hpp"
 
 namespace fiber::detail {

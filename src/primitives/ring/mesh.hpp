@@ -16,7 +16,7 @@
 
 #include "fiber/ring.hpp"
 #include "primitives/ring/hello_desk.hpp"
-#include "primitives/ring/shared_channel.hpp"
+#include "transport/shared_channel.hpp"
 #include "primitives/ring/sealed_link.hpp"
 #include "transport/reachable_address.hpp"
 

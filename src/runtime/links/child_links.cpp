@@ -87,6 +87,7 @@ void child_links::make_listener() {
 
 void child_links::listen_direct() {
   make_listener();
+  direct_->offer_lanes(static_cast<std::size_t>(cfg_.shared_links));
   direct_->listen("fiber-" + job_id_ + "-" + std::to_string(::getpid()));
   endpoint_ = direct_->endpoint();
   plain_auth_ = true;  // children prove themselves with the password

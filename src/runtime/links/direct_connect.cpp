@@ -10,20 +10,23 @@
 #include "fiber/error.hpp"
 #include "runtime/links/direct_connect.hpp"
 #include "runtime/links/direct_wire.hpp"
+#include "runtime/links/lane_handshake.hpp"
 #include "runtime/hubs/hub_wire.hpp"
 
 namespace fiber::detail {
 
 namespace {
 std::shared_ptr<stream_link> greet_on(asio::local::stream_protocol::socket s, const std::string& id,
-                                      const std::string& password);
+                                      const std::string& password, std::string_view greeting_word = link_greeting);
 }  // namespace
 
 std::shared_ptr<stream_link> connect_direct_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
-                                                 const std::string& password) {
+                                                 const std::string& password, std::chrono::milliseconds patience) {
   asio::local::stream_protocol::socket s(io);
   s.connect(abstract(std::string_view(endpoint).substr(direct_scheme.size())));
-  return greet_on(std::move(s), id, password);
+  auto link = greet_on(std::move(s), id, password, link_greeting_shared);
+  await_lane(*link, io, patience);
+  return link;
 }
 
 std::shared_ptr<stream_link> connect_hub_link(asio::io_context& io, const std::string& name, const std::string& id,
@@ -42,12 +45,12 @@ std::shared_ptr<stream_link> connect_hub_link(asio::io_context& io, const std::s
 
 namespace {
 std::shared_ptr<stream_link> greet_on(asio::local::stream_protocol::socket s, const std::string& id,
-                                      const std::string& password) {
+                                      const std::string& password, std::string_view greeting_word) {
   // The master is the only peer, proven by where it listens (it bound the name before starting
   // this child): what it sends is not limited here, as over ZeroMQ.
   auto link = std::make_shared<stream_link>(std::move(s), std::numeric_limits<std::size_t>::max());
   multipart greeting;
-  greeting.emplace_back(link_greeting.data(), link_greeting.size());
+  greeting.emplace_back(greeting_word.data(), greeting_word.size());
   greeting.emplace_back(id.data(), id.size());
   greeting.emplace_back(password.data(), password.size());
   if (auto ec = link->send_blocking(greeting)) throw error(ec, "greeting the master over its unix socket");

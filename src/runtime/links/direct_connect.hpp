@@ -14,10 +14,12 @@
 
 namespace fiber::detail {
 
-/// A child's side: connects to `endpoint` (direct_scheme) and proves itself as `id` with
-/// `password`. Throws fiber::error when the master cannot be reached.
+/// A child's side: connects to `endpoint` (direct_scheme), proves itself as `id` with
+/// `password`, and waits up to `patience` for the master's answer: the link's bytes then go through
+/// shared memory when the master offers it (runtime/links/lane_handshake). Throws fiber::error
+/// when the master cannot be reached or does not answer.
 std::shared_ptr<stream_link> connect_direct_link(asio::io_context& io, const std::string& endpoint, const std::string& id,
-                                                 const std::string& password);
+                                                 const std::string& password, std::chrono::milliseconds patience);
 /// A child behind its host's hub (runtime/hubs/host_hub): connects to the abstract unix socket `name`,
 /// trying again until `patience` has passed while nothing listens there (the hub may start after
 /// the child), and proves itself as `id` with `password`. Throws fiber::error.

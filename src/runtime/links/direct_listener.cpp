@@ -21,6 +21,7 @@
 #include "core/same_secret.hpp"
 #include "fiber/error.hpp"
 #include "runtime/links/direct_wire.hpp"
+#include "runtime/links/lane_handshake.hpp"
 #include "runtime/hubs/hub_wire.hpp"
 
 namespace fiber::detail {
@@ -31,7 +32,8 @@ direct_listener::direct_listener(asio::io_context& io, std::string password, std
                                  std::chrono::milliseconds greeting_timeout,
                                  std::function<bool(const std::string&)> expected,
                                  unique_function<void(const std::string&, multipart&&)> on_message)
-    : acceptor_(io),
+    : io_(io),
+      acceptor_(io),
       tcp_acceptor_(io),
       sweep_timer_(io),
       password_(std::move(password)),
@@ -51,6 +53,7 @@ struct direct_listener::pending {
   std::weak_ptr<stream_link> link;
   std::string id;  // once proven
   link_role role = link_role::child;
+  bool shared = false;    // its link went to shared memory (one of lanes_in_use_)
   bool extended = false;  // its bytes were there when its time was up: one more period
   void close() {
     std::error_code ignored;
@@ -231,7 +234,7 @@ void direct_listener::start_link(const std::shared_ptr<pending>& p) {
         if (!self || !l || self->closed_) return;
         if (p->id.empty()) {
           p->deadline.cancel();
-          p->id = self->on_first_message(l, std::move(m), p->role);
+          p->id = self->on_first_message(l, std::move(m), *p);
           if (!p->id.empty() && p->role == link_role::child && self->joined_) self->joined_(p->id);
           if (!p->id.empty() && p->role == link_role::hub && self->hub_watch_.linked) self->hub_watch_.linked(p->id);
           return;
@@ -248,6 +251,10 @@ void direct_listener::start_link(const std::shared_ptr<pending>& p) {
 }
 
 void direct_listener::link_closed(const std::shared_ptr<pending>& p, const std::shared_ptr<stream_link>& link) {
+  if (p->shared) {
+    p->shared = false;
+    --lanes_in_use_;
+  }
   // The child's death itself is seen through its process; here only its link goes.
   auto it = links_.find(p->id);
   bool current = it != links_.end() && it->second == link;  // not replaced, nor closed by the sweep
@@ -344,12 +351,14 @@ void direct_listener::sweep() {
   });
 }
 
-std::string direct_listener::on_first_message(const std::shared_ptr<stream_link>& link, multipart&& m, link_role& role) {
+std::string direct_listener::on_first_message(const std::shared_ptr<stream_link>& link, multipart&& m, pending& p) {
   std::erase_if(unproven_, [&](auto& w) {
-    auto p = w.lock();
-    return !p || p->link.lock() == link;
+    auto waiting = w.lock();
+    return !waiting || waiting->link.lock() == link;
   });
-  bool greeting = m.size() == 3 && m[0].to_string_view() == link_greeting;
+  // Shared memory is for a child on this host: over TLS that greeting is not one.
+  bool asks_shared = m.size() == 3 && m[0].to_string_view() == link_greeting_shared && !link->encrypted();
+  bool greeting = m.size() == 3 && (m[0].to_string_view() == link_greeting || asks_shared);
   // A hub is reached over TLS only: on this host its children would link directly.
   bool hub = m.size() == 3 && m[0].to_string_view() == hub_greeting && link->encrypted();
   std::string id = greeting || hub ? m[1].to_string() : std::string();
@@ -365,13 +374,26 @@ std::string direct_listener::on_first_message(const std::shared_ptr<stream_link>
       link->close();
       return {};
     }
-    role = link_role::hub;
+    p.role = link_role::hub;
     link->set_coalescing(true);  // what one turn sends to a host goes in one write
   } else if (!expected_(id) || links_.contains(id) || routes_.contains(id)) {
     logf(log_level::error, "a process connected to the master's unix socket as child ", id,
          ", which is not a child waiting to connect; closed");
     link->close();
     return {};
+  }
+  if (asks_shared) {
+    // The child sends nothing more until it has this answer: from here each side's bytes go
+    // through the lane, if there is one.
+    if (!answer_lane(*link, io_, lanes_in_use_ < lanes_most_)) {
+      logf(log_level::warn, "the answer to child ", id, "'s greeting could not be written; its link is closed");
+      link->close();
+      return {};
+    }
+    if (link->shared()) {
+      p.shared = true;
+      ++lanes_in_use_;
+    }
   }
   link->reader().set_max_message_bytes(max_message_bytes_);
   links_.emplace(id, link);

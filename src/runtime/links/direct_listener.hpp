@@ -69,6 +69,9 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
     joined_ = std::move(joined);
     left_ = std::move(left);
   }
+  /// Up to `most` children on this host that ask get a link through shared memory (the others
+  /// stay on their unix socket); 0, the default: none. Before the first child links.
+  void offer_lanes(std::size_t most) noexcept { lanes_most_ = most; }
   /// Closes child `id`'s link, if it has one.
   void drop(const std::string& id);
   /// Children linked directly, and through hubs.
@@ -103,12 +106,14 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   void handshake(const std::shared_ptr<pending>& p);
   void start_link(const std::shared_ptr<pending>& p);
   /// The child's routing id when it proved itself, else empty (and the link is closed).
-  std::string on_first_message(const std::shared_ptr<stream_link>& link, multipart&& m, link_role& role);
+  /// Sets `p`'s role, and whether its link went to shared memory.
+  std::string on_first_message(const std::shared_ptr<stream_link>& link, multipart&& m, pending& p);
   /// A relay frame and what follows, from hub `hub`.
   void on_hub_message(const std::string& hub, const std::shared_ptr<stream_link>& link, multipart&& m);
   void link_closed(const std::shared_ptr<pending>& p, const std::shared_ptr<stream_link>& link);
   void sweep();
 
+  asio::io_context& io_;
   asio::local::stream_protocol::acceptor acceptor_;
   asio::ip::tcp::acceptor tcp_acceptor_;
   std::optional<tls_session::key> psk_;
@@ -128,6 +133,7 @@ class direct_listener : public std::enable_shared_from_this<direct_listener> {
   std::vector<std::weak_ptr<pending>> unproven_;
   bool flood_reported_ = false;
   bool closed_ = false;
+  std::size_t lanes_most_ = 0, lanes_in_use_ = 0;
 };
 
 }  // namespace fiber::detail
