@@ -1,10 +1,12 @@
 // What a direct link costs per round trip of a small message, by what it runs on: a unix socket
-// (children on this host), TCP without encryption, and TCP with TLS 1.3 (remote_transport=direct,
-// children on other hosts). A second thread echoes on a loop of its own; both threads' CPU per
+// (children on this host), shared memory (a child on this host once its master gave it a lane;
+// here neither side spins, so each message rings a doorbell), TCP without encryption, and TCP
+// with TLS 1.3 (remote_transport=direct, children on other hosts). A second thread echoes on a loop of its own; both threads' CPU per
 // round trip is `cpu_us_per_round_trip`. The difference between the last two is TLS's share.
 // The _8MB variants send a task's 8 MB argument each way instead (MB/s counts both ways).
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
@@ -14,6 +16,7 @@
 
 #include "runtime/links/direct_listener.hpp"
 #include "runtime/links/direct_connect.hpp"
+#include "transport/shared_lane.hpp"
 #include "transport/stream_link.hpp"
 
 using namespace fiber::detail;
@@ -72,6 +75,32 @@ void unix_socket(benchmark::State& state) {
   round_trips(state, io, *a, echo_io);
 }
 
+void shared_memory(benchmark::State& state) {
+  asio::io_context io, echo_io;
+  asio::local::stream_protocol::socket sa(io), sb(echo_io);
+  asio::local::connect_pair(sa, sb);
+  auto a = std::make_shared<stream_link>(std::move(sa), 1 << 24);
+  auto b = std::make_shared<stream_link>(std::move(sb), 1 << 24);
+  auto made = shared_channel::make(shared_lane::link_capacity, /*populate=*/false);
+  auto joined = shared_channel::join(::dup(made->segment_fd()), ::dup(made->dialer_bell()), ::dup(made->acceptor_bell()), false);
+  if (!made || !joined || !a->use_lane(shared_lane::open(io, std::move(made))) ||
+      !b->use_lane(shared_lane::open(echo_io, std::move(joined))))
+    return state.SkipWithError("this host gives no shared memory");
+  echo_on(b);
+  round_trips(state, io, *a, echo_io);
+}
+
+void unix_socket_8MB(benchmark::State& state) {
+  message_bytes = 8'000'000;
+  unix_socket(state);
+  message_bytes = 40;
+}
+void shared_memory_8MB(benchmark::State& state) {
+  message_bytes = 8'000'000;
+  shared_memory(state);
+  message_bytes = 40;
+}
+
 std::pair<stream_link::socket_type, stream_link::socket_type> tcp_pair(asio::io_context& io, asio::io_context& echo_io) {
   asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
   asio::ip::tcp::socket a(io), b(echo_io);
@@ -125,6 +154,9 @@ void tcp_tls_8MB(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(unix_socket)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(shared_memory)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(unix_socket_8MB)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(shared_memory_8MB)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(tcp_plain)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(tcp_tls)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(tcp_plain_8MB)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -83,7 +83,7 @@ struct FIBER_API config {
                                             ///< sleeps (a quick answer then costs no wake-up); 0: sleep
   int shared_links = 64;                    ///< local_transport=direct: up to this many children on
                                             ///< the master's host pass their messages through shared
-                                            ///< memory (128 KiB each), the rest through their unix
+                                            ///< memory (512 KiB each), the rest through their unix
                                             ///< socket; 0: all through sockets
   bool record = true;                       ///< the flight recorder: a file per run of what it did
                                             ///< (fiber history, fiber trace); false: none
