@@ -65,41 +65,27 @@ void echo_on(const std::shared_ptr<stream_link>& b) {
   b->start([b = b.get()](multipart m) { b->send(std::move(m)); }, [](std::error_code) {});
 }
 
-void unix_socket(benchmark::State& state) {
+/// Two links on a unix socketpair; with `shared`, their bytes through shared memory.
+void unix_pair(benchmark::State& state, bool shared) {
   asio::io_context io, echo_io;
   asio::local::stream_protocol::socket sa(io), sb(echo_io);
   asio::local::connect_pair(sa, sb);
   auto a = std::make_shared<stream_link>(std::move(sa), 1 << 24);
   auto b = std::make_shared<stream_link>(std::move(sb), 1 << 24);
+  if (shared) {
+    auto made = shared_channel::make(shared_lane::link_capacity, /*populate=*/false);
+    auto joined = made ? shared_channel::join(::dup(made->segment_fd()), ::dup(made->dialer_bell()),
+                                              ::dup(made->acceptor_bell()), false)
+                       : nullptr;
+    if (!joined || !a->use_lane(shared_lane::open(io, std::move(made))) ||
+        !b->use_lane(shared_lane::open(echo_io, std::move(joined))))
+      return state.SkipWithError("this host gives no shared memory");
+  }
   echo_on(b);
   round_trips(state, io, *a, echo_io);
 }
-
-void shared_memory(benchmark::State& state) {
-  asio::io_context io, echo_io;
-  asio::local::stream_protocol::socket sa(io), sb(echo_io);
-  asio::local::connect_pair(sa, sb);
-  auto a = std::make_shared<stream_link>(std::move(sa), 1 << 24);
-  auto b = std::make_shared<stream_link>(std::move(sb), 1 << 24);
-  auto made = shared_channel::make(shared_lane::link_capacity, /*populate=*/false);
-  auto joined = shared_channel::join(::dup(made->segment_fd()), ::dup(made->dialer_bell()), ::dup(made->acceptor_bell()), false);
-  if (!made || !joined || !a->use_lane(shared_lane::open(io, std::move(made))) ||
-      !b->use_lane(shared_lane::open(echo_io, std::move(joined))))
-    return state.SkipWithError("this host gives no shared memory");
-  echo_on(b);
-  round_trips(state, io, *a, echo_io);
-}
-
-void unix_socket_8MB(benchmark::State& state) {
-  message_bytes = 8'000'000;
-  unix_socket(state);
-  message_bytes = 40;
-}
-void shared_memory_8MB(benchmark::State& state) {
-  message_bytes = 8'000'000;
-  shared_memory(state);
-  message_bytes = 40;
-}
+void unix_socket(benchmark::State& state) { unix_pair(state, false); }
+void shared_memory(benchmark::State& state) { unix_pair(state, true); }
 
 std::pair<stream_link::socket_type, stream_link::socket_type> tcp_pair(asio::io_context& io, asio::io_context& echo_io) {
   asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
@@ -141,23 +127,20 @@ void tcp_tls(benchmark::State& state) {
   listener->close();
 }
 
-void tcp_plain_8MB(benchmark::State& state) {
+/// `link`'s benchmark with a task's 8 MB argument each way.
+template <void (*link)(benchmark::State&)>
+void eight_megabytes(benchmark::State& state) {
   message_bytes = 8'000'000;
-  tcp_plain(state);
-  message_bytes = 40;
-}
-void tcp_tls_8MB(benchmark::State& state) {
-  message_bytes = 8'000'000;
-  tcp_tls(state);
+  link(state);
   message_bytes = 40;
 }
 }  // namespace
 
 BENCHMARK(unix_socket)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(shared_memory)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(unix_socket_8MB)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(shared_memory_8MB)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(tcp_plain)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(tcp_tls)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(tcp_plain_8MB)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(tcp_tls_8MB)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(eight_megabytes<unix_socket>)->Name("unix_socket_8MB")->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(eight_megabytes<shared_memory>)->Name("shared_memory_8MB")->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(eight_megabytes<tcp_plain>)->Name("tcp_plain_8MB")->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(eight_megabytes<tcp_tls>)->Name("tcp_tls_8MB")->UseRealTime()->Unit(benchmark::kMillisecond);
