@@ -27,6 +27,11 @@ struct lane_pair {
     iovec iov{const_cast<char*>(s.data()), s.size()};
     return to->write(&iov, 1);
   }
+  /// Fills a's ring to the last byte.
+  void fill_a() {
+    std::string full(shared_channel::min_capacity, 'f');
+    ASSERT_EQ(write(a, full), full.size());
+  }
 };
 }  // namespace
 
@@ -63,8 +68,7 @@ TEST(shared_lane, bytes_already_there_are_read_at_once_without_a_ring) {
 
 TEST(shared_lane, a_writer_waiting_for_room_is_rung_when_the_reader_drains) {
   lane_pair p;
-  std::string full(shared_channel::min_capacity, 'f');
-  ASSERT_EQ(p.write(p.a, full), full.size());
+  p.fill_a();
   EXPECT_EQ(p.write(p.a, "x"), 0u) << "the ring is full";
   bool room = false;
   p.a->when_writable([&] { room = true; });
@@ -82,14 +86,13 @@ TEST(shared_lane, a_writer_waiting_for_room_is_rung_when_the_reader_drains) {
 
 TEST(shared_lane, a_thread_outside_the_loop_waits_for_room_itself_and_gives_up_at_its_deadline) {
   lane_pair p;
-  std::string full(shared_channel::min_capacity, 'f');
-  ASSERT_EQ(p.write(p.a, full), full.size());
+  p.fill_a();
   EXPECT_FALSE(p.a->wait_writable(shared_lane::clock::now())) << "full, and the deadline has passed";
   std::thread reader([&] {
     char buf[10];
     EXPECT_EQ(p.b->read(buf, sizeof buf), sizeof buf);
   });
-  EXPECT_TRUE(p.a->wait_writable(std::nullopt));
+  EXPECT_TRUE(p.a->wait_writable(shared_lane::clock::time_point::max()));
   reader.join();
   p.a->close();
   p.b->close();

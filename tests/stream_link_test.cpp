@@ -206,6 +206,20 @@ TEST(stream_link_shared, bytes_on_the_socket_after_the_move_to_shared_memory_clo
   EXPECT_EQ(p.received.size(), 1u);
 }
 
+TEST(stream_link_shared, a_blocking_send_into_a_full_ring_fails_when_the_reader_ends_meanwhile) {
+  // A ring whose reader ended never drains: the sender must hear the end, not wait for room.
+  linked_pair p(true);  // b never reads: its loop does not run
+  std::thread ender([&] {
+    // Once a's first bytes are in b's ring (at most a minute, against a hang).
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (!p.b->bytes_waiting() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    p.b->close();
+  });
+  std::string more_than_the_ring(shared_lane::link_capacity * 2, 'r');
+  EXPECT_TRUE(p.a->send_blocking(message_of({more_than_the_ring})));
+  ender.join();
+}
+
 TEST(stream_link_shared, a_spinning_reader_takes_messages_without_its_doorbell_and_a_sleeping_one_is_rung) {
   asio::io_context io;
   asio::local::stream_protocol::socket sa(io), sb(io);

@@ -118,22 +118,18 @@ bool event_loop::run_until(Done is_done) {
     if (!pollers_ && asio::has_service<spin_pollers>(*io_)) pollers_ = &asio::use_service<spin_pollers>(*io_);
     spin_pollers* pollers = pollers_ && pollers_->begin() ? pollers_ : nullptr;
     auto until = std::chrono::steady_clock::now() + spin_;
-    bool hit = false, stopped = false;
+    bool hit = false;
     for (;;) {
       if (is_done()) {
         hit = true;
         break;
       }
-      if (io_->stopped()) {
-        stopped = true;
-        break;
-      }
+      if (io_->stopped()) return false;
       if (run_one_logged(/*block=*/false)) continue;
       if (pollers && poll_logged(*pollers)) continue;
       if (std::chrono::steady_clock::now() >= until) break;
       sched_yield();
     }
-    if (stopped) return false;
     if (hit) {
       spin_misses_ = 0;
       waits_without_spin_ = 0;

@@ -56,7 +56,7 @@ void shared_lane::arm() noexcept {
 bool shared_lane::run_ready() {
   if (closed_) return false;
   bool ran = false;
-  if (on_readable_ && (channel_->readable().second != 0)) {
+  if (on_readable_ && can_read()) {
     auto f = std::move(on_readable_);
     on_readable_ = nullptr;
     f();
@@ -83,14 +83,14 @@ void shared_lane::watch_doorbell() {
   });
 }
 
-bool shared_lane::wait_writable(std::optional<clock::time_point> deadline) {
+bool shared_lane::wait_writable(clock::time_point until) {
   // The loop's thread owns the doorbell (it empties it), so a thread outside the loop looks at
   // the ring instead, backing off from 20 µs to a millisecond: this waits only when the ring is
   // full, the peer behind by a whole ring.
   for (auto pause = std::chrono::microseconds(20);; pause = std::min(pause * 2, std::chrono::microseconds(1000))) {
     if (closed_) return false;
     if (channel_->can_write()) return true;
-    if (deadline && clock::now() >= *deadline) return false;
+    if (clock::now() >= until) return false;
     std::this_thread::sleep_for(pause);
   }
 }

@@ -59,8 +59,8 @@ class shared_lane : public spin_pollers::poller, public std::enable_shared_from_
   /// Drops the read callback that waits (its caller reads at once instead).
   void forget_readable() noexcept { on_readable_ = nullptr; }
   /// For a thread that runs no loop (a pulse, a flush before exit): waits until the ring has room
-  /// or `deadline` passes (none: as long as it takes). False when it passed.
-  bool wait_writable(std::optional<clock::time_point> deadline);
+  /// or `until` passes. False when it passed (or the lane closed) without room.
+  bool wait_writable(clock::time_point until);
 
   /// Stops watching the doorbell and drops the callbacks; the ring stays mapped while this lives.
   void close() noexcept;

@@ -54,6 +54,17 @@ void add_message(std::vector<iovec>& iov, const std::string& head, const multipa
   for (auto& p : parts) add(p.data(), p.size());
 }
 
+/// A full lane, for a thread outside the loop: waits a slice for room, so that the caller's next
+/// put_bytes looks at the socket between slices (a ring whose reader ended never drains). False
+/// once `deadline` has passed.
+bool wait_lane_room(shared_lane& lane, std::optional<stream_link::clock::time_point> deadline) {
+  auto now = stream_link::clock::now();
+  if (deadline && now >= *deadline) return false;
+  auto slice = now + std::chrono::milliseconds(10);
+  lane.wait_writable(deadline ? std::min(*deadline, slice) : slice);
+  return true;
+}
+
 std::size_t message_bytes(const std::string& head, const multipart& parts) {
   std::size_t n = head.size();
   for (auto& p : parts) n += p.size();
@@ -250,7 +261,7 @@ bool stream_link::flush(std::chrono::milliseconds limit) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     if (lane_) {
-      lane_->wait_writable(deadline);
+      wait_lane_room(*lane_, deadline);
       continue;
     }
     pollfd p{socket_.native_handle(), POLLOUT, 0};
@@ -285,7 +296,7 @@ std::error_code stream_link::write_all(const multipart& parts, std::optional<clo
   while (first < iov.size()) {
     auto n = put_bytes(iov.data() + first, iov.size() - first);
     if ((n == -EAGAIN || n == -EWOULDBLOCK) && lane_) {
-      if (!lane_->wait_writable(deadline)) return broken_ = make_error_code(std::errc::timed_out);
+      if (!wait_lane_room(*lane_, deadline)) return broken_ = make_error_code(std::errc::timed_out);
       continue;
     }
     if (n == -EAGAIN || n == -EWOULDBLOCK) {
